@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+class Backend;
+
+/// Kinds of device. Decorators (autodiff, fusion, remote) wrap one of these.
+enum class DeviceType : uint8_t { CPU, Null, Vulkan, CUDA, WebGPU, Remote };
+
+/// A run-time device: a cheap value naming the backend chain that executes ops.
+/// `Device::cpu()` runs kernels; `Device::null()` tracks shapes and dtypes only, so checks and
+/// shape inference can be tested without data. Decorators (`.autodiff()`, `.fusion()`) return a
+/// Device whose backend wraps this one's.
+class Device {
+ public:
+  /// The CPU device (same as `Device::cpu()`).
+  Device();
+  static Device cpu();
+  /// A device that allocates nothing and computes nothing; reading values throws.
+  static Device null();
+  /// The device named by the environment variable KILN_DEVICE ("cpu", "null"), else the CPU.
+  static Device default_device();
+  /// Parses "cpu" or "null"; throws kiln::Error for anything else.
+  static Device from_string(const std::string& name);
+
+  DeviceType type() const;
+  int index() const { return index_; }
+  bool is_cpu() const { return type() == DeviceType::CPU; }
+  bool is_null() const { return type() == DeviceType::Null; }
+  /// "cpu", "null", "cuda:0", ...
+  std::string str() const;
+  /// The backend that executes ops for this device (internal interface).
+  Backend* backend() const { return backend_; }
+
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.backend_ == b.backend_ && a.index_ == b.index_;
+  }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
+
+  /// For backends and decorators: a device running on `backend`.
+  explicit Device(Backend* backend, int index = 0) : backend_(backend), index_(index) {}
+
+ private:
+  Backend* backend_;
+  int index_ = 0;
+};
+
+std::string to_string(const Device& d);
+
+/// Waits until all work queued on `device` has finished; errors from queued work surface here.
+void sync(const Device& device);
+
+/// Memory held by a device's allocator, in bytes.
+struct MemoryStats {
+  int64_t in_use = 0;     ///< bytes in live tensors
+  int64_t peak = 0;       ///< highest in_use since start or reset_peak_memory
+  int64_t cached = 0;     ///< bytes freed by tensors and kept for reuse
+  int64_t allocations = 0;  ///< number of buffers handed out
+};
+MemoryStats memory_stats(const Device& device);
+void reset_peak_memory(const Device& device);
+/// Returns cached blocks to the system.
+void empty_cache(const Device& device);
+
+/// Number of threads used by intra-op parallel kernels (KILN_NUM_THREADS, default all cores).
+int num_threads();
+void set_num_threads(int n);
+
+/// Seeds the global random number generator (counter-based: results do not depend on threads).
+void manual_seed(uint64_t seed);
+
+}  // namespace kiln

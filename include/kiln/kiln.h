@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// The everyday set of Kiln headers.
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/ops.h"
+#include "kiln/scalar.h"
+#include "kiln/shape.h"
+#include "kiln/tensor.h"

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// The Tensor handle. Light on purpose: no backend, kernel or iostream headers.
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/scalar.h"
+#include "kiln/shape.h"
+
+namespace kiln {
+
+struct Storage;       // a buffer owned by a backend (internal)
+struct AutogradMeta;  // per-tensor autodiff state (owned by the autodiff decorator)
+
+/// Options for creation functions: `zeros({2, 3}, {.dtype = f64, .device = cpu})`.
+struct TensorOptions {
+  DType dtype = f32;
+  Device device = Device::default_device();
+};
+
+/// Shared state behind a Tensor handle: a strided view of a Storage.
+struct TensorImpl {
+  Shape shape;
+  Strides strides;  // in elements; 0 for broadcast dims, negative after flip
+  int64_t offset = 0;  // in elements, from the start of the storage
+  DType dtype = f32;
+  Device device;
+  std::shared_ptr<Storage> storage;
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+class Tensor;
+/// One entry of `Tensor::index({...})`: an integer, a Slice, None (new axis), Ellipsis, or a
+/// tensor (integer indices or a boolean mask).
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+};
+struct NoneIndex {};
+struct EllipsisIndex {};
+inline constexpr NoneIndex None{};
+inline constexpr EllipsisIndex Ellipsis{};
+class TensorIndex;
+
+/// A cheap, shared handle to an n-dimensional array on a Device. Copying a Tensor shares data
+/// (like PyTorch); `clone()` copies it. A default-constructed Tensor is undefined.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata -------------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& sizes() const { return impl().shape; }
+  /// Size of dim d (negative counts from the end).
+  int64_t size(int64_t d) const;
+  const Strides& strides() const { return impl().strides; }
+  int64_t stride(int64_t d) const;
+  int64_t storage_offset() const { return impl().offset; }
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t ndim() const { return dim(); }
+  int64_t numel() const { return shape_numel(impl().shape); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().device; }
+  size_t element_size() const { return dtype_size(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  /// True when both handles view the same storage.
+  bool is_same_storage(const Tensor& o) const;
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  std::string str() const;  ///< PyTorch-style printout
+
+  // ---- conversion and copies -------------------------------------------------------------
+  Tensor to(const Device& d) const;
+  Tensor to(DType t) const;
+  Tensor to(const Device& d, DType t) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  /// Copies src (broadcast to this shape, cast to this dtype) into this tensor's elements.
+  Tensor& copy_(const Tensor& src);
+  /// Copies the elements to the host as T (converting from the tensor's dtype).
+  template <class T>
+  std::vector<T> to_vector() const {
+    std::vector<T> v(static_cast<size_t>(numel()));
+    copy_to_host(v.data(), dtype_of_v<T>);
+    return v;
+  }
+  /// The value of a one-element tensor as T.
+  template <class T>
+  T item() const {
+    T v{};
+    check_one_element("item");
+    copy_to_host(&v, dtype_of_v<T>);
+    return v;
+  }
+  Scalar item() const;
+  /// Writes numel() elements of type `as` to dst (reads from the device; a sync point).
+  void copy_to_host(void* dst, DType as) const;
+
+  // ---- views (zero-copy where the layout allows) ------------------------------------------
+  Tensor reshape(const Shape& shape) const;  ///< one dim may be -1
+  Tensor view(const Shape& shape) const;     ///< like reshape but never copies; throws if it must
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor permute(const Dims& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;  ///< transpose of a <= 2-d tensor
+  Tensor mT() const;  ///< transpose of the last two dims
+  Tensor movedim(const Dims& src, const Dims& dst) const;
+  Tensor squeeze() const;
+  Tensor squeeze(const Dims& dims) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;  ///< -1 keeps a size; new dims on the left
+  Tensor expand_as(const Tensor& o) const { return expand(o.shape()); }
+  Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// Elements start, start+step, ... below stop along dim (Python slice rules, clamped).
+  Tensor slice(int64_t dim, std::optional<int64_t> start = {}, std::optional<int64_t> stop = {},
+               int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor flip(const Dims& dims) const;
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor as_strided(const Shape& shape, const Strides& strides, int64_t offset) const;
+  /// NumPy/PyTorch indexing: ints, Slice{}, None, Ellipsis, index tensors, boolean masks.
+  Tensor index(std::initializer_list<TensorIndex> idx) const;
+  Tensor index(const std::vector<TensorIndex>& idx) const;
+  /// Slice / index assignment: `x.index_put_({Slice{0, 2}}, 0.f)`.
+  Tensor& index_put_(const std::vector<TensorIndex>& idx, const Tensor& value);
+  Tensor& index_put_(const std::vector<TensorIndex>& idx, Scalar value);
+
+  // ---- the everyday ops as methods (free functions in ops.h) ----------------------------
+#define KILN_UNARY_METHOD(name) Tensor name() const;
+  KILN_UNARY_METHOD(abs)
+  KILN_UNARY_METHOD(neg)
+  KILN_UNARY_METHOD(sign)
+  KILN_UNARY_METHOD(exp)
+  KILN_UNARY_METHOD(exp2)
+  KILN_UNARY_METHOD(expm1)
+  KILN_UNARY_METHOD(log)
+  KILN_UNARY_METHOD(log2)
+  KILN_UNARY_METHOD(log10)
+  KILN_UNARY_METHOD(log1p)
+  KILN_UNARY_METHOD(sqrt)
+  KILN_UNARY_METHOD(rsqrt)
+  KILN_UNARY_METHOD(reciprocal)
+  KILN_UNARY_METHOD(square)
+  KILN_UNARY_METHOD(sin)
+  KILN_UNARY_METHOD(cos)
+  KILN_UNARY_METHOD(tan)
+  KILN_UNARY_METHOD(asin)
+  KILN_UNARY_METHOD(acos)
+  KILN_UNARY_METHOD(atan)
+  KILN_UNARY_METHOD(sinh)
+  KILN_UNARY_METHOD(cosh)
+  KILN_UNARY_METHOD(tanh)
+  KILN_UNARY_METHOD(asinh)
+  KILN_UNARY_METHOD(acosh)
+  KILN_UNARY_METHOD(atanh)
+  KILN_UNARY_METHOD(erf)
+  KILN_UNARY_METHOD(erfinv)
+  KILN_UNARY_METHOD(floor)
+  KILN_UNARY_METHOD(ceil)
+  KILN_UNARY_METHOD(trunc)
+  KILN_UNARY_METHOD(frac)
+  KILN_UNARY_METHOD(sigmoid)
+  KILN_UNARY_METHOD(relu)
+  KILN_UNARY_METHOD(silu)
+  KILN_UNARY_METHOD(isnan)
+  KILN_UNARY_METHOD(isinf)
+  KILN_UNARY_METHOD(isfinite)
+  KILN_UNARY_METHOD(logical_not)
+  KILN_UNARY_METHOD(bitwise_not)
+#undef KILN_UNARY_METHOD
+  Tensor round(int64_t decimals = 0) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
+  Tensor pow(const Tensor& e) const;
+  Tensor pow(Scalar e) const;
+
+  /// Sum over all elements (0-d result).
+  Tensor sum(std::optional<DType> dtype = {}) const;
+  /// Sum over dims; keepdim keeps them as size 1.
+  Tensor sum(const Dims& dims, bool keepdim = false, std::optional<DType> dtype = {}) const;
+  Tensor mean() const;
+  Tensor mean(const Dims& dims, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor max() const;  ///< over all elements
+  Tensor min() const;
+  /// Max along dim: (values, indices).
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+  Tensor var(const Dims& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor std(const Dims& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor all() const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // In-place forms write into this tensor's elements (which may be a view).
+  Tensor& add_(const Tensor& o, Scalar alpha = 1);
+  Tensor& add_(Scalar o);
+  Tensor& sub_(const Tensor& o, Scalar alpha = 1);
+  Tensor& sub_(Scalar o);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(Scalar o);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(Scalar o);
+  Tensor& fill_(Scalar v);
+  Tensor& zero_();
+  Tensor& masked_fill_(const Tensor& mask, Scalar v);
+
+  Tensor& operator+=(const Tensor& o) { return add_(o); }
+  Tensor& operator+=(Scalar o) { return add_(o); }
+  Tensor& operator-=(const Tensor& o) { return sub_(o); }
+  Tensor& operator-=(Scalar o) { return sub_(o); }
+  Tensor& operator*=(const Tensor& o) { return mul_(o); }
+  Tensor& operator*=(Scalar o) { return mul_(o); }
+  Tensor& operator/=(const Tensor& o) { return div_(o); }
+  Tensor& operator/=(Scalar o) { return div_(o); }
+
+ private:
+  void check_one_element(const char* op) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// See Tensor::index.
+class TensorIndex {
+ public:
+  enum class Kind : uint8_t { Int, Slice, None, Ellipsis, Tensor };
+  TensorIndex(int64_t i) : kind_(Kind::Int), int_(i) {}  // NOLINT
+  TensorIndex(int i) : kind_(Kind::Int), int_(i) {}      // NOLINT
+  TensorIndex(Slice s) : kind_(Kind::Slice), slice_(s) {}  // NOLINT
+  TensorIndex(NoneIndex) : kind_(Kind::None) {}          // NOLINT
+  TensorIndex(EllipsisIndex) : kind_(Kind::Ellipsis) {}  // NOLINT
+  TensorIndex(Tensor t) : kind_(Kind::Tensor), tensor_(std::move(t)) {}  // NOLINT
+  Kind kind() const { return kind_; }
+  int64_t integer() const { return int_; }
+  const Slice& slice() const { return slice_; }
+  const Tensor& tensor() const { return tensor_; }
+
+ private:
+  Kind kind_;
+  int64_t int_ = 0;
+  Slice slice_;
+  Tensor tensor_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace kiln

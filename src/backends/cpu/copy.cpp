@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Copy (strided, broadcasting), Cast between all dtypes, Fill and Arange.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/dispatch_types.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/loops.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+/// Value conversion with PyTorch's semantics, defined for every input (NaN -> 0 for integers,
+/// out-of-range floats saturate instead of being undefined behaviour).
+template <class To, class From>
+inline To convert(From v) {
+  using A = acc_t<From>;
+  A a = static_cast<A>(v);
+  if constexpr (std::is_same_v<To, bool>) {
+    return a != A(0);
+  } else if constexpr (std::is_integral_v<To> && is_float_v<From>) {
+    if (std::isnan(a)) return To(0);
+    constexpr double lo = static_cast<double>(std::numeric_limits<To>::lowest());
+    constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
+    double d = static_cast<double>(a);
+    if (d <= lo) return std::numeric_limits<To>::lowest();
+    if (d >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(a));
+  } else {
+    return static_cast<To>(a);
+  }
+}
+
+template <size_t S>
+struct Bytes {
+  unsigned char b[S];
+};
+
+template <size_t S>
+void copy_rows(const StridedLoop<2>& loop) {
+  loop.run([](const std::array<char*, 2>& p, const int64_t* st, int64_t n) {
+    if (st[0] == static_cast<int64_t>(S) && st[1] == static_cast<int64_t>(S)) {
+      std::memcpy(p[0], p[1], static_cast<size_t>(n) * S);
+      return;
+    }
+    char* o = p[0];
+    const char* i = p[1];
+    if (st[1] == 0) {
+      Bytes<S> v;
+      std::memcpy(&v, i, S);
+      for (int64_t k = 0; k < n; ++k, o += st[0]) std::memcpy(o, &v, S);
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k, o += st[0], i += st[1]) std::memcpy(o, i, S);
+  });
+}
+
+}  // namespace
+
+void k_Copy(const ir::Op& op, void* const* in, void* const* out) {
+  auto loop = unary_loop(op, in, out);
+  switch (dtype_size(op.outputs[0].dtype)) {
+    case 1: return copy_rows<1>(loop);
+    case 2: return copy_rows<2>(loop);
+    case 4: return copy_rows<4>(loop);
+    default: return copy_rows<8>(loop);
+  }
+}
+
+void k_Cast(const ir::Op& op, void* const* in, void* const* out) {
+  auto loop = unary_loop(op, in, out);
+  KILN_SWITCH_ALL(op.inputs[0].dtype, "cast", From, {
+    KILN_SWITCH_ALL(op.outputs[0].dtype, "cast", To, {
+      loop.run([](const std::array<char*, 2>& p, const int64_t* st, int64_t n) {
+        char* o = p[0];
+        const char* i = p[1];
+        if (st[0] == sizeof(To) && st[1] == sizeof(From)) {
+          To* oo = reinterpret_cast<To*>(o);
+          const From* ii = reinterpret_cast<const From*>(i);
+          for (int64_t k = 0; k < n; ++k) oo[k] = convert<To, From>(ii[k]);
+          return;
+        }
+        for (int64_t k = 0; k < n; ++k, o += st[0], i += st[1])
+          *reinterpret_cast<To*>(o) = convert<To, From>(*reinterpret_cast<const From*>(i));
+      });
+    });
+  });
+}
+
+void k_Fill(const ir::Op& op, void* const*, void* const* out) {
+  const ir::TensorDesc& d = op.outputs[0];
+  int64_t n = d.numel();
+  double v = op.attrs.reals.empty() ? 0.0 : op.attrs.reals[0];
+  KILN_SWITCH_ALL(d.dtype, "fill", T, {
+    // ints = {has_int, int_value, shape...}: integers travel exactly.
+    T val = op.attrs.ints[0] ? convert<T, int64_t>(op.attrs.ints[1]) : convert<T, double>(v);
+    T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
+    parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = val;
+    });
+  });
+}
+
+void k_Arange(const ir::Op& op, void* const*, void* const* out) {
+  const ir::TensorDesc& d = op.outputs[0];
+  double start = op.attrs.reals[0], step = op.attrs.reals[1];
+  int64_t n = d.numel();
+  KILN_SWITCH_NUMERIC(d.dtype, "arange", T, {
+    T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
+    if constexpr (std::is_integral_v<T>) {
+      int64_t s = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(s + i * st);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<T, double>(start + static_cast<double>(i) * step);
+    }
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// Vectorised (Highway, runtime-dispatched) paths for contiguous f32 rows. Each returns false
+// when it has no fast path for the op, and the caller falls back to scalar code.
+#include <cstdint>
+
+#include "ir/op.h"
+
+namespace kiln::cpu::vec {
+
+bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n);
+/// a, b: row pointers; sa, sb: 1 (contiguous) or 0 (broadcast scalar).
+bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n);
+
+}  // namespace kiln::cpu::vec

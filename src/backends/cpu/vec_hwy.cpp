@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Highway kernels for contiguous f32 rows, compiled for several x86 targets and chosen at run
+// time (SSE4, AVX2, AVX-512). Special values (NaN, +-inf, 0) follow the scalar reference.
+#include "backends/cpu/vec.h"
+
+#if KILN_WITH_HWY
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/vec_hwy.cpp"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#endif
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::vec::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+
+// Runs f over n floats: full vectors, then the tail through a padded buffer.
+template <class F>
+HWY_INLINE void Map1(const float* in, float* out, int64_t n, const F& f) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, in + i)), d, out + i);
+  if (i < n) {
+    HWY_ALIGN float buf[64] = {};
+    std::memcpy(buf, in + i, static_cast<size_t>(n - i) * 4);
+    hn::Store(f(d, hn::Load(d, buf)), d, buf);
+    std::memcpy(out + i, buf, static_cast<size_t>(n - i) * 4);
+  }
+}
+
+HWY_INLINE V ExpSafe(D d, V x) {
+  // Highway's Exp is valid up to ~88.7; beyond, the answer is +inf. NaN passes through the mask.
+  const V big = hn::Set(d, 88.7228394f);
+  const V small = hn::Set(d, -103.972084f);
+  V r = hn::Exp(d, hn::Max(hn::Min(x, big), small));
+  r = hn::IfThenElse(hn::Gt(x, big), hn::Set(d, HUGE_VALF), r);
+  r = hn::IfThenElse(hn::Lt(x, small), hn::Zero(d), r);
+  return hn::IfThenElse(hn::Eq(x, x), r, x);
+}
+
+HWY_INLINE V Sigmoid(D d, V x) {
+  return hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), ExpSafe(d, hn::Neg(x))));
+}
+
+// erf via Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7.
+HWY_INLINE V Erf(D d, V x) {
+  const V ax = hn::Abs(x);
+  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(hn::Set(d, 0.3275911f), ax, hn::Set(d, 1.0f)));
+  V p = hn::Set(d, 1.061405429f);
+  p = hn::MulAdd(p, t, hn::Set(d, -1.453152027f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.421413741f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.284496736f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.254829592f));
+  p = hn::Mul(p, t);
+  const V e = ExpSafe(d, hn::Neg(hn::Mul(ax, ax)));
+  const V y = hn::NegMulAdd(p, e, hn::Set(d, 1.0f));
+  return hn::CopySign(y, x);
+}
+
+HWY_INLINE V Tanh(D d, V x) {
+  // Highway's Tanh; inputs beyond +-9 saturate to +-1 exactly in f32.
+  const V lim = hn::Set(d, 9.0f);
+  V r = hn::Tanh(d, hn::Max(hn::Min(x, lim), hn::Neg(lim)));
+  return hn::IfThenElse(hn::Eq(x, x), r, x);
+}
+
+HWY_INLINE V LogSafe(D d, V x) {
+  V r = hn::Log(d, x);
+  r = hn::IfThenElse(hn::Eq(x, hn::Zero(d)), hn::Set(d, -HUGE_VALF), r);
+  r = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Set(d, NAN), r);
+  r = hn::IfThenElse(hn::Eq(x, hn::Set(d, HUGE_VALF)), x, r);
+  return hn::IfThenElse(hn::Eq(x, x), r, x);
+}
+
+bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n) {
+  using ir::OpKind;
+  switch (op.kind) {
+    case OpKind::Relu:
+      Map1(in, out, n, [](D d, V x) { return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Zero(d), x); });
+      return true;
+    case OpKind::Neg:
+      Map1(in, out, n, [](D, V x) { return hn::Neg(x); });
+      return true;
+    case OpKind::Abs:
+      Map1(in, out, n, [](D, V x) { return hn::Abs(x); });
+      return true;
+    case OpKind::Square:
+      Map1(in, out, n, [](D, V x) { return hn::Mul(x, x); });
+      return true;
+    case OpKind::Sqrt:
+      Map1(in, out, n, [](D, V x) { return hn::Sqrt(x); });
+      return true;
+    case OpKind::Reciprocal:
+      Map1(in, out, n, [](D d, V x) { return hn::Div(hn::Set(d, 1.0f), x); });
+      return true;
+    case OpKind::Exp:
+      Map1(in, out, n, [](D d, V x) { return ExpSafe(d, x); });
+      return true;
+    case OpKind::Log:
+      Map1(in, out, n, [](D d, V x) { return LogSafe(d, x); });
+      return true;
+    case OpKind::Sigmoid:
+      Map1(in, out, n, [](D d, V x) { return Sigmoid(d, x); });
+      return true;
+    case OpKind::Silu:
+      Map1(in, out, n, [](D d, V x) { return hn::Mul(x, Sigmoid(d, x)); });
+      return true;
+    case OpKind::Tanh:
+      Map1(in, out, n, [](D d, V x) { return Tanh(d, x); });
+      return true;
+    case OpKind::Erf:
+      Map1(in, out, n, [](D d, V x) { return Erf(d, x); });
+      return true;
+    case OpKind::Gelu:
+      Map1(in, out, n, [](D d, V x) {
+        const V h = hn::Mul(hn::Set(d, 0.5f), x);
+        return hn::MulAdd(h, Erf(d, hn::Mul(x, hn::Set(d, 0.70710678f))), h);
+      });
+      return true;
+    case OpKind::GeluTanh:
+      Map1(in, out, n, [](D d, V x) {
+        const V x3 = hn::Mul(hn::Mul(x, x), x);
+        const V inner = hn::Mul(hn::Set(d, 0.7978845608f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
+        const V h = hn::Mul(hn::Set(d, 0.5f), x);
+        return hn::MulAdd(h, Tanh(d, inner), h);
+      });
+      return true;
+    case OpKind::LeakyRelu: {
+      const float s = static_cast<float>(op.attrs.reals[0]);
+      Map1(in, out, n, [s](D d, V x) { return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), x, hn::Mul(x, hn::Set(d, s))); });
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n) {
+  using ir::OpKind;
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto run = [&](auto f) {
+    int64_t i = 0;
+    const V va0 = hn::Set(d, *a), vb0 = hn::Set(d, *b);
+    for (; i + N <= n; i += N) {
+      V va = sa ? hn::LoadU(d, a + i) : va0;
+      V vb = sb ? hn::LoadU(d, b + i) : vb0;
+      hn::StoreU(f(va, vb), d, out + i);
+    }
+    for (; i < n; ++i) {
+      V va = hn::Set(d, a[sa * i]), vb = hn::Set(d, b[sb * i]);
+      out[i] = hn::GetLane(f(va, vb));
+    }
+  };
+  switch (kind) {
+    case OpKind::Add: run([](V x, V y) { return hn::Add(x, y); }); return true;
+    case OpKind::Sub: run([](V x, V y) { return hn::Sub(x, y); }); return true;
+    case OpKind::Mul: run([](V x, V y) { return hn::Mul(x, y); }); return true;
+    case OpKind::Div: run([](V x, V y) { return hn::Div(x, y); }); return true;
+    default: return false;
+  }
+}
+
+}  // namespace kiln::cpu::vec::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu::vec {
+HWY_EXPORT(UnaryF32);
+HWY_EXPORT(BinaryF32);
+bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
+}
+bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryF32)(kind, a, sa, b, sb, out, n);
+}
+}  // namespace kiln::cpu::vec
+#endif
+
+#else  // !KILN_WITH_HWY: the portable build uses the scalar kernels.
+namespace kiln::cpu::vec {
+bool unary_f32(const ir::Op&, const float*, float*, int64_t) { return false; }
+bool binary_f32(ir::OpKind, const float*, int64_t, const float*, int64_t, float*, int64_t) { return false; }
+}  // namespace kiln::cpu::vec
+#endif

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// The internal backend interface: every device (and every decorator) implements it.
+#include <memory>
+#include <string>
+
+#include "ir/op.h"
+#include "kiln/device.h"
+
+namespace kiln {
+
+/// A buffer owned by a backend. `data` is a host pointer only on host backends (CPU); on other
+/// backends it is an opaque handle. Returned to its backend when the last owner drops it.
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Backend* backend = nullptr;
+  Storage(void* d, size_t n, Backend* b) : data(d), nbytes(n), backend(b) {}
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceType type() const = 0;
+  virtual std::string name() const = 0;
+  /// A buffer of at least nbytes (contents undefined).
+  virtual std::shared_ptr<Storage> allocate(size_t nbytes) = 0;
+  /// Called by ~Storage.
+  virtual void release(void* data, size_t nbytes) noexcept = 0;
+  /// Runs one primitive. inputs[i] / outputs[i] hold the buffers that op.inputs[i] /
+  /// op.outputs[i] describe (offsets are in the descriptors). Outputs are allocated by the caller.
+  virtual void execute(const ir::Op& op, Storage* const* inputs, Storage* const* outputs) = 0;
+  /// Host <-> device byte copies.
+  virtual void write(Storage& dst, size_t byte_offset, const void* src, size_t n) = 0;
+  virtual void read(const Storage& src, size_t byte_offset, void* dst, size_t n) = 0;
+  /// Whether this backend holds real data (false for the null device).
+  virtual bool has_data() const { return true; }
+  virtual void sync() {}
+  virtual MemoryStats memory_stats() const { return {}; }
+  virtual void reset_peak_memory() {}
+  virtual void empty_cache() {}
+};
+
+/// The process-wide backends (created on first use, never destroyed).
+Backend* cpu_backend();
+Backend* null_backend();
+
+}  // namespace kiln

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "core/backend.h"
+#include "core/rng.h"
+#include "kiln/error.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace kiln {
+
+Storage::~Storage() {
+  if (backend) backend->release(data, nbytes);
+}
+
+Device::Device() : backend_(cpu_backend()) {}
+Device Device::cpu() { return Device(cpu_backend()); }
+Device Device::null() { return Device(null_backend()); }
+
+Device Device::from_string(const std::string& name) {
+  if (name == "cpu") return cpu();
+  if (name == "null") return null();
+  KILN_CHECK(false, "Device", "unknown device '" << name << "' (known: cpu, null)");
+}
+
+Device Device::default_device() {
+  static const Device d = [] {
+    const char* env = std::getenv("KILN_DEVICE");
+    return env && *env ? from_string(env) : cpu();
+  }();
+  return d;
+}
+
+DeviceType Device::type() const { return backend_->type(); }
+std::string Device::str() const { return backend_->name(); }
+std::string to_string(const Device& d) { return d.str(); }
+
+void sync(const Device& d) { d.backend()->sync(); }
+MemoryStats memory_stats(const Device& d) { return d.backend()->memory_stats(); }
+void reset_peak_memory(const Device& d) { d.backend()->reset_peak_memory(); }
+void empty_cache(const Device& d) { d.backend()->empty_cache(); }
+
+namespace {
+int& thread_setting() {
+  static int n = [] {
+    const char* env = std::getenv("KILN_NUM_THREADS");
+    int v = env ? std::atoi(env) : 0;
+    if (v <= 0) v = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    return v;
+  }();
+  return n;
+}
+}  // namespace
+
+int num_threads() { return thread_setting(); }
+void set_num_threads(int n) {
+  KILN_CHECK(n >= 1, "set_num_threads", "thread count must be >= 1, got " << n);
+  thread_setting() = n;
+}
+
+namespace rng {
+namespace {
+std::mutex g_mu;
+GeneratorState g_state{0x5eed5eedULL, 0};
+}  // namespace
+GeneratorState reserve(uint64_t blocks) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  GeneratorState s = g_state;
+  g_state.offset += blocks;
+  return s;
+}
+}  // namespace rng
+
+void manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(rng::g_mu);
+  rng::g_state = {seed, 0};
+}
+
+}  // namespace kiln

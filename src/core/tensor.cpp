@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Tensor metadata, zero-copy views, copies and host transfer.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/dispatch.h"
+
+namespace kiln {
+
+using detail::make_view;
+
+TensorImpl& Tensor::impl() const {
+  KILN_CHECK(impl_ != nullptr, "Tensor", "operation on an undefined tensor");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[static_cast<size_t>(wrap_dim(d, dim(), "size"))]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(wrap_dim(d, dim(), "stride"))]; }
+bool Tensor::is_contiguous() const { return detail::desc_of(*this).is_contiguous(); }
+bool Tensor::is_same_storage(const Tensor& o) const { return impl().storage == o.impl().storage; }
+
+void Tensor::check_one_element(const char* op) const {
+  KILN_CHECK(numel() == 1, op, "expected a tensor with one element, got shape " << shape());
+}
+
+// ---- copies ---------------------------------------------------------------------------------
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  ir::Op op = detail::make_op(ir::OpKind::Copy);
+  return detail::run1("clone", op, {*this});
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  detail::check_defined("copy_", src);
+  Tensor s = src;
+  if (s.device() != device()) s = s.to(device());
+  s = detail::cast_if_needed(s, dtype());
+  Shape b = broadcast_shapes(s.shape(), shape(), "copy_");
+  KILN_CHECK(b == shape(), "copy_", "source of shape " << src.shape() << " cannot be broadcast to " << shape());
+  // Overlap between source and destination: copy the source first.
+  if (s.is_same_storage(*this)) s = s.clone();
+  ir::Op op = detail::make_op(ir::OpKind::Copy);
+  detail::run_into("copy_", op, {s}, *this);
+  return *this;
+}
+
+Tensor Tensor::to(DType t) const { return detail::cast_if_needed(*this, t); }
+Tensor Tensor::to(const Device& d, DType t) const { return to(d).to(t); }
+
+Tensor Tensor::to(const Device& d) const {
+  if (d == device()) return *this;
+  Tensor out = detail::alloc(shape(), dtype(), d);
+  if (numel() == 0) return out;
+  Tensor src = contiguous();
+  size_t nbytes = static_cast<size_t>(numel()) * element_size();
+  if (!device().backend()->has_data() || !d.backend()->has_data()) return out;
+  std::vector<uint8_t> host(nbytes);
+  src.device().backend()->read(*src.impl().storage, static_cast<size_t>(src.storage_offset()) * element_size(),
+                               host.data(), nbytes);
+  d.backend()->write(*out.impl().storage, 0, host.data(), nbytes);
+  return out;
+}
+
+void Tensor::copy_to_host(void* dst, DType as) const {
+  KILN_CHECK(device().backend()->has_data(), "to_vector",
+             "the " << device().str() << " device holds no data; values can only be read on a computing device");
+  if (numel() == 0) return;
+  Tensor src = detail::cast_if_needed(*this, as).contiguous();
+  device().backend()->read(*src.impl().storage, static_cast<size_t>(src.storage_offset()) * dtype_size(as), dst,
+                           static_cast<size_t>(numel()) * dtype_size(as));
+}
+
+Scalar Tensor::item() const {
+  check_one_element("item");
+  if (is_floating(dtype())) return item<double>();
+  if (dtype() == DType::Bool) return item<bool>();
+  return item<int64_t>();
+}
+
+// ---- views ----------------------------------------------------------------------------------
+namespace {
+Shape infer_size(const char* op, const Shape& shape, int64_t numel) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      KILN_CHECK(infer < 0, op, "only one dimension can be -1 in " << shape);
+      infer = static_cast<int64_t>(i);
+    } else {
+      KILN_CHECK(out[i] >= 0, op, "invalid size " << out[i] << " in " << shape);
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    KILN_CHECK(known != 0 && numel % known == 0, op,
+               "shape " << shape << " is invalid for input of size " << numel);
+    out[static_cast<size_t>(infer)] = numel / known;
+  } else {
+    KILN_CHECK(known == numel, op, "shape " << shape << " is invalid for input of size " << numel);
+  }
+  return out;
+}
+
+// Strides for viewing (shape, strides) as new_shape without a copy, if possible (PyTorch's rule:
+// each chunk of old dims that is contiguous in memory may be re-split freely).
+bool view_strides(const Shape& shape, const Strides& strides, const Shape& ns, Strides& out) {
+  out = Strides(ns.size());
+  if (shape_numel(shape) == 0 || shape.empty()) {
+    out = contiguous_strides(ns);
+    return true;
+  }
+  int64_t view_d = static_cast<int64_t>(ns.size()) - 1;
+  int64_t chunk_base_stride = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t td = static_cast<int64_t>(shape.size()) - 1; td >= 0; --td) {
+    tensor_numel *= shape[static_cast<size_t>(td)];
+    if (td == 0 || (shape[static_cast<size_t>(td - 1)] != 1 &&
+                    strides[static_cast<size_t>(td - 1)] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || ns[static_cast<size_t>(view_d)] == 1)) {
+        out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+        view_numel *= ns[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (td > 0) {
+        chunk_base_stride = strides[static_cast<size_t>(td - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+}  // namespace
+
+Tensor Tensor::view(const Shape& s) const {
+  Shape ns = infer_size("view", s, numel());
+  Strides st;
+  KILN_CHECK(view_strides(shape(), strides(), ns, st), "view",
+             "cannot view a tensor of shape " << shape() << " and strides " << strides() << " as " << ns
+                                              << " without a copy; use reshape");
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::reshape(const Shape& s) const {
+  Shape ns = infer_size("reshape", s, numel());
+  Strides st;
+  if (view_strides(shape(), strides(), ns, st)) return make_view(*this, ns, st, storage_offset());
+  return clone().view(ns);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
+  KILN_CHECK(s <= e, "flatten", "start_dim " << start_dim << " comes after end_dim " << end_dim << " for shape " << shape());
+  Shape ns;
+  for (int64_t i = 0; i < s; ++i) ns.push_back(shape()[static_cast<size_t>(i)]);
+  int64_t m = 1;
+  for (int64_t i = s; i <= e; ++i) m *= shape()[static_cast<size_t>(i)];
+  ns.push_back(m);
+  for (int64_t i = e + 1; i < dim(); ++i) ns.push_back(shape()[static_cast<size_t>(i)]);
+  return reshape(ns);
+}
+
+Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
+  int64_t w = wrap_dim(d, dim(), "unflatten");
+  Shape inner = infer_size("unflatten", sizes, size(w));
+  Shape ns;
+  for (int64_t i = 0; i < w; ++i) ns.push_back(shape()[static_cast<size_t>(i)]);
+  for (auto v : inner) ns.push_back(v);
+  for (int64_t i = w + 1; i < dim(); ++i) ns.push_back(shape()[static_cast<size_t>(i)]);
+  return reshape(ns);
+}
+
+Tensor Tensor::permute(const Dims& dims) const {
+  KILN_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute",
+             "number of dims " << static_cast<long long>(dims.size()) << " does not match the rank of shape " << shape());
+  Shape ns(dims.size());
+  Strides st(dims.size());
+  SmallVec<bool, 8> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], dim(), "permute");
+    KILN_CHECK(!seen[static_cast<size_t>(d)], "permute", "dim " << d << " repeated in " << to_string(dims));
+    seen[static_cast<size_t>(d)] = true;
+    ns[i] = shape()[static_cast<size_t>(d)];
+    st[i] = strides()[static_cast<size_t>(d)];
+  }
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) return *this;
+  int64_t a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
+  Shape ns = shape();
+  Strides st = strides();
+  std::swap(ns[static_cast<size_t>(a)], ns[static_cast<size_t>(b)]);
+  std::swap(st[static_cast<size_t>(a)], st[static_cast<size_t>(b)]);
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::t() const {
+  KILN_CHECK(dim() <= 2, "t", "expects a tensor with <= 2 dims, got shape " << shape());
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::mT() const {
+  KILN_CHECK(dim() >= 2, "mT", "expects a tensor with >= 2 dims, got shape " << shape());
+  return transpose(-2, -1);
+}
+
+Tensor Tensor::movedim(const Dims& src, const Dims& dst) const {
+  KILN_CHECK(src.size() == dst.size(), "movedim", "source and destination lists differ in length");
+  int64_t n = dim();
+  Dims perm(static_cast<size_t>(n), -1);
+  SmallVec<bool, 8> used_src(static_cast<size_t>(n), false);
+  for (size_t i = 0; i < src.size(); ++i) {
+    int64_t s = wrap_dim(src[i], n, "movedim"), d = wrap_dim(dst[i], n, "movedim");
+    KILN_CHECK(perm[static_cast<size_t>(d)] == -1 && !used_src[static_cast<size_t>(s)], "movedim", "repeated dim");
+    perm[static_cast<size_t>(d)] = s;
+    used_src[static_cast<size_t>(s)] = true;
+  }
+  int64_t next = 0;
+  for (auto& p : perm) {
+    if (p != -1) continue;
+    while (used_src[static_cast<size_t>(next)]) ++next;
+    p = next++;
+  }
+  return permute(perm);
+}
+
+Tensor Tensor::squeeze() const {
+  Shape ns;
+  Strides st;
+  for (int64_t i = 0; i < dim(); ++i)
+    if (shape()[static_cast<size_t>(i)] != 1) {
+      ns.push_back(shape()[static_cast<size_t>(i)]);
+      st.push_back(strides()[static_cast<size_t>(i)]);
+    }
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::squeeze(const Dims& dims) const {
+  if (dims.empty()) return squeeze();
+  SmallVec<bool, 8> drop(static_cast<size_t>(dim()), false);
+  for (auto d : dims) {
+    if (dim() == 0) {
+      wrap_dim(d, 0, "squeeze");
+      continue;
+    }
+    int64_t w = wrap_dim(d, dim(), "squeeze");
+    drop[static_cast<size_t>(w)] = shape()[static_cast<size_t>(w)] == 1;
+  }
+  Shape ns;
+  Strides st;
+  for (int64_t i = 0; i < dim(); ++i)
+    if (!drop[static_cast<size_t>(i)]) {
+      ns.push_back(shape()[static_cast<size_t>(i)]);
+      st.push_back(strides()[static_cast<size_t>(i)]);
+    }
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  int64_t w = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape ns = shape();
+  Strides st = strides();
+  int64_t s = w < dim() ? st[static_cast<size_t>(w)] * ns[static_cast<size_t>(w)] : 1;
+  ns.insert(static_cast<size_t>(w), 1);
+  st.insert(static_cast<size_t>(w), s);
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::expand(const Shape& s) const {
+  KILN_CHECK(s.size() >= shape().size(), "expand",
+             "the number of sizes (" << static_cast<long long>(s.size()) << ") must be >= the rank of shape " << shape());
+  size_t lead = s.size() - shape().size();
+  Shape ns(s.size());
+  Strides st(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i < lead) {
+      KILN_CHECK(s[i] >= 0, "expand", "size " << s[i] << " is invalid for a new leading dim in " << s);
+      ns[i] = s[i];
+      st[i] = 0;
+      continue;
+    }
+    int64_t have = shape()[i - lead];
+    int64_t want = s[i] == -1 ? have : s[i];
+    KILN_CHECK(want == have || have == 1, "expand",
+               "cannot expand shape " << shape() << " to " << s << " (dim " << static_cast<long long>(i) << ")");
+    ns[i] = want;
+    st[i] = (want == have) ? strides()[i - lead] : 0;
+  }
+  return make_view(*this, ns, st, storage_offset());
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  KILN_CHECK(dim() > 0, "narrow", "cannot narrow a 0-d tensor");
+  int64_t w = wrap_dim(d, dim(), "narrow");
+  int64_t n = shape()[static_cast<size_t>(w)];
+  if (start < 0) start += n;
+  KILN_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow",
+             "start " << start << " and length " << length << " are out of range for dim " << w << " of shape " << shape());
+  Shape ns = shape();
+  ns[static_cast<size_t>(w)] = length;
+  return make_view(*this, ns, strides(), storage_offset() + start * strides()[static_cast<size_t>(w)]);
+}
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) const {
+  KILN_CHECK(dim() > 0, "slice", "cannot slice a 0-d tensor");
+  KILN_CHECK(step > 0, "slice", "step must be positive, got " << step);
+  int64_t w = wrap_dim(d, dim(), "slice");
+  int64_t n = shape()[static_cast<size_t>(w)];
+  auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  int64_t b = start ? clampi(*start) : 0;
+  int64_t e = stop ? clampi(*stop) : n;
+  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  Shape ns = shape();
+  Strides st = strides();
+  ns[static_cast<size_t>(w)] = len;
+  int64_t off = storage_offset() + b * st[static_cast<size_t>(w)];
+  st[static_cast<size_t>(w)] *= step;
+  return make_view(*this, ns, st, off);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  KILN_CHECK(dim() > 0, "select", "cannot select from a 0-d tensor");
+  int64_t w = wrap_dim(d, dim(), "select");
+  int64_t n = shape()[static_cast<size_t>(w)];
+  KILN_CHECK(index >= -n && index < n, "select",
+             "index " << index << " is out of range for dim " << w << " of shape " << shape());
+  if (index < 0) index += n;
+  Shape ns = shape();
+  Strides st = strides();
+  int64_t off = storage_offset() + index * st[static_cast<size_t>(w)];
+  ns.erase(static_cast<size_t>(w));
+  st.erase(static_cast<size_t>(w));
+  return make_view(*this, ns, st, off);
+}
+
+Tensor Tensor::flip(const Dims& dims) const {
+  Dims nd = detail::normalize_dims("flip", dims, dim());
+  if (dims.empty()) nd.clear();
+  Strides st = strides();
+  int64_t off = storage_offset();
+  for (auto d : nd) {
+    int64_t n = shape()[static_cast<size_t>(d)];
+    if (n > 0) off += (n - 1) * st[static_cast<size_t>(d)];
+    st[static_cast<size_t>(d)] = -st[static_cast<size_t>(d)];
+  }
+  return make_view(*this, shape(), st, off);
+}
+
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  KILN_CHECK(dim() >= 2, "diagonal", "expects a tensor with >= 2 dims, got shape " << shape());
+  int64_t a = wrap_dim(dim1, dim(), "diagonal"), b = wrap_dim(dim2, dim(), "diagonal");
+  KILN_CHECK(a != b, "diagonal", "dim1 and dim2 must differ, both are " << a);
+  int64_t na = shape()[static_cast<size_t>(a)], nb = shape()[static_cast<size_t>(b)];
+  int64_t len = offset >= 0 ? std::max<int64_t>(0, std::min(na, nb - offset)) : std::max<int64_t>(0, std::min(na + offset, nb));
+  int64_t off = storage_offset();
+  if (len > 0) off += offset >= 0 ? offset * strides()[static_cast<size_t>(b)] : -offset * strides()[static_cast<size_t>(a)];
+  Shape ns;
+  Strides st;
+  for (int64_t i = 0; i < dim(); ++i)
+    if (i != a && i != b) {
+      ns.push_back(shape()[static_cast<size_t>(i)]);
+      st.push_back(strides()[static_cast<size_t>(i)]);
+    }
+  ns.push_back(len);
+  st.push_back(strides()[static_cast<size_t>(a)] + strides()[static_cast<size_t>(b)]);
+  return make_view(*this, ns, st, off);
+}
+
+Tensor Tensor::as_strided(const Shape& s, const Strides& st, int64_t offset) const {
+  KILN_CHECK(s.size() == st.size(), "as_strided", "shape " << s << " and strides " << st << " differ in rank");
+  int64_t lo = offset, hi = offset;
+  for (size_t i = 0; i < s.size(); ++i) {
+    KILN_CHECK(s[i] >= 0, "as_strided", "negative size in " << s);
+    if (s[i] == 0) {
+      lo = hi = offset;
+      break;
+    }
+    (st[i] >= 0 ? hi : lo) += st[i] * (s[i] - 1);
+  }
+  int64_t cap = static_cast<int64_t>(impl().storage->nbytes / element_size());
+  KILN_CHECK(lo >= 0 && (shape_numel(s) == 0 || hi < cap), "as_strided",
+             "view of shape " << s << ", strides " << st << " and offset " << offset << " exceeds the storage of "
+                              << cap << " elements");
+  return make_view(*this, s, st, offset);
+}
+
+}  // namespace kiln

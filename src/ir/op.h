@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// The op IR: one record per primitive call, shared by every backend and decorator.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/dtype.h"
+#include "kiln/shape.h"
+
+namespace kiln::ir {
+
+enum class Family : uint8_t { Unary, Binary, Ternary, Creation, Reduce, Scan, Index, Movement };
+
+enum class OpKind : uint16_t {
+#define KILN_OP(name, family, nin, nout) name,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+inline constexpr int kNumOps = 0
+#define KILN_OP(name, family, nin, nout) +1
+#include "ir/ops.def"
+#undef KILN_OP
+    ;
+
+/// Layout and type of one operand: a strided view (strides and offset in elements).
+struct TensorDesc {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;
+  DType dtype = DType::F32;
+  int64_t numel() const { return shape_numel(shape); }
+  bool is_contiguous() const;
+  friend bool operator==(const TensorDesc& a, const TensorDesc& b) {
+    return a.shape == b.shape && a.strides == b.strides && a.offset == b.offset && a.dtype == b.dtype;
+  }
+};
+/// A contiguous descriptor of the given shape and dtype.
+TensorDesc contiguous_desc(const Shape& shape, DType dtype);
+
+/// Op attributes; the meaning of each slot per op is documented in ops.def.
+struct Attrs {
+  SmallVec<int64_t, 8> ints;
+  SmallVec<double, 4> reals;
+  DType dtype = DType::F32;
+  friend bool operator==(const Attrs& a, const Attrs& b) {
+    return a.ints == b.ints && a.reals == b.reals && a.dtype == b.dtype;
+  }
+};
+
+/// One primitive call: kind, attributes, and the descriptors of its inputs and outputs.
+struct Op {
+  OpKind kind{};
+  Attrs attrs;
+  std::vector<TensorDesc> inputs;
+  std::vector<TensorDesc> outputs;
+  friend bool operator==(const Op& a, const Op& b) {
+    return a.kind == b.kind && a.attrs == b.attrs && a.inputs == b.inputs && a.outputs == b.outputs;
+  }
+};
+
+std::string_view op_name(OpKind k);
+Family op_family(OpKind k);
+/// Declared input count (-1: variadic) and output count.
+int op_num_inputs(OpKind k);
+int op_num_outputs(OpKind k);
+
+/// Fills op.outputs (contiguous) from op.inputs and op.attrs. Throws kiln::Error on mismatch.
+void infer(Op& op);
+
+/// Serialises an op (kind, attrs, descriptors) to bytes, and back. deserialize throws
+/// kiln::Error on truncated or malformed input.
+std::vector<uint8_t> serialize(const Op& op);
+Op deserialize(const uint8_t* data, size_t size);
+
+}  // namespace kiln::ir

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Deterministic creation functions (random ones are in random.cpp).
+#include <cmath>
+#include <cstring>
+
+#include "ops/dispatch.h"
+
+namespace kiln {
+
+using detail::make_op;
+using ir::OpKind;
+
+namespace {
+/// Writes s converted to dtype into 8 bytes of out (little-endian host layout).
+void scalar_bytes(Scalar s, DType dt, void* out) {
+  switch (dt) {
+    case DType::Bool: { bool v = s.to<bool>(); std::memcpy(out, &v, 1); break; }
+    case DType::U8: { uint8_t v = static_cast<uint8_t>(s.to_int()); std::memcpy(out, &v, 1); break; }
+    case DType::I8: { int8_t v = static_cast<int8_t>(s.to_int()); std::memcpy(out, &v, 1); break; }
+    case DType::I16: { int16_t v = static_cast<int16_t>(s.to_int()); std::memcpy(out, &v, 2); break; }
+    case DType::I32: { int32_t v = static_cast<int32_t>(s.to_int()); std::memcpy(out, &v, 4); break; }
+    case DType::I64: { int64_t v = s.to_int(); std::memcpy(out, &v, 8); break; }
+    case DType::F16: { Half v(static_cast<float>(s.to_double())); std::memcpy(out, &v.bits, 2); break; }
+    case DType::BF16: { BFloat16 v(static_cast<float>(s.to_double())); std::memcpy(out, &v.bits, 2); break; }
+    case DType::F32: { float v = static_cast<float>(s.to_double()); std::memcpy(out, &v, 4); break; }
+    case DType::F64: { double v = s.to_double(); std::memcpy(out, &v, 8); break; }
+  }
+}
+
+void check_shape(const char* api, const Shape& shape) {
+  for (auto d : shape) KILN_CHECK(d >= 0, api, "negative size in shape " << shape);
+}
+}  // namespace
+
+Tensor from_blob_copy(const void* data, const Shape& shape, DType dtype, const Device& device) {
+  check_shape("tensor", shape);
+  Tensor t = detail::alloc(shape, dtype, device);
+  size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
+  if (n) device.backend()->write(*t.impl().storage, 0, data, n);
+  return t;
+}
+
+Tensor scalar_tensor(Scalar s, std::optional<DType> dtype, const Device& device) {
+  DType dt = dtype ? *dtype : s.natural_dtype();
+  Tensor t = detail::alloc({}, dt, device);
+  uint64_t bytes = 0;
+  scalar_bytes(s, dt, &bytes);
+  device.backend()->write(*t.impl().storage, 0, &bytes, dtype_size(dt));
+  return t;
+}
+
+Tensor empty(const Shape& shape, const TensorOptions& o) {
+  check_shape("empty", shape);
+  return detail::alloc(shape, o.dtype, o.device);
+}
+
+Tensor full(const Shape& shape, Scalar value, const TensorOptions& o) {
+  check_shape("full", shape);
+  ir::Op op = make_op(OpKind::Fill, {value.is_floating() ? 0 : 1, value.to_int()}, {value.to_double()}, o.dtype);
+  op.attrs.ints.assign(op.attrs.ints.begin(), op.attrs.ints.end());
+  for (auto d : shape) op.attrs.ints.push_back(d);
+  return detail::run("full", op, o.device, {})[0];
+}
+
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0, o); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1, o); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor full_like(const Tensor& t, Scalar v) { return full(t.shape(), v, {.dtype = t.dtype(), .device = t.device()}); }
+
+Tensor arange(Scalar end, std::optional<DType> dtype, const Device& device) { return arange(0, end, 1, dtype, device); }
+
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype, const Device& device) {
+  double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  KILN_CHECK(st != 0, "arange", "step must be non-zero");
+  KILN_CHECK(std::isfinite(s) && std::isfinite(e), "arange", "start and end must be finite, got " << s << " and " << e);
+  KILN_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange",
+             "upper bound and step sign are inconsistent: start " << s << ", end " << e << ", step " << st);
+  bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  DType dt = dtype ? *dtype : all_int ? DType::I64 : kDefaultFloat;
+  int64_t n;
+  if (all_int) {
+    int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
+    n = c > 0 ? (b - a + c - 1) / c : (a - b + (-c) - 1) / (-c);
+  } else {
+    n = static_cast<int64_t>(std::ceil((e - s) / st));
+  }
+  n = std::max<int64_t>(n, 0);
+  ir::Op op = make_op(OpKind::Arange, {n}, {s, st}, dt);
+  return detail::run("arange", op, device, {})[0];
+}
+
+Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
+  KILN_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got " << steps);
+  KILN_CHECK(is_floating(o.dtype), "linspace", "dtype must be floating, got " << dtype_name(o.dtype).data());
+  if (steps == 0) return empty({0}, o);
+  if (steps == 1) return full({1}, start, o);
+  // PyTorch fills the first half from start and the second half from end (symmetric error).
+  double step = (end - start) / static_cast<double>(steps - 1);
+  int64_t half = steps / 2;
+  Tensor idx = arange(0, steps, 1, DType::F64, o.device);
+  Tensor lo = add(mul(idx, step), start);
+  Tensor hi = sub(end, mul(sub(static_cast<double>(steps - 1), idx), step));
+  Tensor r = where(lt(idx, static_cast<double>(half)), lo, hi);
+  return cast(r, o.dtype);
+}
+
+Tensor logspace(double start, double end, int64_t steps, double base, const TensorOptions& o) {
+  Tensor e = linspace(start, end, steps, {.dtype = DType::F64, .device = o.device});
+  return cast(pow(base, e), o.dtype);
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, const TensorOptions& o) {
+  int64_t cols = m ? *m : n;
+  KILN_CHECK(n >= 0 && cols >= 0, "eye", "sizes must be non-negative, got " << n << " x " << cols);
+  Tensor r = zeros({n, cols}, o);
+  if (n && cols) r.diagonal().fill_(1);
+  return r;
+}
+
+}  // namespace kiln

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#include "ops/dispatch.h"
+
+#include <algorithm>
+
+namespace kiln::detail {
+
+ir::TensorDesc desc_of(const Tensor& t) {
+  const TensorImpl& i = t.impl();
+  return ir::TensorDesc{i.shape, i.strides, i.offset, i.dtype};
+}
+
+Tensor wrap(const ir::TensorDesc& d, const Device& dev, std::shared_ptr<Storage> s) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = d.shape;
+  impl->strides = d.strides;
+  impl->offset = d.offset;
+  impl->dtype = d.dtype;
+  impl->device = dev;
+  impl->storage = std::move(s);
+  return Tensor(std::move(impl));
+}
+
+Tensor alloc(const Shape& shape, DType dtype, const Device& dev) {
+  for (auto d : shape) KILN_CHECK(d >= 0, "empty", "negative size in shape " << shape);
+  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return wrap(ir::contiguous_desc(shape, dtype), dev, dev.backend()->allocate(nbytes));
+}
+
+Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  impl->device = t.device();
+  impl->storage = t.impl().storage;
+  return Tensor(std::move(impl));
+}
+
+void check_defined(const char* op, const Tensor& t) {
+  KILN_CHECK(t.defined(), op, "expected a defined tensor, got an undefined one");
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.device() == b.device(), op,
+             "expected all tensors on one device, got " << a.device().str() << " and " << b.device().str());
+}
+
+namespace {
+template <class It>
+std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last) {
+  op.inputs.clear();
+  SmallVec<Storage*, 4> in;
+  for (It it = first; it != last; ++it) {
+    check_defined(api, *it);
+    KILN_CHECK(it->device() == dev, api,
+               "expected all tensors on one device, got " << dev.str() << " and " << it->device().str());
+    op.inputs.push_back(desc_of(*it));
+    in.push_back(it->impl().storage.get());
+  }
+  ir::infer(op);
+  std::vector<Tensor> outs;
+  outs.reserve(op.outputs.size());
+  SmallVec<Storage*, 2> out;
+  for (auto& d : op.outputs) {
+    outs.push_back(alloc(d.shape, d.dtype, dev));
+    out.push_back(outs.back().impl().storage.get());
+  }
+  bool any_elements = false;
+  for (auto& d : op.outputs) any_elements |= d.numel() > 0;
+  if (any_elements) dev.backend()->execute(op, in.data(), out.data());
+  return outs;
+}
+}  // namespace
+
+std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, std::initializer_list<Tensor> inputs) {
+  return run_impl(api, op, dev, inputs.begin(), inputs.end());
+}
+std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, const std::vector<Tensor>& inputs) {
+  return run_impl(api, op, dev, inputs.begin(), inputs.end());
+}
+
+Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs) {
+  KILN_ASSERT(inputs.size() > 0);
+  check_defined(api, *inputs.begin());
+  return std::move(run_impl(api, op, inputs.begin()->device(), inputs.begin(), inputs.end())[0]);
+}
+
+void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out) {
+  check_defined(api, out);
+  const Device dev = out.device();
+  op.inputs.clear();
+  SmallVec<Storage*, 4> in;
+  for (const Tensor& t : inputs) {
+    check_defined(api, t);
+    check_same_device(api, t, out);
+    op.inputs.push_back(desc_of(t));
+    in.push_back(t.impl().storage.get());
+  }
+  op.outputs = {desc_of(out)};
+  Storage* o = out.impl().storage.get();
+  if (out.numel() > 0) dev.backend()->execute(op, in.data(), &o);
+}
+
+ir::Op make_op(ir::OpKind kind, std::initializer_list<int64_t> ints, std::initializer_list<double> reals, DType dtype) {
+  ir::Op op;
+  op.kind = kind;
+  op.attrs.ints.assign(ints.begin(), ints.end());
+  op.attrs.reals.assign(reals.begin(), reals.end());
+  op.attrs.dtype = dtype;
+  return op;
+}
+
+Tensor cast_if_needed(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : cast(t, dtype); }
+
+DType result_type(const Tensor& t, Scalar s) {
+  DType td = t.dtype();
+  if (s.is_floating() && !is_floating(td)) return kDefaultFloat;
+  if (s.is_integral() && td == DType::Bool) return DType::I64;
+  return td;
+}
+
+namespace {
+int category(DType t) { return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1; }
+}  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  // Dimensioned tensors win over 0-d ones of the same or lower category (PyTorch rule).
+  bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+  if (a0 != b0) {
+    const Tensor& dimd = a0 ? b : a;
+    const Tensor& zd = a0 ? a : b;
+    if (category(zd.dtype()) <= category(dimd.dtype())) return dimd.dtype();
+    return zd.dtype();
+  }
+  return promote_types(a.dtype(), b.dtype());
+}
+
+Dims normalize_dims(const char* op, const Dims& dims, int64_t rank) {
+  Dims out;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < rank; ++i) out.push_back(i);
+    return out;
+  }
+  for (auto d : dims) out.push_back(wrap_dim(d, rank, op));
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    KILN_CHECK(out[i] != out[i - 1], op, "dim " << out[i] << " appears more than once in the list");
+  if (rank == 0) out.clear();
+  return out;
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// Internal helpers shared by the op family files: build an Op from tensors, infer, allocate,
+// execute on the inputs' device.
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "core/backend.h"
+#include "ir/op.h"
+#include "kiln/ops.h"
+#include "kiln/tensor.h"
+
+namespace kiln::detail {
+
+/// The descriptor of a tensor's view.
+ir::TensorDesc desc_of(const Tensor& t);
+/// A new tensor handle for descriptor d over storage s.
+Tensor wrap(const ir::TensorDesc& d, const Device& dev, std::shared_ptr<Storage> s);
+/// A fresh contiguous tensor (uninitialised data).
+Tensor alloc(const Shape& shape, DType dtype, const Device& dev);
+/// A view of t with new shape/strides/offset sharing its storage.
+Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset);
+
+/// Throws "[op] expected all tensors on one device, got X and Y" unless they match.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+/// Throws "[op] expected a defined tensor" for an undefined handle.
+void check_defined(const char* op, const Tensor& t);
+
+/// Runs op with the given inputs on `dev` (inputs must live there). Fills op.inputs, infers
+/// op.outputs, allocates them and executes. `api` names the user-facing op for errors.
+std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, std::initializer_list<Tensor> inputs);
+std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, const std::vector<Tensor>& inputs);
+/// The same with one output, device taken from the first input.
+Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs);
+/// Executes op writing into `out` (any view); inputs must already match op's needs.
+void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out);
+
+/// Shorthand to build an op: make_op(OpKind::Sum, {ints}, {reals}, dtype).
+ir::Op make_op(ir::OpKind kind, std::initializer_list<int64_t> ints = {}, std::initializer_list<double> reals = {},
+               DType dtype = DType::F32);
+
+/// Converts t to dtype unless it already has it (no copy then).
+Tensor cast_if_needed(const Tensor& t, DType dtype);
+/// The result dtype of combining a tensor with a scalar (PyTorch's category rule).
+DType result_type(const Tensor& t, Scalar s);
+/// The result dtype of combining two tensors (0-d tensors count less, as in PyTorch).
+DType result_type(const Tensor& a, const Tensor& b);
+/// Wraps a normalised list of dims (sorted, unique); empty input -> all dims.
+Dims normalize_dims(const char* op, const Dims& dims, int64_t rank);
+
+}  // namespace kiln::detail
