@@ -35,9 +35,7 @@ class Device {
   /// The backend that executes ops for this device (internal interface).
   Backend* backend() const { return backend_; }
 
-  friend bool operator==(const Device& a, const Device& b) {
-    return a.backend_ == b.backend_ && a.index_ == b.index_;
-  }
+  friend bool operator==(const Device& a, const Device& b) { return a.backend_ == b.backend_ && a.index_ == b.index_; }
   friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
 
   /// For backends and decorators: a device running on `backend`.
@@ -55,9 +53,9 @@ void sync(const Device& device);
 
 /// Memory held by a device's allocator, in bytes.
 struct MemoryStats {
-  int64_t in_use = 0;     ///< bytes in live tensors
-  int64_t peak = 0;       ///< highest in_use since start or reset_peak_memory
-  int64_t cached = 0;     ///< bytes freed by tensors and kept for reuse
+  int64_t in_use = 0;       ///< bytes in live tensors
+  int64_t peak = 0;         ///< highest in_use since start or reset_peak_memory
+  int64_t cached = 0;       ///< bytes freed by tensors and kept for reuse
   int64_t allocations = 0;  ///< number of buffers handed out
 };
 MemoryStats memory_stats(const Device& device);

@@ -45,16 +45,46 @@ inline constexpr DType kDefaultFloat = DType::F32;
 /// Maps a C++ element type to its DType.
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::U8; };
-template <> struct dtype_of<int8_t> { static constexpr DType value = DType::I8; };
-template <> struct dtype_of<int16_t> { static constexpr DType value = DType::I16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
-template <> struct dtype_of<Half> { static constexpr DType value = DType::F16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::BF16; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::U8;
+};
+template <>
+struct dtype_of<int8_t> {
+  static constexpr DType value = DType::I8;
+};
+template <>
+struct dtype_of<int16_t> {
+  static constexpr DType value = DType::I16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = DType::F16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::BF16;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::F64;
+};
 template <class T>
 inline constexpr DType dtype_of_v = dtype_of<T>::value;
 

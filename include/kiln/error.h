@@ -58,19 +58,19 @@ class MsgBuilder {
 }  // namespace kiln
 
 /// KILN_CHECK(cond, "op", pieces...): throws kiln::Error("[op] pieces...") when cond is false.
-#define KILN_CHECK(cond, op, ...)                                                 \
-  do {                                                                            \
-    if (!(cond)) [[unlikely]] {                                                   \
-      ::kiln::detail::MsgBuilder kiln_msg_;                                       \
-      kiln_msg_ << "[" << (op) << "] " << __VA_ARGS__;                            \
-      ::kiln::detail::throw_error(kiln_msg_.str());                               \
-    }                                                                             \
+#define KILN_CHECK(cond, op, ...)                      \
+  do {                                                 \
+    if (!(cond)) [[unlikely]] {                        \
+      ::kiln::detail::MsgBuilder kiln_msg_;            \
+      kiln_msg_ << "[" << (op) << "] " << __VA_ARGS__; \
+      ::kiln::detail::throw_error(kiln_msg_.str());    \
+    }                                                  \
   } while (0)
 
 /// Internal invariant (a library bug, not user input); still throws rather than aborting.
-#define KILN_ASSERT(cond)                                                                   \
-  do {                                                                                      \
-    if (!(cond)) [[unlikely]]                                                               \
-      ::kiln::detail::throw_error(std::string("[internal] assertion failed: ") + #cond +   \
-                                  " at " + __FILE__ + ":" + std::to_string(__LINE__));      \
+#define KILN_ASSERT(cond)                                                                                          \
+  do {                                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                                      \
+      ::kiln::detail::throw_error(std::string("[internal] assertion failed: ") + #cond + " at " + __FILE__ + ":" + \
+                                  std::to_string(__LINE__));                                                       \
   } while (0)

@@ -149,7 +149,7 @@ Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posin
 Tensor cast(const Tensor& x, DType dtype);
 
 // ---- binary and ternary elementwise (src/ops/binary.cpp) ---------------------------------------
-#define KILN_DECLARE_BINARY(name)                 \
+#define KILN_DECLARE_BINARY(name)                \
   Tensor name(const Tensor& a, const Tensor& b); \
   Tensor name(const Tensor& a, Scalar b);        \
   Tensor name(Scalar a, const Tensor& b);
@@ -303,8 +303,8 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, const std::string& reduce = "");
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 /// reduce: "sum", "prod", "mean", "amax", "amin"; include_self as in PyTorch.
-Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
-                      const std::string& reduce, bool include_self = true);
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                      bool include_self = true);
 /// x with alpha * src added at rows index along dim.
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, Scalar alpha = 1);
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,7 +31,7 @@ struct TensorOptions {
 /// Shared state behind a Tensor handle: a strided view of a Storage.
 struct TensorImpl {
   Shape shape;
-  Strides strides;  // in elements; 0 for broadcast dims, negative after flip
+  Strides strides;     // in elements; 0 for broadcast dims, negative after flip
   int64_t offset = 0;  // in elements, from the start of the storage
   DType dtype = f32;
   Device device;
@@ -92,9 +93,15 @@ class Tensor {
   /// Copies the elements to the host as T (converting from the tensor's dtype).
   template <class T>
   std::vector<T> to_vector() const {
-    std::vector<T> v(static_cast<size_t>(numel()));
-    copy_to_host(v.data(), dtype_of_v<T>);
-    return v;
+    if constexpr (std::is_same_v<T, bool>) {
+      std::vector<uint8_t> b(static_cast<size_t>(numel()));
+      copy_to_host(b.data(), DType::Bool);
+      return std::vector<bool>(b.begin(), b.end());
+    } else {
+      std::vector<T> v(static_cast<size_t>(numel()));
+      copy_to_host(v.data(), dtype_of_v<T>);
+      return v;
+    }
   }
   /// The value of a one-element tensor as T.
   template <class T>
@@ -115,7 +122,7 @@ class Tensor {
   Tensor unflatten(int64_t dim, const Shape& sizes) const;
   Tensor permute(const Dims& dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const;  ///< transpose of a <= 2-d tensor
+  Tensor t() const;   ///< transpose of a <= 2-d tensor
   Tensor mT() const;  ///< transpose of the last two dims
   Tensor movedim(const Dims& src, const Dims& dst) const;
   Tensor squeeze() const;
@@ -242,11 +249,11 @@ class Tensor {
 class TensorIndex {
  public:
   enum class Kind : uint8_t { Int, Slice, None, Ellipsis, Tensor };
-  TensorIndex(int64_t i) : kind_(Kind::Int), int_(i) {}  // NOLINT
-  TensorIndex(int i) : kind_(Kind::Int), int_(i) {}      // NOLINT
-  TensorIndex(Slice s) : kind_(Kind::Slice), slice_(s) {}  // NOLINT
-  TensorIndex(NoneIndex) : kind_(Kind::None) {}          // NOLINT
-  TensorIndex(EllipsisIndex) : kind_(Kind::Ellipsis) {}  // NOLINT
+  TensorIndex(int64_t i) : kind_(Kind::Int), int_(i) {}                  // NOLINT
+  TensorIndex(int i) : kind_(Kind::Int), int_(i) {}                      // NOLINT
+  TensorIndex(Slice s) : kind_(Kind::Slice), slice_(s) {}                // NOLINT
+  TensorIndex(NoneIndex) : kind_(Kind::None) {}                          // NOLINT
+  TensorIndex(EllipsisIndex) : kind_(Kind::Ellipsis) {}                  // NOLINT
   TensorIndex(Tensor t) : kind_(Kind::Tensor), tensor_(std::move(t)) {}  // NOLINT
   Kind kind() const { return kind_; }
   int64_t integer() const { return int_; }

@@ -28,7 +28,7 @@ void parallel_for(int64_t n, int64_t grain, const F& f) {
     return;
   }
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
 #endif
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = n * c / chunks, e = n * (c + 1) / chunks;

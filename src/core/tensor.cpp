@@ -96,8 +96,7 @@ Shape infer_size(const char* op, const Shape& shape, int64_t numel) {
     }
   }
   if (infer >= 0) {
-    KILN_CHECK(known != 0 && numel % known == 0, op,
-               "shape " << shape << " is invalid for input of size " << numel);
+    KILN_CHECK(known != 0 && numel % known == 0, op, "shape " << shape << " is invalid for input of size " << numel);
     out[static_cast<size_t>(infer)] = numel / known;
   } else {
     KILN_CHECK(known == numel, op, "shape " << shape << " is invalid for input of size " << numel);
@@ -156,7 +155,8 @@ Tensor Tensor::reshape(const Shape& s) const {
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   int64_t s = wrap_dim(start_dim, dim(), "flatten"), e = wrap_dim(end_dim, dim(), "flatten");
-  KILN_CHECK(s <= e, "flatten", "start_dim " << start_dim << " comes after end_dim " << end_dim << " for shape " << shape());
+  KILN_CHECK(s <= e, "flatten",
+             "start_dim " << start_dim << " comes after end_dim " << end_dim << " for shape " << shape());
   Shape ns;
   for (int64_t i = 0; i < s; ++i) ns.push_back(shape()[static_cast<size_t>(i)]);
   int64_t m = 1;
@@ -177,8 +177,9 @@ Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
 }
 
 Tensor Tensor::permute(const Dims& dims) const {
-  KILN_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute",
-             "number of dims " << static_cast<long long>(dims.size()) << " does not match the rank of shape " << shape());
+  KILN_CHECK(
+      static_cast<int64_t>(dims.size()) == dim(), "permute",
+      "number of dims " << static_cast<long long>(dims.size()) << " does not match the rank of shape " << shape());
   Shape ns(dims.size());
   Strides st(dims.size());
   SmallVec<bool, 8> seen(dims.size(), false);
@@ -275,8 +276,9 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::expand(const Shape& s) const {
-  KILN_CHECK(s.size() >= shape().size(), "expand",
-             "the number of sizes (" << static_cast<long long>(s.size()) << ") must be >= the rank of shape " << shape());
+  KILN_CHECK(
+      s.size() >= shape().size(), "expand",
+      "the number of sizes (" << static_cast<long long>(s.size()) << ") must be >= the rank of shape " << shape());
   size_t lead = s.size() - shape().size();
   Shape ns(s.size());
   Strides st(s.size());
@@ -302,8 +304,9 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   int64_t w = wrap_dim(d, dim(), "narrow");
   int64_t n = shape()[static_cast<size_t>(w)];
   if (start < 0) start += n;
-  KILN_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow",
-             "start " << start << " and length " << length << " are out of range for dim " << w << " of shape " << shape());
+  KILN_CHECK(
+      start >= 0 && length >= 0 && start + length <= n, "narrow",
+      "start " << start << " and length " << length << " are out of range for dim " << w << " of shape " << shape());
   Shape ns = shape();
   ns[static_cast<size_t>(w)] = length;
   return make_view(*this, ns, strides(), storage_offset() + start * strides()[static_cast<size_t>(w)]);
@@ -359,9 +362,11 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   int64_t a = wrap_dim(dim1, dim(), "diagonal"), b = wrap_dim(dim2, dim(), "diagonal");
   KILN_CHECK(a != b, "diagonal", "dim1 and dim2 must differ, both are " << a);
   int64_t na = shape()[static_cast<size_t>(a)], nb = shape()[static_cast<size_t>(b)];
-  int64_t len = offset >= 0 ? std::max<int64_t>(0, std::min(na, nb - offset)) : std::max<int64_t>(0, std::min(na + offset, nb));
+  int64_t len =
+      offset >= 0 ? std::max<int64_t>(0, std::min(na, nb - offset)) : std::max<int64_t>(0, std::min(na + offset, nb));
   int64_t off = storage_offset();
-  if (len > 0) off += offset >= 0 ? offset * strides()[static_cast<size_t>(b)] : -offset * strides()[static_cast<size_t>(a)];
+  if (len > 0)
+    off += offset >= 0 ? offset * strides()[static_cast<size_t>(b)] : -offset * strides()[static_cast<size_t>(a)];
   Shape ns;
   Strides st;
   for (int64_t i = 0; i < dim(); ++i)

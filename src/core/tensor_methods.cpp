@@ -49,7 +49,9 @@ KILN_UNARY_METHOD(bitwise_not)
 #undef KILN_UNARY_METHOD
 
 Tensor Tensor::round(int64_t decimals) const { return kiln::round(*this, decimals); }
-Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const { return kiln::clamp(*this, min, max); }
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return kiln::clamp(*this, min, max);
+}
 Tensor Tensor::pow(const Tensor& e) const { return kiln::pow(*this, e); }
 Tensor Tensor::pow(Scalar e) const { return kiln::pow(*this, e); }
 

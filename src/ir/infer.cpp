@@ -38,7 +38,7 @@ void expect_inputs(const Op& op, size_t n) {
 }
 
 int64_t creation_shape_start(OpKind k) {
-  return k == OpKind::Arange ? 0 : k == OpKind::Fill ? 2 : 3;
+  return k == OpKind::Arange ? 0 : k == OpKind::Fill ? 2 : k == OpKind::RandInt ? 5 : 3;
 }
 
 void infer_reduce(Op& op) {
@@ -50,7 +50,8 @@ void infer_reduce(Op& op) {
   SmallVec<bool, 8> reduced(static_cast<size_t>(rank), false);
   for (size_t i = 1; i < op.attrs.ints.size(); ++i) {
     int64_t d = op.attrs.ints[i];
-    KILN_CHECK(d >= 0 && d < std::max<int64_t>(rank, 1), op_name(op.kind), "dim " << d << " out of range for shape " << x.shape);
+    KILN_CHECK(d >= 0 && d < std::max<int64_t>(rank, 1), op_name(op.kind),
+               "dim " << d << " out of range for shape " << x.shape);
     if (rank > 0) reduced[static_cast<size_t>(d)] = true;
   }
   Shape out;
@@ -97,8 +98,9 @@ void infer(Op& op) {
     }
     case Family::Binary: {
       const TensorDesc &a = op.inputs[0], &b = op.inputs[1];
-      KILN_CHECK(a.dtype == b.dtype, name, "inputs must share a dtype, got " << dtype_name(a.dtype).data() << " and "
-                                                                             << dtype_name(b.dtype).data());
+      KILN_CHECK(
+          a.dtype == b.dtype, name,
+          "inputs must share a dtype, got " << dtype_name(a.dtype).data() << " and " << dtype_name(b.dtype).data());
       Shape s = broadcast_shapes(a.shape, b.shape, name);
       op.outputs = {contiguous_desc(s, bool_output(op.kind) ? DType::Bool : a.dtype)};
       return;
@@ -160,7 +162,8 @@ void infer(Op& op) {
         if (rank > 0) s[static_cast<size_t>(d)] = idx.numel();
         op.outputs = {contiguous_desc(s, x.dtype)};
       } else if (op.kind == OpKind::Gather) {
-        KILN_CHECK(idx.shape.size() == x.shape.size(), name, "index rank must equal input rank: " << idx.shape << " vs " << x.shape);
+        KILN_CHECK(idx.shape.size() == x.shape.size(), name,
+                   "index rank must equal input rank: " << idx.shape << " vs " << x.shape);
         op.outputs = {contiguous_desc(idx.shape, x.dtype)};
       } else {
         KILN_CHECK(op.inputs[2].dtype == x.dtype, name, "src dtype must equal the input's");
@@ -180,7 +183,8 @@ void infer(Op& op) {
                      "inputs must share rank and dtype: " << s << " vs " << si);
           for (size_t j = 0; j < s.size(); ++j)
             if (static_cast<int64_t>(j) != d)
-              KILN_CHECK(si[j] == s[j], name, "sizes must match except in dim " << d << ": " << op.inputs[0].shape << " vs " << si);
+              KILN_CHECK(si[j] == s[j], name,
+                         "sizes must match except in dim " << d << ": " << op.inputs[0].shape << " vs " << si);
           s[static_cast<size_t>(d)] += si[static_cast<size_t>(d)];
         }
         op.outputs = {contiguous_desc(s, op.inputs[0].dtype)};
@@ -192,7 +196,8 @@ void infer(Op& op) {
         for (size_t i = 0; i < npads / 2; ++i) {
           size_t d = s.size() - 1 - i;
           s[d] += op.attrs.ints[1 + 2 * i] + op.attrs.ints[2 + 2 * i];
-          KILN_CHECK(s[d] >= 0, name, "padding makes dim " << static_cast<long long>(d) << " negative for shape " << x.shape);
+          KILN_CHECK(s[d] >= 0, name,
+                     "padding makes dim " << static_cast<long long>(d) << " negative for shape " << x.shape);
         }
         op.outputs = {contiguous_desc(s, x.dtype)};
       }

@@ -56,7 +56,7 @@ void refuse_bool_sub(const char* api, DType t) {
 
 }  // namespace
 
-#define KILN_BINARY_FN(name, Kind, rule)                                                             \
+#define KILN_BINARY_FN(name, Kind, rule)                                                               \
   Tensor name(const Tensor& a, const Tensor& b) { return binary_op(#name, OpKind::Kind, rule, a, b); } \
   Tensor name(const Tensor& a, Scalar b) { return binary_op(#name, OpKind::Kind, rule, a, b); }        \
   Tensor name(Scalar a, const Tensor& b) { return binary_op(#name, OpKind::Kind, rule, a, b); }
@@ -94,7 +94,8 @@ Tensor pow(const Tensor& a, Scalar b) {
   detail::check_defined("pow", a);
   KILN_CHECK(!(is_integral(a.dtype(), true) && b.is_integral() && b.to_int() < 0), "pow",
              "integers to negative integer powers are not allowed");
-  if (!b.is_bool() && b.to_double() == 2.0 && a.dtype() != DType::Bool) return square(detail::cast_if_needed(a, detail::result_type(a, b)));
+  if (!b.is_bool() && b.to_double() == 2.0 && a.dtype() != DType::Bool)
+    return square(detail::cast_if_needed(a, detail::result_type(a, b)));
   if (b.is_floating() && b.to_double() == 0.5) return sqrt(a);
   return binary_op("pow", OpKind::Pow, Rule::Arith, a, b);
 }
@@ -136,7 +137,9 @@ OpKind div_kind(const std::string& mode) {
 Rule div_rule(const std::string& mode) { return mode.empty() ? Rule::Float : Rule::Arith; }
 }  // namespace
 
-Tensor div(const Tensor& a, const Tensor& b, const std::string& m) { return binary_op("div", div_kind(m), div_rule(m), a, b); }
+Tensor div(const Tensor& a, const Tensor& b, const std::string& m) {
+  return binary_op("div", div_kind(m), div_rule(m), a, b);
+}
 Tensor div(const Tensor& a, Scalar b, const std::string& m) { return binary_op("div", div_kind(m), div_rule(m), a, b); }
 Tensor div(Scalar a, const Tensor& b, const std::string& m) { return binary_op("div", div_kind(m), div_rule(m), a, b); }
 Tensor floor_divide(const Tensor& a, const Tensor& b) { return div(a, b, "floor"); }
@@ -147,7 +150,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_defined("where", cond);
   detail::check_defined("where", a);
   detail::check_defined("where", b);
-  KILN_CHECK(cond.dtype() == DType::Bool, "where", "condition must be a bool tensor, got " << dtype_name(cond.dtype()).data());
+  KILN_CHECK(cond.dtype() == DType::Bool, "where",
+             "condition must be a bool tensor, got " << dtype_name(cond.dtype()).data());
   detail::check_same_device("where", cond, a);
   detail::check_same_device("where", cond, b);
   DType t = detail::result_type(a, b);
@@ -180,7 +184,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   KILN_CHECK(mask.dtype() == DType::Bool, "masked_fill", "mask must be bool, got " << dtype_name(mask.dtype()).data());
   KILN_CHECK(value.dim() == 0, "masked_fill", "value must be a 0-d tensor, got shape " << value.shape());
   Shape s = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
-  KILN_CHECK(s == x.shape(), "masked_fill", "mask of shape " << mask.shape() << " does not broadcast to the input's " << x.shape());
+  KILN_CHECK(s == x.shape(), "masked_fill",
+             "mask of shape " << mask.shape() << " does not broadcast to the input's " << x.shape());
   ir::Op op = make_op(OpKind::Where);
   return run1("masked_fill", op, {mask, detail::cast_if_needed(value, x.dtype()), x});
 }
@@ -282,9 +287,9 @@ Tensor& inplace(const char* api, OpKind k, Tensor& self, const Tensor& other) {
   detail::check_defined(api, self);
   detail::check_defined(api, other);
   bool same_type = other.dtype() == self.dtype() && detail::result_type(self, other) == self.dtype();
-  bool overlap = other.is_same_storage(self) && !(other.strides() == self.strides() &&
-                                                  other.storage_offset() == self.storage_offset() &&
-                                                  other.shape() == self.shape());
+  bool overlap = other.is_same_storage(self) &&
+                 !(other.strides() == self.strides() && other.storage_offset() == self.storage_offset() &&
+                   other.shape() == self.shape());
   if (same_type && !overlap && other.device() == self.device() &&
       broadcast_shapes(self.shape(), other.shape(), api) == self.shape() &&
       !(k == OpKind::Div && !is_floating(self.dtype())) && !(k == OpKind::Sub && self.dtype() == DType::Bool)) {
@@ -292,7 +297,10 @@ Tensor& inplace(const char* api, OpKind k, Tensor& self, const Tensor& other) {
     detail::run_into(api, op, {self, other}, self);
     return self;
   }
-  Tensor r = k == OpKind::Add ? add(self, other) : k == OpKind::Sub ? sub(self, other) : k == OpKind::Mul ? mul(self, other) : div(self, other);
+  Tensor r = k == OpKind::Add   ? add(self, other)
+             : k == OpKind::Sub ? sub(self, other)
+             : k == OpKind::Mul ? mul(self, other)
+                                : div(self, other);
   return assign_result(api, self, r);
 }
 }  // namespace
@@ -301,20 +309,26 @@ Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
   bool one = (alpha.is_integral() && alpha.to_int() == 1) || (alpha.is_floating() && alpha.to_double() == 1.0);
   return inplace("add_", OpKind::Add, *this, one ? o : mul(o, alpha));
 }
-Tensor& Tensor::add_(Scalar o) { return inplace("add_", OpKind::Add, *this, scalar_tensor(o, detail::result_type(*this, o), device())); }
+Tensor& Tensor::add_(Scalar o) {
+  return inplace("add_", OpKind::Add, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+}
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
   bool one = (alpha.is_integral() && alpha.to_int() == 1) || (alpha.is_floating() && alpha.to_double() == 1.0);
   return inplace("sub_", OpKind::Sub, *this, one ? o : mul(o, alpha));
 }
-Tensor& Tensor::sub_(Scalar o) { return inplace("sub_", OpKind::Sub, *this, scalar_tensor(o, detail::result_type(*this, o), device())); }
-Tensor& Tensor::mul_(const Tensor& o) { return inplace("mul_", OpKind::Mul, *this, o); }
-Tensor& Tensor::mul_(Scalar o) { return inplace("mul_", OpKind::Mul, *this, scalar_tensor(o, detail::result_type(*this, o), device())); }
-Tensor& Tensor::div_(const Tensor& o) { return inplace("div_", OpKind::Div, *this, o); }
-Tensor& Tensor::div_(Scalar o) { return inplace("div_", OpKind::Div, *this, scalar_tensor(o, detail::result_type(*this, o), device())); }
-
-Tensor& Tensor::fill_(Scalar v) {
-  return copy_(scalar_tensor(v, dtype(), device()));
+Tensor& Tensor::sub_(Scalar o) {
+  return inplace("sub_", OpKind::Sub, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
 }
+Tensor& Tensor::mul_(const Tensor& o) { return inplace("mul_", OpKind::Mul, *this, o); }
+Tensor& Tensor::mul_(Scalar o) {
+  return inplace("mul_", OpKind::Mul, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+}
+Tensor& Tensor::div_(const Tensor& o) { return inplace("div_", OpKind::Div, *this, o); }
+Tensor& Tensor::div_(Scalar o) {
+  return inplace("div_", OpKind::Div, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+}
+
+Tensor& Tensor::fill_(Scalar v) { return copy_(scalar_tensor(v, dtype(), device())); }
 Tensor& Tensor::zero_() { return fill_(0); }
 Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar v) { return copy_(masked_fill(*this, mask, v)); }
 

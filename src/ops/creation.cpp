@@ -14,16 +14,56 @@ namespace {
 /// Writes s converted to dtype into 8 bytes of out (little-endian host layout).
 void scalar_bytes(Scalar s, DType dt, void* out) {
   switch (dt) {
-    case DType::Bool: { bool v = s.to<bool>(); std::memcpy(out, &v, 1); break; }
-    case DType::U8: { uint8_t v = static_cast<uint8_t>(s.to_int()); std::memcpy(out, &v, 1); break; }
-    case DType::I8: { int8_t v = static_cast<int8_t>(s.to_int()); std::memcpy(out, &v, 1); break; }
-    case DType::I16: { int16_t v = static_cast<int16_t>(s.to_int()); std::memcpy(out, &v, 2); break; }
-    case DType::I32: { int32_t v = static_cast<int32_t>(s.to_int()); std::memcpy(out, &v, 4); break; }
-    case DType::I64: { int64_t v = s.to_int(); std::memcpy(out, &v, 8); break; }
-    case DType::F16: { Half v(static_cast<float>(s.to_double())); std::memcpy(out, &v.bits, 2); break; }
-    case DType::BF16: { BFloat16 v(static_cast<float>(s.to_double())); std::memcpy(out, &v.bits, 2); break; }
-    case DType::F32: { float v = static_cast<float>(s.to_double()); std::memcpy(out, &v, 4); break; }
-    case DType::F64: { double v = s.to_double(); std::memcpy(out, &v, 8); break; }
+    case DType::Bool: {
+      bool v = s.to<bool>();
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case DType::U8: {
+      uint8_t v = static_cast<uint8_t>(s.to_int());
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case DType::I8: {
+      int8_t v = static_cast<int8_t>(s.to_int());
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case DType::I16: {
+      int16_t v = static_cast<int16_t>(s.to_int());
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case DType::I32: {
+      int32_t v = static_cast<int32_t>(s.to_int());
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case DType::I64: {
+      int64_t v = s.to_int();
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case DType::F16: {
+      Half v(static_cast<float>(s.to_double()));
+      std::memcpy(out, &v.bits, 2);
+      break;
+    }
+    case DType::BF16: {
+      BFloat16 v(static_cast<float>(s.to_double()));
+      std::memcpy(out, &v.bits, 2);
+      break;
+    }
+    case DType::F32: {
+      float v = static_cast<float>(s.to_double());
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case DType::F64: {
+      double v = s.to_double();
+      std::memcpy(out, &v, 8);
+      break;
+    }
   }
 }
 

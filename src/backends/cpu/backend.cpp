@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The CPU backend: a caching allocator and one kernel per primitive.
+#include "core/backend.h"
+
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
 #include "core/allocator.h"
-#include "core/backend.h"
 
 namespace kiln {
 namespace {

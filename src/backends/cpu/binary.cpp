@@ -46,29 +46,62 @@ constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
 // Scalar definitions, templated so that `if constexpr` discards what a dtype cannot compile.
 namespace f {
-template <class A> A add(A a, A b) { if constexpr (std::is_same_v<A, bool>) return a || b; else return A(a + b); }
-template <class A> A sub(A a, A b) { return A(a - b); }
-template <class A> A mul(A a, A b) { if constexpr (std::is_same_v<A, bool>) return a && b; else return A(a * b); }
-template <class A> A div(A a, A b) { return a / b; }
-template <class A> A floordiv(A a, A b) {
-  if constexpr (std::is_same_v<A, bool>) return a;
-  else return math::floor_div(a, b);
+template <class A>
+A add(A a, A b) {
+  if constexpr (std::is_same_v<A, bool>)
+    return a || b;
+  else
+    return A(a + b);
 }
-template <class A> A truncdiv(A a, A b) {
-  if constexpr (is_int_v<A>) return b == 0 ? A(0) : A(a / b);
-  else if constexpr (std::is_same_v<A, bool>) return a;
-  else return std::trunc(a / b);
+template <class A>
+A sub(A a, A b) {
+  return A(a - b);
 }
-template <class A> A remainder(A a, A b) {
-  if constexpr (std::is_same_v<A, bool>) return false;
-  else return math::remainder(a, b);
+template <class A>
+A mul(A a, A b) {
+  if constexpr (std::is_same_v<A, bool>)
+    return a && b;
+  else
+    return A(a * b);
 }
-template <class A> A fmod(A a, A b) {
-  if constexpr (is_int_v<A>) return b == 0 ? A(0) : A(a % b);
-  else if constexpr (std::is_same_v<A, bool>) return false;
-  else return std::fmod(a, b);
+template <class A>
+A div(A a, A b) {
+  return a / b;
 }
-template <class A> A pow(A x, A y) {
+template <class A>
+A floordiv(A a, A b) {
+  if constexpr (std::is_same_v<A, bool>)
+    return a;
+  else
+    return math::floor_div(a, b);
+}
+template <class A>
+A truncdiv(A a, A b) {
+  if constexpr (is_int_v<A>)
+    return b == 0 ? A(0) : A(a / b);
+  else if constexpr (std::is_same_v<A, bool>)
+    return a;
+  else
+    return std::trunc(a / b);
+}
+template <class A>
+A remainder(A a, A b) {
+  if constexpr (std::is_same_v<A, bool>)
+    return false;
+  else
+    return math::remainder(a, b);
+}
+template <class A>
+A fmod(A a, A b) {
+  if constexpr (is_int_v<A>)
+    return b == 0 ? A(0) : A(a % b);
+  else if constexpr (std::is_same_v<A, bool>)
+    return false;
+  else
+    return std::fmod(a, b);
+}
+template <class A>
+A pow(A x, A y) {
   if constexpr (is_int_v<A>) {
     if (y < 0) return x == 1 ? A(1) : x == A(-1) ? A((y % 2) ? -1 : 1) : A(0);
     using U = std::make_unsigned_t<A>;
@@ -84,68 +117,123 @@ template <class A> A pow(A x, A y) {
     return std::pow(x, y);
   }
 }
-template <class A> A atan2(A a, A b) { return std::atan2(a, b); }
-template <class A> A maximum(A x, A y) {
+template <class A>
+A atan2(A a, A b) {
+  return std::atan2(a, b);
+}
+template <class A>
+A maximum(A x, A y) {
   if constexpr (std::is_floating_point_v<A>)
     if (std::isnan(x) || std::isnan(y)) return x + y;
   return x > y ? x : y;
 }
-template <class A> A minimum(A x, A y) {
+template <class A>
+A minimum(A x, A y) {
   if constexpr (std::is_floating_point_v<A>)
     if (std::isnan(x) || std::isnan(y)) return x + y;
   return x < y ? x : y;
 }
-template <class A> A fmax(A x, A y) {
-  if constexpr (std::is_floating_point_v<A>) return std::fmax(x, y);
-  else return x > y ? x : y;
+template <class A>
+A fmax(A x, A y) {
+  if constexpr (std::is_floating_point_v<A>)
+    return std::fmax(x, y);
+  else
+    return x > y ? x : y;
 }
-template <class A> A fmin(A x, A y) {
-  if constexpr (std::is_floating_point_v<A>) return std::fmin(x, y);
-  else return x < y ? x : y;
+template <class A>
+A fmin(A x, A y) {
+  if constexpr (std::is_floating_point_v<A>)
+    return std::fmin(x, y);
+  else
+    return x < y ? x : y;
 }
-template <class A> A hypot(A a, A b) { return std::hypot(a, b); }
-template <class A> A logaddexp(A x, A y) {
+template <class A>
+A hypot(A a, A b) {
+  return std::hypot(a, b);
+}
+template <class A>
+A logaddexp(A x, A y) {
   if (std::isinf(x) && x == y) return x;
   A m = std::max(x, y);
   return m + std::log1p(std::exp(-std::abs(x - y)));
 }
-template <class T> T band(T a, T b) { return static_cast<T>(a & b); }
-template <class T> T bor(T a, T b) { return static_cast<T>(a | b); }
-template <class T> T bxor(T a, T b) { return static_cast<T>(a ^ b); }
+template <class T>
+T band(T a, T b) {
+  return static_cast<T>(a & b);
+}
+template <class T>
+T bor(T a, T b) {
+  return static_cast<T>(a | b);
+}
+template <class T>
+T bxor(T a, T b) {
+  return static_cast<T>(a ^ b);
+}
 // Shifts: PyTorch gives 0 (or -1 for negative right shifts) once the count reaches the width.
-template <class T> T shl(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>) return x && !y;
+template <class T>
+T shl(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>)
+    return x && !y;
   else {
     using U = std::make_unsigned_t<T>;
     if (y < 0 || y >= static_cast<T>(sizeof(T) * 8)) return 0;
     return static_cast<T>(static_cast<U>(x) << y);
   }
 }
-template <class T> T shr(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>) return x && !y;
+template <class T>
+T shr(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>)
+    return x && !y;
   else {
     if (y < 0 || y >= static_cast<T>(sizeof(T) * 8)) return x < 0 ? T(-1) : T(0);
     return static_cast<T>(x >> y);
   }
 }
-template <class A> bool land(A a, A b) { return a != A(0) && b != A(0); }
-template <class A> bool lor(A a, A b) { return a != A(0) || b != A(0); }
-template <class A> bool lxor(A a, A b) { return (a != A(0)) != (b != A(0)); }
-template <class A> bool eq(A a, A b) { return a == b; }
-template <class A> bool ne(A a, A b) { return a != b; }
-template <class A> bool lt(A a, A b) { return a < b; }
-template <class A> bool le(A a, A b) { return a <= b; }
-template <class A> bool gt(A a, A b) { return a > b; }
-template <class A> bool ge(A a, A b) { return a >= b; }
+template <class A>
+bool land(A a, A b) {
+  return a != A(0) && b != A(0);
+}
+template <class A>
+bool lor(A a, A b) {
+  return a != A(0) || b != A(0);
+}
+template <class A>
+bool lxor(A a, A b) {
+  return (a != A(0)) != (b != A(0));
+}
+template <class A>
+bool eq(A a, A b) {
+  return a == b;
+}
+template <class A>
+bool ne(A a, A b) {
+  return a != b;
+}
+template <class A>
+bool lt(A a, A b) {
+  return a < b;
+}
+template <class A>
+bool le(A a, A b) {
+  return a <= b;
+}
+template <class A>
+bool gt(A a, A b) {
+  return a > b;
+}
+template <class A>
+bool ge(A a, A b) {
+  return a >= b;
+}
 }  // namespace f
 
-#define KILN_BINARY_KERNEL(Name, SWITCH, fn, Out)                                            \
-  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {                       \
-    SWITCH(op.inputs[0].dtype, #Name, T, {                                                   \
-      using A = acc_t<T>;                                                                    \
-      using O = std::conditional_t<std::is_same_v<Out, void>, T, Out>;                       \
-      apply2<O, T>(op, in, out, [](A a, A b) { return f::fn<A>(a, b); });                    \
-    });                                                                                      \
+#define KILN_BINARY_KERNEL(Name, SWITCH, fn, Out)                         \
+  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {    \
+    SWITCH(op.inputs[0].dtype, #Name, T, {                                \
+      using A = acc_t<T>;                                                 \
+      using O = std::conditional_t<std::is_same_v<Out, void>, T, Out>;    \
+      apply2<O, T>(op, in, out, [](A a, A b) { return f::fn<A>(a, b); }); \
+    });                                                                   \
   }
 
 KILN_BINARY_KERNEL(Add, KILN_SWITCH_ALL, add, void)
@@ -183,15 +271,15 @@ KILN_BINARY_KERNEL(Ge, KILN_SWITCH_ALL, ge, bool)
 void k_Where(const ir::Op& op, void* const* in, void* const* out) {
   auto loop = ternary_loop(op, in, out);
   switch (dtype_size(op.outputs[0].dtype)) {
-#define KILN_WHERE_CASE(S, U)                                                                              \
-  case S:                                                                                                  \
-    loop.run([](const std::array<char*, 4>& p, const int64_t* st, int64_t n) {                             \
-      char* o = p[0];                                                                                      \
-      const char *c = p[1], *a = p[2], *b = p[3];                                                          \
-      for (int64_t k = 0; k < n; ++k, o += st[0], c += st[1], a += st[2], b += st[3])                      \
-        *reinterpret_cast<U*>(o) = *reinterpret_cast<const bool*>(c) ? *reinterpret_cast<const U*>(a)      \
-                                                                     : *reinterpret_cast<const U*>(b);     \
-    });                                                                                                    \
+#define KILN_WHERE_CASE(S, U)                                                                                    \
+  case S:                                                                                                        \
+    loop.run([](const std::array<char*, 4>& p, const int64_t* st, int64_t n) {                                   \
+      char* o = p[0];                                                                                            \
+      const char *c = p[1], *a = p[2], *b = p[3];                                                                \
+      for (int64_t k = 0; k < n; ++k, o += st[0], c += st[1], a += st[2], b += st[3])                            \
+        *reinterpret_cast<U*>(o) =                                                                               \
+            *reinterpret_cast<const bool*>(c) ? *reinterpret_cast<const U*>(a) : *reinterpret_cast<const U*>(b); \
+    });                                                                                                          \
     break;
     KILN_WHERE_CASE(1, uint8_t)
     KILN_WHERE_CASE(2, uint16_t)

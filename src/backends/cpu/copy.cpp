@@ -64,10 +64,14 @@ void copy_rows(const StridedLoop<2>& loop) {
 void k_Copy(const ir::Op& op, void* const* in, void* const* out) {
   auto loop = unary_loop(op, in, out);
   switch (dtype_size(op.outputs[0].dtype)) {
-    case 1: return copy_rows<1>(loop);
-    case 2: return copy_rows<2>(loop);
-    case 4: return copy_rows<4>(loop);
-    default: return copy_rows<8>(loop);
+    case 1:
+      return copy_rows<1>(loop);
+    case 2:
+      return copy_rows<2>(loop);
+    case 4:
+      return copy_rows<4>(loop);
+    default:
+      return copy_rows<8>(loop);
   }
 }
 

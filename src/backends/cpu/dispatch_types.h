@@ -29,22 +29,22 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
   default:                        \
     KILN_CHECK(false, what, "unsupported dtype " << ::kiln::dtype_name(dt).data());
 
-#define KILN_SWITCH_FLOAT(dt, what, T, ...)          \
-  switch (dt) {                                      \
-    KILN_CASE_(F32, float, T, __VA_ARGS__)           \
-    KILN_CASE_(F64, double, T, __VA_ARGS__)          \
-    KILN_CASE_(F16, ::kiln::Half, T, __VA_ARGS__)    \
+#define KILN_SWITCH_FLOAT(dt, what, T, ...)            \
+  switch (dt) {                                        \
+    KILN_CASE_(F32, float, T, __VA_ARGS__)             \
+    KILN_CASE_(F64, double, T, __VA_ARGS__)            \
+    KILN_CASE_(F16, ::kiln::Half, T, __VA_ARGS__)      \
     KILN_CASE_(BF16, ::kiln::BFloat16, T, __VA_ARGS__) \
-    KILN_BAD_DTYPE_(dt, what)                        \
+    KILN_BAD_DTYPE_(dt, what)                          \
   }
-#define KILN_SWITCH_INT(dt, what, T, ...)   \
-  switch (dt) {                             \
-    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__) \
-    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)  \
+#define KILN_SWITCH_INT(dt, what, T, ...)    \
+  switch (dt) {                              \
+    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)  \
+    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)   \
     KILN_CASE_(I16, int16_t, T, __VA_ARGS__) \
     KILN_CASE_(I32, int32_t, T, __VA_ARGS__) \
     KILN_CASE_(I64, int64_t, T, __VA_ARGS__) \
-    KILN_BAD_DTYPE_(dt, what)               \
+    KILN_BAD_DTYPE_(dt, what)                \
   }
 #define KILN_SWITCH_INT_BOOL(dt, what, T, ...) \
   switch (dt) {                                \

@@ -23,7 +23,7 @@ inline char* base_ptr(void* data, const ir::TensorDesc& d) {
 template <int N>
 struct StridedLoop {
   int ndim = 0;
-  SmallVec<int64_t, 6> shape;                 // coalesced, outermost first
+  SmallVec<int64_t, 6> shape;                   // coalesced, outermost first
   std::array<SmallVec<int64_t, 6>, N> strides;  // bytes
   std::array<char*, N> base{};
   int64_t numel = 1;
@@ -39,8 +39,7 @@ struct StridedLoop {
       int64_t es = static_cast<int64_t>(dtype_size(d.dtype));
       st[k].resize(r, 0);
       size_t lead = r - d.shape.size();
-      for (size_t i = 0; i < d.shape.size(); ++i)
-        st[k][lead + i] = d.shape[i] == 1 ? 0 : d.strides[i] * es;
+      for (size_t i = 0; i < d.shape.size(); ++i) st[k][lead + i] = d.shape[i] == 1 ? 0 : d.strides[i] * es;
       base[k] = base_ptr(k == 0 ? out_data : in_data[k - 1], d);
     }
     // Drop size-1 dims, then merge dim i into i+1 when every operand is contiguous across them.

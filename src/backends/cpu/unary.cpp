@@ -40,31 +40,33 @@ void apply(const ir::Op& op, void* const* in, void* const* out, const F& f, bool
 }  // namespace
 
 // Float-only ops (the frontend casts integer inputs to f32 first).
-#define KILN_FLOAT_UNARY(Name, expr)                                                                     \
-  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {                                   \
-    [[maybe_unused]] const auto& R = op.attrs.reals;                                                     \
-    [[maybe_unused]] const auto& I = op.attrs.ints;                                                      \
-    KILN_SWITCH_FLOAT(op.inputs[0].dtype, #Name, T, {                                                    \
-      using A = acc_t<T>;                                                                                \
-      apply<T, T>(op, in, out, [&](A x) -> A { return expr; }, true);                                    \
-    });                                                                                                  \
+#define KILN_FLOAT_UNARY(Name, expr)                                   \
+  void k_##Name(const ir::Op& op, void* const* in, void* const* out) { \
+    [[maybe_unused]] const auto& R = op.attrs.reals;                   \
+    [[maybe_unused]] const auto& I = op.attrs.ints;                    \
+    KILN_SWITCH_FLOAT(op.inputs[0].dtype, #Name, T, {                  \
+      using A = acc_t<T>;                                              \
+      apply<T, T>(                                                     \
+          op, in, out, [&](A x) -> A { return expr; }, true);          \
+    });                                                                \
   }
 
 // Ops defined on every numeric dtype (and bool where it makes sense).
-#define KILN_NUMERIC_UNARY(Name, expr)                                                                   \
-  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {                                   \
-    [[maybe_unused]] const auto& R = op.attrs.reals;                                                     \
-    [[maybe_unused]] const auto& I = op.attrs.ints;                                                      \
-    KILN_SWITCH_NUMERIC(op.inputs[0].dtype, #Name, T, {                                                  \
-      using A = acc_t<T>;                                                                                \
-      apply<T, T>(op, in, out, [&](A x) -> A { return expr; }, true);                                    \
-    });                                                                                                  \
+#define KILN_NUMERIC_UNARY(Name, expr)                                 \
+  void k_##Name(const ir::Op& op, void* const* in, void* const* out) { \
+    [[maybe_unused]] const auto& R = op.attrs.reals;                   \
+    [[maybe_unused]] const auto& I = op.attrs.ints;                    \
+    KILN_SWITCH_NUMERIC(op.inputs[0].dtype, #Name, T, {                \
+      using A = acc_t<T>;                                              \
+      apply<T, T>(                                                     \
+          op, in, out, [&](A x) -> A { return expr; }, true);          \
+    });                                                                \
   }
 
 KILN_NUMERIC_UNARY(Abs, x < A(0) ? A(-x) : x)
 KILN_NUMERIC_UNARY(Neg, A(-x))
 KILN_NUMERIC_UNARY(Sign, A((A(0) < x) - (x < A(0))))
-KILN_NUMERIC_UNARY(Square, A(x * x))
+KILN_NUMERIC_UNARY(Square, A(x* x))
 KILN_FLOAT_UNARY(Exp, std::exp(x))
 KILN_FLOAT_UNARY(Exp2, std::exp2(x))
 KILN_FLOAT_UNARY(Expm1, std::expm1(x))
@@ -103,12 +105,12 @@ KILN_FLOAT_UNARY(LeakyRelu, x > A(0) ? x : A(x * A(R[0])))
 KILN_FLOAT_UNARY(Elu, x > A(0) ? A(R[1]) * x : A(R[1]) * A(R[0]) * std::expm1(x * A(R[2])))
 KILN_FLOAT_UNARY(Gelu, math::gelu(x))
 KILN_FLOAT_UNARY(GeluTanh, math::gelu_tanh(x))
-KILN_FLOAT_UNARY(Silu, x * math::sigmoid(x))
-KILN_FLOAT_UNARY(Mish, x * std::tanh(math::softplus(x, A(1), A(20))))
+KILN_FLOAT_UNARY(Silu, x* math::sigmoid(x))
+KILN_FLOAT_UNARY(Mish, x* std::tanh(math::softplus(x, A(1), A(20))))
 KILN_FLOAT_UNARY(Softplus, math::softplus(x, A(R[0]), A(R[1])))
 KILN_FLOAT_UNARY(Softsign, x / (A(1) + std::abs(x)))
 KILN_FLOAT_UNARY(Hardsigmoid, std::min(std::max(x / A(6) + A(0.5), A(0)), A(1)))
-KILN_FLOAT_UNARY(Hardswish, x * std::min(std::max(x + A(3), A(0)), A(6)) / A(6))
+KILN_FLOAT_UNARY(Hardswish, x* std::min(std::max(x + A(3), A(0)), A(6)) / A(6))
 
 // clamp(x, min, max) = min(max(x, lo), hi); NaN stays NaN.
 void k_Clamp(const ir::Op& op, void* const* in, void* const* out) {
@@ -133,8 +135,9 @@ void nan_to_num_impl(const ir::Op& op, void* const* in, void* const* out) {
   using A = acc_t<T>;
   if constexpr (is_float_v<T>) {
     // Bounds default to the limits of T itself (for f16/bf16 not of float).
-    double tmax = std::is_same_v<T, Half> ? 65504.0 : std::is_same_v<T, BFloat16> ? 3.3895313892515355e38
-                                                                                   : double(std::numeric_limits<A>::max());
+    double tmax = std::is_same_v<T, Half>       ? 65504.0
+                  : std::is_same_v<T, BFloat16> ? 3.3895313892515355e38
+                                                : double(std::numeric_limits<A>::max());
     A nan = static_cast<A>(op.attrs.reals[0]);
     A pos = static_cast<A>(std::min(op.attrs.reals[1], tmax));
     A neg = static_cast<A>(std::max(op.attrs.reals[2], -tmax));
@@ -163,16 +166,17 @@ void k_BitwiseNot(const ir::Op& op, void* const* in, void* const* out) {
 }
 
 void k_LogicalNot(const ir::Op& op, void* const* in, void* const* out) {
-  KILN_SWITCH_ALL(op.inputs[0].dtype, "logical_not", T, {
-    apply<bool, T>(op, in, out, [](acc_t<T> x) { return x == acc_t<T>(0); });
-  });
+  KILN_SWITCH_ALL(op.inputs[0].dtype, "logical_not", T,
+                  { apply<bool, T>(op, in, out, [](acc_t<T> x) { return x == acc_t<T>(0); }); });
 }
 
 void k_IsNan(const ir::Op& op, void* const* in, void* const* out) {
   KILN_SWITCH_ALL(op.inputs[0].dtype, "isnan", T, {
     apply<bool, T>(op, in, out, [](acc_t<T> x) {
-      if constexpr (is_float_v<T>) return std::isnan(x);
-      else return false;
+      if constexpr (is_float_v<T>)
+        return std::isnan(x);
+      else
+        return false;
     });
   });
 }
@@ -181,8 +185,10 @@ void k_IsInf(const ir::Op& op, void* const* in, void* const* out) {
   int64_t which = op.attrs.ints.empty() ? 0 : op.attrs.ints[0];
   KILN_SWITCH_ALL(op.inputs[0].dtype, "isinf", T, {
     apply<bool, T>(op, in, out, [which](acc_t<T> x) {
-      if constexpr (is_float_v<T>) return std::isinf(x) && (which == 0 || (which > 0) == (x > 0));
-      else return false;
+      if constexpr (is_float_v<T>)
+        return std::isinf(x) && (which == 0 || (which > 0) == (x > 0));
+      else
+        return false;
     });
   });
 }
@@ -190,8 +196,10 @@ void k_IsInf(const ir::Op& op, void* const* in, void* const* out) {
 void k_IsFinite(const ir::Op& op, void* const* in, void* const* out) {
   KILN_SWITCH_ALL(op.inputs[0].dtype, "isfinite", T, {
     apply<bool, T>(op, in, out, [](acc_t<T> x) {
-      if constexpr (is_float_v<T>) return std::isfinite(x);
-      else return true;
+      if constexpr (is_float_v<T>)
+        return std::isfinite(x);
+      else
+        return true;
     });
   });
 }

@@ -11,9 +11,9 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
 #endif
+#include "hwy/contrib/math/math-inl.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::vec::HWY_NAMESPACE {
@@ -46,9 +46,7 @@ HWY_INLINE V ExpSafe(D d, V x) {
   return hn::IfThenElse(hn::Eq(x, x), r, x);
 }
 
-HWY_INLINE V Sigmoid(D d, V x) {
-  return hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), ExpSafe(d, hn::Neg(x))));
-}
+HWY_INLINE V Sigmoid(D d, V x) { return hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), ExpSafe(d, hn::Neg(x)))); }
 
 // erf via Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7.
 HWY_INLINE V Erf(D d, V x) {
@@ -161,11 +159,20 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
     }
   };
   switch (kind) {
-    case OpKind::Add: run([](V x, V y) { return hn::Add(x, y); }); return true;
-    case OpKind::Sub: run([](V x, V y) { return hn::Sub(x, y); }); return true;
-    case OpKind::Mul: run([](V x, V y) { return hn::Mul(x, y); }); return true;
-    case OpKind::Div: run([](V x, V y) { return hn::Div(x, y); }); return true;
-    default: return false;
+    case OpKind::Add:
+      run([](V x, V y) { return hn::Add(x, y); });
+      return true;
+    case OpKind::Sub:
+      run([](V x, V y) { return hn::Sub(x, y); });
+      return true;
+    case OpKind::Mul:
+      run([](V x, V y) { return hn::Mul(x, y); });
+      return true;
+    case OpKind::Div:
+      run([](V x, V y) { return hn::Div(x, y); });
+      return true;
+    default:
+      return false;
   }
 }
 
