@@ -11,9 +11,12 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
 #endif
-#include "hwy/contrib/math/math-inl.h"
+// Order matters (foreach_target, highway, contrib), so clang-format must not sort these.
+// clang-format off
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::vec::HWY_NAMESPACE {
