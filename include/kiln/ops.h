@@ -225,6 +225,15 @@ Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator%(const Tensor& a, const Tensor& b);
 Tensor operator%(const Tensor& a, Scalar b);
 Tensor operator-(const Tensor& a);
+// Rvalue forms: a temporary operand lends its buffer to the result when nothing else holds it.
+Tensor operator+(Tensor&& a, const Tensor& b);
+Tensor operator+(const Tensor& a, Tensor&& b);
+Tensor operator+(Tensor&& a, Tensor&& b);
+Tensor operator+(Tensor&& a, Scalar b);
+Tensor operator*(Tensor&& a, const Tensor& b);
+Tensor operator*(const Tensor& a, Tensor&& b);
+Tensor operator*(Tensor&& a, Tensor&& b);
+Tensor operator*(Tensor&& a, Scalar b);
 Tensor operator~(const Tensor& a);
 Tensor operator&(const Tensor& a, const Tensor& b);
 Tensor operator|(const Tensor& a, const Tensor& b);

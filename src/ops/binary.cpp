@@ -24,30 +24,38 @@ DType common_dtype(const char* api, Rule rule, DType t) {
   }
 }
 
-Tensor binary_op(const char* api, OpKind k, Rule rule, const Tensor& a, const Tensor& b) {
+// Operands arrive by value: a temporary moved in by an rvalue overload can lend its buffer to
+// the result (Note [Buffer reuse] in dispatch.cpp).
+Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Tensor b) {
   detail::check_defined(api, a);
   detail::check_defined(api, b);
   detail::check_same_device(api, a, b);
   DType t = common_dtype(api, rule, detail::result_type(a, b));
   broadcast_shapes(a.shape(), b.shape(), api);  // shape error names the API op
   ir::Op op = make_op(k);
-  return run1(api, op, {detail::cast_if_needed(a, t), detail::cast_if_needed(b, t)});
+  if (a.dtype() != t) a = cast(a, t);
+  if (b.dtype() != t) b = cast(b, t);
+  return run1(api, op, {std::move(a), std::move(b)});
 }
 
 Tensor scalar_like(const Tensor& t, Scalar s, DType dt) { return scalar_tensor(s, dt, t.device()); }
 
-Tensor binary_op(const char* api, OpKind k, Rule rule, const Tensor& a, Scalar b) {
+Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Scalar b) {
   detail::check_defined(api, a);
   DType t = common_dtype(api, rule, detail::result_type(a, b));
   ir::Op op = make_op(k);
-  return run1(api, op, {detail::cast_if_needed(a, t), scalar_like(a, b, t)});
+  if (a.dtype() != t) a = cast(a, t);
+  Tensor s = scalar_like(a, b, t);
+  return run1(api, op, {std::move(a), std::move(s)});
 }
 
-Tensor binary_op(const char* api, OpKind k, Rule rule, Scalar a, const Tensor& b) {
+Tensor binary_op(const char* api, OpKind k, Rule rule, Scalar a, Tensor b) {
   detail::check_defined(api, b);
   DType t = common_dtype(api, rule, detail::result_type(b, a));
   ir::Op op = make_op(k);
-  return run1(api, op, {scalar_like(b, a, t), detail::cast_if_needed(b, t)});
+  if (b.dtype() != t) b = cast(b, t);
+  Tensor s = scalar_like(b, a, t);
+  return run1(api, op, {std::move(s), std::move(b)});
 }
 
 void refuse_bool_sub(const char* api, DType t) {
@@ -245,6 +253,18 @@ Tensor operator/(Scalar a, const Tensor& b) { return div(a, b); }
 Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
 Tensor operator%(const Tensor& a, Scalar b) { return remainder(a, b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(Tensor&& a, const Tensor& b) { return binary_op("add", OpKind::Add, Rule::Arith, std::move(a), b); }
+Tensor operator+(const Tensor& a, Tensor&& b) { return binary_op("add", OpKind::Add, Rule::Arith, a, std::move(b)); }
+Tensor operator+(Tensor&& a, Tensor&& b) {
+  return binary_op("add", OpKind::Add, Rule::Arith, std::move(a), std::move(b));
+}
+Tensor operator+(Tensor&& a, Scalar b) { return binary_op("add", OpKind::Add, Rule::Arith, std::move(a), b); }
+Tensor operator*(Tensor&& a, const Tensor& b) { return binary_op("mul", OpKind::Mul, Rule::Arith, std::move(a), b); }
+Tensor operator*(const Tensor& a, Tensor&& b) { return binary_op("mul", OpKind::Mul, Rule::Arith, a, std::move(b)); }
+Tensor operator*(Tensor&& a, Tensor&& b) {
+  return binary_op("mul", OpKind::Mul, Rule::Arith, std::move(a), std::move(b));
+}
+Tensor operator*(Tensor&& a, Scalar b) { return binary_op("mul", OpKind::Mul, Rule::Arith, std::move(a), b); }
 Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
 Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }

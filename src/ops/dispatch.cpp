@@ -48,6 +48,30 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 namespace {
+// Note [Buffer reuse]: an elementwise op may write its output into an input's buffer when that
+// input handle is the only owner of both its TensorImpl and its storage (an internal temporary,
+// or a user temporary moved in through an rvalue overload), the input is contiguous from offset
+// 0 and has the output's shape and dtype. Each output element then depends only on the input
+// element at the same position, so reading and writing one buffer is safe.
+template <class It>
+std::shared_ptr<Storage> reusable_input(const ir::Op& op, It first, It last) {
+  ir::Family f = ir::op_family(op.kind);
+  if (op.outputs.size() != 1 || op.kind == ir::OpKind::Copy ||
+      (f != ir::Family::Unary && f != ir::Family::Binary && f != ir::Family::Ternary))
+    return nullptr;
+  const ir::TensorDesc& o = op.outputs[0];
+  size_t i = 0;
+  for (It it = first; it != last; ++it, ++i) {
+    const auto& impl = it->impl_ptr();
+    const ir::TensorDesc& d = op.inputs[i];
+    if (impl.use_count() == 1 && impl->storage.use_count() == 1 && d.dtype == o.dtype && d.shape == o.shape &&
+        d.offset == 0 && d.is_contiguous() &&
+        impl->storage->nbytes >= static_cast<size_t>(o.numel()) * dtype_size(o.dtype))
+      return impl->storage;
+  }
+  return nullptr;
+}
+
 template <class It>
 std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last) {
   op.inputs.clear();
@@ -63,8 +87,14 @@ std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It 
   std::vector<Tensor> outs;
   outs.reserve(op.outputs.size());
   SmallVec<Storage*, 2> out;
+  std::shared_ptr<Storage> reuse = reusable_input(op, first, last);
   for (auto& d : op.outputs) {
-    outs.push_back(alloc(d.shape, d.dtype, dev));
+    if (reuse) {
+      outs.push_back(wrap(d, dev, std::move(reuse)));
+      reuse.reset();
+    } else {
+      outs.push_back(alloc(d.shape, d.dtype, dev));
+    }
     out.push_back(outs.back().impl().storage.get());
   }
   bool any_elements = false;

@@ -235,3 +235,26 @@ TEST(Core, DefaultDeviceAndThreads) {
   EXPECT_GE(num_threads(), 1);
   EXPECT_ERROR(set_num_threads(0), "[set_num_threads]");
 }
+
+TEST(Core, TemporariesLendTheirBuffers) {
+  Tensor a = randn_like(zeros({1000}));
+  Tensor t = a.exp();
+  const void* buf = t.impl().storage.get();
+  Tensor r = std::move(t) + 1;  // the temporary's buffer carries the result
+  EXPECT_EQ(r.impl().storage.get(), buf);
+  auto expect = a.exp().to_vector<float>();
+  auto got = r.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], expect[i] + 1);
+  // A named tensor is never overwritten.
+  Tensor named = a.exp();
+  Tensor r2 = named + 1;
+  EXPECT_NE(r2.impl().storage.get(), named.impl().storage.get());
+  EXPECT_FLOAT_EQ(named.to_vector<float>()[0], expect[0]);
+  // Chains of temporaries keep a flat peak.
+  Device cpu = Device::cpu();
+  Tensor big = zeros({1 << 18});
+  reset_peak_memory(cpu);
+  int64_t base = memory_stats(cpu).in_use;
+  Tensor chain = (big.exp() + 1) * 2 + 3;
+  EXPECT_LE(memory_stats(cpu).peak - base, (1 << 20) + 4096);
+}
