@@ -102,7 +102,11 @@ void infer(Op& op) {
           a.dtype == b.dtype, name,
           "inputs must share a dtype, got " << dtype_name(a.dtype).data() << " and " << dtype_name(b.dtype).data());
       Shape s = broadcast_shapes(a.shape, b.shape, name);
-      op.outputs = {contiguous_desc(s, bool_output(op.kind) ? DType::Bool : a.dtype)};
+      op.outputs.resize(1);
+      op.outputs[0].shape = std::move(s);
+      op.outputs[0].strides = contiguous_strides(op.outputs[0].shape);
+      op.outputs[0].offset = 0;
+      op.outputs[0].dtype = bool_output(op.kind) ? DType::Bool : a.dtype;
       return;
     }
     case Family::Ternary: {
@@ -162,7 +166,8 @@ void infer(Op& op) {
         if (rank > 0) s[static_cast<size_t>(d)] = idx.numel();
         op.outputs = {contiguous_desc(s, x.dtype)};
       } else if (op.kind == OpKind::Gather) {
-        KILN_CHECK(idx.shape.size() == x.shape.size(), name,
+        // 0-d counts as 1-d (PyTorch's ensure_nonempty_dim).
+        KILN_CHECK(std::max<size_t>(idx.shape.size(), 1) == std::max<size_t>(x.shape.size(), 1), name,
                    "index rank must equal input rank: " << idx.shape << " vs " << x.shape);
         op.outputs = {contiguous_desc(idx.shape, x.dtype)};
       } else {
@@ -192,10 +197,19 @@ void infer(Op& op) {
         const TensorDesc& x = op.inputs[0];
         size_t npads = op.attrs.ints.size() - 1;
         KILN_CHECK(npads % 2 == 0 && npads / 2 <= x.shape.size(), name, "bad pads for shape " << x.shape);
+        const int64_t mode = op.attrs.ints[0];
+        KILN_CHECK(mode >= 0 && mode <= 3, name, "unknown padding mode " << mode);
         Shape s = x.shape;
         for (size_t i = 0; i < npads / 2; ++i) {
           size_t d = s.size() - 1 - i;
-          s[d] += op.attrs.ints[1 + 2 * i] + op.attrs.ints[2 + 2 * i];
+          const int64_t lo = op.attrs.ints[1 + 2 * i], hi = op.attrs.ints[2 + 2 * i], n = s[d];
+          // Non-constant modes read inside the input only: reflect needs pad < n, circular pad <= n.
+          KILN_CHECK(
+              mode == 0 || (lo >= 0 && hi >= 0 &&
+                            ((lo == 0 && hi == 0) ||
+                             (n > 0 && (mode != 1 || (lo < n && hi < n)) && (mode != 3 || (lo <= n && hi <= n))))),
+              name, "padding (" << lo << ", " << hi << ") is invalid in mode " << mode << " for shape " << x.shape);
+          s[d] += lo + hi;
           KILN_CHECK(s[d] >= 0, name,
                      "padding makes dim " << static_cast<long long>(d) << " negative for shape " << x.shape);
         }

@@ -211,7 +211,14 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 }
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   detail::check_defined("lerp", start);
-  return lerp(start, end, scalar_tensor(weight, start.dtype(), start.device()));
+  detail::check_defined("lerp", end);
+  DType t = start.dtype();
+  if (t == DType::F16 || t == DType::BF16) {  // the weight keeps f32 precision, as in PyTorch
+    Tensor w = scalar_tensor(weight, DType::F32, start.device());
+    return cast(
+        lerp(cast(start, DType::F32), detail::cast_if_needed(end, end.dtype() == t ? DType::F32 : end.dtype()), w), t);
+  }
+  return lerp(start, end, scalar_tensor(weight, t, start.device()));
 }
 
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {

@@ -133,7 +133,6 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
   KILN_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got " << steps);
-  KILN_CHECK(is_floating(o.dtype), "linspace", "dtype must be floating, got " << dtype_name(o.dtype).data());
   if (steps == 0) return empty({0}, o);
   if (steps == 1) return full({1}, start, o);
   // PyTorch fills the first half from start and the second half from end (symmetric error).

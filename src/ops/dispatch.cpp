@@ -75,6 +75,7 @@ std::shared_ptr<Storage> reusable_input(const ir::Op& op, It first, It last) {
 template <class It>
 std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last) {
   op.inputs.clear();
+  op.inputs.reserve(static_cast<size_t>(std::distance(first, last)));
   SmallVec<Storage*, 4> in;
   for (It it = first; it != last; ++it) {
     check_defined(api, *it);

@@ -46,7 +46,6 @@ Tensor bool_unary(const char* api, OpKind k, const Tensor& x, std::initializer_l
 
 KILN_NUMERIC_OP(abs, Abs)
 KILN_NUMERIC_OP(neg, Neg)
-KILN_NUMERIC_OP(square, Square)
 KILN_NUMERIC_OP(floor, Floor)
 KILN_NUMERIC_OP(ceil, Ceil)
 KILN_NUMERIC_OP(trunc, Trunc)
@@ -84,6 +83,12 @@ KILN_FLOAT_OP(hardsigmoid, Hardsigmoid)
 KILN_FLOAT_OP(hardswish, Hardswish)
 #undef KILN_FLOAT_OP
 #undef KILN_NUMERIC_OP
+
+// square(bool) is pow(bool, 2): an i64 result in PyTorch.
+Tensor square(const Tensor& x) {
+  detail::check_defined("square", x);
+  return numeric_unary("square", OpKind::Square, x.dtype() == DType::Bool ? cast(x, DType::I64) : x);
+}
 
 Tensor sign(const Tensor& x) {
   if (x.dtype() == DType::Bool) return x.clone();
@@ -130,6 +135,9 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   KILN_CHECK(min_val <= max_val, "hardtanh", "min_val " << min_val << " exceeds max_val " << max_val);
+  detail::check_defined("hardtanh", x);
+  if (is_integral(x.dtype()))  // integer tensors keep their dtype (PyTorch truncates the bounds)
+    return clamp(x, Scalar(static_cast<int64_t>(min_val)), Scalar(static_cast<int64_t>(max_val)));
   return clamp(x, Scalar(min_val), Scalar(max_val));
 }
 
@@ -160,6 +168,7 @@ Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, ma
 
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
   detail::check_defined("nan_to_num", x);
+  if (!is_floating(x.dtype())) return x.clone();
   ir::Op op = make_op(OpKind::NanToNum, {},
                       {nan, posinf ? *posinf : std::numeric_limits<double>::max(),
                        neginf ? *neginf : std::numeric_limits<double>::lowest()});

@@ -100,7 +100,7 @@ KILN_FLOAT_UNARY(Sigmoid, math::sigmoid(x))
 KILN_FLOAT_UNARY(Logit, R[0] < 0 ? std::log(x / (A(1) - x))
                                  : std::log(std::clamp(x, A(R[0]), A(1 - R[0])) /
                                             (A(1) - std::clamp(x, A(R[0]), A(1 - R[0])))))
-KILN_NUMERIC_UNARY(Relu, x > A(0) ? x : A(0))
+KILN_NUMERIC_UNARY(Relu, x < A(0) ? A(0) : x)  // NaN passes through, as in PyTorch
 KILN_FLOAT_UNARY(LeakyRelu, x > A(0) ? x : A(x * A(R[0])))
 KILN_FLOAT_UNARY(Elu, x > A(0) ? A(R[1]) * x : A(R[1]) * A(R[0]) * std::expm1(x * A(R[2])))
 KILN_FLOAT_UNARY(Gelu, math::gelu(x))
@@ -112,21 +112,28 @@ KILN_FLOAT_UNARY(Softsign, x / (A(1) + std::abs(x)))
 KILN_FLOAT_UNARY(Hardsigmoid, std::min(std::max(x / A(6) + A(0.5), A(0)), A(1)))
 KILN_FLOAT_UNARY(Hardswish, x* std::min(std::max(x + A(3), A(0)), A(6)) / A(6))
 
-// clamp(x, min, max) = min(max(x, lo), hi); NaN stays NaN.
-void k_Clamp(const ir::Op& op, void* const* in, void* const* out) {
+// clamp(x, min, max) = min(max(x, lo), hi); NaN stays NaN. Integer inputs compare against the
+// bounds in a wide type, so a bound outside the dtype's range (u8 with min -1) does not wrap.
+namespace {
+template <class T>
+void clamp_impl(const ir::Op& op, void* const* in, void* const* out) {
+  using A = acc_t<T>;
   bool has_lo = op.attrs.ints[0] != 0, has_hi = op.attrs.ints[1] != 0;
-  double lo_d = op.attrs.reals[0], hi_d = op.attrs.reals[1];
-  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "clamp", T, {
-    using A = acc_t<T>;
-    A lo = static_cast<A>(lo_d), hi = static_cast<A>(hi_d);
-    apply<T, T>(op, in, out, [&](A x) -> A {
-      if constexpr (std::is_floating_point_v<A>)
-        if (std::isnan(x)) return x;
-      if (has_lo && x < lo) x = lo;
-      if (has_hi && x > hi) x = hi;
-      return x;
-    });
+  using C = std::conditional_t<std::is_integral_v<A>, double, A>;
+  C lo = static_cast<C>(op.attrs.reals[0]), hi = static_cast<C>(op.attrs.reals[1]);
+  apply<T, T>(op, in, out, [&](A x) -> A {
+    if constexpr (std::is_floating_point_v<A>)
+      if (std::isnan(x)) return x;
+    C v = static_cast<C>(x);
+    if (has_lo && v < lo) v = lo;
+    if (has_hi && v > hi) v = hi;
+    return static_cast<A>(v);
   });
+}
+}  // namespace
+
+void k_Clamp(const ir::Op& op, void* const* in, void* const* out) {
+  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "clamp", T, clamp_impl<T>(op, in, out));
 }
 
 namespace {
