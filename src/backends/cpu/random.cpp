@@ -1,13 +1,201 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// STUB: to be implemented.
+// Random kernels over the counter-based Philox generator (core/rng.h). Element i takes its
+// words from block offset + i / per_block (per_block elements share one 4-word block), so the
+// values depend only on (seed, offset, i) and never on the thread count.
+// Note [Random layouts] (the frontend reserves ceil(numel / per_block) blocks):
+//   RandUniform: f64 2 per block (53 bits each), other floats 4 per block (one word each).
+//   RandNormal: Box-Muller over pairs of uniforms; f64 2 per block, other floats 4 per block.
+//   RandInt: 64 bits per element, 2 per block.  Bernoulli: a 53-bit uniform, 2 per block.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
-#include "kiln/error.h"
+#include "backends/cpu/loops.h"
+#include "core/rng.h"
 
 namespace kiln::cpu {
 
-void k_RandUniform(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "RandUniform", "not implemented on the CPU yet"); }
-void k_RandNormal(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "RandNormal", "not implemented on the CPU yet"); }
-void k_RandInt(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "RandInt", "not implemented on the CPU yet"); }
-void k_Bernoulli(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Bernoulli", "not implemented on the CPU yet"); }
+namespace {
+
+struct Counter {
+  uint64_t seed;
+  uint64_t offset;
+};
+
+Counter counter_of(const ir::Op& op) {
+  const auto& a = op.attrs.ints;
+  uint64_t seed =
+      static_cast<uint64_t>(static_cast<uint32_t>(a[0])) | (static_cast<uint64_t>(static_cast<uint32_t>(a[1])) << 32);
+  return {seed, static_cast<uint64_t>(a[2])};
+}
+
+/// Fills o[0, n) block by block: gen(words, vals) turns the 4 words of a block into PB values
+/// and the block's elements take them in order. Parallel over blocks; each element's value
+/// depends only on its block number, never on the split.
+template <int PB, class T, class Gen>
+void fill_blocks(const Counter& c, T* o, int64_t n, const Gen& gen) {
+  int64_t nblocks = (n + PB - 1) / PB;
+  parallel_for(nblocks, std::max<int64_t>(1, kGrain / PB), [&](int64_t bb, int64_t be) {
+    uint32_t w[4];
+    T vals[PB];
+    for (int64_t blk = bb; blk < be; ++blk) {
+      rng::Philox::generate(c.seed, c.offset + static_cast<uint64_t>(blk), w);
+      gen(w, vals);
+      int64_t first = blk * PB, cnt = std::min<int64_t>(PB, n - first);
+      for (int64_t k = 0; k < cnt; ++k) o[first + k] = vals[k];
+    }
+  });
+}
+
+/// Uniform in [0, 1) with the precision of T (24 bits for f32, 11 for f16, 8 for bf16).
+template <class T>
+inline double unit_from_word(uint32_t x) {
+  constexpr int digits = std::is_same_v<T, Half> ? 11 : std::is_same_v<T, BFloat16> ? 8 : 24;
+  return static_cast<double>(x >> (32 - digits)) * (1.0 / static_cast<double>(1u << digits));
+}
+
+/// (0, 1] from 32 bits, for logarithms.
+inline double open_unit(uint32_t x) { return (static_cast<double>(x) + 1.0) * (1.0 / 4294967296.0); }
+inline double open_unit53(uint32_t a, uint32_t b) { return 1.0 - rng::u01d(a, b); }
+
+template <class T>
+inline T to_elem(double v) {
+  if constexpr (is_half_v<T>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+}  // namespace
+
+void k_RandUniform(const ir::Op& op, void* const*, void* const* out) {
+  const ir::TensorDesc& d = op.outputs[0];
+  const Counter c = counter_of(op);
+  const double lo = op.attrs.reals[0], hi = op.attrs.reals[1], span = hi - lo;
+  KILN_SWITCH_FLOAT(d.dtype, "rand", T, {
+    T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
+    if constexpr (std::is_same_v<T, double>) {
+      fill_blocks<2>(c, o, d.numel(), [&](const uint32_t* w, double* v) {
+        for (int s = 0; s < 2; ++s) {
+          v[s] = lo + rng::u01d(w[2 * s], w[2 * s + 1]) * span;
+          if (v[s] >= hi && hi > lo) v[s] = std::nextafter(hi, lo);
+        }
+      });
+    } else {
+      const float hf = static_cast<float>(hi), lf = static_cast<float>(lo);
+      fill_blocks<4>(c, o, d.numel(), [&](const uint32_t* w, T* v) {
+        for (int s = 0; s < 4; ++s) {
+          double x = lo + unit_from_word<T>(w[s]) * span;
+          if constexpr (std::is_same_v<T, float>) {
+            float f = static_cast<float>(x);
+            v[s] = (f >= hf && hi > lo) ? std::nextafter(hf, lf) : f;
+          } else {
+            v[s] = to_elem<T>(x);
+          }
+        }
+      });
+    }
+  });
+}
+
+// Box-Muller: one pair of uniforms (u1 in (0, 1], u2 in [0, 1)) gives two normals
+// r cos(2 pi u2) and r sin(2 pi u2) with r = sqrt(-2 log u1).
+void k_RandNormal(const ir::Op& op, void* const*, void* const* out) {
+  const ir::TensorDesc& d = op.outputs[0];
+  const Counter c = counter_of(op);
+  const double mean = op.attrs.reals[0], sd = op.attrs.reals[1];
+  KILN_SWITCH_FLOAT(d.dtype, "randn", T, {
+    T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
+    if constexpr (std::is_same_v<T, double>) {
+      fill_blocks<2>(c, o, d.numel(), [&](const uint32_t* w, double* v) {
+        double r = std::sqrt(-2.0 * std::log(open_unit53(w[0], w[1])));
+        double t = kTwoPi * rng::u01d(w[2], w[3]);
+        v[0] = mean + sd * r * std::cos(t);
+        v[1] = mean + sd * r * std::sin(t);
+      });
+    } else {
+      fill_blocks<4>(c, o, d.numel(), [&](const uint32_t* w, T* v) {
+        // Float math for f32 and the halves (the result is rounded to float anyway).
+        for (int p = 0; p < 2; ++p) {
+          float r = std::sqrt(-2.0f * std::log(static_cast<float>(open_unit(w[2 * p]))));
+          float t = static_cast<float>(kTwoPi) * (static_cast<float>(w[2 * p + 1] >> 8) * (1.0f / 16777216.0f));
+          v[2 * p] = to_elem<T>(mean + sd * static_cast<double>(r * std::cos(t)));
+          v[2 * p + 1] = to_elem<T>(mean + sd * static_cast<double>(r * std::sin(t)));
+        }
+      });
+    }
+  });
+}
+
+// ints = {seed_lo, seed_hi, offset, low, high, shape...}: values low + (r mod (high - low)) with
+// r 64 random bits (exact for any i64 range).
+void k_RandInt(const ir::Op& op, void* const*, void* const* out) {
+  const ir::TensorDesc& d = op.outputs[0];
+  const Counter c = counter_of(op);
+  const int64_t low = op.attrs.ints[3], high = op.attrs.ints[4];
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  KILN_SWITCH_ALL(d.dtype, "randint", T, {
+    T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
+    fill_blocks<2>(c, o, d.numel(), [&](const uint32_t* w, T* v) {
+      for (int s = 0; s < 2; ++s) {
+        uint64_t r = (static_cast<uint64_t>(w[2 * s]) << 32) | w[2 * s + 1];
+        int64_t x = static_cast<int64_t>(static_cast<uint64_t>(low) + (range ? r % range : r));
+        if constexpr (std::is_same_v<T, bool>)
+          v[s] = x != 0;
+        else if constexpr (std::is_integral_v<T>)
+          v[s] = static_cast<T>(x);
+        else
+          v[s] = to_elem<T>(static_cast<double>(x));
+      }
+    });
+  });
+}
+
+// Input p (float, any strides, same shape as the output); ints = {seed_lo, seed_hi, offset}.
+void k_Bernoulli(const ir::Op& op, void* const* in, void* const* out) {
+  const ir::TensorDesc& d = op.outputs[0];
+  const Counter c = counter_of(op);
+  auto loop = unary_loop(op, in, out);
+  KILN_SWITCH_FLOAT(d.dtype, "bernoulli", T, {
+    // p must lie in [0, 1]; checked before any thread starts so the error is a clean throw.
+    bool ok = true;
+    loop.run_range(
+        [&](const std::array<char*, 2>& p, const int64_t* st, int64_t n) {
+          const char* q = p[1];
+          for (int64_t k = 0; k < n; ++k, q += st[1]) {
+            double v = static_cast<double>(load<T>(q));
+            ok &= v >= 0.0 && v <= 1.0;
+          }
+        },
+        0, loop.numel);
+    KILN_CHECK(ok, "bernoulli", "expects all elements of p to be in [0, 1] (shape " << d.shape << ")");
+    parallel_for(loop.numel, kGrain, [&](int64_t b, int64_t e) {
+      int64_t pos = b;
+      uint32_t w[4] = {};
+      int64_t cur = -1;
+      loop.run_range(
+          [&](const std::array<char*, 2>& p, const int64_t* st, int64_t n) {
+            char* o = p[0];
+            const char* q = p[1];
+            for (int64_t k = 0; k < n; ++k, o += st[0], q += st[1], ++pos) {
+              int64_t blk = pos / 2;
+              if (blk != cur) {
+                rng::Philox::generate(c.seed, c.offset + static_cast<uint64_t>(blk), w);
+                cur = blk;
+              }
+              int s = static_cast<int>(pos % 2);
+              double u = rng::u01d(w[2 * s], w[2 * s + 1]);
+              *reinterpret_cast<T*>(o) = to_elem<T>(u < static_cast<double>(load<T>(q)) ? 1.0 : 0.0);
+            }
+          },
+          b, e);
+    });
+  });
+}
 
 }  // namespace kiln::cpu

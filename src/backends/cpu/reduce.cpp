@@ -1,19 +1,459 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// STUB: to be implemented.
+// Reduction kernels (Sum, Prod, Mean, Max, Min, ArgMax, ArgMin, Any, All, Var).
+//
+// Note [Reduction order]
+// Every output is the pairwise (tree) combination of fixed-size leaves of its reduced range;
+// the tree shape depends only on the sizes, never on the thread count, so 1 and N threads give
+// bit-identical results. Two layouts:
+//  - inner: the reduced range is walked by a linear index (innermost reduced dim fastest); a
+//    leaf of kLeaf elements spreads consecutive elements over kLanes independent accumulators
+//    (vectorisable, and a short dependency chain for accuracy), then folds the lanes pairwise.
+//  - outer: the kept innermost dim is contiguous and the reduced dims are not; a leaf adds
+//    kRowLeaf whole rows of kTile columns (vectorised across columns), leaves fold pairwise.
+// Work is split over outputs when there are enough of them, else over subtrees of one output.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
-#include "kiln/error.h"
+#include "backends/cpu/loops.h"
+#include "backends/cpu/reduce_util.h"
 
 namespace kiln::cpu {
 
-void k_Sum(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Sum", "not implemented on the CPU yet"); }
-void k_Prod(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Prod", "not implemented on the CPU yet"); }
-void k_Mean(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Mean", "not implemented on the CPU yet"); }
-void k_Max(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Max", "not implemented on the CPU yet"); }
-void k_Min(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Min", "not implemented on the CPU yet"); }
-void k_ArgMax(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "ArgMax", "not implemented on the CPU yet"); }
-void k_ArgMin(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "ArgMin", "not implemented on the CPU yet"); }
-void k_Any(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Any", "not implemented on the CPU yet"); }
-void k_All(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "All", "not implemented on the CPU yet"); }
-void k_Var(const ir::Op&, void* const*, void* const*) { KILN_CHECK(false, "Var", "not implemented on the CPU yet"); }
+namespace {
+
+using red::DimGroup;
+
+constexpr int kLanes = 32;
+constexpr int64_t kLeaf = 2048;
+constexpr int64_t kRowLeaf = 8;
+constexpr int kTile = 64;
+
+struct Plan {
+  DimGroup kept, red;      // output dims (in output order) and reduced dims
+  const char* base = nullptr;  // input element 0
+  bool outer = false;
+  DimGroup kept_outer;     // outer layout: the kept dims but the innermost
+  int64_t width = 1;       // outer layout: size of the innermost kept dim
+};
+
+Plan make_plan(const ir::Op& op, void* const* in) {
+  const ir::TensorDesc& x = op.inputs[0];
+  size_t rank = x.shape.size();
+  SmallVec<bool, 8> is_red(rank, false);
+  for (size_t i = 1; i < op.attrs.ints.size(); ++i)
+    if (rank) is_red[static_cast<size_t>(op.attrs.ints[i])] = true;
+  Plan p;
+  for (size_t d = 0; d < rank; ++d) (is_red[d] ? p.red : p.kept).push(x.shape[d], x.strides[d]);
+  p.kept.finish();
+  p.red.finish();
+  p.base = base_ptr(in[0], x);
+  if (p.kept.inner_stride() == 1 && p.kept.inner_size() >= 4 && p.red.inner_stride() != 1 && p.red.numel > 1) {
+    p.outer = true;
+    p.width = p.kept.inner_size();
+    for (size_t d = 0; d + 1 < p.kept.shape.size(); ++d) p.kept_outer.push(p.kept.shape[d], p.kept.strides[d]);
+    p.kept_outer.finish();
+  }
+  return p;
+}
+
+// ---- reducers: init, add (element x at reduced index i), comb, pre (element transform) ----
+
+template <class A>
+inline A wrap_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) + static_cast<std::make_unsigned_t<A>>(b));
+  else
+    return a + b;
+}
+template <class A>
+inline A wrap_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) * static_cast<std::make_unsigned_t<A>>(b));
+  else
+    return a * b;
+}
+
+struct NoPre {
+  template <class A>
+  A operator()(A x, int64_t) const {
+    return x;
+  }
+};
+
+template <class A_, class Pre = NoPre>
+struct SumR {
+  using A = A_;
+  using Acc = A_;
+  Pre pre;
+  Acc init() const { return A(0); }
+  void add(Acc& a, A x, int64_t) const { a = wrap_add(a, x); }
+  void comb(Acc& a, const Acc& b) const { a = wrap_add(a, b); }
+};
+
+/// (x - center[o])^2: the second pass of the variance.
+template <class A>
+struct SqDev {
+  const A* center;
+  A operator()(A x, int64_t o) const {
+    A d = x - center[o];
+    return d * d;
+  }
+};
+
+template <class A_>
+struct ProdR {
+  using A = A_;
+  using Acc = A_;
+  NoPre pre;
+  Acc init() const { return A(1); }
+  void add(Acc& a, A x, int64_t) const { a = wrap_mul(a, x); }
+  void comb(Acc& a, const Acc& b) const { a = wrap_mul(a, b); }
+};
+
+template <class A>
+inline bool isnan_(A x) {
+  if constexpr (std::is_floating_point_v<A>)
+    return x != x;
+  else
+    return false;
+}
+
+/// NaN-propagating max (IsMax) or min of q[0..n), n >= 1, with GCC vector extensions (the
+/// blend does not auto-vectorise from scalar code).
+template <class T, bool IsMax>
+T vec_extreme(const T* q, int64_t n) {
+  constexpr int B = 64 / static_cast<int>(sizeof(T));
+  typedef T V __attribute__((vector_size(64)));
+  V m0, m1;
+  for (int j = 0; j < B; ++j) m0[j] = q[0];
+  m1 = m0;
+  int64_t k = 0;
+  for (; k + 2 * B <= n; k += 2 * B) {
+    V x0, x1;
+    std::memcpy(&x0, q + k, sizeof(V));
+    std::memcpy(&x1, q + k + B, sizeof(V));
+    m0 = ((IsMax ? x0 > m0 : x0 < m0) | (x0 != x0)) ? x0 : m0;
+    m1 = ((IsMax ? x1 > m1 : x1 < m1) | (x1 != x1)) ? x1 : m1;
+  }
+  T r = q[0];
+  auto fold = [&](T x) { r = ((IsMax ? x > r : x < r) || x != x || r != r) ? (r != r ? r : x) : r; };
+  for (int j = 0; j < B; ++j) {
+    fold(m0[j]);
+    fold(m1[j]);
+  }
+  for (; k < n; ++k) fold(q[k]);
+  return r;
+}
+
+/// NaN-propagating max (IsMax) or min.
+template <class A_, bool IsMax>
+struct ExtR {
+  using A = A_;
+  using Acc = A_;
+  NoPre pre;
+  Acc init() const {
+    if constexpr (std::is_floating_point_v<A>)
+      return IsMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+    else
+      return IsMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+  }
+  void add(Acc& a, A x, int64_t) const {
+    if constexpr (std::is_floating_point_v<A>)
+      a = ((IsMax ? x > a : x < a) | (x != x)) ? x : a;  // branchless: vectorises as a blend
+    else
+      a = (IsMax ? x > a : x < a) ? x : a;
+  }
+  void comb(Acc& a, const Acc& b) const { add(a, b, 0); }
+  template <class T>
+  void run_contig(Acc& a, const T* q, int64_t n, int64_t) const {
+    if constexpr (std::is_floating_point_v<T>)
+      add(a, vec_extreme<T, IsMax>(q, n), 0);
+    else
+      for (int64_t k = 0; k < n; ++k) add(a, static_cast<A>(q[k]), 0);
+  }
+};
+
+template <class A>
+struct ArgAcc {
+  A v{};
+  int64_t i = -1;
+};
+
+/// First index of the max (IsMax) or min; NaN counts as the extreme (PyTorch).
+template <class A_, bool IsMax>
+struct ArgR {
+  using A = A_;
+  using Acc = ArgAcc<A_>;
+  NoPre pre;
+  static bool better(A x, A y) {
+    if (isnan_(x)) return !isnan_(y);
+    if (isnan_(y)) return false;
+    return IsMax ? x > y : x < y;
+  }
+  Acc init() const { return Acc{}; }
+  void add(Acc& a, A x, int64_t i) const {
+    if (a.i < 0 || better(x, a.v)) a = Acc{x, i};
+  }
+  /// A contiguous run: the extreme by a vectorised pass, then its first position (the run is
+  /// at most one leaf, so the second pass reads from L1).
+  template <class T>
+  void run_contig(Acc& a, const T* q, int64_t n, int64_t i0) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T best = vec_extreme<T, IsMax>(q, n);
+      const bool nan = best != best;
+      int64_t k = 0;
+      while (k < n - 1 && !(nan ? q[k] != q[k] : q[k] == best)) ++k;
+      add(a, q[k], i0 + k);
+    } else {
+      for (int64_t k = 0; k < n; ++k) add(a, static_cast<A>(q[k]), i0 + k);
+    }
+  }
+  void comb(Acc& a, const Acc& b) const {
+    if (b.i < 0) return;
+    if (a.i < 0 || better(b.v, a.v) || (!better(a.v, b.v) && b.i < a.i)) a = b;
+  }
+};
+
+template <class A_, bool IsAny>
+struct BoolR {
+  using A = A_;
+  using Acc = uint8_t;
+  NoPre pre;
+  Acc init() const { return IsAny ? 0 : 1; }
+  void add(Acc& a, A x, int64_t) const {
+    if constexpr (IsAny)
+      a |= static_cast<uint8_t>(x != A(0));
+    else
+      a &= static_cast<uint8_t>(x != A(0));
+  }
+  void comb(Acc& a, const Acc& b) const {
+    if constexpr (IsAny)
+      a |= b;
+    else
+      a &= b;
+  }
+};
+
+// ---- drivers ----------------------------------------------------------------------------------
+
+template <class R, class T>
+concept HasRunContig = requires(const R& r, typename R::Acc& a, const T* q) { r.run_contig(a, q, int64_t{}, int64_t{}); };
+
+/// Reduced ranges shorter than this use one accumulator (lanes would cost more than they save).
+constexpr int64_t kShort = 2 * kLanes;
+
+template <class T, class R>
+void leaf_inner(const R& r, const Plan& p, const T* ob, int64_t b, int64_t e, int64_t o, typename R::Acc* dst) {
+  using A = typename R::A;
+  using Acc = typename R::Acc;
+  Acc lanes[kLanes];
+  for (auto& l : lanes) l = r.init();
+  const int64_t L = p.red.inner_size(), s = p.red.inner_stride();
+  if (p.red.numel < kShort) {
+    Acc acc = r.init();
+    for (int64_t i = b; i < e; ++i) {
+      int64_t off = s == 1 && L == p.red.numel ? i : p.red.offset(i);
+      r.add(acc, r.pre(static_cast<A>(ob[off]), o), i);
+    }
+    *dst = acc;
+    return;
+  }
+  int64_t i = b;
+  while (i < e) {
+    int64_t n = std::min(L - i % L, e - i);
+    const T* q = ob + p.red.offset(i);
+    if constexpr (HasRunContig<R, T>) {
+      if (s == 1) {
+        r.run_contig(lanes[0], q, n, i);
+        i += n;
+        continue;
+      }
+    }
+    if (s == 1) {
+      int64_t k = 0;
+      for (; k + kLanes <= n; k += kLanes)
+        for (int j = 0; j < kLanes; ++j) r.add(lanes[j], r.pre(static_cast<A>(q[k + j]), o), i + k + j);
+      for (int j = 0; k < n; ++k, ++j) r.add(lanes[j], r.pre(static_cast<A>(q[k]), o), i + k);
+    } else {
+      int j = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        r.add(lanes[j], r.pre(static_cast<A>(q[k * s]), o), i + k);
+        if (++j == kLanes) j = 0;
+      }
+    }
+    i += n;
+  }
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) r.comb(lanes[j], lanes[j + w]);
+  *dst = lanes[0];
+}
+
+/// Reduces every output o and calls fin(o, acc).
+template <class T, class R, class Fin>
+void run_reduce(const Plan& p, const R& r, const Fin& fin) {
+  using A = typename R::A;
+  using Acc = typename R::Acc;
+  const T* base = reinterpret_cast<const T*>(p.base);
+  const int64_t nred = p.red.numel;
+  const int64_t nt = num_threads();
+  auto comb = [&](Acc& a, const Acc& b) { r.comb(a, b); };
+  if (nred == 0) {
+    for (int64_t o = 0; o < p.kept.numel; ++o) fin(o, r.init());
+    return;
+  }
+  if (!p.outer) {
+    const int64_t nout = p.kept.numel;
+    const int64_t nleaves = (nred + kLeaf - 1) / kLeaf;
+    auto one = [&](int64_t o, bool par) {
+      const T* ob = base + p.kept.offset(o);
+      Acc acc;
+      red::tree_reduce<Acc, 1>(
+          nleaves, 1, &acc,
+          [&](int64_t li, Acc* dst) { leaf_inner<T>(r, p, ob, li * kLeaf, std::min(nred, (li + 1) * kLeaf), o, dst); },
+          comb, par);
+      fin(o, acc);
+    };
+    if (nout >= 2 * nt || nleaves < 8) {
+      parallel_for(nout, std::max<int64_t>(1, kGrain / nred), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) one(o, false);
+      });
+    } else {
+      for (int64_t o = 0; o < nout; ++o) one(o, true);
+    }
+    return;
+  }
+  const int64_t W = p.width, ntiles = (W + kTile - 1) / kTile;
+  const int64_t ntasks = p.kept_outer.numel * ntiles;
+  const int64_t nleaves = (nred + kRowLeaf - 1) / kRowLeaf;
+  auto task = [&](int64_t t, bool par) {
+    int64_t q = t / ntiles, c0 = (t % ntiles) * kTile;
+    int tw = static_cast<int>(std::min<int64_t>(kTile, W - c0));
+    const T* qb = base + p.kept_outer.offset(q) + c0;
+    int64_t o0 = q * W + c0;
+    Acc acc[kTile];
+    red::tree_reduce<Acc, kTile>(
+        nleaves, tw, acc,
+        [&](int64_t li, Acc* dst) {
+          for (int c = 0; c < tw; ++c) dst[c] = r.init();
+          int64_t b = li * kRowLeaf, e = std::min(nred, b + kRowLeaf);
+          for (int64_t i = b; i < e; ++i) {
+            const T* row = qb + p.red.offset(i);
+            for (int c = 0; c < tw; ++c) r.add(dst[c], r.pre(static_cast<A>(row[c]), o0 + c), i);
+          }
+        },
+        comb, par);
+    for (int c = 0; c < tw; ++c) fin(o0 + c, acc[c]);
+  };
+  if (ntasks >= 2 * nt || nleaves < 8) {
+    parallel_for(ntasks, std::max<int64_t>(1, kGrain / (nred * kTile)), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) task(t, false);
+    });
+  } else {
+    for (int64_t t = 0; t < ntasks; ++t) task(t, true);
+  }
+}
+
+template <class O>
+O* out_ptr(const ir::Op& op, void* const* out) {
+  KILN_ASSERT(op.outputs[0].is_contiguous());
+  return reinterpret_cast<O*>(base_ptr(out[0], op.outputs[0]));
+}
+
+template <class O, class A>
+inline O to_out(A v) {
+  if constexpr (std::is_same_v<O, bool>)
+    return v != A(0);
+  else
+    return static_cast<O>(v);
+}
+
+/// Sum, Prod or Mean of T into O (O = T, or i64 for integer and bool inputs).
+template <class T, class O>
+void sum_like(const ir::Op& op, void* const* in, void* const* out) {
+  using A = std::conditional_t<std::is_integral_v<T>, int64_t, acc_t<T>>;
+  Plan p = make_plan(op, in);
+  O* o = out_ptr<O>(op, out);
+  if (op.kind == ir::OpKind::Prod) {
+    run_reduce<T>(p, ProdR<A>{}, [&](int64_t i, A acc) { o[i] = to_out<O>(acc); });
+  } else if (op.kind == ir::OpKind::Mean) {
+    const A n = static_cast<A>(p.red.numel);
+    run_reduce<T>(p, SumR<A>{}, [&](int64_t i, A acc) { o[i] = to_out<O>(acc / n); });
+  } else {
+    run_reduce<T>(p, SumR<A>{}, [&](int64_t i, A acc) { o[i] = to_out<O>(acc); });
+  }
+}
+
+void sum_dispatch(const ir::Op& op, void* const* in, void* const* out, const char* name) {
+  DType it = op.inputs[0].dtype, ot = op.outputs[0].dtype;
+  if (ot == it) {
+    KILN_SWITCH_ALL(it, name, T, sum_like<T, T>(op, in, out));
+  } else {
+    KILN_CHECK(ot == DType::I64 && !is_floating(it), name,
+               "unsupported dtypes " << dtype_name(it).data() << " -> " << dtype_name(ot).data());
+    KILN_SWITCH_INT_BOOL(it, name, T, (sum_like<T, int64_t>(op, in, out)));
+  }
+}
+
+template <bool IsMax>
+void ext_dispatch(const ir::Op& op, void* const* in, void* const* out) {
+  KILN_SWITCH_ALL(op.inputs[0].dtype, IsMax ? "Max" : "Min", T, {
+    using A = acc_t<T>;
+    Plan p = make_plan(op, in);
+    T* o = out_ptr<T>(op, out);
+    run_reduce<T>(p, ExtR<A, IsMax>{}, [&](int64_t i, A acc) { o[i] = static_cast<T>(acc); });
+  });
+}
+
+template <bool IsMax>
+void arg_dispatch(const ir::Op& op, void* const* in, void* const* out) {
+  KILN_SWITCH_ALL(op.inputs[0].dtype, IsMax ? "ArgMax" : "ArgMin", T, {
+    using A = acc_t<T>;
+    Plan p = make_plan(op, in);
+    int64_t* o = out_ptr<int64_t>(op, out);
+    run_reduce<T>(p, ArgR<A, IsMax>{}, [&](int64_t i, const ArgAcc<A>& acc) { o[i] = acc.i < 0 ? 0 : acc.i; });
+  });
+}
+
+template <bool IsAny>
+void bool_dispatch(const ir::Op& op, void* const* in, void* const* out) {
+  KILN_SWITCH_ALL(op.inputs[0].dtype, IsAny ? "Any" : "All", T, {
+    using A = acc_t<T>;
+    Plan p = make_plan(op, in);
+    bool* o = out_ptr<bool>(op, out);
+    run_reduce<T>(p, BoolR<A, IsAny>{}, [&](int64_t i, uint8_t acc) { o[i] = acc != 0; });
+  });
+}
+
+}  // namespace
+
+void k_Sum(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Sum"); }
+void k_Prod(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Prod"); }
+void k_Mean(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Mean"); }
+void k_Max(const ir::Op& op, void* const* in, void* const* out) { ext_dispatch<true>(op, in, out); }
+void k_Min(const ir::Op& op, void* const* in, void* const* out) { ext_dispatch<false>(op, in, out); }
+void k_ArgMax(const ir::Op& op, void* const* in, void* const* out) { arg_dispatch<true>(op, in, out); }
+void k_ArgMin(const ir::Op& op, void* const* in, void* const* out) { arg_dispatch<false>(op, in, out); }
+void k_Any(const ir::Op& op, void* const* in, void* const* out) { bool_dispatch<true>(op, in, out); }
+void k_All(const ir::Op& op, void* const* in, void* const* out) { bool_dispatch<false>(op, in, out); }
+
+// Two passes: the mean, then the pairwise sum of squared deviations from it.
+void k_Var(const ir::Op& op, void* const* in, void* const* out) {
+  const double correction = op.attrs.reals.empty() ? 1.0 : op.attrs.reals[0];
+  KILN_SWITCH_FLOAT(op.inputs[0].dtype, "Var", T, {
+    using A = acc_t<T>;
+    Plan p = make_plan(op, in);
+    T* o = out_ptr<T>(op, out);
+    const A n = static_cast<A>(p.red.numel);
+    std::vector<A> mean(static_cast<size_t>(p.kept.numel));
+    run_reduce<T>(p, SumR<A>{}, [&](int64_t i, A acc) { mean[static_cast<size_t>(i)] = acc / n; });
+    const double div = std::max(0.0, static_cast<double>(p.red.numel) - correction);
+    SumR<A, SqDev<A>> r{SqDev<A>{mean.data()}};
+    run_reduce<T>(p, r, [&](int64_t i, A acc) { o[i] = static_cast<T>(static_cast<double>(acc) / div); });
+  });
+}
 
 }  // namespace kiln::cpu

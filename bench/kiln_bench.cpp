@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Kiln side of the benchmark suite (bench/run.sh runs it next to bench/torch_bench.py).
+//
+//   kiln_bench [--threads N] [--smoke] [--reps R]
+//
+// Prints one tab-separated line per measurement:
+//   <id> \t <seconds per call, best of R> \t <bytes moved per call> \t <status>
+// status is "ok", or "skip: <reason>" when the op threw (e.g. not implemented yet). The ids
+// match torch_bench.py's so bench/report.py can pair them. The calibration rows (copy_bw,
+// read_bw) are measured by this process with the same thread count.
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 1;
+  bool smoke = false;
+  int reps = 10;
+};
+
+/// Best time of `reps` calls of f after `warmup` calls, in seconds.
+double best_of(const std::function<void()>& f, int reps, int warmup = 2) {
+  for (int i = 0; i < warmup; ++i) f();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    f();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+  }
+  return best;
+}
+
+void emit(const std::string& id, double seconds, double bytes, const std::string& status = "ok") {
+  std::printf("%s\t%.9g\t%.0f\t%s\n", id.c_str(), seconds, bytes, status.c_str());
+  std::fflush(stdout);
+}
+
+/// Runs one Kiln benchmark; an op that throws is reported as skipped with its message.
+void kiln_case(const std::string& id, double bytes, const Options& o, const std::function<void()>& f, int inner = 1) {
+  try {
+    // Queued work (if any) must finish before the clock stops: sync once per sample.
+    double s = best_of(
+        [&] {
+          for (int i = 0; i < inner; ++i) f();
+          kiln::sync(kiln::Device::cpu());
+        },
+        o.reps, o.smoke ? 0 : 2);
+    emit(id, s / inner, bytes);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\t' || c == '\n') c = ' ';
+    emit(id, 0, bytes, "skip: " + msg.substr(0, 100));
+  }
+}
+
+// ---- calibration: memcpy-like copy and streaming read, same threads as the kernels ----------
+
+struct Buffer {
+  std::unique_ptr<float[]> p;
+  int64_t n;
+  explicit Buffer(int64_t n) : p(new float[static_cast<size_t>(n)]), n(n) {}
+};
+
+/// Splits [0, n) into `threads` contiguous parts and runs f(begin, end) on each in parallel.
+template <class F>
+void split(int64_t n, int threads, const F& f) {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+#endif
+  for (int t = 0; t < threads; ++t) f(n * t / threads, n * (t + 1) / threads);
+}
+
+void calibrate(const Options& o, int64_t n) {
+  Buffer src(n), dst(n);
+  // First touch from the threads that will use the pages.
+  split(n, o.threads, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) src.p[i] = static_cast<float>(i & 1023) * 0.5f;
+    std::memset(dst.p.get() + b, 0, static_cast<size_t>(e - b) * sizeof(float));
+  });
+  double bytes = static_cast<double>(n) * sizeof(float);
+  double copy = best_of(
+      [&] {
+        split(n, o.threads, [&](int64_t b, int64_t e) {
+          std::memcpy(dst.p.get() + b, src.p.get() + b, static_cast<size_t>(e - b) * sizeof(float));
+        });
+      },
+      o.reps);
+  emit("calib/copy_bw", copy, 2 * bytes);  // bytes read + written
+  volatile float sink = 0;
+  double read = best_of(
+      [&] {
+        std::vector<float> part(static_cast<size_t>(o.threads));
+        split(n, o.threads, [&](int64_t b, int64_t e) {
+          // Eight independent vector chains so the loop is load-bound, not add-latency-bound.
+          typedef float V __attribute__((vector_size(16)));
+          V acc[8] = {};
+          int64_t i = b;
+          for (; i + 32 <= e; i += 32)
+            for (int j = 0; j < 8; ++j) {
+              V v;
+              std::memcpy(&v, src.p.get() + i + 4 * j, sizeof v);
+              acc[j] += v;
+            }
+          float s = 0;
+          for (; i < e; ++i) s += src.p[i];
+          for (const V& a : acc) s += a[0] + a[1] + a[2] + a[3];
+#ifdef _OPENMP
+          part[static_cast<size_t>(omp_get_thread_num())] = s;
+#else
+          part[0] = s;
+#endif
+        });
+        float s = 0;
+        for (float v : part) s += v;
+        sink = s;
+      },
+      o.reps);
+  (void)sink;
+  emit("calib/read_bw", read, bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      o.threads = std::atoi(argv[++i]);
+    } else if (a == "--reps" && i + 1 < argc) {
+      o.reps = std::atoi(argv[++i]);
+    } else if (a == "--smoke") {
+      o.smoke = true;
+    } else {
+      std::fprintf(stderr, "usage: kiln_bench [--threads N] [--reps R] [--smoke]\n");
+      return 2;
+    }
+  }
+  if (o.smoke) o.reps = 1;
+  o.threads = std::max(o.threads, 1);
+  using namespace kiln;
+  set_num_threads(o.threads);
+
+  // 16M elements as [4096, 4096] (smoke: [64, 64]).
+  const int64_t side = o.smoke ? 64 : 4096;
+  const int64_t n = side * side;
+  const double fb = static_cast<double>(n) * sizeof(float);  // bytes of one f32 operand
+
+  // Same buffer size as the operands below, so the calibration sees the same cache regime.
+  calibrate(o, n);
+
+  Device cpu = Device::cpu();
+  std::mt19937 gen(0);
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  std::vector<float> hx(static_cast<size_t>(n)), hy(static_cast<size_t>(n)), hr(static_cast<size_t>(side));
+  for (auto& v : hx) v = dist(gen);
+  for (auto& v : hy) v = dist(gen);
+  for (auto& v : hr) v = dist(gen);
+  Tensor x = tensor(hx, {side, side}, cpu);
+  Tensor y = tensor(hy, {side, side}, cpu);
+  Tensor row = tensor(hr, {side}, cpu);
+  Tensor out;
+
+  // ---- elementwise: bytes = inputs read + output written ----------------------------------
+  kiln_case("unary/relu", 2 * fb, o, [&] { out = relu(x); });
+  kiln_case("unary/exp", 2 * fb, o, [&] { out = exp(x); });
+  kiln_case("unary/sigmoid", 2 * fb, o, [&] { out = sigmoid(x); });
+  kiln_case("unary/gelu", 2 * fb, o, [&] { out = gelu(x); });
+  kiln_case("unary/tanh", 2 * fb, o, [&] { out = tanh(x); });
+  kiln_case("binary/add", 3 * fb, o, [&] { out = x + y; });
+  kiln_case("binary/mul", 3 * fb, o, [&] { out = x * y; });
+  kiln_case("binary/mul_bcast_row", 2 * fb + side * 4.0, o, [&] { out = x * row; });
+
+  // ---- reductions: bytes = input read (softmax: read + written) ---------------------------
+  kiln_case("reduce/sum_all", fb, o, [&] { out = x.sum(); });
+  kiln_case("reduce/sum_last", fb, o, [&] { out = x.sum({-1}); });
+  kiln_case("reduce/sum_first", fb, o, [&] { out = x.sum({0}); });
+  kiln_case("reduce/amax_all", fb, o, [&] { out = x.amax(); });
+  kiln_case("reduce/softmax_last", 2 * fb, o, [&] { out = x.softmax(-1); });
+  out = Tensor();
+
+  // ---- per-op overhead on 4 elements -------------------------------------------------------
+  Tensor a = tensor({1.f, 2.f, 3.f, 4.f}, cpu);
+  Tensor b = tensor({0.5f, 0.25f, 2.f, 1.f}, cpu);
+  const int inner = o.smoke ? 10 : 100000;
+  Tensor r;
+  kiln_case(
+      "overhead/add", 0, o, [&] { r = a + b; }, inner);
+  kiln_case(
+      "overhead/exp", 0, o, [&] { r = a.exp(); }, inner);
+  kiln_case(
+      "overhead/sum", 0, o, [&] { r = a.sum(); }, inner);
+  return 0;
+}

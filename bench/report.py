@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Turns the raw outputs of bench/run.sh into bench/RESULTS.md (standard library only).
+
+    python3 bench/report.py --dir <raw results dir> --out bench/RESULTS.md
+
+The raw dir holds kiln_t<N>.tsv and torch_t<N>.tsv (lines: id, seconds, bytes, status),
+meta.txt (key=value lines) and compile.txt (seconds of each compile-time run).
+"""
+import argparse
+import os
+import re
+
+# Targets from issue 2 ("Speed") and issue 8.
+ELEMENTWISE_TARGET = 0.70  # of copy bandwidth
+REDUCTION_TARGET = 0.70  # of read bandwidth
+OVERHEAD_TARGET_NS = 1000.0
+COMPILE_TARGET_S = 1.5
+
+LABELS = {
+    "unary/relu": "relu",
+    "unary/exp": "exp",
+    "unary/sigmoid": "sigmoid",
+    "unary/gelu": "gelu (erf)",
+    "unary/tanh": "tanh",
+    "binary/add": "add",
+    "binary/mul": "mul",
+    "binary/mul_bcast_row": "mul, broadcast row [4096] over [4096, 4096]",
+    "reduce/sum_all": "sum over all",
+    "reduce/sum_last": "sum(-1)",
+    "reduce/sum_first": "sum(0)",
+    "reduce/amax_all": "amax over all",
+    "reduce/softmax_last": "softmax(-1)",
+    "overhead/add": "x + y",
+    "overhead/exp": "x.exp()",
+    "overhead/sum": "x.sum()",
+}
+
+
+def read_tsv(path):
+    rows = {}
+    if not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            if not line.strip() or line.startswith("#"):
+                continue
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 4:
+                continue
+            rows[parts[0]] = (float(parts[1]), float(parts[2]), parts[3])
+    return rows
+
+
+def read_meta(path):
+    meta = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if "=" in line:
+                    k, v = line.rstrip("\n").split("=", 1)
+                    meta[k] = v
+    return meta
+
+
+def fmt_time(s):
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.1f} µs"
+    return f"{s * 1e9:.0f} ns"
+
+
+def ok(row):
+    return row is not None and row[2] == "ok" and row[0] > 0
+
+
+def cell_time(row):
+    if row is None:
+        return "—"
+    if not ok(row):
+        return "skipped¹" if row[2].startswith("skip") else "—"
+    return fmt_time(row[0])
+
+
+def speedup(k, t):
+    """PyTorch time / Kiln time: above 1 means Kiln is faster."""
+    if ok(k) and ok(t):
+        return f"{t[0] / k[0]:.2f}×"
+    return "—"
+
+
+def pct(row, bw):
+    if ok(row) and bw:
+        return row[1] / row[0] / bw * 100
+    return None
+
+
+def fmt_pct(p):
+    return "—" if p is None else f"{p:.0f}%"
+
+
+def verdict(p, target):
+    if p is None:
+        return "not measured"
+    return "met" if p >= target * 100 else "**missed**"
+
+
+def thread_section(t, kiln, torch, have_torch):
+    lines = []
+    copy = kiln.get("calib/copy_bw")
+    read = kiln.get("calib/read_bw")
+    copy_bw = copy[1] / copy[0] if ok(copy) else None
+    read_bw = read[1] / read[0] if ok(read) else None
+    lines.append(f"### {t} thread{'s' if t != 1 else ''}\n")
+    lines.append(
+        f"Calibration (this process, {t} thread{'s' if t != 1 else ''}, 64 MiB buffers like the operands): "
+        f"copy bandwidth **{copy_bw / 1e9:.1f} GB/s** (memcpy, bytes read + written), "
+        f"read bandwidth **{read_bw / 1e9:.1f} GB/s** (sum of an f32 array).\n"
+        if copy_bw and read_bw
+        else "Calibration failed.\n"
+    )
+    tp = "PyTorch" if have_torch else "PyTorch (not available)"
+    lines.append("#### Elementwise, f32, 16M elements ([4096, 4096], contiguous)\n")
+    lines.append(
+        f"| op | Kiln | {tp} | PyTorch `out=` | speedup vs PyTorch | vs `out=` "
+        "| Kiln % copy BW | PyTorch `out=` % copy BW | target ≥ 70% |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for cid in [c for c in LABELS if c.startswith(("unary/", "binary/"))]:
+        k, p, po = kiln.get(cid), torch.get(cid), torch.get(cid + "@out")
+        kp = pct(k, copy_bw)
+        lines.append(
+            f"| {LABELS[cid]} | {cell_time(k)} | {cell_time(p)} | {cell_time(po)} | {speedup(k, p)} "
+            f"| {speedup(k, po)} | {fmt_pct(kp)} | {fmt_pct(pct(po, copy_bw))} "
+            f"| {verdict(kp, ELEMENTWISE_TARGET)} |"
+        )
+    lines.append("")
+    lines.append("#### Reductions and softmax, f32, [4096, 4096]\n")
+    lines.append(f"| op | Kiln | {tp} | speedup | Kiln % of BW | PyTorch % of BW | target ≥ 70% |")
+    lines.append("|---|---:|---:|---:|---:|---:|---|")
+    for cid in [c for c in LABELS if c.startswith("reduce/")]:
+        k, p = kiln.get(cid), torch.get(cid)
+        is_softmax = "softmax" in cid
+        bw = copy_bw if is_softmax else read_bw
+        kp = pct(k, bw)
+        unit = " (copy BW)" if is_softmax else " (read BW)"
+        lines.append(
+            f"| {LABELS[cid]} | {cell_time(k)} | {cell_time(p)} | {speedup(k, p)} "
+            f"| {fmt_pct(kp)}{unit if kp is not None else ''} | {fmt_pct(pct(p, bw))} "
+            f"| {verdict(kp, REDUCTION_TARGET)} |"
+        )
+    lines.append("")
+    lines.append("#### Per-op overhead, f32, 4 elements (ns per call)\n")
+    lines.append(f"| op | Kiln (C++) | {tp} (Python) | speedup | target ≤ 1 µs |")
+    lines.append("|---|---:|---:|---:|---|")
+    for cid in [c for c in LABELS if c.startswith("overhead/")]:
+        k, p = kiln.get(cid), torch.get(cid)
+        kt = f"{k[0] * 1e9:.0f} ns" if ok(k) else cell_time(k)
+        pt = f"{p[0] * 1e9:.0f} ns" if ok(p) else cell_time(p)
+        v = ("met" if k[0] * 1e9 <= OVERHEAD_TARGET_NS else "**missed**") if ok(k) else "not measured"
+        lines.append(f"| `{LABELS[cid]}` | {kt} | {pt} | {speedup(k, p)} | {v} |")
+    lines.append("")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    meta = read_meta(os.path.join(a.dir, "meta.txt"))
+    threads = sorted(
+        int(m.group(1)) for f in os.listdir(a.dir) if (m := re.fullmatch(r"kiln_t(\d+)\.tsv", f))
+    )
+    have_torch = meta.get("torch", "") not in ("", "none")
+
+    out = ["# Kiln benchmark results", ""]
+    out.append("Generated by `make bench` (`bench/run.sh`); do not edit by hand. See `bench/README.md`.")
+    out.append("")
+    out.append("| | |")
+    out.append("|---|---|")
+    for key, label in [
+        ("cpu", "machine"),
+        ("cores", "cores"),
+        ("caches", "caches"),
+        ("date", "date"),
+        ("commit", "commit"),
+        ("compiler", "compiler"),
+        ("flags", "Kiln build"),
+        ("torch", "PyTorch"),
+    ]:
+        out.append(f"| {label} | {meta.get(key, '?')} |")
+    out.append("")
+    out.append(
+        f"Times are the best of {meta.get('reps', '10')} calls after 2 warm-up calls; overheads are "
+        f"the best of {meta.get('reps', '10')} loops of 100 000 calls. **speedup** = PyTorch time / Kiln time (above 1: Kiln is "
+        "faster). Bandwidth percentages count bytes read + written per call (elementwise, "
+        "softmax) against the copy bandwidth, or bytes read (reductions) against the read "
+        "bandwidth, both measured in the same run with the same thread count. Kiln and "
+        "PyTorch run back to back with `KILN_NUM_THREADS`, `OMP_NUM_THREADS`, "
+        "`MKL_NUM_THREADS`, `OPENBLAS_NUM_THREADS` and `torch.set_num_threads` set alike."
+    )
+    out.append("")
+    out.append("## Summary\n")
+    summary = []
+    for t in threads:
+        kiln = read_tsv(os.path.join(a.dir, f"kiln_t{t}.tsv"))
+        copy, read = kiln.get("calib/copy_bw"), kiln.get("calib/read_bw")
+        cbw = copy[1] / copy[0] if ok(copy) else None
+        rbw = read[1] / read[0] if ok(read) else None
+        ew = [pct(kiln.get(c), cbw) for c in LABELS if c.startswith(("unary/", "binary/"))]
+        rd = [pct(kiln.get(c), rbw) for c in LABELS if c.startswith("reduce/") and "softmax" not in c]
+        ov = [kiln[c][0] * 1e9 for c in LABELS if c.startswith("overhead/") and ok(kiln.get(c))]
+        ewm = [p for p in ew if p is not None]
+        rdm = [p for p in rd if p is not None]
+        s = f"- {t} thread{'s' if t != 1 else ''}: "
+        s += (
+            f"elementwise {min(ewm):.0f}–{max(ewm):.0f}% of copy bandwidth "
+            f"({sum(p >= 70 for p in ewm)}/{len(ewm)} at ≥ 70%)"
+            if ewm
+            else "elementwise not measured"
+        )
+        s += (
+            f"; reductions {min(rdm):.0f}–{max(rdm):.0f}% of read bandwidth "
+            f"({sum(p >= 70 for p in rdm)}/{len(rdm)} at ≥ 70%)"
+            if rdm
+            else "; reductions not measured yet"
+        )
+        s += f"; per-op overhead {min(ov):.0f}–{max(ov):.0f} ns" if ov else ""
+        summary.append(s + ".")
+    comp = []
+    cpath = os.path.join(a.dir, "compile.txt")
+    if os.path.exists(cpath):
+        with open(cpath) as f:
+            comp = [float(x) for x in f.read().split()]
+    if comp:
+        best = min(comp)
+        v = "met" if best <= COMPILE_TARGET_S else "**missed**"
+        summary.append(
+            f"- Compile time of a model file including `<kiln/kiln.h>` (`bench/compile_model.cpp`, "
+            f"-O2): **{best:.2f} s** (best of {len(comp)}; target ≤ {COMPILE_TARGET_S} s: {v})."
+        )
+    out += summary
+    out.append("")
+    out.append("## Results\n")
+    for t in threads:
+        kiln = read_tsv(os.path.join(a.dir, f"kiln_t{t}.tsv"))
+        torch = read_tsv(os.path.join(a.dir, f"torch_t{t}.tsv"))
+        out += thread_section(t, kiln, torch, have_torch)
+    if comp:
+        out.append("### Compile time\n")
+        out.append(
+            f"`{meta.get('compile_cmd', '')}`: "
+            + ", ".join(f"{x:.2f} s" for x in comp)
+            + f" (best {min(comp):.2f} s, target ≤ {COMPILE_TARGET_S} s).\n"
+        )
+    skipped = sorted(
+        {
+            f"`{cid}` ({row[2][6:]})"
+            for t in threads
+            for cid, row in read_tsv(os.path.join(a.dir, f"kiln_t{t}.tsv")).items()
+            if row[2].startswith("skip")
+        }
+    )
+    out.append("## Notes\n")
+    if skipped:
+        out.append("¹ Skipped: the op threw when this table was made: " + "; ".join(skipped) + ".\n")
+    out.append(
+        "- PyTorch's functional form (`torch.exp(x)`) allocates a fresh 64 MiB output per call; "
+        "glibc serves that with `mmap`, so every call also pays page faults. Kiln's caching "
+        "allocator reuses the freed block. The `out=` column shows PyTorch's kernels alone.\n"
+        "- PyTorch overheads include the Python call (`torch.inference_mode()`), which is what a "
+        "PyTorch user pays; Kiln's are C++ calls.\n"
+        "- The machine is a shared 2-core VM: expect a few percent of run-to-run noise."
+    )
+    out.append("")
+    with open(a.out, "w") as f:
+        f.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

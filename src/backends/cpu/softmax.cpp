@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Softmax and LogSoftmax along one dim, numerically stable: exp(x - max) / sum. A line along
+// the innermost dim is one fused pass per row (max, exp and sum, scale) while it sits in cache;
+// other dims process a tile of neighbouring lines together, vectorised across columns.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/dispatch_types.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/loops.h"
+#include "backends/cpu/reduce_util.h"
+#include "backends/cpu/vec.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+constexpr int kTile = 64;
+constexpr int kLanes = 16;
+
+/// max that sticks at NaN.
+template <class A>
+inline A nanmax(A a, A x) {
+  return (x > a || x != x) ? x : a;
+}
+
+/// One contiguous f32 row: the fast path.
+void softmax_row_f32(const float* x, float* y, int64_t n, bool log, std::vector<float>& tmp) {
+  static const ir::Op exp_op = [] {
+    ir::Op o;
+    o.kind = ir::OpKind::Exp;
+    return o;
+  }();
+  float m[kLanes];
+  for (auto& v : m) v = -std::numeric_limits<float>::infinity();
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
+    for (int j = 0; j < kLanes; ++j) m[j] = nanmax(m[j], x[k + j]);
+  for (int j = 0; k < n; ++k, ++j) m[j] = nanmax(m[j], x[k]);
+  float mx = m[0];
+  for (int j = 1; j < kLanes; ++j) mx = nanmax(mx, m[j]);
+  float* e = y;
+  if (log) {
+    tmp.resize(static_cast<size_t>(n));
+    e = tmp.data();
+  }
+  for (k = 0; k < n; ++k) e[k] = x[k] - mx;
+  if (!vec::unary_f32(exp_op, e, e, n))
+    for (k = 0; k < n; ++k) e[k] = std::exp(e[k]);
+  float s[kLanes] = {};
+  for (k = 0; k + kLanes <= n; k += kLanes)
+    for (int j = 0; j < kLanes; ++j) s[j] += e[k + j];
+  for (int j = 0; k < n; ++k, ++j) s[j] += e[k];
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) s[j] += s[j + w];
+  if (log) {
+    const float sub = mx + std::log(s[0]);
+    for (k = 0; k < n; ++k) y[k] = x[k] - sub;
+  } else {
+    const float inv = 1.0f / s[0];
+    for (k = 0; k < n; ++k) y[k] *= inv;
+  }
+}
+
+template <class T>
+void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool log) {
+  using A = acc_t<T>;
+  const ir::TensorDesc& x = op.inputs[0];
+  red::LinePlan lp(x, op.attrs.ints[0]);
+  const T* base = reinterpret_cast<const T*>(base_ptr(in[0], x));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  const int64_t L = lp.len, inner = lp.inner.numel, nouter = lp.outer.numel;
+  if (L == 0 || inner == 0 || nouter == 0) return;
+  if (inner == 1) {
+    parallel_for(nouter, std::max<int64_t>(1, kGrain / L), [&](int64_t b, int64_t e) {
+      std::vector<float> tmp;
+      for (int64_t o = b; o < e; ++o) {
+        const T* p = base + lp.outer.offset(o);
+        T* q = y + o * L;
+        if constexpr (std::is_same_v<T, float>) {
+          if (lp.stride == 1) {
+            softmax_row_f32(p, q, L, log, tmp);
+            continue;
+          }
+        }
+        A mx = -std::numeric_limits<A>::infinity();
+        for (int64_t l = 0; l < L; ++l) mx = nanmax(mx, static_cast<A>(p[l * lp.stride]));
+        A s = 0;
+        for (int64_t l = 0; l < L; ++l) s += std::exp(static_cast<A>(p[l * lp.stride]) - mx);
+        if (log) {
+          const A sub = mx + std::log(s);
+          for (int64_t l = 0; l < L; ++l) q[l] = static_cast<T>(static_cast<A>(p[l * lp.stride]) - sub);
+        } else {
+          const A inv = A(1) / s;
+          for (int64_t l = 0; l < L; ++l) q[l] = static_cast<T>(std::exp(static_cast<A>(p[l * lp.stride]) - mx) * inv);
+        }
+      }
+    });
+    return;
+  }
+  const int64_t ntiles = (inner + kTile - 1) / kTile;
+  parallel_for(nouter * ntiles, std::max<int64_t>(1, kGrain / (L * kTile)), [&](int64_t b, int64_t e) {
+    A mx[kTile], s[kTile];
+    int64_t coff[kTile];
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / ntiles, c0 = (t % ntiles) * kTile;
+      int tw = static_cast<int>(std::min<int64_t>(kTile, inner - c0));
+      const T* p = base + lp.outer.offset(o);
+      for (int c = 0; c < tw; ++c) {
+        coff[c] = lp.inner.offset(c0 + c);
+        mx[c] = -std::numeric_limits<A>::infinity();
+        s[c] = 0;
+      }
+      for (int64_t l = 0; l < L; ++l)
+        for (int c = 0; c < tw; ++c) mx[c] = nanmax(mx[c], static_cast<A>(p[l * lp.stride + coff[c]]));
+      for (int64_t l = 0; l < L; ++l)
+        for (int c = 0; c < tw; ++c) s[c] += std::exp(static_cast<A>(p[l * lp.stride + coff[c]]) - mx[c]);
+      for (int c = 0; c < tw; ++c) s[c] = log ? mx[c] + std::log(s[c]) : A(1) / s[c];
+      for (int64_t l = 0; l < L; ++l) {
+        T* q = y + (o * L + l) * inner + c0;
+        for (int c = 0; c < tw; ++c) {
+          A v = static_cast<A>(p[l * lp.stride + coff[c]]);
+          q[c] = static_cast<T>(log ? v - s[c] : std::exp(v - mx[c]) * s[c]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void k_Softmax(const ir::Op& op, void* const* in, void* const* out) {
+  KILN_SWITCH_FLOAT(op.inputs[0].dtype, "Softmax", T, softmax_kernel<T>(op, in, out, false));
+}
+void k_LogSoftmax(const ir::Op& op, void* const* in, void* const* out) {
+  KILN_SWITCH_FLOAT(op.inputs[0].dtype, "LogSoftmax", T, softmax_kernel<T>(op, in, out, true));
+}
+
+}  // namespace kiln::cpu
