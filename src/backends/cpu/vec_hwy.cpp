@@ -4,6 +4,7 @@
 #include "backends/cpu/vec.h"
 
 #if KILN_WITH_HWY
+#include <cmath>
 #include <cstring>
 
 #undef HWY_TARGET_INCLUDE
@@ -81,6 +82,29 @@ HWY_INLINE V LogSafe(D d, V x) {
   return hn::IfThenElse(hn::Eq(x, x), r, x);
 }
 
+// Like Map1, for approximations valid on [lo, hi] only: a vector with any lane outside (or NaN)
+// is recomputed with the scalar reference, so special values stay exact.
+template <class F, class S>
+HWY_INLINE void MapGuarded(const float* in, float* out, int64_t n, float lo, float hi, const F& f, const S& scalar) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const V x = hn::LoadU(d, in + i);
+    hn::StoreU(f(d, x), d, out + i);
+    if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
+      for (int64_t j = i; j < i + N; ++j) out[j] = scalar(in[j]);
+  }
+  for (; i < n; ++i) out[i] = scalar(in[i]);
+}
+
+HWY_INLINE V Softplus(D d, V x, float beta, float threshold) {
+  const V bx = hn::Mul(x, hn::Set(d, beta));
+  const V r = hn::Div(hn::Log1p(d, ExpSafe(d, bx)), hn::Set(d, beta));
+  return hn::IfThenElse(hn::Gt(bx, hn::Set(d, threshold)), x, r);
+}
+
 bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n) {
   using ir::OpKind;
   switch (op.kind) {
@@ -134,6 +158,85 @@ bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n) {
         return hn::MulAdd(h, Tanh(d, inner), h);
       });
       return true;
+    case OpKind::Sin:
+      MapGuarded(
+          in, out, n, -39000.f, 39000.f, [](D d, V x) { return hn::Sin(d, x); }, [](float v) { return std::sin(v); });
+      return true;
+    case OpKind::Cos:
+      MapGuarded(
+          in, out, n, -39000.f, 39000.f, [](D d, V x) { return hn::Cos(d, x); }, [](float v) { return std::cos(v); });
+      return true;
+    case OpKind::Log1p:
+      MapGuarded(
+          in, out, n, 0.f, 3e38f, [](D d, V x) { return hn::Log1p(d, x); }, [](float v) { return std::log1p(v); });
+      return true;
+    case OpKind::Log2:
+      MapGuarded(
+          in, out, n, 1.2e-38f, 3e38f, [](D d, V x) { return hn::Log2(d, x); }, [](float v) { return std::log2(v); });
+      return true;
+    case OpKind::Log10:
+      MapGuarded(
+          in, out, n, 1.2e-38f, 3e38f, [](D d, V x) { return hn::Log10(d, x); }, [](float v) { return std::log10(v); });
+      return true;
+    case OpKind::Expm1:
+      MapGuarded(
+          in, out, n, -80.f, 80.f, [](D d, V x) { return hn::Expm1(d, x); }, [](float v) { return std::expm1(v); });
+      return true;
+    case OpKind::Atan:
+      MapGuarded(
+          in, out, n, -3e38f, 3e38f, [](D d, V x) { return hn::Atan(d, x); }, [](float v) { return std::atan(v); });
+      return true;
+    case OpKind::Asinh:
+      MapGuarded(
+          in, out, n, -1e18f, 1e18f, [](D d, V x) { return hn::Asinh(d, x); }, [](float v) { return std::asinh(v); });
+      return true;
+    case OpKind::Sinh:
+      MapGuarded(
+          in, out, n, -88.f, 88.f, [](D d, V x) { return hn::Sinh(d, x); }, [](float v) { return std::sinh(v); });
+      return true;
+    case OpKind::Floor:
+      Map1(in, out, n, [](D, V x) { return hn::Floor(x); });
+      return true;
+    case OpKind::Ceil:
+      Map1(in, out, n, [](D, V x) { return hn::Ceil(x); });
+      return true;
+    case OpKind::Trunc:
+      Map1(in, out, n, [](D, V x) { return hn::Trunc(x); });
+      return true;
+    case OpKind::Softsign:
+      Map1(in, out, n, [](D d, V x) { return hn::Div(x, hn::Add(hn::Set(d, 1.0f), hn::Abs(x))); });
+      return true;
+    case OpKind::Hardswish:
+      Map1(in, out, n, [](D d, V x) {
+        const V r = hn::Min(hn::Max(hn::Add(x, hn::Set(d, 3.0f)), hn::Zero(d)), hn::Set(d, 6.0f));
+        return hn::Div(hn::Mul(x, r), hn::Set(d, 6.0f));
+      });
+      return true;
+    case OpKind::Softplus: {
+      const float beta = static_cast<float>(op.attrs.reals[0]), th = static_cast<float>(op.attrs.reals[1]);
+      MapGuarded(
+          in, out, n, -3e38f, 3e38f, [&](D d, V x) { return Softplus(d, x, beta, th); },
+          [&](float v) { return v * beta > th ? v : std::log1p(std::exp(v * beta)) / beta; });
+      return true;
+    }
+    case OpKind::Mish:
+      MapGuarded(
+          in, out, n, -3e38f, 3e38f, [](D d, V x) { return hn::Mul(x, Tanh(d, Softplus(d, x, 1.0f, 20.0f))); },
+          [](float v) { return v * std::tanh(v > 20.f ? v : std::log1p(std::exp(v))); });
+      return true;
+    case OpKind::Elu: {
+      const float alpha = static_cast<float>(op.attrs.reals[0]), scale = static_cast<float>(op.attrs.reals[1]),
+                  in_scale = static_cast<float>(op.attrs.reals[2]);
+      MapGuarded(
+          in, out, n, -3e38f, 3e38f,
+          [&](D d, V x) {
+            const V neg = hn::Mul(hn::Set(d, scale * alpha),
+                                  hn::Expm1(d, hn::Max(hn::Mul(x, hn::Set(d, in_scale)), hn::Set(d, -80.f))));
+            return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), hn::Mul(x, hn::Set(d, scale)), neg);
+          },
+          [&](float v) { return v > 0 ? scale * v : scale * alpha * std::expm1(v * in_scale); });
+      return true;
+    }
     case OpKind::LeakyRelu: {
       const float s = static_cast<float>(op.attrs.reals[0]);
       Map1(in, out, n, [s](D d, V x) { return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), x, hn::Mul(x, hn::Set(d, s))); });
