@@ -92,19 +92,14 @@ std::vector<int64_t> pad_map(int64_t mode, int64_t n, int64_t lo, int64_t out_n)
   for (int64_t o = 0; o < out_n; ++o) {
     int64_t i = o - lo;
     if (i < 0 || i >= n) {
-      switch (mode) {
-        case 0:
-          i = -1;
-          break;  // constant
-        case 1:
-          i = i < 0 ? -i : 2 * (n - 1) - i;
-          break;  // reflect (pad < n)
-        case 2:
-          i = i < 0 ? 0 : n - 1;
-          break;  // replicate
-        default:
-          i = ((i % n) + n) % n;
-          break;  // circular
+      if (mode == 0) {
+        i = -1;  // constant: the value
+      } else if (mode == 1) {
+        i = i < 0 ? -i : 2 * (n - 1) - i;  // reflect (pad < n)
+      } else if (mode == 2) {
+        i = i < 0 ? 0 : n - 1;  // replicate
+      } else {
+        i = ((i % n) + n) % n;  // circular
       }
     }
     m[static_cast<size_t>(o)] = i;
