@@ -40,7 +40,7 @@ if [ "${BENCH_NO_TORCH:-0}" != 1 ]; then
     VENV="build/pyvenv"
     if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import torch' 2> /dev/null; then
       python3 -m venv "$VENV" 2> /dev/null || { apt_install python3-venv && python3 -m venv "$VENV"; }
-      "$VENV/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch ||
+      "$VENV/bin/pip" install -q torch ||
         echo "run.sh: could not install PyTorch; the table will show Kiln only" >&2
     fi
     "$VENV/bin/python" -c 'import torch' 2> /dev/null && PY="$VENV/bin/python"
@@ -63,6 +63,7 @@ git diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)
   echo "cores=$(nproc) online; $(lscpu | sed -n 's/^Thread(s) per core: *//p') thread(s) per core"
   echo "caches=L1d $(lscpu | sed -n 's/^L1d cache: *//p'), L2 $(lscpu | sed -n 's/^L2 cache: *//p'), L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
   echo "reps=$REPS"
+  echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)"
   echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit=$commit"
   echo "compiler=$("$CXX" --version | head -1)"
@@ -90,12 +91,12 @@ unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
 COMPILE_CMD="$CXX -std=c++20 -O2 -Iinclude -c bench/compile_model.cpp -o $RAW/compile_model.o"
 echo "compile_cmd=${COMPILE_CMD/$RAW\//}" >> "$RAW/meta.txt"
 echo "run.sh: compile time"
+TIMEFORMAT='%R %U %S'  # wall, user and system seconds of the compiler
 for _ in 1 2 3; do
-  t0=$(date +%s.%N)
-  $COMPILE_CMD
-  t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }' | tee -a "$RAW/compile.txt"
+  { time $COMPILE_CMD 2> "$RAW/compile.err"; } 2>> "$RAW/compile.txt"
+  tail -1 "$RAW/compile.txt"
 done
 
+echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW/meta.txt"
 python3 bench/report.py --dir "$RAW" --out "$RESULTS"
 echo "run.sh: wrote $RESULTS"

@@ -52,7 +52,7 @@ def _ensure(mod, pkgs):
 
 
 _ensure("numpy", ["numpy"])
-_ensure("torch", ["torch", "--index-url", "https://download.pytorch.org/whl/cpu"])
+_ensure("torch", ["torch"])
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
