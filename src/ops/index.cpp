@@ -261,7 +261,7 @@ Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar valu
   Shape s = x.shape();
   if (x.dim() > 0) s[static_cast<size_t>(wrap_dim(dim, x.dim(), api))] = i.numel();
   Tensor v = scalar_tensor(value, x.dtype(), x.device()).expand(s);
-  return detail::index_update_as(api, OpKind::IndexCopy, x, dim, i, v, 1.0, false);
+  return detail::index_update_as(api, OpKind::IndexCopy, x, dim, i, v, 1.0, true);  // negatives wrap (PyTorch)
 }
 
 // ---- triangles and diagonals -----------------------------------------------------------------
@@ -401,6 +401,8 @@ Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source)
              "source dtype " << dtype_name(source.dtype()).data() << " must equal the input's "
                              << dtype_name(x.dtype()).data());
   Shape s = broadcast_shapes(x.shape(), mask.shape(), api);
+  KILN_CHECK(mask.dtype() == DType::Bool, api, "mask must be bool, got " << dtype_name(mask.dtype()).data());
+  if (!x.device().backend()->has_data()) return detail::alloc(s, x.dtype(), x.device());  // shape only
   Tensor pos = mask_positions(api, mask, s);
   int64_t n = pos.numel();
   KILN_CHECK(

@@ -41,9 +41,9 @@ void check_nonempty(const char* api, const Tensor& x, const Dims& nd) {
 }
 
 void check_float(const char* api, const Tensor& x) {
-  KILN_CHECK(is_floating(x.dtype()), api,
-             "only supports floating point dtypes, got " << dtype_name(x.dtype()).data() << " (shape " << x.shape()
-                                                         << ")");
+  KILN_CHECK(
+      is_floating(x.dtype()), api,
+      "only supports floating point dtypes, got " << dtype_name(x.dtype()).data() << " (shape " << x.shape() << ")");
 }
 
 /// Sum/Prod: integer and bool inputs accumulate to i64 unless dtype is given.
@@ -95,7 +95,8 @@ std::pair<Tensor, Tensor> cum_ext(const char* api, OpKind k, const Tensor& x, in
 
 Tensor softmax_like(const char* api, OpKind k, const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   detail::check_defined(api, x);
-  KILN_CHECK(!dtype || is_floating(*dtype), api, "dtype must be a floating point type, got " << dtype_name(*dtype).data());
+  KILN_CHECK(!dtype || is_floating(*dtype), api,
+             "dtype must be a floating point type, got " << dtype_name(*dtype).data());
   int64_t d = wrap_dim(dim, x.dim(), api);
   DType dt = dtype ? *dtype : is_floating(x.dtype()) ? x.dtype() : kDefaultFloat;
   ir::Op op = make_op(k, {d});
@@ -161,9 +162,10 @@ Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
 }
 
 Tensor std(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
-  detail::check_defined("std", x);
+  Dims nd = reduce_dims("std", x, dims);
   check_float("std", x);
-  return sqrt(var(x, dims, correction, keepdim));
+  ir::Op op = reduce_op(OpKind::Var, nd, keepdim, x.dtype(), {correction, 1.0});
+  return run1("std", op, {x});
 }
 
 std::pair<Tensor, Tensor> var_mean(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
@@ -179,7 +181,8 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   if (p == 1) return sum(abs(x), nd, keepdim);
   if (std::isinf(p)) {
     check_nonempty("norm", x, nd);
-    return p > 0 ? extreme("norm", OpKind::Max, abs(x), nd, keepdim) : extreme("norm", OpKind::Min, abs(x), nd, keepdim);
+    return p > 0 ? extreme("norm", OpKind::Max, abs(x), nd, keepdim)
+                 : extreme("norm", OpKind::Min, abs(x), nd, keepdim);
   }
   if (p == 0) return cast(sum(ne(x, Scalar(0)), nd, keepdim), x.dtype());
   return pow(sum(pow(abs(x), Scalar(p)), nd, keepdim), Scalar(1.0 / p));
@@ -196,16 +199,19 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   return r + (keepdim || x.dim() == 0 ? m : m.squeeze(nd));
 }
 
+// PyTorch keeps u8 for u8 inputs of any/all (a legacy rule); every other dtype gives bool.
 Tensor any(const Tensor& x, const Dims& dims, bool keepdim) {
   Dims nd = reduce_dims("any", x, dims);
   ir::Op op = reduce_op(OpKind::Any, nd, keepdim);
-  return run1("any", op, {x});
+  Tensor r = run1("any", op, {x});
+  return x.dtype() == DType::U8 ? cast(r, DType::U8) : r;
 }
 
 Tensor all(const Tensor& x, const Dims& dims, bool keepdim) {
   Dims nd = reduce_dims("all", x, dims);
   ir::Op op = reduce_op(OpKind::All, nd, keepdim);
-  return run1("all", op, {x});
+  Tensor r = run1("all", op, {x});
+  return x.dtype() == DType::U8 ? cast(r, DType::U8) : r;
 }
 
 Tensor count_nonzero(const Tensor& x, const Dims& dims) {

@@ -29,9 +29,6 @@ Line as_line(const char* api, const Tensor& x, int64_t dim) {
   return {x, d, false};
 }
 
-/// Undoes as_line on a result that kept dim as size 1 (drop it for 0-d inputs).
-Tensor restore(const Line& l, const Tensor& t) { return l.was_0d ? t.reshape({}) : t; }
-
 }  // namespace
 
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
@@ -99,8 +96,9 @@ std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor median(const Tensor& x) {
   detail::check_defined("median", x);
   if (x.numel() == 0) {
-    KILN_CHECK(is_floating(x.dtype()), "median", "cannot compute the median of an empty " << dtype_name(x.dtype()).data()
-                                                                                         << " tensor (shape " << x.shape() << ")");
+    KILN_CHECK(is_floating(x.dtype()), "median",
+               "cannot compute the median of an empty " << dtype_name(x.dtype()).data() << " tensor (shape "
+                                                        << x.shape() << ")");
     return full({}, std::numeric_limits<double>::quiet_NaN(), {.dtype = x.dtype(), .device = x.device()});
   }
   return median(x.reshape({x.numel()}), 0, false).first;
@@ -180,19 +178,29 @@ UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool retu
   detail::check_defined("unique", x);
   KILN_CHECK(!x.device().is_null(), "unique",
              "needs the tensor's values (its output size depends on them), which the null device does not hold "
-             "(shape " << x.shape() << ")");
+             "(shape "
+                 << x.shape() << ")");
   // The result is always sorted; inverse and counts are always filled (cheap on the host).
   switch (x.dtype()) {
     case DType::Bool:
-    case DType::U8: return unique_host<uint8_t>(x, x.dtype());
-    case DType::I8: return unique_host<int8_t>(x, x.dtype());
-    case DType::I16: return unique_host<int16_t>(x, x.dtype());
-    case DType::I32: return unique_host<int32_t>(x, x.dtype());
-    case DType::I64: return unique_host<int64_t>(x, x.dtype());
-    case DType::F16: return unique_host<Half>(x, x.dtype());
-    case DType::BF16: return unique_host<BFloat16>(x, x.dtype());
-    case DType::F32: return unique_host<float>(x, x.dtype());
-    case DType::F64: return unique_host<double>(x, x.dtype());
+    case DType::U8:
+      return unique_host<uint8_t>(x, x.dtype());
+    case DType::I8:
+      return unique_host<int8_t>(x, x.dtype());
+    case DType::I16:
+      return unique_host<int16_t>(x, x.dtype());
+    case DType::I32:
+      return unique_host<int32_t>(x, x.dtype());
+    case DType::I64:
+      return unique_host<int64_t>(x, x.dtype());
+    case DType::F16:
+      return unique_host<Half>(x, x.dtype());
+    case DType::BF16:
+      return unique_host<BFloat16>(x, x.dtype());
+    case DType::F32:
+      return unique_host<float>(x, x.dtype());
+    case DType::F64:
+      return unique_host<double>(x, x.dtype());
   }
   KILN_CHECK(false, "unique", "unsupported dtype " << dtype_name(x.dtype()).data());
 }

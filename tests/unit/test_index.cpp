@@ -364,6 +364,8 @@ TEST(Index, IndexAddCopyFill) {
   EXPECT_ERROR(index_add(ones({3}), 0, I({3}), ones({1})), "[index_add] index 3 is out of range");
   EXPECT_ERROR(index_copy(ones({3, 2}), 0, I({0}), ones({1, 3})), "[index_copy] source of shape");
   EXPECT_ERROR(index_fill(ones({3}), 0, I({-4}), 1), "[index_fill]");
+  EXPECT_EQ(fv(index_fill(zeros({3}), 0, I({-1}), 2)), (std::vector<float>{0, 0, 2}));  // wraps, as PyTorch
+  EXPECT_ERROR(index_copy(ones({3}), 0, I({-1}), ones({1})), "[index_copy] index -1");
   EXPECT_EQ(index_fill(ones({3}, {.dtype = DType::I64}), 0, tensor<int64_t>(std::vector<int64_t>{}, {0}), 5)
                 .to_vector<int64_t>(),
             (std::vector<int64_t>{1, 1, 1}));
@@ -632,6 +634,7 @@ TEST(Index, NullDeviceTracksShapes) {
   EXPECT_EQ(embedding(zeros({2, 2}, {.dtype = i64, .device = nd}), x).shape(), (Shape{2, 2, 5}));
   EXPECT_EQ(tril(x).shape(), (Shape{4, 5}));
   EXPECT_ERROR(x.index({x > 0}), "[index]");
+  EXPECT_EQ(masked_scatter(x, x > 0, x).shape(), (Shape{4, 5}));  // shape does not depend on values
 }
 
 TEST(Index, IndexPutTwoIndicesMatchesNaive) {

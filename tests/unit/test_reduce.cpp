@@ -109,8 +109,8 @@ TEST(Reduce, SumMeanProdEveryDimSet) {
   Tensor x = tensor(v, s);
   std::vector<double> xd(v.begin(), v.end());
   std::vector<std::pair<Dims, std::initializer_list<int>>> cases = {
-      {{}, {}}, {{0}, {0}}, {{1}, {1}}, {{2}, {2}}, {{-1}, {-1}}, {{0, 2}, {0, 2}}, {{-1, 0}, {0, 2}},
-      {{1, 2}, {1, 2}}, {{0, 1}, {0, 1}}, {{0, 1, 2}, {}}};
+      {{}, {}},         {{0}, {0}},        {{1}, {1}},       {{2}, {2}},       {{-1}, {-1}},
+      {{0, 2}, {0, 2}}, {{-1, 0}, {0, 2}}, {{1, 2}, {1, 2}}, {{0, 1}, {0, 1}}, {{0, 1, 2}, {}}};
   for (auto& [dims, fl] : cases) {
     for (bool keep : {false, true}) {
       auto red = flags(3, fl);
@@ -247,6 +247,11 @@ TEST(Reduce, DtypeRules) {
   EXPECT_TRUE(all(tensor({1, 2}, {2})).item<bool>());
   EXPECT_FALSE(all(tensor({1, 0}, {2})).item<bool>());
   EXPECT_EQ(argmax(xi).dtype(), i64);
+  // PyTorch's legacy rule: any/all of u8 stay u8.
+  Tensor xu = tensor<uint8_t>({0, 3, 0, 0}, {2, 2});
+  EXPECT_EQ(any(xu).dtype(), u8);
+  EXPECT_EQ(any(xu, {1}).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(all(xu, {0}).dtype(), u8);
   // Integer sums wrap like PyTorch's int64 arithmetic rather than trapping.
   Tensor big = tensor<int64_t>({std::numeric_limits<int64_t>::max(), 1}, {2});
   EXPECT_EQ(sum(big).item<int64_t>(), std::numeric_limits<int64_t>::min());
@@ -310,9 +315,9 @@ TEST(Reduce, NonContiguousInputs) {
   auto v = randv(6 * 8 * 5, 3);
   Tensor base = tensor(v, {6, 8, 5});
   std::vector<Tensor> views = {
-      base.transpose(0, 2),                      // permuted
-      base.slice(1, 1, 7, 2),                    // stepped
-      base.flip({1}),                            // negative stride
+      base.transpose(0, 2),                              // permuted
+      base.slice(1, 1, 7, 2),                            // stepped
+      base.flip({1}),                                    // negative stride
       base.select(2, 3).unsqueeze(1).expand({6, 4, 8}),  // broadcast (stride 0)
       base.permute({1, 2, 0}).slice(0, 2, 8),
   };
@@ -338,8 +343,7 @@ TEST(Reduce, NonContiguousInputs) {
       expect_close(var(x, dims).to_vector<double>(), wvar, 1e-5, 1e-6, what);
       if (d >= 0) EXPECT_TRUE(bit_equal(argmax(x, d), argmax(c, d))) << what;
       if (d >= 0) expect_close(cumsum(x, d).to_vector<double>(), cumsum(c, d).to_vector<double>(), 1e-6, 1e-6, what);
-      if (d >= 0)
-        expect_close(softmax(x, d).to_vector<double>(), softmax(c, d).to_vector<double>(), 1e-6, 1e-7, what);
+      if (d >= 0) expect_close(softmax(x, d).to_vector<double>(), softmax(c, d).to_vector<double>(), 1e-6, 1e-7, what);
     }
   }
 }
@@ -379,10 +383,10 @@ TEST(Reduce, ThreadDeterminism) {
   Tensor m = x.narrow(0, 0, 3000 * 1000).reshape({3000, 1000});
   Tensor thin = x.narrow(0, 0, 1000000 * 3).reshape({1000000, 3});
   auto run_all = [&] {
-    return std::vector<Tensor>{sum(x),           mean(x),          var(x),         amax(x),       argmax(x),
-                               sum(m, {0}),      sum(m, {1}),      var(m, {0}),    argmax(m, 0),  sum(thin, {0}),
-                               sum(m.t(), {1}),  prod(m, {1}),     softmax(m, 1),  softmax(m, 0), cumsum(m, 0),
-                               logsumexp(m, {1}), norm(x)};
+    return std::vector<Tensor>{
+        sum(x),        mean(x),       var(x),       amax(x),           argmax(x),       sum(m, {0}),
+        sum(m, {1}),   var(m, {0}),   argmax(m, 0), sum(thin, {0}),    sum(m.t(), {1}), prod(m, {1}),
+        softmax(m, 1), softmax(m, 0), cumsum(m, 0), logsumexp(m, {1}), norm(x)};
   };
   set_num_threads(1);
   auto a = run_all();
@@ -416,6 +420,10 @@ TEST(Reduce, VarStdCorrection) {
       expect_close(mm.to_vector<double>(), wm, 1e-12, 1e-12);
     }
   }
+  // Squares beyond the f32 range: accumulated in f64, and std takes the root before rounding.
+  Tensor huge = tensor({1e20f, -1e20f, 3e20f}, {3});
+  EXPECT_NEAR(kiln::std(huge).item<float>() / 2e20f, 1.f, 1e-6);
+  EXPECT_TRUE(std::isinf(var(huge).item<float>()));
   // N - correction <= 0 gives inf (or NaN for zero spread), as in PyTorch.
   EXPECT_TRUE(std::isinf(var(tensor({1.0, 2.0}, {2}), {}, 2).item<double>()));
   EXPECT_EQ(x.var().dtype(), f64);
@@ -556,7 +564,8 @@ TEST(Reduce, SoftmaxMatchesNaive) {
       int64_t start = lin - pos * sd;
       double m = -kInf, z = 0;
       for (int64_t k = 0; k < s[static_cast<size_t>(d)]; ++k) m = std::max(m, xd[static_cast<size_t>(start + k * sd)]);
-      for (int64_t k = 0; k < s[static_cast<size_t>(d)]; ++k) z += std::exp(xd[static_cast<size_t>(start + k * sd)] - m);
+      for (int64_t k = 0; k < s[static_cast<size_t>(d)]; ++k)
+        z += std::exp(xd[static_cast<size_t>(start + k * sd)] - m);
       double ref = std::exp(xd[static_cast<size_t>(lin)] - m) / z;
       EXPECT_NEAR(sm[static_cast<size_t>(lin)], ref, 1e-6 + 1e-5 * ref);
       EXPECT_NEAR(lsm[static_cast<size_t>(lin)], xd[static_cast<size_t>(lin)] - m - std::log(z), 1e-5);
@@ -616,4 +625,76 @@ TEST(Reduce, MethodsForward) {
   EXPECT_EQ(x.argmax().item<int64_t>(), 3);
   EXPECT_EQ(x.max(0).second.to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
   EXPECT_NEAR(x.std().item<float>(), std::sqrt(5.f / 3.f), 1e-6);
+}
+
+TEST(Reduce, ExtremesLongRowsAllLayouts) {
+  // Long contiguous rows (vectorised extreme + first-index search), columns (outer layout),
+  // and f64 / f16 / integer dtypes, checked against std:: on the host.
+  const int64_t R = 7, C = 20011;
+  auto v = randv(static_cast<size_t>(R * C), 12);
+  std::vector<double> vd(v.begin(), v.end());
+  for (DType dt : {f32, f64, f16, i32}) {
+    Tensor x = tensor(v, {R, C}).to(dt);
+    auto host = x.to_vector<double>();
+    auto amx = amax(x, {1}).to_vector<double>();
+    auto ami = argmin(x, 1).to_vector<int64_t>();
+    auto cmx = argmax(x, 0).to_vector<int64_t>();
+    for (int64_t r = 0; r < R; ++r) {
+      auto b = host.begin() + r * C;
+      EXPECT_EQ(amx[static_cast<size_t>(r)], *std::max_element(b, b + C)) << dtype_name(dt);
+      EXPECT_EQ(ami[static_cast<size_t>(r)], std::min_element(b, b + C) - b) << dtype_name(dt);
+    }
+    for (int64_t c = 0; c < C; c += 997) {
+      int64_t best = 0;
+      for (int64_t r = 1; r < R; ++r)
+        if (host[static_cast<size_t>(r * C + c)] > host[static_cast<size_t>(best * C + c)]) best = r;
+      EXPECT_EQ(cmx[static_cast<size_t>(c)], best) << dtype_name(dt);
+    }
+  }
+  // NaN deep inside a long f64 row: amax is NaN, argmax/argmin point at the first NaN.
+  std::vector<double> w(50000, 1.0);
+  w[31337] = kNaN;
+  w[40000] = kNaN;
+  w[100] = 7.0;
+  Tensor t = tensor(w, {50000});
+  EXPECT_TRUE(std::isnan(amax(t).item<double>()));
+  EXPECT_EQ(argmax(t).item<int64_t>(), 31337);
+  EXPECT_EQ(argmin(t).item<int64_t>(), 31337);
+  w[31337] = 1.0;
+  w[40000] = 1.0;
+  EXPECT_EQ(argmax(tensor(w, {50000})).item<int64_t>(), 100);
+  // Column NaN (outer layout) for argmax and amin.
+  std::vector<float> m(64 * 40, 0.f);
+  m[static_cast<size_t>(33 * 40 + 5)] = NAN;
+  auto am = argmax(tensor(m, {64, 40}), 0).to_vector<int64_t>();
+  EXPECT_EQ(am[5], 33);
+  EXPECT_EQ(am[6], 0);
+  EXPECT_TRUE(std::isnan(amin(tensor(m, {64, 40}), {0}).to_vector<float>()[5]));
+  // any / all along columns.
+  std::vector<uint8_t> bits(64 * 40, 0);
+  bits[static_cast<size_t>(50 * 40 + 3)] = 1;
+  Tensor bt = tensor(std::vector<bool>(bits.begin(), bits.end()), {64, 40});
+  auto an = any(bt, {0}).to_vector<uint8_t>();
+  EXPECT_EQ(an[3], 1);
+  EXPECT_EQ(an[4], 0);
+  EXPECT_EQ(count_nonzero(bt, {0}).to_vector<int64_t>()[3], 1);
+}
+
+TEST(Reduce, ThreadDeterminismMoreLayouts) {
+  int saved = num_threads();
+  auto v = randv(2000000, 13);
+  Tensor x = tensor(v, {2000000});
+  Tensor short_rows = x.reshape({125000, 16});
+  Tensor wide = x.reshape({400, 5000});
+  auto run_all = [&] {
+    return std::vector<Tensor>{sum(short_rows, {1}), mean(short_rows, {0}), amax(wide, {0}), argmax(wide, 1),
+                               argmin(wide, 0),      var(wide, {1}),        any(x > 3.f),    kiln::std(wide.t(), {1}),
+                               log_softmax(wide, 0), cummax(wide, 0).second};
+  };
+  set_num_threads(1);
+  auto a = run_all();
+  set_num_threads(2);
+  auto b = run_all();
+  set_num_threads(saved);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i], b[i])) << "result " << i;
 }

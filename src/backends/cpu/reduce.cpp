@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/dispatch_types.h"
@@ -26,18 +27,19 @@ namespace kiln::cpu {
 namespace {
 
 using red::DimGroup;
+using red::vec_extreme;
 
 constexpr int kLanes = 32;
 constexpr int64_t kLeaf = 2048;
-constexpr int64_t kRowLeaf = 8;
-constexpr int kTile = 64;
+constexpr int64_t kRowLeaf = 16;
+constexpr int kTile = 4096;
 
 struct Plan {
-  DimGroup kept, red;      // output dims (in output order) and reduced dims
+  DimGroup kept, red;          // output dims (in output order) and reduced dims
   const char* base = nullptr;  // input element 0
   bool outer = false;
-  DimGroup kept_outer;     // outer layout: the kept dims but the innermost
-  int64_t width = 1;       // outer layout: size of the innermost kept dim
+  DimGroup kept_outer;  // outer layout: the kept dims but the innermost
+  int64_t width = 1;    // outer layout: size of the innermost kept dim
 };
 
 Plan make_plan(const ir::Op& op, void* const* in) {
@@ -122,31 +124,31 @@ inline bool isnan_(A x) {
     return false;
 }
 
-/// NaN-propagating max (IsMax) or min of q[0..n), n >= 1, with GCC vector extensions (the
-/// blend does not auto-vectorise from scalar code).
-template <class T, bool IsMax>
-T vec_extreme(const T* q, int64_t n) {
-  constexpr int B = 64 / static_cast<int>(sizeof(T));
-  typedef T V __attribute__((vector_size(64)));
-  V m0, m1;
-  for (int j = 0; j < B; ++j) m0[j] = q[0];
-  m1 = m0;
+/// Index of the first element of q[0..n) equal to v (the first NaN when v is NaN); v must occur.
+template <class T>
+int64_t vec_find(const T* q, int64_t n, T v) {
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T V __attribute__((vector_size(16)));
+  typedef I VI __attribute__((vector_size(16)));
+  constexpr int B = 16 / static_cast<int>(sizeof(T)), U = 4;
+  const bool nan = v != v;
+  V vv;
+  for (int j = 0; j < B; ++j) vv[j] = v;
   int64_t k = 0;
-  for (; k + 2 * B <= n; k += 2 * B) {
-    V x0, x1;
-    std::memcpy(&x0, q + k, sizeof(V));
-    std::memcpy(&x1, q + k + B, sizeof(V));
-    m0 = ((IsMax ? x0 > m0 : x0 < m0) | (x0 != x0)) ? x0 : m0;
-    m1 = ((IsMax ? x1 > m1 : x1 < m1) | (x1 != x1)) ? x1 : m1;
+  for (; k + U * B <= n; k += U * B) {
+    VI hit{};
+    for (int u = 0; u < U; ++u) {
+      V x;
+      std::memcpy(&x, q + k + u * B, sizeof(V));
+      hit |= nan ? VI(x != x) : VI(x == vv);
+    }
+    uint64_t w[2];
+    std::memcpy(w, &hit, sizeof(w));
+    if (w[0] | w[1]) break;
   }
-  T r = q[0];
-  auto fold = [&](T x) { r = ((IsMax ? x > r : x < r) || x != x || r != r) ? (r != r ? r : x) : r; };
-  for (int j = 0; j < B; ++j) {
-    fold(m0[j]);
-    fold(m1[j]);
-  }
-  for (; k < n; ++k) fold(q[k]);
-  return r;
+  for (; k < n - 1; ++k)
+    if (nan ? q[k] != q[k] : q[k] == v) break;
+  return k;
 }
 
 /// NaN-propagating max (IsMax) or min.
@@ -154,6 +156,7 @@ template <class A_, bool IsMax>
 struct ExtR {
   using A = A_;
   using Acc = A_;
+  static constexpr bool kExact = true;
   NoPre pre;
   Acc init() const {
     if constexpr (std::is_floating_point_v<A>)
@@ -175,6 +178,14 @@ struct ExtR {
     else
       for (int64_t k = 0; k < n; ++k) add(a, static_cast<A>(q[k]), 0);
   }
+  /// d[c] = extreme(d[c], row[c]) for c < tw (the outer layout), vectorised like vec_extreme.
+  template <class T>
+  void run_row(Acc* d, const T* row, int tw) const {
+    if constexpr (std::is_floating_point_v<T>)
+      red::vec_extreme_row<T, IsMax>(d, row, tw);
+    else
+      for (int c = 0; c < tw; ++c) add(d[c], static_cast<A>(row[c]), 0);
+  }
 };
 
 template <class A>
@@ -188,6 +199,7 @@ template <class A_, bool IsMax>
 struct ArgR {
   using A = A_;
   using Acc = ArgAcc<A_>;
+  static constexpr bool kExact = true;
   NoPre pre;
   static bool better(A x, A y) {
     if (isnan_(x)) return !isnan_(y);
@@ -204,10 +216,7 @@ struct ArgR {
   void run_contig(Acc& a, const T* q, int64_t n, int64_t i0) const {
     if constexpr (std::is_floating_point_v<T>) {
       const T best = vec_extreme<T, IsMax>(q, n);
-      const bool nan = best != best;
-      int64_t k = 0;
-      while (k < n - 1 && !(nan ? q[k] != q[k] : q[k] == best)) ++k;
-      add(a, q[k], i0 + k);
+      add(a, best, i0 + vec_find<T>(q, n, best));
     } else {
       for (int64_t k = 0; k < n; ++k) add(a, static_cast<A>(q[k]), i0 + k);
     }
@@ -222,6 +231,7 @@ template <class A_, bool IsAny>
 struct BoolR {
   using A = A_;
   using Acc = uint8_t;
+  static constexpr bool kExact = true;
   NoPre pre;
   Acc init() const { return IsAny ? 0 : 1; }
   void add(Acc& a, A x, int64_t) const {
@@ -241,7 +251,14 @@ struct BoolR {
 // ---- drivers ----------------------------------------------------------------------------------
 
 template <class R, class T>
-concept HasRunContig = requires(const R& r, typename R::Acc& a, const T* q) { r.run_contig(a, q, int64_t{}, int64_t{}); };
+concept HasRunContig = requires(const R& r, typename R::Acc& a, const T* q) {
+  r.run_contig(a, q, int64_t{}, int64_t{});
+};
+
+template <class R, class T>
+concept HasRunRow = requires(const R& r, typename R::Acc* d, const T* q) {
+  r.run_row(d, q, int{});
+};
 
 /// Reduced ranges shorter than this use one accumulator (lanes would cost more than they save).
 constexpr int64_t kShort = 2 * kLanes;
@@ -250,18 +267,19 @@ template <class T, class R>
 void leaf_inner(const R& r, const Plan& p, const T* ob, int64_t b, int64_t e, int64_t o, typename R::Acc* dst) {
   using A = typename R::A;
   using Acc = typename R::Acc;
-  Acc lanes[kLanes];
-  for (auto& l : lanes) l = r.init();
   const int64_t L = p.red.inner_size(), s = p.red.inner_stride();
   if (p.red.numel < kShort) {
     Acc acc = r.init();
-    for (int64_t i = b; i < e; ++i) {
-      int64_t off = s == 1 && L == p.red.numel ? i : p.red.offset(i);
-      r.add(acc, r.pre(static_cast<A>(ob[off]), o), i);
+    if (L == p.red.numel) {
+      for (int64_t i = b; i < e; ++i) r.add(acc, r.pre(static_cast<A>(ob[i * s]), o), i);
+    } else {
+      for (int64_t i = b; i < e; ++i) r.add(acc, r.pre(static_cast<A>(ob[p.red.offset(i)]), o), i);
     }
     *dst = acc;
     return;
   }
+  Acc lanes[kLanes];
+  for (auto& l : lanes) l = r.init();
   int64_t i = b;
   while (i < e) {
     int64_t n = std::min(L - i % L, e - i);
@@ -307,17 +325,44 @@ void run_reduce(const Plan& p, const R& r, const Fin& fin) {
   }
   if (!p.outer) {
     const int64_t nout = p.kept.numel;
-    const int64_t nleaves = (nred + kLeaf - 1) / kLeaf;
+    const int64_t leaf = requires { R::kExact; }
+    ? 8 * kLeaf : kLeaf;  // no rounding to bound
+    const int64_t nleaves = (nred + leaf - 1) / leaf;
     auto one = [&](int64_t o, bool par) {
       const T* ob = base + p.kept.offset(o);
       Acc acc;
-      red::tree_reduce<Acc, 1>(
+      if (nleaves == 1) {
+        leaf_inner<T>(r, p, ob, 0, nred, o, &acc);
+        return fin(o, acc);
+      }
+      red::tree_reduce<Acc>(
           nleaves, 1, &acc,
-          [&](int64_t li, Acc* dst) { leaf_inner<T>(r, p, ob, li * kLeaf, std::min(nred, (li + 1) * kLeaf), o, dst); },
+          [&](int64_t li, Acc* dst) { leaf_inner<T>(r, p, ob, li * leaf, std::min(nred, (li + 1) * leaf), o, dst); },
           comb, par);
       fin(o, acc);
     };
-    if (nout >= 2 * nt || nleaves < 8) {
+    if (nred < kShort) {
+      // Short ranges: G outputs at a time, each still summed in order (same result as one at a
+      // time) but as independent dependency chains.
+      constexpr int G = 8;
+      int64_t roff[kShort];
+      for (int64_t i = 0; i < nred; ++i) roff[i] = p.red.offset(i);
+      parallel_for(nout, std::max<int64_t>(1, kGrain / nred), [&](int64_t b, int64_t e) {
+        int64_t o = b;
+        for (; o + G <= e; o += G) {
+          const T* ob[G];
+          Acc acc[G];
+          for (int g = 0; g < G; ++g) {
+            ob[g] = base + p.kept.offset(o + g);
+            acc[g] = r.init();
+          }
+          for (int64_t i = 0; i < nred; ++i)
+            for (int g = 0; g < G; ++g) r.add(acc[g], r.pre(static_cast<A>(ob[g][roff[i]]), o + g), i);
+          for (int g = 0; g < G; ++g) fin(o + g, acc[g]);
+        }
+        for (; o < e; ++o) one(o, false);
+      });
+    } else if (nout >= 2 * nt || nleaves < 8) {
       parallel_for(nout, std::max<int64_t>(1, kGrain / nred), [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o) one(o, false);
       });
@@ -328,21 +373,28 @@ void run_reduce(const Plan& p, const R& r, const Fin& fin) {
   }
   const int64_t W = p.width, ntiles = (W + kTile - 1) / kTile;
   const int64_t ntasks = p.kept_outer.numel * ntiles;
-  const int64_t nleaves = (nred + kRowLeaf - 1) / kRowLeaf;
+  // Order-independent reducers (max, argmax, any) need no pairwise tree: bigger leaves.
+  const int64_t row_leaf = requires { R::kExact; }
+  ? 1024 : kRowLeaf;
+  const int64_t nleaves = (nred + row_leaf - 1) / row_leaf;
   auto task = [&](int64_t t, bool par) {
     int64_t q = t / ntiles, c0 = (t % ntiles) * kTile;
     int tw = static_cast<int>(std::min<int64_t>(kTile, W - c0));
     const T* qb = base + p.kept_outer.offset(q) + c0;
     int64_t o0 = q * W + c0;
-    Acc acc[kTile];
-    red::tree_reduce<Acc, kTile>(
+    std::unique_ptr<Acc[]> accbuf(new Acc[static_cast<size_t>(tw)]);
+    Acc* acc = accbuf.get();
+    red::tree_reduce<Acc>(
         nleaves, tw, acc,
         [&](int64_t li, Acc* dst) {
           for (int c = 0; c < tw; ++c) dst[c] = r.init();
-          int64_t b = li * kRowLeaf, e = std::min(nred, b + kRowLeaf);
+          int64_t b = li * row_leaf, e = std::min(nred, b + row_leaf);
           for (int64_t i = b; i < e; ++i) {
             const T* row = qb + p.red.offset(i);
-            for (int c = 0; c < tw; ++c) r.add(dst[c], r.pre(static_cast<A>(row[c]), o0 + c), i);
+            if constexpr (HasRunRow<R, T>)
+              r.run_row(dst, row, tw);
+            else
+              for (int c = 0; c < tw; ++c) r.add(dst[c], r.pre(static_cast<A>(row[c]), o0 + c), i);
           }
         },
         comb, par);
@@ -440,11 +492,13 @@ void k_ArgMin(const ir::Op& op, void* const* in, void* const* out) { arg_dispatc
 void k_Any(const ir::Op& op, void* const* in, void* const* out) { bool_dispatch<true>(op, in, out); }
 void k_All(const ir::Op& op, void* const* in, void* const* out) { bool_dispatch<false>(op, in, out); }
 
-// Two passes: the mean, then the pairwise sum of squared deviations from it.
+// Two passes in f64: the mean, then the pairwise sum of squared deviations from it; the square
+// root too for std (reals[1] != 0).
 void k_Var(const ir::Op& op, void* const* in, void* const* out) {
   const double correction = op.attrs.reals.empty() ? 1.0 : op.attrs.reals[0];
+  const bool take_sqrt = op.attrs.reals.size() > 1 && op.attrs.reals[1] != 0;
   KILN_SWITCH_FLOAT(op.inputs[0].dtype, "Var", T, {
-    using A = acc_t<T>;
+    using A = double;  // like PyTorch's CPU kernel: no overflow of the squares in f32
     Plan p = make_plan(op, in);
     T* o = out_ptr<T>(op, out);
     const A n = static_cast<A>(p.red.numel);
@@ -452,7 +506,10 @@ void k_Var(const ir::Op& op, void* const* in, void* const* out) {
     run_reduce<T>(p, SumR<A>{}, [&](int64_t i, A acc) { mean[static_cast<size_t>(i)] = acc / n; });
     const double div = std::max(0.0, static_cast<double>(p.red.numel) - correction);
     SumR<A, SqDev<A>> r{SqDev<A>{mean.data()}};
-    run_reduce<T>(p, r, [&](int64_t i, A acc) { o[i] = static_cast<T>(static_cast<double>(acc) / div); });
+    run_reduce<T>(p, r, [&](int64_t i, A acc) {
+      double v = acc / div;
+      o[i] = static_cast<T>(take_sqrt ? std::sqrt(v) : v);
+    });
   });
 }
 

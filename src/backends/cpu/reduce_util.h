@@ -4,7 +4,9 @@
 // and a pairwise tree over fixed-size leaves whose shape does not depend on the thread count.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
@@ -72,26 +74,80 @@ struct LinePlan {
   }
 };
 
+/// NaN-propagating max (IsMax) or min of q[0..n), n >= 1, with GCC vector extensions of the
+/// baseline SSE width and an explicit bitwise blend (scalar code with this blend does not
+/// auto-vectorise).
+template <class T, bool IsMax>
+T vec_extreme(const T* q, int64_t n) {
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T V __attribute__((vector_size(16)));
+  typedef I VI __attribute__((vector_size(16)));
+  constexpr int B = 16 / static_cast<int>(sizeof(T)), U = 8;
+  V m[U];
+  for (int u = 0; u < U; ++u)
+    for (int j = 0; j < B; ++j) m[u][j] = q[0];
+  int64_t k = 0;
+  for (; k + U * B <= n; k += U * B) {
+    for (int u = 0; u < U; ++u) {
+      V x;
+      std::memcpy(&x, q + k + u * B, sizeof(V));
+      VI take = (IsMax ? x > m[u] : x < m[u]) | (x != x);
+      m[u] = (V)(((VI)x & take) | ((VI)m[u] & ~take));
+    }
+  }
+  T r = q[0];
+  auto fold = [&](T x) { r = ((IsMax ? x > r : x < r) || x != x || r != r) ? (r != r ? r : x) : r; };
+  for (int u = 0; u < U; ++u)
+    for (int j = 0; j < B; ++j) fold(m[u][j]);
+  for (; k < n; ++k) fold(q[k]);
+  return r;
+}
+
+/// d[c] = NaN-propagating max (IsMax) or min of d[c] and row[c], for c < n; vectorised like
+/// vec_extreme.
+template <class T, bool IsMax>
+void vec_extreme_row(T* d, const T* row, int64_t n) {
+  using I = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T V __attribute__((vector_size(16)));
+  typedef I VI __attribute__((vector_size(16)));
+  constexpr int B = 16 / static_cast<int>(sizeof(T));
+  int64_t c = 0;
+  for (; c + B <= n; c += B) {
+    V x, m;
+    std::memcpy(&x, row + c, sizeof(V));
+    std::memcpy(&m, d + c, sizeof(V));
+    VI take = (IsMax ? x > m : x < m) | (x != x);
+    m = (V)(((VI)x & take) | ((VI)m & ~take));
+    std::memcpy(d + c, &m, sizeof(V));
+  }
+  for (; c < n; ++c) {
+    T x = row[c];
+    if ((IsMax ? x > d[c] : x < d[c]) || x != x) d[c] = x;
+  }
+}
+
 /// Depth of the tree levels evaluated as separate parallel tasks (2^depth subtrees).
 inline constexpr int kParallelDepth = 4;
 
 /// Pairwise combination over leaves [0, nleaves): leaf(li, Acc* dst) writes w accumulators,
 /// comb(Acc& a, const Acc& b) folds b into a. Results land in out[0..w). The tree shape (split
 /// at the midpoint) is fixed, so serial and parallel evaluation give bit-identical results.
-/// Wmax bounds w (stack buffers).
-template <class Acc, int Wmax, class Leaf, class Comb>
+/// Temporaries: one row of w accumulators per tree level, on the heap.
+template <class Acc, class Leaf, class Comb>
 void tree_reduce(int64_t nleaves, int w, Acc* out, const Leaf& leaf, const Comb& comb, bool parallel) {
+  int levels = 1;
+  while ((int64_t{1} << (levels - 1)) < nleaves) ++levels;
+  const size_t per_task = static_cast<size_t>(levels) * static_cast<size_t>(w);
   struct Rec {
     const Leaf& leaf;
     const Comb& comb;
     int w;
-    void run(int64_t lo, int64_t hi, Acc* dst) const {
+    void run(int64_t lo, int64_t hi, Acc* dst, Acc* scratch) const {
       if (hi - lo == 1) return leaf(lo, dst);
       int64_t mid = lo + (hi - lo) / 2;
-      run(lo, mid, dst);
-      Acc tmp[Wmax];
-      run(mid, hi, tmp);
-      for (int c = 0; c < w; ++c) comb(dst[c], tmp[c]);
+      run(lo, mid, dst, scratch + w);
+      run(mid, hi, scratch, scratch + w);
+      for (int c = 0; c < w; ++c) comb(dst[c], scratch[c]);
     }
     void collect(int64_t lo, int64_t hi, int depth, std::vector<std::pair<int64_t, int64_t>>& nodes) const {
       if (depth == 0 || hi - lo == 1) return nodes.push_back({lo, hi});
@@ -99,29 +155,35 @@ void tree_reduce(int64_t nleaves, int w, Acc* out, const Leaf& leaf, const Comb&
       collect(lo, mid, depth - 1, nodes);
       collect(mid, hi, depth - 1, nodes);
     }
-    void fold(int64_t lo, int64_t hi, int depth, const Acc* vals, size_t& k, Acc* dst) const {
+    void fold(int64_t lo, int64_t hi, int depth, const Acc* vals, size_t& k, Acc* dst, Acc* scratch) const {
       if (depth == 0 || hi - lo == 1) {
         std::copy(vals + k * w, vals + (k + 1) * w, dst);
         ++k;
         return;
       }
       int64_t mid = lo + (hi - lo) / 2;
-      fold(lo, mid, depth - 1, vals, k, dst);
-      Acc tmp[Wmax];
-      fold(mid, hi, depth - 1, vals, k, tmp);
-      for (int c = 0; c < w; ++c) comb(dst[c], tmp[c]);
+      fold(lo, mid, depth - 1, vals, k, dst, scratch + w);
+      fold(mid, hi, depth - 1, vals, k, scratch, scratch + w);
+      for (int c = 0; c < w; ++c) comb(dst[c], scratch[c]);
     }
   };
   Rec rec{leaf, comb, w};
-  if (!parallel || nleaves < 2) return rec.run(0, nleaves, out);
+  auto with_scratch = [&](auto&& f) {
+    std::unique_ptr<Acc[]> buf(new Acc[per_task]);
+    f(buf.get());
+  };
+  if (!parallel || nleaves < 2) return with_scratch([&](Acc* scr) { rec.run(0, nleaves, out, scr); });
   std::vector<std::pair<int64_t, int64_t>> nodes;
   rec.collect(0, nleaves, kParallelDepth, nodes);
   std::unique_ptr<Acc[]> vals(new Acc[nodes.size() * static_cast<size_t>(w)]);
   parallel_blocks(static_cast<int64_t>(nodes.size()), [&](int64_t i) {
-    rec.run(nodes[static_cast<size_t>(i)].first, nodes[static_cast<size_t>(i)].second, &vals[static_cast<size_t>(i) * w]);
+    with_scratch([&](Acc* scr) {
+      rec.run(nodes[static_cast<size_t>(i)].first, nodes[static_cast<size_t>(i)].second,
+              &vals[static_cast<size_t>(i) * w], scr);
+    });
   });
   size_t k = 0;
-  rec.fold(0, nleaves, kParallelDepth, vals.get(), k, out);
+  with_scratch([&](Acc* scr) { rec.fold(0, nleaves, kParallelDepth, vals.get(), k, out, scr); });
 }
 
 }  // namespace kiln::cpu::red

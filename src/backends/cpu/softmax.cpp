@@ -17,6 +17,7 @@ namespace kiln::cpu {
 namespace {
 
 constexpr int kTile = 64;
+constexpr int kWideTile = 1024;
 constexpr int kLanes = 16;
 
 /// max that sticks at NaN.
@@ -25,41 +26,72 @@ inline A nanmax(A a, A x) {
   return (x > a || x != x) ? x : a;
 }
 
-/// One contiguous f32 row: the fast path.
-void softmax_row_f32(const float* x, float* y, int64_t n, bool log, std::vector<float>& tmp) {
-  static const ir::Op exp_op = [] {
+const ir::Op& exp_op() {
+  static const ir::Op op = [] {
     ir::Op o;
     o.kind = ir::OpKind::Exp;
     return o;
   }();
-  float m[kLanes];
-  for (auto& v : m) v = -std::numeric_limits<float>::infinity();
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes)
-    for (int j = 0; j < kLanes; ++j) m[j] = nanmax(m[j], x[k + j]);
-  for (int j = 0; k < n; ++k, ++j) m[j] = nanmax(m[j], x[k]);
-  float mx = m[0];
-  for (int j = 1; j < kLanes; ++j) mx = nanmax(mx, m[j]);
+  return op;
+}
+
+/// y[k] = exp(y[k]) for contiguous f32 (Highway when available).
+void exp_inplace(float* y, int64_t n) {
+  if (!vec::unary_f32(exp_op(), y, y, n))
+    for (int64_t k = 0; k < n; ++k) y[k] = std::exp(y[k]);
+}
+
+/// One contiguous f32 row, fused while it sits in cache: max, exp and sum, scale.
+void softmax_row_f32(const float* x, float* y, int64_t n, bool log, std::vector<float>& tmp) {
+  const float mx = red::vec_extreme<float, true>(x, n);
+  for (int64_t k = 0; k < n; ++k) y[k] = x[k] - mx;
   float* e = y;
   if (log) {
-    tmp.resize(static_cast<size_t>(n));
+    tmp.assign(y, y + n);
     e = tmp.data();
   }
-  for (k = 0; k < n; ++k) e[k] = x[k] - mx;
-  if (!vec::unary_f32(exp_op, e, e, n))
-    for (k = 0; k < n; ++k) e[k] = std::exp(e[k]);
+  exp_inplace(e, n);
   float s[kLanes] = {};
-  for (k = 0; k + kLanes <= n; k += kLanes)
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes)
     for (int j = 0; j < kLanes; ++j) s[j] += e[k + j];
   for (int j = 0; k < n; ++k, ++j) s[j] += e[k];
   for (int w = kLanes / 2; w >= 1; w /= 2)
     for (int j = 0; j < w; ++j) s[j] += s[j + w];
   if (log) {
-    const float sub = mx + std::log(s[0]);
-    for (k = 0; k < n; ++k) y[k] = x[k] - sub;
+    const float ls = std::log(s[0]);
+    for (k = 0; k < n; ++k) y[k] -= ls;
   } else {
     const float inv = 1.0f / s[0];
     for (k = 0; k < n; ++k) y[k] *= inv;
+  }
+}
+
+/// A tile of tw neighbouring f32 lines along a non-innermost dim, walked row by row (rows of
+/// the tile are contiguous): max, exp and sum, scale.
+void softmax_cols_f32(const float* x, int64_t xstride, float* y, int64_t ystride, int64_t L, int tw, bool log) {
+  float mx[kWideTile], s[kWideTile];
+  for (int c = 0; c < tw; ++c) {
+    mx[c] = -std::numeric_limits<float>::infinity();
+    s[c] = 0;
+  }
+  // A NaN max sticks and makes every output of its line NaN.
+  for (int64_t l = 0; l < L; ++l) red::vec_extreme_row<float, true>(mx, x + l * xstride, tw);
+  for (int64_t l = 0; l < L; ++l) {
+    const float* row = x + l * xstride;
+    float* out = y + l * ystride;
+    for (int c = 0; c < tw; ++c) out[c] = row[c] - mx[c];
+    exp_inplace(out, tw);
+    for (int c = 0; c < tw; ++c) s[c] += out[c];
+  }
+  for (int c = 0; c < tw; ++c) s[c] = log ? std::log(s[c]) : 1.0f / s[c];
+  for (int64_t l = 0; l < L; ++l) {
+    const float* row = x + l * xstride;
+    float* out = y + l * ystride;
+    if (log)
+      for (int c = 0; c < tw; ++c) out[c] = (row[c] - mx[c]) - s[c];
+    else
+      for (int c = 0; c < tw; ++c) out[c] *= s[c];
   }
 }
 
@@ -89,8 +121,8 @@ void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool lo
         A s = 0;
         for (int64_t l = 0; l < L; ++l) s += std::exp(static_cast<A>(p[l * lp.stride]) - mx);
         if (log) {
-          const A sub = mx + std::log(s);
-          for (int64_t l = 0; l < L; ++l) q[l] = static_cast<T>(static_cast<A>(p[l * lp.stride]) - sub);
+          const A ls = std::log(s);
+          for (int64_t l = 0; l < L; ++l) q[l] = static_cast<T>((static_cast<A>(p[l * lp.stride]) - mx) - ls);
         } else {
           const A inv = A(1) / s;
           for (int64_t l = 0; l < L; ++l) q[l] = static_cast<T>(std::exp(static_cast<A>(p[l * lp.stride]) - mx) * inv);
@@ -98,6 +130,19 @@ void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool lo
       }
     });
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (lp.inner.shape.size() == 1 && lp.inner.inner_stride() == 1) {
+      const int64_t nt = (inner + kWideTile - 1) / kWideTile;
+      parallel_for(nouter * nt, std::max<int64_t>(1, kGrain / (L * kWideTile)), [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          int64_t o = t / nt, c0 = (t % nt) * kWideTile;
+          int tw = static_cast<int>(std::min<int64_t>(kWideTile, inner - c0));
+          softmax_cols_f32(base + lp.outer.offset(o) + c0, lp.stride, y + o * L * inner + c0, inner, L, tw, log);
+        }
+      });
+      return;
+    }
   }
   const int64_t ntiles = (inner + kTile - 1) / kTile;
   parallel_for(nouter * ntiles, std::max<int64_t>(1, kGrain / (L * kTile)), [&](int64_t b, int64_t e) {
@@ -116,12 +161,12 @@ void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool lo
         for (int c = 0; c < tw; ++c) mx[c] = nanmax(mx[c], static_cast<A>(p[l * lp.stride + coff[c]]));
       for (int64_t l = 0; l < L; ++l)
         for (int c = 0; c < tw; ++c) s[c] += std::exp(static_cast<A>(p[l * lp.stride + coff[c]]) - mx[c]);
-      for (int c = 0; c < tw; ++c) s[c] = log ? mx[c] + std::log(s[c]) : A(1) / s[c];
+      for (int c = 0; c < tw; ++c) s[c] = log ? std::log(s[c]) : A(1) / s[c];
       for (int64_t l = 0; l < L; ++l) {
         T* q = y + (o * L + l) * inner + c0;
         for (int c = 0; c < tw; ++c) {
           A v = static_cast<A>(p[l * lp.stride + coff[c]]);
-          q[c] = static_cast<T>(log ? v - s[c] : std::exp(v - mx[c]) * s[c]);
+          q[c] = static_cast<T>(log ? (v - mx[c]) - s[c] : std::exp(v - mx[c]) * s[c]);
         }
       }
     }
