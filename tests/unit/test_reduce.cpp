@@ -58,7 +58,7 @@ std::vector<std::vector<double>> groups(const std::vector<double>& x, const Shap
   return g;
 }
 
-std::vector<bool> flags(size_t rank, std::initializer_list<int> dims) {
+std::vector<bool> flags(size_t rank, const std::vector<int>& dims) {
   std::vector<bool> f(rank, dims.size() == 0);
   for (int d : dims) f[static_cast<size_t>(d < 0 ? d + static_cast<int>(rank) : d)] = true;
   return f;
@@ -108,7 +108,7 @@ TEST(Reduce, SumMeanProdEveryDimSet) {
   auto v = randv(60, 1);
   Tensor x = tensor(v, s);
   std::vector<double> xd(v.begin(), v.end());
-  std::vector<std::pair<Dims, std::initializer_list<int>>> cases = {
+  std::vector<std::pair<Dims, std::vector<int>>> cases = {
       {{}, {}},         {{0}, {0}},        {{1}, {1}},       {{2}, {2}},       {{-1}, {-1}},
       {{0, 2}, {0, 2}}, {{-1, 0}, {0, 2}}, {{1, 2}, {1, 2}}, {{0, 1}, {0, 1}}, {{0, 1, 2}, {}}};
   for (auto& [dims, fl] : cases) {
