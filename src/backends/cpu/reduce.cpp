@@ -21,6 +21,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/reduce_util.h"
+#include "backends/cpu/vec.h"
 
 namespace kiln::cpu {
 
@@ -94,6 +95,12 @@ struct SumR {
   Acc init() const { return A(0); }
   void add(Acc& a, A x, int64_t) const { a = wrap_add(a, x); }
   void comb(Acc& a, const Acc& b) const { a = wrap_add(a, b); }
+  /// Contiguous f32 runs use the vectorised sum (runtime-dispatched SIMD).
+  template <class T>
+  requires(std::is_same_v<T, float>&& std::is_same_v<A_, float>&& std::is_same_v<Pre, NoPre>) void run_contig(
+      Acc& a, const T* q, int64_t n, int64_t) const {
+    a += vec::sum_f32(q, n);
+  }
 };
 
 /// (x - center[o])^2: the second pass of the variance.
@@ -173,7 +180,9 @@ struct ExtR {
   void comb(Acc& a, const Acc& b) const { add(a, b, 0); }
   template <class T>
   void run_contig(Acc& a, const T* q, int64_t n, int64_t) const {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (std::is_same_v<T, float>)
+      add(a, vec::extreme_f32(q, n, IsMax), 0);
+    else if constexpr (std::is_floating_point_v<T>)
       add(a, vec_extreme<T, IsMax>(q, n), 0);
     else
       for (int64_t k = 0; k < n; ++k) add(a, static_cast<A>(q[k]), 0);

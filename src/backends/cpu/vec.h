@@ -12,4 +12,9 @@ bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n);
 /// a, b: row pointers; sa, sb: 1 (contiguous) or 0 (broadcast scalar).
 bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n);
 
+/// Sum of n contiguous floats (a fixed lane/accumulator layout: deterministic for a target).
+float sum_f32(const float* q, int64_t n);
+/// Max (or min) of n >= 1 contiguous floats; NaN if any element is NaN.
+float extreme_f32(const float* q, int64_t n, bool is_max);
+
 }  // namespace kiln::cpu::vec

@@ -40,14 +40,29 @@ HWY_INLINE void Map1(const float* in, float* out, int64_t n, const F& f) {
   }
 }
 
+// exp(x) to ~1 ulp (Cephes' expf polynomial after a two-constant ln 2 reduction). The scale
+// 2^n is applied in two halves so that results down to the subnormal range and up to +inf come
+// out of the arithmetic itself; NaN passes through.
 HWY_INLINE V ExpSafe(D d, V x) {
-  // Highway's Exp is valid up to ~88.7; beyond, the answer is +inf. NaN passes through the mask.
-  const V big = hn::Set(d, 88.7228394f);
-  const V small = hn::Set(d, -103.972084f);
-  V r = hn::Exp(d, hn::Max(hn::Min(x, big), small));
-  r = hn::IfThenElse(hn::Gt(x, big), hn::Set(d, HUGE_VALF), r);
-  r = hn::IfThenElse(hn::Lt(x, small), hn::Zero(d), r);
-  return hn::IfThenElse(hn::Eq(x, x), r, x);
+  const hn::RebindToSigned<D> di;
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
+  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), xc);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  V p = hn::Set(d, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
+  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
+  const auto ni = hn::ConvertTo(di, n);
+  const auto n1 = hn::ShiftRight<1>(ni);
+  const auto n2 = hn::Sub(ni, n1);
+  const auto bias = hn::Set(di, 127);
+  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
+  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
+  return hn::IfThenElse(hn::Eq(x, x), hn::Mul(hn::Mul(p, s1), s2), x);
 }
 
 HWY_INLINE V Sigmoid(D d, V x) { return hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), ExpSafe(d, hn::Neg(x)))); }
@@ -67,11 +82,20 @@ HWY_INLINE V Erf(D d, V x) {
   return hn::CopySign(y, x);
 }
 
+// tanh: an odd polynomial below |x| = 0.625 (Cephes' tanhf), 1 - 2 / (exp(2|x|) + 1) above.
 HWY_INLINE V Tanh(D d, V x) {
-  // Highway's Tanh; inputs beyond +-9 saturate to +-1 exactly in f32.
-  const V lim = hn::Set(d, 9.0f);
-  V r = hn::Tanh(d, hn::Max(hn::Min(x, lim), hn::Neg(lim)));
-  return hn::IfThenElse(hn::Eq(x, x), r, x);
+  const V ax = hn::Abs(x);
+  const V x2 = hn::Mul(x, x);
+  V p = hn::Set(d, -5.70498872745e-3f);
+  p = hn::MulAdd(p, x2, hn::Set(d, 2.06390887954e-2f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -5.37397155531e-2f));
+  p = hn::MulAdd(p, x2, hn::Set(d, 1.33314422036e-1f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -3.33332819422e-1f));
+  const V small = hn::MulAdd(hn::Mul(p, x2), x, x);
+  const V e = ExpSafe(d, hn::Add(ax, ax));
+  const V big = hn::CopySign(
+      hn::NegMulAdd(hn::Set(d, 2.0f), hn::Div(hn::Set(d, 1.0f), hn::Add(e, hn::Set(d, 1.0f))), hn::Set(d, 1.0f)), x);
+  return hn::IfThenElse(hn::Lt(ax, hn::Set(d, 0.625f)), small, hn::IfThenElse(hn::Eq(x, x), big, x));
 }
 
 HWY_INLINE V LogSafe(D d, V x) {
@@ -282,6 +306,52 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
   }
 }
 
+float SumF32(const float* q, int64_t n) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  V a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::LoadU(d, q + i));
+    a1 = hn::Add(a1, hn::LoadU(d, q + i + N));
+    a2 = hn::Add(a2, hn::LoadU(d, q + i + 2 * N));
+    a3 = hn::Add(a3, hn::LoadU(d, q + i + 3 * N));
+  }
+  for (; i + N <= n; i += N) a0 = hn::Add(a0, hn::LoadU(d, q + i));
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  float t = 0.f;
+  for (; i < n; ++i) t += q[i];
+  return s + t;
+}
+
+float ExtremeF32(const float* q, int64_t n, bool is_max) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  float r = q[0];
+  bool nan = false;
+  int64_t i = 0;
+  if (n >= 2 * N) {
+    V a0 = hn::LoadU(d, q), a1 = hn::LoadU(d, q + N);
+    // Lanes that saw a NaN (Highway's Ne is an ordered compare, so test !(x == x)).
+    V bad = hn::VecFromMask(d, hn::Not(hn::And(hn::Eq(a0, a0), hn::Eq(a1, a1))));
+    for (i = 2 * N; i + 2 * N <= n; i += 2 * N) {
+      const V x0 = hn::LoadU(d, q + i), x1 = hn::LoadU(d, q + i + N);
+      a0 = is_max ? hn::Max(a0, x0) : hn::Min(a0, x0);
+      a1 = is_max ? hn::Max(a1, x1) : hn::Min(a1, x1);
+      bad = hn::Or(bad, hn::VecFromMask(d, hn::Not(hn::And(hn::Eq(x0, x0), hn::Eq(x1, x1)))));
+    }
+    const V a = is_max ? hn::Max(a0, a1) : hn::Min(a0, a1);
+    r = hn::GetLane(is_max ? hn::MaxOfLanes(d, a) : hn::MinOfLanes(d, a));
+    nan = !hn::AllFalse(d, hn::MaskFromVec(bad));
+  }
+  for (; i < n; ++i) {
+    const float x = q[i];
+    if (x != x) nan = true;
+    r = is_max ? (x > r ? x : r) : (x < r ? x : r);
+  }
+  return nan ? NAN : r;
+}
+
 }  // namespace kiln::cpu::vec::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -289,6 +359,10 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::cpu::vec {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
+HWY_EXPORT(SumF32);
+HWY_EXPORT(ExtremeF32);
+float sum_f32(const float* q, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(q, n); }
+float extreme_f32(const float* q, int64_t n, bool is_max) { return HWY_DYNAMIC_DISPATCH(ExtremeF32)(q, n, is_max); }
 bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
 }
@@ -302,5 +376,18 @@ bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int
 namespace kiln::cpu::vec {
 bool unary_f32(const ir::Op&, const float*, float*, int64_t) { return false; }
 bool binary_f32(ir::OpKind, const float*, int64_t, const float*, int64_t, float*, int64_t) { return false; }
+float sum_f32(const float* q, int64_t n) {
+  float s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += q[i];
+  return s;
+}
+float extreme_f32(const float* q, int64_t n, bool is_max) {
+  float r = q[0];
+  for (int64_t i = 0; i < n; ++i) {
+    if (q[i] != q[i]) return q[i];
+    r = is_max ? (q[i] > r ? q[i] : r) : (q[i] < r ? q[i] : r);
+  }
+  return r;
+}
 }  // namespace kiln::cpu::vec
 #endif
