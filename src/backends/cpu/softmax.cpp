@@ -41,32 +41,7 @@ void exp_inplace(float* y, int64_t n) {
     for (int64_t k = 0; k < n; ++k) y[k] = std::exp(y[k]);
 }
 
-/// One contiguous f32 row, fused while it sits in cache: max, exp and sum, scale.
-void softmax_row_f32(const float* x, float* y, int64_t n, bool log, std::vector<float>& tmp) {
-  const float mx = red::vec_extreme<float, true>(x, n);
-  for (int64_t k = 0; k < n; ++k) y[k] = x[k] - mx;
-  float* e = y;
-  if (log) {
-    tmp.assign(y, y + n);
-    e = tmp.data();
-  }
-  exp_inplace(e, n);
-  float s[kLanes] = {};
-  int64_t k = 0;
-  for (; k + kLanes <= n; k += kLanes)
-    for (int j = 0; j < kLanes; ++j) s[j] += e[k + j];
-  for (int j = 0; k < n; ++k, ++j) s[j] += e[k];
-  for (int w = kLanes / 2; w >= 1; w /= 2)
-    for (int j = 0; j < w; ++j) s[j] += s[j + w];
-  if (log) {
-    const float ls = std::log(s[0]);
-    for (k = 0; k < n; ++k) y[k] -= ls;
-  } else {
-    const float inv = 1.0f / s[0];
-    for (k = 0; k < n; ++k) y[k] *= inv;
-  }
-}
-
+/// One contiguous f32 row, fused while it sits in cache: max, exp and sum, scale (SIMD).
 /// A tile of tw neighbouring f32 lines along a non-innermost dim, walked row by row (rows of
 /// the tile are contiguous): max, exp and sum, scale.
 void softmax_cols_f32(const float* x, int64_t xstride, float* y, int64_t ystride, int64_t L, int tw, bool log) {
@@ -106,13 +81,12 @@ void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool lo
   if (L == 0 || inner == 0 || nouter == 0) return;
   if (inner == 1) {
     parallel_for(nouter, std::max<int64_t>(1, kGrain / L), [&](int64_t b, int64_t e) {
-      std::vector<float> tmp;
       for (int64_t o = b; o < e; ++o) {
         const T* p = base + lp.outer.offset(o);
         T* q = y + o * L;
         if constexpr (std::is_same_v<T, float>) {
           if (lp.stride == 1) {
-            softmax_row_f32(p, q, L, log, tmp);
+            vec::softmax_f32(p, q, L, log);  // one fused SIMD pass set per row
             continue;
           }
         }

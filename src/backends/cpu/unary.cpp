@@ -163,13 +163,18 @@ void k_NanToNum(const ir::Op& op, void* const* in, void* const* out) {
   KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "nan_to_num", T, nan_to_num_impl<T>(op, in, out));
 }
 
+namespace {
+template <class T>
+void bitwise_not_impl(const ir::Op& op, void* const* in, void* const* out) {
+  if constexpr (std::is_same_v<T, bool>)
+    apply<bool, bool>(op, in, out, [](bool x) { return !x; });
+  else
+    apply<T, T>(op, in, out, [](T x) { return static_cast<T>(~x); });
+}
+}  // namespace
+
 void k_BitwiseNot(const ir::Op& op, void* const* in, void* const* out) {
-  KILN_SWITCH_INT_BOOL(op.inputs[0].dtype, "bitwise_not", T, {
-    if constexpr (std::is_same_v<T, bool>)
-      apply<bool, bool>(op, in, out, [](bool x) { return !x; });
-    else
-      apply<T, T>(op, in, out, [](T x) { return static_cast<T>(~x); });
-  });
+  KILN_SWITCH_INT_BOOL(op.inputs[0].dtype, "bitwise_not", T, bitwise_not_impl<T>(op, in, out));
 }
 
 void k_LogicalNot(const ir::Op& op, void* const* in, void* const* out) {

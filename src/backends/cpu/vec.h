@@ -17,4 +17,7 @@ float sum_f32(const float* q, int64_t n);
 /// Max (or min) of n >= 1 contiguous floats; NaN if any element is NaN.
 float extreme_f32(const float* q, int64_t n, bool is_max);
 
+/// Softmax (or log-softmax) of one contiguous row of n >= 1 floats, x -> y (may alias).
+void softmax_f32(const float* x, float* y, int64_t n, bool log);
+
 }  // namespace kiln::cpu::vec

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Highway kernels for contiguous f32 rows, compiled for several x86 targets and chosen at run
 // time (SSE4, AVX2, AVX-512). Special values (NaN, +-inf, 0) follow the scalar reference.
+#include <cmath>
+#include <cstring>
+
 #include "backends/cpu/vec.h"
 
 #if KILN_WITH_HWY
-#include <cmath>
-#include <cstring>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/vec_hwy.cpp"
@@ -352,6 +353,45 @@ float ExtremeF32(const float* q, int64_t n, bool is_max) {
   return nan ? NAN : r;
 }
 
+void SoftmaxF32(const float* x, float* y, int64_t n, bool log) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const float mx = ExtremeF32(x, n, true);
+  const V vmx = hn::Set(d, mx);
+  // Pass 2: exp(x - max), summed (and stored unless log-softmax).
+  V a0 = hn::Zero(d), a1 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const V e0 = ExpSafe(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+    const V e1 = ExpSafe(d, hn::Sub(hn::LoadU(d, x + i + N), vmx));
+    if (!log) {
+      hn::StoreU(e0, d, y + i);
+      hn::StoreU(e1, d, y + i + N);
+    }
+    a0 = hn::Add(a0, e0);
+    a1 = hn::Add(a1, e1);
+  }
+  float tail = 0.f;
+  for (; i < n; ++i) {
+    const float e = std::exp(x[i] - mx);
+    if (!log) y[i] = e;
+    tail += e;
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1))) + tail;
+  // Pass 3: scale, or shift by max + log(sum).
+  i = 0;
+  if (log) {
+    const float c = mx + std::log(sum);
+    const V vc = hn::Set(d, c);
+    for (; i + N <= n; i += N) hn::StoreU(hn::Sub(hn::LoadU(d, x + i), vc), d, y + i);
+    for (; i < n; ++i) y[i] = x[i] - c;
+  } else {
+    const V inv = hn::Set(d, 1.0f / sum);
+    for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, y + i), inv), d, y + i);
+    for (; i < n; ++i) y[i] *= 1.0f / sum;
+  }
+}
+
 }  // namespace kiln::cpu::vec::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -361,6 +401,8 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
 HWY_EXPORT(ExtremeF32);
+HWY_EXPORT(SoftmaxF32);
+void softmax_f32(const float* x, float* y, int64_t n, bool log) { HWY_DYNAMIC_DISPATCH(SoftmaxF32)(x, y, n, log); }
 float sum_f32(const float* q, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(q, n); }
 float extreme_f32(const float* q, int64_t n, bool is_max) { return HWY_DYNAMIC_DISPATCH(ExtremeF32)(q, n, is_max); }
 bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n) {
@@ -380,6 +422,11 @@ float sum_f32(const float* q, int64_t n) {
   float s = 0.f;
   for (int64_t i = 0; i < n; ++i) s += q[i];
   return s;
+}
+void softmax_f32(const float* x, float* y, int64_t n, bool log) {
+  float mx = extreme_f32(x, n, true), s = 0.f;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - mx);
+  for (int64_t i = 0; i < n; ++i) y[i] = log ? x[i] - mx - std::log(s) : std::exp(x[i] - mx) / s;
 }
 float extreme_f32(const float* q, int64_t n, bool is_max) {
   float r = q[0];
