@@ -5,23 +5,11 @@
 #include <cmath>
 #include <string>
 
+#include "test_util.h"
+
 using namespace kiln;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-#define EXPECT_ERROR(stmt, needle)                                          \
-  do {                                                                      \
-    std::string msg_ = error_of([&] { stmt; });                             \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_; \
-  } while (0)
 
 std::vector<float> iota(int n) {
   std::vector<float> v(static_cast<size_t>(n));

@@ -6,24 +6,10 @@
 #include <cmath>
 #include <string>
 
+#include "test_util.h"
+
 using namespace kiln;
 
-namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-#define EXPECT_ERROR(stmt, needle)                                          \
-  do {                                                                      \
-    std::string msg_ = error_of([&] { stmt; });                             \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_; \
-  } while (0)
-}  // namespace
 
 TEST(Elementwise, DtypeRules) {
   Tensor i = tensor({1, -2, 3}, {3});

@@ -9,23 +9,12 @@
 #include <random>
 #include <string>
 
+#include "test_util.h"
+
 using namespace kiln;
+using kiln::test::error_of;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-#define EXPECT_ERROR(stmt, needle)                                          \
-  do {                                                                      \
-    std::string msg_ = error_of([&] { stmt; });                             \
-    EXPECT_NE(msg_.find(needle), std::string::npos) << "message: " << msg_; \
-  } while (0)
 
 Tensor I(std::initializer_list<int64_t> v, const Shape& s) { return tensor<int64_t>(v, s); }
 Tensor I(std::initializer_list<int64_t> v) { return tensor<int64_t>(v); }

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "ir/op.h"
+#include "test_util.h"
 
 using namespace kiln;
+using kiln::test::expect_error;
 
 namespace {
 
@@ -53,17 +55,6 @@ void expect_same(const Tensor& got, const Host& want) {
   auto g = got.to_vector<double>();
   ASSERT_EQ(g.size(), want.v.size());
   for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(g[i], want.v[i]) << "at flat index " << i;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& op, const std::string& part = "") {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error from " << op;
-  } catch (const Error& e) {
-    std::string w = e.what();
-    EXPECT_NE(w.find("[" + op + "]"), std::string::npos) << w;
-    if (!part.empty()) EXPECT_NE(w.find(part), std::string::npos) << w;
-  }
 }
 
 Tensor seq(const Shape& s, DType dt = f32) { return arange(0, shape_numel(s), 1, dt).reshape(s); }

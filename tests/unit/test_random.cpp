@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace kiln;
+using kiln::test::expect_error;
 
 namespace {
 
@@ -28,17 +31,6 @@ Stats stats(const std::vector<double>& v) {
   for (double x : v) s.var += (x - s.mean) * (x - s.mean);
   s.var /= static_cast<double>(v.size() - 1);
   return s;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& op, const std::string& part = "") {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error from " << op;
-  } catch (const Error& e) {
-    std::string w = e.what();
-    EXPECT_NE(w.find("[" + op + "]"), std::string::npos) << w;
-    if (!part.empty()) EXPECT_NE(w.find(part), std::string::npos) << w;
-  }
 }
 
 constexpr int64_t kN = 1000000;

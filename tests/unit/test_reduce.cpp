@@ -11,7 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace kiln;
+using kiln::test::expect_error;
 
 namespace {
 
@@ -81,18 +84,6 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
     } else {
       EXPECT_NEAR(got[i], want[i], atol + rtol * std::abs(want[i])) << what << " at " << i;
     }
-  }
-}
-
-template <class F>
-void expect_error(F&& f, const std::string& op, const std::string& part = "") {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error from " << op;
-  } catch (const Error& e) {
-    std::string w = e.what();
-    EXPECT_NE(w.find("[" + op + "]"), std::string::npos) << w;
-    if (!part.empty()) EXPECT_NE(w.find(part), std::string::npos) << w;
   }
 }
 

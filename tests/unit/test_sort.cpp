@@ -12,21 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace kiln;
+using kiln::test::expect_error;
 
 namespace {
-
-template <class F>
-void expect_error(F&& f, const std::string& op, const std::string& part = "") {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error from " << op;
-  } catch (const Error& e) {
-    std::string w = e.what();
-    EXPECT_NE(w.find("[" + op + "]"), std::string::npos) << w;
-    if (!part.empty()) EXPECT_NE(w.find(part), std::string::npos) << w;
-  }
-}
 
 /// Reference stable sort of one line: NaN largest.
 std::vector<int64_t> ref_order(const std::vector<double>& v, bool desc) {
