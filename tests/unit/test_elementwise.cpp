@@ -10,7 +10,6 @@
 
 using namespace kiln;
 
-
 TEST(Elementwise, DtypeRules) {
   Tensor i = tensor({1, -2, 3}, {3});
   EXPECT_EQ(exp(i).dtype(), f32);  // float ops promote integers
@@ -162,5 +161,35 @@ TEST(Elementwise, HalfTypesComputeInFloat) {
     EXPECT_EQ((h + h).to_vector<float>(), (std::vector<float>{1.f, 3.f, -4.f}));
     EXPECT_EQ((h + 1).dtype(), t);
     EXPECT_EQ((h + ones({3}, {.dtype = f64})).dtype(), f64);
+  }
+}
+
+TEST(Elementwise, VectorMathAccuracyOnADenseGrid) {
+  // The SIMD approximations against double-precision std:: functions, over a grid that covers
+  // the saturated tails (values must be within a few f32 ulps).
+  std::vector<float> xs;
+  for (double v = -30; v <= 30; v += 1.0 / 512) xs.push_back(static_cast<float>(v));
+  Tensor x = tensor(xs, {static_cast<int64_t>(xs.size())});
+  struct Case {
+    const char* name;
+    Tensor (*fn)(const Tensor&);
+    double (*ref)(double);
+    double atol;  // gelu's 1 + erf(x) cancels in f32 for x < -4, as in PyTorch
+  };
+  const Case cases[] = {
+      {"exp", [](const Tensor& t) { return exp(t); }, [](double v) { return std::exp(v); }, 1e-37},
+      {"tanh", [](const Tensor& t) { return tanh(t); }, [](double v) { return std::tanh(v); }, 1e-37},
+      {"erf", [](const Tensor& t) { return erf(t); }, [](double v) { return std::erf(v); }, 1e-37},
+      {"sigmoid", [](const Tensor& t) { return sigmoid(t); }, [](double v) { return 1 / (1 + std::exp(-v)); }, 1e-37},
+      {"gelu", [](const Tensor& t) { return gelu(t); },
+       [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }, 1e-6},
+      {"silu", [](const Tensor& t) { return silu(t); }, [](double v) { return v / (1 + std::exp(-v)); }, 1e-37},
+  };
+  for (const auto& c : cases) {
+    auto out = c.fn(x).to_vector<float>();
+    for (size_t k = 0; k < xs.size(); ++k) {
+      double want = c.ref(xs[k]);
+      ASSERT_NEAR(out[k], want, 1e-6 * std::abs(want) + c.atol) << c.name << "(" << xs[k] << ")";
+    }
   }
 }
