@@ -59,10 +59,60 @@ void copy_rows(const StridedLoop<2>& loop) {
   });
 }
 
+/// Copies when the output is contiguous along its last dim but the input is contiguous along
+/// the one before (a transpose): 32 x 32 tiles keep both the reads and the writes in cache
+/// lines instead of striding through memory on one side. Returns false for other layouts.
+template <size_t S>
+bool copy_transposed(const StridedLoop<2>& loop) {
+  const int nd = loop.ndim;
+  if (nd < 2) return false;
+  const int64_t es = static_cast<int64_t>(S);
+  const size_t a = static_cast<size_t>(nd - 2), b = static_cast<size_t>(nd - 1);
+  const int64_t oa = loop.strides[0][a], ob = loop.strides[0][b], ia = loop.strides[1][a], ib = loop.strides[1][b];
+  const int64_t na = loop.shape[a], nb = loop.shape[b];
+  if (ob != es || ia != es || ib == es || na < 16 || nb < 16) return false;
+  constexpr int64_t kT = 32;
+  int64_t outer = 1;
+  for (size_t d = 0; d < a; ++d) outer *= loop.shape[d];
+  const int64_t ta = (na + kT - 1) / kT, tb = (nb + kT - 1) / kT;
+  parallel_for(outer * ta * tb, std::max<int64_t>(1, kGrain / (kT * kT)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t o = t / (ta * tb), r = t % (ta * tb);
+      int64_t a0 = (r / tb) * kT, b0 = (r % tb) * kT;
+      char* po = loop.base[0];
+      const char* pi = loop.base[1];
+      for (size_t d = a; d-- > 0;) {  // outer multi-index, last dim fastest
+        int64_t idx = o % loop.shape[d];
+        o /= loop.shape[d];
+        po += idx * loop.strides[0][d];
+        pi += idx * loop.strides[1][d];
+      }
+      const int64_t ea = std::min(na, a0 + kT), eb = std::min(nb, b0 + kT);
+      for (int64_t j = b0; j < eb; ++j)    // input rows: contiguous along a
+        for (int64_t i = a0; i < ea; ++i)  // output rows: contiguous along b
+          std::memcpy(po + i * oa + j * es, pi + i * es + j * ib, S);
+    }
+  });
+  return true;
+}
+
 }  // namespace
 
 void k_Copy(const ir::Op& op, void* const* in, void* const* out) {
   auto loop = unary_loop(op, in, out);
+  switch (dtype_size(op.outputs[0].dtype)) {
+    case 2:
+      if (copy_transposed<2>(loop)) return;
+      break;
+    case 4:
+      if (copy_transposed<4>(loop)) return;
+      break;
+    case 8:
+      if (copy_transposed<8>(loop)) return;
+      break;
+    default:
+      break;
+  }
   switch (dtype_size(op.outputs[0].dtype)) {
     case 1:
       return copy_rows<1>(loop);
