@@ -218,6 +218,103 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
+  // Method forms of the free functions in ops.h (same contracts; see there).
+  Tensor add(const Tensor& o, Scalar alpha = 1) const;
+  Tensor add(Scalar o) const;
+  Tensor sub(const Tensor& o, Scalar alpha = 1) const;
+  Tensor sub(Scalar o) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor mul(Scalar o) const;
+  Tensor div(const Tensor& o, const std::string& rounding_mode = "") const;
+  Tensor div(Scalar o, const std::string& rounding_mode = "") const;
+  Tensor remainder(const Tensor& o) const;
+  Tensor remainder(Scalar o) const;
+  Tensor fmod(const Tensor& o) const;
+  Tensor fmod(Scalar o) const;
+  Tensor maximum(const Tensor& o) const;
+  Tensor minimum(const Tensor& o) const;
+  Tensor atan2(const Tensor& o) const;
+  Tensor hypot(const Tensor& o) const;
+  Tensor logaddexp(const Tensor& o) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor eq(Scalar o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor ne(Scalar o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor lt(Scalar o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor le(Scalar o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor gt(Scalar o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor ge(Scalar o) const;
+  Tensor logical_and(const Tensor& o) const;
+  Tensor logical_or(const Tensor& o) const;
+  Tensor logical_xor(const Tensor& o) const;
+  Tensor bitwise_and(const Tensor& o) const;
+  Tensor bitwise_or(const Tensor& o) const;
+  Tensor bitwise_xor(const Tensor& o) const;
+  Tensor clamp_min(Scalar min) const;
+  Tensor clamp_max(Scalar max) const;
+  Tensor nan_to_num(double nan = 0.0) const;
+  Tensor logit(std::optional<double> eps = {}) const;
+  /// PyTorch's x.where(cond, other): x where cond is true, else other.
+  Tensor where(const Tensor& cond, const Tensor& other) const;
+  Tensor where(const Tensor& cond, Scalar other) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor lerp(const Tensor& end, Scalar weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor isclose(const Tensor& o, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
+  bool allclose(const Tensor& o, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false) const;
+  bool equal(const Tensor& o) const;
+  Tensor norm(double p = 2, const Dims& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(const Dims& dims, bool keepdim = false) const;
+  Tensor any(const Dims& dims, bool keepdim = false) const;
+  Tensor all(const Dims& dims, bool keepdim = false) const;
+  Tensor count_nonzero(const Dims& dims = {}) const;
+  Tensor cumsum(int64_t dim) const;
+  Tensor cumprod(int64_t dim) const;
+  std::pair<Tensor, Tensor> cummax(int64_t dim) const;
+  std::pair<Tensor, Tensor> cummin(int64_t dim) const;
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  Tensor median() const;
+  std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, Scalar value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                        bool include_self = true) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& src, Scalar alpha = 1) const;
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, Scalar value) const;
+  Tensor masked_select(const Tensor& mask) const;
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source) const;
+  Tensor nonzero() const;
+  Tensor take(const Tensor& index) const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = {}) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor diag(int64_t diagonal = 0) const;
+  Tensor diag_embed(int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1) const;
+  Tensor repeat(const Shape& repeats) const;
+  Tensor tile(const Shape& reps) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = {}) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split(const std::vector<int64_t>& sizes, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  Tensor roll(const Shape& shifts, const Dims& dims = {}) const;
+  Tensor fliplr() const;
+  Tensor flipud() const;
+  Tensor view_as(const Tensor& o) const { return view(o.shape()); }
+  Tensor reshape_as(const Tensor& o) const { return reshape(o.shape()); }
+  Tensor type_as(const Tensor& o) const { return to(o.dtype()); }
+
   // In-place forms write into this tensor's elements (which may be a view).
   Tensor& add_(const Tensor& o, Scalar alpha = 1);
   Tensor& add_(Scalar o);

@@ -82,4 +82,130 @@ Tensor Tensor::all() const { return kiln::all(*this); }
 Tensor Tensor::softmax(int64_t dim) const { return kiln::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return kiln::log_softmax(*this, dim); }
 
+// ---- method forms of ops.h ---------------------------------------------------------------
+Tensor Tensor::add(const Tensor& o, Scalar alpha) const { return kiln::add(*this, o, alpha); }
+Tensor Tensor::add(Scalar o) const { return kiln::add(*this, o); }
+Tensor Tensor::sub(const Tensor& o, Scalar alpha) const { return kiln::sub(*this, o, alpha); }
+Tensor Tensor::sub(Scalar o) const { return kiln::sub(*this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return kiln::mul(*this, o); }
+Tensor Tensor::mul(Scalar o) const { return kiln::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o, const std::string& m) const { return kiln::div(*this, o, m); }
+Tensor Tensor::div(Scalar o, const std::string& m) const { return kiln::div(*this, o, m); }
+#define KILN_BINARY_METHOD(name) \
+  Tensor Tensor::name(const Tensor& o) const { return kiln::name(*this, o); }
+#define KILN_BINARY_METHOD_S(name) \
+  KILN_BINARY_METHOD(name)         \
+  Tensor Tensor::name(Scalar o) const { return kiln::name(*this, o); }
+KILN_BINARY_METHOD_S(remainder)
+KILN_BINARY_METHOD_S(fmod)
+KILN_BINARY_METHOD(maximum)
+KILN_BINARY_METHOD(minimum)
+KILN_BINARY_METHOD(atan2)
+KILN_BINARY_METHOD(hypot)
+KILN_BINARY_METHOD(logaddexp)
+KILN_BINARY_METHOD_S(eq)
+KILN_BINARY_METHOD_S(ne)
+KILN_BINARY_METHOD_S(lt)
+KILN_BINARY_METHOD_S(le)
+KILN_BINARY_METHOD_S(gt)
+KILN_BINARY_METHOD_S(ge)
+KILN_BINARY_METHOD(logical_and)
+KILN_BINARY_METHOD(logical_or)
+KILN_BINARY_METHOD(logical_xor)
+KILN_BINARY_METHOD(bitwise_and)
+KILN_BINARY_METHOD(bitwise_or)
+KILN_BINARY_METHOD(bitwise_xor)
+#undef KILN_BINARY_METHOD_S
+#undef KILN_BINARY_METHOD
+Tensor Tensor::clamp_min(Scalar min) const { return kiln::clamp_min(*this, min); }
+Tensor Tensor::clamp_max(Scalar max) const { return kiln::clamp_max(*this, max); }
+Tensor Tensor::nan_to_num(double nan) const { return kiln::nan_to_num(*this, nan); }
+Tensor Tensor::logit(std::optional<double> eps) const { return kiln::logit(*this, eps); }
+Tensor Tensor::where(const Tensor& cond, const Tensor& other) const { return kiln::where(cond, *this, other); }
+Tensor Tensor::where(const Tensor& cond, Scalar other) const { return kiln::where(cond, *this, other); }
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const { return kiln::masked_fill(*this, mask, value); }
+Tensor Tensor::lerp(const Tensor& end, Scalar weight) const { return kiln::lerp(*this, end, weight); }
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const { return kiln::lerp(*this, end, weight); }
+Tensor Tensor::isclose(const Tensor& o, double rtol, double atol, bool equal_nan) const {
+  return kiln::isclose(*this, o, rtol, atol, equal_nan);
+}
+bool Tensor::allclose(const Tensor& o, double rtol, double atol, bool equal_nan) const {
+  return kiln::allclose(*this, o, rtol, atol, equal_nan);
+}
+bool Tensor::equal(const Tensor& o) const { return kiln::equal(*this, o); }
+Tensor Tensor::norm(double p, const Dims& dims, bool keepdim) const { return kiln::norm(*this, p, dims, keepdim); }
+Tensor Tensor::logsumexp(const Dims& dims, bool keepdim) const { return kiln::logsumexp(*this, dims, keepdim); }
+Tensor Tensor::any(const Dims& dims, bool keepdim) const { return kiln::any(*this, dims, keepdim); }
+Tensor Tensor::all(const Dims& dims, bool keepdim) const { return kiln::all(*this, dims, keepdim); }
+Tensor Tensor::count_nonzero(const Dims& dims) const { return kiln::count_nonzero(*this, dims); }
+Tensor Tensor::cumsum(int64_t dim) const { return kiln::cumsum(*this, dim); }
+Tensor Tensor::cumprod(int64_t dim) const { return kiln::cumprod(*this, dim); }
+std::pair<Tensor, Tensor> Tensor::cummax(int64_t dim) const { return kiln::cummax(*this, dim); }
+std::pair<Tensor, Tensor> Tensor::cummin(int64_t dim) const { return kiln::cummin(*this, dim); }
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  return kiln::sort(*this, dim, descending);
+}
+Tensor Tensor::argsort(int64_t dim, bool descending) const { return kiln::argsort(*this, dim, descending); }
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return kiln::topk(*this, k, dim, largest, sorted);
+}
+std::pair<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim) const {
+  return kiln::kthvalue(*this, k, dim, keepdim);
+}
+Tensor Tensor::median() const { return kiln::median(*this); }
+std::pair<Tensor, Tensor> Tensor::median(int64_t dim, bool keepdim) const { return kiln::median(*this, dim, keepdim); }
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const { return kiln::index_select(*this, dim, index); }
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return kiln::gather(*this, dim, index); }
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::scatter(*this, dim, index, src);
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, Scalar value) const {
+  return kiln::scatter(*this, dim, index, value);
+}
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+                              bool include_self) const {
+  return kiln::scatter_reduce(*this, dim, index, src, reduce, include_self);
+}
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& src, Scalar alpha) const {
+  return kiln::index_add(*this, dim, index, src, alpha);
+}
+Tensor Tensor::index_copy(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::index_copy(*this, dim, index, src);
+}
+Tensor Tensor::index_fill(int64_t dim, const Tensor& index, Scalar value) const {
+  return kiln::index_fill(*this, dim, index, value);
+}
+Tensor Tensor::masked_select(const Tensor& mask) const { return kiln::masked_select(*this, mask); }
+Tensor Tensor::masked_scatter(const Tensor& mask, const Tensor& source) const {
+  return kiln::masked_scatter(*this, mask, source);
+}
+Tensor Tensor::nonzero() const { return kiln::nonzero(*this); }
+Tensor Tensor::take(const Tensor& index) const { return kiln::take(*this, index); }
+Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> dim) const {
+  return kiln::take_along_dim(*this, indices, dim);
+}
+Tensor Tensor::tril(int64_t diagonal) const { return kiln::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal); }
+Tensor Tensor::diag(int64_t diagonal) const { return kiln::diag(*this, diagonal); }
+Tensor Tensor::diag_embed(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return kiln::diag_embed(*this, offset, dim1, dim2);
+}
+Tensor Tensor::repeat(const Shape& repeats) const { return kiln::repeat(*this, repeats); }
+Tensor Tensor::tile(const Shape& reps) const { return kiln::tile(*this, reps); }
+Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
+  return kiln::repeat_interleave(*this, repeats, dim);
+}
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return kiln::split(*this, split_size, dim); }
+std::vector<Tensor> Tensor::split(const std::vector<int64_t>& sizes, int64_t dim) const {
+  return kiln::split(*this, sizes, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return kiln::chunk(*this, chunks, dim); }
+std::vector<Tensor> Tensor::unbind(int64_t dim) const { return kiln::unbind(*this, dim); }
+Tensor Tensor::roll(const Shape& shifts, const Dims& dims) const { return kiln::roll(*this, shifts, dims); }
+Tensor Tensor::fliplr() const { return kiln::fliplr(*this); }
+Tensor Tensor::flipud() const { return kiln::flipud(*this); }
+
 }  // namespace kiln

@@ -334,14 +334,14 @@ Tensor& inplace(const char* api, OpKind k, Tensor& self, const Tensor& other) {
 
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
   bool one = (alpha.is_integral() && alpha.to_int() == 1) || (alpha.is_floating() && alpha.to_double() == 1.0);
-  return inplace("add_", OpKind::Add, *this, one ? o : mul(o, alpha));
+  return inplace("add_", OpKind::Add, *this, one ? o : kiln::mul(o, alpha));
 }
 Tensor& Tensor::add_(Scalar o) {
   return inplace("add_", OpKind::Add, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
 }
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
   bool one = (alpha.is_integral() && alpha.to_int() == 1) || (alpha.is_floating() && alpha.to_double() == 1.0);
-  return inplace("sub_", OpKind::Sub, *this, one ? o : mul(o, alpha));
+  return inplace("sub_", OpKind::Sub, *this, one ? o : kiln::mul(o, alpha));
 }
 Tensor& Tensor::sub_(Scalar o) {
   return inplace("sub_", OpKind::Sub, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
@@ -357,6 +357,6 @@ Tensor& Tensor::div_(Scalar o) {
 
 Tensor& Tensor::fill_(Scalar v) { return copy_(scalar_tensor(v, dtype(), device())); }
 Tensor& Tensor::zero_() { return fill_(0); }
-Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar v) { return copy_(masked_fill(*this, mask, v)); }
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar v) { return copy_(kiln::masked_fill(*this, mask, v)); }
 
 }  // namespace kiln

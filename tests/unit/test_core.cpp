@@ -266,3 +266,28 @@ TEST(Core, TransposedCopiesMatchElementwise) {
     EXPECT_TRUE(equal(z, x.permute({2, 0, 1})));
   }
 }
+
+TEST(Core, MethodFormsMatchFreeFunctions) {
+  manual_seed(3);
+  Tensor x = randn({4, 5});
+  Tensor y = randn({4, 5});
+  Tensor idx = tensor<int64_t>({2, 0, 1}, {3});
+  EXPECT_TRUE(x.add(y, 2).equal(add(x, y, 2)));
+  EXPECT_TRUE(x.div(y).equal(div(x, y)));
+  EXPECT_TRUE(x.gt(0).equal(gt(x, 0)));
+  EXPECT_TRUE(x.where(x > 0, 0.0).equal(where(x > 0, x, 0.0)));
+  EXPECT_TRUE(x.masked_fill(x < 0, 1).equal(masked_fill(x, x < 0, 1)));
+  EXPECT_TRUE(x.cumsum(1).equal(cumsum(x, 1)));
+  EXPECT_TRUE(x.sort(1).first.equal(sort(x, 1).first));
+  EXPECT_TRUE(x.topk(2).second.equal(topk(x, 2).second));
+  EXPECT_TRUE(x.index_select(0, idx).equal(index_select(x, 0, idx)));
+  EXPECT_TRUE(x.gather(0, idx.unsqueeze(1).expand({3, 5})).equal(gather(x, 0, idx.unsqueeze(1).expand({3, 5}))));
+  EXPECT_TRUE(x.tril().equal(tril(x)));
+  EXPECT_TRUE(x.repeat({2, 1}).equal(repeat(x, {2, 1})));
+  EXPECT_EQ(x.chunk(2, 1).size(), 2u);
+  EXPECT_TRUE(x.roll({1}, {0}).equal(roll(x, {1}, {0})));
+  EXPECT_TRUE(x.norm().equal(norm(x)));
+  EXPECT_TRUE(x.logsumexp({1}).equal(logsumexp(x, {1})));
+  EXPECT_TRUE(x.view_as(y.t().contiguous()).shape() == Shape({5, 4}));
+  EXPECT_EQ(idx.type_as(x).dtype(), f32);
+}
