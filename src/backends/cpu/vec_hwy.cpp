@@ -26,9 +26,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 
-// Software prefetch distance in floats (4 KiB). With math-heavy kernels the hardware
-// prefetcher alone leaves loads waiting behind the arithmetic; measured on exp over 64 MiB:
-// 15.0 ms without, 12.4 ms with, 11.5 ms for a plain copy.
+// Software prefetch distance in floats (4 KiB), for the input and (for writing) the output.
+// With math-heavy kernels the hardware prefetcher alone leaves memory waiting behind the
+// arithmetic; measured on exp over 64 MiB, one thread: 14.3 ms without, 11.5 ms prefetching
+// the input, 10.3 ms prefetching both, 10.5 ms for memcpy.
 constexpr int64_t kPrefetch = 1024;
 
 // Runs f over n floats: full vectors, then the tail through a padded buffer.
@@ -39,6 +40,7 @@ HWY_INLINE void Map1(const float* in, float* out, int64_t n, const F& f) {
   int64_t i = 0;
   for (; i + N <= n; i += N) {
     __builtin_prefetch(in + i + kPrefetch);  // see kPrefetch
+    __builtin_prefetch(out + i + kPrefetch, 1);
     hn::StoreU(f(d, hn::LoadU(d, in + i)), d, out + i);
   }
   if (i < n) {
@@ -135,6 +137,7 @@ HWY_INLINE void MapGuarded(const float* in, float* out, int64_t n, float lo, flo
   int64_t i = 0;
   for (; i + N <= n; i += N) {
     __builtin_prefetch(in + i + kPrefetch);
+    __builtin_prefetch(out + i + kPrefetch, 1);
     const V x = hn::LoadU(d, in + i);
     hn::StoreU(f(d, x), d, out + i);
     if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
@@ -299,6 +302,9 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
     int64_t i = 0;
     const V va0 = hn::Set(d, *a), vb0 = hn::Set(d, *b);
     for (; i + N <= n; i += N) {
+      if (sa) __builtin_prefetch(a + i + kPrefetch);
+      if (sb) __builtin_prefetch(b + i + kPrefetch);
+      __builtin_prefetch(out + i + kPrefetch, 1);
       V va = sa ? hn::LoadU(d, a + i) : va0;
       V vb = sb ? hn::LoadU(d, b + i) : vb0;
       hn::StoreU(f(va, vb), d, out + i);
@@ -382,6 +388,7 @@ void SoftmaxF32(const float* x, float* y, int64_t n, bool log) {
   V a0 = hn::Zero(d), a1 = hn::Zero(d);
   int64_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
+    if (!log) __builtin_prefetch(y + i + kPrefetch, 1);
     const V e0 = ExpSafe(d, hn::Sub(hn::LoadU(d, x + i), vmx));
     const V e1 = ExpSafe(d, hn::Sub(hn::LoadU(d, x + i + N), vmx));
     if (!log) {
