@@ -1,6 +1,7 @@
 // Helpers shared by the unit tests: checking that an op throws kiln::Error with the right text.
 #pragma once
 #include <gtest/gtest.h>
+#include <kiln/device.h>
 #include <kiln/error.h>
 
 #include <string>
@@ -29,6 +30,18 @@ void expect_error(F&& f, const std::string& op, const std::string& part = "") {
     EXPECT_NE(w.find("[" + op + "]"), std::string::npos) << w;
     if (!part.empty()) EXPECT_NE(w.find(part), std::string::npos) << w;
   }
+}
+
+/// Runs f with the intra-op thread count set to n and restores the previous count, also when
+/// f throws. Used to check that results do not depend on the thread count.
+template <class F>
+auto with_threads(int n, F&& f) {
+  struct Restore {
+    int saved = num_threads();
+    ~Restore() { set_num_threads(saved); }
+  } restore;
+  set_num_threads(n);
+  return f();
 }
 
 }  // namespace kiln::test

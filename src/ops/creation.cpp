@@ -97,7 +97,6 @@ Tensor empty(const Shape& shape, const TensorOptions& o) {
 Tensor full(const Shape& shape, Scalar value, const TensorOptions& o) {
   check_shape("full", shape);
   ir::Op op = make_op(OpKind::Fill, {value.is_floating() ? 0 : 1, value.to_int()}, {value.to_double()}, o.dtype);
-  op.attrs.ints.assign(op.attrs.ints.begin(), op.attrs.ints.end());
   for (auto d : shape) op.attrs.ints.push_back(d);
   return detail::run("full", op, o.device, {})[0];
 }

@@ -72,8 +72,10 @@ std::shared_ptr<Storage> reusable_input(const ir::Op& op, It first, It last) {
   return nullptr;
 }
 
+/// Checks the inputs (defined, on dev), records their descriptors in op.inputs and returns
+/// their buffers in order.
 template <class It>
-std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last) {
+SmallVec<Storage*, 4> gather_inputs(const char* api, ir::Op& op, const Device& dev, It first, It last) {
   op.inputs.clear();
   op.inputs.reserve(static_cast<size_t>(std::distance(first, last)));
   SmallVec<Storage*, 4> in;
@@ -84,6 +86,12 @@ std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It 
     op.inputs.push_back(desc_of(*it));
     in.push_back(it->impl().storage.get());
   }
+  return in;
+}
+
+template <class It>
+std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last) {
+  SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, first, last);
   ir::infer(op);
   std::vector<Tensor> outs;
   outs.reserve(op.outputs.size());
@@ -121,14 +129,7 @@ Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs) {
 void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out) {
   check_defined(api, out);
   const Device dev = out.device();
-  op.inputs.clear();
-  SmallVec<Storage*, 4> in;
-  for (const Tensor& t : inputs) {
-    check_defined(api, t);
-    check_same_device(api, t, out);
-    op.inputs.push_back(desc_of(t));
-    in.push_back(t.impl().storage.get());
-  }
+  SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, inputs.begin(), inputs.end());
   op.outputs = {desc_of(out)};
   Storage* o = out.impl().storage.get();
   if (out.numel() > 0) dev.backend()->execute(op, in.data(), &o);

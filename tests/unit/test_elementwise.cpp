@@ -142,12 +142,9 @@ TEST(Elementwise, StridedInputsMatchScalarReference) {
 TEST(Elementwise, ResultsDoNotDependOnThreadCount) {
   Tensor x = randn({300001});
   Tensor y = randn({1, 300001});
-  int saved = num_threads();
-  set_num_threads(1);
-  auto a1 = gelu(x * y + 1).to_vector<float>();
-  set_num_threads(2);
-  auto a2 = gelu(x * y + 1).to_vector<float>();
-  set_num_threads(saved);
+  auto run = [&] { return gelu(x * y + 1).to_vector<float>(); };
+  auto a1 = test::with_threads(1, run);
+  auto a2 = test::with_threads(2, run);
   EXPECT_EQ(a1, a2);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -239,18 +240,13 @@ TEST(Index, ScatterDuplicatesAreDeterministic) {
   Tensor idx = tensor(rnd_idx(n, bins, 6), {n});
   Tensor src2 = tensor(rnd(n * 2, 7), {2, n});
   Tensor idx2 = tensor(rnd_idx(n * 2, bins, 8), {2, n});
-  int before = num_threads();
-  set_num_threads(1);
-  Tensor a1 = scatter_add(zeros({bins}), 0, idx, src);
-  Tensor b1 = index_add(zeros({bins}), 0, idx, src);
-  Tensor c1 = scatter_reduce(zeros({2, bins}), 1, idx2, src2, "mean", false);
-  Tensor d1 = index_put(zeros({bins}), {idx}, src, true);
-  set_num_threads(2);
-  Tensor a2 = scatter_add(zeros({bins}), 0, idx, src);
-  Tensor b2 = index_add(zeros({bins}), 0, idx, src);
-  Tensor c2 = scatter_reduce(zeros({2, bins}), 1, idx2, src2, "mean", false);
-  Tensor d2 = index_put(zeros({bins}), {idx}, src, true);
-  set_num_threads(before);
+  auto run = [&] {
+    return std::array<Tensor, 4>{scatter_add(zeros({bins}), 0, idx, src), index_add(zeros({bins}), 0, idx, src),
+                                 scatter_reduce(zeros({2, bins}), 1, idx2, src2, "mean", false),
+                                 index_put(zeros({bins}), {idx}, src, true)};
+  };
+  auto [a1, b1, c1, d1] = test::with_threads(1, run);
+  auto [a2, b2, c2, d2] = test::with_threads(2, run);
   EXPECT_TRUE(same_bits(a1, a2));
   EXPECT_TRUE(same_bits(b1, b2));
   EXPECT_TRUE(same_bits(c1, c2));
@@ -658,19 +654,18 @@ TEST(Index, ParallelSplitsGiveIdenticalResults) {
   Tensor idx = tensor(rnd_idx(m, rows, 62), {m});
   Tensor idx2 = tensor(rnd_idx(m * cols, rows, 63), {m, cols});
   Tensor big = tensor(rnd(rows * cols, 64), {rows, cols});
-  int before = num_threads();
   std::vector<Tensor> r[2];
   for (int t = 0; t < 2; ++t) {
-    set_num_threads(t + 1);
-    r[t] = {index_add(zeros({rows, cols}), 0, idx, src),
-            scatter_add(zeros({rows, cols}), 0, idx2, src),
-            scatter_reduce(big, 0, idx2, src, "mean", false),
-            index_copy(zeros({rows, cols}), 0, idx, src),
-            gather(big, 0, idx2),
-            index_select(big.t(), 1, idx),
-            big.index({idx, Slice{0, cols, 3}})};
+    r[t] = test::with_threads(t + 1, [&]() -> std::vector<Tensor> {
+      return {index_add(zeros({rows, cols}), 0, idx, src),
+              scatter_add(zeros({rows, cols}), 0, idx2, src),
+              scatter_reduce(big, 0, idx2, src, "mean", false),
+              index_copy(zeros({rows, cols}), 0, idx, src),
+              gather(big, 0, idx2),
+              index_select(big.t(), 1, idx),
+              big.index({idx, Slice{0, cols, 3}})};
+    });
   }
-  set_num_threads(before);
   for (size_t k = 0; k < r[0].size(); ++k) EXPECT_TRUE(same_bits(r[0][k], r[1][k])) << "result " << k;
   // index_add against a naive sum in index order.
   auto sv = fv(src);

@@ -195,10 +195,9 @@ TEST(Movement, CatLargeAndManyPiecesThreads) {
   Tensor a = seq({300, 500}), b = seq({300, 700}).flip({1});
   std::vector<Tensor> many;
   for (int i = 0; i < 600; ++i) many.push_back(seq({2, 60}) + i);
-  set_num_threads(1);
-  Tensor r1 = cat({a, b}, 1), m1 = cat(many, 1);
-  set_num_threads(2);
-  Tensor r2 = cat({a, b}, 1), m2 = cat(many, 1);
+  auto run = [&] { return std::pair{cat({a, b}, 1), cat(many, 1)}; };
+  auto [r1, m1] = test::with_threads(1, run);
+  auto [r2, m2] = test::with_threads(2, run);
   EXPECT_EQ(r1.to_vector<float>(), r2.to_vector<float>());
   EXPECT_EQ(m1.to_vector<float>(), m2.to_vector<float>());
   Host ha(a), hb(b);
@@ -417,10 +416,9 @@ TEST(Movement, PadErrors) {
 TEST(Movement, PadLargeThreads) {
   Tensor x = seq({64, 300, 7}).transpose(1, 2);  // [64, 7, 300], non-contiguous
   for (const std::string mode : {"constant", "reflect"}) {
-    set_num_threads(1);
-    Tensor a = pad(x, {5, 4, 2, 3}, mode, 1.5);
-    set_num_threads(2);
-    Tensor b = pad(x, {5, 4, 2, 3}, mode, 1.5);
+    auto run = [&] { return pad(x, {5, 4, 2, 3}, mode, 1.5); };
+    Tensor a = test::with_threads(1, run);
+    Tensor b = test::with_threads(2, run);
     EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
     expect_same(b, naive_pad(Host(x), {5, 4, 2, 3}, mode, 1.5));
   }

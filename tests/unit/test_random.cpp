@@ -205,22 +205,23 @@ TEST(Random, ManualSeedDeterminism) {
 
 TEST(Random, SameResultsWithOneAndTwoThreads) {
   auto draw = [](int threads) {
-    set_num_threads(threads);
-    manual_seed(11);
-    std::vector<double> all;
-    auto add = [&](const Tensor& t) {
-      auto v = t.to_vector<double>();
-      all.insert(all.end(), v.begin(), v.end());
-    };
-    add(rand({200001}));
-    add(rand({100001}, {.dtype = f64}));
-    add(randn({200003}));
-    add(randn({100003}, {.dtype = f64}));
-    add(randn({100003}, {.dtype = f16}));
-    add(randint(-1000, 1000, {150001}));
-    add(bernoulli(rand({150001})));
-    add(bernoulli({100001}, 0.4));
-    return all;
+    return test::with_threads(threads, [] {
+      manual_seed(11);
+      std::vector<double> all;
+      auto add = [&](const Tensor& t) {
+        auto v = t.to_vector<double>();
+        all.insert(all.end(), v.begin(), v.end());
+      };
+      add(rand({200001}));
+      add(rand({100001}, {.dtype = f64}));
+      add(randn({200003}));
+      add(randn({100003}, {.dtype = f64}));
+      add(randn({100003}, {.dtype = f16}));
+      add(randint(-1000, 1000, {150001}));
+      add(bernoulli(rand({150001})));
+      add(bernoulli({100001}, 0.4));
+      return all;
+    });
   };
   auto one = draw(1), two = draw(2);
   EXPECT_EQ(one, two);

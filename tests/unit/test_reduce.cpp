@@ -368,7 +368,6 @@ TEST(Reduce, LargeAccuracy) {
 }
 
 TEST(Reduce, ThreadDeterminism) {
-  int saved = num_threads();
   auto v = randv(3 * 1024 * 1024 + 7, 5, 0.5f);
   Tensor x = tensor(v, {static_cast<int64_t>(v.size())});
   Tensor m = x.narrow(0, 0, 3000 * 1000).reshape({3000, 1000});
@@ -379,11 +378,8 @@ TEST(Reduce, ThreadDeterminism) {
         sum(m, {1}),   var(m, {0}),   argmax(m, 0), sum(thin, {0}),    sum(m.t(), {1}), prod(m, {1}),
         softmax(m, 1), softmax(m, 0), cumsum(m, 0), logsumexp(m, {1}), norm(x)};
   };
-  set_num_threads(1);
-  auto a = run_all();
-  set_num_threads(2);
-  auto b = run_all();
-  set_num_threads(saved);
+  auto a = test::with_threads(1, run_all);
+  auto b = test::with_threads(2, run_all);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i], b[i])) << "result " << i;
 }
 
@@ -672,7 +668,6 @@ TEST(Reduce, ExtremesLongRowsAllLayouts) {
 }
 
 TEST(Reduce, ThreadDeterminismMoreLayouts) {
-  int saved = num_threads();
   auto v = randv(2000000, 13);
   Tensor x = tensor(v, {2000000});
   Tensor short_rows = x.reshape({125000, 16});
@@ -682,10 +677,7 @@ TEST(Reduce, ThreadDeterminismMoreLayouts) {
                                argmin(wide, 0),      var(wide, {1}),        any(x > 3.f),    kiln::std(wide.t(), {1}),
                                log_softmax(wide, 0), cummax(wide, 0).second};
   };
-  set_num_threads(1);
-  auto a = run_all();
-  set_num_threads(2);
-  auto b = run_all();
-  set_num_threads(saved);
+  auto a = test::with_threads(1, run_all);
+  auto b = test::with_threads(2, run_all);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i], b[i])) << "result " << i;
 }

@@ -112,14 +112,11 @@ TEST(Sort, ThreadDeterminism) {
   std::vector<float> v(300000);
   for (auto& x : v) x = static_cast<float>(d(g));
   Tensor x = tensor(v, {3000, 100});
-  int saved = num_threads();
-  set_num_threads(1);
-  auto a = sort(x, 1).second.to_vector<int64_t>();
-  auto a0 = sort(x, 0, true).second.to_vector<int64_t>();
-  set_num_threads(2);
-  auto b = sort(x, 1).second.to_vector<int64_t>();
-  auto b0 = sort(x, 0, true).second.to_vector<int64_t>();
-  set_num_threads(saved);
+  auto run = [&] {
+    return std::pair{sort(x, 1).second.to_vector<int64_t>(), sort(x, 0, true).second.to_vector<int64_t>()};
+  };
+  auto [a, a0] = test::with_threads(1, run);
+  auto [b, b0] = test::with_threads(2, run);
   EXPECT_EQ(a, b);
   EXPECT_EQ(a0, b0);
 }
