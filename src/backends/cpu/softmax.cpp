@@ -26,22 +26,12 @@ inline A nanmax(A a, A x) {
   return (x > a || x != x) ? x : a;
 }
 
-const ir::Op& exp_op() {
-  static const ir::Op op = [] {
-    ir::Op o;
-    o.kind = ir::OpKind::Exp;
-    return o;
-  }();
-  return op;
-}
-
-/// y[k] = exp(y[k]) for contiguous f32 (Highway when available).
+/// y[k] = exp(y[k]) for contiguous f32 (SIMD when available).
 void exp_inplace(float* y, int64_t n) {
-  if (!vec::unary_f32(exp_op(), y, y, n))
+  if (!vec::exp_f32(y, y, n))
     for (int64_t k = 0; k < n; ++k) y[k] = std::exp(y[k]);
 }
 
-/// One contiguous f32 row, fused while it sits in cache: max, exp and sum, scale (SIMD).
 /// A tile of tw neighbouring f32 lines along a non-innermost dim, walked row by row (rows of
 /// the tile are contiguous): max, exp and sum, scale.
 void softmax_cols_f32(const float* x, int64_t xstride, float* y, int64_t ystride, int64_t L, int tw, bool log) {

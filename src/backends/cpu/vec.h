@@ -9,6 +9,8 @@
 namespace kiln::cpu::vec {
 
 bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n);
+/// out = exp(in) for n contiguous floats (in may equal out); false without SIMD.
+bool exp_f32(const float* in, float* out, int64_t n);
 /// a, b: row pointers; sa, sb: 1 (contiguous) or 0 (broadcast scalar).
 bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n);
 

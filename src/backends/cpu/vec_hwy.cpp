@@ -152,6 +152,11 @@ HWY_INLINE V Softplus(D d, V x, float beta, float threshold) {
   return hn::IfThenElse(hn::Gt(bx, hn::Set(d, threshold)), x, r);
 }
 
+bool ExpF32(const float* in, float* out, int64_t n) {
+  Map1(in, out, n, [](D d, V x) { return ExpSafe(d, x); });
+  return true;
+}
+
 bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n) {
   using ir::OpKind;
   switch (op.kind) {
@@ -174,8 +179,7 @@ bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n) {
       Map1(in, out, n, [](D d, V x) { return hn::Div(hn::Set(d, 1.0f), x); });
       return true;
     case OpKind::Exp:
-      Map1(in, out, n, [](D d, V x) { return ExpSafe(d, x); });
-      return true;
+      return ExpF32(in, out, n);
     case OpKind::Log:
       Map1(in, out, n, [](D d, V x) { return LogSafe(d, x); });
       return true;
@@ -427,6 +431,8 @@ namespace kiln::cpu::vec {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
+HWY_EXPORT(ExpF32);
+bool exp_f32(const float* in, float* out, int64_t n) { return HWY_DYNAMIC_DISPATCH(ExpF32)(in, out, n); }
 HWY_EXPORT(ExtremeF32);
 HWY_EXPORT(SoftmaxF32);
 void softmax_f32(const float* x, float* y, int64_t n, bool log) { HWY_DYNAMIC_DISPATCH(SoftmaxF32)(x, y, n, log); }
@@ -445,6 +451,7 @@ bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int
 namespace kiln::cpu::vec {
 bool unary_f32(const ir::Op&, const float*, float*, int64_t) { return false; }
 bool binary_f32(ir::OpKind, const float*, int64_t, const float*, int64_t, float*, int64_t) { return false; }
+bool exp_f32(const float*, float*, int64_t) { return false; }
 float sum_f32(const float* q, int64_t n) {
   float s = 0.f;
   for (int64_t i = 0; i < n; ++i) s += q[i];
