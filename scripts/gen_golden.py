@@ -1495,6 +1495,16 @@ def run_case(op, idx, inputs, attrs, null, tolscale):
     return rec
 
 
+# Cases of further op families live in scripts/golden_cases/<family>.py, one file per family,
+# written against the helpers above (add, T, S, PY, ...) and run in this module's namespace.
+_CASES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_cases")
+if os.path.isdir(_CASES_DIR):
+    for _f in sorted(os.listdir(_CASES_DIR)):
+        if _f.endswith(".py"):
+            with open(os.path.join(_CASES_DIR, _f)) as _fh:
+                exec(compile(_fh.read(), os.path.join(_CASES_DIR, _f), "exec"), globals())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))

@@ -218,6 +218,13 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
+  // Matrix products (kiln/matmul.h has the contracts).
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;
+  Tensor bmm(const Tensor& other) const;
+  Tensor dot(const Tensor& other) const;
+  Tensor outer(const Tensor& other) const;
+
   // Method forms of the free functions in ops.h (same contracts; see there).
   Tensor add(const Tensor& o, Scalar alpha = 1) const;
   Tensor add(Scalar o) const;

@@ -2,6 +2,7 @@
 // Shape and dtype inference for every primitive, by family.
 #include <algorithm>
 
+#include "ir/infer_families.h"
 #include "ir/op.h"
 #include "kiln/error.h"
 
@@ -217,6 +218,18 @@ void infer(Op& op) {
       }
       return;
     }
+    case Family::Contract:
+      return infer_contract(op);
+    case Family::Conv:
+      return infer_conv(op);
+    case Family::Pool:
+      return infer_pool(op);
+    case Family::Norm:
+      return infer_norm(op);
+    case Family::Linalg:
+      return infer_linalg(op);
+    case Family::Fft:
+      return infer_fft(op);
   }
 }
 

@@ -11,7 +11,22 @@
 
 namespace kiln::ir {
 
-enum class Family : uint8_t { Unary, Binary, Ternary, Creation, Reduce, Scan, Index, Movement };
+enum class Family : uint8_t {
+  Unary,
+  Binary,
+  Ternary,
+  Creation,
+  Reduce,
+  Scan,
+  Index,
+  Movement,
+  Contract,
+  Conv,
+  Pool,
+  Norm,
+  Linalg,
+  Fft
+};
 
 enum class OpKind : uint16_t {
 #define KILN_OP(name, family, nin, nout) name,

@@ -3,25 +3,12 @@
 // API with the case's arguments (in) and attributes (at) on device dev.
 #include <stdexcept>
 
-#include "conformance/golden.h"
+#include "conformance/registry_util.h"
 
 namespace kiln::conformance {
 
 namespace {
-using A = const Args&;
-using At = const Attrs&;
-using D = const Device&;
-
-Outs pair_out(const std::pair<Tensor, Tensor>& p) { return {p.first, p.second}; }
-std::optional<Scalar> opt_scalar(const Arg& a) { return a.s; }
-TensorOptions opts(At at, D dev, const char* key = "dtype") {
-  return TensorOptions{.dtype = at.dtype(key).value_or(f32), .device = dev};
-}
-std::vector<Tensor> tensors(A in, size_t from = 0) {
-  std::vector<Tensor> v;
-  for (size_t i = from; i < in.size(); ++i) v.push_back(in[i].t);
-  return v;
-}
+using namespace reg;
 
 /// "1,::2,None,...,T1" -> Tensor::index arguments (T<k> = input k).
 std::vector<TensorIndex> index_spec(const std::string& spec, A in) {
@@ -60,10 +47,6 @@ std::vector<TensorIndex> index_spec(const std::string& spec, A in) {
   return out;
 }
 
-#define OP(name) \
-  {              \
-#name, []([[maybe_unused]] A in, [[maybe_unused]] At at, [[maybe_unused]] D dev) -> Outs
-#define END }
 #define UNARY(name)                          \
   OP(name) { return {kiln::name(in[0].t)}; } \
   END
@@ -322,15 +305,34 @@ END,
 };  // namespace
 return m;
 }  // namespace kiln::conformance
-#undef OP
-#undef END
 #undef UNARY
 #undef BINARY
 #undef OPERATOR
 #undef OPERATOR_RS
 #undef OPERATOR_TT
+
+std::map<std::string, OpFn>& parts() {
+  static std::map<std::string, OpFn> m;
+  return m;
+}
+
 }  // namespace
 
-const std::map<std::string, OpFn>& registry() { return build(); }
+RegistryPart::RegistryPart(std::map<std::string, OpFn> entries) {
+  for (auto& [name, fn] : entries) {
+    if (!parts().emplace(name, std::move(fn)).second)
+      throw std::logic_error("conformance op registered twice: " + name);
+  }
+}
+
+const std::map<std::string, OpFn>& registry() {
+  static const std::map<std::string, OpFn> all = [] {
+    std::map<std::string, OpFn> m = build();
+    for (const auto& [name, fn] : parts())
+      if (!m.emplace(name, fn).second) throw std::logic_error("conformance op registered twice: " + name);
+    return m;
+  }();
+  return all;
+}
 
 }  // namespace kiln::conformance

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Kernels of this family (ops.def documents the attributes). Placeholder: not implemented yet.
+#include "backends/cpu/kernels.h"
+#include "kiln/error.h"
+
+namespace kiln::cpu {
+
+void k_LuFactor(const ir::Op& op, void* const*, void* const*) {
+  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+}
+void k_Cholesky(const ir::Op& op, void* const*, void* const*) {
+  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+}
+void k_Qr(const ir::Op& op, void* const*, void* const*) {
+  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+}
+void k_Svd(const ir::Op& op, void* const*, void* const*) {
+  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+}
+void k_Eigh(const ir::Op& op, void* const*, void* const*) {
+  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+}
+void k_TriangularSolve(const ir::Op& op, void* const*, void* const*) {
+  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+}
+
+}  // namespace kiln::cpu
