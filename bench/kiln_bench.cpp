@@ -24,6 +24,10 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "backends/cpu/onednn.h"  // matmul block: switches between oneDNN and the portable GEMM
+#if KILN_BENCH_ONEDNN
+#include <dnnl.h>  // matmul block: the dnnl_sgemm calibration rows
+#endif
 
 namespace {
 
@@ -55,6 +59,9 @@ void emit(const std::string& id, double seconds, double bytes, const std::string
 
 /// Runs one Kiln benchmark; an op that throws is reported as skipped with its message.
 void kiln_case(const std::string& id, double bytes, const Options& o, const std::function<void()>& f, int inner = 1) {
+  // BENCH_ONLY=<id prefix> runs only the matching cases (the calibrations always run).
+  static const char* only = std::getenv("BENCH_ONLY");
+  if (only && id.rfind(only, 0) != 0) return;
   try {
     // Queued work (if any) must finish before the clock stops: sync once per sample.
     double s = best_of(
@@ -222,5 +229,118 @@ int main(int argc, char** argv) {
       "overhead/exp", 0, o, [&] { r = a.exp(); }, inner);
   kiln_case(
       "overhead/sum", 0, o, [&] { r = a.sum(); }, inner);
+
+  // ---- matmul (gemm owner's block): f32 products through the default path (oneDNN when built
+  // with it) and through Kiln's portable GEMM (ids ending in "/portable"), and dnnl_sgemm
+  // called directly as the calibration (calib/onednn_sgemm_<n>). The bytes field holds the flop
+  // count 2*B*M*N*K; report.py prints GFLOP/s. Paired with torch_bench.py ----
+  {
+    struct MmCase {
+      std::string id;
+      int64_t b, m, k, n;
+    };
+    std::vector<MmCase> mm;
+    for (int64_t n : {16, 64, 256, 512, 1024, 2048})
+      if (!o.smoke || n <= 64) mm.push_back({"matmul/f32_" + std::to_string(n), 1, n, n, n});
+    mm.push_back({"matmul/bmm_32x128x128x128", o.smoke ? 2 : 32, 128, 128, 128});
+    mm.push_back({"matmul/odd_1000x1001x999", 1, o.smoke ? 10 : 1000, o.smoke ? 11 : 1001, o.smoke ? 9 : 999});
+    mm.push_back({"matmul/mv_4096", 1, side, side, 1});
+    for (const MmCase& c : mm) {
+      const double flops = 2.0 * double(c.b) * double(c.m) * double(c.n) * double(c.k);
+      const int in = flops < 1e6 ? 1000 : flops < 1e8 ? 20 : 1;
+      const bool mv = c.n == 1;
+      Tensor ma = mv ? x : c.b > 1 ? randn({c.b, c.m, c.k}) : randn({c.m, c.k});
+      Tensor mb = mv ? row : c.b > 1 ? randn({c.b, c.k, c.n}) : randn({c.k, c.n});
+      Tensor mr;
+      for (bool portable : {false, true}) {
+        kiln::cpu::onednn::set_enabled(!portable);
+        kiln_case(
+            c.id + (portable ? "/portable" : ""), flops, o, [&] { mr = matmul(ma, mb); }, in);
+      }
+      kiln::cpu::onednn::set_enabled(true);
+    }
+#if KILN_BENCH_ONEDNN
+#ifdef _OPENMP
+    omp_set_num_threads(o.threads);
+#endif
+    for (int64_t n : {16, 64, 256, 512, 1024, 2048}) {
+      if (o.smoke && n > 64) continue;
+      std::vector<float> A(size_t(n * n), 0.5f), B(size_t(n * n), 0.25f), C(size_t(n * n));
+      const double flops = 2.0 * double(n) * double(n) * double(n);
+      const double s = best_of(
+          [&] {
+            for (int i = 0, in = flops < 1e6 ? 1000 : flops < 1e8 ? 20 : 1; i < in; ++i)
+              dnnl_sgemm('N', 'N', n, n, n, 1.f, A.data(), n, B.data(), n, 0.f, C.data(), n);
+          },
+          o.reps, o.smoke ? 0 : 2);
+      emit("calib/onednn_sgemm_" + std::to_string(n), s / (flops < 1e6 ? 1000 : flops < 1e8 ? 20 : 1), flops);
+    }
+#endif
+  }
+  // ---- end of the matmul block ----
+
+  // ---- convolution (conv owner's block): conv2d forward, backward (data + weight), and
+  // conv_transpose2d; ids conv/<shape>/N<batch>/{fwd,bwd,tr}, paired with torch_bench.py ----
+  {
+    namespace F = kiln::nn::functional;
+    struct ConvCase {
+      const char* name;
+      int64_t C, H, O, k, pad;
+      std::vector<int64_t> batches;
+    };
+    const std::vector<ConvCase> conv_cases = {{"mnist_1to32_k3", 1, 28, 32, 3, 0, {1, 32}},
+                                              {"mnist_32to64_k3", 32, 26, 64, 3, 0, {1, 32}},
+                                              {"resnet_64to64_k3", 64, 56, 64, 3, 1, {1, 8}},
+                                              {"resnet_64to256_k1", 64, 56, 256, 1, 0, {1, 8}}};
+    for (const auto& c : conv_cases)
+      for (int64_t N : c.batches) {
+        const int64_t H = o.smoke ? std::min<int64_t>(c.H, 8) : c.H, Nb = o.smoke ? 1 : N;
+        const std::string id = std::string("conv/") + c.name + "/N" + std::to_string(N);
+        Tensor cx = randn({Nb, c.C, H, H}), cw = randn({c.O, c.C, c.k, c.k}), cb = randn({c.O});
+        Tensor cy = F::conv2d(cx, cw, cb, {.padding = c.pad});
+        Tensor cg = randn(cy.shape());
+        Tensor r1, r2;
+        kiln_case(id + "/fwd", 0, o, [&] { r1 = F::conv2d(cx, cw, cb, {.padding = c.pad}); });
+        kiln_case(id + "/bwd", 0, o, [&] {
+          r1 = nn::grad::conv2d_input(cx.shape(), cw, cg, {.padding = c.pad});
+          r2 = nn::grad::conv2d_weight(cx, cw.shape(), cg, {.padding = c.pad});
+        });
+      }
+    // conv_transpose2d 64 -> 32 channels, 3x3, stride 2 (a decoder upsampling layer).
+    for (int64_t N : {1, 8}) {
+      const int64_t H = o.smoke ? 4 : 28, Nb = o.smoke ? 1 : N;
+      Tensor tx = randn({Nb, 64, H, H}), tw = randn({64, 32, 3, 3}), tb = randn({32});
+      Tensor ty;
+      kiln_case("conv/tr_64to32_k3_s2/N" + std::to_string(N) + "/tr", 0, o,
+                [&] { ty = F::conv_transpose2d(tx, tw, tb, {.stride = 2, .padding = 1, .output_padding = 1}); });
+    }
+  }
+  // ---- end of the convolution block ----
+
+  // ---- normalisation (norm owner's block): layer_norm over the last dim of [8192, 1024] f32
+  // with weight and bias; bytes = input read + output written. Paired with torch_bench.py ----
+  {
+    namespace F = kiln::nn::functional;
+    const int64_t rows = o.smoke ? 64 : 8192, cols = o.smoke ? 128 : 1024;
+    Tensor lx = randn({rows, cols}), lw = randn({cols}), lb = randn({cols}), ly;
+    kiln_case("norm/layer_norm_8192x1024", 2.0 * static_cast<double>(rows * cols) * sizeof(float), o,
+              [&] { ly = F::layer_norm(lx, {cols}, lw, lb); });
+  }
+  // ---- end of the normalisation block ----
+  // ---- pooling (pool owner's block): [32, 64, 56, 56] f32 (smoke: [2, 4, 8, 8]); bytes =
+  // input read + output written. Paired with torch_bench.py ----
+  {
+    namespace F = kiln::nn::functional;
+    const Shape ps = o.smoke ? Shape{2, 4, 8, 8} : Shape{32, 64, 56, 56};
+    Tensor px = randn(ps), py, pi;
+    const double in_b = static_cast<double>(shape_numel(ps)) * sizeof(float);
+    kiln_case("pool/max_pool2d_3x3s2", in_b * 1.25, o, [&] { py = F::max_pool2d(px, 3, {.stride = 2, .padding = 1}); });
+    kiln_case("pool/max_pool2d_3x3s2_indices", in_b * 1.75, o,
+              [&] { pi = F::max_pool2d_with_indices(px, 3, {.stride = 2, .padding = 1}).second; });
+    kiln_case("pool/avg_pool2d_3x3s2", in_b * 1.25, o, [&] { py = F::avg_pool2d(px, 3, {.stride = 2, .padding = 1}); });
+    kiln_case("pool/avg_pool2d_2x2", in_b * 1.25, o, [&] { py = F::avg_pool2d(px, 2); });
+    kiln_case("pool/adaptive_avg_pool2d_1x1", in_b, o, [&] { py = F::adaptive_avg_pool2d(px, 1); });
+  }
+  // ---- end of the pooling block ----
   return 0;
 }

@@ -165,6 +165,83 @@ def thread_section(t, kiln, torch, have_torch):
     return lines
 
 
+# ---- matmul (gemm owner's block) ---------------------------------------------------------------
+MATMUL_TARGET = 0.50  # portable GEMM vs oneDNN sgemm
+MATMUL_LABELS = {
+    "matmul/f32_16": ("16 x 16 x 16", "calib/onednn_sgemm_16"),
+    "matmul/f32_64": ("64 x 64 x 64", "calib/onednn_sgemm_64"),
+    "matmul/f32_256": ("256 x 256 x 256", "calib/onednn_sgemm_256"),
+    "matmul/f32_512": ("512 x 512 x 512", "calib/onednn_sgemm_512"),
+    "matmul/f32_1024": ("1024 x 1024 x 1024", "calib/onednn_sgemm_1024"),
+    "matmul/f32_2048": ("2048 x 2048 x 2048", "calib/onednn_sgemm_2048"),
+    "matmul/bmm_32x128x128x128": ("bmm 32 x [128 x 128] x [128 x 128]", None),
+    "matmul/odd_1000x1001x999": ("[1000 x 1001] x [1001 x 999]", None),
+    "matmul/mv_4096": ("mat-vec [4096 x 4096] x [4096]", None),
+}
+
+
+def gflops(row):
+    """The matmul rows carry the flop count in the bytes field."""
+    return row[1] / row[0] / 1e9 if ok(row) else None
+
+
+def matmul_section(t, kiln, torch, have_torch):
+    if not any(c in kiln for c in MATMUL_LABELS):
+        return []
+    f = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+    r = lambda x, y: "—" if x is None or y is None else f"{x / y:.2f}×"  # noqa: E731
+    tp = "PyTorch" if have_torch else "PyTorch (n/a)"
+    lines = [f"#### Matrix multiply, f32, {t} thread{'s' if t != 1 else ''} (GFLOP/s)\n"]
+    lines.append(
+        "Kiln runs `kiln::matmul` through oneDNN (the default build) and through its portable packed "
+        "GEMM (`KILN_ONEDNN=0`); oneDNN sgemm is `dnnl_sgemm` called directly in the same process. "
+        "Ratios above 1 mean Kiln is faster.\n"
+    )
+    lines.append(
+        f"| product | Kiln | Kiln portable | oneDNN sgemm | {tp} | Kiln / oneDNN | portable / oneDNN "
+        f"| Kiln / {tp} | portable / {tp} | portable ≥ 50% of oneDNN |"
+    )
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for cid, (label, calib) in MATMUL_LABELS.items():
+        k, p, d, pt = (gflops(kiln.get(cid)), gflops(kiln.get(cid + "/portable")),
+                       gflops(kiln.get(calib)) if calib else None, gflops(torch.get(cid)))
+        v = "not measured" if p is None or d is None else ("met" if p >= MATMUL_TARGET * d else "**missed**")
+        v = v if calib and int(cid.rsplit("_", 1)[1]) >= 256 else ""  # the target covers n = 256..2048
+        lines.append(
+            f"| {label} | {f(k)} | {f(p)} | {f(d)} | {f(pt)} | {r(k, d)} | {r(p, d)} | {r(k, pt)} | {r(p, pt)} "
+            f"| {v} |"
+        )
+    lines.append("")
+    return lines
+# ---- end of the matmul block ----
+
+
+# ---- pooling (pool owner's block) ------------------------------------------------------------
+POOL_LABELS = {
+    "pool/max_pool2d_3x3s2": "max_pool2d 3x3, stride 2, pad 1",
+    "pool/max_pool2d_3x3s2_indices": "max_pool2d 3x3, stride 2, pad 1, with indices",
+    "pool/avg_pool2d_3x3s2": "avg_pool2d 3x3, stride 2, pad 1",
+    "pool/avg_pool2d_2x2": "avg_pool2d 2x2",
+    "pool/adaptive_avg_pool2d_1x1": "adaptive_avg_pool2d to 1x1",
+}
+
+
+def pool_section(t, kiln, torch, have_torch):
+    if not any(c in kiln for c in POOL_LABELS):
+        return []
+    tp = "PyTorch" if have_torch else "PyTorch (n/a)"
+    lines = [f"#### Pooling, f32 [32, 64, 56, 56], {t} thread{'s' if t != 1 else ''}\n"]
+    lines.append(f"| op | Kiln | {tp} | speed-up | Kiln GB/s |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for cid, label in POOL_LABELS.items():
+        k, p = kiln.get(cid), torch.get(cid)
+        gbs = f"{k[1] / k[0] / 1e9:.1f}" if ok(k) and k[1] else "—"
+        lines.append(f"| {label} | {cell_time(k)} | {cell_time(p)} | {speedup(k, p)} | {gbs} |")
+    lines.append("")
+    return lines
+# ---- end of the pooling block ----
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -258,6 +335,8 @@ def main():
         kiln = read_tsv(os.path.join(a.dir, f"kiln_t{t}.tsv"))
         torch = read_tsv(os.path.join(a.dir, f"torch_t{t}.tsv"))
         out += thread_section(t, kiln, torch, have_torch)
+        out += matmul_section(t, kiln, torch, have_torch)  # matmul block
+        out += pool_section(t, kiln, torch, have_torch)  # pooling block
     if comp:
         out.append("### Compile time\n")
         out.append(

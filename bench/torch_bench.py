@@ -103,6 +103,70 @@ def main():
         case("overhead/add", 0, reps, lambda: s + t, inner, warm)
         case("overhead/exp", 0, reps, lambda: s.exp(), inner, warm)
         case("overhead/sum", 0, reps, lambda: s.sum(), inner, warm)
+
+    # ---- matmul (gemm owner's block): same ids as kiln_bench.cpp; bytes field = flops ----
+    mm = [(f"matmul/f32_{n}", 1, n, n, n) for n in (16, 64, 256, 512, 1024, 2048) if not a.smoke or n <= 64]
+    mm += [("matmul/bmm_32x128x128x128", 2 if a.smoke else 32, 128, 128, 128),
+           ("matmul/odd_1000x1001x999", 1, *((10, 11, 9) if a.smoke else (1000, 1001, 999))),
+           ("matmul/mv_4096", 1, side, side, 1)]
+    with torch.inference_mode():
+        for cid, B, M, K, N in mm:
+            flops = 2 * B * M * N * K
+            inner_mm = 1000 if flops < 1e6 else 20 if flops < 1e8 else 1
+            if N == 1:
+                ma, mb = x, row
+            elif B > 1:
+                ma, mb = torch.randn(B, M, K), torch.randn(B, K, N)
+            else:
+                ma, mb = torch.randn(M, K), torch.randn(K, N)
+            case(cid, flops, reps, lambda ma=ma, mb=mb: torch.matmul(ma, mb), inner_mm, warm)
+    # ---- end of the matmul block ----
+
+    # ---- convolution (conv owner's block): same ids as kiln_bench.cpp; bytes field 0 ----
+    conv_cases = [("mnist_1to32_k3", 1, 28, 32, 3, 0, (1, 32)), ("mnist_32to64_k3", 32, 26, 64, 3, 0, (1, 32)),
+                  ("resnet_64to64_k3", 64, 56, 64, 3, 1, (1, 8)), ("resnet_64to256_k1", 64, 56, 256, 1, 0, (1, 8))]
+    cb_ = torch.ops.aten.convolution_backward
+    with torch.inference_mode():
+        for name, C, H, O, k, p, batches in conv_cases:
+            for N in batches:
+                Hs, Nb = (min(H, 8), 1) if a.smoke else (H, N)
+                cid = f"conv/{name}/N{N}"
+                cx, cw, cbias = torch.randn(Nb, C, Hs, Hs), torch.randn(O, C, k, k), torch.randn(O)
+                cy = torch.nn.functional.conv2d(cx, cw, cbias, padding=p)
+                cg = torch.randn_like(cy)
+                case(cid + "/fwd", 0, reps,
+                     lambda cx=cx, cw=cw, cbias=cbias, p=p: torch.nn.functional.conv2d(cx, cw, cbias, padding=p),
+                     warmup=warm)
+                case(cid + "/bwd", 0, reps,
+                     lambda cx=cx, cw=cw, cg=cg, p=p: cb_(cg, cx, cw, None, [1, 1], [p, p], [1, 1], False, [0, 0], 1,
+                                                          [True, True, False]), warmup=warm)
+        for N in (1, 8):
+            Hs, Nb = (4, 1) if a.smoke else (28, N)
+            tx, tw, tb = torch.randn(Nb, 64, Hs, Hs), torch.randn(64, 32, 3, 3), torch.randn(32)
+            case(f"conv/tr_64to32_k3_s2/N{N}/tr", 0, reps,
+                 lambda tx=tx, tw=tw, tb=tb: torch.nn.functional.conv_transpose2d(tx, tw, tb, stride=2, padding=1,
+                                                                                  output_padding=1), warmup=warm)
+    # ---- end of the convolution block ----
+
+    # ---- normalisation (norm owner's block): same id as kiln_bench.cpp; bytes read + written ----
+    rows, cols = (64, 128) if a.smoke else (8192, 1024)
+    lx, lw, lb = torch.randn(rows, cols), torch.randn(cols), torch.randn(cols)
+    case("norm/layer_norm_8192x1024", 2 * rows * cols * 4, reps,
+         lambda: torch.nn.functional.layer_norm(lx, [cols], lw, lb), warmup=warm)
+    # ---- end of the normalisation block ----
+    # ---- pooling (pool owner's block): same ids as kiln_bench.cpp ----
+    px = torch.randn(*((2, 4, 8, 8) if a.smoke else (32, 64, 56, 56)))
+    in_b = px.numel() * 4
+    F_ = torch.nn.functional
+    with torch.inference_mode():
+        case("pool/max_pool2d_3x3s2", in_b * 1.25, reps, lambda: F_.max_pool2d(px, 3, 2, 1), 1, warm)
+        case("pool/max_pool2d_3x3s2_indices", in_b * 1.75, reps,
+             lambda: F_.max_pool2d(px, 3, 2, 1, return_indices=True), 1, warm)
+        case("pool/avg_pool2d_3x3s2", in_b * 1.25, reps, lambda: F_.avg_pool2d(px, 3, 2, 1), 1, warm)
+        case("pool/avg_pool2d_2x2", in_b * 1.25, reps, lambda: F_.avg_pool2d(px, 2), 1, warm)
+        case("pool/adaptive_avg_pool2d_1x1", in_b, reps, lambda: F_.adaptive_avg_pool2d(px, 1), 1, warm)
+    # ---- end of the pooling block ----
+
     print(f"# torch {torch.__version__}", file=sys.stderr)
 
 

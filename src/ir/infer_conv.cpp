@@ -5,6 +5,108 @@
 
 namespace kiln::ir {
 
-void infer_conv(Op& op) { KILN_CHECK(false, op_name(op.kind).data(), "not implemented yet"); }
+namespace {
+
+bool is_float_dtype(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+
+}  // namespace
+
+void infer_conv(Op& op) {
+  const char* name = op_name(op.kind).data();
+  const auto& a = op.attrs.ints;
+  KILN_CHECK(a.size() >= 2, name, "expects ints {groups, nsp, ...}, got " << a.size() << " values");
+  const int64_t groups = a[0], nsp = a[1];
+  KILN_CHECK(nsp >= 1 && nsp <= 3, name, "supports 1 to 3 spatial dims, got " << nsp);
+  const size_t extra = op.kind == OpKind::Conv ? 0 : static_cast<size_t>(nsp);
+  KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,
+             "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "
+                        << a.size());
+  KILN_CHECK(groups >= 1, name, "groups must be positive, got " << groups);
+  auto stride = [&](int64_t i) { return a[static_cast<size_t>(2 + i)]; };
+  auto pad = [&](int64_t i) { return a[static_cast<size_t>(2 + nsp + i)]; };
+  auto dil = [&](int64_t i) { return a[static_cast<size_t>(2 + 2 * nsp + i)]; };
+  auto ext = [&](int64_t i) { return a[static_cast<size_t>(2 + 3 * nsp + i)]; };
+  for (int64_t i = 0; i < nsp; ++i) {
+    KILN_CHECK(stride(i) >= 1, name, "stride must be positive, got " << stride(i));
+    KILN_CHECK(pad(i) >= 0, name, "padding must be non-negative, got " << pad(i));
+    KILN_CHECK(dil(i) >= 1, name, "dilation must be positive, got " << dil(i));
+  }
+  const size_t rank = static_cast<size_t>(nsp + 2);
+  const bool wgrad = op.kind == OpKind::ConvWeightGrad;
+  KILN_CHECK(op.inputs.size() == 2 || (!wgrad && op.inputs.size() == 3), name,
+             "expects " << (wgrad ? "2" : "2 or 3") << " inputs, got " << op.inputs.size());
+  const TensorDesc &x = op.inputs[0], &w = op.inputs[1];
+  KILN_CHECK(is_float_dtype(x.dtype), name, "expects a floating-point input, got " << dtype_name(x.dtype).data());
+  for (const auto& d : op.inputs)
+    KILN_CHECK(d.dtype == x.dtype, name,
+               "expects one dtype for all inputs, got " << dtype_name(x.dtype).data() << " and "
+                                                        << dtype_name(d.dtype).data());
+  KILN_CHECK(x.shape.size() == rank && w.shape.size() == rank, name,
+             "expects " << rank << "-d input and " << (wgrad ? "grad_output" : "weight") << ", got " << x.shape
+                        << " and " << w.shape);
+  const int64_t N = x.shape[0], C = x.shape[1];
+  Shape out(rank);
+  out[0] = N;
+  if (op.kind == OpKind::Conv) {
+    const int64_t O = w.shape[0];
+    KILN_CHECK(O % groups == 0, name,
+               "out_channels " << O << " (weight " << w.shape << ") must be divisible by groups " << groups);
+    KILN_CHECK(C == w.shape[1] * groups, name,
+               "input " << x.shape << " has " << C << " channels, expected " << w.shape[1] * groups << " (weight "
+                        << w.shape << ", groups " << groups << ")");
+    out[1] = O;
+    for (int64_t i = 0; i < nsp; ++i) {
+      const size_t d = static_cast<size_t>(2 + i);
+      const int64_t eff = dil(i) * (w.shape[d] - 1) + 1;
+      KILN_CHECK(x.shape[d] + 2 * pad(i) >= eff, name,
+                 "kernel size " << eff << " (dilated) is larger than the padded input size " << x.shape[d] + 2 * pad(i)
+                                << " (input " << x.shape << ", weight " << w.shape << ")");
+      out[d] = (x.shape[d] + 2 * pad(i) - eff) / stride(i) + 1;
+    }
+    if (op.inputs.size() == 3) {
+      const TensorDesc& b = op.inputs[2];
+      KILN_CHECK(b.shape.size() == 1 && b.shape[0] == O, name, "bias must have shape [" << O << "], got " << b.shape);
+    }
+  } else if (op.kind == OpKind::ConvTranspose) {
+    KILN_CHECK(
+        C == w.shape[0], name,
+        "input " << x.shape << " has " << C << " channels, expected " << w.shape[0] << " (weight " << w.shape << ")");
+    KILN_CHECK(C % groups == 0, name, "in_channels " << C << " must be divisible by groups " << groups);
+    const int64_t O = w.shape[1] * groups;
+    out[1] = O;
+    for (int64_t i = 0; i < nsp; ++i) {
+      const size_t d = static_cast<size_t>(2 + i);
+      KILN_CHECK(ext(i) >= 0 && (ext(i) < stride(i) || ext(i) < dil(i)), name,
+                 "output_padding " << ext(i) << " must be smaller than either stride " << stride(i) << " or dilation "
+                                   << dil(i));
+      out[d] = (x.shape[d] - 1) * stride(i) - 2 * pad(i) + dil(i) * (w.shape[d] - 1) + ext(i) + 1;
+      KILN_CHECK(out[d] >= 1 || x.shape[d] == 0, name,
+                 "output size " << out[d] << " is too small (input " << x.shape << ", weight " << w.shape << ")");
+      if (out[d] < 0) out[d] = 0;
+    }
+    if (op.inputs.size() == 3) {
+      const TensorDesc& b = op.inputs[2];
+      KILN_CHECK(b.shape.size() == 1 && b.shape[0] == O, name, "bias must have shape [" << O << "], got " << b.shape);
+    }
+  } else {
+    // ConvWeightGrad(x [N, C, *in], grad_out [N, O, *out]) -> [O, C/groups, *k].
+    const int64_t O = w.shape[1];
+    KILN_CHECK(w.shape[0] == N, name, "input " << x.shape << " and grad_output " << w.shape << " differ in batch size");
+    KILN_CHECK(C % groups == 0 && O % groups == 0, name,
+               "channels " << C << " and " << O << " must be divisible by groups " << groups);
+    out[0] = O;
+    out[1] = C / groups;
+    for (int64_t i = 0; i < nsp; ++i) {
+      const size_t d = static_cast<size_t>(2 + i);
+      const int64_t k = ext(i);
+      KILN_CHECK(k >= 1, name, "kernel size must be positive, got " << k);
+      const int64_t eff = dil(i) * (k - 1) + 1;
+      KILN_CHECK(x.shape[d] + 2 * pad(i) >= eff && (x.shape[d] + 2 * pad(i) - eff) / stride(i) + 1 == w.shape[d], name,
+                 "grad_output " << w.shape << " does not match input " << x.shape << " with kernel size " << k);
+      out[d] = k;
+    }
+  }
+  op.outputs = {contiguous_desc(out, x.dtype)};
+}
 
 }  // namespace kiln::ir

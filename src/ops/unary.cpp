@@ -96,7 +96,7 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor round(const Tensor& x, int64_t decimals) {
-  KILN_CHECK(decimals == 0 || x.defined() && is_floating(x.dtype()), "round",
+  KILN_CHECK(decimals == 0 || (x.defined() && is_floating(x.dtype())), "round",
              "decimals are only supported for float tensors, got "
                  << (x.defined() ? dtype_name(x.dtype()).data() : "undefined"));
   return numeric_unary("round", OpKind::Round, x, {decimals});

@@ -1,28 +1,142 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// MatMul kernel: batched [B, M, K] x [B, K, N] over any strides (reference version).
+// MatMul kernel: batched [B, M, K] x [B, K, N] -> [B, M, N] over any strides (a batch stride
+// may be 0). f32 runs through oneDNN's sgemm when that path is on and the layouts allow it,
+// otherwise through Kiln's packed GEMM (gemm.h); f64 through the packed GEMM; f16/bf16 are
+// widened to f32, multiplied and rounded once; integers use exact wrapping loops.
+#include <type_traits>
+#include <vector>
+
 #include "backends/cpu/dispatch_types.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/onednn.h"
+#include "core/parallel.h"
 
 namespace kiln::cpu {
 
+namespace {
+
+/// One operand of a batched product: matrix b starts at p + b * bs.
+template <class T>
+struct Mat {
+  const T* p;
+  int64_t bs, rs, cs;
+};
+
+/// Runs f(batch) for every batch: one at a time (each product parallel inside) when the
+/// matrices are large, else spread over the threads (each product single-threaded). The
+/// products are thread-count independent, so either way the result is too.
+template <class F>
+void for_batches(int64_t nb, int64_t M, int64_t N, int64_t K, const F& f) {
+  const double work = double(M) * double(N) * double(K);
+  if (nb == 1 || work >= 128.0 * 128 * 128) {
+    for (int64_t b = 0; b < nb; ++b) f(b);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(32.0 * 32 * 32 / std::max(work, 1.0)));
+  parallel_for(nb, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) f(b);
+  });
+}
+
+/// f32 product of one batch: oneDNN when on and the layout fits, else the packed GEMM.
+void gemm_one_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
+                  int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc) {
+  if (onednn::sgemm(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, 0.f, C, rsc, csc)) return;
+  gemm_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, 0.f, C, rsc, csc);
+}
+
+template <class T>
+void batched_float(int64_t nb, int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T> b, T* c, int64_t cbs, int64_t rsc,
+                   int64_t csc) {
+  for_batches(nb, M, N, K, [&](int64_t i) {
+    const T* pa = a.p + i * a.bs;
+    const T* pb = b.p + i * b.bs;
+    T* pc = c + i * cbs;
+    if constexpr (std::is_same_v<T, float>)
+      gemm_one_f32(M, N, K, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, rsc, csc);
+    else
+      gemm_f64(M, N, K, 1.0, pa, a.rs, a.cs, pb, b.rs, b.cs, 0.0, pc, rsc, csc);
+  });
+}
+
+/// Widens the distinct matrices of a half-precision operand to contiguous f32 (a batch stride
+/// of 0 stays 0: the one matrix is converted once).
+template <class H>
+Mat<float> widen(const H* p, int64_t nb, int64_t bs, int64_t rs, int64_t cs, int64_t rows, int64_t cols,
+                 std::vector<float>& buf) {
+  const int64_t n = bs == 0 ? 1 : nb;
+  buf.resize(static_cast<size_t>(n * rows * cols));
+  parallel_for(n * rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const H* src = p + (r / rows) * bs + (r % rows) * rs;
+      float* dst = buf.data() + r * cols;
+      for (int64_t j = 0; j < cols; ++j) dst[j] = static_cast<float>(src[j * cs]);
+    }
+  });
+  return {buf.data(), bs == 0 ? 0 : rows * cols, cols, 1};
+}
+
+template <class H>
+void batched_half(int64_t nb, int64_t M, int64_t N, int64_t K, const H* pa, const ir::TensorDesc& a, const H* pb,
+                  const ir::TensorDesc& b, H* pc, const ir::TensorDesc& c) {
+  std::vector<float> ba, bb, bc(static_cast<size_t>(nb * M * N));
+  Mat<float> fa = widen(pa, nb, a.strides[0], a.strides[1], a.strides[2], M, K, ba);
+  Mat<float> fb = widen(pb, nb, b.strides[0], b.strides[1], b.strides[2], K, N, bb);
+  batched_float<float>(nb, M, N, K, fa, fb, bc.data(), M * N, N, 1);
+  parallel_for(nb * M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      H* dst = pc + (r / M) * c.strides[0] + (r % M) * c.strides[1];
+      const float* src = bc.data() + r * N;
+      for (int64_t j = 0; j < N; ++j) dst[j * c.strides[2]] = H(src[j]);
+    }
+  });
+}
+
+/// Exact integer products, wrapping like the C++ unsigned type of the same width.
+template <class T>
+void batched_int(int64_t nb, int64_t M, int64_t N, int64_t K, const T* pa, const ir::TensorDesc& a, const T* pb,
+                 const ir::TensorDesc& b, T* pc, const ir::TensorDesc& c) {
+  using U = std::make_unsigned_t<std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>>;
+  using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;  // no int promotion
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, N * K));
+  parallel_for(nb * M, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<W> acc(static_cast<size_t>(N));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = r / M, m = r % M;
+      std::fill(acc.begin(), acc.end(), W(0));
+      const T* arow = pa + i * a.strides[0] + m * a.strides[1];
+      const T* bmat = pb + i * b.strides[0];
+      for (int64_t k = 0; k < K; ++k) {
+        const W x = W(U(arow[k * a.strides[2]]));
+        const T* brow = bmat + k * b.strides[1];
+        for (int64_t n = 0; n < N; ++n) acc[n] += x * W(U(brow[n * b.strides[2]]));
+      }
+      T* crow = pc + i * c.strides[0] + m * c.strides[1];
+      for (int64_t n = 0; n < N; ++n) crow[n * c.strides[2]] = static_cast<T>(U(acc[n]));
+    }
+  });
+}
+
+}  // namespace
+
 void k_MatMul(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
-  const int64_t B = c.shape[0], M = c.shape[1], N = c.shape[2], K = a.shape[2];
+  const int64_t nb = c.shape[0], M = c.shape[1], N = c.shape[2], K = a.shape[2];
+  if (nb == 0 || M == 0 || N == 0) return;
   KILN_SWITCH_NUMERIC(a.dtype, "matmul", T, {
-    using A = std::conditional_t<is_float_v<T>, std::conditional_t<std::is_same_v<T, double>, double, float>, T>;
     const T* pa = reinterpret_cast<const T*>(base_ptr(in[0], a));
     const T* pb = reinterpret_cast<const T*>(base_ptr(in[1], b));
     T* pc = reinterpret_cast<T*>(base_ptr(out[0], c));
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          A acc{};
-          for (int64_t k = 0; k < K; ++k)
-            acc += A(pa[i * a.strides[0] + m * a.strides[1] + k * a.strides[2]]) *
-                   A(pb[i * b.strides[0] + k * b.strides[1] + n * b.strides[2]]);
-          pc[i * c.strides[0] + m * c.strides[1] + n * c.strides[2]] = T(acc);
-        }
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      batched_float<T>(nb, M, N, K, {pa, a.strides[0], a.strides[1], a.strides[2]},
+                       {pb, b.strides[0], b.strides[1], b.strides[2]}, pc, c.strides[0], c.strides[1], c.strides[2]);
+    } else if constexpr (is_half_v<T>) {
+      batched_half(nb, M, N, K, pa, a, pb, b, pc, c);
+    } else {
+      batched_int(nb, M, N, K, pa, a, pb, b, pc, c);
+    }
   });
 }
 

@@ -1,24 +1,555 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Kernels of this family (ops.def documents the attributes). Placeholder: not implemented yet.
+// Pooling kernels (ops.def documents the attributes): max/avg pooling with windows, adaptive
+// avg/max pooling and max unpooling, for 1 to 3 spatial dims (viewed as [D, H, W] with leading
+// size-1 dims).
+//
+// Note [Pooling by output rows]
+// Work is split into output rows (plane, od, oh), each computed independently, so results do
+// not depend on the thread count. For a row, every kernel tap (i, j, t) is one contiguous,
+// vectorisable pass over the output width: the input rows the window touches are first copied
+// into a small buffer, padded with the identity (-inf or lowest for max, 0 for sums), converted
+// to the accumulation type (f16/bf16 -> f32), and split into `stride` phases so that tap t
+// reads phase (t*dil) % stride at offset (t*dil) / stride, i.e. unit-stride loads. Rows with
+// stride 1, no padding and a contiguous f32/f64/int layout are read in place. Taps are visited
+// in PyTorch's row-major window order with its update rule (`v > max || isnan(v)`), so values
+// and indices match PyTorch, NaN included (the last NaN of a window wins).
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/loops.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
 
-void k_MaxPool(const ir::Op& op, void* const*, void* const*) {
-  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+namespace {
+
+/// Geometry of a pool op, normalised to three spatial dims [D, H, W].
+struct Geo {
+  int64_t N = 0, C = 0, planes = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+  int64_t xs_n = 0, xs_c = 0, xs[3] = {0, 0, 0};  // input strides in elements
+
+  Geo(const ir::TensorDesc& x, const ir::TensorDesc& y, int64_t nsp) {
+    const int64_t lead = 3 - nsp;
+    N = x.shape[0];
+    C = x.shape[1];
+    planes = N * C;
+    xs_n = x.strides[0];
+    xs_c = x.strides[1];
+    for (int64_t d = 0; d < nsp; ++d) {
+      in[lead + d] = x.shape[static_cast<size_t>(2 + d)];
+      out[lead + d] = y.shape[static_cast<size_t>(2 + d)];
+      xs[lead + d] = x.strides[static_cast<size_t>(2 + d)];
+    }
+  }
+  /// Reads window attributes: kernel, stride, padding (and dilation) from ints[1..].
+  void window(const ir::Attrs& at, int64_t nsp, bool has_dilation) {
+    const int64_t lead = 3 - nsp;
+    for (int64_t d = 0; d < nsp; ++d) {
+      k[lead + d] = at.ints[static_cast<size_t>(1 + d)];
+      s[lead + d] = at.ints[static_cast<size_t>(1 + nsp + d)];
+      p[lead + d] = at.ints[static_cast<size_t>(1 + 2 * nsp + d)];
+      if (has_dilation) dl[lead + d] = at.ints[static_cast<size_t>(1 + 3 * nsp + d)];
+    }
+  }
+  int64_t plane_offset(int64_t pl) const { return (pl / C) * xs_n + (pl % C) * xs_c; }
+  int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+};
+
+template <class A>
+constexpr A lowest_value() {
+  if constexpr (std::numeric_limits<A>::has_infinity)
+    return -std::numeric_limits<A>::infinity();
+  else
+    return std::numeric_limits<A>::lowest();
 }
-void k_AvgPool(const ir::Op& op, void* const*, void* const*) {
-  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+
+/// dst[r * Lm + m] = padded[m * S + r] for r < S, m < Lm, where padded[q] = row[(q - pad) * sw]
+/// inside the row and `fill` outside: the row padded and split into S stride phases.
+template <class T, class A>
+void build_phases(const T* __restrict row, int64_t sw, int64_t W, int64_t pad, int64_t S, int64_t Lm, A fill,
+                  A* __restrict dst) {
+  if (S == 2 && sw == 1) {
+    // Both phases in one pass (vectorises as a de-interleave); the edges are bounds-checked.
+    A* __restrict d0 = dst;
+    A* __restrict d1 = dst + Lm;
+    auto at = [&](int64_t q) { return q >= 0 && q < W ? static_cast<A>(row[q]) : fill; };
+    const int64_t mlo = std::min(Lm, (pad + 1) / 2);  // first m with 2m - pad >= 0
+    const int64_t mhi = W + pad >= 2 ? std::clamp((W + pad - 2) / 2 + 1, mlo, Lm) : mlo;
+    for (int64_t m = 0; m < mlo; ++m) {
+      d0[m] = at(2 * m - pad);
+      d1[m] = at(2 * m + 1 - pad);
+    }
+    const T* __restrict p = row + 2 * mlo - pad;
+    const int64_t n = mhi - mlo;
+    A* __restrict e0 = d0 + mlo;
+    A* __restrict e1 = d1 + mlo;
+    for (int64_t m = 0; m < n; ++m) {
+      e0[m] = static_cast<A>(p[2 * m]);
+      e1[m] = static_cast<A>(p[2 * m + 1]);
+    }
+    for (int64_t m = mhi; m < Lm; ++m) {
+      d0[m] = at(2 * m - pad);
+      d1[m] = at(2 * m + 1 - pad);
+    }
+    return;
+  }
+  for (int64_t r = 0; r < S; ++r) {
+    A* d = dst + r * Lm;
+    // valid m: 0 <= m*S + r - pad < W
+    int64_t lo = pad - r > 0 ? (pad - r + S - 1) / S : 0;
+    int64_t hi = W - 1 + pad - r >= 0 ? (W - 1 + pad - r) / S + 1 : 0;  // exclusive
+    lo = std::min(lo, Lm);
+    hi = std::clamp(hi, lo, Lm);
+    for (int64_t m = 0; m < lo; ++m) d[m] = fill;
+    const T* src = row + (lo * S + r - pad) * sw;
+    const int64_t step = S * sw;
+    if (step == 1) {
+      for (int64_t m = lo; m < hi; ++m) d[m] = static_cast<A>(src[m - lo]);
+    } else {
+      for (int64_t m = lo; m < hi; ++m) d[m] = static_cast<A>(src[(m - lo) * step]);
+    }
+    for (int64_t m = hi; m < Lm; ++m) d[m] = fill;
+  }
 }
-void k_AdaptiveAvgPool(const ir::Op& op, void* const*, void* const*) {
-  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+
+/// First in-range position of a window starting at `start` with dilation `dl` (PyTorch's
+/// index for windows whose values are all -inf).
+inline int64_t first_valid(int64_t start, int64_t dl) {
+  while (start < 0) start += dl;
+  return start;
 }
-void k_AdaptiveMaxPool(const ir::Op& op, void* const*, void* const*) {
-  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+
+/// max that sticks at NaN (PyTorch's rule: a NaN wins).
+template <class A>
+inline A nanmax(A a, A v) {
+  if constexpr (std::is_floating_point_v<A>)
+    return ((v > a) | (v != v)) ? v : a;
+  else
+    return v > a ? v : a;
 }
-void k_MaxUnpool(const ir::Op& op, void* const*, void* const*) {
-  KILN_CHECK(false, ir::op_name(op.kind).data(), "not implemented yet");
+
+/// Combines the input rows of one output row's window into row[0..W) (max or sum, converted
+/// to A): the vertical half of Note [Pooling by output rows] for ops whose result does not
+/// depend on the visiting order beyond rounding (max values, averages). Returns false when
+/// the window holds no valid row.
+template <bool IsMax, class T, class A>
+bool combine_rows(const T* xp, const Geo& g, int64_t d0, int64_t h0, A* __restrict row) {
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  bool first = true;
+  for (int64_t i = 0; i < g.k[0]; ++i) {
+    const int64_t id = d0 + i * g.dl[0];
+    if (id < 0 || id >= D) continue;
+    for (int64_t j = 0; j < g.k[1]; ++j) {
+      const int64_t ih = h0 + j * g.dl[1];
+      if (ih < 0 || ih >= H) continue;
+      const T* __restrict src = xp + id * g.xs[0] + ih * g.xs[1];
+      const int64_t sw = g.xs[2];
+      if (first) {
+        if (sw == 1)
+          for (int64_t w = 0; w < W; ++w) row[w] = static_cast<A>(src[w]);
+        else
+          for (int64_t w = 0; w < W; ++w) row[w] = static_cast<A>(src[w * sw]);
+        first = false;
+      } else if (sw == 1) {
+        if constexpr (IsMax)
+          for (int64_t w = 0; w < W; ++w) row[w] = nanmax(row[w], static_cast<A>(src[w]));
+        else
+          for (int64_t w = 0; w < W; ++w) row[w] += static_cast<A>(src[w]);
+      } else {
+        if constexpr (IsMax)
+          for (int64_t w = 0; w < W; ++w) row[w] = nanmax(row[w], static_cast<A>(src[w * sw]));
+        else
+          for (int64_t w = 0; w < W; ++w) row[w] += static_cast<A>(src[w * sw]);
+      }
+    }
+  }
+  return !first;
+}
+
+// ---- MaxPool ------------------------------------------------------------------------------
+
+/// Max pooling without indices: the window's rows are reduced first (contiguous passes over the
+/// full width), then the horizontal taps run over the stride phases of that one row.
+template <class T>
+void max_pool_values(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  using A = acc_t<T>;
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  const int64_t W = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  const int64_t S = g.s[2], PW = g.p[2], KW = g.k[2], DW = g.dl[2];
+  const int64_t Lm = OW + ((KW - 1) * DW) / S;
+  const A lo = lowest_value<A>();
+  const int64_t units = g.planes * OD * OH;
+  const int64_t work = std::max<int64_t>(1, g.k[0] * g.k[1] * W + KW * OW);
+  parallel_for(units, std::max<int64_t>(1, kGrain / work), [&](int64_t b, int64_t e) {
+    std::vector<A> rowbuf(static_cast<size_t>(W)), ph(static_cast<size_t>(S * Lm)), acc(static_cast<size_t>(OW));
+    A* __restrict row = rowbuf.data();
+    A* __restrict a = acc.data();
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t pl = u / (OD * OH), r = u % (OD * OH), od = r / OH, oh = r % OH;
+      T* __restrict yo = y + u * OW;
+      if (!combine_rows<true>(x + g.plane_offset(pl), g, od * g.s[0] - g.p[0], oh * g.s[1] - g.p[1], row)) {
+        for (int64_t o = 0; o < OW; ++o) yo[o] = static_cast<T>(lo);
+        continue;
+      }
+      build_phases(row, 1, W, PW, S, Lm, lo, ph.data());
+      for (int64_t t = 0; t < KW; ++t) {
+        const int64_t off = t * DW;
+        const A* __restrict src = ph.data() + (off % S) * Lm + off / S;
+        if (t == 0)
+          for (int64_t o = 0; o < OW; ++o) a[o] = src[o];
+        else
+          for (int64_t o = 0; o < OW; ++o) a[o] = nanmax(a[o], src[o]);
+      }
+      for (int64_t o = 0; o < OW; ++o) yo[o] = static_cast<T>(a[o]);
+    }
+  });
+}
+
+template <class T, bool Idx>
+void max_pool_impl(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  using A = acc_t<T>;
+  using tap_t = std::conditional_t<sizeof(A) == 8, int64_t, int32_t>;
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  int64_t* yi = Idx ? reinterpret_cast<int64_t*>(base_ptr(out[1], op.outputs[1])) : nullptr;
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  const int64_t S = g.s[2], PW = g.p[2], KW = g.k[2], DW = g.dl[2];
+  const int64_t Lm = OW + ((KW - 1) * DW) / S;
+  const bool direct = std::is_same_v<T, A> && S == 1 && PW == 0 && g.xs[2] == 1 && OW - 1 + (KW - 1) * DW < W;
+  const A lo = lowest_value<A>();
+  const int64_t units = g.planes * OD * OH;
+  const int64_t taps = g.k[0] * g.k[1] * KW;
+  parallel_for(units, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OW * taps)), [&](int64_t b, int64_t e) {
+    std::vector<A> acc(static_cast<size_t>(OW)), ph(direct ? 0 : static_cast<size_t>(S * Lm));
+    std::vector<tap_t> tap(Idx ? static_cast<size_t>(OW) : 0);
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t pl = u / (OD * OH), r = u % (OD * OH), od = r / OH, oh = r % OH;
+      const T* xp = x + g.plane_offset(pl);
+      const int64_t d0 = od * g.s[0] - g.p[0], h0 = oh * g.s[1] - g.p[1];
+      A* a = acc.data();
+      tap_t* tp = tap.data();
+      std::fill(acc.begin(), acc.end(), lo);
+      if constexpr (Idx) std::fill(tap.begin(), tap.end(), tap_t(-1));
+      for (int64_t i = 0; i < g.k[0]; ++i) {
+        const int64_t id = d0 + i * g.dl[0];
+        if (id < 0 || id >= D) continue;
+        for (int64_t j = 0; j < g.k[1]; ++j) {
+          const int64_t ih = h0 + j * g.dl[1];
+          if (ih < 0 || ih >= H) continue;
+          const T* row = xp + id * g.xs[0] + ih * g.xs[1];
+          if (!direct) build_phases(row, g.xs[2], W, PW, S, Lm, lo, ph.data());
+          for (int64_t t = 0; t < KW; ++t) {
+            const int64_t off = t * DW;
+            const A* src;
+            if constexpr (std::is_same_v<T, A>) {
+              src = direct ? row + off : ph.data() + (off % S) * Lm + off / S;
+            } else {
+              src = ph.data() + (off % S) * Lm + off / S;
+            }
+            const tap_t tid = static_cast<tap_t>((i * g.k[1] + j) * KW + t);
+            A* __restrict a = acc.data();
+            tap_t* __restrict tp = tap.data();
+            for (int64_t o = 0; o < OW; ++o) {
+              const A v = src[o];
+              bool upd;
+              if constexpr (std::is_floating_point_v<A>)
+                upd = (v > a[o]) | (v != v);
+              else
+                upd = v > a[o];
+              a[o] = upd ? v : a[o];
+              if constexpr (Idx) tp[o] = upd ? tid : tp[o];
+            }
+          }
+        }
+      }
+      T* yo = y + u * OW;
+      for (int64_t o = 0; o < OW; ++o) yo[o] = static_cast<T>(a[o]);
+      if constexpr (Idx) {
+        int64_t* io = yi + u * OW;
+        const int64_t dv = first_valid(d0, g.dl[0]), hv = first_valid(h0, g.dl[1]);
+        for (int64_t o = 0; o < OW; ++o) {
+          int64_t t = tp[o];
+          if (t < 0) {
+            io[o] = (dv * H + hv) * W + first_valid(o * S - PW, DW);
+          } else {
+            const int64_t tt = t % KW, jj = (t / KW) % g.k[1], ii = t / (KW * g.k[1]);
+            io[o] = ((d0 + ii * g.dl[0]) * H + h0 + jj * g.dl[1]) * W + o * S - PW + tt * DW;
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---- AvgPool ------------------------------------------------------------------------------
+
+template <class T>
+void avg_pool_impl(const ir::Op& op, void* const* in, void* const* out, const Geo& g, bool count_include_pad,
+                   int64_t divisor) {
+  using A = std::conditional_t<std::is_integral_v<T>, int64_t, acc_t<T>>;
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  const int64_t S = g.s[2], PW = g.p[2], KW = g.k[2];
+  const int64_t Lm = OW + (KW - 1) / S;
+  const int64_t units = g.planes * OD * OH;
+  // Width part of the divisor per output column: (window size clipped to W + pad, valid count).
+  std::vector<int64_t> wpool(static_cast<size_t>(OW)), wcnt(static_cast<size_t>(OW));
+  for (int64_t o = 0; o < OW; ++o) {
+    int64_t ws = o * S - PW, we = std::min(ws + KW, W + PW);
+    wpool[static_cast<size_t>(o)] = we - ws;
+    wcnt[static_cast<size_t>(o)] = std::min(we, W) - std::max<int64_t>(ws, 0);
+  }
+  const int64_t work = std::max<int64_t>(1, g.k[0] * g.k[1] * W + KW * OW);
+  parallel_for(units, std::max<int64_t>(1, kGrain / work), [&](int64_t b, int64_t e) {
+    std::vector<A> rowbuf(static_cast<size_t>(W)), ph(static_cast<size_t>(S * Lm)), acc(static_cast<size_t>(OW));
+    A* __restrict row = rowbuf.data();
+    A* __restrict a = acc.data();
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t pl = u / (OD * OH), r = u % (OD * OH), od = r / OH, oh = r % OH;
+      const int64_t d0 = od * g.s[0] - g.p[0], h0 = oh * g.s[1] - g.p[1];
+      // Rows first (contiguous sums over the full width), then the horizontal taps.
+      if (combine_rows<false>(x + g.plane_offset(pl), g, d0, h0, row)) {
+        build_phases(row, 1, W, PW, S, Lm, A(0), ph.data());
+        for (int64_t t = 0; t < KW; ++t) {
+          const A* __restrict src = ph.data() + (t % S) * Lm + t / S;
+          if (t == 0)
+            for (int64_t o = 0; o < OW; ++o) a[o] = src[o];
+          else
+            for (int64_t o = 0; o < OW; ++o) a[o] += src[o];
+        }
+      } else {
+        std::fill(acc.begin(), acc.end(), A(0));
+      }
+      const int64_t de = std::min(d0 + g.k[0], D + g.p[0]), he = std::min(h0 + g.k[1], H + g.p[1]);
+      const int64_t dhpool = (de - d0) * (he - h0);
+      const int64_t dhcnt = (std::min(de, D) - std::max<int64_t>(d0, 0)) * (std::min(he, H) - std::max<int64_t>(h0, 0));
+      T* __restrict yo = y + u * OW;
+      for (int64_t o = 0; o < OW; ++o) {
+        const int64_t dv = divisor             ? divisor
+                           : count_include_pad ? dhpool * wpool[static_cast<size_t>(o)]
+                                               : dhcnt * wcnt[static_cast<size_t>(o)];
+        yo[o] = static_cast<T>(a[o] / static_cast<A>(dv));
+      }
+    }
+  });
+}
+
+// ---- adaptive pools -----------------------------------------------------------------------
+
+inline int64_t ad_start(int64_t a, int64_t b, int64_t c) { return (a / b) * c + ((a % b) * c) / b; }
+inline int64_t ad_end(int64_t a, int64_t b, int64_t c) { return 1 + ((a + 1) * c - 1) / b; }
+
+template <class T>
+void adaptive_avg_impl(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  using A = acc_t<T>;
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  const int64_t units = g.planes * OD * OH;
+  const int64_t per_unit =
+      std::max<int64_t>(1, (D / std::max<int64_t>(OD, 1) + 1) * (H / std::max<int64_t>(OH, 1) + 1) * W);
+  parallel_for(units, std::max<int64_t>(1, kGrain / per_unit), [&](int64_t b, int64_t e) {
+    std::vector<A> col(static_cast<size_t>(W));
+    A* cs = col.data();
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t pl = u / (OD * OH), r = u % (OD * OH), od = r / OH, oh = r % OH;
+      const T* xp = x + g.plane_offset(pl);
+      const int64_t ds = ad_start(od, OD, D), de = ad_end(od, OD, D);
+      const int64_t hs = ad_start(oh, OH, H), he = ad_end(oh, OH, H);
+      std::fill(col.begin(), col.end(), A(0));
+      for (int64_t id = ds; id < de; ++id)
+        for (int64_t ih = hs; ih < he; ++ih) {
+          const T* row = xp + id * g.xs[0] + ih * g.xs[1];
+          if (g.xs[2] == 1) {
+            for (int64_t w = 0; w < W; ++w) cs[w] += static_cast<A>(row[w]);
+          } else {
+            for (int64_t w = 0; w < W; ++w) cs[w] += static_cast<A>(row[w * g.xs[2]]);
+          }
+        }
+      const A dh = static_cast<A>((de - ds) * (he - hs));
+      T* yo = y + u * OW;
+      for (int64_t o = 0; o < OW; ++o) {
+        const int64_t ws = ad_start(o, OW, W), we = ad_end(o, OW, W);
+        A s = 0;
+        for (int64_t w = ws; w < we; ++w) s += cs[w];
+        yo[o] = static_cast<T>(s / (dh * static_cast<A>(we - ws)));
+      }
+    }
+  });
+}
+
+template <class T, bool Idx>
+void adaptive_max_impl(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  using A = acc_t<T>;
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  int64_t* yi = Idx ? reinterpret_cast<int64_t*>(base_ptr(out[1], op.outputs[1])) : nullptr;
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  const int64_t units = g.planes * OD * OH;
+  const int64_t per_unit =
+      std::max<int64_t>(1, (D / std::max<int64_t>(OD, 1) + 1) * (H / std::max<int64_t>(OH, 1) + 1) * W);
+  parallel_for(units, std::max<int64_t>(1, kGrain / per_unit), [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t pl = u / (OD * OH), r = u % (OD * OH), od = r / OH, oh = r % OH;
+      const T* xp = x + g.plane_offset(pl);
+      const int64_t ds = ad_start(od, OD, D), de = ad_end(od, OD, D);
+      const int64_t hs = ad_start(oh, OH, H), he = ad_end(oh, OH, H);
+      for (int64_t o = 0; o < OW; ++o) {
+        const int64_t ws = ad_start(o, OW, W), we = ad_end(o, OW, W);
+        A m = lowest_value<A>();
+        int64_t mi = (ds * H + hs) * W + ws;
+        for (int64_t id = ds; id < de; ++id)
+          for (int64_t ih = hs; ih < he; ++ih) {
+            const T* row = xp + id * g.xs[0] + ih * g.xs[1];
+            for (int64_t w = ws; w < we; ++w) {
+              const A v = static_cast<A>(row[w * g.xs[2]]);
+              bool upd;
+              if constexpr (std::is_floating_point_v<A>)
+                upd = v > m || v != v;
+              else
+                upd = v > m;
+              if (upd) {
+                m = v;
+                mi = (id * H + ih) * W + w;
+              }
+            }
+          }
+        y[u * OW + o] = static_cast<T>(m);
+        if constexpr (Idx) yi[u * OW + o] = mi;
+      }
+    }
+  });
+}
+
+// ---- MaxUnpool ----------------------------------------------------------------------------
+
+template <class T>
+void max_unpool_impl(const ir::Op& op, void* const* in, void* const* out, int64_t nsp) {
+  const ir::TensorDesc& xd = op.inputs[0];
+  const ir::TensorDesc& id = op.inputs[1];
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], xd));
+  const int64_t* ix = reinterpret_cast<const int64_t*>(base_ptr(in[1], id));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  const int64_t N = xd.shape[0], C = xd.shape[1], planes = N * C;
+  const int64_t outsz = shape_numel(op.outputs[0].shape) / std::max<int64_t>(planes, 1);
+  // Spatial dims of the input as [D, H, W] with strides for x and for the indices.
+  int64_t sz[3] = {1, 1, 1}, xs[3] = {0, 0, 0}, is[3] = {0, 0, 0};
+  for (int64_t d = 0; d < nsp; ++d) {
+    size_t k = static_cast<size_t>(2 + d);
+    sz[3 - nsp + d] = xd.shape[k];
+    xs[3 - nsp + d] = xd.strides[k];
+    is[3 - nsp + d] = id.strides[k];
+  }
+  const int64_t inplane = sz[0] * sz[1] * sz[2];
+  std::atomic<bool> bad{false};
+  auto index_at = [&](int64_t pl, int64_t a, int64_t h, int64_t w) {
+    return ix[(pl / C) * id.strides[0] + (pl % C) * id.strides[1] + a * is[0] + h * is[1] + w * is[2]];
+  };
+  parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inplane + outsz)), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      const T* xp = x + (pl / C) * xd.strides[0] + (pl % C) * xd.strides[1];
+      T* yp = y + pl * outsz;
+      std::fill(yp, yp + outsz, T(0));
+      for (int64_t a = 0; a < sz[0]; ++a)
+        for (int64_t h = 0; h < sz[1]; ++h)
+          for (int64_t w = 0; w < sz[2]; ++w) {
+            const int64_t v = index_at(pl, a, h, w);
+            if (v < 0 || v >= outsz) {
+              bad.store(true, std::memory_order_relaxed);
+              continue;
+            }
+            yp[v] = xp[a * xs[0] + h * xs[1] + w * xs[2]];
+          }
+    }
+  });
+  if (bad.load()) {
+    // Report the first invalid index in element order (found again serially, off the hot path).
+    int64_t first = 0;
+    bool found = false;
+    for (int64_t pl = 0; pl < planes && !found; ++pl)
+      for (int64_t a = 0; a < sz[0] && !found; ++a)
+        for (int64_t h = 0; h < sz[1] && !found; ++h)
+          for (int64_t w = 0; w < sz[2] && !found; ++w) {
+            const int64_t v = index_at(pl, a, h, w);
+            if (v < 0 || v >= outsz) {
+              first = v;
+              found = true;
+            }
+          }
+    std::ostringstream os;
+    const Shape& os_shape = op.outputs[0].shape;
+    for (size_t d = 2; d < os_shape.size(); ++d) os << (d > 2 ? "x" : "") << os_shape[d];
+    const std::string api = "max_unpool" + std::to_string(nsp) + "d";
+    KILN_CHECK(false, api.c_str(),
+               "Found an invalid max index: " << first << " (output volumes are of size " << os.str() << ")");
+  }
+}
+
+}  // namespace
+
+void k_MaxPool(const ir::Op& op, void* const* in, void* const* out) {
+  const int64_t nsp = op.attrs.ints[0];
+  Geo g(op.inputs[0], op.outputs[0], nsp);
+  g.window(op.attrs, nsp, true);
+  const bool idx = op.attrs.ints.back() != 0;
+  if (op.outputs[0].numel() == 0) return;
+  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_pool", T, {
+    if (idx)
+      max_pool_impl<T, true>(op, in, out, g);
+    else
+      max_pool_values<T>(op, in, out, g);
+  });
+}
+
+void k_AvgPool(const ir::Op& op, void* const* in, void* const* out) {
+  const int64_t nsp = op.attrs.ints[0];
+  Geo g(op.inputs[0], op.outputs[0], nsp);
+  g.window(op.attrs, nsp, false);
+  const size_t base = static_cast<size_t>(1 + 3 * nsp);
+  const bool cip = op.attrs.ints[base + 1] != 0;
+  const int64_t divisor = op.attrs.ints[base + 2];
+  if (op.outputs[0].numel() == 0) return;
+  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "avg_pool", T, avg_pool_impl<T>(op, in, out, g, cip, divisor));
+}
+
+void k_AdaptiveAvgPool(const ir::Op& op, void* const* in, void* const* out) {
+  Geo g(op.inputs[0], op.outputs[0], op.attrs.ints[0]);
+  if (op.outputs[0].numel() == 0) return;
+  KILN_SWITCH_FLOAT(op.inputs[0].dtype, "adaptive_avg_pool", T, adaptive_avg_impl<T>(op, in, out, g));
+}
+
+void k_AdaptiveMaxPool(const ir::Op& op, void* const* in, void* const* out) {
+  Geo g(op.inputs[0], op.outputs[0], op.attrs.ints[0]);
+  const bool idx = op.attrs.ints.back() != 0;
+  if (op.outputs[0].numel() == 0) return;
+  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "adaptive_max_pool", T, {
+    if (idx)
+      adaptive_max_impl<T, true>(op, in, out, g);
+    else
+      adaptive_max_impl<T, false>(op, in, out, g);
+  });
+}
+
+void k_MaxUnpool(const ir::Op& op, void* const* in, void* const* out) {
+  if (op.outputs[0].numel() == 0) return;
+  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_unpool", T, max_unpool_impl<T>(op, in, out, op.attrs.ints[0]));
 }
 
 }  // namespace kiln::cpu

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// Internal to the convolution kernels (conv.cpp, conv_onednn.cpp): one geometry record in
+// forward-convolution terms, shared by Conv, ConvTranspose (= conv backward-data) and
+// ConvWeightGrad.
+#include <cstdint>
+
+namespace kiln::cpu::conv {
+
+/// A forward convolution x [N, C, *in] * w [O, C/groups, *k] -> y [N, O, *out], padding
+/// symmetric. Spatial arrays hold nsp (1..3) entries. ConvTranspose runs the conv backward
+/// from y to x, so its input is "y" here and its output "x".
+struct Geom {
+  int nsp = 2;
+  int64_t N = 0, C = 0, O = 0, groups = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t k_size() const { return k[0] * k[1] * k[2]; }
+};
+
+/// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
+/// cannot run the problem; the caller then uses the portable kernels.
+/// y = conv(x, w) + b (b may be null).
+bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y);
+/// x = conv backward-data(y, w) + b (b [C] may be null): the ConvTranspose op.
+bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x);
+/// dw = conv backward-weights(x, dy).
+bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, float* dw);
+
+}  // namespace kiln::cpu::conv

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// oneDNN convolution (f32): forward, backward-data (ConvTranspose) and backward-weights.
+//
+// Note [oneDNN convolution]: Kiln tensors are plain NCHW (ncw / nchw / ncdhw, weights oihw or
+// goihw with groups). oneDNN's fast direct kernels want blocked layouts (nChw16c, OIhw16i16o,
+// ...), so most primitives are created with format `any` and the plain operands are reordered
+// into the layouts oneDNN picked and back (PyTorch's ideep does the same). Two exceptions: 1x1
+// convolutions with stride 1 and no padding are matrix products per image (oneDNN's sgemm on
+// the NCHW buffers, no reorders), and backward-data onto very few channels (a first layer) uses
+// plain layouts, since blocking pads the channels to 16. Primitive descriptors, primitives,
+// reorders and staging buffers are cached by shape key (creation costs far more than a small
+// convolution); the key includes the thread count, because oneDNN fixes its work split when a
+// primitive is created. KILN_CONV_LAYOUT=plain|blocked|nhwc forces one layout (measurements; nhwc
+// was slower than blocked on the ResNet shapes with oneDNN 2.6).
+#include "backends/cpu/conv_impl.h"
+#include "backends/cpu/onednn.h"
+
+#if KILN_WITH_ONEDNN
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kiln/device.h"
+
+namespace kiln::cpu::conv {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+enum class Kind { Fwd, BwdData, BwdWeights };
+
+/// KILN_CONV_LAYOUT=plain / blocked / nhwc forces one layout choice (measurements); 0 = automatic.
+int layout_override() {
+  static const int v = [] {
+    const char* e = std::getenv("KILN_CONV_LAYOUT");
+    if (e && std::strcmp(e, "plain") == 0) return 1;
+    if (e && std::strcmp(e, "blocked") == 0) return 2;
+    if (e && std::strcmp(e, "nhwc") == 0) return 3;
+    return 0;
+  }();
+  return v;
+}
+
+/// Plain NCHW operands (oneDNN's GEMM-based kernels, no reorders) or blocked ones. Blocked
+/// layouts pad channels to 16, which wastes most of the work when the gradient's channel count
+/// is tiny (a first layer's backward-data on 1..3 channels).
+bool use_plain(Kind kind, const Geom& g) {
+  if (layout_override()) return layout_override() == 1;
+  return kind == Kind::BwdData && g.C / g.groups < 8 && g.groups == 1;
+}
+
+/// 1x1 convolutions with stride 1, no padding, one group: plain matrix products per image.
+bool is_pointwise(const Geom& g) {
+  if (g.groups != 1 || layout_override()) return false;
+  for (int i = 0; i < 3; ++i)
+    if (g.k[i] != 1 || g.stride[i] != 1 || g.pad[i] != 0) return false;
+  return true;
+}
+
+using Key = std::array<int64_t, 24>;
+
+Key make_key(Kind k, const Geom& g, bool bias, int nt) {
+  Key key{};
+  size_t i = 0;
+  key[i++] = static_cast<int64_t>(k);
+  key[i++] = g.nsp;
+  key[i++] = g.N;
+  key[i++] = g.C;
+  key[i++] = g.O;
+  key[i++] = g.groups;
+  key[i++] = bias;
+  key[i++] = nt;
+  for (int d = 0; d < 3; ++d) {
+    // in, k, stride, pad, dil determine out
+    key[i++] = g.in[d];
+    key[i++] = g.k[d];
+    key[i++] = g.stride[d] | (g.pad[d] << 20) | (g.dil[d] << 40);
+  }
+  return key;
+}
+
+memory::dims sp_dims(const Geom& g, const int64_t* v) {
+  memory::dims d;
+  for (int i = 3 - g.nsp; i < 3; ++i) d.push_back(v[i]);
+  return d;
+}
+
+tag act_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag::ncdhw; }
+tag wei_tag(int nsp, bool grouped) {
+  if (grouped) return nsp == 1 ? tag::goiw : nsp == 2 ? tag::goihw : tag::goidhw;
+  return nsp == 1 ? tag::oiw : nsp == 2 ? tag::oihw : tag::oidhw;
+}
+
+struct Descs {
+  memory::desc src, wei, dst, bias;  // plain
+  memory::dims strides, dil, pad_l, pad_r;
+};
+
+Descs make_descs(const Geom& g) {
+  Descs d;
+  memory::dims src{g.N, g.C}, dst{g.N, g.O}, wei;
+  for (auto v : sp_dims(g, g.in)) src.push_back(v);
+  for (auto v : sp_dims(g, g.out)) dst.push_back(v);
+  const bool grouped = g.groups > 1;
+  if (grouped)
+    wei = {g.groups, g.O / g.groups, g.C / g.groups};
+  else
+    wei = {g.O, g.C};
+  for (auto v : sp_dims(g, g.k)) wei.push_back(v);
+  d.src = memory::desc(src, dt::f32, act_tag(g.nsp));
+  d.dst = memory::desc(dst, dt::f32, act_tag(g.nsp));
+  d.wei = memory::desc(wei, dt::f32, wei_tag(g.nsp, grouped));
+  d.bias = memory::desc({g.O}, dt::f32, tag::x);
+  for (int i = 3 - g.nsp; i < 3; ++i) {
+    d.strides.push_back(g.stride[i]);
+    d.dil.push_back(g.dil[i] - 1);
+    d.pad_l.push_back(g.pad[i]);
+    // The right padding that makes oneDNN's size formula give `out` exactly.
+    d.pad_r.push_back((g.out[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] + 1 - g.in[i] - g.pad[i]);
+  }
+  return d;
+}
+
+memory::desc any_like(const memory::desc& md) { return memory::desc(md.dims(), dt::f32, tag::any); }
+/// Activations: channels-last when KILN_CONV_LAYOUT=nhwc, else the layout oneDNN picks.
+memory::desc act_like(const memory::desc& md) {
+  if (layout_override() == 3) {
+    const auto n = md.dims().size();
+    return memory::desc(md.dims(), dt::f32, n == 3 ? tag::nwc : n == 4 ? tag::nhwc : tag::ndhwc);
+  }
+  return any_like(md);
+}
+
+/// One plain operand and, when the primitive wants another layout, its blocked twin.
+struct Operand {
+  memory::desc plain, used;
+  bool reorder = false;
+  std::unique_ptr<dnnl::reorder> to_used, to_plain;
+  std::vector<float> buf;  // blocked staging buffer (when reorder)
+
+  void init(const memory::desc& p, const memory::desc& u, bool input) {
+    plain = p;
+    used = u;
+    reorder = !(p == u);
+    if (!reorder) return;
+    auto& eng = onednn::engine();
+    if (input)
+      to_used = std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(eng, plain, eng, used));
+    else
+      to_plain = std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(eng, used, eng, plain));
+    buf.resize(used.get_size() / sizeof(float) + 16);
+  }
+  /// The memory the primitive reads: the user buffer, or the reordered copy.
+  memory in(const float* user) {
+    auto& eng = onednn::engine();
+    memory um(plain, eng, const_cast<float*>(user));
+    if (!reorder) return um;
+    memory bm(used, eng, buf.data());
+    to_used->execute(onednn::stream(), um, bm);
+    return bm;
+  }
+  /// The memory the primitive writes; finish() copies it to the user buffer.
+  memory out(float* user) {
+    auto& eng = onednn::engine();
+    if (!reorder) return memory(plain, eng, user);
+    return memory(used, eng, buf.data());
+  }
+  void finish(const memory& m, float* user) {
+    if (!reorder) return;
+    memory um(plain, onednn::engine(), user);
+    to_plain->execute(onednn::stream(), const_cast<memory&>(m), um);
+  }
+};
+
+struct Entry {
+  std::mutex mu;
+  std::unique_ptr<dnnl::primitive> prim;
+  Operand a, b, c;  // fwd: src, wei, dst; bwd-data: diff_dst, wei, diff_src; bwd-w: src, diff_dst, diff_wei
+  bool has_bias = false;
+};
+
+std::mutex g_cache_mu;
+std::map<Key, std::unique_ptr<Entry>>& cache() {
+  static std::map<Key, std::unique_ptr<Entry>> c;
+  return c;
+}
+
+dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain) {
+  using namespace dnnl;
+  auto src = plain ? d.src : act_like(d.src), wei = plain ? d.wei : any_like(d.wei),
+       dst = plain ? d.dst : act_like(d.dst);
+  auto desc = bias ? convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src, wei,
+                                               d.bias, dst, d.strides, d.dil, d.pad_l, d.pad_r)
+                   : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src, wei,
+                                               dst, d.strides, d.dil, d.pad_l, d.pad_r);
+  return convolution_forward::primitive_desc(desc, onednn::engine());
+}
+
+std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias) {
+  using namespace dnnl;
+  auto e = std::make_unique<Entry>();
+  const Descs d = make_descs(g);
+  const bool plain = use_plain(kind, g);
+  if (kind == Kind::Fwd) {
+    auto pd = fwd_pd(d, bias, plain);
+    e->a.init(d.src, pd.src_desc(), true);
+    e->b.init(d.wei, pd.weights_desc(), true);
+    e->c.init(d.dst, pd.dst_desc(), false);
+    e->prim = std::make_unique<convolution_forward>(pd);
+    e->has_bias = bias;
+  } else if (kind == Kind::BwdData) {
+    auto hint = fwd_pd(d, false, plain);
+    auto src = plain ? d.src : act_like(d.src), wei = plain ? d.wei : any_like(d.wei),
+         dst = plain ? d.dst : act_like(d.dst);
+    convolution_backward_data::desc desc(algorithm::convolution_direct, src, wei, dst, d.strides, d.dil, d.pad_l,
+                                         d.pad_r);
+    convolution_backward_data::primitive_desc pd(desc, onednn::engine(), hint);
+    e->a.init(d.dst, pd.diff_dst_desc(), true);
+    e->b.init(d.wei, pd.weights_desc(), true);
+    e->c.init(d.src, pd.diff_src_desc(), false);
+    e->prim = std::make_unique<convolution_backward_data>(pd);
+  } else {
+    auto hint = fwd_pd(d, false, plain);
+    auto src = plain ? d.src : act_like(d.src), wei = plain ? d.wei : any_like(d.wei),
+         dst = plain ? d.dst : act_like(d.dst);
+    convolution_backward_weights::desc desc(algorithm::convolution_direct, src, wei, dst, d.strides, d.dil, d.pad_l,
+                                            d.pad_r);
+    convolution_backward_weights::primitive_desc pd(desc, onednn::engine(), hint);
+    e->a.init(d.src, pd.src_desc(), true);
+    e->b.init(d.dst, pd.diff_dst_desc(), true);
+    e->c.init(d.wei, pd.diff_weights_desc(), false);
+    e->prim = std::make_unique<convolution_backward_weights>(pd);
+  }
+  return e;
+}
+
+/// The cached entry for this problem (created on first use); null when oneDNN cannot run it.
+Entry* lookup(Kind kind, const Geom& g, bool bias, int nt) {
+  const Key key = make_key(kind, g, bias, nt);
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  auto it = cache().find(key);
+  if (it != cache().end()) return it->second.get();
+  std::unique_ptr<Entry> e;
+  try {
+    e = create(kind, g, bias);
+  } catch (const dnnl::error&) {
+    e = nullptr;  // unsupported: remembered, the portable path runs
+  }
+  if (cache().size() > 512) cache().clear();  // bound the memory held by many shapes
+  Entry* p = e.get();
+  cache()[key] = std::move(e);
+  return p;
+}
+
+bool usable(const Geom& g) {
+  // Degenerate problems (empty dims) go to the portable path.
+  if (g.N <= 0 || g.C <= 0 || g.O <= 0) return false;
+  for (int i = 0; i < 3; ++i)
+    if (g.in[i] <= 0 || g.out[i] <= 0) return false;
+  return true;
+}
+
+/// x[n, c, :] += b[c] over planes of `plane` elements.
+void add_bias(float* x, const float* b, int64_t N, int64_t C, int64_t plane) {
+  parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      float* p = x + i * plane;
+      const float v = b[i % C];
+      for (int64_t j = 0; j < plane; ++j) p[j] += v;
+    }
+  });
+}
+
+}  // namespace
+
+/// C[m, n] = A . B (+ beta C) row-major through oneDNN's sgemm; false on failure.
+static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float beta, float* C, int64_t ldc) {
+  return dnnl_sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
+}
+
+bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y) {
+  if (!usable(g)) return false;
+  onednn::ThreadScope scope;  // oneDNN uses kiln::num_threads()
+  const int nt = num_threads();
+  if (is_pointwise(g)) {
+    const int64_t L = g.in_size();
+    for (int64_t n = 0; n < g.N; ++n) {
+      if (!sgemm('N', 'N', g.O, L, g.C, w, g.C, x + n * g.C * L, L, 0.f, y + n * g.O * L, L)) return false;
+      if (b) add_bias(y + n * g.O * L, b, 1, g.O, L);
+    }
+    return true;
+  }
+  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
+  if (!e) return false;
+  std::lock_guard<std::mutex> lock(e->mu);
+  std::unordered_map<int, memory> args;
+  memory src = e->a.in(x), wei = e->b.in(w), dst = e->c.out(y);
+  args.insert({DNNL_ARG_SRC, src});
+  args.insert({DNNL_ARG_WEIGHTS, wei});
+  args.insert({DNNL_ARG_DST, dst});
+  if (b)
+    args.insert({DNNL_ARG_BIAS, memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b))});
+  e->prim->execute(onednn::stream(), args);
+  e->c.finish(dst, y);
+  onednn::stream().wait();
+  return true;
+}
+
+bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x) {
+  if (!usable(g)) return false;
+  onednn::ThreadScope scope;  // oneDNN uses kiln::num_threads()
+  const int nt = num_threads();
+  if (is_pointwise(g)) {
+    const int64_t L = g.in_size();
+    for (int64_t n = 0; n < g.N; ++n) {
+      if (!sgemm('T', 'N', g.C, L, g.O, w, g.C, y + n * g.O * L, L, 0.f, x + n * g.C * L, L)) return false;
+      if (b) add_bias(x + n * g.C * L, b, 1, g.C, L);
+    }
+    return true;
+  }
+  Entry* e = lookup(Kind::BwdData, g, false, nt);
+  if (!e) return false;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    memory dd = e->a.in(y), wei = e->b.in(w), ds = e->c.out(x);
+    e->prim->execute(onednn::stream(), {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, ds}});
+    e->c.finish(ds, x);
+    onednn::stream().wait();
+  }
+  if (b) add_bias(x, b, g.N, g.C, g.in_size());
+  return true;
+}
+
+bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, float* dw) {
+  if (!usable(g)) return false;
+  onednn::ThreadScope scope;  // oneDNN uses kiln::num_threads()
+  const int nt = num_threads();
+  if (is_pointwise(g)) {
+    const int64_t L = g.in_size();
+    for (int64_t n = 0; n < g.N; ++n)
+      if (!sgemm('N', 'T', g.O, g.C, L, dy + n * g.O * L, L, x + n * g.C * L, L, n ? 1.f : 0.f, dw, g.C)) return false;
+    return true;
+  }
+  Entry* e = lookup(Kind::BwdWeights, g, false, nt);
+  if (!e) return false;
+  std::lock_guard<std::mutex> lock(e->mu);
+  memory src = e->a.in(x), dd = e->b.in(dy), dwm = e->c.out(dw);
+  e->prim->execute(onednn::stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_WEIGHTS, dwm}});
+  e->c.finish(dwm, dw);
+  onednn::stream().wait();
+  return true;
+}
+
+}  // namespace kiln::cpu::conv
+
+#else  // !KILN_WITH_ONEDNN
+
+namespace kiln::cpu::conv {
+bool onednn_forward(const Geom&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
+}  // namespace kiln::cpu::conv
+
+#endif
