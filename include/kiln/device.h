@@ -7,6 +7,17 @@ namespace kiln {
 
 class Backend;
 
+/// Gradient checkpointing of an autodiff device: which forward results the graph keeps.
+enum class Checkpointing : uint8_t {
+  None,      ///< keep every value a gradient rule needs (fastest backward)
+  Balanced,  ///< recompute the results of memory-bound ops (elementwise chains) during backward
+             ///< instead of keeping them; compute-bound results (matmul, conv) are kept
+};
+/// Options of Device::autodiff.
+struct AutodiffOptions {
+  Checkpointing checkpointing = Checkpointing::None;
+};
+
 /// Kinds of device. Decorators (autodiff, fusion, remote) wrap one of these.
 enum class DeviceType : uint8_t { CPU, Null, Vulkan, CUDA, WebGPU, Remote };
 
@@ -32,6 +43,13 @@ class Device {
   bool is_null() const { return type() == DeviceType::Null; }
   /// "cpu", "null", "cuda:0", ...
   std::string str() const;
+  /// This device with backpropagation: tensors created on it can `require_grad()`, and ops on
+  /// them record a graph that `backward()` walks. Decorates any backend.
+  Device autodiff(const AutodiffOptions& options = {}) const;
+  /// Whether this device records gradients.
+  bool has_autodiff() const;
+  /// The same device without the autodiff decorator.
+  Device without_autodiff() const;
   /// The backend that executes ops for this device (internal interface).
   Backend* backend() const { return backend_; }
 

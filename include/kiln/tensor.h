@@ -21,6 +21,16 @@ namespace kiln {
 
 struct Storage;       // a buffer owned by a backend (internal)
 struct AutogradMeta;  // per-tensor autodiff state (owned by the autodiff decorator)
+class Gradients;      // the result of backward() (kiln/autodiff.h)
+
+/// Options of Tensor::backward.
+struct BackwardOptions {
+  /// Keep the graph (and the buffers it saved) so backward can run through it again.
+  bool retain_graph = false;
+  /// Record the backward pass itself, so the returned gradients are differentiable (gradients
+  /// of gradients: gradient penalties, Hessian-vector products). Implies retain_graph.
+  bool create_graph = false;
+};
 
 /// Options for creation functions: `zeros({2, 3}, {.dtype = f64, .device = cpu})`.
 struct TensorOptions {
@@ -81,6 +91,24 @@ class Tensor {
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   std::string str() const;  ///< PyTorch-style printout
+
+  // ---- autodiff (kiln/autodiff.h; the device must have `.autodiff()`) ----------------------
+  /// Marks this tensor (a float leaf) as needing gradients; returns the same handle.
+  /// `require_grad(false)` turns tracking off again for a leaf.
+  Tensor require_grad(bool on = true) const;
+  /// Whether ops on this tensor are recorded for backward.
+  bool requires_grad() const;
+  /// True for tensors not produced by a recorded op (inputs, parameters, detached tensors).
+  bool is_leaf() const;
+  /// The same data without gradient tracking.
+  Tensor detach() const;
+  /// Backpropagates from this one-element tensor; returns the gradients of every tensor it
+  /// reached. `{.create_graph = true}` makes them differentiable.
+  Gradients backward(const BackwardOptions& options = {}) const;
+  /// The same from a tensor of any shape, with the gradient `seed` of that shape.
+  Gradients backward(const Tensor& seed, const BackwardOptions& options = {}) const;
+  /// This tensor's gradient in `grads`, or an undefined tensor when it has none.
+  Tensor grad(const Gradients& grads) const;
 
   // ---- conversion and copies -------------------------------------------------------------
   Tensor to(const Device& d) const;

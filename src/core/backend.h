@@ -15,6 +15,7 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Backend* backend = nullptr;
+  uint64_t version = 0;  ///< bumped by in-place writes (autodiff checks saved tensors against it)
   Storage(void* d, size_t n, Backend* b) : data(d), nbytes(n), backend(b) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -42,6 +43,10 @@ class Backend {
   virtual MemoryStats memory_stats() const { return {}; }
   virtual void reset_peak_memory() {}
   virtual void empty_cache() {}
+  /// Decorators: the wrapped backend (null for a base backend).
+  virtual Backend* inner() { return nullptr; }
+  /// The autodiff decorator's options (null for every other backend).
+  virtual const AutodiffOptions* autodiff_options() const { return nullptr; }
 };
 
 /// The process-wide backends (created on first use, never destroyed).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autodiff/rules.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -53,6 +54,13 @@ Tensor Tensor::to(const Device& d, DType t) const { return to(d).to(t); }
 
 Tensor Tensor::to(const Device& d) const {
   if (d == device()) return *this;
+  if (d.without_autodiff() == device().without_autodiff()) {
+    // Same backend with or without the autodiff decorator: share the data, drop the tracking.
+    auto impl = std::make_shared<TensorImpl>(this->impl());
+    impl->autograd.reset();
+    impl->device = d;
+    return Tensor(std::move(impl));
+  }
   Tensor out = detail::alloc(shape(), dtype(), d);
   if (numel() == 0) return out;
   Tensor src = contiguous();
@@ -134,6 +142,39 @@ bool view_strides(const Shape& shape, const Strides& strides, const Shape& ns, S
   }
   return view_d == -1;
 }
+
+/// Records view v of base for autodiff when base tracks gradients (the view functions below
+/// give how the view's gradient maps back to base's, written with differentiable ops).
+template <class F>
+Tensor tracked(const Tensor& base, Tensor v, const char* name, F&& backward) {
+  if (autodiff::requires_grad(base) && grad_enabled()) autodiff::record_view(base, v, name, std::forward<F>(backward));
+  return v;
+}
+
+/// Zero-pads g (the gradient of a narrow of base along dim w) back to base's shape.
+Tensor unnarrow(const Tensor& g, const Shape& base, int64_t w, int64_t start) {
+  Shape pads;
+  for (int64_t d = static_cast<int64_t>(base.size()) - 1; d >= w; --d) {
+    if (d == w) {
+      pads.push_back(start);
+      pads.push_back(base[static_cast<size_t>(w)] - start - g.size(w));
+    } else {
+      pads.push_back(0);
+      pads.push_back(0);
+    }
+  }
+  return pad(g, pads);
+}
+
+/// The gradient of an arbitrary view of a contiguous base: scatter-add g's elements to the
+/// flat positions the view reads (positions repeated by stride 0 sum).
+Tensor unview_contiguous(const Tensor& g, const Shape& base, const Shape& vs, const Strides& vst, int64_t rel_offset,
+                         const char* name) {
+  const int64_t n = shape_numel(base);
+  Tensor pos = arange(n, DType::I64, g.device()).as_strided(vs, vst, rel_offset);
+  Tensor flat = zeros({n}, TensorOptions{.dtype = g.dtype(), .device = g.device()});
+  return index_add(flat, 0, pos.flatten(), g.flatten()).reshape(base);
+}
 }  // namespace
 
 Tensor Tensor::view(const Shape& s) const {
@@ -142,13 +183,19 @@ Tensor Tensor::view(const Shape& s) const {
   KILN_CHECK(view_strides(shape(), strides(), ns, st), "view",
              "cannot view a tensor of shape " << shape() << " and strides " << strides() << " as " << ns
                                               << " without a copy; use reshape");
-  return make_view(*this, ns, st, storage_offset());
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "view",
+                 [base](const Tensor& g) { return g.reshape(base); });
 }
 
 Tensor Tensor::reshape(const Shape& s) const {
   Shape ns = infer_size("reshape", s, numel());
   Strides st;
-  if (view_strides(shape(), strides(), ns, st)) return make_view(*this, ns, st, storage_offset());
+  if (view_strides(shape(), strides(), ns, st)) {
+    Shape base = shape();
+    return tracked(*this, make_view(*this, ns, st, storage_offset()), "reshape",
+                   [base](const Tensor& g) { return g.reshape(base); });
+  }
   return clone().view(ns);
 }
 
@@ -190,7 +237,12 @@ Tensor Tensor::permute(const Dims& dims) const {
     ns[i] = shape()[static_cast<size_t>(d)];
     st[i] = strides()[static_cast<size_t>(d)];
   }
-  return make_view(*this, ns, st, storage_offset());
+  if (!autodiff::requires_grad(*this)) return make_view(*this, ns, st, storage_offset());
+  Dims inv(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    inv[static_cast<size_t>(wrap_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "permute",
+                 [inv](const Tensor& g) { return g.permute(inv); });
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -200,7 +252,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Strides st = strides();
   std::swap(ns[static_cast<size_t>(a)], ns[static_cast<size_t>(b)]);
   std::swap(st[static_cast<size_t>(a)], st[static_cast<size_t>(b)]);
-  return make_view(*this, ns, st, storage_offset());
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "transpose",
+                 [a, b](const Tensor& g) { return g.transpose(a, b); });
 }
 
 Tensor Tensor::t() const {
@@ -241,7 +294,9 @@ Tensor Tensor::squeeze() const {
       ns.push_back(shape()[static_cast<size_t>(i)]);
       st.push_back(strides()[static_cast<size_t>(i)]);
     }
-  return make_view(*this, ns, st, storage_offset());
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "squeeze",
+                 [base](const Tensor& g) { return g.reshape(base); });
 }
 
 Tensor Tensor::squeeze(const Dims& dims) const {
@@ -262,7 +317,9 @@ Tensor Tensor::squeeze(const Dims& dims) const {
       ns.push_back(shape()[static_cast<size_t>(i)]);
       st.push_back(strides()[static_cast<size_t>(i)]);
     }
-  return make_view(*this, ns, st, storage_offset());
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "squeeze",
+                 [base](const Tensor& g) { return g.reshape(base); });
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -272,7 +329,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t s = w < dim() ? st[static_cast<size_t>(w)] * ns[static_cast<size_t>(w)] : 1;
   ns.insert(static_cast<size_t>(w), 1);
   st.insert(static_cast<size_t>(w), s);
-  return make_view(*this, ns, st, storage_offset());
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "unsqueeze",
+                 [w](const Tensor& g) { return g.squeeze(Dims{w}); });
 }
 
 Tensor Tensor::expand(const Shape& s) const {
@@ -296,7 +354,9 @@ Tensor Tensor::expand(const Shape& s) const {
     ns[i] = want;
     st[i] = (want == have) ? strides()[i - lead] : 0;
   }
-  return make_view(*this, ns, st, storage_offset());
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, st, storage_offset()), "expand",
+                 [base](const Tensor& g) { return autodiff::sum_to(g, base); });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -309,7 +369,9 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
       "start " << start << " and length " << length << " are out of range for dim " << w << " of shape " << shape());
   Shape ns = shape();
   ns[static_cast<size_t>(w)] = length;
-  return make_view(*this, ns, strides(), storage_offset() + start * strides()[static_cast<size_t>(w)]);
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, strides(), storage_offset() + start * strides()[static_cast<size_t>(w)]),
+                 "narrow", [base, w, start](const Tensor& g) { return unnarrow(g, base, w, start); });
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) const {
@@ -326,7 +388,12 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   ns[static_cast<size_t>(w)] = len;
   int64_t off = storage_offset() + b * st[static_cast<size_t>(w)];
   st[static_cast<size_t>(w)] *= step;
-  return make_view(*this, ns, st, off);
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, st, off), "slice", [base, w, b, step](const Tensor& g) {
+    if (step == 1) return unnarrow(g, base, w, b);
+    Tensor idx = arange(b, b + g.size(w) * step, step, DType::I64, g.device());
+    return kiln::index_copy(zeros(base, TensorOptions{.dtype = g.dtype(), .device = g.device()}), w, idx, g);
+  });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -341,7 +408,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t off = storage_offset() + index * st[static_cast<size_t>(w)];
   ns.erase(static_cast<size_t>(w));
   st.erase(static_cast<size_t>(w));
-  return make_view(*this, ns, st, off);
+  Shape base = shape();
+  return tracked(*this, make_view(*this, ns, st, off), "select",
+                 [base, w, index](const Tensor& g) { return unnarrow(g.unsqueeze(w), base, w, index); });
 }
 
 Tensor Tensor::flip(const Dims& dims) const {
@@ -354,7 +423,7 @@ Tensor Tensor::flip(const Dims& dims) const {
     if (n > 0) off += (n - 1) * st[static_cast<size_t>(d)];
     st[static_cast<size_t>(d)] = -st[static_cast<size_t>(d)];
   }
-  return make_view(*this, shape(), st, off);
+  return tracked(*this, make_view(*this, shape(), st, off), "flip", [nd](const Tensor& g) { return g.flip(nd); });
 }
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
@@ -376,7 +445,18 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
     }
   ns.push_back(len);
   st.push_back(strides()[static_cast<size_t>(a)] + strides()[static_cast<size_t>(b)]);
-  return make_view(*this, ns, st, off);
+  if (!autodiff::requires_grad(*this)) return make_view(*this, ns, st, off);
+  Shape base = shape();
+  Strides cst = contiguous_strides(base);
+  Strides vst;
+  for (int64_t i = 0; i < dim(); ++i)
+    if (i != a && i != b) vst.push_back(cst[static_cast<size_t>(i)]);
+  vst.push_back(cst[static_cast<size_t>(a)] + cst[static_cast<size_t>(b)]);
+  int64_t rel =
+      len > 0 ? (offset >= 0 ? offset * cst[static_cast<size_t>(b)] : -offset * cst[static_cast<size_t>(a)]) : 0;
+  return tracked(*this, make_view(*this, ns, st, off), "diagonal", [base, ns, vst, rel](const Tensor& g) {
+    return unview_contiguous(g, base, ns, vst, rel, "diagonal");
+  });
 }
 
 Tensor Tensor::as_strided(const Shape& s, const Strides& st, int64_t offset) const {
@@ -394,7 +474,14 @@ Tensor Tensor::as_strided(const Shape& s, const Strides& st, int64_t offset) con
   KILN_CHECK(lo >= 0 && (shape_numel(s) == 0 || hi < cap), "as_strided",
              "view of shape " << s << ", strides " << st << " and offset " << offset << " exceeds the storage of "
                               << cap << " elements");
-  return make_view(*this, s, st, offset);
+  if (!autodiff::requires_grad(*this)) return make_view(*this, s, st, offset);
+  KILN_CHECK(is_contiguous(), "as_strided",
+             "gradients of as_strided are supported for contiguous inputs only, got shape "
+                 << shape() << " and strides " << strides() << "; call contiguous() first");
+  Shape base = shape();
+  int64_t rel = offset - storage_offset();
+  return tracked(*this, make_view(*this, s, st, offset), "as_strided",
+                 [base, s, st, rel](const Tensor& g) { return unview_contiguous(g, base, s, st, rel, "as_strided"); });
 }
 
 }  // namespace kiln

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "autodiff/graph.h"
+
 namespace kiln::detail {
 
 ir::TensorDesc desc_of(const Tensor& t) {
@@ -51,8 +53,8 @@ namespace {
 // Note [Buffer reuse]: an elementwise op may write its output into an input's buffer when that
 // input handle is the only owner of both its TensorImpl and its storage (an internal temporary,
 // or a user temporary moved in through an rvalue overload), the input is contiguous from offset
-// 0 and has the output's shape and dtype. Each output element then depends only on the input
-// element at the same position, so reading and writing one buffer is safe.
+// 0 and has the output's shape and dtype, and autodiff does not track it (it may be saved). Each output element then
+// depends only on the input element at the same position, so reading and writing one buffer is safe.
 template <class It>
 std::shared_ptr<Storage> reusable_input(const ir::Op& op, It first, It last) {
   ir::Family f = ir::op_family(op.kind);
@@ -64,6 +66,8 @@ std::shared_ptr<Storage> reusable_input(const ir::Op& op, It first, It last) {
   for (It it = first; it != last; ++it, ++i) {
     const auto& impl = it->impl_ptr();
     const ir::TensorDesc& d = op.inputs[i];
+    // A tensor that autodiff may save for the backward pass keeps its buffer.
+    if (impl->autograd && impl->autograd->requires_grad && grad_enabled()) continue;
     if (impl.use_count() == 1 && impl->storage.use_count() == 1 && d.dtype == o.dtype && d.shape == o.shape &&
         d.offset == 0 && d.is_contiguous() &&
         impl->storage->nbytes >= static_cast<size_t>(o.numel()) * dtype_size(o.dtype))
@@ -109,6 +113,8 @@ std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It 
   bool any_elements = false;
   for (auto& d : op.outputs) any_elements |= d.numel() > 0;
   if (any_elements) dev.backend()->execute(op, in.data(), out.data());
+  if (dev.backend()->autodiff_options())
+    autodiff::record(op, dev, &*first, static_cast<size_t>(std::distance(first, last)), outs);
   return outs;
 }
 }  // namespace
@@ -133,6 +139,10 @@ void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs,
   op.outputs = {desc_of(out)};
   Storage* o = out.impl().storage.get();
   if (out.numel() > 0) dev.backend()->execute(op, in.data(), &o);
+  if (dev.backend()->autodiff_options())
+    autodiff::record_inplace(op, dev, inputs.begin(), inputs.size(), out);
+  else
+    autodiff::bump_version(out);
 }
 
 ir::Op make_op(ir::OpKind kind, std::initializer_list<int64_t> ints, std::initializer_list<double> reals, DType dtype) {
