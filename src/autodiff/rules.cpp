@@ -13,6 +13,7 @@ void register_all_rules() {
   register_movement_grads();
   register_nn_grads();
   register_linalg_grads();
+  register_fft_grads();
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

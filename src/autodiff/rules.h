@@ -16,6 +16,7 @@ void register_index_grads();
 void register_movement_grads();
 void register_nn_grads();
 void register_linalg_grads();
+void register_fft_grads();
 
 /// Sums g over the dims that were broadcast to go from `shape` to g's shape (reverse of
 /// broadcasting): the gradient of an input that was broadcast in a binary op.
