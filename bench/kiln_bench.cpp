@@ -342,5 +342,91 @@ int main(int argc, char** argv) {
     kiln_case("pool/adaptive_avg_pool2d_1x1", in_b, o, [&] { py = F::adaptive_avg_pool2d(px, 1); });
   }
   // ---- end of the pooling block ----
+
+  // ---- autodiff (autodiff owner's block): ids autodiff/<case>, paired with torch_bench.py.
+  //   add_chain/{plain,record,fwd_bwd}: 1000 adds on [16] f32 tensors, seconds per add (plain:
+  //     no tensor requires grad; record: the chain records a graph; fwd_bwd: record + backward).
+  //   lstm/fwd_bwd[/balanced]: an LSTM-like cell over 16 time steps (4 gates of sigmoid/tanh over
+  //     [32, 64] x [64, 64] matmuls), forward + backward; the bytes field holds the peak memory
+  //     of one training step above the level before it (Kiln's allocator; PyTorch: 0). ----
+  {
+    const Device ad = Device::cpu().autodiff();
+    const Device balanced = Device::cpu().autodiff({.checkpointing = Checkpointing::Balanced});
+    const int chain = o.smoke ? 10 : 1000;
+    Tensor c16 = full({16}, 0.001, {.device = ad});
+    Tensor x16 = randn({16}, {.device = ad});
+    Tensor x16g = randn({16}, {.device = ad}).require_grad();
+    Tensor y16;
+    auto add_chain = [&](const Tensor& start) {
+      Tensor y = start;
+      for (int i = 0; i < chain; ++i) y = y + c16;
+      return y;
+    };
+    auto skip = [&](const std::string& id, const std::exception& e) {
+      std::string msg = e.what();
+      for (char& ch : msg)
+        if (ch == '\t' || ch == '\n') ch = ' ';
+      emit(id, 0, 0, "skip: " + msg.substr(0, 100));
+    };
+    // kiln_case divides by `inner` calls; these rows report seconds per add instead.
+    auto per_op = [&](const std::string& id, const std::function<void()>& f) {
+      static const char* only = std::getenv("BENCH_ONLY");
+      if (only && id.rfind(only, 0) != 0) return;
+      try {
+        emit(id, best_of(f, o.reps, o.smoke ? 0 : 2) / chain, 0);
+      } catch (const std::exception& e) {
+        skip(id, e);
+      }
+    };
+    per_op("autodiff/add_chain/plain", [&] { y16 = add_chain(x16); });
+    per_op("autodiff/add_chain/record", [&] { y16 = add_chain(x16g); });
+    per_op("autodiff/add_chain/fwd_bwd", [&] {
+      Gradients g = add_chain(x16g).sum().backward();
+      y16 = x16g.grad(g);
+    });
+    y16 = Tensor();
+
+    const int64_t B = 32, Hd = 64, T = o.smoke ? 2 : 16;
+    auto lstm_case = [&](const std::string& id, const Device& dev) {
+      static const char* only = std::getenv("BENCH_ONLY");
+      if (only && id.rfind(only, 0) != 0) return;
+      try {
+        manual_seed(0);
+        std::vector<Tensor> w, u, b, xs;
+        for (int k = 0; k < 4; ++k) {
+          w.push_back((randn({Hd, Hd}) * 0.125).to(dev).require_grad());
+          u.push_back((randn({Hd, Hd}) * 0.125).to(dev).require_grad());
+          b.push_back(zeros({Hd}, {.device = dev}).require_grad());
+        }
+        for (int64_t t = 0; t < T; ++t) xs.push_back(randn({B, Hd}, {.device = dev}));
+        auto step = [&] {
+          Tensor h = zeros({B, Hd}, {.device = dev}), c = zeros({B, Hd}, {.device = dev});
+          for (int64_t t = 0; t < T; ++t) {
+            Tensor gi = sigmoid(matmul(xs[t], w[0]) + matmul(h, u[0]) + b[0]);
+            Tensor gf = sigmoid(matmul(xs[t], w[1]) + matmul(h, u[1]) + b[1]);
+            Tensor gg = tanh(matmul(xs[t], w[2]) + matmul(h, u[2]) + b[2]);
+            Tensor go = sigmoid(matmul(xs[t], w[3]) + matmul(h, u[3]) + b[3]);
+            c = gf * c + gi * gg;
+            h = go * tanh(c);
+          }
+          Gradients g = h.square().mean().backward();
+          return w[0].grad(g);
+        };
+        Tensor keep;
+        const double s = best_of([&] { keep = step(); }, o.reps, o.smoke ? 0 : 2);
+        keep = Tensor();
+        const int64_t before = memory_stats(Device::cpu()).in_use;
+        reset_peak_memory(Device::cpu());
+        keep = step();
+        const int64_t peak = memory_stats(Device::cpu()).peak - before;
+        emit(id, s, static_cast<double>(peak));
+      } catch (const std::exception& e) {
+        skip(id, e);
+      }
+    };
+    lstm_case("autodiff/lstm/fwd_bwd", ad);
+    lstm_case("autodiff/lstm/fwd_bwd/balanced", balanced);
+  }
+  // ---- end of the autodiff block ----
   return 0;
 }

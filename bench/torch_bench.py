@@ -167,6 +167,52 @@ def main():
         case("pool/adaptive_avg_pool2d_1x1", in_b, reps, lambda: F_.adaptive_avg_pool2d(px, 1), 1, warm)
     # ---- end of the pooling block ----
 
+    # ---- autodiff (autodiff owner's block): same ids as kiln_bench.cpp. add_chain rows are
+    # seconds per add (Python call included, as a PyTorch user pays it); lstm rows are one
+    # forward + backward, bytes field 0 (PyTorch's CPU allocator reports no peak) ----
+    chain = 10 if a.smoke else 1000
+    c16 = torch.full((16,), 0.001)
+    x16 = torch.randn(16)
+    x16g = torch.randn(16, requires_grad=True)
+
+    def add_chain(start):
+        y = start
+        for _ in range(chain):
+            y = y + c16
+        return y
+
+    def per_op(cid, f):
+        try:
+            emit(cid, best_of(f, reps, warm) / chain, 0)
+        except Exception as e:  # noqa: BLE001 - report and continue
+            emit(cid, 0, 0, "skip: " + str(e).replace("\t", " ").replace("\n", " ")[:100])
+
+    with torch.no_grad():
+        per_op("autodiff/add_chain/plain", lambda: add_chain(x16))
+    per_op("autodiff/add_chain/record", lambda: add_chain(x16g))
+    per_op("autodiff/add_chain/fwd_bwd", lambda: torch.autograd.grad(add_chain(x16g).sum(), [x16g]))
+
+    B, Hd, T = 32, 64, (2 if a.smoke else 16)
+    w = [(torch.randn(Hd, Hd) * 0.125).requires_grad_() for _ in range(4)]
+    u = [(torch.randn(Hd, Hd) * 0.125).requires_grad_() for _ in range(4)]
+    bias = [torch.zeros(Hd, requires_grad=True) for _ in range(4)]
+    xs = [torch.randn(B, Hd) for _ in range(T)]
+    params = w + u + bias
+
+    def lstm_step():
+        h, c = torch.zeros(B, Hd), torch.zeros(B, Hd)
+        for t in range(T):
+            gi = torch.sigmoid(xs[t] @ w[0] + h @ u[0] + bias[0])
+            gf = torch.sigmoid(xs[t] @ w[1] + h @ u[1] + bias[1])
+            gg = torch.tanh(xs[t] @ w[2] + h @ u[2] + bias[2])
+            go = torch.sigmoid(xs[t] @ w[3] + h @ u[3] + bias[3])
+            c = gf * c + gi * gg
+            h = go * torch.tanh(c)
+        return torch.autograd.grad(h.square().mean(), params)
+
+    case("autodiff/lstm/fwd_bwd", 0, reps, lstm_step, 1, warm)
+    # ---- end of the autodiff block ----
+
     print(f"# torch {torch.__version__}", file=sys.stderr)
 
 

@@ -97,6 +97,7 @@ class Engine {
       std::vector<Tensor> g = std::move(pending_[node.get()]);
       pending_.erase(node.get());
       process(node, g, grads);
+      recomputed_.erase(node.get());  // checkpointing: every user of its recomputed outputs has run
       if (!retain) release(*node);
     }
     return grads;
@@ -121,6 +122,7 @@ class Engine {
 
   Tensor unpack(const std::shared_ptr<Node>& owner, const SavedTensor& s, uint32_t index) {
     if (s.producer) return recompute(s.producer, s.producer_output);
+    if (s.is_output && !s.value.defined()) return recompute(owner, index);  // Balanced checkpointing
     if (!s.value.defined()) return {};
     KILN_CHECK(version_of(s.value) == s.version, "backward",
                "a tensor that " << owner->name << " saved for its gradient was modified in place afterwards "
@@ -171,7 +173,7 @@ class Engine {
     ctx.needs_input_grad.resize(node->next.size());
     for (size_t i = 0; i < node->next.size(); ++i) ctx.needs_input_grad[i] = node->next[i].valid();
     ctx.inputs.resize(node->op.inputs.size());
-    for (uint32_t i = 0; i < node->saved_inputs.size() && i < ctx.inputs.size(); ++i)
+    for (uint32_t i = 0; i < node->saved_inputs.size() && i < ctx.inputs.size() && !node->inputs_for_recompute; ++i)
       ctx.inputs[i] = unpack(node, node->saved_inputs[i], i);
     for (uint32_t i = 0; i < node->saved_outputs.size(); ++i)
       ctx.outputs.push_back(unpack(node, node->saved_outputs[i], i));

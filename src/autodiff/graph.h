@@ -96,6 +96,10 @@ struct GradRule {
   GradFn fn;                    ///< empty: not differentiable (outputs never require grad)
   uint8_t save = kSaveNothing;  ///< SaveFlags
   bool differentiable = true;
+  /// With kSaveInputs: which inputs to keep (bit i = input i; the others read as undefined in the
+  /// rule), so that e.g. gather keeps its index but not the tensor it reads. Ignored for
+  /// memory-bound ops under Checkpointing::Balanced (it recomputes them from all their inputs).
+  uint32_t input_mask = ~0u;
 };
 
 /// One recorded op (or view).
@@ -109,8 +113,14 @@ struct Node {
   Device device;
   uint64_t seq = 0;
   bool memory_bound = false;
+  /// Balanced checkpointing: > 0 when every input is saved, so the outputs can be recomputed; the
+  /// number of nodes one recomputation runs through (bounded, see kMaxRecomputeDepth in record.cpp).
+  uint16_t recompute_depth = 0;
+  bool inputs_for_recompute = false;  ///< the inputs are saved only to recompute the outputs (the rule reads none)
   bool released = false;
   std::string name;  ///< op name for error messages
+  /// Frees the nodes only this one keeps alive iteratively (a long chain must not recurse).
+  ~Node();
 };
 
 /// The rule table, indexed by op kind (filled by the family files, see rules.h).
@@ -127,13 +137,21 @@ bool requires_grad(const Tensor& t);
 /// Records op (already executed: inputs -> outputs) when grad mode is on and an input requires
 /// grad. Called by detail::run.
 void record(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin, std::vector<Tensor>& outputs);
+/// Called by run_into before an in-place write into `out`: throws when the write cannot be
+/// recorded (a leaf that requires grad, a view of a tracked tensor, a non-differentiable op), so
+/// no data changes, and returns the inputs to record instead of `inputs` (those sharing out's
+/// buffer cloned when the rule saves its inputs), or an empty vector to record `inputs` as they are.
+std::vector<Tensor> prepare_inplace(ir::OpKind kind, const Tensor* inputs, size_t nin, const Tensor& out);
 /// Records an in-place op writing `out` (run_into); updates out's meta.
 void record_inplace(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin, const Tensor& out);
 /// Records a view: result = f(base), with `backward` mapping the view's gradient to base's.
 void record_view(const Tensor& base, const Tensor& result, const char* name,
                  std::function<Tensor(const Tensor&)> backward);
 /// Records a custom node with explicit inputs and a rule (composites that need their own rule).
-void record_custom(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, GradFn fn);
+/// With save_inputs = false the rule gets no inputs (c.inputs undefined) and later in-place writes
+/// to them do not invalidate the node.
+void record_custom(const char* name, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, GradFn fn,
+                   bool save_inputs = true);
 
 /// Storage version counter (bumped by in-place writes).
 uint64_t version_of(const Tensor& t);

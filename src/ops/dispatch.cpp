@@ -62,6 +62,11 @@ std::shared_ptr<Storage> reusable_input(const ir::Op& op, It first, It last) {
       (f != ir::Family::Unary && f != ir::Family::Binary && f != ir::Family::Ternary))
     return nullptr;
   const ir::TensorDesc& o = op.outputs[0];
+  // When the op is recorded and its rule saves its inputs, every input is kept for the backward
+  // pass, also one that does not require grad (the constant of x * c): none may be overwritten.
+  if (grad_enabled() && (autodiff::rule_for(op.kind).save & autodiff::kSaveInputs))
+    for (It it = first; it != last; ++it)
+      if (autodiff::requires_grad(*it)) return nullptr;
   size_t i = 0;
   for (It it = first; it != last; ++it, ++i) {
     const auto& impl = it->impl_ptr();
@@ -137,10 +142,14 @@ void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs,
   const Device dev = out.device();
   SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, inputs.begin(), inputs.end());
   op.outputs = {desc_of(out)};
+  const bool ad = dev.backend()->autodiff_options() != nullptr;
+  // Refuses unrecordable writes before any data changes; keeps inputs aliasing out that the rule saves.
+  std::vector<Tensor> recorded =
+      ad ? autodiff::prepare_inplace(op.kind, inputs.begin(), inputs.size(), out) : std::vector<Tensor>{};
   Storage* o = out.impl().storage.get();
   if (out.numel() > 0) dev.backend()->execute(op, in.data(), &o);
-  if (dev.backend()->autodiff_options())
-    autodiff::record_inplace(op, dev, inputs.begin(), inputs.size(), out);
+  if (ad)
+    autodiff::record_inplace(op, dev, recorded.empty() ? inputs.begin() : recorded.data(), inputs.size(), out);
   else
     autodiff::bump_version(out);
 }

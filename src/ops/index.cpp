@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "autodiff/graph.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -280,14 +281,32 @@ Tensor triangle(const char* api, const Tensor& x, int64_t k, bool lower) {
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, true); }
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, false); }
 
+namespace {
+/// out (zeros) with x written into its (offset, a, b) diagonal; differentiable in x: the
+/// gradient is the same diagonal of the output's gradient.
+Tensor embed_diagonal(const Tensor& x, Shape s, int64_t offset, int64_t a, int64_t b) {
+  std::vector<Tensor> out{zeros(s, {.dtype = x.dtype(), .device = x.device()})};
+  {
+    NoGradGuard ng;
+    out[0].diagonal(offset, a, b).copy_(x);
+  }
+  if (autodiff::requires_grad(x) && grad_enabled())
+    autodiff::record_custom(
+        "diag_embed", {x}, out,
+        [offset, a, b](const autodiff::GradContext& c) -> std::vector<Tensor> {
+          return {c.grads[0].diagonal(offset, a, b)};
+        },
+        /*save_inputs=*/false);
+  return out[0];
+}
+}  // namespace
+
 Tensor diag(const Tensor& x, int64_t diagonal) {
   check_defined("diag", x);
   KILN_CHECK(x.dim() == 1 || x.dim() == 2, "diag", "expects a 1-d or 2-d tensor, got shape " << x.shape());
   if (x.dim() == 2) return x.diagonal(diagonal, 0, 1).clone();
   int64_t m = x.size(0) + std::abs(diagonal);
-  Tensor out = zeros({m, m}, {.dtype = x.dtype(), .device = x.device()});
-  out.diagonal(diagonal, 0, 1).copy_(x);
-  return out;
+  return embed_diagonal(x, {m, m}, diagonal, 0, 1);
 }
 
 Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
@@ -301,9 +320,7 @@ Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   Shape s;
   int64_t next = 0;
   for (int64_t k = 0; k < r; ++k) s.push_back(k == a || k == b ? m : x.size(next++));
-  Tensor out = zeros(s, {.dtype = x.dtype(), .device = x.device()});
-  out.diagonal(offset, a, b).copy_(x);
-  return out;
+  return embed_diagonal(x, s, offset, a, b);
 }
 
 // ---- one_hot -----------------------------------------------------------------------------------

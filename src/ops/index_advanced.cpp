@@ -9,9 +9,18 @@
 // basic here, as in PyTorch, so x[0, :, idx] puts B last). Advanced entries are computed by
 // permuting the indexed dims to the front, flattening them, and using one linear index with
 // IndexSelect (read) or IndexCopy / IndexAdd (write).
+//
+// Note [Differentiable index_put_]: a write through an index into a tensor that autodiff tracks
+// (or of a value it tracks) is recorded as one custom node from (x's previous value, the values)
+// to x's new value: x's gradient is the incoming one with the written positions zeroed, the
+// values' is the incoming one read at those positions. x's storage is updated in place as usual
+// and x's handle is rebound to the node (its autograd meta replaced), like PyTorch's CopySlices.
+// The node keeps only the written positions (i64), so repeated writes into x stay valid. Leaves
+// that require grad and views of tracked tensors are refused (their base would not see the write).
 #include <algorithm>
 #include <string>
 
+#include "autodiff/graph.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -261,6 +270,54 @@ Tensor put_advanced(const char* api, const Tensor& v, const std::vector<AdvEntry
   return r.reshape(full).permute(inv).contiguous();
 }
 
+/// index_put_ when autodiff tracks x or the value (Note [Differentiable index_put_]).
+void tracked_put(const char* api, Tensor& x, const std::vector<TensorIndex>& idx, const Tensor& value) {
+  const auto& m = x.impl().autograd;
+  KILN_CHECK(!(m && m->requires_grad && !m->grad_fn), api,
+             "a leaf tensor that requires grad is used in an in-place operation; wrap the update in a "
+             "kiln::NoGradGuard, or write into a copy (clone()) or a tensor made by an op");
+  KILN_CHECK(!(m && m->is_view), api,
+             "in-place writes into a view of a tensor that requires grad are not supported; index the base tensor "
+             "instead, or build the result out of place (index_put, where, cat)");
+  // The row-major positions in x of the elements the index writes, shaped like the indexing result.
+  Tensor flat;
+  Shape vs;
+  {
+    NoGradGuard no_grad;
+    Tensor all = arange(x.numel(), DType::I64, x.device()).reshape(x.shape());
+    Parsed p = parse(api, all, idx);
+    Tensor pos = p.adv.empty() ? p.view : gather_advanced(api, p.view, p.adv);
+    vs = pos.shape();
+    flat = pos.reshape({-1});
+    if (flat.is_same_storage(all)) flat = flat.clone();  // keep only the written positions
+  }
+  Tensor vals = fit_values(api, value, vs);
+  // The write itself, untracked.
+  {
+    NoGradGuard no_grad;
+    Parsed p = parse(api, x, idx);
+    if (p.adv.empty())
+      p.view.copy_(vals);
+    else
+      p.view.copy_(put_advanced(api, p.view, p.adv, vals, false));
+  }
+  // The node: x's old value and vals in, x's new value out. It keeps only the positions, so later
+  // writes into x (or into the value) leave it valid.
+  Shape xs = x.shape();
+  auto out = std::make_shared<TensorImpl>(x.impl());
+  out->autograd.reset();
+  std::vector<Tensor> outs{Tensor(out)};
+  autodiff::record_custom(
+      "index_put_", {x, vals}, outs,
+      [flat, xs, vs](const autodiff::GradContext& c) -> std::vector<Tensor> {
+        Tensor g = c.grads[0].reshape({-1});
+        return {c.needs(0) ? index_fill(g, 0, flat, Scalar(0)).reshape(xs) : Tensor(),
+                c.needs(1) ? index_select(g, 0, flat).reshape(vs) : Tensor()};
+      },
+      /*save_inputs=*/false);
+  if (outs[0].impl().autograd) x.impl().autograd = outs[0].impl().autograd;
+}
+
 }  // namespace
 
 Tensor Tensor::index(std::initializer_list<TensorIndex> idx) const {
@@ -277,8 +334,12 @@ Tensor& Tensor::index_put_(const std::vector<TensorIndex>& idx, const Tensor& va
   const char* api = "index_put_";
   check_defined(api, value);
   detail::check_same_device(api, *this, value);
-  Parsed p = parse(api, *this, idx);
   Tensor v = detail::cast_if_needed(value, dtype());
+  if (grad_enabled() && (autodiff::requires_grad(*this) || autodiff::requires_grad(v))) {
+    tracked_put(api, *this, idx, v);
+    return *this;
+  }
+  Parsed p = parse(api, *this, idx);
   if (p.adv.empty()) {
     p.view.copy_(fit_values(api, v, p.view.shape()));
     return *this;

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "kiln/autodiff.h"
 #include "ops/dispatch.h"
 
 namespace kiln::nn::functional {
@@ -171,6 +172,7 @@ Tensor instance_norm(const Tensor& x_in, const InstanceNormOptions& o) {
   auto r = run_layer_norm(api, x, x.dim() - 1, w, b, o.eps, false, C);
   if (o.running_mean.defined() && x.numel() > 0) {
     // running = (1 - m) * running + m * (batch average of each instance's mean / unbiased var).
+    NoGradGuard no_grad;  // buffers, not part of the autodiff graph (as PyTorch)
     const DType sd = o.running_mean.dtype();
     Tensor m = detail::cast_if_needed(r.mean.mean({0}), sd);
     Tensor v = detail::cast_if_needed(var(detail::cast_if_needed(x, cd).reshape({N, C, S}), {2}, 1.0).mean({0}), sd);
@@ -212,6 +214,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     Tensor var_b = var(xc, dims, 0.0);
     invstd = rsqrt(var_b + o.eps);
     if (running_mean.defined()) {
+      NoGradGuard no_grad;  // buffers, not part of the autodiff graph (as PyTorch)
       const DType sd = running_mean.dtype();
       const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
       Tensor m = detail::cast_if_needed(mean, sd), v = detail::cast_if_needed(var_b * unbias, sd);

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "kiln/autodiff.h"
 #include "ops/dispatch.h"
 
 namespace kiln::nn::functional {
@@ -101,7 +102,8 @@ std::pair<Tensor, Tensor> max_pool(const char* api, int64_t nsp, const Tensor& x
   for (const Dims* v : {&w.k, &w.s, &w.p, &w.d})
     for (int64_t e : *v) op.attrs.ints.push_back(e);
   op.attrs.ints.push_back(o.ceil_mode ? 1 : 0);
-  op.attrs.ints.push_back(with_indices ? 1 : 0);
+  // A tracked input always gets indices: the gradient scatters through them (nn_grad_pool.cpp).
+  op.attrs.ints.push_back(with_indices || (grad_enabled() && xb.requires_grad()) ? 1 : 0);
   auto r = detail::run(api, op, xb.device(), {xb});
   return {unfold_batch(r[0], ub), with_indices ? unfold_batch(r[1], ub) : Tensor()};
 }
@@ -129,7 +131,8 @@ std::pair<Tensor, Tensor> adaptive(const char* api, OpKind kind, int64_t nsp, co
   Dims out = size.resolve(xb.shape(), nsp, api);
   ir::Op op = make_op(kind, {nsp});
   for (int64_t e : out) op.attrs.ints.push_back(e);
-  if (kind == OpKind::AdaptiveMaxPool) op.attrs.ints.push_back(with_indices ? 1 : 0);
+  if (kind == OpKind::AdaptiveMaxPool)  // a tracked input always gets indices, as max_pool
+    op.attrs.ints.push_back(with_indices || (grad_enabled() && xb.requires_grad()) ? 1 : 0);
   auto r = detail::run(api, op, xb.device(), {xb});
   return {unfold_batch(r[0], ub), with_indices ? unfold_batch(r[1], ub) : Tensor()};
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include "autodiff/graph.h"
+#include "grad_coverage.h"
 #include "gradcheck.h"
 #include "test_util.h"
 
@@ -51,4 +53,23 @@ TEST(Autodiff, Errors) {
   EXPECT_ERROR(y.sum().backward(), "[backward]");
   Tensor z = ones({2}, {.device = ad_device()}).require_grad();
   EXPECT_ERROR((z * 2).backward(), "seed");
+}
+
+TEST(Autodiff, DiagEmbedIsDifferentiable) {
+  EXPECT_EQ(gradcheck([](const std::vector<Tensor>& v) { return diag_embed(v[0], 1) * 3 + diag(v[0].select(0, 0), -1); },
+                      {rand_input({2, 3})}),
+            "");
+}
+
+// Every primitive of ops.def either has a gradient check in some test file (listed with
+// KILN_GRAD_COVERED) or is marked non-differentiable.
+TEST(Autodiff, EveryOpHasAGradientCheck) {
+  std::string missing;
+  for (int k = 0; k < ir::kNumOps; ++k) {
+    auto kind = static_cast<ir::OpKind>(k);
+    std::string name(ir::op_name(kind));
+    if (!autodiff::rule_for(kind).differentiable) continue;
+    if (!kiln::test::grad_covered().count(name)) missing += " " + name;
+  }
+  EXPECT_EQ(missing, "") << "ops with a gradient rule but no gradcheck:" << missing;
 }
