@@ -242,6 +242,61 @@ def pool_section(t, kiln, torch, have_torch):
 # ---- end of the pooling block ----
 
 
+# ---- autodiff (autodiff owner's block) ---------------------------------------------------------
+RECORD_TARGET_NS = 2000.0  # recording overhead per op (issue 4)
+AUTODIFF_CHAIN_LABELS = {
+    "autodiff/add_chain/plain": "`y = y + c`, nothing requires grad",
+    "autodiff/add_chain/record": "the same, recording the graph",
+    "autodiff/add_chain/fwd_bwd": "recording + backward",
+}
+AUTODIFF_LSTM_LABELS = {
+    "autodiff/lstm/fwd_bwd": "LSTM-like cell, 16 steps, forward + backward",
+    "autodiff/lstm/fwd_bwd/balanced": "the same with `Checkpointing::Balanced`",
+}
+
+
+def autodiff_section(t, kiln, torch, have_torch):
+    if not any(c in kiln for c in list(AUTODIFF_CHAIN_LABELS) + list(AUTODIFF_LSTM_LABELS)):
+        return []
+    tp = "PyTorch" if have_torch else "PyTorch (n/a)"
+    ns = lambda r: f"{r[0] * 1e9:.0f} ns" if ok(r) else cell_time(r)  # noqa: E731
+    lines = [f"#### Autodiff, {t} thread{'s' if t != 1 else ''}\n"]
+    lines.append(
+        "A chain of 1000 adds on [16] f32 tensors, time per add (PyTorch: Python calls, the plain row under "
+        "`torch.no_grad()`). The recording overhead is the `record` row minus the `plain` row.\n"
+    )
+    lines.append(f"| case | Kiln (C++) | {tp} (Python) | speedup |")
+    lines.append("|---|---:|---:|---:|")
+    for cid, label in AUTODIFF_CHAIN_LABELS.items():
+        k, p = kiln.get(cid), torch.get(cid)
+        lines.append(f"| {label} | {ns(k)} | {ns(p)} | {speedup(k, p)} |")
+    plain, rec = kiln.get("autodiff/add_chain/plain"), kiln.get("autodiff/add_chain/record")
+    if ok(plain) and ok(rec):
+        over = max(rec[0] - plain[0], 0) * 1e9
+        v = "met" if over <= RECORD_TARGET_NS else "**missed**"
+        lines.append(f"\nRecording overhead: **{over:.0f} ns per op** (target ≤ 2 µs: {v}).\n")
+    else:
+        lines.append("")
+    lines.append(
+        "burn-bench's autodiff case: an LSTM-like cell (4 gates of sigmoid/tanh over [32, 64] x [64, 64] "
+        "matmuls, 16 time steps), forward + backward of `h.square().mean()`. Peak memory: the highest "
+        "`memory_stats(cpu).in_use` during one step, above the level before it (PyTorch's CPU allocator "
+        "reports none).\n"
+    )
+    lines.append(f"| case | Kiln | {tp} | speedup | Kiln peak memory | target: no slower than PyTorch |")
+    lines.append("|---|---:|---:|---:|---:|---|")
+    tref = torch.get("autodiff/lstm/fwd_bwd")
+    for cid, label in AUTODIFF_LSTM_LABELS.items():
+        k = kiln.get(cid)
+        peak = f"{k[1] / 1024:.0f} KiB" if ok(k) else "—"
+        v = ("met" if k[0] <= tref[0] else "**missed**") if ok(k) and ok(tref) else "not measured"
+        v = v if cid == "autodiff/lstm/fwd_bwd" else ""  # the target is for the default device
+        lines.append(f"| {label} | {cell_time(k)} | {cell_time(tref)} | {speedup(k, tref)} | {peak} | {v} |")
+    lines.append("")
+    return lines
+# ---- end of the autodiff block ----
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -337,6 +392,7 @@ def main():
         out += thread_section(t, kiln, torch, have_torch)
         out += matmul_section(t, kiln, torch, have_torch)  # matmul block
         out += pool_section(t, kiln, torch, have_torch)  # pooling block
+        out += autodiff_section(t, kiln, torch, have_torch)  # autodiff block
     if comp:
         out.append("### Compile time\n")
         out.append(

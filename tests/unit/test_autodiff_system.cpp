@@ -399,7 +399,8 @@ TEST(AutodiffEdge, GradientsOfIntermediatesHeldByTheUser) {
   Gradients g = loss.backward();
   EXPECT_EQ(h.grad(g).to_vector<double>(), (std::vector<double>{6, 12, 18}));   // 2h
   EXPECT_EQ(x.grad(g).to_vector<double>(), (std::vector<double>{18, 36, 54}));  // 6h
-  EXPECT_EQ(loss.grad(g).item<double>(), 1.0);  // the root is a live intermediate too
+  // The root is a live intermediate too.
+  EXPECT_EQ(loss.grad(g).item<double>(), 1.0);
   EXPECT_EQ(g.size(), 3u);
   Tensor removed = g.remove(h);
   EXPECT_TRUE(removed.defined());
@@ -638,10 +639,49 @@ TEST(AutodiffEdge, LongChainsAreFreedWithoutDeepRecursion) {
   Tensor c = tensor<float>({1e-6f, 1e-6f}, {2}, ad());
   {
     Tensor y = x;
-    for (int i = 0; i < 100000; ++i) y = y + c;  // 100 000 nodes, each holding the previous
-  }  // the graph dies here
+    // 100 000 nodes, each holding the previous; the graph dies at the end of the scope.
+    for (int i = 0; i < 100000; ++i) y = y + c;
+  }
   Tensor y = x;
   for (int i = 0; i < 100000; ++i) y = y * 1.0f;
   Gradients g = y.sum().backward();
   EXPECT_EQ(x.grad(g).to_vector<float>(), (std::vector<float>{1, 1}));
+}
+
+TEST(AutodiffCheckpointing, BalancedLowersPeakOnARecurrence) {
+  // Recipes through the cell state must not make backward recompute (and hold) the whole
+  // sequence at once: the recomputation depth is bounded.
+  auto run = [](const Device& dev, int64_t& peak) {
+    manual_seed(5);
+    const int64_t B = 32, H = 64;
+    std::vector<Tensor> w, u;
+    for (int k = 0; k < 4; ++k) {
+      w.push_back((randn({H, H}) * 0.125).to(dev).require_grad());
+      u.push_back((randn({H, H}) * 0.125).to(dev).require_grad());
+    }
+    std::vector<Tensor> xs;
+    for (int t = 0; t < 16; ++t) xs.push_back(randn({B, H}).to(dev));
+    const int64_t before = in_use();
+    reset_peak_memory(Device::cpu());
+    std::vector<float> out;
+    {
+      Tensor h = zeros({B, H}, {.device = dev}), c = zeros({B, H}, {.device = dev});
+      for (const Tensor& x : xs) {
+        Tensor i = sigmoid(matmul(x, w[0]) + matmul(h, u[0])), f = sigmoid(matmul(x, w[1]) + matmul(h, u[1]));
+        Tensor g = tanh(matmul(x, w[2]) + matmul(h, u[2])), o = sigmoid(matmul(x, w[3]) + matmul(h, u[3]));
+        c = f * c + i * g;
+        h = o * tanh(c);
+      }
+      Gradients gr = h.square().mean().backward();
+      peak = memory_stats(Device::cpu()).peak - before;
+      for (const Tensor& p : w)
+        for (float v : p.grad(gr).to_vector<float>()) out.push_back(v);
+    }
+    return out;
+  };
+  int64_t peak_default = 0, peak_balanced = 0;
+  std::vector<float> a = run(ad(), peak_default);
+  std::vector<float> b = run(Device::cpu().autodiff({.checkpointing = Checkpointing::Balanced}), peak_balanced);
+  EXPECT_EQ(a, b);
+  EXPECT_LT(peak_balanced, peak_default);
 }
