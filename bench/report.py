@@ -296,6 +296,56 @@ def autodiff_section(t, kiln, torch, have_torch):
     return lines
 # ---- end of the autodiff block ----
 
+# ---- convolution and normalisation block ----
+CONV_SHAPES = {
+    "mnist_1to32_k3": "[N, 1, 28, 28] 1→32, 3x3",
+    "mnist_32to64_k3": "[N, 32, 26, 26] 32→64, 3x3",
+    "resnet_64to64_k3": "[N, 64, 56, 56] 64→64, 3x3, pad 1",
+    "resnet_64to256_k1": "[N, 64, 56, 56] 64→256, 1x1",
+}
+
+
+def conv_section(t, kiln, torch, have_torch):
+    if not any(c.startswith("conv/") for c in kiln):
+        return []
+    tp = "PyTorch" if have_torch else "PyTorch (n/a)"
+    lines = [f"#### Convolution, f32, {t} thread{'s' if t != 1 else ''} (backward = input + weight gradients)\n"]
+    lines.append(f"| conv2d | N | Kiln fwd | {tp} fwd | speed-up fwd | Kiln bwd | {tp} bwd | speed-up bwd | ≥ 1.0× |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for key, label in CONV_SHAPES.items():
+        for n in (1, 8, 32):
+            f, b = f"conv/{key}/N{n}/fwd", f"conv/{key}/N{n}/bwd"
+            if f not in kiln:
+                continue
+            kf, pf, kb, pb = kiln.get(f), torch.get(f), kiln.get(b), torch.get(b)
+            met = ""
+            if ok(kf) and ok(pf) and ok(kb) and ok(pb):
+                met = "met" if pf[0] >= kf[0] and pb[0] >= kb[0] else "**missed**"
+            lines.append(
+                f"| {label} | {n} | {cell_time(kf)} | {cell_time(pf)} | {speedup(kf, pf)} | {cell_time(kb)} | "
+                f"{cell_time(pb)} | {speedup(kb, pb)} | {met} |"
+            )
+    for n in (1, 8):
+        cid = f"conv/tr_64to32_k3_s2/N{n}/tr"
+        if cid in kiln:
+            k, p = kiln.get(cid), torch.get(cid)
+            lines.append(
+                f"| conv_transpose2d [N, 64, 28, 28] 64→32, 3x3, stride 2 | {n} | {cell_time(k)} | {cell_time(p)} | "
+                f"{speedup(k, p)} | | | | |"
+            )
+    lines.append("")
+    ln = "norm/layer_norm_8192x1024"
+    if ln in kiln:
+        k, p = kiln.get(ln), torch.get(ln)
+        lines.append(f"#### Normalisation, f32, {t} thread{'s' if t != 1 else ''}\n")
+        lines.append(f"| op | Kiln | {tp} | speed-up | Kiln GB/s |")
+        lines.append("|---|---:|---:|---:|---:|")
+        gbs = f"{k[1] / k[0] / 1e9:.1f}" if ok(k) and k[1] else "—"
+        lines.append(f"| layer_norm [8192, 1024] | {cell_time(k)} | {cell_time(p)} | {speedup(k, p)} | {gbs} |")
+        lines.append("")
+    return lines
+# ---- end of the convolution and normalisation block ----
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -392,6 +442,7 @@ def main():
         out += thread_section(t, kiln, torch, have_torch)
         out += matmul_section(t, kiln, torch, have_torch)  # matmul block
         out += pool_section(t, kiln, torch, have_torch)  # pooling block
+        out += conv_section(t, kiln, torch, have_torch)  # convolution and normalisation block
         out += autodiff_section(t, kiln, torch, have_torch)  # autodiff block
     if comp:
         out.append("### Compile time\n")
