@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// Modules: plain structs with named fields and a `visit` that lists them (DESIGN.md §4).
+//
+//   struct Mlp : kiln::nn::Module {
+//     kiln::nn::Linear fc1, fc2;
+//     Mlp(const kiln::Device& d) : fc1({.in = 784, .out = 128}, d), fc2({.in = 128, .out = 10}, d) {}
+//     kiln::Tensor forward(const kiln::Tensor& x) { return fc2(kiln::relu(fc1(x))); }
+//     KILN_VISIT(Mlp, fc1, fc2)
+//   };
+//
+// `visit` drives everything that walks a model: parameters(), named_parameters() (PyTorch's
+// dotted names: "fc1.weight"), buffers, to(device), train()/eval(), freeze(), printing and
+// counting. Fields may be tensors (nn::Param for trainable parameters, nn::Buffer for state
+// such as running statistics), other modules, std::vector of modules (named 0, 1, ... like
+// torch.nn.ModuleList), std::optional of either, or anything else (ignored: configs, ints).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln::nn {
+
+/// A trainable tensor field of a module (a handle, like Tensor).
+class Param : public Tensor {
+ public:
+  Param() = default;
+  Param(Tensor t) : Tensor(std::move(t)) {}  // NOLINT(google-explicit-constructor)
+};
+
+/// A non-trainable tensor field that belongs to the module's state (running statistics):
+/// saved, loaded and moved with the module, never given to an optimizer.
+class Buffer : public Tensor {
+ public:
+  Buffer() = default;
+  Buffer(Tensor t) : Tensor(std::move(t)) {}  // NOLINT(google-explicit-constructor)
+};
+
+class Module;
+
+/// What Module::visit calls for each field. Implementations walk, rename or replace tensors.
+class Visitor {
+ public:
+  virtual ~Visitor() = default;
+  /// A parameter (`is_param`) or buffer field named `name` in the current module.
+  virtual void tensor(std::string_view name, Tensor& t, bool is_param) = 0;
+  /// A sub-module: called before visiting it; return false to skip it.
+  virtual bool enter(std::string_view name, Module& m) { return true; }
+  virtual void leave(std::string_view name, Module& m) {}
+
+  // Field dispatch used by KILN_VISIT.
+  void field(std::string_view name, Param& t) { tensor(name, t, true); }
+  void field(std::string_view name, Buffer& t) { tensor(name, t, false); }
+  void field(std::string_view name, Tensor& t) { tensor(name, t, true); }
+  void field(std::string_view name, Module& m);
+  template <class M>
+  requires std::is_base_of_v<Module, M>
+  void field(std::string_view name, std::vector<M>& list) {
+    for (size_t i = 0; i < list.size(); ++i)
+      field(std::string(name) + "." + std::to_string(i), static_cast<Module&>(list[i]));
+  }
+  template <class T>
+  void field(std::string_view name, std::optional<T>& o) {
+    if (o) field(name, *o);
+  }
+  template <class T>
+  void field(std::string_view name, T& x) {  // sub-modules; configs and other plain fields are not visited
+    if constexpr (std::is_base_of_v<Module, T>) field(name, static_cast<Module&>(x));
+  }
+};
+
+/// Base of every layer and model. Subclasses list their fields with KILN_VISIT.
+class Module {
+ public:
+  virtual ~Module() = default;
+  /// Calls v.field(name, member) for every field (KILN_VISIT writes it).
+  virtual void visit(Visitor& v) = 0;
+  /// The module's type for printing ("Linear").
+  virtual std::string type_name() const = 0;
+  /// Extra text printed after the type name ("in=784, out=10").
+  virtual std::string extra_repr() const { return ""; }
+
+  /// Trainable parameters, in field order (handles: updating them in place updates the model).
+  std::vector<Tensor> parameters();
+  /// (dotted name, parameter) in field order: "encoder.layers.0.attn.q_proj.weight".
+  std::vector<std::pair<std::string, Tensor>> named_parameters();
+  /// Buffers (running statistics) with their dotted names.
+  std::vector<std::pair<std::string, Tensor>> named_buffers();
+  /// Parameters and buffers, the state a checkpoint saves (PyTorch's state_dict names).
+  std::vector<std::pair<std::string, Tensor>> state();
+  /// Number of trainable elements.
+  int64_t num_params();
+
+  /// Moves every parameter and buffer to `device` (parameters keep tracking gradients when the
+  /// device has autodiff and the module is not frozen). Returns *this.
+  Module& to(const Device& device);
+  /// Converts floating parameters and buffers to `dtype`.
+  Module& to(DType dtype);
+  /// Training mode (dropout active, batch norm uses batch statistics) for this module and all
+  /// sub-modules; eval() switches it off.
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+  bool is_frozen() const { return frozen_; }
+  /// Parameters stop (freeze) or start (unfreeze) tracking gradients.
+  Module& freeze();
+  Module& unfreeze();
+  /// Replaces every parameter and buffer by a copy of its data (after `Model copy = model;`,
+  /// which shares them): the two models no longer share state.
+  Module& detach_copy();
+  /// A tree with each module's type, parameter shapes and parameter counts.
+  std::string str();
+
+ protected:
+  /// A parameter tensor on `device`, tracking gradients when the device has autodiff.
+  static Tensor make_param(Tensor data, const Device& device);
+
+ private:
+  bool training_ = true;
+  bool frozen_ = false;
+};
+
+/// A deep copy of a module: `auto copy = nn::deep_copy(model);`.
+template <class M>
+requires std::is_base_of_v<Module, M> M deep_copy(const M& m) {
+  M c = m;
+  c.detach_copy();
+  return c;
+}
+
+}  // namespace kiln::nn
+
+/// Lists a module's fields: KILN_VISIT(TypeName, field1, field2, ...) inside the struct.
+#define KILN_VISIT(Type, ...)                                                                                        \
+  void visit(::kiln::nn::Visitor& kiln_v) override{KILN_VISIT_FOR_EACH_(KILN_VISIT_FIELD_, __VA_ARGS__)} std::string \
+  type_name() const override {                                                                                       \
+    return #Type;                                                                                                    \
+  }
+
+#define KILN_VISIT_FIELD_(f) kiln_v.field(#f, f);
+// Applies M to each of up to 32 arguments.
+#define KILN_VISIT_FOR_EACH_(M, ...)                                                                          \
+  KILN_VISIT_FE_PICK_(__VA_ARGS__, KILN_VISIT_FE_16, KILN_VISIT_FE_15, KILN_VISIT_FE_14, KILN_VISIT_FE_13,    \
+                      KILN_VISIT_FE_12, KILN_VISIT_FE_11, KILN_VISIT_FE_10, KILN_VISIT_FE_9, KILN_VISIT_FE_8, \
+                      KILN_VISIT_FE_7, KILN_VISIT_FE_6, KILN_VISIT_FE_5, KILN_VISIT_FE_4, KILN_VISIT_FE_3,    \
+                      KILN_VISIT_FE_2, KILN_VISIT_FE_1)                                                       \
+  (M, __VA_ARGS__)
+#define KILN_VISIT_FE_1(M, a) M(a)
+#define KILN_VISIT_FE_2(M, a, ...) M(a) KILN_VISIT_FE_1(M, __VA_ARGS__)
+#define KILN_VISIT_FE_3(M, a, ...) M(a) KILN_VISIT_FE_2(M, __VA_ARGS__)
+#define KILN_VISIT_FE_4(M, a, ...) M(a) KILN_VISIT_FE_3(M, __VA_ARGS__)
+#define KILN_VISIT_FE_5(M, a, ...) M(a) KILN_VISIT_FE_4(M, __VA_ARGS__)
+#define KILN_VISIT_FE_6(M, a, ...) M(a) KILN_VISIT_FE_5(M, __VA_ARGS__)
+#define KILN_VISIT_FE_7(M, a, ...) M(a) KILN_VISIT_FE_6(M, __VA_ARGS__)
+#define KILN_VISIT_FE_8(M, a, ...) M(a) KILN_VISIT_FE_7(M, __VA_ARGS__)
+#define KILN_VISIT_FE_9(M, a, ...) M(a) KILN_VISIT_FE_8(M, __VA_ARGS__)
+#define KILN_VISIT_FE_10(M, a, ...) M(a) KILN_VISIT_FE_9(M, __VA_ARGS__)
+#define KILN_VISIT_FE_11(M, a, ...) M(a) KILN_VISIT_FE_10(M, __VA_ARGS__)
+#define KILN_VISIT_FE_12(M, a, ...) M(a) KILN_VISIT_FE_11(M, __VA_ARGS__)
+#define KILN_VISIT_FE_13(M, a, ...) M(a) KILN_VISIT_FE_12(M, __VA_ARGS__)
+#define KILN_VISIT_FE_14(M, a, ...) M(a) KILN_VISIT_FE_13(M, __VA_ARGS__)
+#define KILN_VISIT_FE_15(M, a, ...) M(a) KILN_VISIT_FE_14(M, __VA_ARGS__)
+#define KILN_VISIT_FE_16(M, a, ...) M(a) KILN_VISIT_FE_15(M, __VA_ARGS__)
+#define KILN_VISIT_FE_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, N, ...) N

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#include "kiln/nn/norm_layers.h"
+
+#include <sstream>
+
+#include "kiln/error.h"
+#include "kiln/nn/functional/norm.h"
+#include "kiln/ops.h"
+
+namespace kiln::nn {
+namespace F = kiln::nn::functional;
+namespace {
+std::string shape_str(const Tensor& x) { return x.defined() ? to_string(x.shape()) : std::string("undefined"); }
+std::string num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+const char* tf(bool b) { return b ? "true" : "false"; }
+Tensor buffer(Tensor t, const Device& device) { return device.has_autodiff() ? t.to(device) : t; }
+
+// running stats (mean 0, var 1, count 0) on device.
+void make_stats(int64_t c, DType dt, const Device& device, Buffer& rm, Buffer& rv, Buffer& nbt) {
+  TensorOptions o{.dtype = dt, .device = device.without_autodiff()};
+  rm = buffer(zeros({c}, o), device);
+  rv = buffer(ones({c}, o), device);
+  nbt = buffer(zeros({}, {.dtype = i64, .device = device.without_autodiff()}), device);
+}
+}  // namespace
+
+// ---- BatchNorm ----------------------------------------------------------------------------
+
+BatchNormBase::BatchNormBase(const BatchNormConfig& c, const Device& device, const char* name) : config(c) {
+  KILN_CHECK(c.num_features > 0, name, name << " needs num_features > 0, got " << c.num_features);
+  TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
+  if (c.affine) {
+    weight = make_param(ones({c.num_features}, o), device);
+    bias = make_param(zeros({c.num_features}, o), device);
+  }
+  if (c.track_running_stats)
+    make_stats(c.num_features, c.dtype, device, running_mean, running_var, num_batches_tracked);
+}
+
+Tensor BatchNormBase::run(const Tensor& x, const char* name, int64_t rank_a, int64_t rank_b) const {
+  const int64_t c = config.num_features;
+  KILN_CHECK(x.defined() && (x.dim() == rank_a || x.dim() == rank_b) && x.size(1) == c, name,
+             name << "(num_features=" << c << ") expects input "
+                  << (rank_a == 2   ? "[N, C] or [N, C, L]"
+                      : rank_a == 4 ? "[N, C, H, W]"
+                                    : "[N, C, D, H, W]")
+                  << " with C = " << c << ", got " << shape_str(x));
+  const bool training = is_training();
+  double factor = config.momentum.value_or(0.0);
+  if (training && config.track_running_stats) {
+    Tensor n = num_batches_tracked;
+    n.copy_(n + 1);
+    if (!config.momentum) factor = 1.0 / static_cast<double>(n.to(Device::cpu()).item<int64_t>());
+  }
+  const bool use_batch = training || !config.track_running_stats;
+  Tensor rm = running_mean, rv = running_var;  // undefined when not tracked
+  return F::batch_norm(x, rm, rv,
+                       {.weight = weight, .bias = bias, .training = use_batch, .momentum = factor, .eps = config.eps});
+}
+
+std::string BatchNormBase::extra_repr() const {
+  return std::to_string(config.num_features) + ", eps=" + num(config.eps) +
+         ", momentum=" + (config.momentum ? num(*config.momentum) : std::string("None")) +
+         ", affine=" + tf(config.affine) + ", track_running_stats=" + tf(config.track_running_stats);
+}
+
+// ---- LayerNorm ----------------------------------------------------------------------------
+
+LayerNorm::LayerNorm(const LayerNormConfig& c, const Device& device) : config(c) {
+  KILN_CHECK(!c.normalized_shape.empty(), "LayerNorm", "LayerNorm needs a non-empty normalized_shape");
+  TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
+  if (c.elementwise_affine) {
+    weight = make_param(ones(c.normalized_shape, o), device);
+    if (c.bias) bias = make_param(zeros(c.normalized_shape, o), device);
+  }
+}
+
+namespace {
+bool trailing_match(const Tensor& x, const Shape& ns) {
+  if (!x.defined() || x.dim() < static_cast<int64_t>(ns.size())) return false;
+  const int64_t off = x.dim() - static_cast<int64_t>(ns.size());
+  for (size_t i = 0; i < ns.size(); ++i)
+    if (x.size(off + static_cast<int64_t>(i)) != ns[i]) return false;
+  return true;
+}
+}  // namespace
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  KILN_CHECK(trailing_match(x, config.normalized_shape), "LayerNorm",
+             "LayerNorm(normalized_shape=" << to_string(config.normalized_shape) << ") expects input [*, "
+                                           << to_string(config.normalized_shape) << "], got " << shape_str(x));
+  return F::layer_norm(x, config.normalized_shape, weight, bias, config.eps);
+}
+std::string LayerNorm::extra_repr() const {
+  return to_string(config.normalized_shape) + ", eps=" + num(config.eps) +
+         ", elementwise_affine=" + tf(config.elementwise_affine) + ", bias=" + tf(config.bias);
+}
+
+// ---- GroupNorm ----------------------------------------------------------------------------
+
+GroupNorm::GroupNorm(const GroupNormConfig& c, const Device& device) : config(c) {
+  KILN_CHECK(c.num_groups > 0 && c.num_channels > 0 && c.num_channels % c.num_groups == 0, "GroupNorm",
+             "GroupNorm needs num_channels divisible by num_groups, got num_groups="
+                 << c.num_groups << ", num_channels=" << c.num_channels);
+  TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
+  if (c.affine) {
+    weight = make_param(ones({c.num_channels}, o), device);
+    bias = make_param(zeros({c.num_channels}, o), device);
+  }
+}
+
+Tensor GroupNorm::forward(const Tensor& x) const {
+  KILN_CHECK(x.defined() && x.dim() >= 2 && x.size(1) == config.num_channels, "GroupNorm",
+             "GroupNorm(num_groups=" << config.num_groups << ", num_channels=" << config.num_channels
+                                     << ") expects input [N, " << config.num_channels << ", *], got " << shape_str(x));
+  return F::group_norm(x, config.num_groups, weight, bias, config.eps);
+}
+std::string GroupNorm::extra_repr() const {
+  return std::to_string(config.num_groups) + ", " + std::to_string(config.num_channels) + ", eps=" + num(config.eps) +
+         ", affine=" + tf(config.affine);
+}
+
+// ---- InstanceNorm -------------------------------------------------------------------------
+
+InstanceNormBase::InstanceNormBase(const InstanceNormConfig& c, const Device& device, const char* name) : config(c) {
+  KILN_CHECK(c.num_features > 0, name, name << " needs num_features > 0, got " << c.num_features);
+  TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
+  if (c.affine) {
+    weight = make_param(ones({c.num_features}, o), device);
+    bias = make_param(zeros({c.num_features}, o), device);
+  }
+  if (c.track_running_stats)
+    make_stats(c.num_features, c.dtype, device, running_mean, running_var, num_batches_tracked);
+}
+
+Tensor InstanceNormBase::run(const Tensor& x, const char* name, int64_t rank) const {
+  const int64_t c = config.num_features;
+  const bool ok = x.defined() && (x.dim() == rank || x.dim() == rank - 1) && x.size(x.dim() == rank ? 1 : 0) == c;
+  KILN_CHECK(ok, name,
+             name << "(num_features=" << c << ") expects input "
+                  << (rank == 3 ? "[N, C, L] or [C, L]" : "[N, C, H, W] or [C, H, W]") << " with C = " << c << ", got "
+                  << shape_str(x));
+  const bool unbatched = x.dim() == rank - 1;
+  Tensor in = unbatched ? x.unsqueeze(0) : x;
+  const bool use_input = is_training() || !config.track_running_stats;
+  if (use_input && config.track_running_stats) {
+    Tensor n = num_batches_tracked;
+    n.copy_(n + 1);
+  }
+  Tensor y = F::instance_norm(in, {.running_mean = running_mean,
+                                   .running_var = running_var,
+                                   .weight = weight,
+                                   .bias = bias,
+                                   .use_input_stats = use_input,
+                                   .momentum = config.momentum,
+                                   .eps = config.eps});
+  return unbatched ? y.squeeze({0}) : y;
+}
+
+std::string InstanceNormBase::extra_repr() const {
+  return std::to_string(config.num_features) + ", eps=" + num(config.eps) + ", momentum=" + num(config.momentum) +
+         ", affine=" + tf(config.affine) + ", track_running_stats=" + tf(config.track_running_stats);
+}
+
+// ---- RmsNorm ------------------------------------------------------------------------------
+
+RmsNorm::RmsNorm(const RmsNormConfig& c, const Device& device) : config(c) {
+  KILN_CHECK(!c.normalized_shape.empty(), "RmsNorm", "RmsNorm needs a non-empty normalized_shape");
+  if (c.elementwise_affine)
+    weight = make_param(ones(c.normalized_shape, {.dtype = c.dtype, .device = device.without_autodiff()}), device);
+}
+
+Tensor RmsNorm::forward(const Tensor& x) const {
+  KILN_CHECK(trailing_match(x, config.normalized_shape), "RmsNorm",
+             "RmsNorm(normalized_shape=" << to_string(config.normalized_shape) << ") expects input [*, "
+                                         << to_string(config.normalized_shape) << "], got " << shape_str(x));
+  return F::rms_norm(x, config.normalized_shape, weight, config.eps);
+}
+std::string RmsNorm::extra_repr() const {
+  return to_string(config.normalized_shape) + ", eps=" + (config.eps ? num(*config.eps) : std::string("None")) +
+         ", elementwise_affine=" + tf(config.elementwise_affine);
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Learning-rate schedulers (kiln/optim/lr_scheduler.h): torch's closed forms.
+#include "kiln/optim/lr_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "kiln/error.h"
+
+namespace kiln::optim::lr_scheduler {
+
+LRScheduler::LRScheduler(Optimizer& opt) : opt_(&opt) {
+  for (auto& g : opt.param_groups()) {
+    if (!g.initial_lr) g.initial_lr = *g.lr;
+    base_lrs_.push_back(*g.initial_lr);
+  }
+}
+
+void LRScheduler::initial_step() {
+  last_epoch_ = 0;
+  apply();
+}
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  apply();
+}
+
+void LRScheduler::apply() {
+  auto& groups = opt_->param_groups();
+  KILN_CHECK(groups.size() == base_lrs_.size(), "lr_scheduler",
+             "lr_scheduler: the optimizer has " << groups.size() << " parameter groups, the scheduler was made for "
+                                                << base_lrs_.size());
+  last_lr_.clear();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    double lr = lr_at(base_lrs_[i], last_epoch_);
+    groups[i].lr = lr;
+    last_lr_.push_back(lr);
+  }
+}
+
+ConstantLR::ConstantLR(Optimizer& opt, double factor, int64_t total_iters)
+    : LRScheduler(opt), factor(factor), total_iters(total_iters) {
+  KILN_CHECK(factor >= 0 && factor <= 1, "ConstantLR", "ConstantLR: factor must be in [0, 1], got " << factor);
+  initial_step();
+}
+double ConstantLR::lr_at(double base, int64_t e) const { return e < total_iters ? base * factor : base; }
+
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size(step_size), gamma(gamma) {
+  KILN_CHECK(step_size > 0, "StepLR", "StepLR: step_size must be positive, got " << step_size);
+  initial_step();
+}
+double StepLR::lr_at(double base, int64_t e) const {
+  return base * std::pow(gamma, static_cast<double>(e / step_size));
+}
+
+MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(opt), milestones(std::move(milestones)), gamma(gamma) {
+  std::sort(this->milestones.begin(), this->milestones.end());
+  initial_step();
+}
+double MultiStepLR::lr_at(double base, int64_t e) const {
+  auto n = std::upper_bound(milestones.begin(), milestones.end(), e) - milestones.begin();
+  return base * std::pow(gamma, static_cast<double>(n));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt), gamma(gamma) { initial_step(); }
+double ExponentialLR::lr_at(double base, int64_t e) const { return base * std::pow(gamma, static_cast<double>(e)); }
+
+LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(opt), start_factor(start_factor), end_factor(end_factor), total_iters(total_iters) {
+  KILN_CHECK(
+      start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1, "LinearLR",
+      "LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got " << start_factor << ", " << end_factor);
+  initial_step();
+}
+double LinearLR::lr_at(double base, int64_t e) const {
+  return base * (start_factor + (end_factor - start_factor) * static_cast<double>(std::min(total_iters, e)) /
+                                    static_cast<double>(total_iters));
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
+    : LRScheduler(opt), T_max(T_max), eta_min(eta_min) {
+  initial_step();
+}
+double CosineAnnealingLR::lr_at(double base, int64_t e) const {
+  return eta_min + (base - eta_min) * (1 + std::cos(std::numbers::pi * static_cast<double>(e) / T_max)) / 2;
+}
+
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult, double eta_min)
+    : LRScheduler(opt), T_0(T_0), T_mult(T_mult), eta_min(eta_min) {
+  KILN_CHECK(T_0 > 0 && T_mult >= 1, "CosineAnnealingWarmRestarts",
+             "CosineAnnealingWarmRestarts: T_0 must be positive and T_mult >= 1, got " << T_0 << ", " << T_mult);
+  initial_step();
+}
+double CosineAnnealingWarmRestarts::lr_at(double base, int64_t e) const {
+  int64_t T_i = T_0, T_cur = e;
+  while (T_cur >= T_i) {
+    T_cur -= T_i;
+    T_i *= T_mult;
+  }
+  return eta_min + (base - eta_min) * (1 + std::cos(std::numbers::pi * static_cast<double>(T_cur) / T_i)) / 2;
+}
+
+OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleConfig& c) : LRScheduler(opt), config(c) {
+  KILN_CHECK(c.total_steps > 0 && c.max_lr > 0, "OneCycleLR",
+             "OneCycleLR: max_lr and total_steps must be positive, got " << c.max_lr << ", " << c.total_steps);
+  KILN_CHECK(c.anneal_strategy == "cos" || c.anneal_strategy == "linear", "OneCycleLR",
+             "OneCycleLR: anneal_strategy must be \"cos\" or \"linear\", got '" << c.anneal_strategy << "'");
+  for (size_t i = 0; i < base_lrs_.size(); ++i) {
+    base_lrs_[i] = c.max_lr / c.div_factor;
+    opt.param_groups()[i].initial_lr = base_lrs_[i];
+  }
+  initial_step();
+}
+double OneCycleLR::lr_at(double, int64_t step) const {
+  const auto& c = config;
+  KILN_CHECK(step <= c.total_steps, "OneCycleLR",
+             "OneCycleLR: stepped " << step << " times, more than total_steps = " << c.total_steps);
+  double initial = c.max_lr / c.div_factor, min_lr = initial / c.final_div_factor;
+  double T = static_cast<double>(c.total_steps);
+  struct Phase {
+    double end, start_lr, end_lr;
+  };
+  std::vector<Phase> phases;
+  if (c.three_phase)
+    phases = {{c.pct_start * T - 1, initial, c.max_lr},
+              {2 * c.pct_start * T - 2, c.max_lr, initial},
+              {T - 1, initial, min_lr}};
+  else
+    phases = {{c.pct_start * T - 1, initial, c.max_lr}, {T - 1, c.max_lr, min_lr}};
+  double start_step = 0, s = static_cast<double>(step);
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const Phase& ph = phases[i];
+    if (s <= ph.end || i + 1 == phases.size()) {
+      double pct = (s - start_step) / (ph.end - start_step);
+      if (c.anneal_strategy == "cos")
+        return ph.end_lr + (ph.start_lr - ph.end_lr) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+      return (ph.end_lr - ph.start_lr) * pct + ph.start_lr;
+    }
+    start_step = ph.end;
+  }
+  return min_lr;
+}
+
+PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
+    : LRScheduler(opt), total_iters(total_iters), power(power) {
+  initial_step();
+}
+double PolynomialLR::lr_at(double base, int64_t e) const {
+  return base * std::pow(1.0 - static_cast<double>(std::min(total_iters, e)) / total_iters, power);
+}
+
+LambdaLR::LambdaLR(Optimizer& opt, std::function<double(int64_t)> f) : LRScheduler(opt), lr_lambda(std::move(f)) {
+  initial_step();
+}
+double LambdaLR::lr_at(double base, int64_t e) const { return base * lr_lambda(e); }
+
+Noam::Noam(Optimizer& opt, int64_t d_model, int64_t warmup_steps, double factor)
+    : LRScheduler(opt), d_model(d_model), warmup_steps(warmup_steps), factor(factor) {
+  KILN_CHECK(d_model > 0 && warmup_steps > 0, "Noam",
+             "Noam: d_model and warmup_steps must be positive, got " << d_model << ", " << warmup_steps);
+  initial_step();
+}
+double Noam::lr_at(double base, int64_t e) const {
+  double s = static_cast<double>(std::max<int64_t>(e, 1));
+  return base * factor * std::pow(static_cast<double>(d_model), -0.5) *
+         std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup_steps), -1.5));
+}
+
+LinearWarmup::LinearWarmup(Optimizer& opt, std::unique_ptr<LRScheduler> inner, int64_t warmup_steps,
+                           double start_factor)
+    : LRScheduler(opt), inner(std::move(inner)), warmup_steps(warmup_steps), start_factor(start_factor) {
+  KILN_CHECK(this->inner != nullptr, "LinearWarmup", "LinearWarmup: the inner scheduler is null");
+  initial_step();
+}
+double LinearWarmup::lr_at(double base, int64_t e) const {
+  if (e < warmup_steps)
+    return base * (start_factor + (1 - start_factor) * static_cast<double>(e) / static_cast<double>(warmup_steps));
+  return inner->lr_at(base, e - warmup_steps);
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauConfig& c) : config(c), opt_(&opt) {
+  KILN_CHECK(c.mode == "min" || c.mode == "max", "ReduceLROnPlateau",
+             "ReduceLROnPlateau: mode must be \"min\" or \"max\", got '" << c.mode << "'");
+  KILN_CHECK(c.threshold_mode == "rel" || c.threshold_mode == "abs", "ReduceLROnPlateau",
+             "ReduceLROnPlateau: threshold_mode must be \"rel\" or \"abs\", got '" << c.threshold_mode << "'");
+  KILN_CHECK(c.factor < 1, "ReduceLROnPlateau", "ReduceLROnPlateau: factor must be < 1, got " << c.factor);
+  best_ = c.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  for (auto& g : opt.param_groups()) last_lr_.push_back(*g.lr);
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  const auto& c = config;
+  if (c.mode == "min") return c.threshold_mode == "rel" ? a < best_ * (1 - c.threshold) : a < best_ - c.threshold;
+  return c.threshold_mode == "rel" ? a > best_ * (c.threshold + 1) : a > best_ + c.threshold;
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  ++last_epoch_;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;
+  }
+  if (num_bad_epochs_ > config.patience) {
+    for (auto& g : opt_->param_groups()) {
+      double old_lr = *g.lr, new_lr = std::max(old_lr * config.factor, config.min_lr);
+      if (old_lr - new_lr > config.eps) g.lr = new_lr;
+    }
+    cooldown_counter_ = config.cooldown;
+    num_bad_epochs_ = 0;
+  }
+  last_lr_.clear();
+  for (auto& g : opt_->param_groups()) last_lr_.push_back(*g.lr);
+}
+
+}  // namespace kiln::optim::lr_scheduler

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// kiln::optim::lr_scheduler against PyTorch: the learning rate over 30 steps of every schedule
+// (tests/golden/optim_schedules.txt, written by scripts/gen_optim_golden.py).
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+#include <kiln/optim.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+namespace o = kiln::optim;
+namespace s = kiln::optim::lr_scheduler;
+
+namespace {
+
+std::map<std::string, std::vector<double>> read_schedules() {
+  std::ifstream in(std::string(KILN_GOLDEN_DIR) + "/optim_schedules.txt");
+  std::map<std::string, std::vector<double>> r;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ss(line);
+    std::string name;
+    ss >> name;
+    double x;
+    while (ss >> x) r[name].push_back(x);
+  }
+  return r;
+}
+
+std::unique_ptr<s::LRScheduler> make(const std::string& name, o::Optimizer& opt) {
+  if (name == "constant") return std::make_unique<s::ConstantLR>(opt, 0.5, 4);
+  if (name == "step") return std::make_unique<s::StepLR>(opt, 7, 0.5);
+  if (name == "multistep") return std::make_unique<s::MultiStepLR>(opt, std::vector<int64_t>{5, 12, 20}, 0.3);
+  if (name == "exponential") return std::make_unique<s::ExponentialLR>(opt, 0.9);
+  if (name == "linear") return std::make_unique<s::LinearLR>(opt, 0.25, 1.0, 10);
+  if (name == "cosine") return std::make_unique<s::CosineAnnealingLR>(opt, 10, 0.001);
+  if (name == "warm_restarts") return std::make_unique<s::CosineAnnealingWarmRestarts>(opt, 5, 2, 0.01);
+  if (name == "onecycle")
+    return std::make_unique<s::OneCycleLR>(opt, s::OneCycleConfig{.max_lr = 1.0, .total_steps = 30});
+  if (name == "onecycle_linear_3phase")
+    return std::make_unique<s::OneCycleLR>(
+        opt,
+        s::OneCycleConfig{
+            .max_lr = 0.5, .total_steps = 30, .pct_start = 0.25, .anneal_strategy = "linear", .three_phase = true});
+  if (name == "polynomial") return std::make_unique<s::PolynomialLR>(opt, 20, 2.0);
+  if (name == "noam") return std::make_unique<s::Noam>(opt, 16, 8, 2.0);
+  if (name == "warmup_cosine")
+    return std::make_unique<s::LinearWarmup>(opt, std::make_unique<s::CosineAnnealingLR>(opt, 20), 6, 0.1);
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(LRScheduler, CurvesMatchPyTorch) {
+  auto golden = read_schedules();
+  ASSERT_GE(golden.size(), 14u) << "run scripts/gen_optim_golden.py";
+  int checked = 0;
+  for (auto& [name, want] : golden) {
+    if (name.rfind("plateau", 0) == 0) continue;
+    Tensor p = zeros({1}, {.dtype = f64});
+    o::SGD opt({p}, {.lr = 0.1});
+    auto sched = make(name, opt);
+    ASSERT_TRUE(sched) << name;
+    ASSERT_EQ(want.size(), 31u) << name;
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (k > 0) sched->step();
+      EXPECT_NEAR(opt.lr(), want[k], 1e-12 * std::max(1.0, std::abs(want[k]))) << name << " epoch " << k;
+      EXPECT_EQ(sched->get_last_lr()[0], opt.lr());
+    }
+    EXPECT_EQ(sched->last_epoch(), 30);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 12);
+}
+
+TEST(LRScheduler, ReduceLROnPlateauMatchesPyTorch) {
+  auto golden = read_schedules();
+  auto& metrics = golden["plateau_metrics"];
+  auto& want = golden["plateau"];
+  ASSERT_EQ(metrics.size(), 30u);
+  ASSERT_EQ(want.size(), 31u);
+  Tensor p = zeros({1}, {.dtype = f64});
+  o::SGD opt({p}, {.lr = 0.1});
+  s::ReduceLROnPlateau sched(opt, {.factor = 0.5, .patience = 2, .threshold = 0.01, .cooldown = 1});
+  EXPECT_EQ(opt.lr(), want[0]);
+  for (size_t k = 0; k < metrics.size(); ++k) {
+    sched.step(metrics[k]);
+    EXPECT_NEAR(opt.lr(), want[k + 1], 1e-15) << "step " << k;
+  }
+}
+
+TEST(LRScheduler, SetsEveryGroupFromItsInitialLr) {
+  Tensor a = zeros({1}), b = zeros({1});
+  o::SGD opt(std::vector<o::ParamGroup>{{.params = {a}}, {.params = {b}, .lr = 1.0}}, {.lr = 0.1});
+  s::StepLR sched(opt, 2, 0.5);
+  sched.step();
+  sched.step();
+  EXPECT_DOUBLE_EQ(opt.lr(0), 0.05);
+  EXPECT_DOUBLE_EQ(opt.lr(1), 0.5);
+  EXPECT_EQ(*opt.param_groups()[1].initial_lr, 1.0);
+}
+
+TEST(LRScheduler, BadArgumentsThrow) {
+  Tensor a = zeros({1});
+  o::SGD opt({a}, {.lr = 0.1});
+  EXPECT_THROW(s::StepLR(opt, 0), Error);
+  EXPECT_THROW(s::OneCycleLR(opt, {.max_lr = 1.0, .total_steps = 3, .anneal_strategy = "exp"}), Error);
+  s::OneCycleLR one(opt, {.max_lr = 1.0, .total_steps = 2});
+  one.step();
+  one.step();
+  EXPECT_THROW(one.step(), Error);
+  EXPECT_THROW(s::ReduceLROnPlateau(opt, {.mode = "up"}), Error);
+}
