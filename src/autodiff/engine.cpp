@@ -243,9 +243,10 @@ Device Device::autodiff(const AutodiffOptions& o) const {
   Backend* base = backend_;
   while (Backend* in = base->inner()) base = in;
   static std::mutex mu;
-  static std::map<std::pair<Backend*, int>, Backend*> cache;  // never destroyed, like the backends
+  // Never destroyed, like the backends: tensors may outlive static destructors.
+  static auto* cache = new std::map<std::pair<Backend*, int>, Backend*>();
   std::lock_guard<std::mutex> lock(mu);
-  Backend*& b = cache[{base, static_cast<int>(o.checkpointing)}];
+  Backend*& b = (*cache)[{base, static_cast<int>(o.checkpointing)}];
   if (!b) b = new autodiff::AutodiffBackend(base, o);
   return Device(b, index_);
 }
