@@ -56,9 +56,10 @@ TEST(Autodiff, Errors) {
 }
 
 TEST(Autodiff, DiagEmbedIsDifferentiable) {
-  EXPECT_EQ(gradcheck([](const std::vector<Tensor>& v) { return diag_embed(v[0], 1) * 3 + diag(v[0].select(0, 0), -1); },
-                      {rand_input({2, 3})}),
-            "");
+  EXPECT_EQ(
+      gradcheck([](const std::vector<Tensor>& v) { return diag_embed(v[0], 1) * 3 + diag(v[0].select(0, 0), -1); },
+                {rand_input({2, 3})}),
+      "");
 }
 
 // Every primitive of ops.def either has a gradient check in some test file (listed with
