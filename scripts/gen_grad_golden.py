@@ -29,20 +29,7 @@ import subprocess
 import sys
 
 
-def _ensure(mod, pkgs):
-    try:
-        __import__(mod)
-        return
-    except ImportError:
-        pass
-    base = [sys.executable, "-m", "pip", "install", "--quiet"]
-    for extra in ([], ["--break-system-packages"]):
-        try:
-            subprocess.check_call(base + extra + pkgs)
-            return
-        except subprocess.CalledProcessError:
-            continue
-    sys.exit(f"gen_grad_golden: could not install {pkgs}")
+from pip_ensure import ensure as _ensure  # noqa: E402
 
 
 _ensure("numpy", ["numpy"])
