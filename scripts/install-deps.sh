@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kiln needs to build and test; does nothing when all are present.
 set -euo pipefail
-pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev)
+pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
+  nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
+  dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

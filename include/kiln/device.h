@@ -88,4 +88,13 @@ void set_num_threads(int n);
 /// Seeds the global random number generator (counter-based: results do not depend on threads).
 void manual_seed(uint64_t seed);
 
+/// The global generator's position: its seed and how many counter blocks were used. Saving it
+/// and restoring it with set_rng_state makes the following random ops repeat exactly.
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+RngState rng_state();
+void set_rng_state(const RngState& state);
+
 }  // namespace kiln

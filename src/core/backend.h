@@ -16,7 +16,12 @@ struct Storage {
   size_t nbytes = 0;
   Backend* backend = nullptr;
   uint64_t version = 0;  ///< bumped by in-place writes (autodiff checks saved tensors against it)
+  /// Set for memory the backend did not allocate (a memory-mapped file): kept alive while the
+  /// storage lives and never given to Backend::release.
+  std::shared_ptr<void> external;
   Storage(void* d, size_t n, Backend* b) : data(d), nbytes(n), backend(b) {}
+  Storage(void* d, size_t n, Backend* b, std::shared_ptr<void> owner)
+      : data(d), nbytes(n), backend(b), external(std::move(owner)) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();

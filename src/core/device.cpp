@@ -14,7 +14,7 @@
 namespace kiln {
 
 Storage::~Storage() {
-  if (backend) backend->release(data, nbytes);
+  if (backend && !external) backend->release(data, nbytes);
 }
 
 Device::Device() : backend_(cpu_backend()) {}
@@ -78,6 +78,16 @@ GeneratorState reserve(uint64_t blocks) {
 void manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(rng::g_mu);
   rng::g_state = {seed, 0};
+}
+
+RngState rng_state() {
+  std::lock_guard<std::mutex> lock(rng::g_mu);
+  return {rng::g_state.seed, rng::g_state.offset};
+}
+
+void set_rng_state(const RngState& state) {
+  std::lock_guard<std::mutex> lock(rng::g_mu);
+  rng::g_state = {state.seed, state.offset};
 }
 
 }  // namespace kiln
