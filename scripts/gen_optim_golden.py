@@ -4,6 +4,7 @@
 
   tests/golden/optim_trajectories.txt  <case> <step> <W (3x2) row-major> <b (3)>, after each of 20 steps
   tests/golden/optim_schedules.txt     <case> <lr at epoch 0> ... <lr at epoch 30>
+  tests/golden/optim_momentum.txt      <case> <momentum (or beta1) at epoch 0> ... <at epoch 30> (OneCycleLR)
   tests/golden/optim_clip.txt          clip <norm_type (-1 = inf)> <max_norm> <total norm> <clipped grads>
                                        value <clip_value> <clipped grads>
 
@@ -239,6 +240,37 @@ def schedules():
     return lines
 
 
+def momentum_schedules():
+    """OneCycleLR's momentum cycling: SGD's momentum or Adam's beta1 after each step."""
+    S = O.lr_scheduler
+
+    def run(name, make_opt, make_sched):
+        opt = make_opt([torch.zeros(1, requires_grad=True)])
+        sched = make_sched(opt)
+
+        def mom():
+            g = opt.param_groups[0]
+            return g["betas"][0] if "betas" in g else g["momentum"]
+
+        ms = [mom()]
+        for _ in range(30):
+            opt.step()
+            sched.step()
+            ms.append(mom())
+        return f"{name} {fmt(ms)}"
+
+    return [
+        run("onecycle_sgd", lambda ps: O.SGD(ps, lr=0.1, momentum=0.9),
+            lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=30)),
+        run("onecycle_adam_linear_3phase", lambda ps: O.Adam(ps, lr=0.1),
+            lambda o: S.OneCycleLR(o, max_lr=0.5, total_steps=30, pct_start=0.25, anneal_strategy="linear",
+                                   three_phase=True, base_momentum=0.8, max_momentum=0.9)),
+        run("onecycle_adamw_cos", lambda ps: O.AdamW(ps, lr=0.1),
+            lambda o: S.OneCycleLR(o, max_lr=0.5, total_steps=30, pct_start=0.4, base_momentum=0.7,
+                                   max_momentum=0.99)),
+    ]
+
+
 def clipping():
     lines = []
     for norm_type, max_norm in [(2.0, 0.5), (1.0, 0.5), (math.inf, 0.2), (3.0, 0.4), (2.0, 100.0)]:
@@ -255,11 +287,20 @@ def clipping():
 
 
 def main():
-    for fname, lines in [
-        ("optim_trajectories.txt", trajectories()),
-        ("optim_schedules.txt", schedules()),
-        ("optim_clip.txt", clipping()),
-    ]:
+    """Writes every file, or only those named on the command line (e.g. optim_momentum.txt)."""
+    import sys
+
+    makers = {
+        "optim_trajectories.txt": trajectories,
+        "optim_schedules.txt": schedules,
+        "optim_momentum.txt": momentum_schedules,
+        "optim_clip.txt": clipping,
+    }
+    for fname in sys.argv[1:]:
+        if fname not in makers:
+            sys.exit(f"unknown file {fname}; one of {sorted(makers)}")
+    for fname in sys.argv[1:] or list(makers):
+        lines = makers[fname]()
         with open(os.path.join(ROOT, fname), "w") as f:
             f.write("\n".join(lines) + "\n")
         print(f"wrote {fname}: {len(lines)} lines")

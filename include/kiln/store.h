@@ -92,7 +92,9 @@ struct LoadOptions {
   /// Regex rewrites applied in order to each file key before matching: {"^module\\.", ""}.
   std::vector<std::pair<std::string, std::string>> remap;
   /// Regexes on the (remapped) key: when `include` is non-empty a key must match one of them;
-  /// a key matching any `exclude` is skipped (reported as skipped, not unexpected).
+  /// a key matching any `exclude` is skipped (reported as skipped, not unexpected). The model's
+  /// keys are filtered the same way: one filtered out is left as it is and not reported as
+  /// missing, so `{.exclude = {"^fc\\."}}` loads a backbone strictly and keeps a fresh head.
   std::vector<std::string> include, exclude;
   /// Convert a tensor whose dtype differs from the parameter's (an f16 file into an f32 model).
   /// When false such a tensor is reported as a dtype mismatch.
@@ -148,8 +150,15 @@ struct Checkpoint {
 /// rest as JSON in its metadata, so Python's safetensors can read it.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 /// Restores what save_checkpoint wrote into the objects `ckpt` points to and fills epoch, step
-/// and extra. The model and optimizer must have the same structure as when saved.
+/// and extra. The model and optimizer must have the same structure as when saved. Everything
+/// is checked before anything is modified: a checkpoint of another model (or one lacking a part
+/// that `ckpt` asks for) throws kiln::Error naming the missing or mismatched keys and leaves
+/// the model, optimizer, schedulers and RNG as they were.
 void load_checkpoint(const std::string& path, Checkpoint& ckpt);
+/// What save_checkpoint writes, as tensors (copies) and metadata: a checkpoint kept in memory.
+TensorMap checkpoint_to_tensors(const Checkpoint& ckpt);
+/// What load_checkpoint does once the file is read (`name` is used in error messages).
+void checkpoint_from_tensors(const TensorMap& tensors, Checkpoint& ckpt, const std::string& name = "<memory>");
 
 // ---- atomic files ------------------------------------------------------------------------
 

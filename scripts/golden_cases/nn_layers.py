@@ -130,6 +130,23 @@ add("nn_embedding", [T([2, 5], "i64", lo=0, hi=6), T([7, 3]), T([2, 5, 3])], {},
 add("nn_embedding", [T([4, 3], "i64", lo=0, hi=4), T([5, 2]), T([4, 3, 2])], {"padding_idx": 2}, null=False)
 
 
+# ---- Embedding with max_norm (indices, weight, g) -> (y, dweight, weight after the in-place renorm) ----
+def _nl_embedding_renorm(a, at):
+    idx, w, g = a
+    m = torch.nn.Embedding(w.shape[0], w.shape[1], max_norm=at["max_norm"], norm_type=at.get("norm_type", 2.0))
+    _nl_load(m, {"weight": w.clone()})
+    y = m(idx)
+    (y * g).sum().backward()
+    return y.detach(), m.weight.grad, m.weight.detach()
+
+
+PY["nn_embedding_renorm"] = _nl_embedding_renorm
+add("nn_embedding_renorm", [T([2, 5], "i64", lo=0, hi=6), T([7, 3], scale=2), T([2, 5, 3])], {"max_norm": 1.5},
+    null=False)
+add("nn_embedding_renorm", [T([4, 3], "i64", lo=0, hi=5), T([6, 4], scale=2), T([4, 3, 4])],
+    {"max_norm": 1.0, "norm_type": 1.0}, null=False)
+
+
 # ---- pools and shape layers (x) -> y ----
 def _nl_kw(at, *keys):
     return {k: _nl_t(at, k, None) for k in keys if k in at}

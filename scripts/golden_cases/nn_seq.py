@@ -101,7 +101,9 @@ def _rnn_module(kind, at):
               bidirectional=at.get("bidir", False))
     if kind == "rnn":
         return _nn.RNN(at["in"], at["hid"], nonlinearity=at.get("nl", "tanh"), **kw)
-    return {"lstm": _nn.LSTM, "gru": _nn.GRU}[kind](at["in"], at["hid"], **kw)
+    if kind == "lstm":
+        return _nn.LSTM(at["in"], at["hid"], proj_size=at.get("proj", 0), **kw)
+    return _nn.GRU(at["in"], at["hid"], **kw)
 
 
 def _rnn_ref(kind):
@@ -124,8 +126,9 @@ def _rnn_case(kind, at, x_shape, with_state):
     d = 2 if at.get("bidir", False) else 1
     unbatched = len(x_shape) == 2
     n = None if unbatched else x_shape[0 if at.get("batch_first", False) else 1]
-    st = [at.get("layers", 1) * d] + ([] if unbatched else [n]) + [at["hid"]]
-    states = [T(st, "f32") if with_state else S(None) for _ in range(2 if kind == "lstm" else 1)]
+    st = [at.get("layers", 1) * d] + ([] if unbatched else [n])
+    sizes = [at.get("proj", 0) or at["hid"]] + ([at["hid"]] if kind == "lstm" else [])
+    states = [T(st + [f], "f32") if with_state else S(None) for f in sizes]
     add("nn_" + kind, [T(x_shape, "f32")] + states + _param_specs(m), at, tol=SEQ_TOL)
 
 
@@ -136,12 +139,16 @@ for _k in ("rnn", "lstm", "gru"):
     _rnn_case(_k, {"in": 3, "hid": 5, "layers": 2, "batch_first": True}, [2, 4, 3], True)
     _rnn_case(_k, {"in": 2, "hid": 3, "bidir": True, "bias": False}, [4, 2], True)
 _rnn_case("rnn", {"in": 3, "hid": 4, "nl": "relu", "layers": 2}, [3, 2, 3], True)
+# LSTM with proj_size (weight_hr_l*, h of proj features)
+_rnn_case("lstm", {"in": 3, "hid": 5, "proj": 2, "layers": 2, "bidir": True}, [4, 2, 3], True)
+_rnn_case("lstm", {"in": 3, "hid": 4, "proj": 3, "batch_first": True}, [2, 3, 3], False)
 
 
 # ---- MultiHeadAttention: (q, k, v, attn_mask | None, key_padding_mask | None, params...) -> (out[, weights])
 def _mha_module(at):
     return _nn.MultiheadAttention(at["e"], at["h"], bias=at.get("bias", True), kdim=at.get("kdim"),
-                                  vdim=at.get("vdim"), batch_first=at.get("batch_first", False))
+                                  vdim=at.get("vdim"), batch_first=at.get("batch_first", False),
+                                  add_bias_kv=at.get("bias_kv", False), add_zero_attn=at.get("zero_attn", False))
 
 
 def _nn_mha(a, at):
@@ -167,6 +174,14 @@ _mha_case({"e": 8, "h": 4, "batch_first": True, "need_weights": True}, [2, 3, 8]
           kpm=T([2, 5], "bool", "v", values=[False, False, False, True, True, False, True, False, False, False]))
 _mha_case({"e": 6, "h": 3, "kdim": 4, "vdim": 5, "batch_first": True}, [2, 3, 6], [2, 4, 4], [2, 4, 5])
 _mha_case({"e": 8, "h": 2, "bias": False}, [3, 8], [4, 8], [4, 8])
+# add_bias_kv / add_zero_attn (parameters bias_k, bias_v; masks padded with zero columns)
+_mha_case({"e": 8, "h": 2, "bias_kv": True, "need_weights": True}, [4, 2, 8], [5, 2, 8], [5, 2, 8])
+_mha_case({"e": 8, "h": 2, "zero_attn": True, "need_weights": True}, [4, 2, 8], [5, 2, 8], [5, 2, 8],
+          mask=T([4, 5], "f32"))
+_mha_case({"e": 8, "h": 4, "bias_kv": True, "zero_attn": True, "batch_first": True, "need_weights": True},
+          [2, 3, 8], [2, 5, 8], [2, 5, 8], mask=T([3, 5], "f32"),
+          kpm=T([2, 5], "bool", "v", values=[False, False, False, True, True, False, True, False, False, False]))
+_mha_case({"e": 6, "h": 3, "kdim": 4, "vdim": 5, "bias_kv": True, "zero_attn": True}, [3, 6], [4, 4], [4, 5])
 
 
 # ---- TransformerEncoderLayer (eval): (src, src_mask | None, params...) -> out

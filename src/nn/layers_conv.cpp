@@ -132,6 +132,8 @@ ConvTransposeNd<N>::ConvTransposeNd(const ConvTransposeConfig& c, const Device& 
   c.padding.expand(N, name.c_str(), "padding");
   c.output_padding.expand(N, name.c_str(), "output_padding");
   c.dilation.expand(N, name.c_str(), "dilation");
+  KILN_CHECK(c.padding_mode == "zeros", name,
+             name << " only supports padding_mode \"zeros\" (as PyTorch), got \"" << c.padding_mode << "\"");
   KILN_CHECK(c.in_channels > 0 && c.out_channels > 0 && c.groups > 0, name,
              "in_channels, out_channels and groups must be positive, got in_channels="
                  << c.in_channels << ", out_channels=" << c.out_channels << ", groups=" << c.groups);

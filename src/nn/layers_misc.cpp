@@ -2,6 +2,7 @@
 // Bilinear, Embedding, the dropouts, the shape layers and Sequential (kiln/nn/layers.h).
 #include <cmath>
 
+#include "kiln/autodiff.h"
 #include "kiln/error.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/layers.h"
@@ -100,6 +101,17 @@ Tensor Embedding::forward(const Tensor& indices) const {
       describe(*this) << " expects integer indices, got "
                       << (indices.defined() ? std::string(dtype_name(indices.dtype())) : std::string("undefined"))
                       << shape_str(indices));
+  if (config.max_norm && indices.numel() > 0) {
+    // torch.embedding_renorm_: rescale the looked-up rows in place, outside autodiff.
+    NoGradGuard guard;
+    Tensor data = weight.detach();
+    Tensor rows = unique(indices.reshape({-1}).to(i64)).values;
+    Tensor sel = index_select(data, 0, rows);
+    Tensor nrm = norm(sel, config.norm_type, {1}, /*keepdim=*/true);
+    const double mx = *config.max_norm;
+    Tensor scale = where(nrm > mx, mx / (nrm + 1e-7), 1.0);
+    data.index_put_({rows}, sel * scale);
+  }
   Tensor w = weight;
   if (config.padding_idx && weight.requires_grad()) {
     // The padding row reads a detached copy, so it gets no gradient (as PyTorch).
@@ -112,6 +124,8 @@ Tensor Embedding::forward(const Tensor& indices) const {
 std::string Embedding::extra_repr() const {
   std::string s = std::to_string(config.num_embeddings) + ", " + std::to_string(config.embedding_dim);
   if (config.padding_idx) s += ", padding_idx=" + std::to_string(*config.padding_idx);
+  if (config.max_norm) s += ", max_norm=" + num(*config.max_norm);
+  if (config.max_norm && config.norm_type != 2.0) s += ", norm_type=" + num(config.norm_type);
   return s;
 }
 

@@ -31,18 +31,25 @@ RecurrentBase::RecurrentBase(const RecurrentConfig& c, const Device& device, Mod
              name << " needs input_size > 0, hidden_size > 0 and num_layers >= 1, got input_size=" << c.input_size
                   << ", hidden_size=" << c.hidden_size << ", num_layers=" << c.num_layers);
   KILN_CHECK(c.dropout >= 0.0 && c.dropout <= 1.0, name, name << " needs dropout in [0, 1], got " << c.dropout);
+  KILN_CHECK(c.proj_size == 0 || mode == Mode::Lstm, name,
+             name << ": proj_size is only supported for LSTM, got proj_size=" << c.proj_size);
+  KILN_CHECK(c.proj_size >= 0 && c.proj_size < c.hidden_size, name,
+             name << " needs 0 <= proj_size < hidden_size, got proj_size=" << c.proj_size
+                  << ", hidden_size=" << c.hidden_size);
   const int64_t g = gates_of(mode), h = c.hidden_size, d = c.bidirectional ? 2 : 1;
+  const int64_t ho = c.proj_size > 0 ? c.proj_size : h;  // features of h (and of the output)
   const double bound = 1.0 / std::sqrt(static_cast<double>(h));
   TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const int64_t in = l == 0 ? c.input_size : d * h;
+    const int64_t in = l == 0 ? c.input_size : d * ho;
     for (int64_t dir = 0; dir < d; ++dir) {
       weight_ih.push_back(make_param(uniform({g * h, in}, -bound, bound, o), device));
-      weight_hh.push_back(make_param(uniform({g * h, h}, -bound, bound, o), device));
+      weight_hh.push_back(make_param(uniform({g * h, ho}, -bound, bound, o), device));
       if (c.bias) {
         bias_ih.push_back(make_param(uniform({g * h}, -bound, bound, o), device));
         bias_hh.push_back(make_param(uniform({g * h}, -bound, bound, o), device));
       }
+      if (c.proj_size > 0) weight_hr.push_back(make_param(uniform({ho, h}, -bound, bound, o), device));
     }
   }
 }
@@ -64,6 +71,7 @@ void RecurrentBase::visit(Visitor& v) {
       v.field("bias_ih_l" + sfx, bias_ih[i]);
       v.field("bias_hh_l" + sfx, bias_hh[i]);
     }
+    if (i < weight_hr.size()) v.field("weight_hr_l" + sfx, weight_hr[i]);
   }
 }
 
@@ -75,6 +83,7 @@ std::string RecurrentBase::extra_repr() const {
   if (config.batch_first) s << ", batch_first=true";
   if (config.dropout > 0) s << ", dropout=" << config.dropout;
   if (config.bidirectional) s << ", bidirectional=true";
+  if (config.proj_size > 0) s << ", proj_size=" << config.proj_size;
   return s.str();
 }
 
@@ -82,6 +91,7 @@ RecurrentOutput RecurrentBase::run(const Tensor& x_in, const Tensor& h0_in, cons
                                    const char* name) const {
   const int64_t H = config.hidden_size, D = config.bidirectional ? 2 : 1, L = config.num_layers;
   const int64_t G = gates_of(mode_);
+  const int64_t P = config.proj_size > 0 ? config.proj_size : H;  // features of h
   auto cfg = [&] {
     std::ostringstream s;
     s << name << "(input_size=" << config.input_size << ", hidden_size=" << H << ", num_layers=" << L
@@ -96,17 +106,17 @@ RecurrentOutput RecurrentBase::run(const Tensor& x_in, const Tensor& h0_in, cons
   // Work in [T, N, I].
   Tensor x = unbatched ? x_in.unsqueeze(1) : (config.batch_first ? x_in.transpose(0, 1) : x_in);
   const int64_t T = x.size(0), N = x.size(1);
-  auto state = [&](const Tensor& s, const char* what) -> Tensor {
+  auto state = [&](const Tensor& s, const char* what, int64_t F) -> Tensor {
     if (!s.defined())
-      return zeros({L * D, N, H}, {.dtype = x.dtype(), .device = x.device().without_autodiff()}).to(x.device());
-    const Shape want = unbatched ? Shape{L * D, H} : Shape{L * D, N, H};
+      return zeros({L * D, N, F}, {.dtype = x.dtype(), .device = x.device().without_autodiff()}).to(x.device());
+    const Shape want = unbatched ? Shape{L * D, F} : Shape{L * D, N, F};
     KILN_CHECK(s.shape() == want, name,
                cfg() << " expects " << what << " " << to_string(want) << " for input " << to_string(x_in.shape())
                      << ", got " << shape_str(s));
     return unbatched ? s.unsqueeze(1) : s;
   };
-  Tensor h0 = state(h0_in, "h0");
-  Tensor c0 = mode_ == Mode::Lstm ? state(c0_in, "c0") : Tensor();
+  Tensor h0 = state(h0_in, "h0", P);
+  Tensor c0 = mode_ == Mode::Lstm ? state(c0_in, "c0", H) : Tensor();
 
   std::vector<Tensor> hn, cn;
   Tensor layer_in = x;
@@ -135,6 +145,7 @@ RecurrentOutput RecurrentBase::run(const Tensor& x_in, const Tensor& h0_in, cons
             auto g = chunk(gi + gh, 4, -1);
             c = sigmoid(g[1]) * c + sigmoid(g[0]) * tanh(g[2]);
             h = sigmoid(g[3]) * tanh(c);
+            if (!weight_hr.empty()) h = linear(h, weight_hr[idx]);
             break;
           }
           case Mode::Gru: {

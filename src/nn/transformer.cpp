@@ -8,6 +8,7 @@
 #include "kiln/error.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/attention.h"
+#include "kiln/nn/init.h"
 #include "kiln/ops.h"
 #include "seq_util.h"
 
@@ -60,6 +61,10 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& c, const 
     v_proj_weight = xavier(E, config.vdim);
   }
   if (c.bias) in_proj_bias = make_param(zeros({3 * E}, o), device);
+  if (c.add_bias_kv) {
+    bias_k = make_param(init::xavier_normal_(empty({1, 1, E}, o)), device);
+    bias_v = make_param(init::xavier_normal_(empty({1, 1, E}, o)), device);
+  }
   out_proj = Linear({.in = E, .out = E, .bias = c.bias, .dtype = c.dtype}, device);
   if (c.bias) out_proj.bias = make_param(zeros({E}, o), device);
 }
@@ -111,6 +116,8 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   q = heads(linear(q, wq, bq));  // [N, H, L, Dh]
   k = heads(linear(k, wk, bk));  // [N, H, S, Dh]
   v = heads(linear(v, wv, bv));
+  KILN_CHECK(!o.cache || !(config.add_bias_kv || config.add_zero_attn), "MultiHeadAttention",
+             cfg() << ": a KVCache cannot be combined with add_bias_kv or add_zero_attn");
   if (o.cache) {
     if (o.cache->k.defined()) {
       KILN_CHECK(
@@ -155,6 +162,24 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     add_mask(from_f64(c, {L, S}, dt, q.device()));
   }
 
+  // add_bias_kv / add_zero_attn: extra keys and values that every query may attend to (the
+  // masks get matching zero columns, as PyTorch pads them).
+  auto append_kv = [&](const Tensor& ek, const Tensor& ev) {
+    k = cat({k, ek}, 2);
+    v = cat({v, ev}, 2);
+    if (mask.defined()) {
+      Shape ms = mask.shape();
+      ms[ms.size() - 1] = 1;
+      mask = cat({mask, zeros_on(ms, mask.dtype(), mask.device())}, -1);
+    }
+  };
+  if (config.add_bias_kv)
+    append_kv(bias_k.reshape({1, H, 1, Dh}).expand({N, H, 1, Dh}), bias_v.reshape({1, H, 1, Dh}).expand({N, H, 1, Dh}));
+  if (config.add_zero_attn) {
+    Tensor z = zeros_on({N, H, 1, Dh}, dt, q.device());
+    append_kv(z, z);
+  }
+
   const double p = is_training() ? config.dropout : 0.0;
   AttentionOutput r;
   Tensor out;
@@ -180,6 +205,8 @@ std::string MultiHeadAttention::extra_repr() const {
     s << ", kdim=" << config.kdim << ", vdim=" << config.vdim;
   if (config.dropout > 0) s << ", dropout=" << config.dropout;
   if (config.batch_first) s << ", batch_first=true";
+  if (config.add_bias_kv) s << ", add_bias_kv=true";
+  if (config.add_zero_attn) s << ", add_zero_attn=true";
   return s.str();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numbers>
 
 #include "kiln/error.h"
@@ -37,6 +38,61 @@ void LRScheduler::apply() {
     double lr = lr_at(base_lrs_[i], last_epoch_);
     groups[i].lr = lr;
     last_lr_.push_back(lr);
+  }
+  on_apply();
+}
+
+namespace {
+
+/// Reads a SchedulerState into a map, checking every name against `known` (a name, or a prefix
+/// ending in '.' followed by a group index below n_groups) and that `required` names exist.
+std::map<std::string, double> parse_state(const SchedulerState& state, const char* op,
+                                          const std::vector<std::string>& scalars,
+                                          const std::vector<std::string>& per_group, size_t n_groups) {
+  std::map<std::string, double> m;
+  for (auto& [k, v] : state) {
+    bool ok = std::find(scalars.begin(), scalars.end(), k) != scalars.end();
+    for (auto& pre : per_group) {
+      if (ok || k.rfind(pre + ".", 0) != 0) continue;
+      std::string idx = k.substr(pre.size() + 1);
+      ok = !idx.empty() && idx.size() < 10 && idx.find_first_not_of("0123456789") == std::string::npos &&
+           std::stoul(idx) < n_groups;
+    }
+    KILN_CHECK(ok, op,
+               op << ".load_state_dict: unexpected entry '" << k << "' (the optimizer has " << n_groups
+                  << " parameter groups)");
+    m[k] = v;
+  }
+  for (auto& k : scalars) KILN_CHECK(m.count(k), op, op << ".load_state_dict: the entry '" << k << "' is missing");
+  for (auto& pre : per_group)
+    for (size_t g = 0; g < n_groups; ++g)
+      KILN_CHECK(m.count(pre + "." + std::to_string(g)), op,
+                 op << ".load_state_dict: the entry '" << pre << "." << g << "' is missing (the optimizer has "
+                    << n_groups << " parameter groups)");
+  return m;
+}
+
+}  // namespace
+
+SchedulerState LRScheduler::state_dict() const {
+  SchedulerState s;
+  s.emplace_back("last_epoch", static_cast<double>(last_epoch_));
+  for (size_t g = 0; g < base_lrs_.size(); ++g) s.emplace_back("base_lrs." + std::to_string(g), base_lrs_[g]);
+  for (size_t g = 0; g < last_lr_.size(); ++g) s.emplace_back("last_lr." + std::to_string(g), last_lr_[g]);
+  return s;
+}
+
+void LRScheduler::load_state_dict(const SchedulerState& state) {
+  size_t n = opt_->param_groups().size();
+  KILN_CHECK(n == base_lrs_.size(), "lr_scheduler",
+             "lr_scheduler.load_state_dict: the optimizer has " << n << " parameter groups, the scheduler was made for "
+                                                                << base_lrs_.size());
+  auto m = parse_state(state, "lr_scheduler", {"last_epoch"}, {"base_lrs", "last_lr"}, n);
+  last_epoch_ = static_cast<int64_t>(m["last_epoch"]);
+  for (size_t g = 0; g < n; ++g) {
+    base_lrs_[g] = m["base_lrs." + std::to_string(g)];
+    last_lr_.resize(n);
+    last_lr_[g] = m["last_lr." + std::to_string(g)];
   }
 }
 
@@ -103,45 +159,80 @@ double CosineAnnealingWarmRestarts::lr_at(double base, int64_t e) const {
   return eta_min + (base - eta_min) * (1 + std::cos(std::numbers::pi * static_cast<double>(T_cur) / T_i)) / 2;
 }
 
+namespace {
+
+/// Where an optimizer keeps the momentum OneCycleLR cycles (torch: 'momentum' or betas[0]).
+double* momentum_slot(Optimizer& opt) {
+  if (auto* o = dynamic_cast<SGD*>(&opt)) return &o->config.momentum;
+  if (auto* o = dynamic_cast<RMSprop*>(&opt)) return &o->config.momentum;
+  if (auto* o = dynamic_cast<Muon*>(&opt)) return &o->config.momentum;
+  if (auto* o = dynamic_cast<Adam*>(&opt)) return &o->config.betas[0];  // and AdamW
+  if (auto* o = dynamic_cast<Lion*>(&opt)) return &o->config.betas[0];
+  if (auto* o = dynamic_cast<Adan*>(&opt)) return &o->config.betas[0];
+  return nullptr;
+}
+
+}  // namespace
+
 OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleConfig& c) : LRScheduler(opt), config(c) {
   KILN_CHECK(c.total_steps > 0 && c.max_lr > 0, "OneCycleLR",
              "OneCycleLR: max_lr and total_steps must be positive, got " << c.max_lr << ", " << c.total_steps);
   KILN_CHECK(c.anneal_strategy == "cos" || c.anneal_strategy == "linear", "OneCycleLR",
              "OneCycleLR: anneal_strategy must be \"cos\" or \"linear\", got '" << c.anneal_strategy << "'");
+  KILN_CHECK(
+      !c.cycle_momentum || momentum_slot(opt) != nullptr, "OneCycleLR",
+      "OneCycleLR: " << opt.name() << " has no momentum or beta1 to cycle; set cycle_momentum = false to use it");
   for (size_t i = 0; i < base_lrs_.size(); ++i) {
     base_lrs_[i] = c.max_lr / c.div_factor;
     opt.param_groups()[i].initial_lr = base_lrs_[i];
   }
   initial_step();
 }
-double OneCycleLR::lr_at(double, int64_t step) const {
+
+std::pair<double, double> OneCycleLR::at(int64_t step) const {
   const auto& c = config;
   KILN_CHECK(step <= c.total_steps, "OneCycleLR",
              "OneCycleLR: stepped " << step << " times, more than total_steps = " << c.total_steps);
   double initial = c.max_lr / c.div_factor, min_lr = initial / c.final_div_factor;
+  double lo = c.base_momentum, hi = c.max_momentum;
   double T = static_cast<double>(c.total_steps);
   struct Phase {
-    double end, start_lr, end_lr;
+    double end, start_lr, end_lr, start_m, end_m;
   };
   std::vector<Phase> phases;
   if (c.three_phase)
-    phases = {{c.pct_start * T - 1, initial, c.max_lr},
-              {2 * c.pct_start * T - 2, c.max_lr, initial},
-              {T - 1, initial, min_lr}};
+    phases = {{c.pct_start * T - 1, initial, c.max_lr, hi, lo},
+              {2 * c.pct_start * T - 2, c.max_lr, initial, lo, hi},
+              {T - 1, initial, min_lr, hi, hi}};
   else
-    phases = {{c.pct_start * T - 1, initial, c.max_lr}, {T - 1, c.max_lr, min_lr}};
+    phases = {{c.pct_start * T - 1, initial, c.max_lr, hi, lo}, {T - 1, c.max_lr, min_lr, lo, hi}};
+  auto anneal = [&](double start, double end, double pct) {
+    if (c.anneal_strategy == "cos") return end + (start - end) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
+    return (end - start) * pct + start;
+  };
   double start_step = 0, s = static_cast<double>(step);
   for (size_t i = 0; i < phases.size(); ++i) {
     const Phase& ph = phases[i];
     if (s <= ph.end || i + 1 == phases.size()) {
       double pct = (s - start_step) / (ph.end - start_step);
-      if (c.anneal_strategy == "cos")
-        return ph.end_lr + (ph.start_lr - ph.end_lr) / 2.0 * (std::cos(std::numbers::pi * pct) + 1);
-      return (ph.end_lr - ph.start_lr) * pct + ph.start_lr;
+      return {anneal(ph.start_lr, ph.end_lr, pct), anneal(ph.start_m, ph.end_m, pct)};
     }
     start_step = ph.end;
   }
-  return min_lr;
+  return {min_lr, hi};
+}
+
+double OneCycleLR::lr_at(double, int64_t step) const { return at(step).first; }
+double OneCycleLR::momentum_at(int64_t step) const { return at(step).second; }
+
+void OneCycleLR::on_apply() {
+  if (!config.cycle_momentum) return;
+  if (double* m = momentum_slot(*opt_)) *m = momentum_at(last_epoch_);
+}
+
+void OneCycleLR::load_state_dict(const SchedulerState& state) {
+  LRScheduler::load_state_dict(state);
+  on_apply();  // the optimizers' state_dict does not hold their momentum / betas
 }
 
 PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
@@ -189,6 +280,27 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauConf
   KILN_CHECK(c.factor < 1, "ReduceLROnPlateau", "ReduceLROnPlateau: factor must be < 1, got " << c.factor);
   best_ = c.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
   for (auto& g : opt.param_groups()) last_lr_.push_back(*g.lr);
+}
+
+SchedulerState ReduceLROnPlateau::state_dict() const {
+  SchedulerState s{{"best", best_},
+                   {"num_bad_epochs", static_cast<double>(num_bad_epochs_)},
+                   {"cooldown_counter", static_cast<double>(cooldown_counter_)},
+                   {"last_epoch", static_cast<double>(last_epoch_)}};
+  for (size_t g = 0; g < last_lr_.size(); ++g) s.emplace_back("last_lr." + std::to_string(g), last_lr_[g]);
+  return s;
+}
+
+void ReduceLROnPlateau::load_state_dict(const SchedulerState& state) {
+  size_t n = opt_->param_groups().size();
+  auto m = parse_state(state, "ReduceLROnPlateau", {"best", "num_bad_epochs", "cooldown_counter", "last_epoch"},
+                       {"last_lr"}, n);
+  best_ = m["best"];
+  num_bad_epochs_ = static_cast<int64_t>(m["num_bad_epochs"]);
+  cooldown_counter_ = static_cast<int64_t>(m["cooldown_counter"]);
+  last_epoch_ = static_cast<int64_t>(m["last_epoch"]);
+  last_lr_.assign(n, 0);
+  for (size_t g = 0; g < n; ++g) last_lr_[g] = m["last_lr." + std::to_string(g)];
 }
 
 bool ReduceLROnPlateau::is_better(double a) const {

@@ -115,6 +115,19 @@ const RegistryPart part({
     Gradients g = sum(y * in[2].t.to(ad)).backward();
     return {y.detach(), m.weight.grad(g)};
   } END,
+  OP(nn_embedding_renorm) {
+    const Device ad = dev.autodiff();
+    const Tensor w = in[1].t.clone();
+    nn::Embedding m({.num_embeddings = w.size(0),
+                     .embedding_dim = w.size(1),
+                     .max_norm = at.f("max_norm"),
+                     .norm_type = at.f_or("norm_type", 2.0)},
+                    ad);
+    m.weight = w.to(ad).require_grad();
+    Tensor y = m(in[0].t.to(ad));
+    Gradients g = sum(y * in[2].t.to(ad)).backward();
+    return {y.detach(), m.weight.grad(g), m.weight.detach()};
+  } END,
   OP(nn_maxpool2d) {
     nn::MaxPool2d m({.kernel_size = il(at, "kernel_size", 1), .stride = at.has("stride") ? il(at, "stride", 1) : Dims{},
                      .padding = il(at, "padding", 0), .dilation = il(at, "dilation", 1),

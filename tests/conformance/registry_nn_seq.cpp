@@ -40,13 +40,16 @@ nn::RecurrentConfig rnn_config(At at) {
           .nonlinearity = at.str_or("nl", "tanh"),
           .bias = at.b("bias", true),
           .batch_first = at.b("batch_first"),
-          .bidirectional = at.b("bidir")};
+          .bidirectional = at.b("bidir"),
+          .proj_size = at.i_or("proj", 0)};
 }
 
 nn::MultiHeadAttentionConfig mha_config(At at) {
   return {.embed_dim = at.i("e"),
           .num_heads = at.i("h"),
           .bias = at.b("bias", true),
+          .add_bias_kv = at.b("bias_kv"),
+          .add_zero_attn = at.b("zero_attn"),
           .kdim = at.i_or("kdim", 0),
           .vdim = at.i_or("vdim", 0),
           .batch_first = at.b("batch_first")};

@@ -4,6 +4,7 @@
 // LLaMA-style transformers. Element-wise activations keep the input's shape and dtype.
 #include <string>
 
+#include "kiln/nn/config.h"
 #include "kiln/nn/linear.h"
 #include "kiln/nn/module.h"
 
@@ -24,6 +25,7 @@ struct ReLU : Module {
 /// Config of LeakyReLU.
 struct LeakyReLUConfig {
   double negative_slope = 0.01;  ///< slope for x < 0
+  KILN_CONFIG(LeakyReLUConfig, negative_slope)
 };
 /// x for x >= 0, negative_slope * x otherwise; x [*] -> [*].
 struct LeakyReLU : Module {
@@ -41,6 +43,7 @@ struct PReLUConfig {
   int64_t num_parameters = 1;  ///< 1, or the channel count (dim 1 of the input)
   double init = 0.25;          ///< initial slope
   DType dtype = f32;
+  KILN_CONFIG(PReLUConfig, num_parameters, init, dtype)
 };
 /// x for x >= 0, weight * x otherwise; x [N, C, *] (or [C] / [] ) -> same shape. weight
 /// [num_parameters] is broadcast along the channel dim 1 (dim 0 for a 1-d input).
@@ -58,6 +61,7 @@ struct PReLU : Module {
 /// Config of GELU.
 struct GELUConfig {
   std::string approximate = "none";  ///< "none" (erf) or "tanh"
+  KILN_CONFIG(GELUConfig, approximate)
 };
 /// Gaussian error linear unit; x [*] -> [*].
 struct GELU : Module {
@@ -110,6 +114,7 @@ struct Hardswish : Module {
 /// Config of Softmax / LogSoftmax / GLU: the dim they act along.
 struct SoftmaxConfig {
   int64_t dim = -1;
+  KILN_CONFIG(SoftmaxConfig, dim)
 };
 /// softmax along config.dim; x [*] -> [*].
 struct Softmax : Module {
@@ -136,6 +141,7 @@ struct LogSoftmax : Module {
 struct SoftplusConfig {
   double beta = 1.0;        ///< log(1 + exp(beta x)) / beta
   double threshold = 20.0;  ///< linear above beta x > threshold
+  KILN_CONFIG(SoftplusConfig, beta, threshold)
 };
 /// log(1 + exp(beta x)) / beta; x [*] -> [*].
 struct Softplus : Module {
@@ -151,6 +157,7 @@ struct Softplus : Module {
 /// Config of ELU.
 struct ELUConfig {
   double alpha = 1.0;
+  KILN_CONFIG(ELUConfig, alpha)
 };
 /// x for x > 0, alpha (exp(x) - 1) otherwise; x [*] -> [*].
 struct ELU : Module {
@@ -182,6 +189,7 @@ struct SwiGLUConfig {
   int64_t out = 0;     ///< output features; 0 means `in`
   bool bias = false;   ///< biases on w1, w2, w3 (LLaMA uses none)
   DType dtype = f32;
+  KILN_CONFIG(SwiGLUConfig, in, hidden, out, bias, dtype)
 };
 /// The gated MLP of LLaMA: w2(silu(w1(x)) * w3(x)). x [..., in] -> [..., out]. w1 and w3 are
 /// Linear(in -> hidden) (gate and up projections), w2 Linear(hidden -> out) (down projection);

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/nn/config.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/pool.h"
 #include "kiln/nn/module.h"
@@ -29,6 +30,7 @@ struct BilinearConfig {
   int64_t out = 0;   ///< output features
   bool bias = true;  ///< add a learnable bias
   DType dtype = f32;
+  KILN_CONFIG(BilinearConfig, in1, in2, out, bias, dtype)
 };
 
 /// y = x1ᵀ A x2 + b: x1 [..., in1], x2 [..., in2] (same leading dims) -> [..., out].
@@ -49,12 +51,17 @@ struct EmbeddingConfig {
   int64_t num_embeddings = 0;          ///< rows of the table
   int64_t embedding_dim = 0;           ///< width of a row
   std::optional<int64_t> padding_idx;  ///< this row starts at zero and gets no gradient (< 0 counts from the end)
+  /// Each forward first rescales, in place, the looked-up rows whose norm_type-norm exceeds
+  /// max_norm to norm max_norm (scale max_norm / (norm + 1e-7), as PyTorch).
+  std::optional<double> max_norm{};
+  double norm_type = 2.0;  ///< p of the max_norm norm
   DType dtype = f32;
+  KILN_CONFIG(EmbeddingConfig, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, dtype)
 };
 
 /// A lookup table: integer indices of any shape [*] -> [*, embedding_dim]. weight
 /// [num_embeddings, embedding_dim] ~ N(0, 1), the padding row zero (torch.nn.Embedding;
-/// max_norm and sparse gradients are not supported).
+/// sparse gradients and scale_grad_by_freq are not supported).
 struct Embedding : Module {
   EmbeddingConfig config;
   Param weight;
@@ -81,6 +88,8 @@ struct ConvConfig {
   bool bias = true;                    ///< add a learnable bias
   std::string padding_mode = "zeros";  ///< "zeros", "reflect", "replicate" or "circular"
   DType dtype = f32;
+  KILN_CONFIG(ConvConfig, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+              dtype)
 };
 using Conv1dConfig = ConvConfig;
 using Conv2dConfig = ConvConfig;
@@ -112,8 +121,8 @@ extern template struct ConvNd<1>;
 extern template struct ConvNd<2>;
 extern template struct ConvNd<3>;
 
-/// Config of ConvTranspose1d/2d/3d (torch.nn.ConvTransposeNd's arguments; padding_mode is
-/// always "zeros").
+/// Config of ConvTranspose1d/2d/3d (torch.nn.ConvTransposeNd's arguments; padding_mode must
+/// be "zeros", the only mode PyTorch supports for transposed convolutions).
 struct ConvTransposeConfig {
   int64_t in_channels = 0;
   int64_t out_channels = 0;
@@ -125,6 +134,9 @@ struct ConvTransposeConfig {
   bool bias = true;
   functional::IntList dilation = 1;
   DType dtype = f32;
+  std::string padding_mode = "zeros";  ///< anything else throws kiln::Error (as PyTorch's ValueError)
+  KILN_CONFIG(ConvTransposeConfig, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups,
+              bias, dilation, dtype, padding_mode)
 };
 using ConvTranspose1dConfig = ConvTransposeConfig;
 using ConvTranspose2dConfig = ConvTransposeConfig;
@@ -168,6 +180,7 @@ struct MaxPoolConfig {
   functional::IntList padding = 0;
   functional::IntList dilation = 1;
   bool ceil_mode = false;
+  KILN_CONFIG(MaxPoolConfig, kernel_size, stride, padding, dilation, ceil_mode)
 };
 
 /// Max pooling (torch.nn.MaxPoolNd): x [B, C, *sp] or [C, *sp] -> [B, C, *out]; no parameters.
@@ -199,6 +212,7 @@ struct AvgPoolConfig {
   bool ceil_mode = false;
   bool count_include_pad = true;
   std::optional<int64_t> divisor_override{};
+  KILN_CONFIG(AvgPoolConfig, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 };
 
 /// Average pooling (torch.nn.AvgPoolNd): x [B, C, *sp] or [C, *sp] -> [B, C, *out].
@@ -224,6 +238,7 @@ extern template struct AvgPoolNd<3>;
 /// `{.output_size = {std::nullopt, 7}}` (nullopt keeps the input's size).
 struct AdaptivePoolConfig {
   functional::OutputSize output_size = Dims{};  ///< required
+  KILN_CONFIG(AdaptivePoolConfig, output_size)
 };
 
 /// Adaptive average pooling (torch.nn.AdaptiveAvgPoolNd): x [B, C, *sp] or [C, *sp] ->
@@ -271,6 +286,7 @@ extern template struct AdaptiveMaxPoolNd<3>;
 /// Config of the dropouts: `Dropout({.p = 0.1})`.
 struct DropoutConfig {
   double p = 0.5;  ///< probability of zeroing, in [0, 1]
+  KILN_CONFIG(DropoutConfig, p)
 };
 
 /// In training mode (Module::is_training()) zeroes each element with probability p and scales
@@ -322,6 +338,7 @@ struct Identity : Module {
 struct FlattenConfig {
   int64_t start_dim = 1;
   int64_t end_dim = -1;
+  KILN_CONFIG(FlattenConfig, start_dim, end_dim)
 };
 /// Flattens dims start_dim..end_dim into one: [B, C, H, W] -> [B, C*H*W] by default.
 struct Flatten : Module {
@@ -339,6 +356,7 @@ struct Flatten : Module {
 struct UnflattenConfig {
   int64_t dim = 0;
   Shape sizes = {};  ///< product must equal x.size(dim); one entry may be -1
+  KILN_CONFIG(UnflattenConfig, dim, sizes)
 };
 /// Splits dim into sizes: [B, 784] -> [B, 16, 7, 7].
 struct Unflatten : Module {
@@ -355,6 +373,7 @@ struct Unflatten : Module {
 /// Config of PixelShuffle.
 struct PixelShuffleConfig {
   int64_t upscale_factor = 1;
+  KILN_CONFIG(PixelShuffleConfig, upscale_factor)
 };
 /// [*, C*r^2, H, W] -> [*, C, H*r, W*r] (torch.nn.PixelShuffle).
 struct PixelShuffle : Module {
@@ -371,6 +390,7 @@ struct PixelShuffle : Module {
 /// Config of PixelUnshuffle.
 struct PixelUnshuffleConfig {
   int64_t downscale_factor = 1;
+  KILN_CONFIG(PixelUnshuffleConfig, downscale_factor)
 };
 /// [*, C, H*r, W*r] -> [*, C*r^2, H, W] (torch.nn.PixelUnshuffle).
 struct PixelUnshuffle : Module {
@@ -386,6 +406,10 @@ struct PixelUnshuffle : Module {
 
 /// Config of Upsample: interpolate's options, `Upsample({.scale_factor = 2.0, .mode = "bilinear"})`.
 using UpsampleConfig = functional::InterpolateOptions;
+namespace functional {
+// Upsample's config in JSON: {"type": "Upsample", "config": {"size": ..., "mode": ...}}.
+KILN_CONFIG_EXTERNAL(InterpolateOptions, "Upsample", size, scale_factor, mode, align_corners, recompute_scale_factor)
+}  // namespace functional
 /// Resizes x [B, C, *sp] (1 to 3 spatial dims) with interpolate (torch.nn.Upsample).
 struct Upsample : Module {
   UpsampleConfig config;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
 // nn::Linear: y = x·Wᵀ + b (torch.nn.Linear).
+#include "kiln/nn/config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -11,6 +12,7 @@ struct LinearConfig {
   int64_t out = 0;   ///< output features
   bool bias = true;  ///< add a learnable bias
   DType dtype = f32;
+  KILN_CONFIG(LinearConfig, in, out, bias, dtype)
 };
 
 /// x [..., in] -> [..., out]. weight [out, in] and bias [out] (PyTorch's layout and names),

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/nn/config.h"
 #include "kiln/nn/module.h"
 #include "kiln/tensor.h"
 
@@ -91,6 +92,7 @@ struct PoissonNLLLossOptions {
   bool full = false;      ///< add the Stirling term t log t - t + 0.5 log(2 pi t) where t > 1
   double eps = 1e-8;
   std::string reduction = "mean";
+  KILN_CONFIG(PoissonNLLLossConfig, log_input, full, eps, reduction)
 };
 
 /// Poisson negative log-likelihood; input and target broadcast together.
@@ -116,6 +118,7 @@ struct TripletMarginLossOptions {
   double eps = 1e-6;  ///< added to the difference before the norm (PyTorch's pairwise_distance)
   bool swap = false;  ///< use min(d(a, n), d(p, n)) as the negative distance
   std::string reduction = "mean";
+  KILN_CONFIG(TripletMarginLossConfig, margin, p, eps, swap, reduction)
 };
 
 /// max(0, margin + d(a, p) - d(a, n)) with d(x, y) = ||x - y + eps||_p over the last dim.
@@ -128,6 +131,7 @@ struct CTCLossOptions {
   int64_t blank = 0;               ///< index of the blank class
   std::string reduction = "mean";  ///< "mean": each loss divided by its target length, then averaged
   bool zero_infinity = false;      ///< infinite losses (impossible alignments) and their gradients become 0
+  KILN_CONFIG(CTCLossConfig, blank, reduction, zero_infinity)
 };
 
 /// Connectionist temporal classification. log_probs [T, N, C] (log_softmax outputs) or [T, C]
@@ -148,6 +152,7 @@ namespace kiln::nn {
 /// Config of the losses whose only option is the reduction.
 struct ReductionConfig {
   std::string reduction = "mean";  ///< "none", "mean" or "sum"
+  KILN_CONFIG(ReductionConfig, reduction)
 };
 using MSELossConfig = ReductionConfig;
 using L1LossConfig = ReductionConfig;
@@ -156,11 +161,13 @@ using L1LossConfig = ReductionConfig;
 struct SmoothL1LossConfig {
   std::string reduction = "mean";
   double beta = 1.0;
+  KILN_CONFIG(SmoothL1LossConfig, reduction, beta)
 };
 /// Config of HuberLoss.
 struct HuberLossConfig {
   std::string reduction = "mean";
   double delta = 1.0;
+  KILN_CONFIG(HuberLossConfig, reduction, delta)
 };
 /// Config of BCELoss (weight broadcasts to the input).
 struct BCELossConfig {
@@ -171,11 +178,13 @@ struct BCELossConfig {
 struct KLDivLossConfig {
   std::string reduction = "mean";  ///< or "batchmean"
   bool log_target = false;
+  KILN_CONFIG(KLDivLossConfig, reduction, log_target)
 };
 /// Config of the margin losses (CosineEmbeddingLoss, MarginRankingLoss: margin 0 by default).
 struct MarginLossConfig {
   double margin = 0.0;
   std::string reduction = "mean";
+  KILN_CONFIG(MarginLossConfig, margin, reduction)
 };
 using CosineEmbeddingLossConfig = MarginLossConfig;
 using MarginRankingLossConfig = MarginLossConfig;
@@ -183,6 +192,7 @@ using MarginRankingLossConfig = MarginLossConfig;
 struct HingeEmbeddingLossConfig {
   double margin = 1.0;
   std::string reduction = "mean";
+  KILN_CONFIG(HingeEmbeddingLossConfig, margin, reduction)
 };
 using CrossEntropyLossConfig = functional::CrossEntropyOptions;
 using NLLLossConfig = functional::NLLLossOptions;

@@ -144,11 +144,14 @@ requires std::is_base_of_v<Module, M> M deep_copy(const M& m) {
 
 #define KILN_VISIT_FIELD_(f) kiln_v.field(#f, f);
 // Applies M to each of up to 32 arguments.
-#define KILN_VISIT_FOR_EACH_(M, ...)                                                                          \
-  KILN_VISIT_FE_PICK_(__VA_ARGS__, KILN_VISIT_FE_16, KILN_VISIT_FE_15, KILN_VISIT_FE_14, KILN_VISIT_FE_13,    \
-                      KILN_VISIT_FE_12, KILN_VISIT_FE_11, KILN_VISIT_FE_10, KILN_VISIT_FE_9, KILN_VISIT_FE_8, \
-                      KILN_VISIT_FE_7, KILN_VISIT_FE_6, KILN_VISIT_FE_5, KILN_VISIT_FE_4, KILN_VISIT_FE_3,    \
-                      KILN_VISIT_FE_2, KILN_VISIT_FE_1)                                                       \
+#define KILN_VISIT_FOR_EACH_(M, ...)                                                                            \
+  KILN_VISIT_FE_PICK_(__VA_ARGS__, KILN_VISIT_FE_32, KILN_VISIT_FE_31, KILN_VISIT_FE_30, KILN_VISIT_FE_29,      \
+                      KILN_VISIT_FE_28, KILN_VISIT_FE_27, KILN_VISIT_FE_26, KILN_VISIT_FE_25, KILN_VISIT_FE_24, \
+                      KILN_VISIT_FE_23, KILN_VISIT_FE_22, KILN_VISIT_FE_21, KILN_VISIT_FE_20, KILN_VISIT_FE_19, \
+                      KILN_VISIT_FE_18, KILN_VISIT_FE_17, KILN_VISIT_FE_16, KILN_VISIT_FE_15, KILN_VISIT_FE_14, \
+                      KILN_VISIT_FE_13, KILN_VISIT_FE_12, KILN_VISIT_FE_11, KILN_VISIT_FE_10, KILN_VISIT_FE_9,  \
+                      KILN_VISIT_FE_8, KILN_VISIT_FE_7, KILN_VISIT_FE_6, KILN_VISIT_FE_5, KILN_VISIT_FE_4,      \
+                      KILN_VISIT_FE_3, KILN_VISIT_FE_2, KILN_VISIT_FE_1)                                        \
   (M, __VA_ARGS__)
 #define KILN_VISIT_FE_1(M, a) M(a)
 #define KILN_VISIT_FE_2(M, a, ...) M(a) KILN_VISIT_FE_1(M, __VA_ARGS__)
@@ -166,4 +169,22 @@ requires std::is_base_of_v<Module, M> M deep_copy(const M& m) {
 #define KILN_VISIT_FE_14(M, a, ...) M(a) KILN_VISIT_FE_13(M, __VA_ARGS__)
 #define KILN_VISIT_FE_15(M, a, ...) M(a) KILN_VISIT_FE_14(M, __VA_ARGS__)
 #define KILN_VISIT_FE_16(M, a, ...) M(a) KILN_VISIT_FE_15(M, __VA_ARGS__)
-#define KILN_VISIT_FE_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, N, ...) N
+#define KILN_VISIT_FE_17(M, a, ...) M(a) KILN_VISIT_FE_16(M, __VA_ARGS__)
+#define KILN_VISIT_FE_18(M, a, ...) M(a) KILN_VISIT_FE_17(M, __VA_ARGS__)
+#define KILN_VISIT_FE_19(M, a, ...) M(a) KILN_VISIT_FE_18(M, __VA_ARGS__)
+#define KILN_VISIT_FE_20(M, a, ...) M(a) KILN_VISIT_FE_19(M, __VA_ARGS__)
+#define KILN_VISIT_FE_21(M, a, ...) M(a) KILN_VISIT_FE_20(M, __VA_ARGS__)
+#define KILN_VISIT_FE_22(M, a, ...) M(a) KILN_VISIT_FE_21(M, __VA_ARGS__)
+#define KILN_VISIT_FE_23(M, a, ...) M(a) KILN_VISIT_FE_22(M, __VA_ARGS__)
+#define KILN_VISIT_FE_24(M, a, ...) M(a) KILN_VISIT_FE_23(M, __VA_ARGS__)
+#define KILN_VISIT_FE_25(M, a, ...) M(a) KILN_VISIT_FE_24(M, __VA_ARGS__)
+#define KILN_VISIT_FE_26(M, a, ...) M(a) KILN_VISIT_FE_25(M, __VA_ARGS__)
+#define KILN_VISIT_FE_27(M, a, ...) M(a) KILN_VISIT_FE_26(M, __VA_ARGS__)
+#define KILN_VISIT_FE_28(M, a, ...) M(a) KILN_VISIT_FE_27(M, __VA_ARGS__)
+#define KILN_VISIT_FE_29(M, a, ...) M(a) KILN_VISIT_FE_28(M, __VA_ARGS__)
+#define KILN_VISIT_FE_30(M, a, ...) M(a) KILN_VISIT_FE_29(M, __VA_ARGS__)
+#define KILN_VISIT_FE_31(M, a, ...) M(a) KILN_VISIT_FE_30(M, __VA_ARGS__)
+#define KILN_VISIT_FE_32(M, a, ...) M(a) KILN_VISIT_FE_31(M, __VA_ARGS__)
+#define KILN_VISIT_FE_PICK_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, \
+                            _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, N, ...)                        \
+  N

@@ -4,6 +4,7 @@
 // (torch.nn's names, defaults, parameters and buffers).
 #include <optional>
 
+#include "kiln/nn/config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -16,6 +17,7 @@ struct BatchNormConfig {
   bool affine = true;                    ///< learnable weight (ones) and bias (zeros) [C]
   bool track_running_stats = true;       ///< keep running_mean/running_var/num_batches_tracked buffers
   DType dtype = f32;
+  KILN_CONFIG(BatchNormConfig, num_features, eps, momentum, affine, track_running_stats, dtype)
 };
 
 /// Shared implementation of BatchNorm1d/2d/3d. In training (or without running stats) the
@@ -69,6 +71,7 @@ struct LayerNormConfig {
   bool elementwise_affine = true;  ///< learnable weight (ones) [normalized_shape]
   bool bias = true;                ///< learnable bias (zeros), when elementwise_affine
   DType dtype = f32;
+  KILN_CONFIG(LayerNormConfig, normalized_shape, eps, elementwise_affine, bias, dtype)
 };
 /// x [*, normalized_shape] -> same shape, normalised over the trailing dims.
 struct LayerNorm : Module {
@@ -89,6 +92,7 @@ struct GroupNormConfig {
   double eps = 1e-5;
   bool affine = true;  ///< learnable weight (ones) and bias (zeros) [C]
   DType dtype = f32;
+  KILN_CONFIG(GroupNormConfig, num_groups, num_channels, eps, affine, dtype)
 };
 /// x [N, C, *] -> same shape; each group of C / num_groups channels is normalised.
 struct GroupNorm : Module {
@@ -110,6 +114,7 @@ struct InstanceNormConfig {
   bool affine = false;
   bool track_running_stats = false;
   DType dtype = f32;
+  KILN_CONFIG(InstanceNormConfig, num_features, eps, momentum, affine, track_running_stats, dtype)
 };
 /// Shared implementation of InstanceNorm1d/2d: each (sample, channel) plane is normalised over
 /// its spatial positions (running statistics in eval when tracked).
@@ -149,6 +154,7 @@ struct RmsNormConfig {
   std::optional<double> eps{};     ///< default: machine epsilon of the compute type
   bool elementwise_affine = true;  ///< learnable weight (ones) [normalized_shape]
   DType dtype = f32;
+  KILN_CONFIG(RmsNormConfig, normalized_shape, eps, elementwise_affine, dtype)
 };
 /// x [*, normalized_shape] -> same shape, x / rms(x) * weight over the trailing dims.
 struct RmsNorm : Module {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/nn/config.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -20,6 +21,11 @@ struct RecurrentConfig {
   double dropout = 0.0;               ///< dropout on the outputs of every layer but the last (training)
   bool bidirectional = false;
   DType dtype = f32;
+  /// LSTM only: > 0 projects each hidden state to proj_size features (weight_hr [proj_size,
+  /// hidden_size]), so h and the output have proj_size features; must be < hidden_size.
+  int64_t proj_size = 0;
+  KILN_CONFIG(RecurrentConfig, input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout,
+              bidirectional, dtype, proj_size)
 };
 using RNNConfig = RecurrentConfig;
 using LSTMConfig = RecurrentConfig;
@@ -41,6 +47,7 @@ struct RecurrentBase : Module {
   enum class Mode { RnnTanh, RnnRelu, Lstm, Gru };
   RecurrentConfig config;
   std::vector<Param> weight_ih, weight_hh, bias_ih, bias_hh;
+  std::vector<Param> weight_hr;  ///< LSTM with proj_size > 0: [proj_size, hidden_size] per layer and direction
   RecurrentBase() = default;
   RecurrentBase(const RecurrentConfig& c, const Device& device, Mode mode, const char* name);
   void visit(Visitor& v) override;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/nn/config.h"
 #include "kiln/nn/linear.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/norm_layers.h"
@@ -19,12 +20,16 @@ namespace kiln::nn {
 struct MultiHeadAttentionConfig {
   int64_t embed_dim = 0;  ///< E, divisible by num_heads
   int64_t num_heads = 1;
-  double dropout = 0.0;      ///< dropout on the attention weights (training only)
-  bool bias = true;          ///< in_proj_bias and out_proj.bias
-  int64_t kdim = 0;          ///< key features; 0 = embed_dim
-  int64_t vdim = 0;          ///< value features; 0 = embed_dim
-  bool batch_first = false;  ///< [N, L, E] instead of [L, N, E]
+  double dropout = 0.0;        ///< dropout on the attention weights (training only)
+  bool bias = true;            ///< in_proj_bias and out_proj.bias
+  bool add_bias_kv = false;    ///< learnable bias_k, bias_v [1, 1, E] appended to the keys and values
+  bool add_zero_attn = false;  ///< append a zero key and value (after bias_k / bias_v)
+  int64_t kdim = 0;            ///< key features; 0 = embed_dim
+  int64_t vdim = 0;            ///< value features; 0 = embed_dim
+  bool batch_first = false;    ///< [N, L, E] instead of [L, N, E]
   DType dtype = f32;
+  KILN_CONFIG(MultiHeadAttentionConfig, embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim,
+              batch_first, dtype)
 };
 
 /// Keys and values of the previous steps of an incremental decoding, per layer:
@@ -70,6 +75,7 @@ struct AttentionOutput {
 struct MultiHeadAttention : Module {
   MultiHeadAttentionConfig config;
   Param in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
+  Param bias_k, bias_v;  ///< [1, 1, E] with add_bias_kv (Xavier-normal init, as PyTorch)
   Linear out_proj;
   MultiHeadAttention() = default;
   explicit MultiHeadAttention(const MultiHeadAttentionConfig& c, const Device& device = Device::default_device());
@@ -80,7 +86,8 @@ struct MultiHeadAttention : Module {
     return forward(query, key, value, o);
   }
   std::string extra_repr() const override;
-  KILN_VISIT(MultiHeadAttention, in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias, out_proj)
+  KILN_VISIT(MultiHeadAttention, in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias, bias_k,
+             bias_v, out_proj)
 };
 
 /// Config of TransformerEncoderLayer / TransformerDecoderLayer (torch.nn's defaults).
@@ -95,6 +102,8 @@ struct TransformerLayerConfig {
   bool norm_first = false;  ///< pre-norm (x + f(norm(x))) instead of post-norm (norm(x + f(x)))
   bool bias = true;         ///< biases of the linear layers, attention and layer norms
   DType dtype = f32;
+  KILN_CONFIG(TransformerLayerConfig, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+              norm_first, bias, dtype)
 };
 
 /// One encoder block: self-attention then a feed-forward network linear2(dropout(act(linear1)))
@@ -152,6 +161,7 @@ struct TransformerStackConfig {
   TransformerLayerConfig layer;
   int64_t num_layers = 1;
   bool final_norm = false;
+  KILN_CONFIG(TransformerStackConfig, layer, num_layers, final_norm)
 };
 
 /// A stack of encoder layers ("layers.0.self_attn...", "norm.weight"); shapes as the layer.
@@ -196,6 +206,7 @@ struct PositionalEncodingConfig {
   double dropout = 0.0;     ///< dropout after adding the encoding (training only)
   bool batch_first = true;  ///< x [N, S, d] (or [S, d]); false: [S, N, d]
   DType dtype = f32;
+  KILN_CONFIG(PositionalEncodingConfig, d_model, max_len, dropout, batch_first, dtype)
 };
 /// Adds the sinusoidal encoding of "Attention is all you need": pe[pos, 2i] = sin(pos /
 /// 10000^(2i/d)), pe[pos, 2i+1] = cos(...). The table is a buffer `pe` [max_len, d_model].
@@ -217,6 +228,7 @@ struct RotaryEncodingConfig {
   double theta = 10000.0;    ///< base of the frequencies theta^(-2i/head_dim)
   bool interleaved = false;  ///< rotate pairs (x[2i], x[2i+1]) (GPT-J / torchtune) instead of
                              ///< halves (x[i], x[i + d/2]) (GPT-NeoX / Hugging Face LLaMA)
+  KILN_CONFIG(RotaryEncodingConfig, head_dim, theta, interleaved)
 };
 /// Rotary position embedding (RoPE) for x [..., seq, head_dim] -> same shape: position
 /// offset + s rotates each pair of features by (offset + s) * theta^(-2i/head_dim). No

@@ -14,11 +14,15 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/optim/optimizer.h"
 
 namespace kiln::optim::lr_scheduler {
+
+/// A scheduler's state as named numbers ("last_epoch", "base_lrs.0", ...), what checkpoints save.
+using SchedulerState = std::vector<std::pair<std::string, double>>;
 
 /// Base of the epoch-driven schedulers: lr of a group = lr_at(its base lr, epoch).
 class LRScheduler {
@@ -33,12 +37,21 @@ class LRScheduler {
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   /// The learning rate at `epoch` of a group whose base learning rate is base_lr.
   virtual double lr_at(double base_lr, int64_t epoch) const = 0;
+  /// The state that changes while training: "last_epoch", "base_lrs.<g>", "last_lr.<g>" (the
+  /// schedules are closed forms of the epoch, so this is all torch's state_dict holds too).
+  virtual SchedulerState state_dict() const;
+  /// Restores what state_dict() returned. Throws kiln::Error, changing nothing, when an entry
+  /// is unknown or missing or the number of parameter groups differs. The optimizer's learning
+  /// rates are not touched (they are part of the optimizer's state), like torch.
+  virtual void load_state_dict(const SchedulerState& state);
 
  protected:
   explicit LRScheduler(Optimizer& opt);
   /// Sets epoch 0's learning rates (called at the end of each subclass constructor).
   void initial_step();
   void apply();
+  /// Called at the end of apply() with the new epoch (OneCycleLR sets the momentum here).
+  virtual void on_apply() {}
   Optimizer* opt_;
   std::vector<double> base_lrs_, last_lr_;
   int64_t last_epoch_ = -1;
@@ -106,7 +119,7 @@ class CosineAnnealingWarmRestarts : public LRScheduler {
   double eta_min;
 };
 
-/// Options of OneCycleLR (torch's names and defaults; momentum is not cycled).
+/// Options of OneCycleLR (torch's names and defaults).
 struct OneCycleConfig {
   double max_lr = 0;
   int64_t total_steps = 0;
@@ -115,15 +128,33 @@ struct OneCycleConfig {
   double div_factor = 25;
   double final_div_factor = 1e4;
   bool three_phase = false;
+  /// Cycle the momentum inversely to the learning rate between max_momentum and
+  /// base_momentum: SGD's, RMSprop's and Muon's `momentum`, or beta1 of Adam, AdamW, Lion and
+  /// Adan (torch: 'momentum' or 'betas'). Other optimizers throw unless this is false.
+  bool cycle_momentum = true;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
 };
 
 /// The 1cycle policy: from max_lr/div_factor up to max_lr, then down to
-/// max_lr/(div_factor·final_div_factor) over total_steps steps. The base lr is ignored.
+/// max_lr/(div_factor·final_div_factor) over total_steps steps. The base lr is ignored. With
+/// cycle_momentum the momentum goes from max_momentum down to base_momentum while the lr rises
+/// and back up while it falls (three_phase: down, up, then constant), as torch.
 class OneCycleLR : public LRScheduler {
  public:
   OneCycleLR(Optimizer& opt, const OneCycleConfig& c);
   double lr_at(double base_lr, int64_t epoch) const override;
+  /// The momentum (or beta1) at `epoch`.
+  double momentum_at(int64_t epoch) const;
+  void load_state_dict(const SchedulerState& state) override;
   OneCycleConfig config;
+
+ protected:
+  void on_apply() override;
+
+ private:
+  /// (lr, momentum) at `step`.
+  std::pair<double, double> at(int64_t step) const;
 };
 
 /// lr = base · (1 - min(epoch, total_iters) / total_iters)^power.
@@ -188,6 +219,13 @@ class ReduceLROnPlateau {
   const std::vector<double>& get_last_lr() const { return last_lr_; }
   int64_t num_bad_epochs() const { return num_bad_epochs_; }
   double best() const { return best_; }
+  int64_t cooldown_counter() const { return cooldown_counter_; }
+  int64_t last_epoch() const { return last_epoch_; }
+  /// "best", "num_bad_epochs", "cooldown_counter", "last_epoch", "last_lr.<g>".
+  SchedulerState state_dict() const;
+  /// Restores what state_dict() returned (throws, changing nothing, on unknown or missing
+  /// entries or another number of parameter groups). The optimizer is not touched.
+  void load_state_dict(const SchedulerState& state);
   ReduceLROnPlateauConfig config;
 
  private:

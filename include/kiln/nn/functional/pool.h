@@ -68,6 +68,9 @@ class OutputSize {
   OutputSize(int64_t v) : v_{v} {}  // NOLINT(google-explicit-constructor): 7 means (7, 7)
   OutputSize(std::initializer_list<std::optional<int64_t>> v) : v_(v) {}
   OutputSize(const Dims& v) : v_(v.begin(), v.end()) {}  // NOLINT(google-explicit-constructor)
+  explicit OutputSize(std::vector<std::optional<int64_t>> v) : v_(std::move(v)) {}
+  /// The sizes as given (one entry, or one per spatial dim; nullopt keeps the input's size).
+  const std::vector<std::optional<int64_t>>& values() const { return v_; }
   /// The sizes for the trailing n dims of `in`; throws kiln::Error naming `op` when the list
   /// has neither 1 nor n entries or a size is negative.
   Dims resolve(const Shape& in, int64_t n, const char* op) const;

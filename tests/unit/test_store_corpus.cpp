@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Every fuzzing seed (tests/fuzz/corpus/<target>/) and every crasher found by fuzzing and fixed
+// (tests/fuzz/crashers/<target>/) goes through its parser: it must parse or throw kiln::Error,
+// never crash or throw anything else. The folder name picks the parser (the libFuzzer target's).
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+#include <kiln/store.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kFuzzDir = fs::path(KILN_GOLDEN_DIR) / ".." / "fuzz";
+
+using Parser = std::function<store::TensorMap(const std::vector<uint8_t>&, const std::string&)>;
+
+const std::map<std::string, Parser>& parsers() {
+  static const std::map<std::string, Parser> p = {
+      {"fuzz_safetensors", [](const std::vector<uint8_t>& b,
+                              const std::string& n) { return store::parse_safetensors(b.data(), b.size(), n); }},
+      {"fuzz_torch",
+       [](const std::vector<uint8_t>& b, const std::string& n) { return store::parse_torch(b.data(), b.size(), n); }},
+  };
+  return p;
+}
+
+/// Runs every file under kFuzzDir/<kind>/<target>/; returns how many ran.
+int run_all(const std::string& kind) {
+  int n = 0;
+  fs::path root = kFuzzDir / kind;
+  if (!fs::is_directory(root)) return 0;
+  for (auto& target : fs::directory_iterator(root)) {
+    if (!target.is_directory()) continue;
+    std::string tname = target.path().filename().string();
+    auto it = parsers().find(tname);
+    EXPECT_NE(it, parsers().end()) << "no parser for the fuzz target folder " << target.path();
+    if (it == parsers().end()) continue;
+    for (auto& f : fs::directory_iterator(target.path())) {
+      if (!f.is_regular_file()) continue;
+      std::ifstream in(f.path(), std::ios::binary);
+      std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      std::string name = f.path().filename().string();
+      try {
+        store::TensorMap m = it->second(bytes, name);
+        for (auto& [k, t] : m.tensors) EXPECT_GE(t.numel(), 0) << name << " " << k;
+      } catch (const Error& e) {
+        // A parse error must name the input.
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << f.path() << " threw a non-kiln exception: " << e.what();
+      }
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST(StoreFuzzCorpus, SeedsParseOrThrowKilnError) { EXPECT_GT(run_all("corpus"), 0); }
+
+TEST(StoreFuzzCorpus, FixedCrashersParseOrThrowKilnError) { run_all("crashers"); }
