@@ -452,6 +452,17 @@ def main():
             + f"; best {min(w for w, _ in comp):.2f} s, target ≤ {COMPILE_TARGET_S} s. Wall time "
             "exceeds CPU time when other work shares the machine.\n"
         )
+    spath = os.path.join(a.dir, "store.txt")
+    if os.path.exists(spath):
+        out.append("### Loading weights\n")
+        out.append(
+            "`kiln_store_bench`: the file is read once first (page cache warm); every case touches "
+            "one byte per page of the loaded data. Ratios are against `read()` of the same file "
+            "into a reused buffer. Targets: safetensors ≤ 1.2×, `.pth` ≤ 2×.\n"
+        )
+        out.append("```text")
+        out += [line.rstrip() for line in open(spath) if line.strip()]
+        out.append("```\n")
     skipped = sorted(
         {
             f"`{cid}` ({row[2][6:]})"

@@ -97,6 +97,18 @@ for _ in 1 2 3; do
   tail -1 "$RAW/compile.txt"
 done
 
+# ---- loading weights: a 400 MB safetensors file and a 400 MB .pth against read() ---------------
+STORE_BENCH="$BUILD_DIR/bench/kiln_store_bench"
+if [ -x "$STORE_BENCH" ]; then
+  echo "run.sh: loading weights"
+  PTH_ARGS=()
+  if [ -n "$PY" ] && "$PY" -c "import torch; torch.save({f'layers.{i}.weight': torch.randn(4096, 1024) for i in range(25)}, '$RAW/model.pth')"; then
+    PTH_ARGS=(--pth "$RAW/model.pth")
+  fi
+  "$STORE_BENCH" --dir "$RAW" "${PTH_ARGS[@]}" | tee "$RAW/store.txt"
+  rm -f "$RAW/model.pth" "$RAW"/*.safetensors
+fi
+
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW/meta.txt"
 python3 bench/report.py --dir "$RAW" --out "$RESULTS"
 echo "run.sh: wrote $RESULTS"

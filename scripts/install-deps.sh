@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
   nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
-  dataset-fashion-mnist)
+  dataset-fashion-mnist python3-sklearn libonnx-testdata)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
