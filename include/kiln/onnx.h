@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// ONNX import, run-time path: load a .onnx model and run it on any device with shapes known
+// only at run time. `kiln::onnx::Model m("model.onnx", device); auto outs = m.run({x});`
+// The protobuf decoding is Kiln's own (no libprotobuf). Bad models throw kiln::Error naming the
+// node and the problem; a model with unsupported ops gets one error listing all of them.
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln::onnx {
+
+/// One dimension of a declared shape: a fixed size, or a symbolic name (dim_param) / unknown.
+struct Dim {
+  std::optional<int64_t> value;  ///< the size, when fixed
+  std::string param;             ///< the symbolic name ("batch", "seq"), may be empty
+};
+
+/// A graph input or output as declared in the model.
+struct ValueInfo {
+  std::string name;
+  std::optional<DType> dtype;  ///< absent for types Kiln has no dtype for (or non-tensors)
+  bool has_shape = false;      ///< false when the model declares no shape (any rank)
+  std::vector<Dim> shape;
+};
+
+/// An op the run-time path cannot execute.
+struct UnsupportedOp {
+  std::string op_type;
+  std::string domain;     ///< "" for the default ONNX domain
+  std::string node_name;  ///< may be empty in the model
+  int64_t opset = 0;      ///< the model's opset version for that domain
+  std::string reason;     ///< "no kernel", "unsupported domain", ...
+};
+
+/// Options of Model loading.
+struct LoadOptions {
+  /// Load even when some ops are unsupported (see Model::unsupported); running such a node
+  /// throws. By default loading throws one kiln::Error listing every unsupported op.
+  bool allow_unsupported = false;
+};
+
+/// A loaded ONNX model. Cheap to copy (shares the loaded graph and weights); `run` is const and
+/// does not change the model.
+class Model {
+ public:
+  /// Loads the file at `path` onto `device` (weights live there; ops run there).
+  explicit Model(const std::string& path, const Device& device = Device::default_device(),
+                 const LoadOptions& options = {});
+  /// Loads a model from its serialized bytes.
+  static Model from_bytes(std::string_view bytes, const Device& device = Device::default_device(),
+                          const LoadOptions& options = {});
+
+  /// Runs the graph on the inputs, in the order of inputs() (graph inputs that have an
+  /// initializer are optional and are not listed there). Returns the outputs in the order of
+  /// outputs(). Shapes may differ from run to run (dynamic batch and sequence lengths).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  /// `m.run({x, y})`: the same (avoids an ambiguity with the named overload).
+  std::vector<Tensor> run(std::initializer_list<Tensor> inputs) const { return run(std::vector<Tensor>(inputs)); }
+  /// The same with inputs by name; a name that is an initializer overrides it.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
+
+  /// Graph inputs to feed (those without an initializer), with declared dtypes and shapes.
+  const std::vector<ValueInfo>& inputs() const;
+  const std::vector<ValueInfo>& outputs() const;
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+  /// Every op that cannot run (empty unless loaded with allow_unsupported).
+  const std::vector<UnsupportedOp>& unsupported() const;
+  /// The model's opset version for `domain` ("" = ai.onnx), 0 when it imports none.
+  int64_t opset(const std::string& domain = "") const;
+  const Device& device() const;
+
+  struct Impl;
+
+ private:
+  explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// Decodes a serialized TensorProto (a .pb file of the ONNX test data) into a tensor on device.
+Tensor tensor_from_proto(std::string_view bytes, const Device& device = Device::default_device());
+/// Reads and decodes a TensorProto file.
+Tensor load_tensor_proto(const std::string& path, const Device& device = Device::default_device());
+/// The op types (default domain) the run-time path implements, sorted.
+std::vector<std::string> supported_ops();
+
+}  // namespace kiln::onnx

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX run-time path: loading, validation (dangling inputs, cycles, domains, unsupported ops),
+// topological order and execution of graphs and subgraphs.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "kiln/onnx.h"
+#include "onnx/ops.h"
+
+namespace kiln::onnx {
+
+using proto::AttrP;
+using proto::GraphP;
+using proto::NodeP;
+using proto::TensorP;
+
+// ---- OpContext -------------------------------------------------------------------------------
+
+std::string OpContext::where() const {
+  return "node '" + node.name + "' (" + node.op_type + ", opset " + std::to_string(opset) + ")";
+}
+void OpContext::fail(const std::string& msg) const {
+  KILN_CHECK(false, "onnx", where() << ": " << msg);
+  __builtin_unreachable();
+}
+const Tensor& OpContext::x(size_t i) const {
+  check(has(i), "missing required input " + std::to_string(i));
+  return in[i];
+}
+int64_t OpContext::attr_i(std::string_view n, int64_t def) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->i : def;
+}
+float OpContext::attr_f(std::string_view n, float def) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->f : def;
+}
+std::string OpContext::attr_s(std::string_view n, const std::string& def) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->s : def;
+}
+std::vector<int64_t> OpContext::attr_ints(std::string_view n) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->ints : std::vector<int64_t>{};
+}
+std::vector<float> OpContext::attr_floats(std::string_view n) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->floats : std::vector<float>{};
+}
+const TensorP* OpContext::attr_t(std::string_view n) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->t.get() : nullptr;
+}
+const GraphP* OpContext::attr_g(std::string_view n) const {
+  const AttrP* a = node.attr(n);
+  return a ? a->g.get() : nullptr;
+}
+std::vector<int64_t> OpContext::ints_in(size_t i) const {
+  const Tensor& t = x(i);
+  check(is_integral(t.dtype()),
+        "input " + std::to_string(i) + " must be an integer tensor, got " + to_string(t.dtype()));
+  return t.to_vector<int64_t>();
+}
+
+int64_t axis_of(const OpContext& c, int64_t axis, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  c.check(axis >= -r && axis < r, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + r : axis;
+}
+Dims to_dims(const std::vector<int64_t>& v) { return Dims(v.begin(), v.end()); }
+Shape to_shape(const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); }
+
+// ---- tensors from protos ---------------------------------------------------------------------
+
+bool has_dtype(int32_t t) {
+  switch (t) {
+    case proto::kFloat:
+    case proto::kUint8:
+    case proto::kInt8:
+    case proto::kInt16:
+    case proto::kInt32:
+    case proto::kInt64:
+    case proto::kBool:
+    case proto::kFloat16:
+    case proto::kDouble:
+    case proto::kBFloat16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+DType to_dtype(int32_t t, const std::string& what) {
+  switch (t) {
+    case proto::kFloat:
+      return f32;
+    case proto::kUint8:
+      return u8;
+    case proto::kInt8:
+      return i8;
+    case proto::kInt16:
+      return i16;
+    case proto::kInt32:
+      return i32;
+    case proto::kInt64:
+      return i64;
+    case proto::kBool:
+      return bool_;
+    case proto::kFloat16:
+      return f16;
+    case proto::kDouble:
+      return f64;
+    case proto::kBFloat16:
+      return bf16;
+    default:
+      break;
+  }
+  KILN_CHECK(false, "onnx", what << ": data type " << proto::data_type_name(t) << " is not supported by Kiln");
+  __builtin_unreachable();
+}
+
+Tensor tensor_from(const TensorP& t, const Device& device, const std::string& what) {
+  KILN_CHECK(!t.external, "onnx", what << ": tensor '" << t.name << "' uses external data, which is not supported");
+  DType dt = to_dtype(t.data_type, what + " tensor '" + t.name + "'");
+  Shape shape;
+  int64_t numel = 1;
+  for (int64_t d : t.dims) {
+    KILN_CHECK(d >= 0, "onnx", what << ": tensor '" << t.name << "' has negative dim " << d);
+    KILN_CHECK(d == 0 || numel <= (int64_t{1} << 40) / d, "onnx", what << ": tensor '" << t.name << "' is too large");
+    numel *= d;
+    shape.push_back(d);
+  }
+  size_t es = dtype_size(dt);
+  const size_t n = static_cast<size_t>(numel);
+  if (t.has_raw) {
+    KILN_CHECK(t.raw.size() == n * es, "onnx",
+               what << ": tensor '" << t.name << "' raw_data has " << t.raw.size() << " bytes, expected " << n * es
+                    << " for shape " << to_string(shape) << " " << dtype_name(dt));
+    return from_blob_copy(t.raw.data(), shape, dt, device);
+  }
+  auto count_check = [&](size_t have, const char* field) {
+    KILN_CHECK(have == n, "onnx",
+               what << ": tensor '" << t.name << "' " << field << " has " << have << " values, expected " << n);
+  };
+  switch (t.data_type) {
+    case proto::kFloat:
+      count_check(t.floats.size(), "float_data");
+      return from_blob_copy(t.floats.data(), shape, f32, device);
+    case proto::kDouble:
+      count_check(t.doubles.size(), "double_data");
+      return from_blob_copy(t.doubles.data(), shape, f64, device);
+    case proto::kInt64:
+      count_check(t.int64s.size(), "int64_data");
+      return from_blob_copy(t.int64s.data(), shape, i64, device);
+    case proto::kInt32:
+      count_check(t.int32s.size(), "int32_data");
+      return from_blob_copy(t.int32s.data(), shape, i32, device);
+    case proto::kFloat16:
+    case proto::kBFloat16: {
+      count_check(t.int32s.size(), "int32_data");
+      std::vector<uint16_t> bits(n);
+      for (size_t i = 0; i < n; ++i) bits[i] = static_cast<uint16_t>(t.int32s[i]);
+      return from_blob_copy(bits.data(), shape, dt, device);
+    }
+    default: {
+      count_check(t.int32s.size(), "int32_data");
+      Tensor w = from_blob_copy(t.int32s.data(), shape, i32, device);
+      return dt == bool_ ? w.ne(0) : cast(w, dt);
+    }
+  }
+}
+
+Tensor tensor_from_proto(std::string_view bytes, const Device& device) {
+  return tensor_from(proto::parse_tensor(bytes), device, "TensorProto");
+}
+
+namespace {
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+Tensor load_tensor_proto(const std::string& path, const Device& device) {
+  return tensor_from(proto::parse_tensor(read_file(path)), device, path);
+}
+
+// ---- registry ----------------------------------------------------------------------------------
+
+const Registry& registry() {
+  static const Registry r = [] {
+    Registry x;
+    register_elementwise(x);
+    register_reduce(x);
+    register_shape(x);
+    register_nn(x);
+    register_control(x);
+    register_resize(x);
+    register_recurrent(x);
+    return x;
+  }();
+  return r;
+}
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> v;
+  for (const auto& [k, _] : registry()) v.push_back(k);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// ---- compiled graphs -----------------------------------------------------------------------
+
+namespace {
+
+struct Compiled {
+  const GraphP* g = nullptr;
+  std::vector<size_t> order;     // node indices in execution order
+  std::vector<const OpFn*> fns;  // per node (by index); null when unsupported
+  std::vector<std::pair<std::string, Tensor>> inits;
+  std::map<const GraphP*, std::shared_ptr<Compiled>> subs;
+};
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+}  // namespace
+
+struct Model::Impl {
+  Device device;
+  proto::ModelP model;
+  int64_t opset = 0;
+  std::map<std::string, int64_t> opsets;
+  std::shared_ptr<Compiled> main;
+  std::vector<ValueInfo> inputs, outputs;
+  std::vector<UnsupportedOp> unsupported;
+
+  std::shared_ptr<Compiled> compile(const GraphP& g, const std::set<std::string>& outer, const std::string& path);
+  std::vector<Tensor> run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                const std::unordered_map<std::string, Tensor>* outer) const;
+};
+
+std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<std::string>& outer,
+                                               const std::string& path) {
+  auto c = std::make_shared<Compiled>();
+  c->g = &g;
+  KILN_CHECK(g.sparse_initializers == 0, "onnx", path << ": sparse initializers are not supported");
+  std::set<std::string> known = outer;
+  for (const auto& in : g.inputs) known.insert(in.name);
+  for (const auto& t : g.initializers) {
+    c->inits.emplace_back(t.name, tensor_from(t, device, path + " initializer"));
+    known.insert(t.name);
+  }
+  auto node_label = [&](const NodeP& n) { return path + " node '" + n.name + "' (" + n.op_type + ")"; };
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].output) {
+      if (o.empty()) continue;
+      KILN_CHECK(producer.emplace(o, i).second, "onnx",
+                 node_label(g.nodes[i]) << ": output '" << o << "' is already produced by another node");
+    }
+  // Edges and the dangling-input check.
+  std::vector<std::vector<size_t>> users(g.nodes.size());
+  std::vector<size_t> indeg(g.nodes.size(), 0);
+  std::set<std::string> sub_outer = known;
+  for (const auto& [name, _] : producer) sub_outer.insert(name);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeP& n = g.nodes[i];
+    for (const auto& in : n.input) {
+      if (in.empty()) continue;
+      auto it = producer.find(in);
+      if (it != producer.end()) {
+        users[it->second].push_back(i);
+        ++indeg[i];
+      } else {
+        KILN_CHECK(known.count(in), "onnx",
+                   node_label(n) << ": input '" << in
+                                 << "' is produced by no node and is neither a graph input nor an initializer "
+                                    "(missing initializer or dangling input)");
+      }
+    }
+    // Subgraphs may use any name of this scope (implicit inputs): count those as edges too.
+    std::function<void(const GraphP&)> implicit = [&](const GraphP& sg) {
+      std::set<std::string> local;
+      for (const auto& x : sg.inputs) local.insert(x.name);
+      for (const auto& x : sg.initializers) local.insert(x.name);
+      for (const auto& sn : sg.nodes)
+        for (const auto& o : sn.output) local.insert(o);
+      for (const auto& sn : sg.nodes) {
+        for (const auto& in : sn.input) {
+          if (in.empty() || local.count(in)) continue;
+          auto it = producer.find(in);
+          if (it != producer.end() && it->second != i) {
+            users[it->second].push_back(i);
+            ++indeg[i];
+          }
+        }
+        for (const auto& a : sn.attrs) {
+          if (a.g) implicit(*a.g);
+          for (const auto& gg : a.graphs) implicit(*gg);
+        }
+      }
+      for (const auto& o : sg.outputs) {
+        if (local.count(o.name)) continue;
+        auto it = producer.find(o.name);
+        if (it != producer.end() && it->second != i) {
+          users[it->second].push_back(i);
+          ++indeg[i];
+        }
+      }
+    };
+    for (const auto& a : n.attrs) {
+      if (a.g) implicit(*a.g);
+      for (const auto& gg : a.graphs) implicit(*gg);
+    }
+  }
+  // Kahn's algorithm, keeping the model's order among ready nodes.
+  std::vector<size_t> ready;
+  for (size_t i = g.nodes.size(); i-- > 0;)
+    if (indeg[i] == 0) ready.push_back(i);
+  while (!ready.empty()) {
+    size_t i = ready.back();
+    ready.pop_back();
+    c->order.push_back(i);
+    std::vector<size_t> now;
+    for (size_t u : users[i])
+      if (--indeg[u] == 0) now.push_back(u);
+    std::sort(now.rbegin(), now.rend());
+    ready.insert(ready.end(), now.begin(), now.end());
+  }
+  if (c->order.size() != g.nodes.size()) {
+    std::string names;
+    int shown = 0;
+    for (size_t i = 0; i < g.nodes.size() && shown < 8; ++i)
+      if (indeg[i] > 0) {
+        names += (shown++ ? ", '" : "'") + g.nodes[i].name + "' (" + g.nodes[i].op_type + ")";
+      }
+    KILN_CHECK(false, "onnx", path << ": the graph has a cycle through nodes " << names);
+  }
+  for (const auto& o : g.outputs)
+    KILN_CHECK(known.count(o.name) || producer.count(o.name), "onnx",
+               path << ": graph output '" << o.name << "' is produced by no node");
+  // Kernels, domains and subgraphs.
+  const Registry& reg = registry();
+  c->fns.assign(g.nodes.size(), nullptr);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const NodeP& n = g.nodes[i];
+    if (!is_default_domain(n.domain)) {
+      KILN_CHECK(opsets.count(n.domain), "onnx",
+                 node_label(n) << ": unknown domain '" << n.domain << "' (not in the model's opset_import)");
+      unsupported.push_back({n.op_type, n.domain, n.name, opsets[n.domain], "unsupported domain"});
+    } else {
+      auto it = reg.find(n.op_type);
+      if (it == reg.end())
+        unsupported.push_back({n.op_type, "", n.name, opset, "no kernel"});
+      else
+        c->fns[i] = &it->second;
+    }
+    for (const auto& a : n.attrs) {
+      if (a.g) c->subs[a.g.get()] = compile(*a.g, sub_outer, node_label(n) + " attribute '" + a.name + "'");
+      for (const auto& gg : a.graphs)
+        c->subs[gg.get()] = compile(*gg, sub_outer, node_label(n) + " attribute '" + a.name + "'");
+    }
+  }
+  return c;
+}
+
+std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                           const std::unordered_map<std::string, Tensor>* outer) const {
+  std::unordered_map<std::string, Tensor> env;
+  if (outer) env = *outer;
+  for (const auto& [k, v] : c.inits) env[k] = v;
+  for (const auto& [k, v] : feeds) env[k] = v;
+  const GraphP& g = *c.g;
+  for (size_t idx : c.order) {
+    const NodeP& n = g.nodes[idx];
+    OpContext ctx{n, opset, device, {}, {}, {}};
+    ctx.in.reserve(n.input.size());
+    for (const auto& name : n.input) {
+      if (name.empty()) {
+        ctx.in.emplace_back();
+        continue;
+      }
+      auto it = env.find(name);
+      KILN_CHECK(it != env.end(), "onnx",
+                 ctx.where() << ": input '" << name << "' has no value (a graph input not fed?)");
+      ctx.in.push_back(it->second);
+    }
+    ctx.out.resize(n.output.size());
+    KILN_CHECK(c.fns[idx], "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
+    ctx.run_graph = [&](const GraphP& sg, const std::vector<Tensor>& ins) {
+      auto it = c.subs.find(&sg);
+      KILN_ASSERT(it != c.subs.end());
+      std::vector<std::pair<std::string, Tensor>> f;
+      KILN_CHECK(ins.size() <= sg.inputs.size(), "onnx",
+                 ctx.where() << ": subgraph takes " << sg.inputs.size() << " inputs, got " << ins.size());
+      for (size_t i = 0; i < ins.size(); ++i) f.emplace_back(sg.inputs[i].name, ins[i]);
+      return run_graph(*it->second, f, &env);
+    };
+    (*c.fns[idx])(ctx);
+    for (size_t i = 0; i < n.output.size(); ++i) {
+      if (n.output[i].empty()) continue;
+      if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
+      env[n.output[i]] = std::move(ctx.out[i]);
+    }
+  }
+  std::vector<Tensor> outs;
+  for (const auto& o : g.outputs) {
+    auto it = env.find(o.name);
+    KILN_CHECK(it != env.end(), "onnx", "graph output '" << o.name << "' was not computed");
+    outs.push_back(it->second);
+  }
+  return outs;
+}
+
+namespace {
+ValueInfo to_value_info(const proto::ValueInfoP& v) {
+  ValueInfo r;
+  r.name = v.name;
+  if (v.is_tensor && has_dtype(v.elem_type)) r.dtype = to_dtype(v.elem_type, v.name);
+  r.has_shape = v.has_shape;
+  for (const auto& d : v.shape) {
+    Dim x;
+    if (d.value >= 0 && d.param.empty()) x.value = d.value;
+    x.param = d.param;
+    r.shape.push_back(std::move(x));
+  }
+  return r;
+}
+}  // namespace
+
+Model Model::from_bytes(std::string_view bytes, const Device& device, const LoadOptions& options) {
+  auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}});
+  impl->model = proto::parse_model(bytes);
+  const auto& m = impl->model;
+  KILN_CHECK(m.has_graph, "onnx", "the model has no graph");
+  for (const auto& o : m.opsets) impl->opsets[is_default_domain(o.domain) ? "" : o.domain] = o.version;
+  if (!impl->opsets.count("")) impl->opsets[""] = m.opsets.empty() ? 1 : 0;
+  impl->opset = impl->opsets[""];
+  impl->main = impl->compile(m.graph, {}, "graph '" + m.graph.name + "'");
+  std::set<std::string> init_names;
+  for (const auto& t : m.graph.initializers) init_names.insert(t.name);
+  for (const auto& v : m.graph.inputs)
+    if (!init_names.count(v.name)) impl->inputs.push_back(to_value_info(v));
+  for (const auto& v : m.graph.outputs) impl->outputs.push_back(to_value_info(v));
+  if (!impl->unsupported.empty() && !options.allow_unsupported) {
+    std::string msg;
+    for (const auto& u : impl->unsupported)
+      msg += "\n  " + (u.domain.empty() ? std::string() : u.domain + ".") + u.op_type + " (node '" + u.node_name +
+             "', opset " + std::to_string(u.opset) + "): " + u.reason;
+    KILN_CHECK(false, "onnx", "the model uses " << impl->unsupported.size() << " unsupported op(s):" << msg);
+  }
+  return Model(std::move(impl));
+}
+
+Model::Model(const std::string& path, const Device& device, const LoadOptions& options)
+    : Model(from_bytes(read_file(path), device, options)) {}
+
+std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
+  KILN_CHECK(inputs.size() == impl_->inputs.size(), "onnx",
+             "run: the model takes " << impl_->inputs.size() << " inputs, got " << inputs.size());
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(inputs[i].defined(), "onnx", "run: input " << i << " ('" << impl_->inputs[i].name << "') is undefined");
+    feeds.emplace_back(impl_->inputs[i].name,
+                       inputs[i].device() == impl_->device ? inputs[i] : inputs[i].to(impl_->device));
+  }
+  return impl_->run_graph(*impl_->main, feeds, nullptr);
+}
+
+std::vector<Tensor> Model::run(const std::map<std::string, Tensor>& inputs) const {
+  std::set<std::string> allowed;
+  for (const auto& v : impl_->model.graph.inputs) allowed.insert(v.name);
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (const auto& [k, v] : inputs) {
+    KILN_CHECK(allowed.count(k), "onnx", "run: the model has no input named '" << k << "'");
+    feeds.emplace_back(k, v.device() == impl_->device ? v : v.to(impl_->device));
+  }
+  for (const auto& v : impl_->inputs)
+    KILN_CHECK(inputs.count(v.name), "onnx", "run: input '" << v.name << "' is not given");
+  return impl_->run_graph(*impl_->main, feeds, nullptr);
+}
+
+const std::vector<ValueInfo>& Model::inputs() const { return impl_->inputs; }
+const std::vector<ValueInfo>& Model::outputs() const { return impl_->outputs; }
+std::vector<std::string> Model::input_names() const {
+  std::vector<std::string> v;
+  for (const auto& x : impl_->inputs) v.push_back(x.name);
+  return v;
+}
+std::vector<std::string> Model::output_names() const {
+  std::vector<std::string> v;
+  for (const auto& x : impl_->outputs) v.push_back(x.name);
+  return v;
+}
+const std::vector<UnsupportedOp>& Model::unsupported() const { return impl_->unsupported; }
+int64_t Model::opset(const std::string& domain) const {
+  auto it = impl_->opsets.find(is_default_domain(domain) ? "" : domain);
+  return it == impl_->opsets.end() ? 0 : it->second;
+}
+const Device& Model::device() const { return impl_->device; }
+
+}  // namespace kiln::onnx

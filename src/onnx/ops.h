@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// Internal: the ONNX op mapping shared by the run-time path (and later code generation).
+// Each ops_<family>.cpp registers its ops into the registry with register_<family>().
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/ops.h"
+#include "kiln/tensor.h"
+#include "onnx/proto.h"
+
+namespace kiln::onnx {
+
+struct OpContext;
+using OpFn = std::function<void(OpContext&)>;
+using Registry = std::unordered_map<std::string, OpFn>;
+
+/// What an op sees when it runs: its node, the model's opset, inputs (undefined Tensor for an
+/// absent optional input) and outputs to fill.
+struct OpContext {
+  const proto::NodeP& node;
+  int64_t opset;
+  Device device;
+  std::vector<Tensor> in;
+  std::vector<Tensor> out;
+  /// Runs a subgraph (an attribute of this node) with the given inputs, in a scope that sees
+  /// this node's scope; returns its outputs.
+  std::function<std::vector<Tensor>(const proto::GraphP&, const std::vector<Tensor>&)> run_graph;
+
+  std::string where() const;  ///< "node 'name' (Op)" for messages
+  [[noreturn]] void fail(const std::string& msg) const;
+  void check(bool cond, const std::string& msg) const {
+    if (!cond) fail(msg);
+  }
+  size_t n_in() const { return in.size(); }
+  bool has(size_t i) const { return i < in.size() && in[i].defined(); }
+  const Tensor& x(size_t i) const;
+  bool has_attr(std::string_view n) const { return node.attr(n) != nullptr; }
+  int64_t attr_i(std::string_view n, int64_t def) const;
+  float attr_f(std::string_view n, float def) const;
+  std::string attr_s(std::string_view n, const std::string& def) const;
+  std::vector<int64_t> attr_ints(std::string_view n) const;
+  std::vector<float> attr_floats(std::string_view n) const;
+  const proto::TensorP* attr_t(std::string_view n) const;
+  const proto::GraphP* attr_g(std::string_view n) const;
+  /// Input i read to the host as integers (shape-like inputs: Reshape's shape, Slice's starts...).
+  std::vector<int64_t> ints_in(size_t i) const;
+  void set(size_t i, Tensor t) {
+    if (i < out.size()) out[i] = std::move(t);
+  }
+};
+
+/// Tensor from a TensorProto (throws naming `what` for bad or unsupported data).
+Tensor tensor_from(const proto::TensorP& t, const Device& device, const std::string& what);
+/// ONNX data type -> Kiln dtype; throws for types Kiln lacks.
+DType to_dtype(int32_t onnx_type, const std::string& what);
+bool has_dtype(int32_t onnx_type);
+/// Wraps a possibly negative axis into [0, rank); throws naming the node.
+int64_t axis_of(const OpContext& c, int64_t axis, int64_t rank);
+Dims to_dims(const std::vector<int64_t>& v);
+Shape to_shape(const std::vector<int64_t>& v);
+
+void register_elementwise(Registry& r);
+void register_reduce(Registry& r);
+void register_shape(Registry& r);
+void register_nn(Registry& r);
+void register_control(Registry& r);
+void register_resize(Registry& r);
+void register_recurrent(Registry& r);
+
+/// All ops (built once).
+const Registry& registry();
+
+}  // namespace kiln::onnx

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX elementwise ops: unary math, activations, binary arithmetic and comparisons, logic,
+// variadic Max/Min/Sum/Mean, Clip, Cast/CastLike, Identity, Dropout (inference).
+#include <cmath>
+
+#include "onnx/ops.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+using UnaryFn = Tensor (*)(const Tensor&);
+
+void unary(Registry& r, const char* name, UnaryFn f) {
+  r[name] = [f](OpContext& c) { c.set(0, f(c.x(0))); };
+}
+
+// Float ops on integer inputs compute in float and come back to the input's dtype (ONNX types
+// are preserved).
+Tensor keep_dtype(const Tensor& y, DType dt) { return y.dtype() == dt ? y : cast(y, dt); }
+
+Tensor variadic(OpContext& c, Tensor (*f)(const Tensor&, const Tensor&)) {
+  c.check(c.n_in() >= 1, "needs at least one input");
+  Tensor acc = c.x(0);
+  for (size_t i = 1; i < c.n_in(); ++i) acc = f(acc, c.x(i));
+  return acc;
+}
+
+Tensor onnx_div(const Tensor& a, const Tensor& b) {
+  if (is_integral(a.dtype()) && is_integral(b.dtype())) return div(a, b, "trunc");
+  return div(a, b);
+}
+
+}  // namespace
+
+void register_elementwise(Registry& r) {
+  unary(r, "Abs", abs);
+  unary(r, "Neg", neg);
+  unary(r, "Exp", exp);
+  unary(r, "Log", log);
+  unary(r, "Sqrt", sqrt);
+  unary(r, "Reciprocal", reciprocal);
+  unary(r, "Sin", sin);
+  unary(r, "Cos", cos);
+  unary(r, "Tan", tan);
+  unary(r, "Asin", asin);
+  unary(r, "Acos", acos);
+  unary(r, "Atan", atan);
+  unary(r, "Sinh", sinh);
+  unary(r, "Cosh", cosh);
+  unary(r, "Asinh", asinh);
+  unary(r, "Acosh", acosh);
+  unary(r, "Atanh", atanh);
+  unary(r, "Tanh", tanh);
+  unary(r, "Sigmoid", sigmoid);
+  unary(r, "Relu", relu);
+  unary(r, "Erf", erf);
+  unary(r, "Floor", floor);
+  unary(r, "Ceil", ceil);
+  unary(r, "Sign", sign);
+  unary(r, "Not", logical_not);
+  unary(r, "BitwiseNot", bitwise_not);
+  unary(r, "IsNaN", isnan);
+  unary(r, "Softsign", softsign);
+  unary(r, "HardSwish", hardswish);
+  unary(r, "Mish", mish);
+  r["Round"] = [](OpContext& c) { c.set(0, round(c.x(0))); };
+  r["Softplus"] = [](OpContext& c) { c.set(0, log1p(exp(c.x(0)))); };
+  r["IsInf"] = [](OpContext& c) {
+    bool pos = c.attr_i("detect_positive", 1) != 0, negv = c.attr_i("detect_negative", 1) != 0;
+    const Tensor& x = c.x(0);
+    if (pos && negv)
+      c.set(0, isinf(x));
+    else if (pos)
+      c.set(0, isposinf(x));
+    else if (negv)
+      c.set(0, isneginf(x));
+    else
+      c.set(0, zeros(x.shape(), {.dtype = bool_, .device = x.device()}));
+  };
+  r["Identity"] = [](OpContext& c) { c.set(0, c.x(0)); };
+  r["Dropout"] = [](OpContext& c) {
+    bool training = false;
+    if (c.has(2)) training = c.x(2).to_vector<bool>().at(0);
+    double ratio = c.has(1) ? c.x(1).to(f64).item<double>() : c.attr_f("ratio", 0.5f);
+    c.check(!training || ratio == 0, "training mode dropout is random and not supported");
+    c.set(0, c.x(0));
+    if (c.out.size() > 1) c.set(1, ones(c.x(0).shape(), {.dtype = bool_, .device = c.device}));
+  };
+  r["HardSigmoid"] = [](OpContext& c) {
+    double a = c.attr_f("alpha", 0.2f), b = c.attr_f("beta", 0.5f);
+    c.set(0, clamp(c.x(0) * a + b, 0.0, 1.0));
+  };
+  r["Elu"] = [](OpContext& c) { c.set(0, elu(c.x(0), c.attr_f("alpha", 1.0f))); };
+  r["Celu"] = [](OpContext& c) { c.set(0, celu(c.x(0), c.attr_f("alpha", 1.0f))); };
+  r["Selu"] = [](OpContext& c) {
+    double a = c.attr_f("alpha", 1.67326319217681884765625f), g = c.attr_f("gamma", 1.05070102214813232421875f);
+    const Tensor& x = c.x(0);
+    c.set(0, where(x > 0, x * g, (exp(x) - 1.0) * (a * g)).to(x.dtype()));
+  };
+  r["LeakyRelu"] = [](OpContext& c) { c.set(0, leaky_relu(c.x(0), c.attr_f("alpha", 0.01f))); };
+  r["ThresholdedRelu"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    c.set(0, where(x > static_cast<double>(c.attr_f("alpha", 1.0f)), x, zeros_like(x)));
+  };
+  r["Shrink"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    double l = c.attr_f("lambd", 0.5f), b = c.attr_f("bias", 0.0f);
+    Tensor xf = x.to(f64);
+    Tensor y = where(xf < -l, xf + b, where(xf > l, xf - b, zeros_like(xf)));
+    c.set(0, keep_dtype(y, x.dtype()));
+  };
+  r["PRelu"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Tensor s = c.x(1);
+    // Slope is unidirectionally broadcastable to x (numpy rules); old exporters give [C].
+    if (s.dim() == 1 && x.dim() >= 2 && s.size(0) == x.size(1) && s.size(0) != x.size(-1)) {
+      Shape sh(x.dim() - 1, 1);
+      sh[0] = s.size(0);
+      s = s.reshape(sh);
+    }
+    c.set(0, where(x < 0, x * s, x).to(x.dtype()));
+  };
+  r["Gelu"] = [](OpContext& c) { c.set(0, gelu(c.x(0), c.attr_s("approximate", "none"))); };
+
+  // ---- binary ----
+  r["Add"] = [](OpContext& c) { c.set(0, keep_dtype(add(c.x(0), c.x(1)), c.x(0).dtype())); };
+  r["Sub"] = [](OpContext& c) { c.set(0, keep_dtype(sub(c.x(0), c.x(1)), c.x(0).dtype())); };
+  r["Mul"] = [](OpContext& c) { c.set(0, keep_dtype(mul(c.x(0), c.x(1)), c.x(0).dtype())); };
+  r["Div"] = [](OpContext& c) { c.set(0, keep_dtype(onnx_div(c.x(0), c.x(1)), c.x(0).dtype())); };
+  r["Pow"] = [](OpContext& c) {
+    const Tensor& a = c.x(0);
+    Tensor b = c.x(1);
+    if (is_integral(a.dtype()) && is_floating(b.dtype()))
+      c.set(0, cast(pow(a.to(f64), b.to(f64)), a.dtype()));
+    else if (is_floating(a.dtype()) && b.dtype() != a.dtype())
+      c.set(0, pow(a, b.to(a.dtype())));
+    else
+      c.set(0, keep_dtype(pow(a, b), a.dtype()));
+  };
+  r["Mod"] = [](OpContext& c) {
+    bool fm = c.attr_i("fmod", 0) != 0;
+    const Tensor &a = c.x(0), &b = c.x(1);
+    c.check(fm || !is_floating(a.dtype()), "fmod must be 1 for floating point inputs");
+    c.set(0, keep_dtype(fm ? fmod(a, b) : remainder(a, b), a.dtype()));
+  };
+  r["Max"] = [](OpContext& c) {
+    c.set(0, variadic(c, [](const Tensor& a, const Tensor& b) { return maximum(a, b); }));
+  };
+  r["Min"] = [](OpContext& c) {
+    c.set(0, variadic(c, [](const Tensor& a, const Tensor& b) { return minimum(a, b); }));
+  };
+  r["Sum"] = [](OpContext& c) { c.set(0, variadic(c, [](const Tensor& a, const Tensor& b) { return add(a, b); })); };
+  r["Mean"] = [](OpContext& c) {
+    Tensor s = variadic(c, [](const Tensor& a, const Tensor& b) { return add(a, b); });
+    c.set(0, keep_dtype(s / static_cast<double>(c.n_in()), c.x(0).dtype()));
+  };
+  r["Equal"] = [](OpContext& c) { c.set(0, eq(c.x(0), c.x(1))); };
+  r["Less"] = [](OpContext& c) { c.set(0, lt(c.x(0), c.x(1))); };
+  r["LessOrEqual"] = [](OpContext& c) { c.set(0, le(c.x(0), c.x(1))); };
+  r["Greater"] = [](OpContext& c) { c.set(0, gt(c.x(0), c.x(1))); };
+  r["GreaterOrEqual"] = [](OpContext& c) { c.set(0, ge(c.x(0), c.x(1))); };
+  r["And"] = [](OpContext& c) { c.set(0, logical_and(c.x(0), c.x(1))); };
+  r["Or"] = [](OpContext& c) { c.set(0, logical_or(c.x(0), c.x(1))); };
+  r["Xor"] = [](OpContext& c) { c.set(0, logical_xor(c.x(0), c.x(1))); };
+  r["BitwiseAnd"] = [](OpContext& c) { c.set(0, bitwise_and(c.x(0), c.x(1))); };
+  r["BitwiseOr"] = [](OpContext& c) { c.set(0, bitwise_or(c.x(0), c.x(1))); };
+  r["BitwiseXor"] = [](OpContext& c) { c.set(0, bitwise_xor(c.x(0), c.x(1))); };
+  r["BitShift"] = [](OpContext& c) {
+    std::string dir = c.attr_s("direction", "");
+    const Tensor &a = c.x(0), &b = c.x(1);
+    c.check(dir == "LEFT" || dir == "RIGHT", "direction must be LEFT or RIGHT");
+    c.set(0, keep_dtype(dir == "LEFT" ? bitwise_left_shift(a, b) : bitwise_right_shift(a, b), a.dtype()));
+  };
+  r["Where"] = [](OpContext& c) {
+    Tensor cond = c.x(0);
+    if (cond.dtype() != bool_) cond = cond.ne(0);
+    c.set(0, where(cond, c.x(1), c.x(2)));
+  };
+  r["Clip"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    if (c.opset < 11) {
+      double lo = c.attr_f("min", -INFINITY), hi = c.attr_f("max", INFINITY);
+      c.set(0, clamp(x, Scalar(lo), Scalar(hi)).to(x.dtype()));
+      return;
+    }
+    Tensor y = x;
+    if (c.has(1)) y = maximum(y, c.x(1).to(x.dtype()));
+    if (c.has(2)) y = minimum(y, c.x(2).to(x.dtype()));
+    c.set(0, y);
+  };
+  r["Cast"] = [](OpContext& c) {
+    int32_t to = static_cast<int32_t>(c.attr_i("to", 0));
+    c.check(has_dtype(to), "cast to " + proto::data_type_name(to) + " is not supported");
+    c.set(0, cast(c.x(0), to_dtype(to, c.where())));
+  };
+  // ---- quantization (uint8/int8) ----
+  auto per_axis = [](const OpContext& c, const Tensor& v, const Tensor& x) {
+    if (v.dim() != 1 || x.dim() == 0 || v.numel() == 1) return v.reshape({});
+    Shape s(x.dim(), 1);
+    s[axis_of(c, c.attr_i("axis", 1), x.dim())] = v.numel();
+    return v.reshape(s);
+  };
+  auto saturate = [](const Tensor& y, DType dt) {
+    double lo = dt == u8 ? 0 : -128, hi = dt == u8 ? 255 : 127;
+    return cast(clamp(y, lo, hi), dt);
+  };
+  r["DequantizeLinear"] = [per_axis](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Tensor scale = per_axis(c, c.x(1), x);
+    Tensor xf = x.to(f32);
+    if (c.has(2)) xf = xf - per_axis(c, c.x(2), x).to(f32);
+    c.set(0, xf * scale);
+  };
+  r["QuantizeLinear"] = [per_axis, saturate](OpContext& c) {
+    const Tensor& x = c.x(0);
+    DType dt = c.has(2) ? c.x(2).dtype() : u8;
+    c.check(dt == u8 || dt == i8, "only uint8 and int8 quantization is supported");
+    Tensor y = round(x.to(f32) / per_axis(c, c.x(1), x).to(f32));
+    if (c.has(2)) y = y + per_axis(c, c.x(2), x).to(f32);
+    c.set(0, saturate(y, dt));
+  };
+  r["DynamicQuantizeLinear"] = [saturate](OpContext& c) {
+    Tensor x = c.x(0).to(f32);
+    Tensor lo = minimum(amin(x), scalar_tensor(0.0, f32, c.device));
+    Tensor hi = maximum(amax(x), scalar_tensor(0.0, f32, c.device));
+    Tensor scale = (hi - lo) / 255.0;
+    Tensor zp = saturate(round((0.0 - lo) / scale), u8);
+    c.set(0, saturate(round(x / scale) + zp.to(f32), u8));
+    c.set(1, scale);
+    c.set(2, zp);
+  };
+  r["CastLike"] = [](OpContext& c) { c.set(0, cast(c.x(0), c.x(1).dtype())); };
+}
+
+}  // namespace kiln::onnx

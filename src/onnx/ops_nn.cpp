@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX neural-network ops: Conv, ConvTranspose, MaxPool, AveragePool, Global*Pool, LpPool,
+// MaxUnpool, BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization,
+// LRN, MeanVarianceNormalization, Gemm, MatMul. Asymmetric and auto pads become explicit pads.
+#include <cmath>
+#include <limits>
+
+#include "kiln/matmul.h"
+#include "kiln/nn/functional/conv.h"
+#include "kiln/nn/functional/norm.h"
+#include "kiln/nn/functional/pool.h"
+#include "onnx/ops.h"
+
+namespace kiln::onnx {
+
+namespace F = kiln::nn::functional;
+
+namespace {
+
+struct Window {
+  std::vector<int64_t> k, s, d, lo, hi;
+};
+
+// Kernel, strides, dilations and begin/end pads of a conv or pool over n spatial dims.
+Window window(const OpContext& c, const Tensor& x, int64_t n, std::vector<int64_t> k) {
+  Window w;
+  w.k = k;
+  w.s = c.attr_ints("strides");
+  w.d = c.attr_ints("dilations");
+  if (w.s.empty()) w.s.assign(n, 1);
+  if (w.d.empty()) w.d.assign(n, 1);
+  c.check(static_cast<int64_t>(w.k.size()) == n && static_cast<int64_t>(w.s.size()) == n &&
+              static_cast<int64_t>(w.d.size()) == n,
+          "kernel_shape/strides/dilations must have one value per spatial dim");
+  for (int64_t i = 0; i < n; ++i) c.check(w.s[i] > 0 && w.d[i] > 0 && w.k[i] > 0, "bad kernel/stride/dilation");
+  std::string ap = c.attr_s("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = c.attr_ints("pads");
+  w.lo.assign(n, 0);
+  w.hi.assign(n, 0);
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t in = x.size(2 + i);
+      int64_t out = (in + w.s[i] - 1) / w.s[i];
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.s[i] + (w.k[i] - 1) * w.d[i] + 1 - in);
+      w.lo[i] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.hi[i] = total - w.lo[i];
+    }
+  } else if (ap == "NOTSET" || ap.empty()) {
+    if (!pads.empty()) {
+      c.check(static_cast<int64_t>(pads.size()) == 2 * n, "pads must have 2 values per spatial dim");
+      for (int64_t i = 0; i < n; ++i) {
+        w.lo[i] = pads[i];
+        w.hi[i] = pads[i + n];
+      }
+    }
+  } else {
+    c.check(ap == "VALID", "unknown auto_pad '" + ap + "'");
+  }
+  return w;
+}
+
+Tensor pad_spatial(const Tensor& x, const Window& w, double value) {
+  Shape kp;
+  bool any = false;
+  for (size_t i = w.lo.size(); i-- > 0;) {
+    kp.push_back(w.lo[i]);
+    kp.push_back(w.hi[i]);
+    any = any || w.lo[i] || w.hi[i];
+  }
+  return any ? pad(x, kp, "constant", value) : x;
+}
+
+std::vector<int64_t> kernel_from(const OpContext& c, const Tensor* weight, int64_t n) {
+  std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  if (k.empty() && weight)
+    for (int64_t i = 0; i < n; ++i) k.push_back(weight->size(2 + i));
+  return k;
+}
+
+Tensor conv_nd(const Tensor& x, const Tensor& w, const Tensor& b, const F::ConvOptions& o, int64_t n,
+               const OpContext& c) {
+  if (n == 1) return F::conv1d(x, w, b, o);
+  if (n == 2) return F::conv2d(x, w, b, o);
+  if (n == 3) return F::conv3d(x, w, b, o);
+  c.fail("only 1 to 3 spatial dims are supported");
+}
+
+Tensor channel_view(const Tensor& v, int64_t rank) {
+  Shape s(rank - 1, 1);
+  s[0] = v.numel();
+  return v.reshape(s);
+}
+
+// Pooling with Kiln's built-in (symmetric, small) padding when it applies, else explicit pads.
+bool symmetric_small(const Window& w) {
+  for (size_t i = 0; i < w.k.size(); ++i)
+    if (w.lo[i] != w.hi[i] || w.lo[i] > w.k[i] / 2) return false;
+  return true;
+}
+
+Tensor global_offsets(const Tensor& idx, const Tensor& x) {
+  // ONNX MaxPool indices index the flattened [N, C, *spatial] input.
+  int64_t plane = 1;
+  for (int64_t i = 2; i < x.dim(); ++i) plane *= x.size(i);
+  Shape s(idx.dim(), 1);
+  s[0] = x.size(0);
+  s[1] = x.size(1);
+  Tensor base = arange(x.size(0) * x.size(1), i64, x.device()).reshape(s) * plane;
+  return idx + base;
+}
+
+}  // namespace
+
+void register_nn(Registry& r) {
+  r["Conv"] = [](OpContext& c) {
+    const Tensor &x = c.x(0), &wt = c.x(1);
+    int64_t n = x.dim() - 2;
+    c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
+    Window w = window(c, x, n, kernel_from(c, &wt, n));
+    F::ConvOptions o;
+    o.stride = to_dims(w.s);
+    o.dilation = to_dims(w.d);
+    o.groups = c.attr_i("group", 1);
+    Tensor xi = x;
+    bool sym = true;
+    for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
+    if (sym)
+      o.padding = to_dims(w.lo);
+    else
+      xi = pad_spatial(x, w, 0);
+    c.set(0, conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c));
+  };
+  r["ConvTranspose"] = [](OpContext& c) {
+    const Tensor &x = c.x(0), &wt = c.x(1);
+    int64_t n = x.dim() - 2;
+    c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
+    std::vector<int64_t> k = kernel_from(c, &wt, n);
+    std::vector<int64_t> s = c.attr_ints("strides"), d = c.attr_ints("dilations"), op = c.attr_ints("output_padding"),
+                         os = c.attr_ints("output_shape"), pads = c.attr_ints("pads");
+    if (s.empty()) s.assign(n, 1);
+    if (d.empty()) d.assign(n, 1);
+    if (op.empty()) op.assign(n, 0);
+    std::string ap = c.attr_s("auto_pad", "NOTSET");
+    std::vector<int64_t> lo(n, 0), hi(n, 0);
+    if (!pads.empty() && ap == "NOTSET") {
+      c.check(static_cast<int64_t>(pads.size()) == 2 * n, "pads must have 2 values per spatial dim");
+      for (int64_t i = 0; i < n; ++i) {
+        lo[i] = pads[i];
+        hi[i] = pads[i + n];
+      }
+    }
+    if (os.size() > static_cast<size_t>(n)) os.erase(os.begin(), os.end() - n);
+    if (!os.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t in = x.size(2 + i);
+        int64_t target = !os.empty() ? os[i] : in * s[i];
+        int64_t total = s[i] * (in - 1) + op[i] + ((k[i] - 1) * d[i] + 1) - target;
+        int64_t half = static_cast<int64_t>(std::floor(static_cast<double>(total) / 2));  // Python's //
+        if (ap == "SAME_UPPER") {
+          lo[i] = half;
+          hi[i] = total - half;
+        } else {
+          lo[i] = total - half;
+          hi[i] = half;
+        }
+      }
+    }
+    F::ConvTransposeOptions o;
+    o.stride = to_dims(s);
+    o.dilation = to_dims(d);
+    o.groups = c.attr_i("group", 1);
+    Tensor y;
+    if (n == 1)
+      y = F::conv_transpose1d(x, wt, {}, o);
+    else if (n == 2)
+      y = F::conv_transpose2d(x, wt, {}, o);
+    else
+      y = F::conv_transpose3d(x, wt, {}, o);
+    // Full output, then crop the pads and add output_padding at the end.
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t ax = 2 + i;
+      int64_t full = y.size(ax);
+      int64_t want = full + op[i] - lo[i] - hi[i];
+      c.check(want >= 0, "negative output size");
+      if (lo[i] < 0 || hi[i] - op[i] < 0) {
+        Shape kp(2 * (y.dim() - 1 - ax), 0);
+        kp.push_back(std::max<int64_t>(0, -lo[i]));
+        kp.push_back(std::max<int64_t>(0, op[i] - hi[i]));
+        y = pad(y, kp);
+        int64_t start = std::max<int64_t>(0, lo[i]);
+        y = y.narrow(ax, start, want);
+      } else {
+        y = y.narrow(ax, lo[i], want);
+      }
+    }
+    if (c.has(2)) y = y + channel_view(c.x(2), y.dim());
+    c.set(0, y.contiguous());
+  };
+  r["MaxPool"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t n = x.dim() - 2;
+    c.check(n >= 1 && n <= 3, "needs [N, C, *spatial] input with 1 to 3 spatial dims");
+    Window w = window(c, x, n, kernel_from(c, nullptr, n));
+    F::MaxPoolOptions o;
+    o.stride = to_dims(w.s);
+    o.dilation = to_dims(w.d);
+    o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
+    Tensor xi = x;
+    bool want_idx = c.out.size() > 1 && !c.node.output[1].empty();
+    if (symmetric_small(w)) {
+      o.padding = to_dims(w.lo);
+    } else {
+      c.check(!want_idx, "indices with asymmetric or large pads are not supported");
+      double lowest = is_floating(x.dtype()) ? -INFINITY : static_cast<double>(std::numeric_limits<int64_t>::min());
+      xi = pad_spatial(x, w, lowest);
+    }
+    Dims k = to_dims(w.k);
+    if (!want_idx) {
+      Tensor y = n == 1 ? F::max_pool1d(xi, k, o) : n == 2 ? F::max_pool2d(xi, k, o) : F::max_pool3d(xi, k, o);
+      c.set(0, y);
+      return;
+    }
+    auto [y, idx] = n == 1   ? F::max_pool1d_with_indices(xi, k, o)
+                    : n == 2 ? F::max_pool2d_with_indices(xi, k, o)
+                             : F::max_pool3d_with_indices(xi, k, o);
+    if (c.attr_i("storage_order", 0) == 1) {
+      c.check(n == 2, "storage_order 1 needs 2 spatial dims");
+      int64_t H = x.size(2), W = x.size(3);
+      idx = (idx % W) * H + div(idx, W, "floor");
+    }
+    c.set(0, y);
+    c.set(1, global_offsets(idx, x));
+  };
+  r["AveragePool"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t n = x.dim() - 2;
+    c.check(n >= 1 && n <= 3, "needs [N, C, *spatial] input with 1 to 3 spatial dims");
+    Window w = window(c, x, n, kernel_from(c, nullptr, n));
+    for (int64_t dd : w.d) c.check(dd == 1, "dilations are not supported for AveragePool");
+    bool include = c.attr_i("count_include_pad", 0) != 0;
+    F::AvgPoolOptions o;
+    o.stride = to_dims(w.s);
+    o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
+    o.count_include_pad = include;
+    Dims k = to_dims(w.k);
+    auto pool = [&](const Tensor& t) {
+      return n == 1 ? F::avg_pool1d(t, k, o) : n == 2 ? F::avg_pool2d(t, k, o) : F::avg_pool3d(t, k, o);
+    };
+    if (symmetric_small(w)) {
+      o.padding = to_dims(w.lo);
+      c.set(0, pool(x));
+      return;
+    }
+    Tensor xp = pad_spatial(x, w, 0);
+    if (include) {
+      c.set(0, pool(xp));
+      return;
+    }
+    Tensor mask = pad_spatial(ones(x.shape(), {.dtype = x.dtype(), .device = x.device()}), w, 0);
+    c.set(0, pool(xp) / pool(mask));
+  };
+  r["GlobalAveragePool"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Dims d;
+    for (int64_t i = 2; i < x.dim(); ++i) d.push_back(i);
+    c.set(0, mean(x, d, true));
+  };
+  r["GlobalMaxPool"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Dims d;
+    for (int64_t i = 2; i < x.dim(); ++i) d.push_back(i);
+    c.set(0, amax(x, d, true));
+  };
+  r["MaxUnpool"] = [](OpContext& c) {
+    const Tensor &x = c.x(0), &idx = c.x(1);
+    int64_t n = x.dim() - 2;
+    std::vector<int64_t> k = c.attr_ints("kernel_shape"), s = c.attr_ints("strides"), p = c.attr_ints("pads");
+    if (s.empty()) s.assign(n, 1);
+    if (p.empty()) p.assign(2 * n, 0);
+    c.check(static_cast<int64_t>(k.size()) == n, "kernel_shape must have one value per spatial dim");
+    Shape out{x.size(0), x.size(1)};
+    for (int64_t i = 0; i < n; ++i) out.push_back((x.size(2 + i) - 1) * s[i] + k[i] - p[i] - p[i + n]);
+    // Indices address the default output shape; a given output_shape pads it at the end.
+    Tensor flat = zeros({shape_numel(out)}, {.dtype = x.dtype(), .device = x.device()});
+    Tensor y = flat.scatter(0, idx.reshape({-1}), x.reshape({-1})).reshape(out);
+    if (c.has(2)) {
+      Shape want = to_shape(c.ints_in(2));
+      c.check(static_cast<int64_t>(want.size()) == x.dim(), "output_shape must have the input's rank");
+      Shape kp;
+      for (int64_t i = x.dim() - 1; i >= 2; --i) {
+        c.check(want[i] >= out[i], "output_shape smaller than the default output");
+        kp.push_back(0);
+        kp.push_back(want[i] - out[i]);
+      }
+      y = pad(y, kp);
+    }
+    c.set(0, y);
+  };
+  r["LpPool"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t n = x.dim() - 2;
+    double p = static_cast<double>(c.attr_i("p", 2));
+    Window w = window(c, x, n, kernel_from(c, nullptr, n));
+    F::AvgPoolOptions o;
+    o.stride = to_dims(w.s);
+    o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
+    Tensor xp = pad_spatial(pow(abs(x), p), w, 0);
+    Dims k = to_dims(w.k);
+    int64_t ks = 1;
+    for (int64_t v : w.k) ks *= v;
+    Tensor a = n == 1 ? F::avg_pool1d(xp, k, o) : n == 2 ? F::avg_pool2d(xp, k, o) : F::avg_pool3d(xp, k, o);
+    c.set(0, pow(a * static_cast<double>(ks), 1.0 / p));
+  };
+  r["BatchNormalization"] = [](OpContext& c) {
+    const Tensor &x = c.x(0), &scale = c.x(1), &b = c.x(2), &m = c.x(3), &v = c.x(4);
+    double eps = c.attr_f("epsilon", 1e-5f);
+    int64_t rank = x.dim();
+    bool training = c.opset >= 14 && c.attr_i("training_mode", 0) != 0;
+    if (!training) {
+      Tensor y = (x - channel_view(m, rank)) / sqrt(channel_view(v, rank) + eps) * channel_view(scale, rank) +
+                 channel_view(b, rank);
+      c.set(0, y.to(x.dtype()));
+      return;
+    }
+    double mom = c.attr_f("momentum", 0.9f);
+    Dims d{0};
+    for (int64_t i = 2; i < rank; ++i) d.push_back(i);
+    Tensor bm = mean(x, d), bv = var(x, d, 0);
+    Tensor y = (x - channel_view(bm, rank)) / sqrt(channel_view(bv, rank) + eps) * channel_view(scale, rank) +
+               channel_view(b, rank);
+    c.set(0, y);
+    c.set(1, m * mom + bm * (1 - mom));
+    c.set(2, v * mom + bv * (1 - mom));
+  };
+  r["InstanceNormalization"] = [](OpContext& c) {
+    const Tensor &x = c.x(0), &scale = c.x(1), &b = c.x(2);
+    double eps = c.attr_f("epsilon", 1e-5f);
+    Dims d;
+    for (int64_t i = 2; i < x.dim(); ++i) d.push_back(i);
+    Tensor mu = mean(x, d, true), v = var(x, d, 0, true);
+    c.set(0, (x - mu) / sqrt(v + eps) * channel_view(scale, x.dim()) + channel_view(b, x.dim()));
+  };
+  r["LayerNormalization"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t a = axis_of(c, c.attr_i("axis", -1), x.dim());
+    double eps = c.attr_f("epsilon", 1e-5f);
+    Dims d;
+    for (int64_t i = a; i < x.dim(); ++i) d.push_back(i);
+    Tensor xf = x.dtype() == f64 ? x : x.to(f32);
+    Tensor mu = mean(xf, d, true);
+    Tensor v = mean(square(xf - mu), d, true);
+    Tensor inv = rsqrt(v + eps);
+    Tensor y = ((xf - mu) * inv).to(x.dtype()) * c.x(1);
+    if (c.has(2)) y = y + c.x(2);
+    c.set(0, y);
+    c.set(1, mu);
+    c.set(2, inv);
+  };
+  r["GroupNormalization"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t g = c.attr_i("num_groups", 1);
+    double eps = c.attr_f("epsilon", 1e-5f);
+    Shape s{x.size(0), g, -1};
+    Tensor xr = x.reshape(s);
+    Tensor mu = mean(xr, {2}, true), v = var(xr, {2}, 0, true);
+    Tensor y = ((xr - mu) / sqrt(v + eps)).reshape(x.shape());
+    const Tensor &sc = c.x(1), &b = c.x(2);
+    if (sc.numel() == x.size(1)) {
+      y = y * channel_view(sc, x.dim()) + channel_view(b, x.dim());
+    } else {  // opset 18: per-group scale and bias
+      Tensor sg = sc.repeat_interleave(x.size(1) / g), bg = b.repeat_interleave(x.size(1) / g);
+      y = y * channel_view(sg, x.dim()) + channel_view(bg, x.dim());
+    }
+    c.set(0, y);
+  };
+  r["LRN"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t size = c.attr_i("size", 1);
+    double alpha = c.attr_f("alpha", 1e-4f), beta = c.attr_f("beta", 0.75f), bias = c.attr_f("bias", 1.0f);
+    // ONNX window: floor((size-1)/2) before, ceil((size-1)/2) after.
+    int64_t before = (size - 1) / 2, after = size - 1 - before;
+    Tensor sq = square(x);
+    Shape kp(2 * (x.dim() - 2), 0);
+    kp.push_back(before);
+    kp.push_back(after);
+    Tensor sp = pad(sq, kp);
+    Tensor acc = zeros_like(x);
+    for (int64_t i = 0; i < size; ++i) acc = acc + sp.narrow(1, i, x.size(1));
+    c.set(0, x / pow(acc * (alpha / static_cast<double>(size)) + bias, beta));
+  };
+  r["MeanVarianceNormalization"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    std::vector<int64_t> axes = c.attr_ints("axes");
+    if (axes.empty()) axes = {0, 2, 3};
+    Dims d;
+    for (int64_t a : axes) d.push_back(axis_of(c, a, x.dim()));
+    Tensor mu = mean(x, d, true);
+    Tensor v = mean(square(x - mu), d, true);
+    c.set(0, (x - mu) / (sqrt(v) + 1e-9));
+  };
+  r["Gemm"] = [](OpContext& c) {
+    Tensor a = c.x(0), b = c.x(1);
+    if (c.attr_i("transA", 0)) a = a.t();
+    if (c.attr_i("transB", 0)) b = b.t();
+    double alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
+    Tensor y = matmul(a, b);
+    if (alpha != 1.0) y = y * alpha;
+    if (c.has(2) && beta != 0) y = y + (beta == 1.0 ? c.x(2) : c.x(2) * beta);
+    c.set(0, y.to(c.x(0).dtype()));
+  };
+  r["MatMul"] = [](OpContext& c) { c.set(0, matmul(c.x(0), c.x(1))); };
+}
+
+}  // namespace kiln::onnx

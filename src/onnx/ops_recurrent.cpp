@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX recurrent ops: RNN, GRU, LSTM (forward, reverse, bidirectional; layout 0 and 1; clip;
+// peepholes; linear_before_reset; activations Sigmoid/Tanh/Relu/HardSigmoid/LeakyRelu/...).
+#include "kiln/matmul.h"
+#include "onnx/ops.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+struct Act {
+  std::string name;
+  double alpha = 0, beta = 0;
+  Tensor operator()(const Tensor& x) const {
+    if (name == "Sigmoid") return sigmoid(x);
+    if (name == "Tanh") return tanh(x);
+    if (name == "Relu") return relu(x);
+    if (name == "LeakyRelu") return leaky_relu(x, alpha);
+    if (name == "ThresholdedRelu") return where(x > alpha, x, zeros_like(x));
+    if (name == "ScaledTanh") return tanh(x * beta) * alpha;
+    if (name == "HardSigmoid") return clamp(x * alpha + beta, 0.0, 1.0);
+    if (name == "Elu") return elu(x, alpha);
+    if (name == "Softsign") return softsign(x);
+    if (name == "Softplus") return log1p(exp(x));
+    if (name == "Affine") return x * alpha + beta;
+    KILN_CHECK(false, "onnx", "unsupported RNN activation '" << name << "'");
+    __builtin_unreachable();
+  }
+};
+
+std::vector<Act> activations(const OpContext& c, const std::vector<std::string>& defaults, int64_t dirs) {
+  const proto::AttrP* a = c.node.attr("activations");
+  std::vector<std::string> names = a ? a->strings : std::vector<std::string>{};
+  std::vector<float> al = c.attr_floats("activation_alpha"), be = c.attr_floats("activation_beta");
+  size_t per = defaults.size();
+  std::vector<Act> out;
+  for (int64_t d = 0; d < dirs; ++d)
+    for (size_t i = 0; i < per; ++i) {
+      size_t k = static_cast<size_t>(d) * per + i;
+      Act x;
+      x.name = k < names.size() ? names[k] : defaults[i];
+      bool given = k < names.size();
+      x.alpha = given && k < al.size() ? al[k] : (x.name == "LeakyRelu" ? 0.01 : x.name == "HardSigmoid" ? 0.2 : 1.0);
+      x.beta = given && k < be.size() ? be[k] : (x.name == "HardSigmoid" ? 0.5 : x.name == "ScaledTanh" ? 1.0 : 0.0);
+      out.push_back(x);
+    }
+  return out;
+}
+
+enum class Kind { RNN, GRU, LSTM };
+
+void recurrent(OpContext& c, Kind kind) {
+  int64_t gates = kind == Kind::RNN ? 1 : kind == Kind::GRU ? 3 : 4;
+  Tensor x = c.x(0);
+  const Tensor &W = c.x(1), &R = c.x(2);
+  int64_t layout = c.attr_i("layout", 0);
+  if (layout) x = x.transpose(0, 1);  // -> [seq, batch, input]
+  std::string dir = c.attr_s("direction", "forward");
+  int64_t dirs = dir == "bidirectional" ? 2 : 1;
+  int64_t H = c.attr_i("hidden_size", R.size(-1));
+  int64_t T = x.size(0), B = x.size(1);
+  c.check(W.dim() == 3 && W.size(0) == dirs && W.size(1) == gates * H, "W must be [dirs, gates*hidden, input]");
+  if (c.has(4)) {
+    for (int64_t l : c.ints_in(4)) c.check(l == T, "varying sequence_lens are not supported");
+  }
+  double clip = c.attr_f("clip", 0.0f);
+  bool has_clip = c.has_attr("clip");
+  std::vector<std::string> defs = kind == Kind::RNN   ? std::vector<std::string>{"Tanh"}
+                                  : kind == Kind::GRU ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                      : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  auto acts = activations(c, defs, dirs);
+  size_t per = defs.size();
+  bool lbr = c.attr_i("linear_before_reset", 0) != 0;
+  bool input_forget = c.attr_i("input_forget", 0) != 0;
+  auto opts = TensorOptions{.dtype = x.dtype(), .device = x.device()};
+  std::vector<Tensor> ys, hs, cs;
+  for (int64_t d = 0; d < dirs; ++d) {
+    bool reverse = dir == "reverse" || d == 1;
+    Tensor w = W.select(0, d), rr = R.select(0, d);
+    Tensor wb = zeros({gates * H}, opts), rb = zeros({gates * H}, opts);
+    if (c.has(3)) {
+      Tensor b = c.x(3).select(0, d);
+      wb = b.narrow(0, 0, gates * H);
+      rb = b.narrow(0, gates * H, gates * H);
+    }
+    Tensor h = c.has(5) ? c.x(5) : zeros({dirs, B, H}, opts);
+    if (c.has(5) && layout) h = h.transpose(0, 1);
+    h = h.select(0, d);
+    Tensor cell;
+    Tensor p;
+    if (kind == Kind::LSTM) {
+      cell = c.has(6) ? c.x(6) : zeros({dirs, B, H}, opts);
+      if (c.has(6) && layout) cell = cell.transpose(0, 1);
+      cell = cell.select(0, d);
+      p = c.has(7) ? c.x(7).select(0, d) : zeros({3 * H}, opts);
+    }
+    const Act* a = &acts[static_cast<size_t>(d) * per];
+    auto clipf = [&](const Tensor& t) { return has_clip ? clamp(t, -clip, clip) : t; };
+    // Input projections for all steps at once: [T, B, gates*H].
+    Tensor xw = matmul(x, w.t()) + wb;
+    std::vector<Tensor> steps(static_cast<size_t>(T));
+    for (int64_t s = 0; s < T; ++s) {
+      int64_t t = reverse ? T - 1 - s : s;
+      Tensor xt = xw.select(0, t);
+      if (kind == Kind::RNN) {
+        h = a[0](clipf(xt + matmul(h, rr.t()) + rb));
+      } else if (kind == Kind::GRU) {
+        Tensor rz = rr.narrow(0, 0, H), rr_ = rr.narrow(0, H, H), rh = rr.narrow(0, 2 * H, H);
+        Tensor z = a[0](clipf(xt.narrow(1, 0, H) + matmul(h, rz.t()) + rb.narrow(0, 0, H)));
+        Tensor r = a[0](clipf(xt.narrow(1, H, H) + matmul(h, rr_.t()) + rb.narrow(0, H, H)));
+        Tensor hh;
+        if (lbr)
+          hh = a[1](clipf(xt.narrow(1, 2 * H, H) + r * (matmul(h, rh.t()) + rb.narrow(0, 2 * H, H))));
+        else
+          hh = a[1](clipf(xt.narrow(1, 2 * H, H) + matmul(r * h, rh.t()) + rb.narrow(0, 2 * H, H)));
+        h = (1.0 - z) * hh + z * h;
+      } else {
+        Tensor g = xt + matmul(h, rr.t()) + rb;  // gates i, o, f, c
+        Tensor gi = g.narrow(1, 0, H) + p.narrow(0, 0, H) * cell;
+        Tensor gf = g.narrow(1, 2 * H, H) + p.narrow(0, 2 * H, H) * cell;
+        Tensor i = a[0](clipf(gi));
+        Tensor f = input_forget ? 1.0 - i : a[0](clipf(gf));
+        Tensor ct = a[1](clipf(g.narrow(1, 3 * H, H)));
+        cell = f * cell + i * ct;
+        Tensor o = a[0](clipf(g.narrow(1, H, H) + p.narrow(0, H, H) * cell));
+        h = o * a[2](cell);
+      }
+      steps[static_cast<size_t>(t)] = h;
+    }
+    ys.push_back(stack(steps, 0));  // [T, B, H]
+    hs.push_back(h);
+    if (kind == Kind::LSTM) cs.push_back(cell);
+  }
+  Tensor Y = stack(ys, 1);   // [T, dirs, B, H]
+  Tensor Yh = stack(hs, 0);  // [dirs, B, H]
+  Tensor Yc = kind == Kind::LSTM ? stack(cs, 0) : Tensor{};
+  if (layout) {
+    Y = Y.permute({2, 0, 1, 3}).contiguous();
+    Yh = Yh.transpose(0, 1).contiguous();
+    if (Yc.defined()) Yc = Yc.transpose(0, 1).contiguous();
+  }
+  c.set(0, Y);
+  c.set(1, Yh);
+  if (kind == Kind::LSTM) c.set(2, Yc);
+}
+
+}  // namespace
+
+void register_recurrent(Registry& r) {
+  r["RNN"] = [](OpContext& c) { recurrent(c, Kind::RNN); };
+  r["GRU"] = [](OpContext& c) { recurrent(c, Kind::GRU); };
+  r["LSTM"] = [](OpContext& c) { recurrent(c, Kind::LSTM); };
+}
+
+}  // namespace kiln::onnx

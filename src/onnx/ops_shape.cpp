@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX shape and movement ops: Shape, Size, Reshape, Flatten, Squeeze/Unsqueeze (attribute
+// and input forms by opset), Transpose, Concat, Split, Slice, Gather*, Scatter*, Expand, Tile,
+// Pad, ConstantOfShape, Constant, Range, EyeLike, Trilu, OneHot, DepthToSpace, SpaceToDepth,
+// Compress, NonZero. Shape-valued inputs are read at run time, so shapes may be dynamic.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "onnx/ops.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+Tensor shape_tensor(const Shape& s, const Device& d) {
+  std::vector<int64_t> v(s.begin(), s.end());
+  return tensor(v, Shape{static_cast<int64_t>(v.size())}, d);
+}
+
+Tensor fix_negative(const Tensor& idx, int64_t dim) {
+  Tensor i = idx.dtype() == i64 ? idx : cast(idx, i64);
+  return where(i < 0, i + dim, i);
+}
+
+std::vector<int64_t> axes_arg(const OpContext& c, size_t input, const char* attr) {
+  if (c.opset >= 13 || !c.has_attr(attr)) {
+    if (c.has(input)) return c.ints_in(input);
+    return c.attr_ints(attr);
+  }
+  return c.attr_ints(attr);
+}
+
+Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t end, int64_t step, const OpContext& c) {
+  int64_t dim = x.size(axis);
+  c.check(step != 0, "slice step must not be 0");
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    if (end <= start) return x.narrow(axis, start, 0);
+    return x.slice(axis, start, end, step);
+  }
+  start = std::clamp<int64_t>(start, 0, dim - 1);
+  end = std::clamp<int64_t>(end, -1, dim - 1);
+  std::vector<int64_t> idx;
+  for (int64_t i = start; i > end; i += step) idx.push_back(i);
+  return index_select(x, axis, tensor(idx, Shape{static_cast<int64_t>(idx.size())}, x.device()));
+}
+
+Tensor constant_from_attrs(const OpContext& c) {
+  if (const proto::TensorP* t = c.attr_t("value")) return tensor_from(*t, c.device, c.where());
+  if (c.has_attr("value_float")) return scalar_tensor(c.attr_f("value_float", 0), f32, c.device);
+  if (c.has_attr("value_int")) return scalar_tensor(c.attr_i("value_int", 0), i64, c.device);
+  if (c.has_attr("value_floats")) {
+    auto v = c.attr_floats("value_floats");
+    return tensor(v, Shape{static_cast<int64_t>(v.size())}, c.device);
+  }
+  if (c.has_attr("value_ints")) {
+    auto v = c.attr_ints("value_ints");
+    return tensor(v, Shape{static_cast<int64_t>(v.size())}, c.device);
+  }
+  c.fail("no supported value attribute (string and sparse constants are not supported)");
+}
+
+// The pads of Pad in Kiln's order (last dim first), from ONNX's [begin..., end...] over axes.
+Tensor onnx_pad(const Tensor& x, const std::vector<int64_t>& pads, const std::vector<int64_t>& axes,
+                const std::string& mode, double value, const OpContext& c) {
+  int64_t r = x.dim();
+  size_t na = axes.size();
+  c.check(pads.size() == 2 * na, "pads must have 2 * number of axes values");
+  std::vector<int64_t> lo(r, 0), hi(r, 0);
+  for (size_t i = 0; i < na; ++i) {
+    int64_t a = axis_of(c, axes[i], r);
+    lo[a] = pads[i];
+    hi[a] = pads[i + na];
+  }
+  Tensor y = x;
+  // Negative pads crop.
+  for (int64_t a = 0; a < r; ++a) {
+    if (lo[a] < 0) {
+      y = y.narrow(a, -lo[a], y.size(a) + lo[a]);
+      lo[a] = 0;
+    }
+    if (hi[a] < 0) {
+      y = y.narrow(a, 0, y.size(a) + hi[a]);
+      hi[a] = 0;
+    }
+  }
+  Shape kp;
+  for (int64_t a = r - 1; a >= 0; --a) {
+    kp.push_back(lo[a]);
+    kp.push_back(hi[a]);
+  }
+  std::string km = mode == "constant"  ? "constant"
+                   : mode == "reflect" ? "reflect"
+                   : mode == "edge"    ? "replicate"
+                   : mode == "wrap"    ? "circular"
+                                       : "";
+  c.check(!km.empty(), "unknown pad mode '" + mode + "'");
+  // Kiln's non-constant modes pad at most the trailing dims; trim zero leading pairs.
+  if (km != "constant") {
+    while (kp.size() >= 2 && kp[kp.size() - 1] == 0 && kp[kp.size() - 2] == 0) {
+      kp.pop_back();
+      kp.pop_back();
+    }
+    if (kp.empty()) return y;
+  }
+  return pad(y, kp, km, value);
+}
+
+}  // namespace
+
+void register_shape(Registry& r) {
+  r["Shape"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t n = x.dim();
+    int64_t s = c.attr_i("start", 0), e = c.attr_i("end", n);
+    if (s < 0) s += n;
+    if (e < 0) e += n;
+    s = std::clamp<int64_t>(s, 0, n);
+    e = std::clamp<int64_t>(e, 0, n);
+    Shape sh;
+    for (int64_t i = s; i < e; ++i) sh.push_back(x.size(i));
+    c.set(0, shape_tensor(sh, c.device));
+  };
+  r["Size"] = [](OpContext& c) { c.set(0, scalar_tensor(c.x(0).numel(), i64, c.device)); };
+  r["Reshape"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    std::vector<int64_t> s = c.opset < 5 ? c.attr_ints("shape") : c.ints_in(1);
+    bool allowzero = c.attr_i("allowzero", 0) != 0;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (s[i] == 0 && !allowzero) {
+        c.check(static_cast<int64_t>(i) < x.dim(), "shape has a 0 beyond the input's rank");
+        s[i] = x.size(static_cast<int64_t>(i));
+      }
+    c.set(0, x.reshape(to_shape(s)));
+  };
+  r["Flatten"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t a = c.attr_i("axis", 1);
+    if (a < 0) a += x.dim();
+    c.check(a >= 0 && a <= x.dim(), "axis out of range");
+    int64_t outer = 1;
+    for (int64_t i = 0; i < a; ++i) outer *= x.size(i);
+    int64_t inner = 1;
+    for (int64_t i = a; i < x.dim(); ++i) inner *= x.size(i);
+    c.set(0, x.reshape({outer, inner}));
+  };
+  r["Squeeze"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    std::vector<int64_t> axes = axes_arg(c, 1, "axes");
+    if (axes.empty()) {
+      c.set(0, x.squeeze());
+      return;
+    }
+    Dims d;
+    for (int64_t a : axes) {
+      int64_t w = axis_of(c, a, x.dim());
+      c.check(x.size(w) == 1, "cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(x.size(w)));
+      d.push_back(w);
+    }
+    c.set(0, x.squeeze(d));
+  };
+  r["Unsqueeze"] = [](OpContext& c) {
+    Tensor x = c.x(0);
+    std::vector<int64_t> axes = axes_arg(c, 1, "axes");
+    int64_t out_rank = x.dim() + static_cast<int64_t>(axes.size());
+    for (auto& a : axes) a = axis_of(c, a, out_rank);
+    std::sort(axes.begin(), axes.end());
+    for (int64_t a : axes) x = x.unsqueeze(a);
+    c.set(0, x);
+  };
+  r["Transpose"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    std::vector<int64_t> p = c.attr_ints("perm");
+    if (p.empty())
+      for (int64_t i = x.dim() - 1; i >= 0; --i) p.push_back(i);
+    c.set(0, x.permute(to_dims(p)));
+  };
+  r["Concat"] = [](OpContext& c) {
+    std::vector<Tensor> xs;
+    for (size_t i = 0; i < c.n_in(); ++i) xs.push_back(c.x(i));
+    c.check(!xs.empty(), "needs inputs");
+    int64_t a = axis_of(c, c.attr_i("axis", 0), xs[0].dim());
+    // Kiln's cat skips 1-d empty tensors; ONNX keeps every input, which only matters for rank.
+    c.set(0, cat(xs, a));
+  };
+  r["Split"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t a = axis_of(c, c.attr_i("axis", 0), x.dim());
+    std::vector<int64_t> sizes =
+        c.opset >= 13 ? (c.has(1) ? c.ints_in(1) : std::vector<int64_t>{}) : c.attr_ints("split");
+    size_t n = c.out.size();
+    if (sizes.empty()) {
+      int64_t parts = c.has_attr("num_outputs") ? c.attr_i("num_outputs", 1) : static_cast<int64_t>(n);
+      c.check(parts > 0, "num_outputs must be positive");
+      int64_t each = (x.size(a) + parts - 1) / parts;
+      for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::max<int64_t>(0, std::min(each, x.size(a) - i * each)));
+    }
+    auto pieces = split(x, sizes, a);
+    for (size_t i = 0; i < pieces.size(); ++i) c.set(i, pieces[i]);
+  };
+  r["Slice"] = [](OpContext& c) {
+    Tensor x = c.x(0);
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (c.opset < 10) {
+      starts = c.attr_ints("starts");
+      ends = c.attr_ints("ends");
+      axes = c.attr_ints("axes");
+    } else {
+      starts = c.ints_in(1);
+      ends = c.ints_in(2);
+      if (c.has(3)) axes = c.ints_in(3);
+      if (c.has(4)) steps = c.ints_in(4);
+    }
+    c.check(starts.size() == ends.size(), "starts and ends differ in length");
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    c.check(axes.size() == starts.size() && steps.size() == starts.size(), "axes/steps length mismatch");
+    for (size_t i = 0; i < starts.size(); ++i)
+      x = slice_axis(x, axis_of(c, axes[i], x.dim()), starts[i], ends[i], steps[i], c);
+    c.set(0, x);
+  };
+  r["Gather"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t a = axis_of(c, c.attr_i("axis", 0), x.dim());
+    Tensor idx = fix_negative(c.x(1), x.size(a));
+    Tensor flat = index_select(x, a, idx.reshape({-1}));
+    Shape s;
+    for (int64_t i = 0; i < a; ++i) s.push_back(x.size(i));
+    for (int64_t d : idx.shape()) s.push_back(d);
+    for (int64_t i = a + 1; i < x.dim(); ++i) s.push_back(x.size(i));
+    c.set(0, flat.reshape(s));
+  };
+  r["GatherElements"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t a = axis_of(c, c.attr_i("axis", 0), x.dim());
+    c.set(0, gather(x, a, fix_negative(c.x(1), x.size(a))));
+  };
+  auto scatter_elements = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t a = axis_of(c, c.attr_i("axis", 0), x.dim());
+    Tensor idx = fix_negative(c.x(1), x.size(a));
+    std::string red = c.attr_s("reduction", "none");
+    if (red == "none")
+      c.set(0, scatter(x, a, idx, c.x(2)));
+    else if (red == "add")
+      c.set(0, scatter(x, a, idx, c.x(2), "add"));
+    else if (red == "mul")
+      c.set(0, scatter(x, a, idx, c.x(2), "multiply"));
+    else if (red == "max")
+      c.set(0, scatter_reduce(x, a, idx, c.x(2), "amax"));
+    else if (red == "min")
+      c.set(0, scatter_reduce(x, a, idx, c.x(2), "amin"));
+    else
+      c.fail("unknown reduction '" + red + "'");
+  };
+  r["ScatterElements"] = scatter_elements;
+  r["Scatter"] = scatter_elements;
+  r["ScatterND"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Tensor idx = c.x(1);
+    int64_t k = idx.size(-1);
+    c.check(k <= x.dim(), "indices' last dim exceeds the data rank");
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < k; ++i) parts.push_back(fix_negative(idx.select(-1, i), x.size(i)));
+    std::string red = c.attr_s("reduction", "none");
+    c.check(red == "none" || red == "add", "reduction '" + red + "' is not supported");
+    c.set(0, index_put(x, parts, c.x(2), red == "add"));
+  };
+  r["GatherND"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Tensor idx = c.x(1);
+    int64_t b = c.attr_i("batch_dims", 0);
+    int64_t k = idx.size(-1);
+    c.check(b + k <= x.dim(), "indices' last dim too large for the data rank");
+    int64_t bn = 1;
+    Shape bshape, qshape, rest;
+    for (int64_t i = 0; i < b; ++i) {
+      bn *= x.size(i);
+      bshape.push_back(x.size(i));
+    }
+    for (int64_t i = b; i < idx.dim() - 1; ++i) qshape.push_back(idx.size(i));
+    for (int64_t i = b + k; i < x.dim(); ++i) rest.push_back(x.size(i));
+    int64_t qn = shape_numel(qshape);
+    Shape xs{bn};
+    for (int64_t i = b; i < x.dim(); ++i) xs.push_back(x.size(i));
+    Tensor xf = x.reshape(xs);
+    Tensor ifl = idx.reshape({bn, qn, k});
+    std::vector<TensorIndex> ti;
+    ti.emplace_back(arange(bn, i64, c.device).reshape({bn, 1}).expand({bn, qn}));
+    for (int64_t i = 0; i < k; ++i) ti.emplace_back(fix_negative(ifl.select(-1, i), x.size(b + i)));
+    Tensor y = xf.index(ti);
+    Shape out = bshape;
+    for (int64_t d : qshape) out.push_back(d);
+    for (int64_t d : rest) out.push_back(d);
+    c.set(0, y.reshape(out));
+  };
+  r["Expand"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    Shape s = broadcast_shapes(x.shape(), to_shape(c.ints_in(1)), "Expand");
+    c.set(0, x.expand(s));
+  };
+  r["Tile"] = [](OpContext& c) { c.set(0, tile(c.x(0), to_shape(c.ints_in(1)))); };
+  r["Pad"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    std::string mode = c.attr_s("mode", "constant");
+    std::vector<int64_t> pads, axes;
+    double value = 0;
+    if (c.opset < 11) {
+      pads = c.attr_ints(c.has_attr("pads") ? "pads" : "paddings");
+      value = c.attr_f("value", 0);
+    } else {
+      pads = c.ints_in(1);
+      if (c.has(2)) value = c.x(2).to(f64).reshape({-1}).to_vector<double>().at(0);
+      if (c.has(3)) axes = c.ints_in(3);
+    }
+    if (axes.empty())
+      for (int64_t i = 0; i < x.dim(); ++i) axes.push_back(i);
+    c.set(0, onnx_pad(x, pads, axes, mode, value, c));
+  };
+  r["ConstantOfShape"] = [](OpContext& c) {
+    Shape s = to_shape(c.ints_in(0));
+    for (int64_t d : s) c.check(d >= 0, "negative dim in shape");
+    if (const proto::TensorP* t = c.attr_t("value")) {
+      Tensor v = tensor_from(*t, c.device, c.where());
+      c.check(v.numel() == 1, "value must have one element");
+      c.set(0, v.reshape({}).expand(s).contiguous());
+    } else {
+      c.set(0, zeros(s, {.dtype = f32, .device = c.device}));
+    }
+  };
+  r["Constant"] = [](OpContext& c) { c.set(0, constant_from_attrs(c)); };
+  r["Range"] = [](OpContext& c) {
+    const Tensor &s = c.x(0), &l = c.x(1), &d = c.x(2);
+    DType dt = s.dtype();
+    if (is_floating(dt)) {
+      double st = s.to(f64).item<double>(), li = l.to(f64).item<double>(), de = d.to(f64).item<double>();
+      c.check(de != 0, "delta must not be 0");
+      int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((li - st) / de)));
+      c.set(0, (arange(n, f64, c.device) * de + st).to(dt));
+    } else {
+      int64_t st = s.to(i64).item<int64_t>(), li = l.to(i64).item<int64_t>(), de = d.to(i64).item<int64_t>();
+      c.check(de != 0, "delta must not be 0");
+      int64_t n = std::max<int64_t>(0, (li - st + de + (de > 0 ? -1 : 1)) / de);
+      c.set(0, cast(arange(n, i64, c.device) * de + st, dt));
+    }
+  };
+  auto window_op = [](int kind) {
+    return [kind](OpContext& c) {
+      int64_t n = c.x(0).to(i64).reshape({-1}).to_vector<int64_t>().at(0);
+      c.check(n >= 0 && n <= (int64_t{1} << 30), "bad window size");
+      double den = static_cast<double>(c.attr_i("periodic", 1) ? n : n - 1);
+      std::vector<double> v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        double t = 2 * M_PI * static_cast<double>(i) / den;
+        v[i] = kind == 0   ? 0.5 - 0.5 * std::cos(t)
+               : kind == 1 ? 25.0 / 46 - 21.0 / 46 * std::cos(t)
+                           : 0.42 - 0.5 * std::cos(t) + 0.08 * std::cos(2 * t);
+      }
+      int32_t dt = static_cast<int32_t>(c.attr_i("output_datatype", 1));
+      c.set(0, tensor(v, Shape{n}, c.device).to(to_dtype(dt, c.where())));
+    };
+  };
+  r["HannWindow"] = window_op(0);
+  r["HammingWindow"] = window_op(1);
+  r["BlackmanWindow"] = window_op(2);
+  r["EyeLike"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    c.check(x.dim() == 2, "input must be 2-d");
+    DType dt = c.has_attr("dtype") ? to_dtype(static_cast<int32_t>(c.attr_i("dtype", 1)), c.where()) : x.dtype();
+    int64_t k = c.attr_i("k", 0);
+    Tensor o = ones(x.shape(), {.dtype = f32, .device = c.device});
+    c.set(0, cast(tril(triu(o, k), k), dt));
+  };
+  r["Trilu"] = [](OpContext& c) {
+    int64_t k = c.has(1) ? c.x(1).to(i64).item<int64_t>() : 0;
+    c.set(0, c.attr_i("upper", 1) ? triu(c.x(0), k) : tril(c.x(0), k));
+  };
+  r["OneHot"] = [](OpContext& c) {
+    Tensor idx = c.x(0);
+    int64_t depth = c.x(1).to(f64).reshape({-1}).to(i64).to_vector<int64_t>().at(0);
+    Tensor vals = c.x(2).reshape({-1});
+    c.check(vals.numel() == 2, "values must have 2 elements");
+    int64_t out_rank = idx.dim() + 1;
+    int64_t a = axis_of(c, c.attr_i("axis", -1), out_rank);
+    Tensor i = idx.to(i64);
+    i = where(i < 0, i + depth, i);
+    Shape as(out_rank, 1);
+    as[a] = depth;
+    Tensor mask = eq(i.unsqueeze(a), arange(depth, i64, c.device).reshape(as));
+    c.set(0, where(mask, vals.select(0, 1), vals.select(0, 0)));
+  };
+  r["DepthToSpace"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t b = c.attr_i("blocksize", 1);
+    c.check(x.dim() == 4 && b > 0 && x.size(1) % (b * b) == 0, "needs a 4-d input with C divisible by blocksize^2");
+    int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+    Tensor y;
+    if (c.attr_s("mode", "DCR") == "DCR")
+      y = x.reshape({n, b, b, ch / (b * b), h, w}).permute({0, 3, 4, 1, 5, 2});
+    else
+      y = x.reshape({n, ch / (b * b), b, b, h, w}).permute({0, 1, 4, 2, 5, 3});
+    c.set(0, y.reshape({n, ch / (b * b), h * b, w * b}));
+  };
+  r["SpaceToDepth"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    int64_t b = c.attr_i("blocksize", 1);
+    c.check(x.dim() == 4 && b > 0 && x.size(2) % b == 0 && x.size(3) % b == 0, "bad input for blocksize");
+    int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+    Tensor y = x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4});
+    c.set(0, y.reshape({n, ch * b * b, h / b, w / b}));
+  };
+  r["Compress"] = [](OpContext& c) {
+    Tensor x = c.x(0);
+    Tensor cond = c.x(1).reshape({-1});
+    if (cond.dtype() != bool_) cond = cond.ne(0);
+    int64_t a = 0;
+    if (c.has_attr("axis"))
+      a = axis_of(c, c.attr_i("axis", 0), x.dim());
+    else
+      x = x.reshape({-1});
+    int64_t n = std::min(cond.numel(), x.size(a));
+    Tensor idx = nonzero(cond.narrow(0, 0, n)).reshape({-1});
+    c.set(0, index_select(x, a, idx));
+  };
+  r["NonZero"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    c.set(0, nonzero(x.dim() == 0 ? x.reshape({1}) : x).t().contiguous());
+  };
+  r["ReverseSequence"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    std::vector<int64_t> lens = c.ints_in(1);
+    int64_t ba = c.attr_i("batch_axis", 1), ta = c.attr_i("time_axis", 0);
+    std::vector<Tensor> rows;
+    for (int64_t b = 0; b < x.size(ba); ++b) {
+      Tensor row = x.select(ba, b).unsqueeze(ba);
+      int64_t l = std::clamp<int64_t>(lens.at(static_cast<size_t>(b)), 0, x.size(ta));
+      std::vector<int64_t> idx;
+      for (int64_t t = 0; t < x.size(ta); ++t) idx.push_back(t < l ? l - 1 - t : t);
+      rows.push_back(index_select(row, ta, tensor(idx, Shape{x.size(ta)}, c.device)));
+    }
+    c.set(0, cat(rows, ba));
+  };
+}
+
+}  // namespace kiln::onnx
