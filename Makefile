@@ -3,10 +3,10 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run test test-asan deps configure build bench format install-test clean
+.PHONY: run test test-asan deps configure build bench fuzz format install-test clean
 
 run: build
-	./$(BUILD_DIR)/examples/tensor-basics/tensor-basics
+	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
 
 test: build
 	ctest --preset $(PRESET) -j2
@@ -25,6 +25,23 @@ build: configure
 
 bench: build
 	bash bench/run.sh
+
+# libFuzzer targets (tests/fuzz/fuzz_*.cpp), each run for FUZZ_SECONDS on its seed corpus
+# tests/fuzz/corpus/<target>/; new inputs go to build/fuzz/corpus/<target>/ and crashing inputs
+# to build/fuzz/crashers/<target>/ (fix, then copy them to tests/fuzz/crashers/<target>/).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@test -f build/fuzz/CMakeCache.txt || cmake --preset fuzz
+	cmake --build --preset fuzz
+	@set -e; for bin in build/fuzz/tests/fuzz/fuzz_*; do \
+	  test -f $$bin -a -x $$bin || continue; \
+	  t=$$(basename $$bin); mkdir -p build/fuzz/corpus/$$t build/fuzz/crashers/$$t; \
+	  seeds=; test -d tests/fuzz/corpus/$$t && seeds=tests/fuzz/corpus/$$t; \
+	  dict=; test -f tests/fuzz/$$t.dict && dict=-dict=tests/fuzz/$$t.dict; \
+	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	  ASAN_OPTIONS=detect_leaks=1 $$bin -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 $$dict \
+	    -artifact_prefix=build/fuzz/crashers/$$t/ build/fuzz/corpus/$$t $$seeds; \
+	done
 
 format:
 	find include src tests examples bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i

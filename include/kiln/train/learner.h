@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// The Learner: training and validation loops with metrics, checkpoints, resume, early stopping,
+// safe stopping (SIGINT or `q`) and a renderer (the dashboard). docs/training.md is the chapter.
+//
+//   auto learner = train::LearnerBuilder()
+//                      .model(net)                      // any nn::Module with forward(x)
+//                      .optimizer(opt)
+//                      .scheduler(sched, train::SchedulerStep::Step)
+//                      .metric(train::metrics::accuracy())
+//                      .train_data(train_loader)        // data::BatchSource
+//                      .valid_data(valid_loader)
+//                      .epochs(5)
+//                      .name("fashion")                 // runs/fashion/
+//                      .build();
+//   train::Summary s = learner.fit();
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/data/batch.h"
+#include "kiln/nn/module.h"
+#include "kiln/train/metrics.h"
+#include "kiln/train/renderer.h"
+
+namespace kiln::optim {
+class Optimizer;
+namespace lr_scheduler {
+class LRScheduler;
+}
+}  // namespace kiln::optim
+
+namespace kiln::train {
+
+/// The model's forward pass: input batch -> output.
+using ForwardFn = std::function<Tensor(const Tensor&)>;
+/// The loss: (output, target) -> a scalar tensor to minimise.
+using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+/// When the scheduler's step() is called.
+enum class SchedulerStep { Epoch, Step };
+/// Whether a monitored metric should go down or up.
+enum class Mode { Min, Max };
+
+/// A metric to watch: "valid_loss", "valid_accuracy", "train_loss", ... (split_name).
+struct Monitor {
+  std::string metric = "valid_loss";
+  Mode mode = Mode::Min;
+};
+
+/// Everything the Learner needs; LearnerBuilder fills it.
+struct LearnerConfig {
+  nn::Module* model = nullptr;
+  ForwardFn forward;
+  optim::Optimizer* optimizer = nullptr;
+  optim::lr_scheduler::LRScheduler* scheduler = nullptr;
+  SchedulerStep scheduler_step = SchedulerStep::Epoch;
+  LossFn loss;  ///< default: nn::functional::cross_entropy
+  std::vector<std::shared_ptr<Metric>> metrics;
+  /// Inputs and targets are moved here when they are elsewhere. Training runs on it (give
+  /// Device::cpu().autodiff() for a CPU model); validation runs under NoGradGuard and eval().
+  std::optional<Device> device;
+  int64_t epochs = 1;
+  data::BatchSource* train = nullptr;
+  data::BatchSource* valid = nullptr;
+  /// The run's name and the folder runs go in: files land in <runs_dir>/<name>/.
+  std::string name = "run";
+  std::string runs_dir = "runs";
+  /// Checkpoints: <dir>/checkpoints/epoch-<N>.ckpt (the last keep_last kept), last.ckpt and
+  /// best.ckpt (by `best`). keep_last = 0 disables checkpoints.
+  int64_t keep_last = 2;
+  Monitor best;
+  /// Early stopping: stop after `patience` epochs without an improvement of `min_delta` in
+  /// `early_stop.metric` (patience 0: off).
+  Monitor early_stop;
+  int64_t patience = 0;
+  double min_delta = 0;
+  /// Resume from this checkpoint ("" : start fresh; "last": <dir>/checkpoints/last.ckpt when it
+  /// exists).
+  std::string resume;
+  /// Renderer (default: default_renderer()). A CSV file and a PNG chart are always written.
+  std::shared_ptr<Renderer> renderer;
+  /// Install a SIGINT handler during fit(): the first ^C stops after the current step with a
+  /// checkpoint, the second exits at once (status 130).
+  bool handle_sigint = true;
+  /// Stop after this many training steps in total (tests; 0: no limit), like a stop request.
+  int64_t max_steps = 0;
+  /// Rows of running training values written to metrics.csv per epoch (besides epoch rows).
+  int64_t csv_rows_per_epoch = 20;
+};
+
+/// One epoch's final values.
+struct EpochRecord {
+  int64_t epoch = 0;
+  std::map<std::string, double> train, valid;
+  double lr = 0;
+  double seconds = 0;
+};
+
+/// What fit() returns.
+struct Summary {
+  std::vector<EpochRecord> epochs;  ///< every completed epoch, including those before a resume
+  int64_t best_epoch = -1;          ///< by config.best (-1: none)
+  double best_value = 0;
+  bool stopped = false;  ///< stopped by SIGINT, `q` or max_steps
+  bool early_stopped = false;
+  int64_t steps = 0;                             ///< training steps done in total
+  std::string message;                           ///< why the run ended
+  std::string dir;                               ///< the run's folder
+  std::string last_checkpoint, best_checkpoint;  ///< paths ("" when none)
+  std::vector<double> step_losses;               ///< loss of every training step of this fit() call
+};
+
+/// Runs training. The model is trained in place: after fit() it holds the final weights
+/// (load best_checkpoint with store::load_checkpoint for the best ones).
+class Learner {
+ public:
+  explicit Learner(LearnerConfig config);
+  Summary fit();
+  const LearnerConfig& config() const { return config_; }
+  /// Asks a running fit() to stop after the current step (thread- and signal-safe).
+  static void request_stop();
+  /// True once a stop was requested (cleared when fit() starts).
+  static bool stop_pending();
+
+ private:
+  LearnerConfig config_;
+};
+
+/// Fluent construction of a Learner.
+class LearnerBuilder {
+ public:
+  /// A module with `Tensor forward(const Tensor&)` (const or not); the module must outlive
+  /// the Learner.
+  template <class M>
+  requires requires(M& m, const Tensor& x) {
+    { m.forward(x) } -> std::convertible_to<Tensor>;
+  }
+  LearnerBuilder& model(M& m) {
+    c_.model = &m;
+    c_.forward = [&m](const Tensor& x) -> Tensor { return m.forward(x); };
+    return *this;
+  }
+  /// A module and a separate forward function.
+  LearnerBuilder& model(nn::Module& m, ForwardFn forward) {
+    c_.model = &m;
+    c_.forward = std::move(forward);
+    return *this;
+  }
+  LearnerBuilder& optimizer(optim::Optimizer& o) {
+    c_.optimizer = &o;
+    return *this;
+  }
+  LearnerBuilder& scheduler(optim::lr_scheduler::LRScheduler& s, SchedulerStep when = SchedulerStep::Epoch) {
+    c_.scheduler = &s;
+    c_.scheduler_step = when;
+    return *this;
+  }
+  LearnerBuilder& loss(LossFn f) {
+    c_.loss = std::move(f);
+    return *this;
+  }
+  LearnerBuilder& metric(std::shared_ptr<Metric> m) {
+    c_.metrics.push_back(std::move(m));
+    return *this;
+  }
+  LearnerBuilder& device(const Device& d) {
+    c_.device = d;
+    return *this;
+  }
+  LearnerBuilder& epochs(int64_t n) {
+    c_.epochs = n;
+    return *this;
+  }
+  LearnerBuilder& train_data(data::BatchSource& s) {
+    c_.train = &s;
+    return *this;
+  }
+  LearnerBuilder& valid_data(data::BatchSource& s) {
+    c_.valid = &s;
+    return *this;
+  }
+  LearnerBuilder& name(std::string n) {
+    c_.name = std::move(n);
+    return *this;
+  }
+  LearnerBuilder& runs_dir(std::string d) {
+    c_.runs_dir = std::move(d);
+    return *this;
+  }
+  LearnerBuilder& checkpoints(int64_t keep_last, Monitor best = {}) {
+    c_.keep_last = keep_last;
+    c_.best = std::move(best);
+    return *this;
+  }
+  LearnerBuilder& early_stopping(Monitor m, int64_t patience, double min_delta = 0) {
+    c_.early_stop = std::move(m);
+    c_.patience = patience;
+    c_.min_delta = min_delta;
+    return *this;
+  }
+  LearnerBuilder& resume(std::string path = "last") {
+    c_.resume = std::move(path);
+    return *this;
+  }
+  LearnerBuilder& renderer(std::shared_ptr<Renderer> r) {
+    c_.renderer = std::move(r);
+    return *this;
+  }
+  LearnerBuilder& handle_sigint(bool on) {
+    c_.handle_sigint = on;
+    return *this;
+  }
+  LearnerBuilder& max_steps(int64_t n) {
+    c_.max_steps = n;
+    return *this;
+  }
+  /// The configuration so far (to adjust fields without a builder method).
+  LearnerConfig& config() { return c_; }
+  Learner build() { return Learner(c_); }
+
+ private:
+  LearnerConfig c_;
+};
+
+}  // namespace kiln::train

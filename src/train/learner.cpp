@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The Learner: training and validation loops, checkpoints, resume, early stopping, safe stop.
+#include "kiln/train/learner.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "kiln/autodiff.h"
+#include "kiln/error.h"
+#include "kiln/nn/loss.h"
+#include "kiln/optim/lr_scheduler.h"
+#include "kiln/optim/optimizer.h"
+#include "kiln/store.h"
+
+namespace kiln::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+volatile sig_atomic_t g_sigints = 0;
+
+// First ^C: ask the loop to stop after the current step. Second: leave at once. Files are only
+// ever written atomically (store::write_atomic), so an exit at any moment leaves no torn file.
+void on_sigint(int) {
+  if (g_sigints > 0) {
+    static const char restore[] = "\x1b[?1049l\x1b[?25h";  // leave the dashboard's screen
+    if (isatty(1)) (void)!write(1, restore, sizeof restore - 1);
+    static const char msg[] = "\nkiln: interrupted again, exiting now (checkpoints on disk are complete)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(130);
+  }
+  g_sigints = 1;
+  g_stop.store(true);
+}
+
+struct SigintScope {
+  bool on;
+  struct sigaction old {};
+  explicit SigintScope(bool install) : on(install) {
+    if (!on) return;
+    g_sigints = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old);
+  }
+  ~SigintScope() {
+    if (on) sigaction(SIGINT, &old, nullptr);
+  }
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Running loss and metric values over one split of one epoch.
+struct Accumulator {
+  std::vector<std::shared_ptr<Metric>>* metrics;
+  double loss_sum = 0;
+  int64_t items = 0;
+  void reset() {
+    loss_sum = 0;
+    items = 0;
+    for (auto& m : *metrics) m->reset();
+  }
+  void add(double loss, const Tensor& out, const Tensor& target, int64_t n) {
+    loss_sum += loss * static_cast<double>(n);
+    items += n;
+    for (auto& m : *metrics) m->update(out, target);
+  }
+  MetricValues values() const {
+    MetricValues v;
+    v.emplace_back("loss", items ? loss_sum / static_cast<double>(items) : std::numeric_limits<double>::quiet_NaN());
+    for (auto& m : *metrics) v.emplace_back(m->name(), m->value());
+    return v;
+  }
+};
+
+std::map<std::string, double> to_map(const MetricValues& v) { return {v.begin(), v.end()}; }
+
+nlohmann::json history_json(const std::vector<EpochRecord>& h) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : h) {
+    nlohmann::json e;
+    e["epoch"] = r.epoch;
+    e["train"] = r.train;
+    e["valid"] = r.valid;
+    e["lr"] = r.lr;
+    e["seconds"] = r.seconds;
+    j.push_back(e);
+  }
+  return j;
+}
+
+std::vector<EpochRecord> history_from(const std::string& s) {
+  std::vector<EpochRecord> h;
+  if (s.empty()) return h;
+  nlohmann::json j = nlohmann::json::parse(s, nullptr, false);
+  if (!j.is_array()) return h;
+  for (const auto& e : j) {
+    EpochRecord r;
+    r.epoch = e.value("epoch", int64_t{0});
+    if (e.contains("train")) r.train = e["train"].get<std::map<std::string, double>>();
+    if (e.contains("valid")) r.valid = e["valid"].get<std::map<std::string, double>>();
+    r.lr = e.value("lr", 0.0);
+    r.seconds = e.value("seconds", 0.0);
+    h.push_back(std::move(r));
+  }
+  return h;
+}
+
+// The value of "valid_accuracy" / "train_loss" in a record (falls back to train_ when there is
+// no validation); NaN when absent.
+double monitored(const EpochRecord& r, const std::string& metric) {
+  auto find = [&](const std::map<std::string, double>& m, const std::string& k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+  };
+  if (metric.rfind("valid_", 0) == 0) {
+    std::string k = metric.substr(6);
+    return r.valid.empty() ? find(r.train, k) : find(r.valid, k);
+  }
+  if (metric.rfind("train_", 0) == 0) return find(r.train, metric.substr(6));
+  return find(r.valid.empty() ? r.train : r.valid, metric);
+}
+
+bool improves(double v, double best, Mode mode, double min_delta) {
+  if (std::isnan(v)) return false;
+  if (std::isnan(best)) return true;
+  return mode == Mode::Min ? v < best - min_delta : v > best + min_delta;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+void Learner::request_stop() { g_stop.store(true); }
+bool Learner::stop_pending() { return g_stop.load(); }
+
+Learner::Learner(LearnerConfig config) : config_(std::move(config)) {
+  KILN_CHECK(config_.model != nullptr && config_.forward, "Learner", "a model (and its forward) is required");
+  KILN_CHECK(config_.optimizer != nullptr, "Learner", "an optimizer is required");
+  KILN_CHECK(config_.train != nullptr, "Learner", "training data (a data::BatchSource) is required");
+  KILN_CHECK(config_.epochs >= 1, "Learner", "epochs must be >= 1, got " + std::to_string(config_.epochs));
+  KILN_CHECK(config_.keep_last >= 0 && config_.patience >= 0 && config_.max_steps >= 0, "Learner",
+             "keep_last, patience and max_steps must be >= 0");
+  KILN_CHECK(!config_.name.empty() && config_.name.find('/') == std::string::npos && config_.name != "." &&
+                 config_.name != "..",
+             "Learner", "the run name must be a plain folder name, got '" + config_.name + "'");
+  if (!config_.loss)
+    config_.loss = [](const Tensor& out, const Tensor& t) { return nn::functional::cross_entropy(out, t); };
+  if (!config_.renderer) config_.renderer = default_renderer();
+}
+
+Summary Learner::fit() {
+  LearnerConfig& c = config_;
+  Renderer& r = *c.renderer;
+  Summary s;
+  s.dir = (fs::path(c.runs_dir) / c.name).string();
+  const fs::path ckdir = fs::path(s.dir) / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(ckdir, ec);
+  KILN_CHECK(!ec, "Learner", "cannot create the run folder " + ckdir.string() + ": " + ec.message());
+  const std::string last_path = (ckdir / "last.ckpt").string(), best_path = (ckdir / "best.ckpt").string();
+
+  // ---- resume ------------------------------------------------------------------------------
+  int64_t start_epoch = 0, skip_batches = 0, total_steps = 0, bad_epochs = 0;
+  double best_value = std::numeric_limits<double>::quiet_NaN(), stop_best = best_value;
+  std::vector<EpochRecord> history;
+  std::string resume = c.resume;
+  if (resume == "last") resume = fs::exists(last_path) ? last_path : "";
+  if (!resume.empty()) {
+    store::Checkpoint ck;
+    ck.model = c.model;
+    ck.optimizer = c.optimizer;
+    ck.scheduler = c.scheduler;
+    store::load_checkpoint(resume, ck);
+    start_epoch = ck.epoch;
+    total_steps = ck.step;
+    auto get = [&](const char* k) {
+      auto it = ck.extra.find(k);
+      return it == ck.extra.end() ? std::string() : it->second;
+    };
+    if (!get("step_in_epoch").empty()) skip_batches = std::stoll(get("step_in_epoch"));
+    if (!get("best_value").empty()) best_value = std::stod(get("best_value"));
+    if (!get("best_epoch").empty()) s.best_epoch = std::stoll(get("best_epoch"));
+    if (!get("stop_best").empty()) stop_best = std::stod(get("stop_best"));
+    if (!get("bad_epochs").empty()) bad_epochs = std::stoll(get("bad_epochs"));
+    history = history_from(get("history"));
+    if (fs::exists(best_path)) s.best_checkpoint = best_path;
+  }
+  s.epochs = history;
+
+  // ---- CSV ---------------------------------------------------------------------------------
+  const std::string csv_path = (fs::path(s.dir) / "metrics.csv").string();
+  std::vector<std::string> names{"loss"};
+  for (auto& m : c.metrics) names.push_back(m->name());
+  bool append = !resume.empty() && fs::exists(csv_path);
+  std::FILE* csv = std::fopen(csv_path.c_str(), append ? "a" : "w");
+  KILN_CHECK(csv != nullptr, "Learner", "cannot write " + csv_path);
+  struct CsvCloser {
+    std::FILE* f;
+    ~CsvCloser() { std::fclose(f); }
+  } csv_closer{csv};
+  if (!append) {
+    std::fprintf(csv, "split,epoch,iteration,epoch_progress");
+    for (auto& n : names) std::fprintf(csv, ",%s", n.c_str());
+    std::fprintf(csv, ",lr,items_per_second,seconds\n");
+  }
+  auto csv_row = [&](const char* split, int64_t epoch, int64_t it, double ep, const MetricValues& v, double lr,
+                     double ips, double secs) {
+    std::fprintf(csv, "%s,%lld,%lld,%.6f", split, static_cast<long long>(epoch), static_cast<long long>(it), ep);
+    for (auto& [n, x] : v) std::fprintf(csv, ",%.9g", x);
+    std::fprintf(csv, ",%.9g,%.6g,%.3f\n", lr, ips, secs);
+    std::fflush(csv);
+  };
+
+  // ---- checkpoints -------------------------------------------------------------------------
+  auto extra_for = [&](int64_t step_in_epoch) {
+    std::map<std::string, std::string> x;
+    x["run"] = c.name;
+    x["step_in_epoch"] = std::to_string(step_in_epoch);
+    x["best_value"] = fmt("%.17g", best_value);
+    x["best_epoch"] = std::to_string(s.best_epoch);
+    x["stop_best"] = fmt("%.17g", stop_best);
+    x["bad_epochs"] = std::to_string(bad_epochs);
+    x["history"] = history_json(history).dump();
+    return x;
+  };
+  auto save = [&](const std::string& path, int64_t epoch, int64_t step_in_epoch) {
+    store::Checkpoint ck;
+    ck.model = c.model;
+    ck.optimizer = c.optimizer;
+    ck.scheduler = c.scheduler;
+    ck.epoch = epoch;
+    ck.step = total_steps;
+    ck.extra = extra_for(step_in_epoch);
+    store::save_checkpoint(path, ck);
+  };
+
+  SigintScope sigint(c.handle_sigint);
+  g_stop.store(false);
+
+  const int64_t ntrain = static_cast<int64_t>(c.train->num_batches());
+  const int64_t nvalid = c.valid ? static_cast<int64_t>(c.valid->num_batches()) : 0;
+  RunInfo info{c.name, s.dir, c.epochs, start_epoch, ntrain, nvalid, names};
+  r.on_start(info);
+
+  Accumulator acc{&c.metrics};
+  double t_train = 0, t_valid = 0;  // EMA of seconds per batch
+  auto ema = [](double& a, double x) { a = a == 0 ? x : 0.9 * a + 0.1 * x; };
+  const double total_batches = static_cast<double>((ntrain + nvalid) * c.epochs);
+  ProcessStats prev_ps = process_stats();
+  auto prev_ps_time = Clock::now();
+  double last_ips = 0;
+  auto lr_now = [&] { return c.optimizer->param_groups().empty() ? 0.0 : c.optimizer->lr(0); };
+  auto make_event = [&](Split sp, int64_t epoch, int64_t it, int64_t its, double batch_items, double dt) {
+    MetricEvent e;
+    e.split = sp;
+    e.epoch = epoch;
+    e.epochs = c.epochs;
+    e.iteration = it;
+    e.iterations = its;
+    double done = static_cast<double>(epoch * (ntrain + nvalid) + (sp == Split::Train ? it : ntrain + it));
+    e.progress = total_batches > 0 ? std::min(1.0, done / total_batches) : 1.0;
+    e.values = acc.values();
+    e.lr = lr_now();
+    e.items_per_second = dt > 0 ? batch_items / dt : 0;
+    if (sp == Split::Train) last_ips = e.items_per_second;
+    int64_t train_left = (c.epochs - epoch - 1) * ntrain + (sp == Split::Train ? ntrain - it : 0);
+    int64_t valid_left = (c.epochs - epoch - 1) * nvalid + (sp == Split::Train ? nvalid : nvalid - it);
+    e.eta_seconds = static_cast<double>(train_left) * t_train +
+                    static_cast<double>(valid_left) * (t_valid > 0 ? t_valid : t_train * 0.4);
+    ProcessStats ps = process_stats();
+    double wall = seconds_since(prev_ps_time);
+    e.cpu_percent = wall > 0 ? 100.0 * (ps.cpu_seconds - prev_ps.cpu_seconds) / wall : 0;
+    prev_ps = ps;
+    prev_ps_time = Clock::now();
+    e.rss_bytes = ps.rss_bytes;
+    e.kiln_bytes = ps.kiln_in_use;
+    return e;
+  };
+  auto to_device = [&](const Tensor& t) { return c.device && t.device() != *c.device ? t.to(*c.device) : t; };
+  const int64_t csv_every = c.csv_rows_per_epoch > 0 ? std::max<int64_t>(1, ntrain / c.csv_rows_per_epoch) : 0;
+
+  std::string end_message;
+  try {
+    for (int64_t epoch = start_epoch; epoch < c.epochs; ++epoch) {
+      auto epoch_start = Clock::now();
+      // ---- training ----
+      c.model->train();
+      acc.reset();
+      c.train->start_epoch(static_cast<uint64_t>(epoch));
+      int64_t it = 0;
+      for (; it < skip_batches; ++it)
+        if (!c.train->next()) break;
+      skip_batches = 0;
+      bool stop = false;
+      while (auto batch = c.train->next()) {
+        auto t0 = Clock::now();
+        Tensor x = to_device(batch->input), y = to_device(batch->target);
+        Tensor out = c.forward(x);
+        Tensor loss = c.loss(out, y);
+        Gradients grads = loss.backward();
+        c.optimizer->step(grads);
+        if (c.scheduler && c.scheduler_step == SchedulerStep::Step) c.scheduler->step();
+        double lv = loss.item<double>();
+        int64_t n = x.dim() > 0 ? x.size(0) : 1;
+        acc.add(lv, out.detach(), y, n);
+        s.step_losses.push_back(lv);
+        ++it;
+        ++total_steps;
+        ++s.steps;
+        double dt = seconds_since(t0);
+        ema(t_train, dt);
+        MetricEvent e = make_event(Split::Train, epoch, it, ntrain, static_cast<double>(n), dt);
+        r.on_event(e);
+        if (csv_every > 0 && it % csv_every == 0 && it < ntrain)
+          csv_row("train_step", epoch, it,
+                  static_cast<double>(epoch) + static_cast<double>(it) / std::max<int64_t>(1, ntrain), e.values, e.lr,
+                  e.items_per_second, seconds_since(epoch_start));
+        if (g_stop.load() || r.stop_requested() || (c.max_steps > 0 && s.steps >= c.max_steps)) {
+          stop = true;
+          break;
+        }
+      }
+      if (stop) {
+        s.stopped = true;
+        bool at_end = it >= ntrain;
+        // A stop on the epoch's last step still runs validation below; otherwise save mid-epoch.
+        if (!at_end) {
+          save(last_path, epoch, it);
+          s.last_checkpoint = last_path;
+          end_message = "Stopped at epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) + ", step " +
+                        std::to_string(it) + "/" + std::to_string(ntrain) + ": checkpoint written to " + last_path +
+                        " (resume to continue)";
+          break;
+        }
+      }
+      MetricValues train_vals = acc.values();
+      double epoch_lr = lr_now();
+      double train_ips = last_ips;
+
+      // ---- validation ----
+      MetricValues valid_vals;
+      if (c.valid) {
+        c.model->eval();
+        NoGradGuard ng;
+        acc.reset();
+        c.valid->start_epoch(static_cast<uint64_t>(epoch));
+        int64_t vit = 0;
+        while (auto batch = c.valid->next()) {
+          auto t0 = Clock::now();
+          Tensor x = to_device(batch->input), y = to_device(batch->target);
+          Tensor out = c.forward(x);
+          double lv = c.loss(out, y).item<double>();
+          int64_t n = x.dim() > 0 ? x.size(0) : 1;
+          acc.add(lv, out, y, n);
+          ++vit;
+          double dt = seconds_since(t0);
+          ema(t_valid, dt);
+          r.on_event(make_event(Split::Valid, epoch, vit, nvalid, static_cast<double>(n), dt));
+        }
+        valid_vals = acc.values();
+        c.model->train();
+      }
+      if (c.scheduler && c.scheduler_step == SchedulerStep::Epoch) c.scheduler->step();
+
+      // ---- end of epoch: records, best, early stopping, checkpoints ----
+      EpochRecord rec{epoch, to_map(train_vals), to_map(valid_vals), epoch_lr, seconds_since(epoch_start)};
+      history.push_back(rec);
+      s.epochs.push_back(rec);
+      csv_row("train", epoch, ntrain, static_cast<double>(epoch + 1), train_vals, epoch_lr, train_ips, rec.seconds);
+      if (c.valid)
+        csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), valid_vals, epoch_lr, 0, rec.seconds);
+      double bv = monitored(rec, c.best.metric);
+      bool is_best = improves(bv, best_value, c.best.mode, 0);
+      if (is_best) {
+        best_value = bv;
+        s.best_epoch = epoch;
+      }
+      bool early = false;
+      if (c.patience > 0) {
+        double sv = monitored(rec, c.early_stop.metric);
+        if (improves(sv, stop_best, c.early_stop.mode, c.min_delta)) {
+          stop_best = sv;
+          bad_epochs = 0;
+        } else if (++bad_epochs >= c.patience) {
+          early = true;
+        }
+      }
+      r.on_epoch_end(EpochEnd{epoch, train_vals, valid_vals, epoch_lr, rec.seconds, is_best});
+      if (c.keep_last > 0 || s.stopped) {
+        save(last_path, epoch + 1, 0);
+        s.last_checkpoint = last_path;
+      }
+      if (c.keep_last > 0) {
+        std::string ep_path = (ckdir / ("epoch-" + std::to_string(epoch + 1) + ".ckpt")).string();
+        save(ep_path, epoch + 1, 0);
+        fs::remove(ckdir / ("epoch-" + std::to_string(epoch + 1 - c.keep_last) + ".ckpt"), ec);
+        if (is_best) {
+          save(best_path, epoch + 1, 0);
+          s.best_checkpoint = best_path;
+        }
+        r.on_message("epoch " + std::to_string(epoch + 1) + ": checkpoint " + ep_path + (is_best ? " (best)" : ""));
+      }
+      if (s.stopped) {
+        end_message = "Stopped after epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) +
+                      ": checkpoint written to " + last_path + " (resume to continue)";
+        break;
+      }
+      if (early) {
+        s.early_stopped = true;
+        end_message = "Early stopping after epoch " + std::to_string(epoch + 1) + ": " + c.early_stop.metric +
+                      " did not improve for " + std::to_string(c.patience) + " epochs";
+        break;
+      }
+    }
+  } catch (const std::exception& ex) {
+    r.on_end(std::string("Training failed: ") + ex.what());
+    throw;
+  }
+  if (end_message.empty())
+    end_message = "Finished " + std::to_string(c.epochs) + " epochs" +
+                  (s.best_epoch >= 0 ? "; best " + c.best.metric + " " + fmt("%.4f", best_value) + " at epoch " +
+                                           std::to_string(s.best_epoch + 1)
+                                     : std::string());
+  s.best_value = best_value;
+  s.message = end_message;
+  std::fflush(csv);
+  try {
+    chart_from_csv(csv_path, (fs::path(s.dir) / "metrics.png").string());
+  } catch (const std::exception& ex) {
+    r.on_message(std::string("could not write the chart: ") + ex.what());
+  }
+  r.on_end(end_message);
+  return s;
+}
+
+}  // namespace kiln::train
