@@ -3,7 +3,7 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run test test-asan deps configure build bench fuzz format install-test clean
+.PHONY: run test test-asan deps configure build bench fuzz format install-test clean onnx-conformance
 
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
@@ -25,6 +25,11 @@ build: configure
 
 bench: build
 	bash bench/run.sh
+
+# The ONNX backend test cases through code generation (kiln-onnx + compile + run; slow, not part
+# of `make test`); also the `onnx` wheel's newer set where it is installed.
+onnx-conformance: build
+	python3 scripts/onnx_codegen_conformance.py $(BUILD_DIR)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.cpp), each run for FUZZ_SECONDS on its seed corpus
 # tests/fuzz/corpus/<target>/; new inputs go to build/fuzz/corpus/<target>/ and crashing inputs

@@ -45,6 +45,10 @@ struct LoadOptions {
   /// Load even when some ops are unsupported (see Model::unsupported); running such a node
   /// throws. By default loading throws one kiln::Error listing every unsupported op.
   bool allow_unsupported = false;
+  /// Load-time optimisations: constant folding (nodes whose inputs are all constants run once at
+  /// load) and folding inference BatchNormalization into a preceding Conv's constant weights.
+  /// Results may differ from the unoptimised graph by float rounding.
+  bool optimize = true;
 };
 
 /// A loaded ONNX model. Cheap to copy (shares the loaded graph and weights); `run` is const and
@@ -91,5 +95,68 @@ Tensor tensor_from_proto(std::string_view bytes, const Device& device = Device::
 Tensor load_tensor_proto(const std::string& path, const Device& device = Device::default_device());
 /// The op types (default domain) the run-time path implements, sorted.
 std::vector<std::string> supported_ops();
+
+// ---- the op mapping as functions (used by generated code) ------------------------------------
+
+namespace ops {
+
+/// An ONNX attribute value: `{"axis", 1}`, `{"perm", std::vector<int64_t>{0, 2, 1}}`,
+/// `{"mode", "linear"}`, `{"value", tensor}`.
+struct Attr {
+  enum class Kind { Int, Float, String, Ints, Floats, Tensor };
+  Kind kind = Kind::Int;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  kiln::Tensor t;
+  Attr(int v) : kind(Kind::Int), i(v) {}                                    // NOLINT
+  Attr(int64_t v) : kind(Kind::Int), i(v) {}                                // NOLINT
+  Attr(float v) : kind(Kind::Float), f(v) {}                                // NOLINT
+  Attr(double v) : kind(Kind::Float), f(static_cast<float>(v)) {}           // NOLINT
+  Attr(const char* v) : kind(Kind::String), s(v) {}                         // NOLINT
+  Attr(std::string v) : kind(Kind::String), s(std::move(v)) {}              // NOLINT
+  Attr(std::vector<int64_t> v) : kind(Kind::Ints), ints(std::move(v)) {}    // NOLINT
+  Attr(std::vector<float> v) : kind(Kind::Floats), floats(std::move(v)) {}  // NOLINT
+  Attr(kiln::Tensor v) : kind(Kind::Tensor), t(std::move(v)) {}             // NOLINT
+};
+/// Named attributes of one op call.
+using Attrs = std::vector<std::pair<std::string, Attr>>;
+
+/// Runs the ONNX op `op_type` (default domain) with the semantics of `opset`: the same function
+/// the run-time path runs for such a node. Absent optional inputs are undefined tensors.
+/// Returns `n_outputs` outputs (an optional output the op does not produce is undefined).
+/// Throws kiln::Error for an unknown op or bad inputs.
+std::vector<Tensor> call(const std::string& op_type, int64_t opset, const std::vector<Tensor>& inputs,
+                         const Attrs& attrs = {}, size_t n_outputs = 1);
+
+}  // namespace ops
+
+// ---- code generation -----------------------------------------------------------------------
+
+/// Options of generate().
+struct GenerateOptions {
+  std::string out_dir = ".";  ///< where <file>.h, <file>.cpp and <file>.safetensors go
+  std::string name;           ///< the C++ struct name ("MyModel"); default from the file name
+  std::string file_stem;      ///< file names; default snake_case of name ("my_model")
+};
+
+/// What generate() wrote.
+struct GenerateResult {
+  std::string header, source, weights;  ///< paths written
+  int64_t modules = 0;                  ///< nn sub-modules (Conv2d, Linear, BatchNorm2d, ...)
+  int64_t generic_calls = 0;            ///< nodes emitted as kiln::onnx::ops::call
+};
+
+/// Writes readable C++ for the model at `model_path`: a kiln::nn::Module struct with named
+/// sub-modules (Conv -> nn::Conv2d, Gemm/MatMul with a constant weight -> nn::Linear,
+/// BatchNormalization -> nn::BatchNorm2d, LayerNormalization -> nn::LayerNorm, ...),
+/// parameters for the other float initializers, a visit() listing them, a constructor (the model
+/// starts in eval mode, as ONNX inference) and a straight-line forward(); and a safetensors
+/// file of the weights whose names equal the module's state() names, so
+/// `kiln::store::load(model, weights)` loads it strictly. Shapes stay dynamic: Shape/Reshape
+/// chains become run-time code. Throws one kiln::Error listing every unsupported op, like Model.
+GenerateResult generate(const std::string& model_path, const GenerateOptions& options = {});
 
 }  // namespace kiln::onnx

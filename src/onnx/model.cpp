@@ -2,9 +2,13 @@
 // ONNX run-time path: loading, validation (dangling inputs, cycles, domains, unsupported ops),
 // topological order and execution of graphs and subgraphs.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -213,7 +217,7 @@ const Registry& registry() {
 
 std::vector<std::string> supported_ops() {
   std::vector<std::string> v;
-  for (const auto& [k, _] : registry()) v.push_back(k);
+  for (const auto& [k, _] : registry().ops) v.push_back(k);
   std::sort(v.begin(), v.end());
   return v;
 }
@@ -222,10 +226,43 @@ std::vector<std::string> supported_ops() {
 
 namespace {
 
+// KILN_ONNX_PROFILE=1: time per op type, printed to stderr at exit (for finding slow ops).
+struct OpProfile {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, int64_t>> t;
+  void add(const std::string& op, double ms) {
+    std::lock_guard<std::mutex> l(mu);
+    auto& e = t[op];
+    e.first += ms;
+    ++e.second;
+  }
+  ~OpProfile() {
+    std::vector<std::pair<double, std::string>> v;
+    double total = 0;
+    for (const auto& [k, e] : t) {
+      v.emplace_back(e.first, k);
+      total += e.first;
+    }
+    std::sort(v.rbegin(), v.rend());
+    std::fprintf(stderr, "kiln onnx op profile (ms, share, calls):\n");
+    for (const auto& [ms, k] : v)
+      std::fprintf(stderr, "  %-24s %10.3f %5.1f%% %8lld\n", k.c_str(), ms, 100 * ms / std::max(total, 1e-9),
+                   static_cast<long long>(t[k].second));
+  }
+};
+OpProfile* op_profile() {
+  static OpProfile* p = std::getenv("KILN_ONNX_PROFILE") ? new OpProfile : nullptr;
+  static struct Printer {
+    ~Printer() { delete p; }
+  } printer;
+  return p;
+}
+
 struct Compiled {
   const GraphP* g = nullptr;
   std::vector<size_t> order;     // node indices in execution order
   std::vector<const OpFn*> fns;  // per node (by index); null when unsupported
+  std::vector<char> folded;      // per node: computed at load time (constant folding)
   std::vector<std::pair<std::string, Tensor>> inits;
   std::map<const GraphP*, std::shared_ptr<Compiled>> subs;
 };
@@ -242,6 +279,7 @@ struct Model::Impl {
   std::shared_ptr<Compiled> main;
   std::vector<ValueInfo> inputs, outputs;
   std::vector<UnsupportedOp> unsupported;
+  bool optimize = true;
 
   std::shared_ptr<Compiled> compile(const GraphP& g, const std::set<std::string>& outer, const std::string& path);
   std::vector<Tensor> run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
@@ -351,6 +389,7 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
   // Kernels, domains and subgraphs.
   const Registry& reg = registry();
   c->fns.assign(g.nodes.size(), nullptr);
+  c->folded.assign(g.nodes.size(), 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const NodeP& n = g.nodes[i];
     if (!is_default_domain(n.domain)) {
@@ -358,16 +397,45 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
                  node_label(n) << ": unknown domain '" << n.domain << "' (not in the model's opset_import)");
       unsupported.push_back({n.op_type, n.domain, n.name, opsets[n.domain], "unsupported domain"});
     } else {
-      auto it = reg.find(n.op_type);
-      if (it == reg.end())
+      const OpEntry* e = reg.find(n.op_type);
+      if (!e || !e->run)
         unsupported.push_back({n.op_type, "", n.name, opset, "no kernel"});
       else
-        c->fns[i] = &it->second;
+        c->fns[i] = &e->run;
     }
     for (const auto& a : n.attrs) {
       if (a.g) c->subs[a.g.get()] = compile(*a.g, sub_outer, node_label(n) + " attribute '" + a.name + "'");
       for (const auto& gg : a.graphs)
         c->subs[gg.get()] = compile(*gg, sub_outer, node_label(n) + " attribute '" + a.name + "'");
+    }
+  }
+  // Constant folding: nodes whose inputs are all constants of this graph run once, here.
+  if (optimize && unsupported.empty()) {
+    std::unordered_map<std::string, Tensor> cv(c->inits.begin(), c->inits.end());
+    for (size_t idx : c->order) {
+      const NodeP& n = g.nodes[idx];
+      if (!c->fns[idx] || n.output.empty()) continue;
+      bool all_const = true, has_sub = false;
+      for (const auto& in : n.input) all_const = all_const && (in.empty() || cv.count(in));
+      for (const auto& a : n.attrs) has_sub = has_sub || a.g || !a.graphs.empty() || !a.ref_attr_name.empty();
+      if (!all_const || has_sub) continue;
+      std::vector<Tensor> ins;
+      for (const auto& in : n.input) ins.push_back(in.empty() ? Tensor{} : cv.at(in));
+      std::vector<Tensor> outs;
+      try {
+        outs = run_node(n, opset, ins, device);
+      } catch (const Error&) {
+        continue;  // left to run time, which reports it with the node's context
+      }
+      bool complete = true;
+      for (size_t k = 0; k < n.output.size(); ++k) complete = complete && (n.output[k].empty() || outs[k].defined());
+      if (!complete) continue;
+      for (size_t k = 0; k < n.output.size(); ++k)
+        if (!n.output[k].empty()) {
+          cv[n.output[k]] = outs[k];
+          c->inits.emplace_back(n.output[k], outs[k]);
+        }
+      c->folded[idx] = 1;
     }
   }
   return c;
@@ -381,6 +449,7 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
   for (const auto& [k, v] : feeds) env[k] = v;
   const GraphP& g = *c.g;
   for (size_t idx : c.order) {
+    if (c.folded[idx]) continue;
     const NodeP& n = g.nodes[idx];
     OpContext ctx{n, opset, device, {}, {}, {}};
     ctx.in.reserve(n.input.size());
@@ -405,7 +474,14 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
       for (size_t i = 0; i < ins.size(); ++i) f.emplace_back(sg.inputs[i].name, ins[i]);
       return run_graph(*it->second, f, &env);
     };
-    (*c.fns[idx])(ctx);
+    if (op_profile()) {
+      auto t0 = std::chrono::steady_clock::now();
+      (*c.fns[idx])(ctx);
+      op_profile()->add(n.op_type,
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      (*c.fns[idx])(ctx);
+    }
     for (size_t i = 0; i < n.output.size(); ++i) {
       if (n.output[i].empty()) continue;
       if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
@@ -437,6 +513,96 @@ ValueInfo to_value_info(const proto::ValueInfoP& v) {
 }
 }  // namespace
 
+namespace {
+
+// Load-time rewrite: Conv (constant weight/bias) followed by inference BatchNormalization
+// (constant parameters) that alone uses the Conv's output becomes one Conv with folded weights,
+// w' = w * s, b' = (b - mean) * s + beta with s = scale / sqrt(var + eps).
+void fold_conv_bn(GraphP& g, int64_t opset) {
+  std::unordered_map<std::string, size_t> init_of;
+  for (size_t i = 0; i < g.initializers.size(); ++i) init_of[g.initializers[i].name] = i;
+  std::unordered_map<std::string, int> uses;
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& in : g.nodes[i].input) ++uses[in];
+    for (const auto& a : g.nodes[i].attrs)
+      if (a.g || !a.graphs.empty()) return;  // subgraphs may use any name: leave such graphs alone
+    for (const auto& o : g.nodes[i].output) producer[o] = i;
+  }
+  for (const auto& o : g.outputs) ++uses[o.name];
+  auto f32_init = [&](const std::string& name) -> const TensorP* {
+    auto it = init_of.find(name);
+    if (name.empty() || it == init_of.end()) return nullptr;
+    const TensorP& t = g.initializers[it->second];
+    return t.data_type == proto::kFloat && !t.external ? &t : nullptr;
+  };
+  std::vector<char> drop(g.nodes.size(), 0);
+  int counter = 0;
+  for (size_t bi = 0; bi < g.nodes.size(); ++bi) {
+    NodeP& bn = g.nodes[bi];
+    if (bn.op_type != "BatchNormalization" || !is_default_domain(bn.domain) || bn.input.size() != 5 ||
+        bn.output.size() != 1 || (opset >= 14 && bn.attr("training_mode") && bn.attr("training_mode")->i != 0) ||
+        (opset < 7) || bn.attr("spatial"))
+      continue;
+    auto pit = producer.find(bn.input[0]);
+    if (pit == producer.end() || uses[bn.input[0]] != 1) continue;
+    NodeP& conv = g.nodes[pit->second];
+    if (conv.op_type != "Conv" || !is_default_domain(conv.domain) || conv.input.size() < 2 || conv.output.size() != 1 ||
+        drop[pit->second])
+      continue;
+    const TensorP* w = f32_init(conv.input[1]);
+    const TensorP* b = conv.input.size() > 2 && !conv.input[2].empty() ? f32_init(conv.input[2]) : nullptr;
+    if (!w || (conv.input.size() > 2 && !conv.input[2].empty() && !b) || w->dims.size() < 3) continue;
+    const TensorP* p[4];
+    bool ok = true;
+    for (int k = 0; k < 4; ++k) {
+      p[k] = f32_init(bn.input[1 + k]);
+      ok = ok && p[k] && p[k]->dims.size() == 1 && p[k]->dims[0] == w->dims[0];
+    }
+    if (!ok) continue;
+    try {
+      Device cpu = Device::cpu();
+      Tensor wt = tensor_from(*w, cpu, "fold"), sc = tensor_from(*p[0], cpu, "fold"),
+             be = tensor_from(*p[1], cpu, "fold"), mu = tensor_from(*p[2], cpu, "fold"),
+             va = tensor_from(*p[3], cpu, "fold");
+      const proto::AttrP* ea = bn.attr("epsilon");
+      double eps = ea ? ea->f : 1e-5;
+      Tensor s = sc / sqrt(va + eps);
+      Shape ws(wt.dim(), 1);
+      ws[0] = wt.size(0);
+      Tensor nw = (wt * s.reshape(ws)).contiguous();
+      Tensor nb = ((b ? tensor_from(*b, cpu, "fold") : zeros_like(mu)) - mu) * s + be;
+      auto add_init = [&](const std::string& name, const Tensor& t) {
+        TensorP tp;
+        tp.name = name;
+        tp.data_type = proto::kFloat;
+        for (int64_t d : t.shape()) tp.dims.push_back(d);
+        tp.floats = t.contiguous().to_vector<float>();
+        g.initializers.push_back(std::move(tp));
+      };
+      std::string base = "__kiln_fold" + std::to_string(counter++) + "_";
+      add_init(base + "w", nw);
+      add_init(base + "b", nb);
+      conv.input.resize(3);
+      conv.input[1] = base + "w";
+      conv.input[2] = base + "b";
+      conv.output[0] = bn.output[0];
+      drop[bi] = 1;
+      // Pointers into initializers are invalid after push_back: rebuild the index.
+      init_of.clear();
+      for (size_t i = 0; i < g.initializers.size(); ++i) init_of[g.initializers[i].name] = i;
+    } catch (const Error&) {
+      continue;
+    }
+  }
+  std::vector<NodeP> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!drop[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
+}  // namespace
+
 Model Model::from_bytes(std::string_view bytes, const Device& device, const LoadOptions& options) {
   auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}});
   impl->model = proto::parse_model(bytes);
@@ -445,6 +611,8 @@ Model Model::from_bytes(std::string_view bytes, const Device& device, const Load
   for (const auto& o : m.opsets) impl->opsets[is_default_domain(o.domain) ? "" : o.domain] = o.version;
   if (!impl->opsets.count("")) impl->opsets[""] = m.opsets.empty() ? 1 : 0;
   impl->opset = impl->opsets[""];
+  impl->optimize = options.optimize;
+  if (options.optimize) fold_conv_bn(impl->model.graph, impl->opset);
   impl->main = impl->compile(m.graph, {}, "graph '" + m.graph.name + "'");
   std::set<std::string> init_names;
   for (const auto& t : m.graph.initializers) init_names.insert(t.name);

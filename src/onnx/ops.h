@@ -15,8 +15,32 @@
 namespace kiln::onnx {
 
 struct OpContext;
+struct EmitContext;
 using OpFn = std::function<void(OpContext&)>;
-using Registry = std::unordered_map<std::string, OpFn>;
+/// Code generation of one node: appends C++ statements to `EmitContext::code` that compute
+/// the node's outputs, and returns true; false leaves the node to the generic emitter (a call
+/// into kiln::onnx::ops::call, which runs the op's OpFn).
+using EmitFn = std::function<bool(EmitContext&)>;
+
+/// One op of the mapping: how it runs (run time and generic generated code) and, optionally,
+/// a specialised emitter for generated code (nn modules, plain Kiln calls).
+struct OpEntry {
+  OpFn run;
+  EmitFn emit;
+};
+
+/// The op mapping shared by the run-time path and code generation.
+struct Registry {
+  std::unordered_map<std::string, OpEntry> ops;
+  /// `r["Relu"] = [](OpContext& c) {...};` sets the run function.
+  OpFn& operator[](const std::string& op) { return ops[op].run; }
+  /// Sets the specialised emitter of `op` (beside its run function).
+  void emit(const std::string& op, EmitFn f) { ops[op].emit = std::move(f); }
+  const OpEntry* find(const std::string& op) const {
+    auto it = ops.find(op);
+    return it == ops.end() ? nullptr : &it->second;
+  }
+};
 
 /// What an op sees when it runs: its node, the model's opset, inputs (undefined Tensor for an
 /// absent optional input) and outputs to fill.
@@ -53,6 +77,41 @@ struct OpContext {
   }
 };
 
+/// What an emitter sees: the node, the C++ expressions of its inputs, the constant values of
+/// inputs that are initializers or Constant outputs, known ranks, and the variable names of its
+/// outputs. Emitters add sub-modules with add_module (their state is written to the weights
+/// file under "<member>.<suffix>") and append statements to `code`.
+struct EmitContext {
+  const proto::NodeP& node;
+  int64_t opset;
+  std::vector<std::string> out;           ///< output variable names ("" = output unused)
+  std::vector<const Tensor*> consts;      ///< constant value of input i, or null
+  std::vector<int> rank;                  ///< rank of input i, -1 when unknown
+  std::vector<int> out_rank;              ///< ranks of the outputs, when the emitter knows them
+  std::function<std::string(size_t)> in;  ///< C++ expression of input i ("" when absent)
+  /// Adds a member `type name;` built in the constructor as `name = type(ctor_args, device);`
+  /// holding `state` (suffix -> tensor); returns the member's name.
+  std::function<std::string(const std::string& type, const std::string& ctor_args,
+                            const std::vector<std::pair<std::string, Tensor>>& state)>
+      add_module;
+  std::string code;  ///< statements appended by the emitter
+
+  size_t n_in() const { return node.input.size(); }
+  bool has(size_t i) const { return i < node.input.size() && !node.input[i].empty(); }
+  const Tensor* constant(size_t i) const { return i < consts.size() ? consts[i] : nullptr; }
+  int64_t attr_i(std::string_view n, int64_t def) const;
+  float attr_f(std::string_view n, float def) const;
+  std::string attr_s(std::string_view n, const std::string& def) const;
+  std::vector<int64_t> attr_ints(std::string_view n) const;
+  /// `Tensor <out0> = <expr>;`
+  void assign(const std::string& expr);
+};
+
+/// C++ list literal of integers: "{1, 2, 3}".
+std::string int_list(const std::vector<int64_t>& v);
+/// A float as a C++ literal that reads back exactly.
+std::string float_lit(double v);
+
 /// Tensor from a TensorProto (throws naming `what` for bad or unsupported data).
 Tensor tensor_from(const proto::TensorP& t, const Device& device, const std::string& what);
 /// ONNX data type -> Kiln dtype; throws for types Kiln lacks.
@@ -70,6 +129,10 @@ void register_nn(Registry& r);
 void register_control(Registry& r);
 void register_resize(Registry& r);
 void register_recurrent(Registry& r);
+
+/// Runs one op with the given node description (the generic path of generated code).
+std::vector<Tensor> run_node(const proto::NodeP& node, int64_t opset, const std::vector<Tensor>& inputs,
+                             const Device& device);
 
 /// All ops (built once).
 const Registry& registry();

@@ -2,6 +2,8 @@
 // ONNX elementwise ops: unary math, activations, binary arithmetic and comparisons, logic,
 // variadic Max/Min/Sum/Mean, Clip, Cast/CastLike, Identity, Dropout (inference).
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "onnx/ops.h"
 
@@ -11,8 +13,33 @@ namespace {
 
 using UnaryFn = Tensor (*)(const Tensor&);
 
-void unary(Registry& r, const char* name, UnaryFn f) {
+// A unary op: runs `f`, emits `kiln::<fn>(x)`.
+void unary(Registry& r, const char* name, UnaryFn f, const char* fn) {
   r[name] = [f](OpContext& c) { c.set(0, f(c.x(0))); };
+  std::string call = std::string("kiln::") + fn;
+  r.emit(name, [call](EmitContext& e) {
+    e.assign(call + "(" + e.in(0) + ")");
+    return true;
+  });
+}
+
+// A binary arithmetic op on floats: emits `a <op> b` (a rank-0 constant becomes a scalar).
+EmitFn binary_emit(const char* op) {
+  std::string o = op;
+  return [o](EmitContext& e) {
+    auto operand = [&](size_t i) {
+      const Tensor* t = e.constant(i);
+      if (t && t->dim() == 0 && is_floating(t->dtype())) return float_lit(t->to(f64).item<double>());
+      return e.in(i);
+    };
+    // Integer math (shape arithmetic) keeps ONNX's dtype rules: leave it to the generic call.
+    for (size_t i = 0; i < 2; ++i)
+      if (e.constant(i) && !is_floating(e.constant(i)->dtype())) return false;
+    const Tensor *a = e.constant(0), *b = e.constant(1);
+    if (a && a->dim() == 0 && b && b->dim() == 0) return false;
+    e.assign(operand(0) + " " + o + " " + operand(1));
+    return true;
+  };
 }
 
 // Float ops on integer inputs compute in float and come back to the input's dtype (ONNX types
@@ -34,36 +61,36 @@ Tensor onnx_div(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void register_elementwise(Registry& r) {
-  unary(r, "Abs", abs);
-  unary(r, "Neg", neg);
-  unary(r, "Exp", exp);
-  unary(r, "Log", log);
-  unary(r, "Sqrt", sqrt);
-  unary(r, "Reciprocal", reciprocal);
-  unary(r, "Sin", sin);
-  unary(r, "Cos", cos);
-  unary(r, "Tan", tan);
-  unary(r, "Asin", asin);
-  unary(r, "Acos", acos);
-  unary(r, "Atan", atan);
-  unary(r, "Sinh", sinh);
-  unary(r, "Cosh", cosh);
-  unary(r, "Asinh", asinh);
-  unary(r, "Acosh", acosh);
-  unary(r, "Atanh", atanh);
-  unary(r, "Tanh", tanh);
-  unary(r, "Sigmoid", sigmoid);
-  unary(r, "Relu", relu);
-  unary(r, "Erf", erf);
-  unary(r, "Floor", floor);
-  unary(r, "Ceil", ceil);
-  unary(r, "Sign", sign);
-  unary(r, "Not", logical_not);
-  unary(r, "BitwiseNot", bitwise_not);
-  unary(r, "IsNaN", isnan);
-  unary(r, "Softsign", softsign);
-  unary(r, "HardSwish", hardswish);
-  unary(r, "Mish", mish);
+  unary(r, "Abs", abs, "abs");
+  unary(r, "Neg", neg, "neg");
+  unary(r, "Exp", exp, "exp");
+  unary(r, "Log", log, "log");
+  unary(r, "Sqrt", sqrt, "sqrt");
+  unary(r, "Reciprocal", reciprocal, "reciprocal");
+  unary(r, "Sin", sin, "sin");
+  unary(r, "Cos", cos, "cos");
+  unary(r, "Tan", tan, "tan");
+  unary(r, "Asin", asin, "asin");
+  unary(r, "Acos", acos, "acos");
+  unary(r, "Atan", atan, "atan");
+  unary(r, "Sinh", sinh, "sinh");
+  unary(r, "Cosh", cosh, "cosh");
+  unary(r, "Asinh", asinh, "asinh");
+  unary(r, "Acosh", acosh, "acosh");
+  unary(r, "Atanh", atanh, "atanh");
+  unary(r, "Tanh", tanh, "tanh");
+  unary(r, "Sigmoid", sigmoid, "sigmoid");
+  unary(r, "Relu", relu, "relu");
+  unary(r, "Erf", erf, "erf");
+  unary(r, "Floor", floor, "floor");
+  unary(r, "Ceil", ceil, "ceil");
+  unary(r, "Sign", sign, "sign");
+  unary(r, "Not", logical_not, "logical_not");
+  unary(r, "BitwiseNot", bitwise_not, "bitwise_not");
+  unary(r, "IsNaN", isnan, "isnan");
+  unary(r, "Softsign", softsign, "softsign");
+  unary(r, "HardSwish", hardswish, "hardswish");
+  unary(r, "Mish", mish, "mish");
   r["Round"] = [](OpContext& c) { c.set(0, round(c.x(0))); };
   r["Softplus"] = [](OpContext& c) { c.set(0, log1p(exp(c.x(0)))); };
   r["IsInf"] = [](OpContext& c) {
@@ -79,6 +106,10 @@ void register_elementwise(Registry& r) {
       c.set(0, zeros(x.shape(), {.dtype = bool_, .device = x.device()}));
   };
   r["Identity"] = [](OpContext& c) { c.set(0, c.x(0)); };
+  r.emit("Identity", [](EmitContext& e) {
+    e.assign(e.in(0));
+    return true;
+  });
   r["Dropout"] = [](OpContext& c) {
     bool training = false;
     if (c.has(2)) training = c.x(2).to_vector<bool>().at(0);
@@ -122,12 +153,30 @@ void register_elementwise(Registry& r) {
     c.set(0, where(x < 0, x * s, x).to(x.dtype()));
   };
   r["Gelu"] = [](OpContext& c) { c.set(0, gelu(c.x(0), c.attr_s("approximate", "none"))); };
+  r.emit("Dropout", [](EmitContext& e) {  // inference: identity (training-mode inputs go generic)
+    if (e.n_in() > 2 || e.out.size() > 1) return false;
+    e.assign(e.in(0));
+    return true;
+  });
 
   // ---- binary ----
   r["Add"] = [](OpContext& c) { c.set(0, keep_dtype(add(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Sub"] = [](OpContext& c) { c.set(0, keep_dtype(sub(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Mul"] = [](OpContext& c) { c.set(0, keep_dtype(mul(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Div"] = [](OpContext& c) { c.set(0, keep_dtype(onnx_div(c.x(0), c.x(1)), c.x(0).dtype())); };
+  // Float arithmetic as operators when a constant operand shows the dtype is floating.
+  for (auto [op, sym] : {std::pair{"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}}) {
+    EmitFn f = binary_emit(sym);
+    r.emit(op, [f](EmitContext& e) {
+      bool floating = false;
+      for (size_t i = 0; i < 2; ++i)
+        if (e.constant(i) && is_floating(e.constant(i)->dtype())) floating = true;
+      // Without a floating constant the dtype is unknown here; Add/Sub/Mul are the same for every
+      // dtype in Kiln's promotion (same-dtype operands), Div is not (integer division truncates).
+      if (!floating && std::string(e.node.op_type) == "Div") return false;
+      return f(e);
+    });
+  }
   r["Pow"] = [](OpContext& c) {
     const Tensor& a = c.x(0);
     Tensor b = c.x(1);
@@ -177,12 +226,39 @@ void register_elementwise(Registry& r) {
     if (cond.dtype() != bool_) cond = cond.ne(0);
     c.set(0, where(cond, c.x(1), c.x(2)));
   };
+  r.emit("Clip", [](EmitContext& e) {  // constant bounds: kiln::clamp (ReLU6 is Clip(0, 6))
+    if (e.opset < 11) return false;
+    std::string lo = "std::nullopt", hi = "std::nullopt";
+    for (size_t i = 1; i < 3; ++i) {
+      if (!e.has(i)) continue;
+      const Tensor* t = e.constant(i);
+      if (!t || t->numel() != 1 || !is_floating(t->dtype())) return false;
+      (i == 1 ? lo : hi) = "kiln::Scalar(" + float_lit(t->to(f64).reshape({}).item<double>()) + ")";
+    }
+    if (lo == hi && lo == "std::nullopt")
+      e.assign(e.in(0));  // no bounds: a copy
+    else
+      e.assign("kiln::clamp(" + e.in(0) + ", " + lo + ", " + hi + ")");
+    return true;
+  });
   r["Clip"] = [](OpContext& c) {
     const Tensor& x = c.x(0);
     if (c.opset < 11) {
       double lo = c.attr_f("min", -INFINITY), hi = c.attr_f("max", INFINITY);
       c.set(0, clamp(x, Scalar(lo), Scalar(hi)).to(x.dtype()));
       return;
+    }
+    // One-element float bounds (ReLU6 and the like): a single clamp.
+    bool scalar = is_floating(x.dtype());
+    for (size_t i = 1; i < 3; ++i) scalar = scalar && (!c.has(i) || c.x(i).numel() == 1);
+    if (scalar) {
+      std::optional<Scalar> lo, hi;
+      if (c.has(1)) lo = Scalar(c.x(1).to(f64).reshape({}).item<double>());
+      if (c.has(2)) hi = Scalar(c.x(2).to(f64).reshape({}).item<double>());
+      if (lo || hi) {
+        c.set(0, clamp(x, lo, hi));
+        return;
+      }
     }
     Tensor y = x;
     if (c.has(1)) y = maximum(y, c.x(1).to(x.dtype()));

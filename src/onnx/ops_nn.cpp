@@ -409,6 +409,152 @@ void register_nn(Registry& r) {
     c.set(0, y.to(c.x(0).dtype()));
   };
   r["MatMul"] = [](OpContext& c) { c.set(0, matmul(c.x(0), c.x(1))); };
+
+  // ---- code generation: ops with constant weights become nn modules -----------------------
+  r.emit("Conv", [](EmitContext& e) {
+    const Tensor *w = e.constant(1), *b = e.has(2) ? e.constant(2) : nullptr;
+    if (!w || (e.has(2) && !b) || w->dim() < 3 || w->dim() > 5 || !is_floating(w->dtype())) return false;
+    int64_t n = w->dim() - 2;
+    std::string ap = e.attr_s("auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "VALID" && !ap.empty()) return false;
+    std::vector<int64_t> k = e.attr_ints("kernel_shape"), s = e.attr_ints("strides"), d = e.attr_ints("dilations"),
+                         pads = e.attr_ints("pads");
+    for (int64_t i = 0; i < n; ++i)
+      if (!k.empty() && k[i] != w->size(2 + i)) return false;
+    if (s.empty()) s.assign(n, 1);
+    if (d.empty()) d.assign(n, 1);
+    std::vector<int64_t> p(n, 0);
+    if (ap != "VALID" && !pads.empty()) {
+      if (static_cast<int64_t>(pads.size()) != 2 * n) return false;
+      for (int64_t i = 0; i < n; ++i) {
+        if (pads[i] != pads[i + n]) return false;  // asymmetric: the generic path pads explicitly
+        p[i] = pads[i];
+      }
+    }
+    int64_t groups = e.attr_i("group", 1);
+    std::vector<int64_t> ks(w->shape().begin() + 2, w->shape().end());
+    std::string args = "{.in_channels = " + std::to_string(w->size(1) * groups) +
+                       ", .out_channels = " + std::to_string(w->size(0)) + ", .kernel_size = kiln::Dims" +
+                       int_list(ks) + ", .stride = kiln::Dims" + int_list(s) + ", .padding = kiln::Dims" + int_list(p) +
+                       ", .dilation = kiln::Dims" + int_list(d) + ", .groups = " + std::to_string(groups) +
+                       ", .bias = " + (b ? "true" : "false") + "}";
+    std::vector<std::pair<std::string, Tensor>> st{{"weight", *w}};
+    if (b) st.emplace_back("bias", *b);
+    std::string m = e.add_module("kiln::nn::Conv" + std::to_string(n) + "d", args, st);
+    e.assign(m + "(" + e.in(0) + ")");
+    e.out_rank = {static_cast<int>(n + 2)};
+    return true;
+  });
+  r.emit("ConvTranspose", [](EmitContext& e) {
+    const Tensor *w = e.constant(1), *b = e.has(2) ? e.constant(2) : nullptr;
+    if (!w || (e.has(2) && !b) || w->dim() < 3 || w->dim() > 5 || !is_floating(w->dtype())) return false;
+    int64_t n = w->dim() - 2;
+    std::string ap = e.attr_s("auto_pad", "NOTSET");
+    if ((ap != "NOTSET" && !ap.empty()) || e.node.attr("output_shape")) return false;
+    std::vector<int64_t> s = e.attr_ints("strides"), d = e.attr_ints("dilations"), pads = e.attr_ints("pads"),
+                         op = e.attr_ints("output_padding"), k = e.attr_ints("kernel_shape");
+    for (int64_t i = 0; i < n; ++i)
+      if (!k.empty() && k[i] != w->size(2 + i)) return false;
+    if (s.empty()) s.assign(n, 1);
+    if (d.empty()) d.assign(n, 1);
+    if (op.empty()) op.assign(n, 0);
+    std::vector<int64_t> p(n, 0);
+    if (!pads.empty()) {
+      if (static_cast<int64_t>(pads.size()) != 2 * n) return false;
+      for (int64_t i = 0; i < n; ++i) {
+        if (pads[i] != pads[i + n]) return false;
+        p[i] = pads[i];
+      }
+    }
+    int64_t groups = e.attr_i("group", 1);
+    std::vector<int64_t> ks(w->shape().begin() + 2, w->shape().end());
+    std::string args = "{.in_channels = " + std::to_string(w->size(0)) +
+                       ", .out_channels = " + std::to_string(w->size(1) * groups) + ", .kernel_size = kiln::Dims" +
+                       int_list(ks) + ", .stride = kiln::Dims" + int_list(s) + ", .padding = kiln::Dims" + int_list(p) +
+                       ", .output_padding = kiln::Dims" + int_list(op) + ", .groups = " + std::to_string(groups) +
+                       ", .bias = " + (b ? "true" : "false") + ", .dilation = kiln::Dims" + int_list(d) + "}";
+    std::vector<std::pair<std::string, Tensor>> st{{"weight", *w}};
+    if (b) st.emplace_back("bias", *b);
+    std::string m = e.add_module("kiln::nn::ConvTranspose" + std::to_string(n) + "d", args, st);
+    e.assign(m + "(" + e.in(0) + ")");
+    e.out_rank = {static_cast<int>(n + 2)};
+    return true;
+  });
+  r.emit("BatchNormalization", [](EmitContext& e) {
+    // Inference-mode BN over [N, C, *] with constant statistics -> nn::BatchNorm{1,2,3}d.
+    if (e.out.size() != 1 || (e.opset >= 14 && e.attr_i("training_mode", 0) != 0)) return false;
+    int rank = e.rank.empty() ? -1 : e.rank[0];
+    if (rank < 2 || rank > 5) return false;
+    const Tensor* t[4];
+    for (size_t i = 0; i < 4; ++i) {
+      t[i] = e.constant(i + 1);
+      if (!t[i] || t[i]->dim() != 1 || !is_floating(t[i]->dtype())) return false;
+    }
+    int nd = rank <= 3 ? 1 : rank - 2;
+    std::string args = "{.num_features = " + std::to_string(t[0]->size(0)) +
+                       ", .eps = " + float_lit(e.attr_f("epsilon", 1e-5f)) +
+                       ", .momentum = " + float_lit(1.0 - e.attr_f("momentum", 0.9f)) + "}";
+    std::string m = e.add_module("kiln::nn::BatchNorm" + std::to_string(nd) + "d", args,
+                                 {{"weight", *t[0]},
+                                  {"bias", *t[1]},
+                                  {"running_mean", *t[2]},
+                                  {"running_var", *t[3]},
+                                  {"num_batches_tracked", zeros({}, {.dtype = i64, .device = Device::cpu()})}});
+    e.assign(m + "(" + e.in(0) + ")");
+    e.out_rank = {rank};
+    return true;
+  });
+  r.emit("LayerNormalization", [](EmitContext& e) {
+    // Last-axis LN with a constant [D] scale (and bias) -> nn::LayerNorm.
+    const Tensor *w = e.constant(1), *b = e.has(2) ? e.constant(2) : nullptr;
+    if (e.out.size() > 1 && (!e.out[1].empty() || (e.out.size() > 2 && !e.out[2].empty()))) return false;
+    if (!w || w->dim() != 1 || (e.has(2) && (!b || b->dim() != 1)) || !is_floating(w->dtype())) return false;
+    int64_t axis = e.attr_i("axis", -1);
+    if (!(axis == -1 || (e.rank[0] >= 0 && axis == e.rank[0] - 1))) return false;
+    std::string args = "{.normalized_shape = kiln::Shape{" + std::to_string(w->size(0)) +
+                       "}, .eps = " + float_lit(e.attr_f("epsilon", 1e-5f)) + ", .bias = " + (b ? "true" : "false") +
+                       "}";
+    std::vector<std::pair<std::string, Tensor>> st{{"weight", *w}};
+    if (b) st.emplace_back("bias", *b);
+    std::string m = e.add_module("kiln::nn::LayerNorm", args, st);
+    e.assign(m + "(" + e.in(0) + ")");
+    e.out_rank = {e.rank[0]};
+    return true;
+  });
+  r.emit("Gemm", [](EmitContext& e) {
+    // y = x W^T + b with constant W (and b) -> nn::Linear.
+    const Tensor *w = e.constant(1), *b = e.has(2) ? e.constant(2) : nullptr;
+    if (!w || w->dim() != 2 || !is_floating(w->dtype()) || e.attr_i("transA", 0) != 0) return false;
+    if (e.attr_f("alpha", 1.0f) != 1.0f || (e.has(2) && e.attr_f("beta", 1.0f) != 1.0f)) return false;
+    Tensor wt = e.attr_i("transB", 0) ? *w : w->t().contiguous();
+    int64_t out = wt.size(0), in = wt.size(1);
+    if (e.has(2) && (!b || b->numel() != out)) return false;
+    std::vector<std::pair<std::string, Tensor>> st{{"weight", wt}};
+    if (b) st.emplace_back("bias", b->reshape({out}));
+    std::string m = e.add_module("kiln::nn::Linear",
+                                 "{.in = " + std::to_string(in) + ", .out = " + std::to_string(out) +
+                                     ", .bias = " + (b ? "true" : "false") + "}",
+                                 st);
+    e.assign(m + "(" + e.in(0) + ")");
+    e.out_rank = {2};
+    return true;
+  });
+  r.emit("MatMul", [](EmitContext& e) {
+    // x @ W with a constant 2-D W -> nn::Linear without bias (weight = W^T).
+    const Tensor* w = e.constant(1);
+    if (!w || w->dim() != 2 || !is_floating(w->dtype()) || e.rank[0] == 1) {
+      if (w || e.constant(0)) return false;
+      e.assign("kiln::matmul(" + e.in(0) + ", " + e.in(1) + ")");
+      return true;
+    }
+    std::string m = e.add_module(
+        "kiln::nn::Linear",
+        "{.in = " + std::to_string(w->size(0)) + ", .out = " + std::to_string(w->size(1)) + ", .bias = false}",
+        {{"weight", w->t().contiguous()}});
+    e.assign(m + "(" + e.in(0) + ")");
+    if (e.rank[0] >= 0) e.out_rank = {e.rank[0]};
+    return true;
+  });
 }
 
 }  // namespace kiln::onnx

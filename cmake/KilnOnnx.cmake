@@ -1,0 +1,46 @@
+# kiln_add_onnx_model(<target> <model.onnx> [NAME <StructName>] [STEM <file_stem>] [OUTPUT_DIR <dir>])
+#
+# Runs kiln-onnx at build time on <model.onnx> and adds the generated sources (a kiln::nn::Module
+# named <StructName>, header <file_stem>.h) to <target>; the generated folder is added to the
+# target's include path and the weights file <file_stem>.safetensors is written beside the sources
+# (<StructName>::weights_path() returns its path). Regenerated when the model or kiln-onnx changes.
+function(kiln_add_onnx_model target model)
+  cmake_parse_arguments(ARG "" "NAME;STEM;OUTPUT_DIR" "" ${ARGN})
+  get_filename_component(model_abs "${model}" ABSOLUTE)
+  if(NOT ARG_NAME)
+    get_filename_component(stem "${model}" NAME_WE)
+    string(REGEX REPLACE "[^A-Za-z0-9]+" "_" stem "${stem}")
+    string(SUBSTRING "${stem}" 0 1 first)
+    string(TOUPPER "${first}" first)
+    string(SUBSTRING "${stem}" 1 -1 rest)
+    string(REPLACE "_" "" rest "${rest}")
+    set(ARG_NAME "${first}${rest}")
+  endif()
+  if(NOT ARG_STEM)
+    # snake_case of the name, as kiln-onnx does by default.
+    string(REGEX REPLACE "([a-z0-9])([A-Z])" "\\1_\\2" ARG_STEM "${ARG_NAME}")
+    string(TOLOWER "${ARG_STEM}" ARG_STEM)
+  endif()
+  if(NOT ARG_OUTPUT_DIR)
+    set(ARG_OUTPUT_DIR "${CMAKE_CURRENT_BINARY_DIR}/kiln_onnx/${ARG_STEM}")
+  endif()
+  if(TARGET kiln-onnx)
+    set(tool $<TARGET_FILE:kiln-onnx>)
+    set(tool_dep kiln-onnx)
+  elseif(TARGET kiln::kiln-onnx)
+    set(tool $<TARGET_FILE:kiln::kiln-onnx>)
+    set(tool_dep kiln::kiln-onnx)
+  else()
+    message(FATAL_ERROR "kiln_add_onnx_model: the kiln-onnx tool is not available")
+  endif()
+  set(outs "${ARG_OUTPUT_DIR}/${ARG_STEM}.h" "${ARG_OUTPUT_DIR}/${ARG_STEM}.cpp"
+           "${ARG_OUTPUT_DIR}/${ARG_STEM}.safetensors")
+  add_custom_command(
+    OUTPUT ${outs}
+    COMMAND ${tool} "${model_abs}" --out "${ARG_OUTPUT_DIR}" --name "${ARG_NAME}" --stem "${ARG_STEM}"
+    DEPENDS "${model_abs}" ${tool_dep}
+    COMMENT "kiln-onnx: generating ${ARG_NAME} from ${model}"
+    VERBATIM)
+  target_sources(${target} PRIVATE "${ARG_OUTPUT_DIR}/${ARG_STEM}.h" "${ARG_OUTPUT_DIR}/${ARG_STEM}.cpp")
+  target_include_directories(${target} PRIVATE "${ARG_OUTPUT_DIR}")
+endfunction()

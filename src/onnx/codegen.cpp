@@ -1,0 +1,578 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX code generation: a model becomes a readable kiln::nn::Module (header + source) and a
+// safetensors file of its weights. Nodes are emitted by the op mapping's emitters (beside each
+// op's run function in ops_*.cpp); ops without one become kiln::onnx::ops::call, which runs the
+// same function as the run-time path, so shapes stay dynamic.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "kiln/onnx.h"
+#include "kiln/store.h"
+#include "onnx/ops.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const std::set<std::string>& cpp_keywords() {
+  static const std::set<std::string> k = {
+      "alignas",  "alignof",  "and",      "asm",       "auto",      "bool",     "break",     "case",     "catch",
+      "char",     "class",    "const",    "constexpr", "continue",  "default",  "delete",    "do",       "double",
+      "else",     "enum",     "explicit", "export",    "extern",    "false",    "float",     "for",      "friend",
+      "goto",     "if",       "inline",   "int",       "long",      "mutable",  "namespace", "new",      "not",
+      "operator", "or",       "private",  "protected", "public",    "register", "return",    "short",    "signed",
+      "sizeof",   "static",   "struct",   "switch",    "template",  "this",     "throw",     "true",     "try",
+      "typedef",  "typename", "union",    "unsigned",  "using",     "virtual",  "void",      "volatile", "while",
+      "xor",      "dev",      "device",   "kiln",      "std",       "forward",  "run",       "visit",    "type_name",
+      "eval",     "train",    "to",       "state",     "parameters"};
+  return k;
+}
+
+// A C++ identifier from an ONNX name: lower case, [a-z0-9_], no leading digit.
+std::string ident(const std::string& s) {
+  std::string r;
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c))
+      r += static_cast<char>(std::tolower(c));
+    else if (!r.empty() && r.back() != '_')
+      r += '_';
+  }
+  while (!r.empty() && r.back() == '_') r.pop_back();
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0]))) r = "v" + r;
+  if (cpp_keywords().count(r)) r += "_";
+  return r;
+}
+
+// Module name from a PyTorch-style node name "/layer1/conv1/Conv" -> "layer1_conv1",
+// "/features/features.0/Conv" -> "features_0"; or from a weight name "fc.weight" -> "fc".
+std::string module_hint(const proto::NodeP& n, const std::string& weight) {
+  auto ends = [](const std::string& s, const std::string& suf) {
+    return s.size() > suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  if (ends(weight, ".weight") && weight.find("::") == std::string::npos)
+    return ident(weight.substr(0, weight.size() - 7));
+  if (!n.name.empty() && n.name[0] == '/') {
+    std::vector<std::string> parts;
+    std::stringstream ss(n.name.substr(1));
+    std::string p;
+    while (std::getline(ss, p, '/')) parts.push_back(p);
+    if (parts.size() > 1) parts.pop_back();  // the op part
+    std::vector<std::string> keep;
+    for (const auto& q : parts) {
+      if (!keep.empty() && q.rfind(keep.back() + ".", 0) == 0) keep.pop_back();
+      keep.push_back(q);
+    }
+    std::string j;
+    for (const auto& q : keep) j += (j.empty() ? "" : "_") + q;
+    if (!j.empty()) return ident(j);
+  }
+  return ident(n.name.empty() ? n.op_type : n.name);
+}
+
+std::string quote(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      r += '\\', r += c;
+    else if (c == '\n')
+      r += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20)
+      r += '?';
+    else
+      r += c;
+  }
+  return r + "\"";
+}
+
+std::string int_lit(int64_t v) {
+  if (v == INT64_MIN) return "INT64_MIN";
+  if (v == INT64_MAX) return "INT64_MAX";
+  if (v > INT32_MAX || v < INT32_MIN) return "int64_t{" + std::to_string(v) + "}";
+  return std::to_string(v);
+}
+
+std::string dtype_expr(DType d) { return "kiln::" + std::string(dtype_name(d) == "bool" ? "bool_" : dtype_name(d)); }
+
+std::string shape_lit(const Shape& s) {
+  std::vector<int64_t> v(s.begin(), s.end());
+  return "kiln::Shape" + int_list(v);
+}
+
+// A small constant as an inline C++ expression on device `dev`.
+std::string literal(const Tensor& t) {
+  std::string shape = shape_lit(t.shape());
+  DType d = t.dtype();
+  std::string vals;
+  if (is_floating(d)) {
+    for (double v : t.to_vector<double>()) vals += (vals.empty() ? "" : ", ") + float_lit(v);
+    std::string e = "kiln::tensor(std::vector<double>{" + vals + "}, " + shape + ", dev)";
+    return "kiln::cast(" + e + ", " + dtype_expr(d) + ")";
+  }
+  for (int64_t v : t.to_vector<int64_t>()) vals += (vals.empty() ? "" : ", ") + int_lit(v);
+  std::string e = "kiln::tensor(std::vector<int64_t>{" + vals + "}, " + shape + ", dev)";
+  if (d == i64) return e;
+  if (d == bool_) return e + ".ne(0)";
+  return "kiln::cast(" + e + ", " + dtype_expr(d) + ")";
+}
+
+std::string snake(const std::string& name) {
+  std::string r;
+  for (size_t i = 0; i < name.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(name[i]);
+    if (std::isupper(c) && i > 0 && !std::isupper(static_cast<unsigned char>(name[i - 1]))) r += '_';
+    r += std::isalnum(c) ? static_cast<char>(std::tolower(c)) : '_';
+  }
+  return r;
+}
+
+struct Member {
+  std::string name, type, ctor;  // ctor: the constructor statement
+};
+
+// Same-rank ops: the output has the rank of the first input (or of the broadcast of all).
+const std::set<std::string>& rank_preserving() {
+  static const std::set<std::string> s = {"Relu",
+                                          "Clip",
+                                          "Sigmoid",
+                                          "Tanh",
+                                          "BatchNormalization",
+                                          "Add",
+                                          "Sub",
+                                          "Mul",
+                                          "Div",
+                                          "Erf",
+                                          "Identity",
+                                          "Dropout",
+                                          "LeakyRelu",
+                                          "Pow",
+                                          "Sqrt",
+                                          "Neg",
+                                          "Abs",
+                                          "Exp",
+                                          "Log",
+                                          "Softmax",
+                                          "LogSoftmax",
+                                          "HardSigmoid",
+                                          "HardSwish",
+                                          "Gelu",
+                                          "Cast",
+                                          "Resize",
+                                          "Concat",
+                                          "MaxPool",
+                                          "AveragePool",
+                                          "GlobalAveragePool",
+                                          "GlobalMaxPool",
+                                          "Conv",
+                                          "ConvTranspose",
+                                          "LayerNormalization",
+                                          "Upsample",
+                                          "Pad",
+                                          "InstanceNormalization",
+                                          "Elu",
+                                          "Selu",
+                                          "Softplus",
+                                          "PRelu",
+                                          "Where",
+                                          "Max",
+                                          "Min",
+                                          "Sum",
+                                          "Mean",
+                                          "Equal",
+                                          "Less",
+                                          "Greater",
+                                          "Not"};
+  return s;
+}
+
+}  // namespace
+
+GenerateResult generate(const std::string& model_path, const GenerateOptions& options) {
+  proto::ModelP m = proto::parse_model(slurp(model_path));
+  KILN_CHECK(m.has_graph, "onnx", model_path << ": the model has no graph");
+  int64_t opset = 0;
+  for (const auto& o : m.opsets)
+    if (o.domain.empty() || o.domain == "ai.onnx") opset = o.version;
+  const proto::GraphP& g = m.graph;
+  const Registry& reg = registry();
+
+  // Unsupported ops, all at once.
+  std::string unsupported;
+  int n_unsupported = 0;
+  for (const auto& n : g.nodes) {
+    std::string why;
+    if (!n.domain.empty() && n.domain != "ai.onnx")
+      why = "unsupported domain";
+    else if (!reg.find(n.op_type) || !reg.find(n.op_type)->run)
+      why = "no kernel";
+    else
+      for (const auto& a : n.attrs)
+        if (a.g || !a.graphs.empty()) why = "subgraphs (control flow) are not supported by code generation";
+    if (!why.empty()) {
+      ++n_unsupported;
+      unsupported += "\n  " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (node '" + n.name + "', opset " +
+                     std::to_string(opset) + "): " + why;
+    }
+  }
+  KILN_CHECK(
+      n_unsupported == 0, "onnx",
+      model_path << ": code generation: the model uses " << n_unsupported << " unsupported op(s):" << unsupported);
+  KILN_CHECK(g.sparse_initializers == 0, "onnx", model_path << ": sparse initializers are not supported");
+
+  // Names.
+  std::string name = options.name;
+  if (name.empty()) {
+    std::string stem = fs::path(model_path).stem().string();
+    bool up = true;
+    for (char c : stem) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) {
+        up = true;
+        continue;
+      }
+      name += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+      up = false;
+    }
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) name = "Model" + name;
+  }
+  std::string stem = options.file_stem.empty() ? snake(name) : options.file_stem;
+  std::set<std::string> used = cpp_keywords();
+  used.insert(name);
+  auto unique = [&](std::string s) {
+    std::string r = s;
+    for (int k = 2; used.count(r); ++k) r = s + "_" + std::to_string(k);
+    used.insert(r);
+    return r;
+  };
+
+  // Constants: initializers and Constant nodes (evaluated with the Constant op itself).
+  std::map<std::string, Tensor> consts;
+  std::set<std::string> is_init;
+  for (const auto& t : g.initializers) {
+    consts[t.name] = tensor_from(t, Device::cpu(), "initializer");
+    is_init.insert(t.name);
+  }
+  std::set<std::string> graph_inputs;
+  std::vector<const proto::ValueInfoP*> feeds;
+  for (const auto& v : g.inputs)
+    if (!consts.count(v.name)) {
+      graph_inputs.insert(v.name);
+      feeds.push_back(&v);
+    }
+
+  // Topological order (Kahn, keeping the model's order among ready nodes).
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].output)
+      if (!o.empty()) producer[o] = i;
+  std::vector<size_t> indeg(g.nodes.size(), 0);
+  std::vector<std::vector<size_t>> users(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& in : g.nodes[i].input) {
+      if (in.empty()) continue;
+      auto it = producer.find(in);
+      if (it != producer.end()) {
+        users[it->second].push_back(i);
+        ++indeg[i];
+      } else {
+        KILN_CHECK(consts.count(in) || graph_inputs.count(in), "onnx",
+                   "node '" << g.nodes[i].name << "' (" << g.nodes[i].op_type << "): input '" << in
+                            << "' is produced by no node and is neither a graph input nor an initializer");
+      }
+    }
+  std::vector<size_t> order;
+  {
+    std::set<size_t> ready;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!indeg[i]) ready.insert(i);
+    while (!ready.empty()) {
+      size_t i = *ready.begin();
+      ready.erase(ready.begin());
+      order.push_back(i);
+      for (size_t u : users[i])
+        if (--indeg[u] == 0) ready.insert(u);
+    }
+    KILN_CHECK(order.size() == g.nodes.size(), "onnx", model_path << ": the graph has a cycle");
+  }
+
+  // State, members and forward body.
+  std::vector<Member> members;
+  std::vector<std::pair<std::string, Tensor>> state;
+  std::map<std::string, std::string> expr;  // value name -> C++ expression (variable)
+  std::map<std::string, int> ranks;
+  std::string body;
+  GenerateResult res;
+
+  std::vector<std::string> arg_names;
+  for (const auto* v : feeds) {
+    std::string a = unique(ident(v->name));
+    expr[v->name] = a;
+    arg_names.push_back(a);
+    if (v->has_shape) ranks[v->name] = static_cast<int>(v->shape.size());
+  }
+  for (const auto& [k, t] : consts) ranks[k] = static_cast<int>(t.dim());
+
+  auto add_module = [&](const std::string& hint, const std::string& type, const std::string& ctor_args,
+                        const std::vector<std::pair<std::string, Tensor>>& st) {
+    std::string mname = unique(hint.empty() ? "layer" : hint);
+    members.push_back({mname, type, "  " + mname + " = " + type + "(" + ctor_args + ", device);\n"});
+    for (const auto& [suffix, t] : st) state.emplace_back(mname + "." + suffix, t.contiguous());
+    ++res.modules;
+    return mname;
+  };
+  // The expression of a constant, materialised on first use.
+  auto const_expr = [&](const std::string& vname) -> std::string {
+    auto it = expr.find(vname);
+    if (it != expr.end()) return it->second;
+    const Tensor& t = consts.at(vname);
+    std::string e;
+    bool init = is_init.count(vname) > 0;
+    if (init && is_floating(t.dtype())) {
+      std::string f = unique(ident(vname));
+      members.push_back({f, "kiln::nn::Param",
+                         "  " + f + " = make_param(kiln::zeros(" + shape_lit(t.shape()) + ", {.dtype = " +
+                             dtype_expr(t.dtype()) + ", .device = device.without_autodiff()}), device);\n"});
+      state.emplace_back(f, t.contiguous());
+      e = f;
+    } else if (t.numel() > 16) {
+      std::string f = unique(ident(vname));
+      members.push_back({f, "kiln::nn::Buffer",
+                         "  " + f + " = kiln::zeros(" + shape_lit(t.shape()) + ", {.dtype = " + dtype_expr(t.dtype()) +
+                             ", .device = device.without_autodiff()});\n"});
+      state.emplace_back(f, t.contiguous());
+      e = f;
+    } else {
+      std::string v = unique(ident(vname));
+      body += "  const kiln::Tensor " + v + " = " + literal(t) + ";\n";
+      e = v;
+    }
+    expr[vname] = e;
+    return e;
+  };
+  auto value_expr = [&](const std::string& vname) -> std::string {
+    if (vname.empty()) return "kiln::Tensor{}";
+    auto it = expr.find(vname);
+    if (it != expr.end()) return it->second;
+    if (consts.count(vname)) return const_expr(vname);
+    KILN_CHECK(false, "onnx", "code generation: value '" << vname << "' is used before it is computed");
+    __builtin_unreachable();
+  };
+
+  for (size_t idx : order) {
+    const proto::NodeP& n = g.nodes[idx];
+    const OpEntry& entry = *reg.find(n.op_type);
+    // Constant nodes fold into constants.
+    if (n.op_type == "Constant" && n.output.size() == 1) {
+      auto outs = run_node(n, opset, {}, Device::cpu());
+      consts[n.output[0]] = outs.at(0);
+      ranks[n.output[0]] = static_cast<int>(outs.at(0).dim());
+      continue;
+    }
+    // Identity of a constant is that constant (exporters tie equal weights this way).
+    if (n.op_type == "Identity" && n.input.size() == 1 && n.output.size() == 1 && consts.count(n.input[0]) &&
+        !expr.count(n.input[0])) {
+      consts[n.output[0]] = consts[n.input[0]];
+      if (is_init.count(n.input[0])) is_init.insert(n.output[0]);
+      ranks[n.output[0]] = ranks[n.input[0]];
+      continue;
+    }
+    EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}};
+    for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
+    for (const auto& in : n.input) {
+      auto c = consts.find(in);
+      ec.consts.push_back(!in.empty() && c != consts.end() ? &c->second : nullptr);
+      auto r = ranks.find(in);
+      ec.rank.push_back(!in.empty() && r != ranks.end() ? r->second : -1);
+    }
+    ec.in = [&](size_t i) { return i < n.input.size() ? value_expr(n.input[i]) : std::string("kiln::Tensor{}"); };
+    ec.add_module = [&](const std::string& type, const std::string& args,
+                        const std::vector<std::pair<std::string, Tensor>>& st) {
+      std::string weight = n.input.size() > 1 ? n.input[1] : "";
+      return add_module(module_hint(n, weight), type, args, st);
+    };
+    std::string comment = "  // " + n.op_type + (n.name.empty() ? "" : " '" + n.name + "'") + "\n";
+    bool done = entry.emit && entry.emit(ec);
+    if (!done) {
+      ec.code.clear();
+      std::string args;
+      for (size_t i = 0; i < n.input.size(); ++i) args += (i ? ", " : "") + value_expr(n.input[i]);
+      std::string attrs;
+      for (const auto& a : n.attrs) {
+        std::string v;
+        switch (a.type) {
+          case proto::AttrP::kInt:
+            v = int_lit(a.i);
+            break;
+          case proto::AttrP::kFloat:
+            v = float_lit(a.f) + "f";
+            break;
+          case proto::AttrP::kString:
+            v = "std::string(" + quote(a.s) + ")";
+            break;
+          case proto::AttrP::kInts: {
+            std::string l;
+            for (int64_t x : a.ints) l += (l.empty() ? "" : ", ") + int_lit(x);
+            v = "std::vector<int64_t>{" + l + "}";
+            break;
+          }
+          case proto::AttrP::kFloats: {
+            std::string l;
+            for (float x : a.floats) l += (l.empty() ? "" : ", ") + float_lit(x) + "f";
+            v = "std::vector<float>{" + l + "}";
+            break;
+          }
+          case proto::AttrP::kTensor: {
+            std::string cname = "attr:" + n.name + ":" + a.name + ":" + std::to_string(idx);
+            consts[cname] = tensor_from(*a.t, Device::cpu(), "attribute '" + a.name + "'");
+            v = const_expr(cname);
+            break;
+          }
+          default:
+            KILN_CHECK(false, "onnx",
+                       "node '" << n.name << "' (" << n.op_type << "): attribute '" << a.name
+                                << "' has a type code generation does not support");
+        }
+        attrs += std::string(attrs.empty() ? "" : ", ") + "{" + quote(a.name) + ", " + v + "}";
+      }
+      std::string call = "kiln::onnx::ops::call(" + quote(n.op_type) + ", " + std::to_string(opset) + ", {" + args +
+                         "}" + (attrs.empty() && ec.out.size() == 1 ? "" : ", {" + attrs + "}") +
+                         (ec.out.size() == 1 ? "" : ", " + std::to_string(ec.out.size())) + ")";
+      size_t used_outs = 0;
+      for (const auto& o : ec.out) used_outs += !o.empty();
+      if (ec.out.size() == 1 && !ec.out[0].empty()) {
+        ec.code = "  kiln::Tensor " + ec.out[0] + " = " + call + "[0];\n";
+      } else if (used_outs > 0) {
+        std::string r = unique("r_" + ident(n.op_type));
+        ec.code = "  auto " + r + " = " + call + ";\n";
+        for (size_t i = 0; i < ec.out.size(); ++i)
+          if (!ec.out[i].empty())
+            ec.code += "  kiln::Tensor " + ec.out[i] + " = " + r + "[" + std::to_string(i) + "];\n";
+      } else {
+        ec.code = "  " + call + ";\n";
+      }
+      ++res.generic_calls;
+    }
+    body += comment + ec.code;
+    for (size_t i = 0; i < n.output.size(); ++i)
+      if (!n.output[i].empty()) expr[n.output[i]] = ec.out[i];
+    // Ranks.
+    if (!ec.out_rank.empty()) {
+      for (size_t i = 0; i < ec.out_rank.size() && i < n.output.size(); ++i)
+        if (ec.out_rank[i] >= 0) ranks[n.output[i]] = ec.out_rank[i];
+    } else if (rank_preserving().count(n.op_type) && !n.output.empty()) {
+      int r = -1;
+      bool known = true;
+      size_t upto = (n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
+                     n.op_type == "Where" || n.op_type == "Max" || n.op_type == "Min" || n.op_type == "Sum" ||
+                     n.op_type == "Pow" || n.op_type == "Equal" || n.op_type == "Less" || n.op_type == "Greater" ||
+                     n.op_type == "Mean")
+                        ? ec.rank.size()
+                        : std::min<size_t>(1, ec.rank.size());
+      for (size_t i = 0; i < upto; ++i) {
+        if (ec.rank[i] < 0) known = false;
+        r = std::max(r, ec.rank[i]);
+      }
+      if (known && r >= 0) ranks[n.output[0]] = r;
+    }
+  }
+
+  // Files.
+  fs::create_directories(options.out_dir);
+  fs::path dir = fs::absolute(options.out_dir);
+  res.header = (dir / (stem + ".h")).string();
+  res.source = (dir / (stem + ".cpp")).string();
+  res.weights = (dir / (stem + ".safetensors")).string();
+
+  std::vector<std::string> out_exprs;
+  for (const auto& o : g.outputs) out_exprs.push_back(value_expr(o.name));
+  std::string sig;
+  for (size_t i = 0; i < arg_names.size(); ++i)
+    sig += (i ? ", " : "") + std::string("const kiln::Tensor& ") + arg_names[i];
+  bool single = g.outputs.size() == 1;
+  std::string ret = single ? "kiln::Tensor" : "std::vector<kiln::Tensor>";
+
+  std::ostringstream h;
+  h << "// Generated by kiln-onnx from " << fs::path(model_path).filename().string() << " (opset " << opset
+    << "). Do not edit: regenerate.\n#pragma once\n#include <string>\n#include <vector>\n\n#include \"kiln/nn.h\"\n"
+    << "#include \"kiln/tensor.h\"\n\n";
+  h << "/// " << name << ": a kiln::nn::Module generated from an ONNX graph. Construct, then load the weights\n"
+    << "/// with `kiln::store::load(model, " << name << "::weights_path())`. It starts in eval mode (ONNX\n"
+    << "/// inference semantics); train() switches batch norm and dropout to training behaviour.\n";
+  h << "struct " << name << " : kiln::nn::Module {\n";
+  for (const auto& mb : members) h << "  " << mb.type << " " << mb.name << ";\n";
+  h << "\n  explicit " << name << "(const kiln::Device& device = kiln::Device::default_device());\n";
+  h << "  /// Inputs:";
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    h << " " << arg_names[i] << " [";
+    for (size_t d = 0; d < feeds[i]->shape.size(); ++d) {
+      const auto& dm = feeds[i]->shape[d];
+      h << (d ? ", " : "") << (!dm.param.empty() ? dm.param : dm.value >= 0 ? std::to_string(dm.value) : "?");
+    }
+    h << "]" << (i + 1 < feeds.size() ? "," : "");
+  }
+  h << ". Outputs:";
+  for (size_t i = 0; i < g.outputs.size(); ++i) h << " " << g.outputs[i].name << (i + 1 < g.outputs.size() ? "," : ".");
+  h << "\n  " << ret << " forward(" << sig << ");\n";
+  h << "  /// The same with inputs and outputs as vectors (in the ONNX graph's order).\n";
+  h << "  std::vector<kiln::Tensor> run(const std::vector<kiln::Tensor>& inputs);\n";
+  h << "  /// The weights file written beside the generated sources.\n";
+  h << "  static std::string weights_path() { return " << quote(res.weights) << "; }\n\n";
+  h << "  void visit(kiln::nn::Visitor& v) override {\n";
+  for (const auto& mb : members) h << "    v.field(" << quote(mb.name) << ", " << mb.name << ");\n";
+  h << "  }\n  std::string type_name() const override { return " << quote(name) << "; }\n};\n";
+
+  std::ostringstream c;
+  c << "// Generated by kiln-onnx from " << fs::path(model_path).filename().string() << " (opset " << opset
+    << "). Do not edit: regenerate.\n#include \"" << stem << ".h\"\n\n#include <cmath>\n#include <cstdint>\n\n"
+    << "#include \"kiln/matmul.h\"\n#include \"kiln/nn.h\"\n#include \"kiln/onnx.h\"\n#include \"kiln/ops.h\"\n\n";
+  c << name << "::" << name << "(const kiln::Device& device) {\n";
+  for (const auto& mb : members) c << mb.ctor;
+  c << "  eval();\n}\n\n";
+  c << ret << " " << name << "::forward(" << sig << ") {\n";
+  c << "  const kiln::Device dev = "
+    << (arg_names.empty() ? std::string("kiln::Device::default_device()") : arg_names[0] + ".device()") << ";\n";
+  c << "  (void)dev;\n" << body;
+  if (single)
+    c << "  return " << out_exprs[0] << ";\n}\n\n";
+  else {
+    c << "  return {";
+    for (size_t i = 0; i < out_exprs.size(); ++i) c << (i ? ", " : "") << out_exprs[i];
+    c << "};\n}\n\n";
+  }
+  c << "std::vector<kiln::Tensor> " << name << "::run(const std::vector<kiln::Tensor>& inputs) {\n";
+  c << "  KILN_CHECK(inputs.size() == " << arg_names.size() << ", " << quote(name) << ", \"run: expected "
+    << arg_names.size() << " inputs, got \" << inputs.size());\n";
+  std::string call_args;
+  for (size_t i = 0; i < arg_names.size(); ++i)
+    call_args += (i ? ", " : "") + std::string("inputs[") + std::to_string(i) + "]";
+  c << (single ? "  return {forward(" + call_args + ")};\n}\n" : "  return forward(" + call_args + ");\n}\n");
+
+  auto write = [](const std::string& path, const std::string& text) {
+    // Leave an unchanged file alone (no needless rebuilds).
+    if (fs::exists(path) && slurp(path) == text) return;
+    std::ofstream f(path, std::ios::binary);
+    KILN_CHECK(f.good(), "onnx", "cannot write '" << path << "'");
+    f << text;
+  };
+  write(res.header, h.str());
+  write(res.source, c.str());
+  store::save_safetensors(res.weights, state, {{"generator", "kiln-onnx"}, {"model", name}});
+  return res;
+}
+
+}  // namespace kiln::onnx
