@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/cpu/conv_impl.h"
+#include "core/backend.h"
 #include "kiln/onnx.h"
 #include "onnx/ops.h"
 
@@ -281,6 +283,22 @@ struct Model::Impl {
   std::vector<UnsupportedOp> unsupported;
   bool optimize = true;
 
+  std::vector<const void*> constants;  // registered with cpu::conv::register_constant
+
+  ~Impl() {
+    for (const void* p : constants) cpu::conv::unregister_constant(p);
+  }
+  /// Marks the CPU f32 constants of `c` immutable, so the oneDNN convolution reorders constant
+  /// weights once (Note [oneDNN convolution]); they are never written while the model lives.
+  void register_constants(const Compiled& c) {
+    if (!device.is_cpu()) return;
+    for (const auto& [name, t] : c.inits) {
+      if (!t.defined() || t.dtype() != f32 || t.dim() < 3 || !t.is_contiguous() || !t.impl().storage) continue;
+      const void* p = static_cast<const char*>(t.impl().storage->data) + t.storage_offset() * 4;
+      cpu::conv::register_constant(p, static_cast<size_t>(t.numel()) * 4);
+      constants.push_back(p);
+    }
+  }
   std::shared_ptr<Compiled> compile(const GraphP& g, const std::set<std::string>& outer, const std::string& path);
   std::vector<Tensor> run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                 const std::unordered_map<std::string, Tensor>* outer) const;
@@ -614,6 +632,7 @@ Model Model::from_bytes(std::string_view bytes, const Device& device, const Load
   impl->optimize = options.optimize;
   if (options.optimize) fold_conv_bn(impl->model.graph, impl->opset);
   impl->main = impl->compile(m.graph, {}, "graph '" + m.graph.name + "'");
+  impl->register_constants(*impl->main);
   std::set<std::string> init_names;
   for (const auto& t : m.graph.initializers) init_names.insert(t.name);
   for (const auto& v : m.graph.inputs)

@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // ONNX recurrent ops: RNN, GRU, LSTM (forward, reverse, bidirectional; layout 0 and 1; clip;
 // peepholes; linear_before_reset; activations Sigmoid/Tanh/Relu/HardSigmoid/LeakyRelu/...).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/gemm.h"
+#include "core/backend.h"
 #include "kiln/matmul.h"
 #include "onnx/ops.h"
 
@@ -49,6 +55,104 @@ std::vector<Act> activations(const OpContext& c, const std::vector<std::string>&
 
 enum class Kind { RNN, GRU, LSTM };
 
+// ---- fused LSTM (CPU, f32, default activations) --------------------------------------------
+// Note [fused LSTM]: the op-by-op recurrence dispatches ~15 Kiln ops per step, which dominates
+// small models (hidden 24: each op is a few dozen flops). The common case (what PyTorch exports:
+// Sigmoid/Tanh/Tanh, no clip, no peepholes, no input_forget) runs here instead: the input
+// projection of all steps is one matmul, then per step one small gemm (h . R^T, accumulated onto
+// the precomputed projection) and one pass computing gates, cell and hidden state in place.
+
+// GCC if-converts (and so vectorizes) the clamps only without trapping math.
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_VEC_MATH __attribute__((always_inline, optimize("no-trapping-math"))) inline
+#define KILN_VEC_LOOP __attribute__((optimize("no-trapping-math")))
+#else
+#define KILN_VEC_MATH inline
+#define KILN_VEC_LOOP
+#endif
+
+/// e^x for x in [-88, 88] (clamped), relative error ~2e-7; branch-free so loops vectorize.
+KILN_VEC_MATH float fast_exp(float x) {
+  x = x < -88.0f ? -88.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  // Round to nearest with the 1.5 * 2^23 trick (vectorizes, unlike nearbyint).
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;  // ln2 split in two for exactness
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &e, sizeof scale);
+  return p * scale;
+}
+
+/// In place: v = sigmoid(v) (scale 1) or tanh(v) = 2 sigmoid(2v) - 1 (scale 2).
+KILN_VEC_LOOP void sigmoid_or_tanh(float* v, int64_t n, bool is_tanh) {
+  const float s = is_tanh ? 2.0f : 1.0f, a = is_tanh ? 2.0f : 1.0f, b = is_tanh ? -1.0f : 0.0f;
+  for (int64_t i = 0; i < n; ++i) v[i] = a / (1.0f + fast_exp(-s * v[i])) + b;
+}
+
+float* host_f32(const Tensor& t) {
+  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
+}
+
+/// One direction of a default LSTM; x [T, B, I], w [4H, I], r [4H, H], b [8H] or undefined,
+/// h0 / c0 [B, H] or undefined. Writes Y [T, B, H] and returns (h, c) as [B, H] tensors.
+std::pair<Tensor, Tensor> lstm_fused(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b,
+                                     const Tensor& h0, const Tensor& c0, bool reverse, Tensor& Y) {
+  const int64_t T = x.size(0), B = x.size(1), G = w.size(0), H = G / 4;
+  Tensor xw = matmul(x, w.t());
+  if (b.defined()) xw = xw + (b.narrow(0, 0, G) + b.narrow(0, G, G));
+  xw = xw.contiguous();
+  if (xw.storage_offset() != 0 || xw.impl().storage.use_count() > 1) xw = xw.clone();  // written in place
+  Tensor rc = r.contiguous();
+  const TensorOptions o{.dtype = f32, .device = x.device()};
+  Tensor h = h0.defined() ? h0.contiguous().clone() : zeros({B, H}, o);
+  Tensor cell = c0.defined() ? c0.contiguous().clone() : zeros({B, H}, o);
+  float *gx = host_f32(xw), *hp = host_f32(h), *cp = host_f32(cell), *yp = host_f32(Y);
+  const float* rp = host_f32(rc);
+  std::vector<float> gates(static_cast<size_t>(B * G));
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    float* g = gx + t * B * G;
+    // g += h . R^T  (R is [4H, H] row-major: element (k, j) of R^T is rp[j * H + k])
+    cpu::gemm_f32(B, G, H, 1.0f, hp, H, 1, rp, 1, H, 1.0f, g, G, 1);
+    for (int64_t bi = 0; bi < B; ++bi) {
+      float* gb = g + bi * G;  // gates i, o, f, c
+      sigmoid_or_tanh(gb, 3 * H, false);
+      sigmoid_or_tanh(gb + 3 * H, H, true);
+      float* cb = cp + bi * H;
+      float* hb = hp + bi * H;
+      float* tc = gates.data() + bi * G;
+      for (int64_t j = 0; j < H; ++j) {
+        cb[j] = gb[2 * H + j] * cb[j] + gb[j] * gb[3 * H + j];
+        tc[j] = cb[j];
+      }
+      sigmoid_or_tanh(tc, H, true);
+      for (int64_t j = 0; j < H; ++j) hb[j] = gb[H + j] * tc[j];
+    }
+    std::memcpy(yp + t * B * H, hp, static_cast<size_t>(B * H) * sizeof(float));
+  }
+  return {h, cell};
+}
+
+bool lstm_fusable(const OpContext& c, const std::vector<Act>& acts, bool has_clip, bool input_forget) {
+  const Tensor& x = c.x(0);
+  if (!x.device().is_cpu() || x.dtype() != f32 || c.x(1).dtype() != f32 || c.x(2).dtype() != f32) return false;
+  if (has_clip || input_forget || c.has(7)) return false;
+  for (size_t i = 0; i < acts.size(); ++i)
+    if (acts[i].name != (i % 3 == 0 ? "Sigmoid" : "Tanh")) return false;
+  for (size_t i : {3, 5, 6})
+    if (c.has(i) && c.x(i).dtype() != f32) return false;
+  return true;
+}
+
 void recurrent(OpContext& c, Kind kind) {
   int64_t gates = kind == Kind::RNN ? 1 : kind == Kind::GRU ? 3 : 4;
   Tensor x = c.x(0);
@@ -74,7 +178,23 @@ void recurrent(OpContext& c, Kind kind) {
   bool input_forget = c.attr_i("input_forget", 0) != 0;
   auto opts = TensorOptions{.dtype = x.dtype(), .device = x.device()};
   std::vector<Tensor> ys, hs, cs;
-  for (int64_t d = 0; d < dirs; ++d) {
+  const bool fused = kind == Kind::LSTM && lstm_fusable(c, acts, has_clip, input_forget);
+  for (int64_t d = 0; d < dirs && fused; ++d) {
+    bool reverse = dir == "reverse" || d == 1;
+    auto state = [&](size_t i) {
+      if (!c.has(i)) return Tensor{};
+      Tensor s0 = c.x(i);
+      if (layout) s0 = s0.transpose(0, 1);
+      return s0.select(0, d);
+    };
+    Tensor Y = empty({T, B, H}, opts);
+    auto [h, cell] = lstm_fused(x, W.select(0, d), R.select(0, d), c.has(3) ? c.x(3).select(0, d) : Tensor{}, state(5),
+                                state(6), reverse, Y);
+    ys.push_back(Y);
+    hs.push_back(h);
+    cs.push_back(cell);
+  }
+  for (int64_t d = 0; d < dirs && !fused; ++d) {
     bool reverse = dir == "reverse" || d == 1;
     Tensor w = W.select(0, d), rr = R.select(0, d);
     Tensor wb = zeros({gates * H}, opts), rb = zeros({gates * H}, opts);

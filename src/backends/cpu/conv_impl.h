@@ -3,6 +3,7 @@
 // Internal to the convolution kernels (conv.cpp, conv_onednn.cpp): one geometry record in
 // forward-convolution terms, shared by Conv, ConvTranspose (= conv backward-data) and
 // ConvWeightGrad.
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::cpu::conv {
@@ -28,5 +29,12 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
 bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x);
 /// dw = conv backward-weights(x, dy).
 bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, float* dw);
+
+/// Declares [data, data + nbytes) immutable until unregister_constant(data) (the ONNX run-time
+/// path's initializers): the oneDNN path then reorders such a weight into its blocked layout
+/// once and reuses it, instead of on every call. Registering the same pointer again replaces
+/// the old registration (and invalidates what was cached for it).
+void register_constant(const void* data, size_t nbytes);
+void unregister_constant(const void* data);
 
 }  // namespace kiln::cpu::conv

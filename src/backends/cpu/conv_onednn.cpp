@@ -18,6 +18,7 @@
 #if KILN_WITH_ONEDNN
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -161,26 +162,62 @@ struct Operand {
       to_plain = std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(eng, used, eng, plain));
     buf.resize(used.get_size() / sizeof(float) + 16);
   }
+  // Memory objects made once (creating them costs about a microsecond each, which matters for
+  // small convolutions); the user one gets the caller's pointer on each call.
+  memory user_mem, used_mem;
+  memory& user(const float* p) {
+    if (!user_mem) user_mem = memory(plain, onednn::engine(), const_cast<float*>(p));
+    user_mem.set_data_handle(const_cast<float*>(p));
+    return user_mem;
+  }
+  memory& staged() {
+    if (!used_mem) used_mem = memory(used, onednn::engine(), buf.data());
+    return used_mem;
+  }
   /// The memory the primitive reads: the user buffer, or the reordered copy.
-  memory in(const float* user) {
-    auto& eng = onednn::engine();
-    memory um(plain, eng, const_cast<float*>(user));
+  memory in(const float* user_ptr) {
+    memory& um = user(user_ptr);
     if (!reorder) return um;
-    memory bm(used, eng, buf.data());
-    to_used->execute(onednn::stream(), um, bm);
-    return bm;
+    to_used->execute(onednn::stream(), um, staged());
+    return staged();
   }
   /// The memory the primitive writes; finish() copies it to the user buffer.
-  memory out(float* user) {
-    auto& eng = onednn::engine();
-    if (!reorder) return memory(plain, eng, user);
-    return memory(used, eng, buf.data());
+  memory out(float* user_ptr) {
+    if (!reorder) return user(user_ptr);
+    return staged();
   }
-  void finish(const memory& m, float* user) {
+  void finish(const memory& m, float* user_ptr) {
     if (!reorder) return;
-    memory um(plain, onednn::engine(), user);
-    to_plain->execute(onednn::stream(), const_cast<memory&>(m), um);
+    to_plain->execute(onednn::stream(), const_cast<memory&>(m), user(user_ptr));
   }
+};
+
+// ---- constant weights (register_constant) ---------------------------------------------------
+
+struct ConstRegistry {
+  std::mutex mu;
+  std::unordered_map<const void*, uint64_t> ids;  // data pointer -> registration id
+  uint64_t next = 1;
+  std::atomic<bool> any{false};
+};
+ConstRegistry& constants() {
+  static ConstRegistry r;
+  return r;
+}
+/// The registration id of `p`, 0 when it is not a registered constant.
+uint64_t constant_id(const void* p) {
+  ConstRegistry& r = constants();
+  if (!r.any.load(std::memory_order_relaxed)) return 0;
+  std::lock_guard<std::mutex> l(r.mu);
+  auto it = r.ids.find(p);
+  return it == r.ids.end() ? 0 : it->second;
+}
+
+/// A constant weight reordered into the primitive's layout, valid while its registration is.
+struct Packed {
+  uint64_t id = 0;
+  std::vector<float> buf;
+  memory mem;
 };
 
 struct Entry {
@@ -188,6 +225,27 @@ struct Entry {
   std::unique_ptr<dnnl::primitive> prim;
   Operand a, b, c;  // fwd: src, wei, dst; bwd-data: diff_dst, wei, diff_src; bwd-w: src, diff_dst, diff_wei
   bool has_bias = false;
+  memory bias_mem;
+  std::unordered_map<int, memory> args;             // reused argument map
+  std::unordered_map<const float*, Packed> packed;  // constant weights by pointer
+
+  /// The weights operand: a registered constant is reordered once and kept.
+  memory weights(const float* w) {
+    if (!b.reorder) return b.in(w);
+    const uint64_t id = constant_id(w);
+    if (!id) return b.in(w);
+    auto it = packed.find(w);
+    if (it == packed.end() || it->second.id != id) {
+      if (it == packed.end() && packed.size() >= 16) packed.clear();  // bound stale copies
+      Packed& p = packed[w];
+      p.id = id;
+      p.buf.resize(b.used.get_size() / sizeof(float) + 16);
+      p.mem = memory(b.used, onednn::engine(), p.buf.data());
+      b.to_used->execute(onednn::stream(), b.user(w), p.mem);
+      return p.mem;
+    }
+    return it->second.mem;
+  }
 };
 
 std::mutex g_cache_mu;
@@ -305,13 +363,17 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
   if (!e) return false;
   std::lock_guard<std::mutex> lock(e->mu);
-  std::unordered_map<int, memory> args;
-  memory src = e->a.in(x), wei = e->b.in(w), dst = e->c.out(y);
-  args.insert({DNNL_ARG_SRC, src});
-  args.insert({DNNL_ARG_WEIGHTS, wei});
-  args.insert({DNNL_ARG_DST, dst});
-  if (b)
-    args.insert({DNNL_ARG_BIAS, memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b))});
+  auto& args = e->args;
+  memory src = e->a.in(x), wei = e->weights(w), dst = e->c.out(y);
+  args[DNNL_ARG_SRC] = src;
+  args[DNNL_ARG_WEIGHTS] = wei;
+  args[DNNL_ARG_DST] = dst;
+  if (b) {
+    if (!e->bias_mem)
+      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
+    e->bias_mem.set_data_handle(const_cast<float*>(b));
+    args[DNNL_ARG_BIAS] = e->bias_mem;
+  }
   e->prim->execute(onednn::stream(), args);
   e->c.finish(dst, y);
   onednn::stream().wait();
@@ -334,7 +396,7 @@ bool onednn_backward_data(const Geom& g, const float* y, const float* w, const f
   if (!e) return false;
   {
     std::lock_guard<std::mutex> lock(e->mu);
-    memory dd = e->a.in(y), wei = e->b.in(w), ds = e->c.out(x);
+    memory dd = e->a.in(y), wei = e->weights(w), ds = e->c.out(x);
     e->prim->execute(onednn::stream(), {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, ds}});
     e->c.finish(ds, x);
     onednn::stream().wait();
@@ -363,6 +425,21 @@ bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, flo
   return true;
 }
 
+void register_constant(const void* data, size_t nbytes) {
+  (void)nbytes;
+  if (!data) return;
+  ConstRegistry& r = constants();
+  std::lock_guard<std::mutex> l(r.mu);
+  r.ids[data] = r.next++;
+  r.any.store(true, std::memory_order_relaxed);
+}
+
+void unregister_constant(const void* data) {
+  ConstRegistry& r = constants();
+  std::lock_guard<std::mutex> l(r.mu);
+  r.ids.erase(data);
+}
+
 }  // namespace kiln::cpu::conv
 
 #else  // !KILN_WITH_ONEDNN
@@ -371,6 +448,8 @@ namespace kiln::cpu::conv {
 bool onednn_forward(const Geom&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
+void register_constant(const void*, size_t) {}
+void unregister_constant(const void*) {}
 }  // namespace kiln::cpu::conv
 
 #endif

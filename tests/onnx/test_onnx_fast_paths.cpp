@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The run-time path's fast kernels (fused LSTM, vectorized Clip) against the general op-by-op
+// implementations of the same ops: a second implementation as the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/onnx.h"
+#include "kiln/ops.h"
+
+using namespace kiln;
+namespace O = kiln::onnx::ops;
+
+namespace {
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  return (a - b).abs().max().item<double>();
+}
+}  // namespace
+
+// A clip of 1e30 changes nothing but sends the LSTM down the general (op-by-op) path.
+TEST(OnnxFastPaths, FusedLstmMatchesGeneralPath) {
+  manual_seed(7);
+  for (int64_t layout : {0, 1})
+    for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+      const int64_t T = 5, B = 3, I = 4, H = 6, D = std::string(dir) == "bidirectional" ? 2 : 1;
+      Tensor x = layout ? randn({B, T, I}) : randn({T, B, I});
+      Tensor W = randn({D, 4 * H, I}) * 0.5, R = randn({D, 4 * H, H}) * 0.5, bias = randn({D, 8 * H}) * 0.5;
+      Tensor h0 = layout ? randn({B, D, H}) : randn({D, B, H}), c0 = layout ? randn({B, D, H}) : randn({D, B, H});
+      O::Attrs fast = {{"hidden_size", H}, {"direction", dir}, {"layout", layout}};
+      O::Attrs slow = fast;
+      slow.push_back({"clip", 1e30f});
+      std::vector<Tensor> in = {x, W, R, bias, Tensor{}, h0, c0};
+      auto a = O::call("LSTM", 14, in, fast, 3), b = O::call("LSTM", 14, in, slow, 3);
+      for (size_t k = 0; k < 3; ++k) EXPECT_LT(max_abs_diff(a[k], b[k]), 1e-5) << dir << " layout " << layout;
+      // Without bias and initial states too.
+      auto c = O::call("LSTM", 14, {x, W, R}, fast, 3), d = O::call("LSTM", 14, {x, W, R}, slow, 3);
+      for (size_t k = 0; k < 3; ++k) EXPECT_LT(max_abs_diff(c[k], d[k]), 1e-5) << dir << " layout " << layout;
+    }
+}
+
+TEST(OnnxFastPaths, ClipMatchesClampAndKeepsNan) {
+  manual_seed(3);
+  Tensor x = randn({2, 3, 50, 70}) * 5;
+  Tensor y = O::call("Clip", 13, {x, scalar_tensor(0.0, f32), scalar_tensor(6.0, f32)})[0];
+  EXPECT_EQ(max_abs_diff(y, clamp(x, Scalar(0.0), Scalar(6.0))), 0.0);
+  Tensor lo_only = O::call("Clip", 13, {x, scalar_tensor(-1.5, f32)})[0];
+  EXPECT_EQ(max_abs_diff(lo_only, clamp(x, Scalar(-1.5), std::nullopt)), 0.0);
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor z =
+      O::call("Clip", 13,
+              {tensor(std::vector<float>{nan, -3, 9}, Shape{3}), scalar_tensor(0.0, f32), scalar_tensor(6.0, f32)})[0];
+  auto v = z.to_vector<float>();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 0.0f);
+  EXPECT_EQ(v[2], 6.0f);
+}
