@@ -32,9 +32,9 @@ class Device {
   static Device cpu();
   /// A device that allocates nothing and computes nothing; reading values throws.
   static Device null();
-  /// The device named by the environment variable KILN_DEVICE ("cpu", "null"), else the CPU.
+  /// The device named by the environment variable KILN_DEVICE ("cpu", "cpu-fusion", "null"), else the CPU.
   static Device default_device();
-  /// Parses "cpu" or "null"; throws kiln::Error for anything else.
+  /// Parses "cpu", "cpu-fusion" or "null"; throws kiln::Error for anything else.
   static Device from_string(const std::string& name);
 
   DeviceType type() const;
@@ -50,6 +50,12 @@ class Device {
   bool has_autodiff() const;
   /// The same device without the autodiff decorator.
   Device without_autodiff() const;
+  /// This device with op fusion: elementwise ops are queued and run as fused kernels when a
+  /// value is read, at kiln::sync, or before an op that cannot be queued (docs/fusion.md).
+  /// Composes with autodiff in either order (`.fusion().autodiff()` == `.autodiff().fusion()`).
+  Device fusion() const;
+  /// Whether this device fuses ops.
+  bool has_fusion() const;
   /// The backend that executes ops for this device (internal interface).
   Backend* backend() const { return backend_; }
 

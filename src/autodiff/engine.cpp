@@ -240,8 +240,9 @@ Gradients backward(const Tensor& root, const Tensor& seed_in, const BackwardOpti
 // ---- Device and Tensor entry points ---------------------------------------------------------
 
 Device Device::autodiff(const AutodiffOptions& o) const {
+  // Wraps the backend below any autodiff layer (other decorators such as fusion stay).
   Backend* base = backend_;
-  while (Backend* in = base->inner()) base = in;
+  while (base->autodiff_options()) base = base->inner();
   static std::mutex mu;
   // Never destroyed, like the backends: tensors may outlive static destructors.
   static auto* cache = new std::map<std::pair<Backend*, int>, Backend*>();
@@ -255,7 +256,7 @@ bool Device::has_autodiff() const { return backend_->autodiff_options() != nullp
 
 Device Device::without_autodiff() const {
   Backend* base = backend_;
-  while (Backend* in = base->inner()) base = in;
+  while (base->autodiff_options()) base = base->inner();
   return Device(base, index_);
 }
 

@@ -24,7 +24,8 @@ Device Device::null() { return Device(null_backend()); }
 Device Device::from_string(const std::string& name) {
   if (name == "cpu") return cpu();
   if (name == "null") return null();
-  KILN_CHECK(false, "Device", "unknown device '" << name << "' (known: cpu, null)");
+  if (name == "cpu-fusion") return cpu().fusion();
+  KILN_CHECK(false, "Device", "unknown device '" << name << "' (known: cpu, cpu-fusion, null)");
 }
 
 Device Device::default_device() {

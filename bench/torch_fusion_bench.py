@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""PyTorch eager side of bench/kiln_bench_fusion.cpp: the same chains, ids prefixed torch_.
+
+    python3 bench/torch_fusion_bench.py [--threads N] [--reps R]
+"""
+import argparse
+import math
+import time
+
+import torch
+
+
+def best_of(reps, f):
+    f()
+    best = 1e30
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def gelu_erf(x):
+    return x * 0.5 * (torch.erf(x / math.sqrt(2.0)) + 1.0)
+
+
+def chain5(x):
+    return torch.tanh(torch.relu(x * 1.5 + 0.25) - x) * 0.5
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--reps", type=int, default=10)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    for n in (8 << 20, 16 << 20):
+        tag = f"{n >> 20}M"
+        x = torch.randn(n)
+        nbytes = 2 * n * 4
+        for name, f in (("gelu_erf", gelu_erf), ("chain5", chain5)):
+            t = best_of(a.reps, lambda: f(x))
+            print(f"torch_fusion_{name}_{tag}_eager\t{t:.6g}\t{nbytes}\tok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,987 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The fusion decorator. See Note [Fusion design].
+//
+// Note [Fusion design]
+// ~~~~~~~~~~~~~~~~~~~~
+// A FusionBackend wraps a host backend (the CPU). Its buffers are lazy: a Storage's `data` points
+// to a Buf record, whose host memory (`real`) is allocated from the inner backend only when a
+// value must exist in memory. Elementwise ops (Unary/Binary/Ternary families, floating or bool
+// operands, casts from any dtype) and row ops (Sum/Mean/Max/Min/Prod/Var, Softmax, LogSoftmax,
+// LayerNorm) are not run by execute(): they are appended to a stream. Any other op flushes the
+// stream and runs at once, so errors raised by kernels (index checks...) stay synchronous.
+// The stream is also flushed by read (to_vector, item, printing), write into a queued buffer,
+// kiln::sync, set_enabled and a length limit (kMaxStream ops).
+//
+// A flush first walks the stream backwards: an op is live when one of its outputs is held by a
+// live tensor (the Storage still exists) or read by a later live op; dead ops are dropped. Live
+// ops are then cut, in order, into groups: a run of elementwise steps whose outputs are
+// contiguous and share one iteration shape S, optionally closed by a row op reducing the trailing
+// dims of a value produced in the group. A step input is either a value of an earlier step (read
+// through the very descriptor it was written with) or a load from memory (identity layout,
+// a single element, or a broadcast/strided gather). A group's value is stored to memory only
+// when a live tensor holds its buffer or an op after the group reads it; the others live in
+// tile scratch and are never materialised.
+//
+// A group runs over S in tiles of 4096 elements (whole rows when it has a row op): each
+// tile applies every step, in order, by calling the CPU kernel of the op on descriptors of the
+// tile (1-d, contiguous or a broadcast element), so each op is described once (in the kernel)
+// and results are bitwise those of the unfused ops. Tiles are split over the thread pool; a
+// tile's result depends only on its position, so results do not depend on the thread count.
+// Plans (the slot mapping and tile ops of a group) are cached by a shape-relative signature:
+// op kinds, attributes, dtypes, ranks and broadcast pattern, not sizes.
+#include "fusion/fusion.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/vec.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include "core/parallel.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace fusion {
+namespace {
+
+using ir::OpKind;
+
+constexpr cpu::Kernel kKernels[] = {
+#define KILN_OP(name, family, nin, nout) &cpu::k_##name,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+
+constexpr size_t kMaxStream = 512;      // queued ops before a forced flush
+constexpr int64_t kDefaultTile = 4096;  // elements: 16 KB per f32 operand
+
+/// Tile size in elements (KILN_FUSION_TILE overrides it, for measurements).
+int64_t tile_elems() {
+  static const int64_t t = [] {
+    const char* e = std::getenv("KILN_FUSION_TILE");
+    int64_t v = e ? std::atoll(e) : 0;
+    return v >= 64 && v <= (1 << 22) ? v : kDefaultTile;
+  }();
+  return t;
+}
+constexpr int64_t kMaxRowLen = 65536;  // longer rows: the row op runs alone
+constexpr int64_t kMinElemsPerThread = 32768;
+
+std::atomic<int> g_enabled{-1};
+std::mutex g_stats_mu;
+Stats g_stats;
+
+bool debug_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_FUSION_DEBUG");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
+void dbg(const std::string& s) {
+  if (debug_on()) std::fprintf(stderr, "[kiln fusion] %s\n", s.c_str());
+}
+
+/// What a fusion Storage's data points to.
+struct Buf {
+  void* real = nullptr;  ///< host memory from the inner backend, once materialised
+  size_t nbytes = 0;
+  bool alive = true;  ///< false once its Storage is gone
+  uint32_t refs = 0;  ///< queued ops naming it
+  // Scratch of one flush, valid while `epoch` equals the flush's (no hash maps on the hot path).
+  uint64_t epoch = 0;
+  bool needed = false;       ///< read by a later live op
+  int64_t last_reader = -1;  ///< stream index of the last op reading it
+  // Scratch of one group, valid while `gepoch` equals the group's.
+  uint64_t gepoch = 0;
+  int64_t producer = -1;  ///< stream index of the group's latest writer
+  bool loaded = false, loaded_other = false;
+  int32_t step = -1, last_step = -1, sig_writer = -1;
+};
+
+uint64_t g_epoch = 0, g_gepoch = 0;  // advanced under a backend's lock
+
+Buf& fl(Buf* b) {
+  if (b->epoch != g_epoch) {
+    b->epoch = g_epoch;
+    b->needed = false;
+    b->last_reader = -1;
+  }
+  return *b;
+}
+Buf& gr(Buf* b) {
+  if (b->gepoch != g_gepoch) {
+    b->gepoch = g_gepoch;
+    b->producer = -1;
+    b->loaded = b->loaded_other = false;
+    b->step = b->last_step = b->sig_writer = -1;
+  }
+  return *b;
+}
+
+struct Rec {
+  ir::Op op;
+  std::vector<Buf*> in, out;
+};
+
+bool float_or_bool(DType t) { return is_floating(t) || t == DType::Bool; }
+
+/// Why op cannot be a step of an elementwise chain (empty: it can).
+std::string step_refusal(const ir::Op& op) {
+  ir::Family f = ir::op_family(op.kind);
+  if (f != ir::Family::Unary && f != ir::Family::Binary && f != ir::Family::Ternary) return "not elementwise";
+  if (op.kind == OpKind::Bernoulli) return "random (position-dependent)";
+  if (op.outputs.size() != 1) return "several outputs";
+  if (op.kind != OpKind::Cast) {
+    for (auto& d : op.inputs)
+      if (!float_or_bool(d.dtype)) return std::string("integer operand (") + dtype_name(d.dtype).data() + ")";
+    if (!float_or_bool(op.outputs[0].dtype)) return "integer result";
+  }
+  return "";
+}
+
+bool is_row_kind(OpKind k) {
+  switch (k) {
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Max:
+    case OpKind::Min:
+    case OpKind::Prod:
+    case OpKind::Var:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+    case OpKind::LayerNorm:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Number of trailing dims a row op works on (0: not a trailing-dims row op).
+int64_t row_dims(const ir::Op& op) {
+  const int64_t r = static_cast<int64_t>(op.inputs[0].shape.size());
+  if (r == 0) return 0;
+  switch (op.kind) {
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      int64_t d = op.attrs.ints[0] < 0 ? op.attrs.ints[0] + r : op.attrs.ints[0];
+      return d == r - 1 ? 1 : 0;
+    }
+    case OpKind::LayerNorm: {
+      if (op.attrs.ints.size() > 4 && op.attrs.ints[4] != 0) return 0;
+      return op.attrs.ints[0] >= 1 && op.attrs.ints[0] <= r ? op.attrs.ints[0] : 0;
+    }
+    default: {
+      const auto& ints = op.attrs.ints;
+      int64_t k = static_cast<int64_t>(ints.size()) - 1;
+      if (k < 1 || k > r) return 0;
+      for (int64_t i = 0; i < k; ++i)
+        if (ints[static_cast<size_t>(i + 1)] != r - k + i) return 0;
+      return k;
+    }
+  }
+}
+
+bool recordable(const ir::Op& op) {
+  if (step_refusal(op).empty() || op.kind == OpKind::Fill) return true;
+  if (!is_row_kind(op.kind)) return false;
+  for (auto& d : op.inputs)
+    if (!is_floating(d.dtype)) return false;
+  for (auto& d : op.outputs)
+    if (!is_floating(d.dtype)) return false;
+  return true;
+}
+
+bool is_identity(const ir::TensorDesc& d, const Shape& s) { return d.shape == s && d.strides == contiguous_strides(s); }
+bool is_full_contiguous(const ir::TensorDesc& d, const Shape& s) { return d.offset == 0 && is_identity(d, s); }
+
+std::string desc_str(const ir::TensorDesc& d) {
+  std::ostringstream os;
+  os << dtype_name(d.dtype).data() << to_string(d.shape);
+  return os.str();
+}
+
+// ---- plans ------------------------------------------------------------------------------------
+
+enum class LoadKind : uint8_t { Identity, Scalar, Gather };
+
+/// Where a step input comes from.
+struct Src {
+  int step = -1;  ///< >= 0: the value of that step
+  int load = -1;  ///< >= 0: that memory load
+};
+
+struct Load {
+  Buf* buf = nullptr;
+  ir::TensorDesc desc;
+  LoadKind kind = LoadKind::Identity;
+  Strides bstrides;  ///< per dim of S (Gather)
+};
+
+/// A group as cut from the stream: indices of its steps (and tail) in the stream.
+struct Group {
+  std::vector<size_t> steps;
+  ptrdiff_t tail = -1;
+  Shape S;
+};
+
+/// The cached, size-free part of a group: sources and tile op templates.
+struct Plan {
+  std::vector<std::vector<Src>> step_src;  ///< per step, per input
+  std::vector<Src> tail_src;               ///< tail input 0 (other tail inputs are full loads)
+  std::string text;
+  int64_t id = 0;
+};
+
+}  // namespace
+
+// ---- the backend -------------------------------------------------------------------------------
+
+class FusionBackend final : public Backend {
+ public:
+  explicit FusionBackend(Backend* inner) : inner_(inner) {}
+  DeviceType type() const override { return inner_->type(); }
+  std::string name() const override { return inner_->name() + "+fusion"; }
+
+  std::shared_ptr<Storage> allocate(size_t nbytes) override {
+    auto* b = new Buf;
+    b->nbytes = nbytes;
+    return std::make_shared<Storage>(b, nbytes, this);
+  }
+  void release(void* data, size_t) noexcept override {
+    if (!data) return;
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    Buf* b = static_cast<Buf*>(data);
+    b->alive = false;
+    if (b->refs == 0) free_buf(b);
+  }
+
+  void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    Rec r;
+    r.in.reserve(op.inputs.size());
+    for (size_t i = 0; i < op.inputs.size(); ++i) r.in.push_back(buf_of(in[i]));
+    for (size_t i = 0; i < op.outputs.size(); ++i) r.out.push_back(buf_of(out[i]));
+    if (!lazy() || !recordable(op)) {
+      if (lazy()) {
+        note_eager(op);
+      }
+      flush("op " + std::string(ir::op_name(op.kind)) + " cannot be queued");
+      r.op = op;
+      run_single(r);
+      return;
+    }
+    r.op = op;
+    for (Buf* b : r.in) ++b->refs;
+    for (Buf* b : r.out) ++b->refs;
+    stream_.push_back(std::move(r));
+    bump(&Stats::recorded);
+    if (stream_.size() >= kMaxStream) flush("stream length limit");
+  }
+
+  void write(Storage& dst, size_t off, const void* src, size_t n) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    Buf* b = buf_of(&dst);
+    if (b->refs) flush("write into a queued buffer");
+    materialise(b);
+    Storage tmp(b->real, b->nbytes, nullptr);
+    inner_->write(tmp, off, src, n);
+  }
+  void read(const Storage& src, size_t off, void* dst, size_t n) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    Buf* b = buf_of(&src);
+    if (b->refs) flush("read");
+    materialise(b);
+    Storage tmp(b->real, b->nbytes, nullptr);
+    inner_->read(tmp, off, dst, n);
+  }
+  bool has_data() const override { return inner_->has_data(); }
+  void sync() override {
+    {
+      std::lock_guard<std::recursive_mutex> lock(mu_);
+      flush("sync");
+    }
+    inner_->sync();
+  }
+  MemoryStats memory_stats() const override { return inner_->memory_stats(); }
+  void reset_peak_memory() override { inner_->reset_peak_memory(); }
+  void empty_cache() override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    flush("empty_cache");
+    inner_->empty_cache();
+  }
+  Backend* inner() override { return inner_; }
+
+  void flush_all(const std::string& why) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    flush(why);
+  }
+
+ private:
+  bool lazy() const { return enabled() && inner_->has_data() && inner_->type() == DeviceType::CPU; }
+
+  Buf* buf_of(const Storage* s) {
+    KILN_CHECK(s->backend == this && s->data != nullptr, "fusion",
+               "a buffer of another device reached the fusion decorator");
+    return static_cast<Buf*>(s->data);
+  }
+
+  static void bump(int64_t Stats::*field, int64_t n = 1) {
+    std::lock_guard<std::mutex> l(g_stats_mu);
+    g_stats.*field += n;
+  }
+
+  void note_eager(const ir::Op& op) {
+    bump(&Stats::eager);
+    if (debug_on()) {
+      std::string why = step_refusal(op);
+      if (is_row_kind(op.kind)) why = "row op on a non-float dtype";
+      dbg("not queued: " + std::string(ir::op_name(op.kind)) + " (" + why + "); runs now" +
+          (stream_.empty() ? "" : ", after flushing " + std::to_string(stream_.size()) + " queued ops"));
+    }
+  }
+
+  void free_buf(Buf* b) noexcept {
+    if (b->real) inner_->release(b->real, b->nbytes);
+    delete b;
+  }
+
+  void materialise(Buf* b) {
+    if (b->real || b->nbytes == 0) return;
+    std::shared_ptr<Storage> s = inner_->allocate(b->nbytes);
+    b->real = s->data;
+    s->backend = nullptr;  // the memory now belongs to b (given back in free_buf)
+  }
+
+  void run_single(const Rec& r) {
+    std::deque<Storage> tmp;
+    SmallVec<Storage*, 4> in, out;
+    for (Buf* b : r.in) {
+      materialise(b);
+      tmp.emplace_back(b->real, b->nbytes, nullptr);
+      in.push_back(&tmp.back());
+    }
+    for (Buf* b : r.out) {
+      materialise(b);
+      tmp.emplace_back(b->real, b->nbytes, nullptr);
+      out.push_back(&tmp.back());
+    }
+    inner_->execute(r.op, in.data(), out.data());
+  }
+
+  void flush(const std::string& why) {
+    if (stream_.empty()) return;
+    std::vector<Rec> s = std::move(stream_);
+    stream_.clear();
+    stream_.reserve(kMaxStream);
+    bump(&Stats::flushes);
+    if (debug_on()) dbg("flush (" + why + "): " + std::to_string(s.size()) + " queued ops");
+    struct Drop {
+      FusionBackend* self;
+      std::vector<Rec>& s;
+      ~Drop() {
+        for (Rec& r : s) {
+          for (Buf* b : r.in) self->unref(b);
+          for (Buf* b : r.out) self->unref(b);
+        }
+      }
+    } drop{this, s};
+    run_stream(s);
+  }
+
+  void unref(Buf* b) noexcept {
+    if (--b->refs == 0 && !b->alive) free_buf(b);
+  }
+
+  void run_stream(const std::vector<Rec>& s);
+  bool try_add_step(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
+  bool try_tail(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
+  void run_group(const std::vector<Rec>& s, const Group& g);
+
+  Backend* inner_;
+  std::recursive_mutex mu_;
+  std::vector<Rec> stream_;
+  std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
+};
+
+namespace {
+
+/// The shape-relative signature of a group: raw bytes of op kinds, attributes, dtypes, ranks,
+/// broadcast pattern, dataflow and store flags (no sizes).
+std::string signature(const std::vector<Rec>& s, const Group& g, const std::vector<char>& store) {
+  std::string os;
+  os.reserve(64 * g.steps.size());
+  auto put = [&](auto v) { os.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(static_cast<uint8_t>(g.S.size()));
+  auto put_op = [&](const ir::Op& op) {
+    put(static_cast<uint16_t>(op.kind));
+    put(static_cast<uint8_t>(op.attrs.dtype));
+    put(static_cast<uint8_t>(op.attrs.ints.size()));
+    for (auto v : op.attrs.ints) put(v);
+    put(static_cast<uint8_t>(op.attrs.reals.size()));
+    for (auto v : op.attrs.reals) put(v);
+    put(static_cast<uint8_t>(op.inputs.size()));
+    for (auto& d : op.inputs) {
+      put(static_cast<uint8_t>(d.dtype));
+      put(static_cast<uint8_t>(d.shape.size()));
+      for (size_t k = 0; k < d.shape.size(); ++k) os.push_back(d.shape[k] == 1 ? 'b' : d.strides[k] == 0 ? 'z' : 'n');
+      os.push_back(d.is_contiguous() ? 'c' : 's');
+    }
+    for (auto& d : op.outputs) {
+      put(static_cast<uint8_t>(d.dtype));
+      put(static_cast<uint8_t>(d.shape.size()));
+    }
+  };
+  for (size_t i = 0; i < g.steps.size(); ++i) {
+    put_op(s[g.steps[i]].op);
+    os.push_back(store[i] ? 'S' : '-');
+    for (Buf* b : s[g.steps[i]].in) {  // the dataflow: which inputs are earlier steps
+      put(gr(b).sig_writer);
+    }
+    gr(s[g.steps[i]].out[0]).sig_writer = static_cast<int32_t>(i);
+  }
+  if (g.tail >= 0) {
+    os.push_back('T');
+    put_op(s[static_cast<size_t>(g.tail)].op);
+  }
+  return os;
+}
+
+/// Copies the tile [s, s + len) of a broadcast/strided load into dst (contiguous).
+void gather(const char* base, size_t esz, const Shape& S, const Strides& bst, int64_t offset, int64_t s, int64_t len,
+            char* dst) {
+  const size_t r = S.size();
+  SmallVec<int64_t, 8> idx(r, 0);
+  int64_t rem = s, pos = offset;
+  for (size_t i = r; i-- > 0;) {
+    idx[i] = rem % S[i];
+    rem /= S[i];
+    pos += idx[i] * bst[i];
+  }
+  const int64_t inner_n = r ? S[r - 1] : 1, inner_st = r ? bst[r - 1] : 0;
+  int64_t k = 0;
+  while (k < len) {
+    int64_t run = std::min(len - k, inner_n - (r ? idx[r - 1] : 0));
+    switch (esz) {
+      case 1:
+        for (int64_t q = 0; q < run; ++q) dst[k + q] = base[pos + q * inner_st];
+        break;
+      case 2: {
+        auto* d = reinterpret_cast<uint16_t*>(dst) + k;
+        auto* b = reinterpret_cast<const uint16_t*>(base);
+        for (int64_t q = 0; q < run; ++q) d[q] = b[pos + q * inner_st];
+        break;
+      }
+      case 4: {
+        auto* d = reinterpret_cast<uint32_t*>(dst) + k;
+        auto* b = reinterpret_cast<const uint32_t*>(base);
+        for (int64_t q = 0; q < run; ++q) d[q] = b[pos + q * inner_st];
+        break;
+      }
+      default: {
+        for (int64_t q = 0; q < run; ++q) std::memcpy(dst + (k + q) * esz, base + (pos + q * inner_st) * esz, esz);
+        break;
+      }
+    }
+    k += run;
+    if (k >= len || r == 0) break;
+    // advance the odometer by `run` along the last dim (which wraps to 0)
+    pos += run * inner_st;
+    idx[r - 1] += run;
+    for (size_t i = r - 1; i > 0 && idx[i] == S[i]; --i) {
+      pos -= idx[i] * bst[i];
+      idx[i] = 0;
+      ++idx[i - 1];
+      pos += bst[i - 1];
+    }
+  }
+}
+
+#if defined(__SSE2__)
+constexpr bool kStreamStores = true;
+/// dst and src 16-byte aligned, n a multiple of 16.
+void stream_copy(char* dst, const char* src, size_t n) {
+  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n) & 15) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  for (size_t i = 0; i < n; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_load_si128(reinterpret_cast<const __m128i*>(src + i)));
+}
+void stream_fence() { _mm_sfence(); }
+#else
+constexpr bool kStreamStores = false;
+void stream_copy(char* dst, const char* src, size_t n) { std::memcpy(dst, src, n); }
+void stream_fence() {}
+#endif
+constexpr int64_t kStreamBytes = int64_t{16} << 20;  // results this large stream past the caches
+
+char* aligned(std::vector<char>& v, size_t n) {
+  if (v.size() < n + 64) v.resize(n + 64);
+  auto p = reinterpret_cast<uintptr_t>(v.data());
+  return reinterpret_cast<char*>((p + 63) & ~uintptr_t{63});
+}
+
+}  // namespace
+
+bool FusionBackend::try_add_step(const std::vector<Rec>& s, size_t j, Group& g, std::string& why) {
+  const Rec& r = s[j];
+  why = step_refusal(r.op);
+  if (!why.empty()) return false;
+  const ir::TensorDesc& o = r.op.outputs[0];
+  if (g.steps.empty()) g.S = o.shape;
+  if (!is_full_contiguous(o, g.S)) {
+    why = o.shape == g.S ? "writes into a strided view" : "shape " + desc_str(o) + " differs from the group's";
+    return false;
+  }
+  for (size_t k = 0; k < r.in.size(); ++k) {
+    const int64_t pr = gr(r.in[k]).producer;
+    if (pr >= 0) {
+      if (!(s[static_cast<size_t>(pr)].op.outputs[0] == r.op.inputs[k])) {
+        why = "reads a value of the group through another view";
+        return false;
+      }
+    } else if (!is_identity(r.op.inputs[k], g.S) && r.op.inputs[k].numel() != 1) {
+      if (r.in[k] == r.out[0]) {
+        why = "reads its own output buffer through a broadcast";
+        return false;
+      }
+    }
+  }
+  if (gr(r.out[0]).loaded_other) {
+    why = "overwrites a buffer the group reads through a broadcast";
+    return false;
+  }
+  for (size_t k = 0; k < r.in.size(); ++k)
+    if (gr(r.in[k]).producer < 0) {
+      r.in[k]->loaded = true;
+      if (!is_identity(r.op.inputs[k], g.S)) r.in[k]->loaded_other = true;
+    }
+  g.steps.push_back(j);
+  gr(r.out[0]).producer = static_cast<int64_t>(j);
+  return true;
+}
+
+bool FusionBackend::try_tail(const std::vector<Rec>& s, size_t j, Group& g, std::string& why) {
+  const Rec& r = s[j];
+  if (!is_row_kind(r.op.kind)) return false;
+  const int64_t pr = gr(r.in[0]).producer;
+  if (pr < 0 || !(s[static_cast<size_t>(pr)].op.outputs[0] == r.op.inputs[0])) {
+    why = "row op whose input is not a value of the group";
+    return false;
+  }
+  const int64_t k = row_dims(r.op);
+  if (k == 0) {
+    why = "row op not over the trailing dims";
+    return false;
+  }
+  const int64_t rk = static_cast<int64_t>(g.S.size());
+  int64_t rowlen = 1;
+  for (int64_t i = rk - k; i < rk; ++i) rowlen *= g.S[static_cast<size_t>(i)];
+  if (rowlen < 1 || rowlen > kMaxRowLen) {
+    why = "row of " + std::to_string(rowlen) + " elements (too long for a tile)";
+    return false;
+  }
+  for (size_t q = 1; q < r.in.size(); ++q)
+    if (gr(r.in[q]).producer >= 0) {
+      why = "row op parameter produced in the group";
+      return false;
+    }
+  for (size_t q = 0; q < r.out.size(); ++q) {
+    if (r.op.outputs[q].offset != 0 || !r.op.outputs[q].is_contiguous() || gr(r.out[q]).loaded ||
+        gr(r.out[q]).producer >= 0) {
+      why = "row op output aliases the group's buffers";
+      return false;
+    }
+  }
+  g.tail = static_cast<ptrdiff_t>(j);
+  return true;
+}
+
+void FusionBackend::run_stream(const std::vector<Rec>& s) {
+  const size_t n = s.size();
+  // Liveness, backwards.
+  std::vector<char> live(n, 0);
+  ++g_epoch;
+  {
+    for (size_t i = n; i-- > 0;) {
+      bool l = false;
+      for (Buf* b : s[i].out) l |= b->alive || fl(b).needed;
+      live[i] = l;
+      if (!l) {
+        bump(&Stats::dead);
+        if (debug_on()) dbg("  dead: " + std::string(ir::op_name(s[i].op.kind)) + " (result never read)");
+        continue;
+      }
+      for (Buf* b : s[i].in) fl(b).needed = true;
+    }
+  }
+
+  for (size_t q = 0; q < n; ++q)
+    for (Buf* b : s[q].in) fl(b).last_reader = static_cast<int64_t>(q);
+  size_t i = 0;
+  while (i < n) {
+    if (!live[i]) {
+      ++i;
+      continue;
+    }
+    Group g;
+    ++g_gepoch;
+    std::string why;
+    size_t j = i;
+    if (try_add_step(s, i, g, why)) {
+      for (j = i + 1; j < n; ++j) {
+        if (!live[j]) continue;
+        std::string w1, w2;
+        if (try_add_step(s, j, g, w1)) continue;
+        if (try_tail(s, j, g, w2)) {
+          ++j;
+          break;
+        }
+        if (debug_on())
+          dbg("  group ends before " + std::string(ir::op_name(s[j].op.kind)) + ": " + (w2.empty() ? w1 : w2));
+        break;
+      }
+    } else {
+      j = i + 1;
+    }
+    if (g.steps.size() + (g.tail >= 0 ? 1 : 0) >= 2 && shape_numel(g.S) > 0) {
+      run_group(s, g);
+    } else {
+      for (size_t q = i; q < j; ++q) {
+        if (!live[q]) continue;
+        if (debug_on())
+          dbg("  alone: " + std::string(ir::op_name(s[q].op.kind)) + " " + desc_str(s[q].op.outputs[0]) +
+              (why.empty() ? "" : " (" + why + ")"));
+        bump(&Stats::single_ops);
+        run_single(s[q]);
+      }
+    }
+    i = j;
+  }
+}
+
+void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
+  const size_t ns = g.steps.size();
+  const size_t gend = g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back();
+  // Is buffer b read by a (live or not: conservative) op after the group?
+  auto read_after = [&](Buf* b) { return fl(b).last_reader > static_cast<int64_t>(gend); };
+  // Which step values go to memory: the last in-group writer of a buffer that is held by a live
+  // tensor or read after the group (or by the tail through memory, never: the tail reads values).
+  std::vector<char> store(ns, 0);
+  int64_t elided = 0;
+  for (size_t k = 0; k < ns; ++k) gr(s[g.steps[k]].out[0]).last_step = static_cast<int32_t>(k);
+  for (size_t k = 0; k < ns; ++k) {
+    Buf* b = s[g.steps[k]].out[0];
+    const bool last = gr(b).last_step == static_cast<int32_t>(k);
+    if (last && (b->alive || read_after(b)))
+      store[k] = 1;
+    else
+      ++elided;
+  }
+  std::vector<char> tail_store;
+  if (g.tail >= 0)
+    for (Buf* b : s[static_cast<size_t>(g.tail)].out) tail_store.push_back(b->alive || read_after(b));
+
+  // The plan (cached by signature).
+  const std::string sig = signature(s, g, store);
+  std::shared_ptr<Plan> plan;
+  auto pit = plans_.find(sig);
+  if (pit != plans_.end()) {
+    plan = pit->second;
+    bump(&Stats::plan_hits);
+  } else {
+    plan = std::make_shared<Plan>();
+    plan->id = static_cast<int64_t>(plans_.size()) + 1;
+    std::ostringstream text;
+    text << "fused " << ns + (g.tail >= 0 ? 1 : 0) << " ops:";
+    for (size_t k = 0; k < ns; ++k) {
+      text << " " << ir::op_name(s[g.steps[k]].op.kind) << (store[k] ? "*" : "");
+    }
+    if (g.tail >= 0) text << " | row op " << ir::op_name(s[static_cast<size_t>(g.tail)].op.kind);
+    text << "  (* = stored; others stay in tiles)";
+    plan->text = text.str();
+    plans_.emplace(sig, plan);
+    bump(&Stats::plans_built);
+  }
+  bump(&Stats::fused_groups);
+  bump(&Stats::fused_ops, static_cast<int64_t>(ns) + (g.tail >= 0 ? 1 : 0));
+  bump(&Stats::intermediates_elided, elided);
+  if (debug_on()) {
+    std::ostringstream os;
+    os << "  plan #" << plan->id << (pit != plans_.end() ? " (cached)" : " (built)") << " over "
+       << desc_str(s[g.steps[0]].op.outputs[0]) << ": " << plan->text;
+    dbg(os.str());
+  }
+
+  // Sources and loads for this run (sizes known now).
+  std::vector<Load> loads;
+  std::vector<std::vector<Src>> src(ns);
+  const Shape& S = g.S;
+  const size_t r = S.size();
+  auto add_load = [&](Buf* b, const ir::TensorDesc& d) {
+    for (size_t q = 0; q < loads.size(); ++q)  // one load (one gather per tile) per view
+      if (loads[q].buf == b && loads[q].desc == d) return static_cast<int>(q);
+    Load L;
+    L.buf = b;
+    L.desc = d;
+    if (d.numel() == 1)
+      L.kind = LoadKind::Scalar;
+    else if (is_identity(d, S))
+      L.kind = LoadKind::Identity;
+    else {
+      L.kind = LoadKind::Gather;
+      L.bstrides = Strides(r, 0);
+      const size_t rd = d.shape.size();
+      for (size_t q = 0; q < r; ++q) {
+        if (q + rd < r) continue;
+        size_t jd = q + rd - r;
+        L.bstrides[q] = (d.shape[jd] == 1 && S[q] != 1) ? 0 : d.strides[jd];
+      }
+    }
+    loads.push_back(std::move(L));
+    return static_cast<int>(loads.size() - 1);
+  };
+  for (size_t k = 0; k < ns; ++k) {
+    const Rec& rec = s[g.steps[k]];
+    for (size_t q = 0; q < rec.in.size(); ++q) {
+      Src sr;
+      if (gr(rec.in[q]).step >= 0)
+        sr.step = rec.in[q]->step;
+      else
+        sr.load = add_load(rec.in[q], rec.op.inputs[q]);
+      src[k].push_back(sr);
+    }
+    gr(rec.out[0]).step = static_cast<int32_t>(k);
+  }
+  int tail_in = -1;
+  int64_t rowlen = 1, k_dims = 0;
+  if (g.tail >= 0) {
+    const Rec& t = s[static_cast<size_t>(g.tail)];
+    tail_in = gr(t.in[0]).step;
+    k_dims = row_dims(t.op);
+    for (size_t q = r - static_cast<size_t>(k_dims); q < r; ++q) rowlen *= S[q];
+  }
+  // Materialise everything touched in memory before going parallel.
+  for (auto& L : loads) materialise(L.buf);
+  for (size_t k = 0; k < ns; ++k)
+    if (store[k]) materialise(s[g.steps[k]].out[0]);
+  if (g.tail >= 0) {
+    const Rec& t = s[static_cast<size_t>(g.tail)];
+    for (size_t q = 1; q < t.in.size(); ++q) materialise(t.in[q]);
+    for (size_t q = 0; q < t.out.size(); ++q)
+      if (tail_store[q]) materialise(t.out[q]);
+  }
+
+  const int64_t N = shape_numel(S);
+  const int64_t rows_per_tile = g.tail >= 0 ? std::max<int64_t>(1, tile_elems() / rowlen) : 0;
+  const int64_t tile = g.tail >= 0 ? std::min(rows_per_tile, N / rowlen) * rowlen : std::min(tile_elems(), N);
+  const int64_t ntiles = (N + tile - 1) / tile;
+  const int64_t grain = std::max<int64_t>(1, kMinElemsPerThread / tile);
+  const int64_t total_rows = g.tail >= 0 ? N / rowlen : 0;
+
+  std::vector<int> gather_slot(loads.size(), -1);
+  int ngather = 0;
+  for (size_t q = 0; q < loads.size(); ++q)
+    if (loads[q].kind == LoadKind::Gather) gather_slot[q] = ngather++;
+  std::vector<char> f32_step(ns, 0);
+  for (size_t k = 0; k < ns; ++k) {
+    const ir::Op& op = s[g.steps[k]].op;
+    bool all = op.outputs[0].dtype == DType::F32 && op.inputs.size() <= 2 && op.kind != OpKind::Copy &&
+               op.kind != OpKind::Cast;
+    for (auto& d : op.inputs) all &= d.dtype == DType::F32;
+    f32_step[k] = all;
+  }
+  // Large stored results bypass the caches (non-temporal stores, no read-for-ownership): the
+  // tile is computed in scratch and streamed out. Full tiles only (they are 64-byte aligned).
+  const bool streaming = kStreamStores && g.tail < 0 && N * 4 >= kStreamBytes && tile % 16 == 0;
+  parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) {
+    thread_local std::vector<char> scratch_v;
+    const size_t slot = static_cast<size_t>(tile) * 8;
+    const size_t nslots = ns + static_cast<size_t>(ngather) + 4;
+    char* scratch = aligned(scratch_v, slot * nslots);
+    // per-chunk copies of the ops (descriptors rewritten per tile)
+    std::vector<ir::Op> ops(ns);
+    for (size_t k = 0; k < ns; ++k) {
+      ops[k].kind = s[g.steps[k]].op.kind;
+      ops[k].attrs = s[g.steps[k]].op.attrs;
+      ops[k].inputs = s[g.steps[k]].op.inputs;
+      ops[k].outputs = s[g.steps[k]].op.outputs;
+    }
+    ir::Op tail_op;
+    if (g.tail >= 0) tail_op = s[static_cast<size_t>(g.tail)].op;
+    std::vector<char*> val(ns);
+    std::vector<char*> lp(loads.size());
+    SmallVec<void*, 4> in_p, out_p;
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t s0 = t * tile, len = std::min(tile, N - s0);
+      // loads gathered once per tile
+      for (size_t q = 0; q < loads.size(); ++q) {
+        const Load& L = loads[q];
+        const size_t esz = dtype_size(L.desc.dtype);
+        char* base = static_cast<char*>(L.buf->real);
+        switch (L.kind) {
+          case LoadKind::Scalar:
+            lp[q] = base + static_cast<size_t>(L.desc.offset) * esz;
+            break;
+          case LoadKind::Identity:
+            lp[q] = base + static_cast<size_t>(L.desc.offset + s0) * esz;
+            break;
+          case LoadKind::Gather:
+            lp[q] = scratch + slot * (ns + static_cast<size_t>(gather_slot[q]));
+            gather(base, esz, S, L.bstrides, L.desc.offset, s0, len, lp[q]);
+            break;
+        }
+      }
+      for (size_t k = 0; k < ns; ++k) {
+        ir::Op& op = ops[k];
+        in_p.clear();
+        out_p.clear();
+        for (size_t q = 0; q < src[k].size(); ++q) {
+          ir::TensorDesc& d = op.inputs[q];
+          const Src& sr = src[k][q];
+          bool scalar = sr.load >= 0 && loads[static_cast<size_t>(sr.load)].kind == LoadKind::Scalar;
+          d.shape = Shape{scalar ? 1 : len};
+          d.strides = Strides{1};
+          d.offset = 0;
+          in_p.push_back(sr.step >= 0 ? val[static_cast<size_t>(sr.step)] : lp[static_cast<size_t>(sr.load)]);
+        }
+        ir::TensorDesc& od = op.outputs[0];
+        od.shape = Shape{len};
+        od.strides = Strides{1};
+        od.offset = 0;
+        const size_t esz = dtype_size(od.dtype);
+        char* dst = store[k] ? static_cast<char*>(s[g.steps[k]].out[0]->real) + static_cast<size_t>(s0) * esz : nullptr;
+        const bool nt = store[k] && streaming && len == tile;
+        val[k] = store[k] && !nt ? dst : scratch + slot * k;
+        out_p.push_back(val[k]);
+        // f32 rows: the vectorised row functions the CPU kernels call for contiguous f32 runs
+        // (same results), without building the kernel's loop for every tile.
+        bool done = false;
+        if (f32_step[k]) {
+          const auto* a = static_cast<const float*>(in_p[0]);
+          auto* o = reinterpret_cast<float*>(val[k]);
+          if (in_p.size() == 1)
+            done = cpu::vec::unary_f32(op, a, o, len);
+          else if (in_p.size() == 2)
+            done = cpu::vec::binary_f32(op.kind, a, op.inputs[0].shape[0] == 1 ? 0 : 1,
+                                        static_cast<const float*>(in_p[1]), op.inputs[1].shape[0] == 1 ? 0 : 1, o, len);
+        }
+        if (!done) kKernels[static_cast<int>(op.kind)](op, in_p.data(), out_p.data());
+        if (nt) stream_copy(dst, val[k], static_cast<size_t>(len) * esz);
+      }
+      if (g.tail >= 0) {
+        const Rec& tr = s[static_cast<size_t>(g.tail)];
+        const ir::Op& orig = tr.op;
+        const int64_t rows = len / rowlen, row0 = s0 / rowlen;
+        Shape in_shape{rows};
+        for (size_t q = r - static_cast<size_t>(k_dims); q < r; ++q) in_shape.push_back(S[q]);
+        tail_op.inputs[0] = ir::contiguous_desc(in_shape, orig.inputs[0].dtype);
+        in_p.clear();
+        out_p.clear();
+        in_p.push_back(val[static_cast<size_t>(tail_in)]);
+        for (size_t q = 1; q < tr.in.size(); ++q) in_p.push_back(tr.in[q]->real);
+        if (orig.kind != OpKind::Softmax && orig.kind != OpKind::LogSoftmax && orig.kind != OpKind::LayerNorm) {
+          tail_op.attrs.ints.clear();
+          tail_op.attrs.ints.push_back(orig.attrs.ints[0]);
+          for (int64_t q = 1; q <= k_dims; ++q) tail_op.attrs.ints.push_back(q);
+        } else if (orig.kind != OpKind::LayerNorm) {
+          tail_op.attrs.ints[0] = 1;
+        }
+        for (size_t q = 0; q < tr.out.size(); ++q) {
+          const ir::TensorDesc& od = orig.outputs[q];
+          Shape os{rows};
+          if (od.shape.size() == r)
+            for (size_t z = r - static_cast<size_t>(k_dims); z < r; ++z) os.push_back(od.shape[z]);
+          tail_op.outputs[q] = ir::contiguous_desc(os, od.dtype);
+          const int64_t per_row = total_rows ? od.numel() / total_rows : 0;
+          const size_t esz = dtype_size(od.dtype);
+          out_p.push_back(tail_store[q]
+                              ? static_cast<char*>(tr.out[q]->real) + static_cast<size_t>(row0 * per_row) * esz
+                              : scratch + slot * (ns + static_cast<size_t>(ngather) + std::min<size_t>(q, 3)));
+        }
+        kKernels[static_cast<int>(tail_op.kind)](tail_op, in_p.data(), out_p.data());
+      }
+    }
+    stream_fence();
+  });
+}
+
+// ---- public entry points -----------------------------------------------------------------------
+
+namespace {
+std::mutex g_reg_mu;
+std::map<Backend*, FusionBackend*>& registry() {
+  static auto* m = new std::map<Backend*, FusionBackend*>();  // never destroyed
+  return *m;
+}
+}  // namespace
+
+Backend* fusion_backend(Backend* inner) {
+  std::lock_guard<std::mutex> lock(g_reg_mu);
+  FusionBackend*& b = registry()[inner];
+  if (!b) b = new FusionBackend(inner);
+  return b;
+}
+
+bool is_fusion(const Backend* b) { return dynamic_cast<const FusionBackend*>(b) != nullptr; }
+
+bool enabled() {
+  int v = g_enabled.load();
+  if (v < 0) {
+    const char* e = std::getenv("KILN_FUSION");
+    v = (e && std::strcmp(e, "0") == 0) ? 0 : 1;
+    g_enabled.store(v);
+  }
+  return v == 1;
+}
+
+void set_enabled(bool on) {
+  {
+    std::lock_guard<std::mutex> lock(g_reg_mu);
+    for (auto& [inner, f] : registry()) f->flush_all("set_enabled");
+  }
+  g_enabled.store(on ? 1 : 0);
+}
+
+Stats stats() {
+  std::lock_guard<std::mutex> l(g_stats_mu);
+  return g_stats;
+}
+void reset_stats() {
+  std::lock_guard<std::mutex> l(g_stats_mu);
+  g_stats = Stats{};
+}
+
+}  // namespace fusion
+
+// ---- Device entry points -------------------------------------------------------------------------
+
+Device Device::fusion() const {
+  Backend* below = backend_;
+  const AutodiffOptions* ad = backend_->autodiff_options();
+  while (below->autodiff_options()) below = below->inner();
+  if (fusion::is_fusion(below)) return *this;
+  Device d(fusion::fusion_backend(below), index_);
+  return ad ? d.autodiff(*ad) : d;
+}
+
+bool Device::has_fusion() const {
+  for (Backend* b = backend_; b; b = b->inner())
+    if (fusion::is_fusion(b)) return true;
+  return false;
+}
+
+}  // namespace kiln

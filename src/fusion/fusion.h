@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// The fusion decorator (Device::fusion()): records the op stream of a device lazily and runs
+// chains of elementwise ops (with an optional trailing row reduction / softmax / norm) as one
+// tiled kernel. See Note [Fusion design] in fusion.cpp and docs/fusion.md.
+#include <cstdint>
+#include <string>
+
+#include "core/backend.h"
+
+namespace kiln::fusion {
+
+/// The fusion decorator over `inner` (one per inner backend, never destroyed).
+Backend* fusion_backend(Backend* inner);
+/// Whether `b` is a fusion decorator.
+bool is_fusion(const Backend* b);
+
+/// Whether fusion records lazily (KILN_FUSION=0 turns it off: the decorator passes every op
+/// through). set_enabled flushes pending work first; for tests and benchmarks.
+bool enabled();
+void set_enabled(bool on);
+
+/// Counters over all fusion decorators since the last reset.
+struct Stats {
+  int64_t recorded = 0;      ///< ops queued lazily
+  int64_t eager = 0;         ///< ops that could not be queued (flush, then run directly)
+  int64_t dead = 0;          ///< queued ops never computed (no reader, no live tensor)
+  int64_t fused_groups = 0;  ///< fused kernels launched (two or more ops each)
+  int64_t fused_ops = 0;     ///< ops run inside fused kernels
+  int64_t single_ops = 0;    ///< queued ops run alone
+  int64_t flushes = 0;
+  int64_t plans_built = 0;           ///< plan cache misses
+  int64_t plan_hits = 0;             ///< plan cache hits
+  int64_t intermediates_elided = 0;  ///< buffers produced and consumed inside a fused kernel
+};
+Stats stats();
+void reset_stats();
+
+}  // namespace kiln::fusion

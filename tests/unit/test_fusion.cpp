@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The fusion decorator (Device::cpu().fusion()): results equal to the unfused CPU device (the
+// fused kernels call the same CPU kernels per tile, so elementwise chains match bitwise), flush
+// points, dead-code elimination, buffers held by live tensors, plan caching, composition with
+// autodiff either way, a property test over random op streams, and training losses.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "autodiff/graph.h"
+#include "fusion/fusion.h"
+#include "test_util.h"
+
+using namespace kiln;
+namespace F = kiln::nn::functional;
+
+namespace {
+
+Device fused() { return Device::cpu().fusion(); }
+
+/// Max |a - b| / (atol + rtol |b|) over all elements (both read as f64); NaNs must match.
+::testing::AssertionResult close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-6) {
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << "shapes " << to_string(a.shape()) << " vs " << to_string(b.shape());
+  if (a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "dtypes differ";
+  auto va = a.to(Device::cpu()).to_vector<double>(), vb = b.to(Device::cpu()).to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (std::isnan(va[i]) != std::isnan(vb[i]))
+      return ::testing::AssertionFailure() << "NaN mismatch at " << i << ": " << va[i] << " vs " << vb[i];
+    if (std::isnan(va[i]) || va[i] == vb[i]) continue;
+    if (!(std::abs(va[i] - vb[i]) <= atol + rtol * std::abs(vb[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Tensor gelu_composite(const Tensor& x) { return x * 0.5 * (erf(x / std::sqrt(2.0)) + 1.0); }
+
+}  // namespace
+
+TEST(Fusion, DeviceComposesWithAutodiffEitherWay) {
+  Device a = Device::cpu().fusion().autodiff();
+  Device b = Device::cpu().autodiff().fusion();
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(a.has_fusion());
+  EXPECT_TRUE(a.has_autodiff());
+  EXPECT_EQ(a.without_autodiff(), fused());
+  EXPECT_EQ(fused().fusion(), fused());
+  EXPECT_FALSE(Device::cpu().has_fusion());
+  EXPECT_TRUE(fused().is_cpu());
+  EXPECT_EQ(fused().str(), "cpu+fusion");
+  EXPECT_EQ(Device::from_string("cpu-fusion"), fused());
+  EXPECT_EQ(Device::cpu().autodiff().without_autodiff(), Device::cpu());
+}
+
+TEST(Fusion, ElementwiseChainMatchesUnfusedAndElidesIntermediates) {
+  manual_seed(7);
+  Tensor xc = randn({37, 1000}, {.device = Device::cpu()});
+  Tensor xf = xc.to(fused());
+  fusion::reset_stats();
+  Tensor yf = gelu_composite(xf);
+  EXPECT_EQ(fusion::stats().fused_groups, 0) << "nothing runs before a read";
+  Tensor yc = gelu_composite(xc);
+  EXPECT_EQ(yf.to_vector<float>(), yc.to_vector<float>());  // same kernels per tile: bitwise
+  fusion::Stats s = fusion::stats();
+  EXPECT_EQ(s.fused_groups, 1);
+  EXPECT_EQ(s.fused_ops, 5);
+  EXPECT_EQ(s.intermediates_elided, 4);
+}
+
+TEST(Fusion, BroadcastScalarsCastsAndMasks) {
+  auto f = [](const Device& d) {
+    manual_seed(8);
+    Tensor x = randn({6, 5, 7}, {.device = d});
+    Tensor b = randn({7}, {.device = d});
+    Tensor c = randn({5, 1}, {.device = d});
+    Tensor t = x.transpose(0, 2).transpose(0, 2);  // a strided view of x
+    Tensor m = gt(x, 0.25);
+    Tensor y = where(m, exp(x + b) * c, sigmoid(t) - 1.0);
+    Tensor z = (y.to(f64) * 3.0 + 1).to(f32);
+    return std::vector<Tensor>{y, z, m};
+  };
+  auto a = f(Device::cpu()), b = f(fused());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 0, 0)) << i;
+}
+
+TEST(Fusion, TrailingRowOpsMatch) {
+  auto f = [](const Device& d) {
+    manual_seed(9);
+    Tensor x = randn({33, 129}, {.device = d});
+    Tensor w = randn({129}, {.device = d});
+    Tensor h = x * 2.0 + 1.0;
+    std::vector<Tensor> out;
+    out.push_back(sum(exp(h * 0.1), {-1}));
+    out.push_back(mean(tanh(h), {-1}, true));
+    out.push_back(amax(h * h, {-1}));
+    out.push_back(softmax(h - 3.0, -1));
+    out.push_back(log_softmax(sigmoid(h), -1));
+    out.push_back(F::layer_norm(relu(h) + 0.5, {129}, w, w * 0.1));
+    out.push_back(F::rms_norm(h * 0.5, {129}, w));
+    return out;
+  };
+  fusion::reset_stats();
+  auto a = f(Device::cpu()), b = f(fused());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-6, 1e-6)) << i;
+  EXPECT_GE(fusion::stats().fused_groups, 5);
+}
+
+TEST(Fusion, DeadCodeIsNotComputedButLiveTensorsAre) {
+  Tensor x = ones({1000}, {.device = fused()});
+  fusion::reset_stats();
+  Tensor kept = exp(x) + 1.0;           // held: must be materialised
+  { Tensor unused = sin(kept) * 2.0; }  // dropped before any read: never computed
+  Tensor y = kept * 3.0;
+  sync(fused());
+  fusion::Stats s = fusion::stats();
+  EXPECT_EQ(s.dead, 2);
+  EXPECT_FLOAT_EQ(kept.to_vector<float>()[5], std::exp(1.0f) + 1.0f);
+  EXPECT_FLOAT_EQ(y.to_vector<float>()[999], (std::exp(1.0f) + 1.0f) * 3.0f);
+}
+
+TEST(Fusion, FlushPointsReadWriteAndEagerOps) {
+  Tensor x = arange(0, 12, 1, f32, fused()).reshape({3, 4});
+  Tensor y = x * 2.0 + 1.0;
+  EXPECT_FLOAT_EQ(y.sum().item<float>(), 2 * 66 + 12);  // read in the middle
+  y.add_(1.0);                                          // in-place on a computed buffer
+  Tensor z = y * y;
+  y.fill_(0.0);  // write after a queued read
+  EXPECT_FLOAT_EQ(z.to_vector<float>()[11], 24.0f * 24.0f);
+  EXPECT_FLOAT_EQ(y.to_vector<float>()[3], 0.0f);
+  Tensor idx = tensor<int64_t>({2, 0}, {2}, fused());
+  Tensor g = index_select(exp(x), 0, idx);  // not fusable: flushes, then runs directly
+  EXPECT_FLOAT_EQ(g.to_vector<float>()[0], std::exp(8.0f));
+  EXPECT_THROW(index_select(x + 1.0, 0, tensor<int64_t>({5}, {1}, fused())), kiln::Error);  // errors stay synchronous
+  // a slice written through a view while the base is queued
+  Tensor b = x + 0.0;
+  b.narrow(1, 0, 2).copy_(zeros({3, 2}, {.device = fused()}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{0, 0, 2, 3, 0, 0, 6, 7, 0, 0, 10, 11}));
+}
+
+TEST(Fusion, LargeResultsStreamedPastTheCachesMatch) {
+  // >= 16 MB results take the non-temporal store path; the size is not a multiple of the tile.
+  const int64_t n = (int64_t{4} << 20) + 1234;
+  manual_seed(4);
+  Tensor xc = randn({n}, {.device = Device::cpu()});
+  Tensor xf = xc.to(fused());
+  Tensor hf = exp(xf * 0.25), yf = tanh(hf - 1.0) * xf;  // hf is held: stored too
+  Tensor hc = exp(xc * 0.25), yc = tanh(hc - 1.0) * xc;
+  EXPECT_EQ(yf.to_vector<float>(), yc.to_vector<float>());
+  EXPECT_EQ(hf.to_vector<float>(), hc.to_vector<float>());
+}
+
+TEST(Fusion, PlansAreCachedAcrossSizes) {
+  fusion::reset_stats();
+  for (int64_t n : {1000, 5000, 20000, 7}) {
+    Tensor x = ones({n}, {.device = fused()});
+    Tensor y = gelu_composite(x);
+    EXPECT_NEAR(y.to_vector<float>().back(), 0.8413447f, 1e-6);
+  }
+  fusion::Stats s = fusion::stats();
+  EXPECT_EQ(s.fused_groups, 4);
+  EXPECT_EQ(s.plans_built, 1);
+  EXPECT_EQ(s.plan_hits, 3);
+}
+
+TEST(Fusion, DisabledPassesThrough) {
+  fusion::set_enabled(false);
+  fusion::reset_stats();
+  Tensor x = ones({100}, {.device = fused()});
+  Tensor y = exp(x) * 2.0;
+  EXPECT_EQ(fusion::stats().recorded, 0);
+  EXPECT_FLOAT_EQ(y.to_vector<float>()[0], 2 * std::exp(1.0f));
+  fusion::set_enabled(true);
+}
+
+TEST(Fusion, ResultsDoNotDependOnThreadCount) {
+  const int nt = num_threads();
+  manual_seed(3);
+  Tensor x = randn({300, 513}).to(fused());
+  std::vector<float> ref;
+  for (int t : {1, 2, 3}) {
+    set_num_threads(t);
+    Tensor y = log_softmax(gelu_composite(x) * 1.5, -1);
+    if (ref.empty())
+      ref = y.to_vector<float>();
+    else
+      EXPECT_EQ(y.to_vector<float>(), ref) << t << " threads";
+  }
+  set_num_threads(nt);
+}
+
+// ---- autodiff through fusion ---------------------------------------------------------------------
+
+namespace {
+using Fn1 = std::function<Tensor(const std::vector<Tensor>&)>;
+void expect_same_grads(const Fn1& f, const std::vector<Shape>& shapes, DType dt = f32) {
+  for (const Device& fd : {Device::cpu().fusion().autodiff(), Device::cpu().autodiff().fusion()}) {
+    manual_seed(11);
+    std::vector<Tensor> xc, xf;
+    for (auto& s : shapes) {
+      Tensor r = randn(s, {.dtype = dt});
+      xc.push_back(r.to(Device::cpu().autodiff()).require_grad());
+      xf.push_back(r.to(fd).require_grad());
+    }
+    Tensor yc = f(xc), yf = f(xf);
+    EXPECT_TRUE(close(yf, yc, 1e-6, 1e-6));
+    Gradients gc = yc.sum().backward(), gf = yf.sum().backward();
+    for (size_t i = 0; i < xc.size(); ++i) EXPECT_TRUE(close(xf[i].grad(gf), xc[i].grad(gc), 1e-5, 1e-6)) << i;
+  }
+}
+}  // namespace
+
+TEST(FusionAutodiff, ElementwiseCompositesHaveTheSameGradients) {
+  expect_same_grads([](const auto& v) { return gelu_composite(v[0]); }, {{64, 33}});
+  expect_same_grads([](const auto& v) { return tanh(v[0] * v[1] + v[2]) * sigmoid(v[0]); }, {{8, 16}, {16}, {8, 1}});
+  expect_same_grads([](const auto& v) { return where(gt(v[0], 0.0), v[0] * v[1], exp(v[1] * 0.5)); }, {{5, 7}, {5, 7}});
+  expect_same_grads([](const auto& v) { return pow(abs(v[0]) + 1.0, 1.5) / (v[1] * v[1] + 2.0); }, {{40}, {40}}, f64);
+}
+
+TEST(FusionAutodiff, RowOpsHaveTheSameGradients) {
+  expect_same_grads([](const auto& v) { return log_softmax(v[0] * 2.0 + v[1], -1); }, {{9, 31}, {31}});
+  expect_same_grads([](const auto& v) { return softmax(exp(v[0] * 0.1), -1) * v[0]; }, {{9, 31}});
+  expect_same_grads([](const auto& v) { return F::layer_norm(v[0] * 3.0 - 1.0, {31}, v[1], v[2]); },
+                    {{9, 31}, {31}, {31}});
+  expect_same_grads([](const auto& v) { return sum(square(v[0] - 0.5), {-1}, true) * v[0]; }, {{9, 31}});
+}
+
+TEST(FusionAutodiff, BalancedCheckpointingComposes) {
+  Device d = Device::cpu().autodiff({.checkpointing = Checkpointing::Balanced}).fusion();
+  EXPECT_EQ(autodiff::checkpointing(d), Checkpointing::Balanced);
+  manual_seed(5);
+  Tensor r = randn({16, 24});
+  Tensor xc = r.to(Device::cpu().autodiff()).require_grad(), xf = r.to(d).require_grad();
+  Tensor yc = gelu_composite(tanh(xc) * 2.0).sum(), yf = gelu_composite(tanh(xf) * 2.0).sum();
+  EXPECT_TRUE(close(xf.grad(yf.backward()), xc.grad(yc.backward()), 1e-5, 1e-6));
+}
+
+// ---- property test: random op streams -----------------------------------------------------------
+
+TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
+  std::mt19937 rng(1234);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  for (int trial = 0; trial < 60; ++trial) {
+    const uint32_t seed = static_cast<uint32_t>(rng());
+    const int64_t rows = 1 + pick(40), cols = 1 + pick(300);
+    const DType dt = pick(3) == 0 ? f64 : f32;
+    const int nops = 3 + pick(14);
+    std::vector<int> prog;
+    for (int i = 0; i < 3 * nops; ++i) prog.push_back(static_cast<int>(rng() % 1000));
+    std::vector<int> reads;  // positions where the stream is read in the middle
+    for (int i = 0; i < nops; ++i) reads.push_back(pick(5) == 0);
+    auto run = [&](const Device& d) {
+      manual_seed(seed);
+      std::vector<Tensor> vals = {randn({rows, cols}, {.dtype = dt, .device = d}),
+                                  randn({cols}, {.dtype = dt, .device = d}),
+                                  randn({rows, 1}, {.dtype = dt, .device = d})};
+      std::vector<Tensor> outs;
+      for (int i = 0; i < nops; ++i) {
+        const Tensor& a = vals[static_cast<size_t>(prog[3 * i + 1]) % vals.size()];
+        const Tensor& b = vals[static_cast<size_t>(prog[3 * i + 2]) % vals.size()];
+        Tensor y;
+        switch (prog[3 * i] % 16) {
+          case 0:
+            y = a + b;
+            break;
+          case 1:
+            y = a * b;
+            break;
+          case 2:
+            y = a - b * 0.5;
+            break;
+          case 3:
+            y = tanh(a);
+            break;
+          case 4:
+            y = exp(a * 0.1);
+            break;
+          case 5:
+            y = where(gt(a, b), a, b);
+            break;
+          case 6:
+            y = sigmoid(a) * 2.0 - 1.0;
+            break;
+          case 7:
+            y = maximum(a, b);
+            break;
+          case 8:
+            y = a.to(dt == f32 ? f64 : f32).square().to(dt);
+            break;
+          case 9:
+            y = (a.dim() == 2 && a.size(1) == cols) ? softmax(a, -1) : erf(a);
+            break;
+          case 10:
+            y = (a.dim() == 2) ? sum(a * a, {-1}, true) : abs(a);
+            break;
+          case 11:
+            y = (a.dim() == 2 && a.size(0) == rows && a.size(1) == cols) ? a.t().contiguous().t() * 1.0 : a + 1.0;
+            break;
+          case 12:
+            y = clamp(a, -0.5, 0.5);
+            break;
+          case 13:
+            y = (a.dim() == 2) ? amax(a, {-1}, true) : neg(a);
+            break;
+          case 14:
+            y = a / (abs(b) + 1.0);
+            break;
+          default:
+            y = gelu(a);
+            break;
+        }
+        if (reads[static_cast<size_t>(i)]) (void)y.sum().item<double>();
+        vals.push_back(y);
+        if (vals.size() > 6) {
+          outs.push_back(vals[3]);
+          vals.erase(vals.begin() + 3);  // drops a handle: its value may become dead
+        }
+      }
+      for (size_t k = 3; k < vals.size(); ++k) outs.push_back(vals[k]);
+      return outs;
+    };
+    auto a = run(Device::cpu()), b = run(fused());
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_TRUE(close(b[k], a[k], 0, 0))
+          << "trial " << trial << " output " << k << " rows " << rows << " cols " << cols;
+  }
+}
+
+// ---- training ------------------------------------------------------------------------------------
+
+namespace {
+struct Mlp : nn::Module {
+  nn::Linear fc1, fc2;
+  nn::LayerNorm ln;
+  Mlp(const Device& d)
+      : fc1({.in = 8, .out = 32}, d), fc2({.in = 32, .out = 3}, d), ln({.normalized_shape = {32}}, d) {}
+  Tensor forward(const Tensor& x) const { return fc2(gelu(ln(fc1(x))) * 0.5 + 0.1); }
+  KILN_VISIT(Mlp, fc1, fc2, ln)
+};
+
+std::vector<double> train_losses(const Device& d) {
+  manual_seed(3);
+  Tensor y = randint(0, 3, {128}, {.dtype = i64, .device = d});
+  Tensor x = randn({128, 8}, {.device = d}) + y.to(f32).unsqueeze(1);
+  manual_seed(1);
+  Mlp model(d);
+  optim::Adam opt(model.parameters(), {.lr = 1e-2});
+  std::vector<double> losses;
+  for (int step = 0; step < 30; ++step) {
+    Tensor loss = F::cross_entropy(model.forward(x), y);
+    losses.push_back(loss.item<double>());
+    opt.step(loss.backward());
+  }
+  return losses;
+}
+}  // namespace
+
+TEST(FusionTraining, MlpLossesMatchUnfused) {
+  fusion::reset_stats();
+  auto a = train_losses(Device::cpu().autodiff());
+  auto b = train_losses(Device::cpu().fusion().autodiff());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * (1 + std::abs(a[i]))) << "step " << i;
+  EXPECT_LT(a.back(), a.front());
+  EXPECT_GT(fusion::stats().fused_groups, 30);
+}
