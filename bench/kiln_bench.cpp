@@ -29,18 +29,13 @@
 #include <dnnl.h>  // matmul block: the dnnl_sgemm calibration rows
 #endif
 
-namespace {
+#include "bench_util.h"
+
+namespace bench {
 
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-  int threads = 1;
-  bool smoke = false;
-  int reps = 10;
-};
-
-/// Best time of `reps` calls of f after `warmup` calls, in seconds.
-double best_of(const std::function<void()>& f, int reps, int warmup = 2) {
+double best_of(const std::function<void()>& f, int reps, int warmup) {
   for (int i = 0; i < warmup; ++i) f();
   double best = 1e300;
   for (int r = 0; r < reps; ++r) {
@@ -52,16 +47,26 @@ double best_of(const std::function<void()>& f, int reps, int warmup = 2) {
   return best;
 }
 
-void emit(const std::string& id, double seconds, double bytes, const std::string& status = "ok") {
+void emit(const std::string& id, double seconds, double bytes, const std::string& status) {
   std::printf("%s\t%.9g\t%.0f\t%s\n", id.c_str(), seconds, bytes, status.c_str());
   std::fflush(stdout);
 }
 
-/// Runs one Kiln benchmark; an op that throws is reported as skipped with its message.
-void kiln_case(const std::string& id, double bytes, const Options& o, const std::function<void()>& f, int inner = 1) {
+void emit_skip(const std::string& id, const std::exception& e, double bytes) {
+  std::string msg = e.what();
+  for (char& c : msg)
+    if (c == '\t' || c == '\n') c = ' ';
+  emit(id, 0, bytes, "skip: " + msg.substr(0, 100));
+}
+
+bool selected(const std::string& id) {
   // BENCH_ONLY=<id prefix> runs only the matching cases (the calibrations always run).
   static const char* only = std::getenv("BENCH_ONLY");
-  if (only && id.rfind(only, 0) != 0) return;
+  return !only || id.rfind(only, 0) == 0;
+}
+
+void kiln_case(const std::string& id, double bytes, const Options& o, const std::function<void()>& f, int inner) {
+  if (!selected(id)) return;
   try {
     // Queued work (if any) must finish before the clock stops: sync once per sample.
     double s = best_of(
@@ -72,12 +77,15 @@ void kiln_case(const std::string& id, double bytes, const Options& o, const std:
         o.reps, o.smoke ? 0 : 2);
     emit(id, s / inner, bytes);
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    for (char& c : msg)
-      if (c == '\t' || c == '\n') c = ' ';
-    emit(id, 0, bytes, "skip: " + msg.substr(0, 100));
+    emit_skip(id, e, bytes);
   }
 }
+
+}  // namespace bench
+
+namespace {
+
+using namespace bench;
 
 // ---- calibration: memcpy-like copy and streaming read, same threads as the kernels ----------
 
@@ -153,16 +161,27 @@ void calibrate(const Options& o, int64_t n, Calibration& c) {
 
 int main(int argc, char** argv) {
   Options o;
+  std::string memory_model, callgrind_op;
+  int mode_steps = 1000;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) {
+    if (a == "--memory" && i + 1 < argc) {
+      memory_model = argv[++i];  // --memory <mlp|cnn> [steps]
+      if (i + 1 < argc && argv[i + 1][0] != '-') mode_steps = std::atoi(argv[++i]);
+    } else if (a == "--callgrind-overhead" && i + 1 < argc) {
+      callgrind_op = argv[++i];  // --callgrind-overhead <op> [iters]
+      mode_steps = 10000;
+      if (i + 1 < argc && argv[i + 1][0] != '-') mode_steps = std::atoi(argv[++i]);
+    } else if (a == "--threads" && i + 1 < argc) {
       o.threads = std::atoi(argv[++i]);
     } else if (a == "--reps" && i + 1 < argc) {
       o.reps = std::atoi(argv[++i]);
     } else if (a == "--smoke") {
       o.smoke = true;
     } else {
-      std::fprintf(stderr, "usage: kiln_bench [--threads N] [--reps R] [--smoke]\n");
+      std::fprintf(stderr,
+                   "usage: kiln_bench [--threads N] [--reps R] [--smoke] [--memory mlp|cnn [steps]]\n"
+                   "       kiln_bench --callgrind-overhead <add|exp|sum|add_ad|exp_ad|sum_ad> [iters]\n");
       return 2;
     }
   }
@@ -170,6 +189,10 @@ int main(int argc, char** argv) {
   o.threads = std::max(o.threads, 1);
   using namespace kiln;
   set_num_threads(o.threads);
+  if (!callgrind_op.empty()) return run_callgrind_overhead(callgrind_op, mode_steps);
+  if (!memory_model.empty()) return run_memory_mode(memory_model, mode_steps, o);
+
+  fma_peak(o);  // calib/fma_peak: the denominator of "% of peak" (matmul, conv, attention)
 
   // 16M elements as [4096, 4096] (smoke: [64, 64]).
   const int64_t side = o.smoke ? 64 : 4096;
@@ -300,10 +323,22 @@ int main(int argc, char** argv) {
         Tensor cy = F::conv2d(cx, cw, cb, {.padding = c.pad});
         Tensor cg = randn(cy.shape());
         Tensor r1, r2;
-        kiln_case(id + "/fwd", 0, o, [&] { r1 = F::conv2d(cx, cw, cb, {.padding = c.pad}); });
-        kiln_case(id + "/bwd", 0, o, [&] {
+        // bytes field: flops (2 per multiply-add; backward = input + weight gradients = 2x).
+        const double fl = 2.0 * double(cy.numel()) * double(c.C * c.k * c.k);
+        kiln_case(id + "/fwd", fl, o, [&] { r1 = F::conv2d(cx, cw, cb, {.padding = c.pad}); });
+        kiln_case(id + "/bwd", 2 * fl, o, [&] {
           r1 = nn::grad::conv2d_input(cx.shape(), cw, cg, {.padding = c.pad});
           r2 = nn::grad::conv2d_weight(cx, cw.shape(), cg, {.padding = c.pad});
+        });
+        // The same through autodiff, as a training step runs it: forward recorded on
+        // Device::cpu().autodiff(), then backward from cg to the input and weight gradients.
+        const Device ad = Device::cpu().autodiff();
+        Tensor ax = cx.to(ad).require_grad(), aw = cw.to(ad).require_grad(), ab = cb.to(ad).require_grad();
+        Tensor ag = cg.to(ad);
+        kiln_case(id + "/fwdbwd_ad", 3 * fl, o, [&] {
+          Gradients g = F::conv2d(ax, aw, ab, {.padding = c.pad}).backward(ag);
+          r1 = ax.grad(g);
+          r2 = aw.grad(g);
         });
       }
     // conv_transpose2d 64 -> 32 channels, 3x3, stride 2 (a decoder upsampling layer).
@@ -311,7 +346,8 @@ int main(int argc, char** argv) {
       const int64_t H = o.smoke ? 4 : 28, Nb = o.smoke ? 1 : N;
       Tensor tx = randn({Nb, 64, H, H}), tw = randn({64, 32, 3, 3}), tb = randn({32});
       Tensor ty;
-      kiln_case("conv/tr_64to32_k3_s2/N" + std::to_string(N) + "/tr", 0, o,
+      const double fl = 2.0 * double(Nb * 64 * H * H) * 32 * 9;  // one MAC per input x kernel tap
+      kiln_case("conv/tr_64to32_k3_s2/N" + std::to_string(N) + "/tr", fl, o,
                 [&] { ty = F::conv_transpose2d(tx, tw, tb, {.stride = 2, .padding = 1, .output_padding = 1}); });
     }
   }
@@ -428,5 +464,9 @@ int main(int argc, char** argv) {
     lstm_case("autodiff/lstm/fwd_bwd/balanced", balanced);
   }
   // ---- end of the autodiff block ----
+
+  run_ops_block(o);    // kiln_bench_ops.cpp
+  run_train_block(o);  // kiln_bench_train.cpp
+  fma_peak(o);         // again at the end: the best of the two counts (shared machine)
   return 0;
 }

@@ -5,8 +5,9 @@
 # in a virtual environment under build/) when python3 cannot import it.
 #
 # Environment: BUILD_DIR (default build/release), BENCH_THREADS (default "1 2"),
-# BENCH_RESULTS (default bench/RESULTS.md), BENCH_REPS (best of; default 10), BENCH_NO_TORCH=1
-# to skip PyTorch.
+# BENCH_RESULTS (default bench/RESULTS.md), BENCH_REPS (best of; default 10), BENCH_MEM_STEPS
+# (training steps of the memory-growth run; default 1000), BENCH_NO_TORCH=1 to skip PyTorch.
+# Also installs, when missing: matplotlib and onnxruntime (pip, same interpreter), valgrind (apt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +48,18 @@ if [ "${BENCH_NO_TORCH:-0}" != 1 ]; then
   fi
 fi
 
+# ---- optional Python extras, same interpreter: matplotlib (the chart), ONNX Runtime (the hook
+# below). Missing ones are installed with pip; a failure only drops the chart / the hook. ----
+if [ -n "$PY" ]; then
+  for mod in matplotlib onnxruntime; do
+    "$PY" -c "import $mod" 2> /dev/null || "$PY" -m pip install -q "$mod" ||
+      echo "run.sh: could not install $mod (pip); continuing without it" >&2
+  done
+fi
+# valgrind: the instruction counts of the overhead benchmarks (callgrind).
+command -v valgrind > /dev/null || apt_install valgrind ||
+  echo "run.sh: could not install valgrind; no instruction counts" >&2
+
 rm -rf "$RAW"
 mkdir -p "$RAW"
 
@@ -72,6 +85,11 @@ git diff --quiet HEAD 2> /dev/null || commit="$commit (with uncommitted changes)
     echo "torch=$("$PY" -c 'import torch; print(torch.__version__)') ($("$PY" -c 'import platform; print(platform.python_version())'))"
   else
     echo "torch=none"
+  fi
+  if [ -n "$PY" ] && "$PY" -c 'import onnxruntime' 2> /dev/null; then
+    echo "onnxruntime=$("$PY" -c 'import onnxruntime; print(onnxruntime.__version__)')"
+  else
+    echo "onnxruntime=none"
   fi
 } > "$RAW/meta.txt"
 
@@ -109,6 +127,67 @@ if [ -x "$STORE_BENCH" ]; then
   rm -f "$RAW/model.pth" "$RAW"/*.safetensors
 fi
 
+# ---- peak memory of a training step and its growth over BENCH_MEM_STEPS steps: each model in a
+# fresh process (Kiln, then PyTorch), 1 thread; see kiln_bench_train.cpp for the method ----
+MEM_STEPS=${BENCH_MEM_STEPS:-1000}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 KILN_NUM_THREADS=1
+for model in mlp cnn; do
+  echo "run.sh: memory, $model, $MEM_STEPS steps"
+  "$BENCH" --threads 1 --memory "$model" "$MEM_STEPS" | tee -a "$RAW/kiln_mem.tsv" || true
+  if [ -n "$PY" ]; then
+    "$PY" bench/torch_bench.py --threads 1 --memory "$model" "$MEM_STEPS" | tee -a "$RAW/torch_mem.tsv" || true
+  fi
+done
+unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
+
+# ---- instruction counts of the overhead cases under callgrind (instrumented loop only) ----
+if command -v valgrind > /dev/null; then
+  echo "run.sh: callgrind, overhead ops"
+  for op in add exp sum add_ad exp_ad sum_ad; do
+    iters=20000
+    KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 valgrind --tool=callgrind --instr-atstart=no \
+      --callgrind-out-file="$RAW/callgrind.$op.out" "$BENCH" --callgrind-overhead "$op" "$iters" \
+      > /dev/null 2> "$RAW/callgrind.$op.log" || continue
+    ir=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$RAW/callgrind.$op.out" | head -1)
+    [ -n "$ir" ] && printf '%s\t%s\t%s\n' "$op" "$iters" "$ir" | tee -a "$RAW/callgrind.tsv"
+    rm -f "$RAW/callgrind.$op.out"
+  done
+fi
+
+# ---- edit-compile-run: touch a ~100-line training program, rebuild its target alone with the
+# build system (ccache off: the compiler really runs), run it until its first training step ----
+ECR_BIN="$BUILD_DIR/bench/kiln_bench_train_model"
+if [ -f "$BUILD_DIR/CMakeCache.txt" ] && [ -x "$ECR_BIN" ]; then
+  echo "run.sh: edit-compile-run"
+  # Untimed: bring the target's dependencies (libkiln) up to date, so only the edit is timed.
+  cmake --build "$BUILD_DIR" --target kiln_bench_train_model > "$RAW/ecr_build.log" 2>&1 || true
+  for _ in 1 2 3; do
+    touch bench/train_model.cpp
+    t0=$(date +%s.%N)
+    CCACHE_DISABLE=1 cmake --build "$BUILD_DIR" --target kiln_bench_train_model > "$RAW/ecr_build.log" 2>&1 || {
+      echo "run.sh: rebuild of kiln_bench_train_model failed (see $RAW/ecr_build.log)" >&2
+      break
+    }
+    t1=$(date +%s.%N)
+    "$ECR_BIN" --steps 1 | grep -q "step 1 done" || { echo "run.sh: train_model gave no marker" >&2; break; }
+    t2=$(date +%s.%N)
+    echo "$t0 $t1 $t2" | awk '{printf "%.3f %.3f %.3f\n", $3 - $1, $2 - $1, $3 - $2}' | tee -a "$RAW/ecr.txt"
+  done
+fi
+
+# ---- ONNX Runtime hook: the ONNX importer's benchmark (bench/onnx/: kiln_onnx_bench, built when
+# bench/CMakeLists.txt adds that directory, and ort_bench.py) runs here when present; the raw
+# lines go to $RAW/onnx_kiln.txt and $RAW/onnx_ort.txt, which report.py prints as they are ----
+if [ -n "$PY" ] && [ -f bench/onnx/ort_bench.py ] && "$PY" -c 'import onnxruntime' 2> /dev/null; then
+  if [ -x "$BUILD_DIR/bench/onnx/kiln_onnx_bench" ]; then
+    echo "run.sh: ONNX models, Kiln"
+    "$BUILD_DIR/bench/onnx/kiln_onnx_bench" | tee "$RAW/onnx_kiln.txt" || true
+  fi
+  echo "run.sh: ONNX models, ONNX Runtime"
+  "$PY" bench/onnx/ort_bench.py | tee "$RAW/onnx_ort.txt" || true
+fi
+
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW/meta.txt"
-python3 bench/report.py --dir "$RAW" --out "$RESULTS"
+# report.py needs only the standard library; with matplotlib importable it also draws the chart.
+"${PY:-python3}" bench/report.py --dir "$RAW" --out "$RESULTS" --chart "$(dirname "$RESULTS")/results.png"
 echo "run.sh: wrote $RESULTS"

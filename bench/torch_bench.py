@@ -9,6 +9,9 @@ bytes moved per call, status. Run by bench/run.sh with the thread count pinned i
 environment too (OMP/MKL/OpenBLAS variables).
 """
 import argparse
+import gzip
+import math
+import os
 import sys
 import time
 
@@ -31,6 +34,8 @@ def emit(case_id, seconds, nbytes, status="ok"):
 
 
 def case(case_id, nbytes, reps, f, inner=1, warmup=2):
+    if not case_id.startswith(os.environ.get("BENCH_ONLY", "")):  # same filter as kiln_bench
+        return
     def sample():
         for _ in range(inner):
             f()
@@ -46,7 +51,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--memory", nargs="+", metavar=("MODEL", "STEPS"),
+                    help="mlp|cnn [steps]: the memory measurement, like kiln_bench --memory")
     a = ap.parse_args()
+    if a.memory:
+        torch.set_num_threads(a.threads)
+        return memory_mode(a.memory[0], int(a.memory[1]) if len(a.memory) > 1 else 1000, a.smoke)
     reps = 1 if a.smoke else a.reps
     warm = 0 if a.smoke else 2
     torch.set_num_threads(a.threads)
@@ -140,6 +150,14 @@ def main():
                 case(cid + "/bwd", 0, reps,
                      lambda cx=cx, cw=cw, cg=cg, p=p: cb_(cg, cx, cw, None, [1, 1], [p, p], [1, 1], False, [0, 0], 1,
                                                           [True, True, False]), warmup=warm)
+                with torch.enable_grad(), torch.inference_mode(False):
+                    ax, aw, ab = (t.clone().requires_grad_() for t in (cx, cw, cbias))
+                    ag = cg.clone()
+
+                    def fwdbwd(ax=ax, aw=aw, ab=ab, ag=ag, p=p):
+                        return torch.autograd.grad(torch.nn.functional.conv2d(ax, aw, ab, padding=p), [ax, aw, ab], ag)
+
+                    case(cid + "/fwdbwd_ad", 0, reps, fwdbwd, warmup=warm)
         for N in (1, 8):
             Hs, Nb = (4, 1) if a.smoke else (28, N)
             tx, tw, tb = torch.randn(Nb, 64, Hs, Hs), torch.randn(64, 32, 3, 3), torch.randn(32)
@@ -213,7 +231,148 @@ def main():
     case("autodiff/lstm/fwd_bwd", 0, reps, lstm_step, 1, warm)
     # ---- end of the autodiff block ----
 
+    ops_block(reps, warm, a.smoke, x)
+    train_block(reps, warm, a.smoke)
+
     print(f"# torch {torch.__version__}", file=sys.stderr)
+
+
+# ---- bench owner's blocks: same ids as kiln_bench_ops.cpp and kiln_bench_train.cpp ----------
+
+
+def ops_block(reps, warm, smoke, x):
+    """erf-GELU composite, middle-axis sum, attention, per-op overhead recording a graph."""
+    side = x.shape[0]
+    fb = side * side * 4
+    x = x * 0.5  # randn-like spread as Kiln's randn * 2 (values do not change the speed)
+    inv_sqrt2 = 1.0 / math.sqrt(2.0)
+    with torch.inference_mode():
+        case("unary/gelu_composite", 2 * fb, reps, lambda: x * 0.5 * (torch.erf(x * inv_sqrt2) + 1.0), 1, warm)
+        c = 16 if smoke else 256
+        x3 = x.reshape(c, c, c)
+        case("reduce/sum_mid", fb, reps, lambda: x3.sum(1), 1, warm)
+        B, H, L, D = (1, 2, 16, 8) if smoke else (4, 8, 256, 64)
+        q, k, v = torch.randn(B, H, L, D), torch.randn(B, H, L, D), torch.randn(B, H, L, D)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        fl = 4 * B * H * L * L * D
+        case("attn/sdpa_b4h8l256d64", fl, reps, lambda: sdpa(q, k, v), 1, warm)
+        case("attn/sdpa_b4h8l256d64/causal", fl / 2, reps, lambda: sdpa(q, k, v, is_causal=True), 1, warm)
+    a = torch.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    b = torch.tensor([0.5, 0.25, 2.0, 1.0], requires_grad=True)
+    inner = 10 if smoke else 100000
+    case("overhead/add_ad", 0, reps, lambda: a + b, inner, warm)
+    case("overhead/exp_ad", 0, reps, lambda: a.exp(), inner, warm)
+    case("overhead/sum_ad", 0, reps, lambda: a.sum(), inner, warm)
+
+
+def load_idx_gz(path):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims).copy())
+
+
+FMNIST_DIR = os.environ.get("KILN_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+
+
+def make_models():
+    nn = torch.nn
+    mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    # PyTorch's examples/mnist Net (cross-entropy on the logits instead of log_softmax + nll_loss).
+    cnn = nn.Sequential(nn.Conv2d(1, 32, 3, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 1), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Dropout(0.25), nn.Flatten(1), nn.Linear(9216, 128), nn.ReLU(), nn.Dropout(0.5),
+                        nn.Linear(128, 10))
+    return mlp, cnn
+
+
+def make_trainer(model, batch):
+    torch.manual_seed(0)
+    mlp, cnn = make_models()
+    net = mlp if model == "mlp" else cnn
+    x = torch.randn(batch, 784) if model == "mlp" else torch.randn(batch, 1, 28, 28)
+    y = torch.randint(0, 10, (batch,))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    net.train()
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def train_block(reps, warm, smoke):
+    """Fashion-MNIST loading, MLP and CNN training steps, batch-1 inference."""
+    try:
+        from torch.utils.data import DataLoader, TensorDataset
+        split = "t10k" if smoke else "train"
+        imgs = load_idx_gz(os.path.join(FMNIST_DIR, f"{split}-images-idx3-ubyte.gz")).unsqueeze(1)
+        labels = load_idx_gz(os.path.join(FMNIST_DIR, f"{split}-labels-idx1-ubyte.gz")).long()
+        if smoke:
+            imgs, labels = imgs[:256], labels[:256]
+        # The same work as kiln::data's default batcher: u8 images stacked and scaled to [0, 1] f32.
+        loader = DataLoader(TensorDataset(imgs, labels), batch_size=64, shuffle=True, num_workers=0)
+
+        def epoch():
+            seen = 0
+            for xb, yb in loader:
+                xb = xb.float().div_(255)
+                seen += xb.shape[0]
+            assert seen == len(labels)
+
+        case("data/fashion_mnist_b64", len(loader), reps, epoch, 1, warm)
+    except Exception as e:  # noqa: BLE001 - report and continue
+        emit("data/fashion_mnist_b64", 0, 0, "skip: " + str(e).replace("\t", " ").replace("\n", " ")[:100])
+    batch = 4 if smoke else 64
+    case("train/mlp_784_512_512_10_b64", 0, reps, make_trainer("mlp", batch), 1, warm)
+    case("train/cnn_mnist_b64", 0, reps, make_trainer("cnn", batch), 1, warm)
+    torch.manual_seed(0)
+    _, cnn = make_models()
+    tiny = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    cnn.eval()
+    tiny.eval()
+    xc, xm = torch.randn(1, 1, 28, 28), torch.randn(1, 784)
+    with torch.no_grad():
+        case("infer/cnn_b1", 0, reps, lambda: cnn(xc), 1 if smoke else 10, warm)
+        case("infer/mlp_tiny_b1", 0, reps, lambda: tiny(xm), 1 if smoke else 100, warm)
+
+
+def proc_status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return float(line.split()[1]) * 1024
+    return 0.0
+
+
+def memory_mode(model, steps, smoke):
+    """Same method as kiln_bench --memory: VmHWM growth of the first three steps, VmRSS after
+    step 10 and after the last step (PyTorch's CPU allocator keeps no statistics)."""
+    step = make_trainer(model, 4 if smoke else 64)
+    p = f"mem/{model}/"
+    rss0 = proc_status_bytes("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current RSS
+    except OSError:
+        pass
+    for _ in range(3):
+        loss = step()
+    emit(p + "step_peak_rss", 1, proc_status_bytes("VmHWM") - rss0)
+    steps = max(steps, 11)
+    rss10 = 0.0
+    for i in range(3, steps):
+        loss = step()
+        if i + 1 == 10:
+            rss10 = proc_status_bytes("VmRSS")
+    emit(p + "rss_step10", 1, rss10)
+    emit(p + "rss_last", steps, proc_status_bytes("VmRSS"))
+    emit(p + "loss_last", steps, loss.item() * 1e6)
 
 
 if __name__ == "__main__":
