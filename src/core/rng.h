@@ -33,7 +33,8 @@ struct Philox {
 inline float u01f(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
 inline double u01d(uint32_t a, uint32_t b) {
   uint64_t v = (static_cast<uint64_t>(a) << 21) ^ (b >> 11);
-  return static_cast<double>(v & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);
+  // Through int64 (exact below 2^53): a single signed conversion instead of the unsigned one.
+  return static_cast<double>(static_cast<int64_t>(v & ((1ULL << 53) - 1))) * (1.0 / 9007199254740992.0);
 }
 
 /// The global generator: a seed and a running offset (in 4-word blocks).

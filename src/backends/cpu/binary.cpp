@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Binary and ternary elementwise kernels (inputs share one dtype; the frontend promotes).
 #include <cmath>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
@@ -12,10 +17,118 @@ namespace kiln::cpu {
 
 namespace {
 
+/// Copies an rn x cn tile of U elements, src walked with byte strides (s0 rows, s1 columns),
+/// into the contiguous row-major dst; the inner loop runs along rows (the dense direction).
+template <class U>
+void gather_tile(char* dst, const char* src, int64_t s0, int64_t s1, int64_t rn, int64_t cn) {
+  U* d = reinterpret_cast<U*>(dst);
+  int64_t j0 = 0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(U) == 4) {
+    if (s0 == 4) {  // rows dense: 4x4 blocks through an SSE transpose
+      const int64_t r4 = rn & ~int64_t{3};
+      for (; j0 + 4 <= cn; j0 += 4) {
+        const char* q = src + j0 * s1;
+        for (int64_t i = 0; i < r4; i += 4) {
+          __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(q + i * 4));
+          __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(q + s1 + i * 4));
+          __m128 c = _mm_loadu_ps(reinterpret_cast<const float*>(q + 2 * s1 + i * 4));
+          __m128 e = _mm_loadu_ps(reinterpret_cast<const float*>(q + 3 * s1 + i * 4));
+          _MM_TRANSPOSE4_PS(a, b, c, e);
+          float* o = reinterpret_cast<float*>(d) + i * cn + j0;
+          _mm_storeu_ps(o, a);
+          _mm_storeu_ps(o + cn, b);
+          _mm_storeu_ps(o + 2 * cn, c);
+          _mm_storeu_ps(o + 3 * cn, e);
+        }
+        for (int64_t j = j0; j < j0 + 4; ++j)
+          for (int64_t i = r4; i < rn; ++i) d[i * cn + j] = *reinterpret_cast<const U*>(src + j * s1 + i * s0);
+      }
+    }
+  }
+#endif
+  for (int64_t j = j0; j < cn; ++j) {
+    const char* q = src + j * s1;
+    for (int64_t i = 0; i < rn; ++i) d[i * cn + j] = *reinterpret_cast<const U*>(q + i * s0);
+  }
+}
+template <class U>
+void scatter_tile(char* dst, const char* src, int64_t s0, int64_t s1, int64_t rn, int64_t cn) {
+  const U* sp = reinterpret_cast<const U*>(src);
+  for (int64_t j = 0; j < cn; ++j) {
+    char* q = dst + j * s1;
+    for (int64_t i = 0; i < rn; ++i) *reinterpret_cast<U*>(q + i * s0) = sp[i * cn + j];
+  }
+}
+void copy_tile(bool gather, int es, char* buf, char* mem, int64_t s0, int64_t s1, int64_t rn, int64_t cn) {
+  switch (es) {
+#define KILN_TILE_CASE(S, U)                     \
+  case S:                                        \
+    if (gather)                                  \
+      gather_tile<U>(buf, mem, s0, s1, rn, cn);  \
+    else                                         \
+      scatter_tile<U>(mem, buf, s0, s1, rn, cn); \
+    break;
+    KILN_TILE_CASE(1, uint8_t)
+    KILN_TILE_CASE(2, uint16_t)
+    KILN_TILE_CASE(4, uint32_t)
+    KILN_TILE_CASE(8, uint64_t)
+#undef KILN_TILE_CASE
+  }
+}
+
+/// A 2-D loop where some operand is a transposed view (dense along the outer loop dim, strided
+/// along the inner one) walks that operand across cache lines element by element. Runs the
+/// loop tile by tile instead, copying such operands through small contiguous per-tile buffers
+/// (inputs gathered before fn, the output scattered after), so fn sees contiguous rows and
+/// takes its vectorised path. Elementwise, so results are identical to the plain loop.
+/// esz: element size in bytes per operand (operand 0 is the output). Returns false, doing
+/// nothing, when the layout is not of that kind or the loop is small.
+template <int N, class F>
+bool run_transposed_tiles(const StridedLoop<N>& L, const std::array<int, N>& esz, const F& fn) {
+  if (L.ndim != 2 || L.numel < 4096) return false;
+  std::array<bool, N> tr{};
+  bool any = false;
+  for (int k = 0; k < N; ++k) {
+    tr[k] = L.strides[k][1] != esz[k] && L.strides[k][1] != 0 && L.strides[k][0] == esz[k];
+    any |= tr[k];
+  }
+  if (!any) return false;
+  constexpr int64_t TR = 32, TC = 64;
+  const int64_t R = L.shape[0], C = L.shape[1];
+  const int64_t ntiles = (R + TR - 1) / TR;
+  parallel_for(ntiles, std::max<int64_t>(1, kGrain / (TR * C)), [&](int64_t tb, int64_t te) {
+    std::vector<char> storage(static_cast<size_t>(N * TR * TC * 8));
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t r0 = t * TR, rn = std::min(TR, R - r0);
+      for (int64_t c0 = 0; c0 < C; c0 += TC) {
+        const int64_t cn = std::min(TC, C - c0);
+        std::array<char*, N> tile;
+        std::array<int64_t, N> st;
+        for (int k = 0; k < N; ++k) {
+          tile[k] = L.base[k] + r0 * L.strides[k][0] + c0 * L.strides[k][1];
+          st[k] = tr[k] ? esz[k] : L.strides[k][1];
+          if (tr[k] && k > 0)
+            copy_tile(true, esz[k], storage.data() + k * TR * TC * 8, tile[k], L.strides[k][0], L.strides[k][1], rn,
+                      cn);
+        }
+        for (int64_t i = 0; i < rn; ++i) {
+          std::array<char*, N> p;
+          for (int k = 0; k < N; ++k)
+            p[k] = tr[k] ? storage.data() + k * TR * TC * 8 + i * cn * esz[k] : tile[k] + i * L.strides[k][0];
+          fn(p, st.data(), cn);
+        }
+        if (tr[0]) copy_tile(false, esz[0], storage.data(), tile[0], L.strides[0][0], L.strides[0][1], rn, cn);
+      }
+    }
+  });
+  return true;
+}
+
 template <class To, class T, class F>
 void apply2(const ir::Op& op, void* const* in, void* const* out, const F& f) {
   auto loop = binary_loop(op, in, out);
-  loop.run([&](const std::array<char*, 3>& p, const int64_t* st, int64_t n) {
+  auto row = [&](const std::array<char*, 3>& p, const int64_t* st, int64_t n) {
     if constexpr (std::is_same_v<To, float> && std::is_same_v<T, float>) {
       if (st[0] == 4 && (st[1] == 4 || st[1] == 0) && (st[2] == 4 || st[2] == 0) &&
           vec::binary_f32(op.kind, reinterpret_cast<const float*>(p[1]), st[1] / 4,
@@ -23,12 +136,24 @@ void apply2(const ir::Op& op, void* const* in, void* const* out, const F& f) {
         return;
     }
     using A = acc_t<T>;
-    if (st[0] == sizeof(To) && st[1] == sizeof(T) && st[2] == sizeof(T)) {
+    if (st[0] == sizeof(To)) {
       To* o = reinterpret_cast<To*>(p[0]);
       const T* a = reinterpret_cast<const T*>(p[1]);
       const T* b = reinterpret_cast<const T*>(p[2]);
-      for (int64_t k = 0; k < n; ++k) o[k] = static_cast<To>(f(static_cast<A>(a[k]), static_cast<A>(b[k])));
-      return;
+      if (st[1] == sizeof(T) && st[2] == sizeof(T)) {
+        for (int64_t k = 0; k < n; ++k) o[k] = static_cast<To>(f(static_cast<A>(a[k]), static_cast<A>(b[k])));
+        return;
+      }
+      if (st[1] == sizeof(T) && st[2] == 0) {  // tensor op scalar (e.g. x > 0)
+        const A bv = static_cast<A>(*b);
+        for (int64_t k = 0; k < n; ++k) o[k] = static_cast<To>(f(static_cast<A>(a[k]), bv));
+        return;
+      }
+      if (st[1] == 0 && st[2] == sizeof(T)) {
+        const A av = static_cast<A>(*a);
+        for (int64_t k = 0; k < n; ++k) o[k] = static_cast<To>(f(av, static_cast<A>(b[k])));
+        return;
+      }
     }
     char* o = p[0];
     const char* a = p[1];
@@ -36,7 +161,9 @@ void apply2(const ir::Op& op, void* const* in, void* const* out, const F& f) {
     for (int64_t k = 0; k < n; ++k, o += st[0], a += st[1], b += st[2])
       *reinterpret_cast<To*>(o) = static_cast<To>(
           f(static_cast<A>(*reinterpret_cast<const T*>(a)), static_cast<A>(*reinterpret_cast<const T*>(b))));
-  });
+  };
+  if (run_transposed_tiles<3>(loop, {int(sizeof(To)), int(sizeof(T)), int(sizeof(T))}, row)) return;
+  loop.run(row);
 }
 
 template <class T>
@@ -268,18 +395,52 @@ KILN_BINARY_KERNEL(Gt, KILN_SWITCH_ALL, gt, bool)
 KILN_BINARY_KERNEL(Ge, KILN_SWITCH_ALL, ge, bool)
 #undef KILN_BINARY_KERNEL
 
+/// Rows of where(c, a, b) over U-sized elements: a bit select (identical to the ternary) in
+/// the contiguous and broadcast-scalar cases, which vectorises; a plain strided loop otherwise.
+template <class U>
+void where_row(const std::array<char*, 4>& p, const int64_t* st, int64_t n) {
+  constexpr int64_t S = sizeof(U);
+  if (st[0] == S && st[1] == 1 && (st[2] == S || st[2] == 0) && (st[3] == S || st[3] == 0)) {
+    U* o = reinterpret_cast<U*>(p[0]);
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(p[1]);
+    const U* a = reinterpret_cast<const U*>(p[2]);
+    const U* b = reinterpret_cast<const U*>(p[3]);
+    const int64_t sa = st[2] / S, sb = st[3] / S;
+    if (sa == 1 && sb == 0) {
+      const U bv = *b;
+      for (int64_t k = 0; k < n; ++k) {
+        const U m = static_cast<U>(U(0) - static_cast<U>(c[k] != 0));
+        o[k] = static_cast<U>((a[k] & m) | (bv & static_cast<U>(~m)));
+      }
+    } else if (sa == 0 && sb == 1) {
+      const U av = *a;
+      for (int64_t k = 0; k < n; ++k) {
+        const U m = static_cast<U>(U(0) - static_cast<U>(c[k] != 0));
+        o[k] = static_cast<U>((av & m) | (b[k] & static_cast<U>(~m)));
+      }
+    } else {
+      for (int64_t k = 0; k < n; ++k) {
+        const U m = static_cast<U>(U(0) - static_cast<U>(c[k] != 0));
+        o[k] = static_cast<U>((a[k * sa] & m) | (b[k * sb] & static_cast<U>(~m)));
+      }
+    }
+    return;
+  }
+  char* o = p[0];
+  const char *c = p[1], *a = p[2], *b = p[3];
+  for (int64_t k = 0; k < n; ++k, o += st[0], c += st[1], a += st[2], b += st[3])
+    *reinterpret_cast<U*>(o) =
+        *reinterpret_cast<const bool*>(c) ? *reinterpret_cast<const U*>(a) : *reinterpret_cast<const U*>(b);
+}
+
 void k_Where(const ir::Op& op, void* const* in, void* const* out) {
   auto loop = ternary_loop(op, in, out);
-  switch (dtype_size(op.outputs[0].dtype)) {
-#define KILN_WHERE_CASE(S, U)                                                                                    \
-  case S:                                                                                                        \
-    loop.run([](const std::array<char*, 4>& p, const int64_t* st, int64_t n) {                                   \
-      char* o = p[0];                                                                                            \
-      const char *c = p[1], *a = p[2], *b = p[3];                                                                \
-      for (int64_t k = 0; k < n; ++k, o += st[0], c += st[1], a += st[2], b += st[3])                            \
-        *reinterpret_cast<U*>(o) =                                                                               \
-            *reinterpret_cast<const bool*>(c) ? *reinterpret_cast<const U*>(a) : *reinterpret_cast<const U*>(b); \
-    });                                                                                                          \
+  const int es = static_cast<int>(dtype_size(op.outputs[0].dtype));
+  const std::array<int, 4> esz{es, 1, es, es};
+  switch (es) {
+#define KILN_WHERE_CASE(S, U)                                                      \
+  case S:                                                                          \
+    if (!run_transposed_tiles<4>(loop, esz, where_row<U>)) loop.run(where_row<U>); \
     break;
     KILN_WHERE_CASE(1, uint8_t)
     KILN_WHERE_CASE(2, uint16_t)
