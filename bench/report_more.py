@@ -6,7 +6,7 @@ and the chart. Standard library only (the chart needs matplotlib and is skipped 
 """
 import os
 
-from report import cell_time, fmt_pct, fmt_time, ok, pct, read_tsv, speedup
+from report import CONV_SHAPES, cell_time, fmt_pct, fmt_time, ok, pct, read_tsv, speedup
 
 
 def ths(t):
@@ -114,14 +114,6 @@ def more_ops_section(t, kiln, torch, have_torch):
         lines.append(f"| `{label}` | {cell_time(k0)} | {cell_time(k)} | {cell_time(p)} | {speedup(k, p)} | {v} |")
     lines.append("")
     return lines
-
-
-CONV_SHAPES = {
-    "mnist_1to32_k3": "[N, 1, 28, 28] 1→32, 3x3",
-    "mnist_32to64_k3": "[N, 32, 26, 26] 32→64, 3x3",
-    "resnet_64to64_k3": "[N, 64, 56, 56] 64→64, 3x3, pad 1",
-    "resnet_64to256_k1": "[N, 64, 56, 56] 64→256, 1x1",
-}
 
 
 def conv_more_section(t, kiln, torch, have_torch):
