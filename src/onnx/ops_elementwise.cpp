@@ -5,8 +5,6 @@
 #include <string>
 #include <utility>
 
-#include "core/backend.h"
-#include "core/parallel.h"
 #include "onnx/ops.h"
 
 namespace kiln::onnx {
@@ -58,38 +56,6 @@ Tensor variadic(OpContext& c, Tensor (*f)(const Tensor&, const Tensor&)) {
 Tensor onnx_div(const Tensor& a, const Tensor& b) {
   if (is_integral(a.dtype()) && is_integral(b.dtype())) return div(a, b, "trunc");
   return div(a, b);
-}
-
-}  // namespace
-
-namespace {
-
-// GCC if-converts (and so vectorizes) the compares only without trapping math.
-#if defined(__GNUC__) && !defined(__clang__)
-#define KILN_VEC_LOOP __attribute__((optimize("no-trapping-math")))
-#else
-#define KILN_VEC_LOOP
-#endif
-
-KILN_VEC_LOOP void clamp_span(const float* x, float* y, int64_t n, float lo, float hi) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] < lo ? lo : x[i];  // NaN stays NaN (both compares are false)
-    y[i] = v > hi ? hi : v;
-  }
-}
-
-/// Clip of a contiguous CPU f32 tensor with scalar bounds in one vectorized pass (Kiln's generic
-/// clamp kernel does not vectorize; Clip is ReLU6 in MobileNets, after every conv).
-Tensor clamp_f32(const Tensor& x, float lo, float hi) {
-  Tensor y = empty(x.shape(), {.dtype = f32, .device = x.device()});
-  if (x.numel() == 0) return y;
-  auto ptr = [](const Tensor& t) {
-    return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
-  };
-  const float* xp = ptr(x);
-  float* yp = ptr(y);
-  parallel_for(x.numel(), 32768, [&](int64_t b, int64_t e) { clamp_span(xp + b, yp + b, e - b, lo, hi); });
-  return y;
 }
 
 }  // namespace
@@ -295,10 +261,7 @@ void register_elementwise(Registry& r) {
       if (c.has(1)) lo = bound(1);
       if (c.has(2)) hi = bound(2);
       if (lo || hi) {
-        c.set(0, x.dtype() == f32 && x.device().is_cpu() && x.is_contiguous()
-                     ? clamp_f32(x, lo ? static_cast<float>(lo->to_double()) : -INFINITY,
-                                 hi ? static_cast<float>(hi->to_double()) : INFINITY)
-                     : clamp(x, lo, hi));
+        c.set(0, clamp(x, lo, hi));
         return;
       }
     }

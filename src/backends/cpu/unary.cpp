@@ -121,9 +121,15 @@ void clamp_impl(const ir::Op& op, void* const* in, void* const* out) {
   bool has_lo = op.attrs.ints[0] != 0, has_hi = op.attrs.ints[1] != 0;
   using C = std::conditional_t<std::is_integral_v<A>, double, A>;
   C lo = static_cast<C>(op.attrs.reals[0]), hi = static_cast<C>(op.attrs.reals[1]);
+  if constexpr (std::is_floating_point_v<A>) {
+    // Branch-free so the loop vectorises: std::max(x, lo) is (x < lo ? lo : x), which keeps a
+    // NaN x (the comparison is false), and likewise std::min; a missing bound is infinite.
+    const A l = has_lo ? static_cast<A>(lo) : -std::numeric_limits<A>::infinity();
+    const A h = has_hi ? static_cast<A>(hi) : std::numeric_limits<A>::infinity();
+    apply<T, T>(op, in, out, [l, h](A x) -> A { return std::min(std::max(x, l), h); });
+    return;
+  }
   apply<T, T>(op, in, out, [&](A x) -> A {
-    if constexpr (std::is_floating_point_v<A>)
-      if (std::isnan(x)) return x;
     C v = static_cast<C>(x);
     if (has_lo && v < lo) v = lo;
     if (has_hi && v > hi) v = hi;
