@@ -245,6 +245,101 @@ struct Plan {
   int64_t id = 0;
 };
 
+/// A group compiled to an elementwise program (ok false: some step has no vector form).
+struct ProgramCode {
+  bool ok = false;
+  std::vector<cpu::vec::PInstr> code;
+  int nregs = 0;
+  size_t nslots = 0;
+  std::vector<size_t> stored;  ///< steps stored to memory, in slot order after the loads
+  int tail_slot = -1;          ///< slot of the tail input's scratch copy
+};
+
+std::atomic<int> g_program{-1};  // -1: from KILN_FUSION_PROGRAM on first use
+
+/// Compiles the steps of g into prog: loads at first use, one register per live value (freed
+/// after its last reader), stores right after the step that makes a stored value.
+void build_program(const std::vector<Rec>& s, const Group& g, const std::vector<Load>& loads,
+                   const std::vector<std::vector<Src>>& src, const std::vector<char>& store, int tail_in,
+                   ProgramCode& prog) {
+  using cpu::vec::PInstr;
+  const size_t ns = g.steps.size(), nl = loads.size();
+  std::vector<PInstr> ops(ns);
+  for (size_t k = 0; k < ns; ++k)
+    if (!cpu::vec::program_supports(s[g.steps[k]].op, &ops[k])) return;
+  for (const Load& L : loads)
+    if (L.desc.dtype != DType::F32 && L.desc.dtype != DType::Bool) return;
+  // value ids: loads 0..nl-1, steps nl..nl+ns-1; last reader of each
+  std::vector<int64_t> last(nl + ns, -1);
+  auto vid = [&](const Src& sr) {
+    return sr.step >= 0 ? nl + static_cast<size_t>(sr.step) : static_cast<size_t>(sr.load);
+  };
+  for (size_t k = 0; k < ns; ++k)
+    for (const Src& sr : src[k]) last[vid(sr)] = static_cast<int64_t>(k);
+  std::vector<int16_t> reg(nl + ns, -1), free_regs;
+  int nregs = 0;
+  auto alloc = [&]() -> int16_t {
+    if (!free_regs.empty()) {
+      int16_t r = free_regs.back();
+      free_regs.pop_back();
+      return r;
+    }
+    return static_cast<int16_t>(nregs++);
+  };
+  size_t nstored = 0;
+  for (size_t k = 0; k < ns; ++k) nstored += store[k] ? 1 : 0;
+  prog.stored.clear();
+  prog.code.clear();
+  for (size_t k = 0; k < ns; ++k) {
+    PInstr op = ops[k];
+    int16_t* operand[3] = {&op.a, &op.b, &op.c};
+    for (size_t q = 0; q < src[k].size(); ++q) {
+      const size_t v = vid(src[k][q]);
+      if (reg[v] < 0) {  // a load, at its first use
+        const Load& L = loads[v];
+        PInstr ld;
+        const bool b = L.desc.dtype == DType::Bool;
+        ld.code = L.kind == LoadKind::Scalar ? (b ? PInstr::SplatBool : PInstr::Splat)
+                                             : (b ? PInstr::LoadBool : PInstr::Load);
+        ld.slot = static_cast<int32_t>(v);
+        ld.dst = reg[v] = alloc();
+        prog.code.push_back(ld);
+      }
+      *operand[q] = reg[v];
+    }
+    op.dst = reg[nl + k] = alloc();
+    prog.code.push_back(op);
+    for (size_t q = 0; q < src[k].size(); ++q) {  // inputs read for the last time
+      const size_t v = vid(src[k][q]);
+      if (last[v] == static_cast<int64_t>(k) && reg[v] >= 0) {
+        free_regs.push_back(reg[v]);
+        reg[v] = -2;  // freed (a value read twice by this step is freed once)
+      }
+    }
+    const bool bool_out = s[g.steps[k]].op.outputs[0].dtype == DType::Bool;
+    if (store[k]) {
+      PInstr st;
+      st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
+      st.a = op.dst;
+      st.slot = static_cast<int32_t>(nl + prog.stored.size());
+      prog.stored.push_back(k);
+      prog.code.push_back(st);
+    }
+    if (static_cast<int>(k) == tail_in) {
+      PInstr st;
+      st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
+      st.a = op.dst;
+      st.slot = static_cast<int32_t>(nl + nstored);
+      prog.tail_slot = st.slot;
+      prog.code.push_back(st);
+    }
+    if (last[nl + k] < 0) free_regs.push_back(op.dst);  // never read again in the group
+  }
+  prog.nregs = nregs;
+  prog.nslots = nl + nstored + 1;
+  prog.ok = true;
+}
+
 }  // namespace
 
 // ---- the backend -------------------------------------------------------------------------------
@@ -807,6 +902,12 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   // Large stored results bypass the caches (non-temporal stores, no read-for-ownership): the
   // tile is computed in scratch and streamed out. Full tiles only (they are 64-byte aligned).
   const bool streaming = kStreamStores && g.tail < 0 && N * 4 >= kStreamBytes && tile % 16 == 0;
+  // When every step has a vector form, the group runs as one elementwise program per tile
+  // (cpu::vec::run_program); pointer slots: the loads, then the stored steps, then the tail's
+  // input in scratch.
+  ProgramCode prog;
+  if (program_enabled()) build_program(s, g, loads, src, store, tail_in, prog);
+  if (prog.ok) bump(&Stats::program_groups);
   parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) {
     thread_local std::vector<char> scratch_v;
     const size_t slot = static_cast<size_t>(tile) * 8;
@@ -824,6 +925,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
     if (g.tail >= 0) tail_op = s[static_cast<size_t>(g.tail)].op;
     std::vector<char*> val(ns);
     std::vector<char*> lp(loads.size());
+    std::vector<void*> prog_ptrs(prog.ok ? prog.nslots : 0);
     SmallVec<void*, 4> in_p, out_p;
     for (int64_t t = tb; t < te; ++t) {
       const int64_t s0 = t * tile, len = std::min(tile, N - s0);
@@ -845,7 +947,27 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
             break;
         }
       }
-      for (size_t k = 0; k < ns; ++k) {
+      if (prog.ok) {
+        std::vector<void*>& ptrs = prog_ptrs;
+        for (size_t q = 0; q < loads.size(); ++q) ptrs[q] = lp[q];
+        bool aligned_out = true;
+        for (size_t q = 0; q < prog.stored.size(); ++q) {
+          const size_t k = prog.stored[q];
+          const size_t esz = dtype_size(s[g.steps[k]].op.outputs[0].dtype);
+          char* dst = static_cast<char*>(s[g.steps[k]].out[0]->real) + static_cast<size_t>(s0) * esz;
+          ptrs[loads.size() + q] = dst;
+          val[k] = dst;
+          aligned_out &= (reinterpret_cast<uintptr_t>(dst) & 63) == 0 && esz == 4;
+        }
+        if (prog.tail_slot >= 0) {
+          char* tmp = scratch + slot * static_cast<size_t>(tail_in);
+          ptrs[static_cast<size_t>(prog.tail_slot)] = tmp;
+          val[static_cast<size_t>(tail_in)] = tmp;
+        }
+        cpu::vec::run_program(prog.code.data(), prog.code.size(), prog.nregs, ptrs.data(), len,
+                              streaming && len == tile && aligned_out);
+      }
+      for (size_t k = 0; k < ns && !prog.ok; ++k) {
         ir::Op& op = ops[k];
         in_p.clear();
         out_p.clear();
@@ -955,6 +1077,18 @@ void set_enabled(bool on) {
   }
   g_enabled.store(on ? 1 : 0);
 }
+
+bool program_enabled() {
+  int v = g_program.load();
+  if (v < 0) {
+    const char* e = std::getenv("KILN_FUSION_PROGRAM");
+    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    g_program.store(v);
+  }
+  return v != 0;
+}
+
+void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
 
 Stats stats() {
   std::lock_guard<std::mutex> l(g_stats_mu);

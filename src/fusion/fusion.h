@@ -20,12 +20,19 @@ bool is_fusion(const Backend* b);
 bool enabled();
 void set_enabled(bool on);
 
+/// Whether fused groups whose steps all have a vector form run as one elementwise program per
+/// tile (default; KILN_FUSION_PROGRAM=0 turns it off) or op by op per tile, each op's row
+/// kernel in turn. Both give the same bits; for tests and measurements.
+bool program_enabled();
+void set_program_enabled(bool on);
+
 /// Counters over all fusion decorators since the last reset.
 struct Stats {
   int64_t recorded = 0;      ///< ops queued lazily
   int64_t eager = 0;         ///< ops that could not be queued (flush, then run directly)
   int64_t dead = 0;          ///< queued ops never computed (no reader, no live tensor)
   int64_t fused_groups = 0;  ///< fused kernels launched (two or more ops each)
+  int64_t program_groups = 0;  ///< of those, run as one elementwise program (cpu::vec::run_program)
   int64_t fused_ops = 0;     ///< ops run inside fused kernels
   int64_t single_ops = 0;    ///< queued ops run alone
   int64_t flushes = 0;

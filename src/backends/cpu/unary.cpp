@@ -20,7 +20,8 @@ void apply(const ir::Op& op, void* const* in, void* const* out, const F& f, bool
   auto loop = unary_loop(op, in, out);
   loop.run([&](const std::array<char*, 2>& p, const int64_t* st, int64_t n) {
     if constexpr (std::is_same_v<To, float> && std::is_same_v<From, float>) {
-      if (try_vec && st[0] == 4 && st[1] == 4 &&
+      // (one element: any strides; so 0-d and 1-element tensors get the same bits as longer ones)
+      if (try_vec && ((st[0] == 4 && st[1] == 4) || n == 1) &&
           vec::unary_f32(op, reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n))
         return;
     }

@@ -22,4 +22,32 @@ float extreme_f32(const float* q, int64_t n, bool is_max);
 /// Softmax (or log-softmax) of one contiguous row of n >= 1 floats, x -> y (may alias).
 void softmax_f32(const float* x, float* y, int64_t n, bool log);
 
+/// Elementwise programs (the fused kernels of the fusion decorator): straight-line code over
+/// registers of kProgramChunk floats, run chunk by chunk so that every value stays in L1 and
+/// memory is read and written once. Bool values are held as 0.0f / 1.0f.
+constexpr int64_t kProgramChunk = 256;
+struct PInstr {
+  enum Code : uint8_t {
+    Load,       ///< reg dst <- f32 elements of ptrs[slot]
+    LoadBool,   ///< reg dst <- bool bytes of ptrs[slot], as 0/1
+    Splat,      ///< reg dst <- the one f32 at ptrs[slot]
+    SplatBool,  ///< reg dst <- the one bool at ptrs[slot]
+    Op,         ///< reg dst <- kind(a[, b[, c]])
+    Store,      ///< f32 elements of ptrs[slot] <- reg a
+    StoreBool,  ///< bool bytes of ptrs[slot] <- reg a != 0
+  };
+  Code code = Op;
+  ir::OpKind kind{};
+  int16_t dst = 0, a = 0, b = 0, c = 0;  ///< registers
+  int32_t slot = 0;                      ///< Load/Splat/Store: index into run_program's pointers
+  double r[3] = {};                      ///< Op: the op's real attributes (Clamp: lo, hi)
+};
+/// Whether op can be an Op instruction: f32/bool operands and an op with a vector form whose
+/// results are bitwise those of the CPU kernel. Fills the instruction's kind and r.
+bool program_supports(const ir::Op& op, PInstr* ins = nullptr);
+/// Runs the count instructions of prog over elements [0, n): element i of a Load/Store pointer
+/// is at offset i; a Splat pointer holds one value. stream: Store writes with non-temporal
+/// stores (the Store pointers are 64-byte aligned and n is a multiple of kProgramChunk).
+void run_program(const PInstr* prog, size_t count, int nregs, void* const* ptrs, int64_t n, bool stream);
+
 }  // namespace kiln::cpu::vec

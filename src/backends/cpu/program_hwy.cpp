@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The elementwise program interpreter (vec.h: PInstr, run_program). A program is the fused
+// kernel of a chain of elementwise ops: it runs chunk by chunk (kProgramChunk elements), every
+// instruction over the whole chunk before the next, so values stay in L1 registers of one chunk
+// and only the program's loads and stores touch memory. Loads prefetch ahead, so memory streams
+// while the arithmetic of a chunk runs. Unary ops take their vector functions from VisitUnary
+// (vec_math-inl.h), the table the row kernels use: results are bitwise the unfused ones.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/vec.h"
+#include "kiln/error.h"
+
+#if KILN_WITH_HWY
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/program_hwy.cpp"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#endif
+// clang-format off
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "backends/cpu/vec_math-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::vec::HWY_NAMESPACE {
+
+bool UnaryHasVector(ir::OpKind kind, const double* r) {
+  return VisitUnary(
+      kind, r, [](const auto&) {}, [](float, float, const auto&, const auto&) {});
+}
+
+namespace {
+constexpr int64_t kC = kProgramChunk;
+
+// std::max / std::min as the scalar kernels write them: (a < b ? b : a), (b < a ? b : a).
+HWY_INLINE V StdMax(V a, V b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
+HWY_INLINE V StdMin(V a, V b) { return hn::IfThenElse(hn::Lt(b, a), b, a); }
+HWY_INLINE V Bool01(D d, hn::Mask<D> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
+HWY_INLINE hn::Mask<D> NonZero(D d, V x) { return hn::Not(hn::Eq(x, hn::Zero(d))); }  // NaN: true
+
+/// The ops without a VisitUnary entry: returns false when kind is not one of them.
+template <class M1, class M2, class M3>
+HWY_INLINE bool OtherOp(D d, const PInstr& in, const M1& map1, const M2& map2, const M3& map3) {
+  using ir::OpKind;
+  switch (in.kind) {
+    case OpKind::Rsqrt:
+      map1([d](V x) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)); });
+      return true;
+    case OpKind::Sign:
+      map1([d](V x) {
+        return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), hn::Set(d, 1.0f),
+                              hn::IfThenElseZero(hn::Lt(x, hn::Zero(d)), hn::Set(d, -1.0f)));
+      });
+      return true;
+    case OpKind::Hardsigmoid:
+      map1([d](V x) {
+        const V t = hn::Add(hn::Div(x, hn::Set(d, 6.0f)), hn::Set(d, 0.5f));
+        return StdMin(StdMax(t, hn::Zero(d)), hn::Set(d, 1.0f));
+      });
+      return true;
+    case OpKind::Clamp: {
+      const V lo = hn::Set(d, static_cast<float>(in.r[0])), hi = hn::Set(d, static_cast<float>(in.r[1]));
+      map1([lo, hi](V x) { return StdMin(StdMax(x, lo), hi); });
+      return true;
+    }
+    case OpKind::IsNan:
+      map1([d](V x) { return Bool01(d, hn::Not(hn::Eq(x, x))); });
+      return true;
+    case OpKind::IsFinite:
+      map1([d](V x) { return Bool01(d, hn::Lt(hn::Abs(x), hn::Set(d, HUGE_VALF))); });
+      return true;
+    case OpKind::LogicalNot:
+      map1([d](V x) { return Bool01(d, hn::Eq(x, hn::Zero(d))); });
+      return true;
+    case OpKind::Cast:  // f32/bool -> f32/bool; r[0] != 0: the target is bool
+      if (in.r[0] != 0)
+        map1([d](V x) { return Bool01(d, NonZero(d, x)); });
+      else
+        map1([](V x) { return x; });
+      return true;
+    case OpKind::Copy:
+      map1([](V x) { return x; });
+      return true;
+    case OpKind::Add:
+      map2([](V x, V y) { return hn::Add(x, y); });
+      return true;
+    case OpKind::Sub:
+      map2([](V x, V y) { return hn::Sub(x, y); });
+      return true;
+    case OpKind::Mul:
+      map2([](V x, V y) { return hn::Mul(x, y); });
+      return true;
+    case OpKind::Div:
+      map2([](V x, V y) { return hn::Div(x, y); });
+      return true;
+    case OpKind::Maximum:
+    case OpKind::Minimum: {
+      const bool mx = in.kind == OpKind::Maximum;
+      map2([mx](V x, V y) {  // NaN in either: x + y (a NaN), as the scalar kernel
+        const V r = mx ? hn::IfThenElse(hn::Gt(x, y), x, y) : hn::IfThenElse(hn::Lt(x, y), x, y);
+        return hn::IfThenElse(hn::And(hn::Eq(x, x), hn::Eq(y, y)), r, hn::Add(x, y));
+      });
+      return true;
+    }
+    case OpKind::Eq:
+      map2([d](V x, V y) { return Bool01(d, hn::Eq(x, y)); });
+      return true;
+    case OpKind::Ne:
+      map2([d](V x, V y) { return Bool01(d, hn::Not(hn::Eq(x, y))); });
+      return true;
+    case OpKind::Lt:
+      map2([d](V x, V y) { return Bool01(d, hn::Lt(x, y)); });
+      return true;
+    case OpKind::Le:
+      map2([d](V x, V y) { return Bool01(d, hn::Le(x, y)); });
+      return true;
+    case OpKind::Gt:
+      map2([d](V x, V y) { return Bool01(d, hn::Gt(x, y)); });
+      return true;
+    case OpKind::Ge:
+      map2([d](V x, V y) { return Bool01(d, hn::Ge(x, y)); });
+      return true;
+    case OpKind::LogicalAnd:
+      map2([d](V x, V y) { return Bool01(d, hn::And(NonZero(d, x), NonZero(d, y))); });
+      return true;
+    case OpKind::LogicalOr:
+      map2([d](V x, V y) { return Bool01(d, hn::Or(NonZero(d, x), NonZero(d, y))); });
+      return true;
+    case OpKind::LogicalXor:
+      map2([d](V x, V y) { return Bool01(d, hn::Xor(NonZero(d, x), NonZero(d, y))); });
+      return true;
+    case OpKind::Where:
+      map3([d](V c, V x, V y) { return hn::IfThenElse(NonZero(d, c), x, y); });
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, int64_t n, bool stream) {
+  const D d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  thread_local std::vector<float> regs_v;
+  const size_t need = static_cast<size_t>(nregs) * kC + 64;
+  if (regs_v.size() < need) regs_v.resize(need);
+  float* regs = regs_v.data();
+  regs += (64 - (reinterpret_cast<uintptr_t>(regs) / sizeof(float)) % 16) % 16;  // 64-byte aligned
+  auto reg = [&](int16_t r) { return regs + static_cast<int64_t>(r) * kC; };
+
+  for (int64_t i0 = 0; i0 < n; i0 += kC) {
+    const int64_t len = std::min(kC, n - i0);
+    const int64_t nv = len / N * N;            // full vectors
+    const int64_t np = (len + N - 1) / N * N;  // vectors, the last one padded
+    const bool full = len == kC;
+    for (size_t k = 0; k < count; ++k) {
+      const PInstr& in = prog[k];
+      float* dst = reg(in.dst);
+      const float* a = reg(in.a);
+      switch (in.code) {
+        case PInstr::Load: {
+          const float* p = static_cast<const float*>(ptrs[in.slot]) + i0;
+          if (full) {
+            for (int64_t j = 0; j < kC; j += N) {
+              __builtin_prefetch(p + j + kPrefetch);
+              hn::Store(hn::LoadU(d, p + j), d, dst + j);
+            }
+          } else {
+            std::memcpy(dst, p, static_cast<size_t>(len) * 4);
+            std::memset(dst + len, 0, static_cast<size_t>(np - len) * 4);
+          }
+          break;
+        }
+        case PInstr::LoadBool: {
+          const uint8_t* p = static_cast<const uint8_t*>(ptrs[in.slot]) + i0;
+          if (full) __builtin_prefetch(p + kPrefetch);
+          for (int64_t j = 0; j < len; ++j) dst[j] = p[j] ? 1.0f : 0.0f;
+          for (int64_t j = len; j < np; ++j) dst[j] = 0.0f;
+          break;
+        }
+        case PInstr::Splat:
+        case PInstr::SplatBool: {
+          const float v = in.code == PInstr::Splat ? *static_cast<const float*>(ptrs[in.slot])
+                                                   : (*static_cast<const uint8_t*>(ptrs[in.slot]) ? 1.0f : 0.0f);
+          const V vv = hn::Set(d, v);
+          for (int64_t j = 0; j < np; j += N) hn::Store(vv, d, dst + j);
+          break;
+        }
+        case PInstr::Store: {
+          float* p = static_cast<float*>(ptrs[in.slot]) + i0;
+          if (full && stream) {
+            for (int64_t j = 0; j < kC; j += N) hn::Stream(hn::Load(d, a + j), d, p + j);
+          } else if (full) {
+            for (int64_t j = 0; j < kC; j += N) {
+              __builtin_prefetch(p + j + kPrefetch, 1);
+              hn::StoreU(hn::Load(d, a + j), d, p + j);
+            }
+          } else {
+            std::memcpy(p, a, static_cast<size_t>(len) * 4);
+          }
+          break;
+        }
+        case PInstr::StoreBool: {
+          uint8_t* p = static_cast<uint8_t*>(ptrs[in.slot]) + i0;
+          for (int64_t j = 0; j < len; ++j) p[j] = a[j] != 0.0f;
+          break;
+        }
+        case PInstr::Op: {
+          const float* b = reg(in.b);
+          const float* c = reg(in.c);
+          auto map1 = [&](const auto& f) {
+            for (int64_t j = 0; j < np; j += N) hn::Store(f(hn::Load(d, a + j)), d, dst + j);
+          };
+          auto map2 = [&](const auto& f) {
+            for (int64_t j = 0; j < np; j += N) hn::Store(f(hn::Load(d, a + j), hn::Load(d, b + j)), d, dst + j);
+          };
+          auto map3 = [&](const auto& f) {
+            for (int64_t j = 0; j < np; j += N)
+              hn::Store(f(hn::Load(d, a + j), hn::Load(d, b + j), hn::Load(d, c + j)), d, dst + j);
+          };
+          const bool unary = VisitUnary(
+              in.kind, in.r,
+              [&](const auto& f) {
+                for (int64_t j = 0; j < np; j += N) hn::Store(f(d, hn::Load(d, a + j)), d, dst + j);
+              },
+              [&](float lo, float hi, const auto& f, const auto& scalar) {  // as MapGuarded
+                const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+                int64_t j = 0;
+                for (; j < nv; j += N) {
+                  const V x = hn::Load(d, a + j);
+                  hn::Store(f(d, x), d, dst + j);
+                  if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
+                    for (int64_t q = j; q < j + N; ++q) dst[q] = scalar(a[q]);
+                }
+                for (; j < len; ++j) dst[j] = scalar(a[j]);
+              });
+          if (!unary) OtherOp(d, in, map1, map2, map3);
+          break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::cpu::vec::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu::vec {
+HWY_EXPORT(UnaryHasVector);
+HWY_EXPORT(RunProgram);
+
+bool program_supports(const ir::Op& op, PInstr* ins) {
+  using ir::OpKind;
+  auto fb = [](DType t) { return t == DType::F32 || t == DType::Bool; };
+  if (op.outputs.size() != 1 || op.inputs.empty() || op.inputs.size() > 3) return false;
+  for (const auto& t : op.inputs)
+    if (!fb(t.dtype)) return false;
+  const DType o = op.outputs[0].dtype;
+  if (!fb(o)) return false;
+  bool all_f32 = o == DType::F32;
+  for (const auto& t : op.inputs) all_f32 &= t.dtype == DType::F32;
+  PInstr p;
+  p.kind = op.kind;
+  for (size_t i = 0; i < op.attrs.reals.size() && i < 3; ++i) p.r[i] = op.attrs.reals[i];
+  bool ok = false;
+  switch (op.kind) {
+    case OpKind::Rsqrt:
+    case OpKind::Sign:
+    case OpKind::Hardsigmoid:
+      ok = all_f32;
+      break;
+    case OpKind::Clamp: {
+      ok = all_f32 && op.attrs.ints.size() >= 2 && op.attrs.reals.size() >= 2;
+      if (ok) {  // the bounds as the f32 kernel rounds them; a missing bound is infinite
+        p.r[0] = op.attrs.ints[0] ? static_cast<double>(static_cast<float>(op.attrs.reals[0])) : -HUGE_VAL;
+        p.r[1] = op.attrs.ints[1] ? static_cast<double>(static_cast<float>(op.attrs.reals[1])) : HUGE_VAL;
+      }
+      break;
+    }
+    case OpKind::IsNan:
+    case OpKind::IsFinite:
+      ok = op.inputs[0].dtype == DType::F32 && o == DType::Bool;
+      break;
+    case OpKind::LogicalNot:
+      ok = o == DType::Bool;
+      break;
+    case OpKind::Cast:
+      p.r[0] = o == DType::Bool ? 1.0 : 0.0;
+      ok = true;
+      break;
+    case OpKind::Copy:
+      ok = op.inputs[0].dtype == o;
+      break;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+      ok = all_f32;
+      break;
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+      ok = op.inputs.size() == 2 && op.inputs[0].dtype == op.inputs[1].dtype && o == DType::Bool;
+      break;
+    case OpKind::LogicalAnd:
+    case OpKind::LogicalOr:
+    case OpKind::LogicalXor:
+      ok = op.inputs.size() == 2 && o == DType::Bool;
+      break;
+    case OpKind::Where:
+      ok = op.inputs.size() == 3 && op.inputs[0].dtype == DType::Bool && op.inputs[1].dtype == o &&
+           op.inputs[2].dtype == o;
+      break;
+    default:
+      ok = all_f32 && op.inputs.size() == 1 && HWY_DYNAMIC_DISPATCH(UnaryHasVector)(op.kind, p.r);
+      break;
+  }
+  if (ok && ins) {
+    ins->code = PInstr::Op;
+    ins->kind = p.kind;
+    std::memcpy(ins->r, p.r, sizeof p.r);
+  }
+  return ok;
+}
+
+void run_program(const PInstr* prog, size_t count, int nregs, void* const* ptrs, int64_t n, bool stream) {
+  HWY_DYNAMIC_DISPATCH(RunProgram)(prog, count, nregs, ptrs, n, stream);
+}
+}  // namespace kiln::cpu::vec
+#endif  // HWY_ONCE
+
+#else  // !KILN_WITH_HWY: no programs; the fusion decorator runs each op's kernel per tile.
+namespace kiln::cpu::vec {
+bool program_supports(const ir::Op&, PInstr*) { return false; }
+void run_program(const PInstr*, size_t, int, void* const*, int64_t, bool) {
+  KILN_CHECK(false, "run_program", "built without Highway");
+}
+}  // namespace kiln::cpu::vec
+#endif

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Fused groups run as elementwise programs (cpu::vec::run_program): every op with a program
+// form, on special values (NaN, +-inf, +-0, values outside the vector approximations' ranges)
+// and on sizes that end in partial vectors and chunks, gives the bits of the unfused CPU
+// kernels and of the op-by-op tile path; bool values, scalar and broadcast loads, stored
+// intermediates, a trailing row op and the streamed large-result path included.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fusion/fusion.h"
+
+using namespace kiln;
+
+namespace {
+
+Device fused() { return Device::cpu().fusion(); }
+
+/// Inputs mixing ordinary values with the special ones, n elements.
+std::vector<float> inputs(int64_t n, uint32_t seed, float scale = 3.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd(0.f, scale);
+  const float special[] = {0.f,      -0.f,  INFINITY, -INFINITY, NAN,  1e30f, -1e30f, 50000.f,
+                           -50000.f, 100.f, -100.f,   1e-40f,    0.5f, -0.5f, 1.f,    -1.f,
+                           3.0f,     -3.0f, 6.0f,     -6.0f,     9.5f, -9.5f, 89.f,   -104.f};
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = (i % 7 == 3) ? special[(i / 7) % std::size(special)] : nd(g);
+  return v;
+}
+
+/// Bitwise equal, except that any NaN equals any NaN.
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "shape or dtype";
+  if (a.dtype() == DType::Bool) {
+    if (a.to_vector<bool>() != b.to_vector<bool>()) return ::testing::AssertionFailure() << "bool values differ";
+    return ::testing::AssertionSuccess();
+  }
+  auto va = a.to_vector<float>(), vb = b.to_vector<float>();
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (std::isnan(va[i]) && std::isnan(vb[i])) continue;
+    if (std::memcmp(&va[i], &vb[i], 4) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+using Chain = std::function<std::vector<Tensor>(const Tensor&)>;
+
+/// Runs chain on the CPU, then fused as a program and fused op by op; all three must agree
+/// bitwise, and the program path must have run.
+void check(const std::string& name, const Chain& chain, int64_t n, uint32_t seed = 1, float scale = 3.0f) {
+  SCOPED_TRACE(name + " n=" + std::to_string(n));
+  const std::vector<float> v = inputs(n, seed, scale);
+  Tensor xc = tensor(v, {n});
+  std::vector<Tensor> ref = chain(xc);
+  for (bool prog : {true, false}) {
+    fusion::set_program_enabled(prog);
+    fusion::reset_stats();
+    std::vector<Tensor> got = chain(xc.to(fused()));
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(same_bits(got[i], ref[i])) << "output " << i << (prog ? " (program)" : " (op by op)");
+    if (prog) EXPECT_GE(fusion::stats().program_groups, 1) << "the group did not run as a program";
+  }
+  fusion::set_program_enabled(true);
+}
+
+struct UnaryCase {
+  const char* name;
+  Tensor (*f)(const Tensor&);
+};
+
+}  // namespace
+
+TEST(FusionProgram, EveryUnaryOpMatchesBitwise) {
+  const UnaryCase cases[] = {
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"neg", [](const Tensor& x) { return neg(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"square", [](const Tensor& x) { return square(x); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }},
+      {"reciprocal", [](const Tensor& x) { return reciprocal(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"silu", [](const Tensor& x) { return silu(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"erf", [](const Tensor& x) { return erf(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }},
+      {"sin", [](const Tensor& x) { return sin(x); }},
+      {"cos", [](const Tensor& x) { return cos(x); }},
+      {"log1p", [](const Tensor& x) { return log1p(x); }},
+      {"log2", [](const Tensor& x) { return log2(x); }},
+      {"log10", [](const Tensor& x) { return log10(x); }},
+      {"expm1", [](const Tensor& x) { return expm1(x); }},
+      {"atan", [](const Tensor& x) { return atan(x); }},
+      {"asinh", [](const Tensor& x) { return asinh(x); }},
+      {"sinh", [](const Tensor& x) { return sinh(x); }},
+      {"floor", [](const Tensor& x) { return floor(x); }},
+      {"ceil", [](const Tensor& x) { return ceil(x); }},
+      {"trunc", [](const Tensor& x) { return trunc(x); }},
+      {"sign", [](const Tensor& x) { return sign(x); }},
+      {"softsign", [](const Tensor& x) { return softsign(x); }},
+      {"hardsigmoid", [](const Tensor& x) { return hardsigmoid(x); }},
+      {"hardswish", [](const Tensor& x) { return hardswish(x); }},
+      {"softplus", [](const Tensor& x) { return softplus(x, 1.5, 10.0); }},
+      {"mish", [](const Tensor& x) { return mish(x); }},
+      {"elu", [](const Tensor& x) { return elu(x, 0.7); }},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1); }},
+      {"clamp", [](const Tensor& x) { return clamp(x, Scalar(-0.3), Scalar(2.5)); }},
+      {"clamp_min", [](const Tensor& x) { return clamp(x, Scalar(-0.3), std::nullopt); }},
+      {"hardtanh", [](const Tensor& x) { return hardtanh(x); }},
+  };
+  for (const UnaryCase& c : cases)
+    for (int64_t n : {1, 17, 255, 1000, 4096 + 33})
+      check(
+          c.name,
+          [&](const Tensor& x) {
+            Tensor y = c.f(x * 1.5);  // the op inside a chain, its result stored
+            return std::vector<Tensor>{y, y * 0.5};
+          },
+          n);
+}
+
+TEST(FusionProgram, BinaryCompareLogicalAndWhereMatchBitwise) {
+  const int64_t n = 3000;
+  Tensor other = tensor(inputs(n, 7), {n});  // a second input, with its own specials
+  check(
+      "add sub mul div",
+      [&](const Tensor& x) { return std::vector<Tensor>{((x + other.to(x.device())) * x - 2.0) / (x - 1.0)}; }, n);
+  check(
+      "maximum minimum",
+      [&](const Tensor& x) {
+        Tensor o = other.to(x.device());
+        return std::vector<Tensor>{maximum(x, o) - minimum(x * 0.5, o)};
+      },
+      n);
+  for (int k = 0; k < 6; ++k)
+    check(
+        "compare " + std::to_string(k),
+        [&](const Tensor& x) {
+          Tensor o = other.to(x.device()), y = x * 2.0;
+          Tensor m = k == 0   ? eq(y, o)
+                     : k == 1 ? ne(y, o)
+                     : k == 2 ? lt(y, o)
+                     : k == 3 ? le(y, o)
+                     : k == 4 ? gt(y, o)
+                              : ge(y, o);
+          return std::vector<Tensor>{m, where(m, y, o)};  // a bool result stored, and used
+        },
+        n);
+  check(
+      "logical",
+      [&](const Tensor& x) {
+        Tensor a = gt(x, 0.0), b = lt(x * 3.0, 1.0);
+        return std::vector<Tensor>{logical_and(a, b), logical_or(a, logical_not(b)), logical_xor(a, b),
+                                   logical_not(x * 1.0)};
+      },
+      n);
+  check(
+      "isnan isfinite casts",
+      [&](const Tensor& x) {
+        Tensor y = x * 2.0;
+        return std::vector<Tensor>{isnan(y), isfinite(y), y.to(DType::Bool),
+                                   isnan(y).to(DType::F32) + y.to(DType::Bool).to(DType::F32)};
+      },
+      n);
+}
+
+TEST(FusionProgram, ScalarBroadcastAndBoolLoadsMatch) {
+  // A [64, 300] chain reading a row vector, a column vector (gathered), a 0-d scalar and a
+  // bool mask made eagerly (loaded from memory as bytes).
+  const int64_t r = 64, c = 300;
+  Tensor row = tensor(inputs(c, 3), {1, c}), col = tensor(inputs(r, 4), {r, 1}), s = scalar_tensor(0.75);
+  Tensor mask = gt(tensor(inputs(r * c, 5), {r, c}), 0.0);
+  check(
+      "broadcast",
+      [&](const Tensor& x) {
+        const Device d = x.device();
+        Tensor x2 = x.reshape({r, c});
+        Tensor y = (x2 * row.to(d) + col.to(d)) * s.to(d);
+        return std::vector<Tensor>{where(mask.to(d), y, x2), logical_and(mask.to(d), gt(y, 0.0))};
+      },
+      r * c);
+}
+
+TEST(FusionProgram, TrailingRowOpReadsTheProgramsValue) {
+  const int64_t r = 37, c = 513;
+  check(
+      "softmax",
+      [&](const Tensor& x) {
+        Tensor y = gelu(x.reshape({r, c}) * 0.25);
+        return std::vector<Tensor>{softmax(y - 1.0, -1)};
+      },
+      r * c, 9, 1.0f);
+  check(
+      "sum",
+      [&](const Tensor& x) {
+        Tensor y = relu(x.reshape({r, c})) * 2.0;
+        return std::vector<Tensor>{y, kiln::sum(y, {1})};
+      },
+      r * c);
+}
+
+TEST(FusionProgram, LargeStreamedResultsMatch) {
+  const int64_t n = (int64_t{5} << 20) + 40;  // 20 MB of f32: non-temporal stores, then a partial tile
+  check(
+      "streamed", [](const Tensor& x) { return std::vector<Tensor>{tanh(x * 0.3) * x + 1.0}; }, n, 11, 1.0f);
+}
+
+TEST(FusionProgram, LongChainsReuseRegisters) {
+  // 60 ops in one group: registers are freed after their last reader and reused.
+  check(
+      "long",
+      [](const Tensor& x) {
+        Tensor y = x * 0.1, z = x;
+        for (int i = 0; i < 30; ++i) {
+          y = tanh(y) + z * 0.01;
+          if (i % 10 == 0) z = y;
+        }
+        return std::vector<Tensor>{y};
+      },
+      5000, 13);
+}
