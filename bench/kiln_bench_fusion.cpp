@@ -3,7 +3,10 @@
 // Device::cpu().fusion() (one tiled kernel per chain), next to the copy bandwidth of the same
 // bytes (memcpy of the input into the output) measured in the same run.
 //
-//   kiln_bench_fusion [--threads N] [--reps R] [--smoke]
+//   kiln_bench_fusion [--threads N] [--reps R] [--smoke] [--fused-only]
+//
+// --fused-only skips the unfused runs and the copy probe (for profiling the fused kernels);
+// --overhead-only runs only the per-op and launch overhead measurements.
 //
 // Prints one tab-separated line per measurement:
 //   <id> \t <seconds per call, best of R> \t <bytes read + written by an ideal kernel> \t ok
@@ -49,7 +52,7 @@ kiln::Tensor chain5(const kiln::Tensor& x) { return kiln::tanh(kiln::relu(x * 1.
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 10;
-  bool smoke = false;
+  bool smoke = false, fused_only = false, overhead_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc)
@@ -58,6 +61,10 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (a == "--smoke")
       smoke = true;
+    else if (a == "--fused-only")
+      fused_only = true;
+    else if (a == "--overhead-only")
+      overhead_only = true;
   }
   kiln::set_num_threads(threads);
 #ifdef _OPENMP
@@ -65,6 +72,7 @@ int main(int argc, char** argv) {
 #endif
   if (smoke) reps = 1;
   std::vector<int64_t> sizes = smoke ? std::vector<int64_t>{1 << 16} : std::vector<int64_t>{8 << 20, 16 << 20};
+  if (overhead_only) sizes.clear();
   const kiln::Device cpu = kiln::Device::cpu(), fus = kiln::Device::cpu().fusion();
   struct Chain {
     const char* name;
@@ -92,7 +100,7 @@ int main(int argc, char** argv) {
     }
     for (const Chain& c : chains) {
       std::vector<float> ref, got;
-      double tu = best_of(reps, [&] {
+      double tu = fused_only ? 0.0 : best_of(reps, [&] {
         kiln::Tensor y = c.f(xc);
         kiln::sync(cpu);
       });
@@ -119,6 +127,28 @@ int main(int argc, char** argv) {
       kiln::sync(d);
     });
     std::printf("fusion_tiny_op_%s\t%.6g\t0\tok\n", d.has_fusion() ? "fused" : "unfused", t / n_ops);
+  }
+  // Recording alone (ops queued, not run: 400 per stream, under the 512-op flush limit), and
+  // launching a cached plan: the sync of a queued 5-op chain on 4 elements (plan lookup,
+  // program build and run, tiny) with its recording excluded.
+  {
+    kiln::Tensor x = kiln::ones({4}, {.device = fus});
+    const int n_ops = 400, rounds = smoke ? 2 : 200;
+    double rec = 1e30, launch = 1e30;
+    for (int r = 0; r < rounds; ++r) {
+      kiln::Tensor y = x;
+      auto t0 = Clock::now();
+      for (int i = 0; i < n_ops; ++i) y = y * 1.0001;
+      auto t1 = Clock::now();
+      kiln::sync(fus);
+      rec = std::min(rec, std::chrono::duration<double>(t1 - t0).count() / n_ops);
+      kiln::Tensor z = kiln::tanh(x * 0.5 + 1.0) * x - 2.0;  // 5 ops
+      auto t2 = Clock::now();
+      kiln::sync(fus);
+      launch = std::min(launch, std::chrono::duration<double>(Clock::now() - t2).count());
+    }
+    std::printf("fusion_record_per_op\t%.6g\t0\tok\n", rec);
+    std::printf("fusion_launch_cached_plan\t%.6g\t0\tok\n", launch);
   }
   return 0;
 }

@@ -56,6 +56,8 @@ class Device {
   Device fusion() const;
   /// Whether this device fuses ops.
   bool has_fusion() const;
+  /// This device without the fusion decorator (autodiff kept): ops run one kernel each.
+  Device without_fusion() const;
   /// The backend that executes ops for this device (internal interface).
   Backend* backend() const { return backend_; }
 

@@ -52,7 +52,20 @@ class Backend {
   virtual Backend* inner() { return nullptr; }
   /// The autodiff decorator's options (null for every other backend).
   virtual const AutodiffOptions* autodiff_options() const { return nullptr; }
+  /// Host memory of `s` (a storage of this backend) for host code to read or write in place,
+  /// once the queued work that touches it has run; nullptr when the memory is not host memory.
+  /// Decorators ask their inner backend; a base backend answers for CPU memory.
+  virtual void* host_data(Storage& s);
+  /// A storage of this backend over host memory that `owner` keeps alive (zero-copy loading of
+  /// a mapped file); nullptr when this backend cannot use host memory in place.
+  virtual std::shared_ptr<Storage> wrap_host(void* data, size_t nbytes, std::shared_ptr<void> owner);
 };
+
+class Tensor;
+/// Host memory of t's storage (its element 0, not t's: add the storage offset), after queued
+/// work on it has run: for host code that reads or writes CPU tensors in place (plain, fused
+/// or with autodiff). nullptr for tensors of other devices or without storage.
+void* host_storage_data(const Tensor& t);
 
 /// The process-wide backends (created on first use, never destroyed).
 Backend* cpu_backend();

@@ -6,6 +6,7 @@
 #include "core/backend.h"
 #include "core/rng.h"
 #include "kiln/error.h"
+#include "kiln/tensor.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -17,8 +18,31 @@ Storage::~Storage() {
   if (backend && !external) backend->release(data, nbytes);
 }
 
-Device::Device() : backend_(cpu_backend()) {}
-Device Device::cpu() { return Device(cpu_backend()); }
+void* Backend::host_data(Storage& s) {
+  if (Backend* b = inner()) return b->host_data(s);
+  return type() == DeviceType::CPU && has_data() ? s.data : nullptr;
+}
+
+std::shared_ptr<Storage> Backend::wrap_host(void* data, size_t nbytes, std::shared_ptr<void> owner) {
+  if (Backend* b = inner()) return b->wrap_host(data, nbytes, std::move(owner));
+  if (type() != DeviceType::CPU || !has_data()) return nullptr;
+  return std::make_shared<Storage>(data, nbytes, this, std::move(owner));
+}
+
+void* host_storage_data(const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  Storage* s = t.impl().storage.get();
+  return s && s->backend ? s->backend->host_data(*s) : nullptr;
+}
+
+Device::Device() : backend_(cpu().backend_) {}
+Device Device::cpu() {
+  static const bool fuse = [] {
+    const char* e = std::getenv("KILN_FUSION_DEFAULT");
+    return e && *e == '1';
+  }();
+  return fuse ? Device(cpu_backend()).fusion() : Device(cpu_backend());
+}
 Device Device::null() { return Device(null_backend()); }
 
 Device Device::from_string(const std::string& name) {

@@ -96,7 +96,8 @@ void dbg(const std::string& s) {
 
 /// What a fusion Storage's data points to.
 struct Buf {
-  void* real = nullptr;  ///< host memory from the inner backend, once materialised
+  void* real = nullptr;         ///< host memory from the inner backend, once materialised
+  std::shared_ptr<void> owner;  ///< set for host memory not from the inner backend (wrap_host)
   size_t nbytes = 0;
   bool alive = true;  ///< false once its Storage is gone
   uint32_t refs = 0;  ///< queued ops naming it
@@ -403,6 +404,21 @@ class FusionBackend final : public Backend {
     inner_->read(tmp, off, dst, n);
   }
   bool has_data() const override { return inner_->has_data(); }
+  void* host_data(Storage& s) override {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    Buf* b = buf_of(&s);
+    if (b->refs) flush("host access");
+    materialise(b);
+    return inner_->type() == DeviceType::CPU ? b->real : nullptr;
+  }
+  std::shared_ptr<Storage> wrap_host(void* data, size_t nbytes, std::shared_ptr<void> owner) override {
+    if (inner_->type() != DeviceType::CPU || !inner_->has_data()) return nullptr;
+    auto* b = new Buf;
+    b->nbytes = nbytes;
+    b->real = data;
+    b->owner = owner ? std::move(owner) : std::make_shared<int>(0);
+    return std::make_shared<Storage>(b, nbytes, this);
+  }
   void sync() override {
     {
       std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -410,7 +426,11 @@ class FusionBackend final : public Backend {
     }
     inner_->sync();
   }
-  MemoryStats memory_stats() const override { return inner_->memory_stats(); }
+  /// Memory is allocated when a value is computed, so queued work runs first.
+  MemoryStats memory_stats() const override {
+    const_cast<FusionBackend*>(this)->flush_all("memory_stats");
+    return inner_->memory_stats();
+  }
   void reset_peak_memory() override { inner_->reset_peak_memory(); }
   void empty_cache() override {
     std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -449,7 +469,7 @@ class FusionBackend final : public Backend {
   }
 
   void free_buf(Buf* b) noexcept {
-    if (b->real) inner_->release(b->real, b->nbytes);
+    if (b->real && !b->owner) inner_->release(b->real, b->nbytes);
     delete b;
   }
 
@@ -651,6 +671,13 @@ bool FusionBackend::try_add_step(const std::vector<Rec>& s, size_t j, Group& g, 
     } else if (!is_identity(r.op.inputs[k], g.S) && r.op.inputs[k].numel() != 1) {
       if (r.in[k] == r.out[0]) {
         why = "reads its own output buffer through a broadcast";
+        return false;
+      }
+      // A transposed or strided operand (innermost stride not 0 or 1) would be gathered element
+      // by element; alone, the op runs through the CPU kernel's tiled transpose instead.
+      const ir::TensorDesc& d = r.op.inputs[k];
+      if (!d.shape.empty() && !g.S.empty() && g.S.back() > 1 && d.shape.back() > 1 && d.strides.back() != 1) {
+        why = "reads a transposed or strided view " + desc_str(d);
         return false;
       }
     }
@@ -1109,6 +1136,15 @@ Device Device::fusion() const {
   while (below->autodiff_options()) below = below->inner();
   if (fusion::is_fusion(below)) return *this;
   Device d(fusion::fusion_backend(below), index_);
+  return ad ? d.autodiff(*ad) : d;
+}
+
+Device Device::without_fusion() const {
+  if (!has_fusion()) return *this;
+  const AutodiffOptions* ad = backend_->autodiff_options();
+  Backend* below = backend_;
+  while (below->autodiff_options()) below = below->inner();
+  Device d(below->inner(), index_);  // the fusion decorator's inner backend
   return ad ? d.autodiff(*ad) : d;
 }
 

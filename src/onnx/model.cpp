@@ -294,7 +294,9 @@ struct Model::Impl {
     if (!device.is_cpu()) return;
     for (const auto& [name, t] : c.inits) {
       if (!t.defined() || t.dtype() != f32 || t.dim() < 3 || !t.is_contiguous() || !t.impl().storage) continue;
-      const void* p = static_cast<const char*>(t.impl().storage->data) + t.storage_offset() * 4;
+      const char* base = static_cast<const char*>(host_storage_data(t));
+      if (!base) continue;
+      const void* p = base + t.storage_offset() * 4;
       cpu::conv::register_constant(p, static_cast<size_t>(t.numel()) * 4);
       constants.push_back(p);
     }

@@ -99,7 +99,9 @@ KILN_VEC_LOOP void sigmoid_or_tanh(float* v, int64_t n, bool is_tanh) {
 }
 
 float* host_f32(const Tensor& t) {
-  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
+  char* base = static_cast<char*>(host_storage_data(t));
+  KILN_CHECK(base != nullptr, "LSTM", "the fused LSTM needs tensors in host memory");
+  return reinterpret_cast<float*>(base + t.storage_offset() * 4);
 }
 
 /// One direction of a default LSTM; x [T, B, I], w [4H, I], r [4H, H], b [8H] or undefined,

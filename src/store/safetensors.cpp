@@ -279,15 +279,14 @@ TensorMap build(const Layout& L, const uint8_t* data, const std::string& file, c
   TensorMap out;
   out.metadata = L.metadata;
   out.tensors.reserve(L.entries.size());
-  const bool zero_copy = owner != nullptr && device.without_autodiff() == Device::cpu();
+  const bool zero_copy = owner != nullptr && device.is_cpu();
   for (const Entry& e : L.entries) {
     const uint8_t* p = data + e.begin;
     size_t nbytes = static_cast<size_t>(e.end - e.begin);
     if (e.dtype == DType::Bool) check_bool_bytes(p, nbytes, e, file);
     const size_t es = dtype_size(e.dtype);
     if (zero_copy && nbytes > 0 && reinterpret_cast<uintptr_t>(p) % es == 0) {
-      auto storage =
-          std::make_shared<Storage>(const_cast<uint8_t*>(p), nbytes, cpu_backend(), std::shared_ptr<void>(owner));
+      auto storage = device.backend()->wrap_host(const_cast<uint8_t*>(p), nbytes, std::shared_ptr<void>(owner));
       auto impl = std::make_shared<TensorImpl>();
       impl->shape = e.shape;
       impl->strides = contiguous_strides(e.shape);
@@ -340,7 +339,7 @@ TensorMap load_with_read(const std::string& path, const Device& device) {
   Layout L = parse_header(header.data(), n, size, path);
   TensorMap out;
   out.metadata = L.metadata;
-  const bool direct = device.without_autodiff() == Device::cpu();
+  const bool direct = device.is_cpu();
   std::vector<uint8_t> staging;
   for (const Entry& e : L.entries) {
     size_t nbytes = static_cast<size_t>(e.end - e.begin);
@@ -348,7 +347,7 @@ TensorMap load_with_read(const std::string& path, const Device& device) {
     if (nbytes > 0) {
       uint8_t* dst = nullptr;
       if (direct) {
-        dst = static_cast<uint8_t*>(t.impl().storage->data);
+        dst = static_cast<uint8_t*>(host_storage_data(t));
       } else {
         staging.resize(nbytes);
         dst = staging.data();
@@ -408,10 +407,9 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     for (const auto& [name, t] : tensors) {
       size_t nbytes = static_cast<size_t>(t.numel()) * t.element_size();
       if (nbytes == 0) continue;
-      const Storage* s = t.impl().storage.get();
-      if (t.device().without_autodiff() == Device::cpu() && t.is_contiguous() && s != nullptr) {
-        const auto* p =
-            static_cast<const uint8_t*>(s->data) + t.storage_offset() * static_cast<int64_t>(t.element_size());
+      const auto* base = t.is_contiguous() ? static_cast<const uint8_t*>(host_storage_data(t)) : nullptr;
+      if (base != nullptr) {
+        const auto* p = base + t.storage_offset() * static_cast<int64_t>(t.element_size());
         write_all(fd, p, nbytes, path);
       } else {
         buf.resize(nbytes);

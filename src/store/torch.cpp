@@ -280,14 +280,14 @@ class Loader {
     m.bytes = sb.data;
     m.nbytes = sb.nbytes;
     m.keep = sb.inflated;
-    const bool cpu = device_.without_autodiff() == Device::cpu();
+    const bool cpu = device_.is_cpu();
     // Zero-copy when every view of the storage finds its elements aligned (torch aligns zip
     // entries to 64 bytes; legacy files only by chance).
     const size_t align = align_.count(key) ? align_[key] : 16;
     if (cpu && sb.nbytes > 0 && reinterpret_cast<uintptr_t>(sb.data + 0) % align == 0 && (owner_ || !sb.in_source)) {
       std::shared_ptr<void> keep = sb.in_source ? owner_ : std::shared_ptr<void>(sb.inflated);
-      m.storage = std::make_shared<Storage>(const_cast<uint8_t*>(sb.data), static_cast<size_t>(sb.nbytes),
-                                            cpu_backend(), std::move(keep));
+      m.storage =
+          device_.backend()->wrap_host(const_cast<uint8_t*>(sb.data), static_cast<size_t>(sb.nbytes), std::move(keep));
     } else {
       Backend* b = device_.backend();
       m.storage = b->allocate(static_cast<size_t>(sb.nbytes));
