@@ -6,8 +6,9 @@ output_<i>.pb, as scripts/onnx_export_models.py). Needs onnx, onnxruntime and nu
 
 The graph (opset 17), inputs x [n, 4] float, thresh [] float, max_steps [] int64:
   Loop, trip count n = Shape(x)[0] (dynamic) and a condition computed in the body
-  (iteration + 1 < max_steps); loop-carried acc [4] and count [1] (ONNX Runtime 1.32 returns a
-  0-d loop-carried value with shape [1], so the fixture avoids that case); scan output s [steps].
+  (iteration + 1 < max_steps); loop-carried acc [4] and count [1] (with a 0-d count, ONNX Runtime 1.32
+  returned it with shape [1] in this graph, though a minimal Loop keeps it 0-d; the fixture
+  sidesteps that); scan output s [steps].
   Its body reads the outer x, thresh and weight W, and holds an If (sum(h) > thresh) whose else
   branch holds another If (iteration even?): three levels of subgraphs.
   Then a Scan over x's axis 1 in reverse, state m [n] (running max), scan output on axis 1.
