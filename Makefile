@@ -26,10 +26,12 @@ build: configure
 bench: build
 	bash bench/run.sh
 
-# The ONNX backend test cases through code generation (kiln-onnx + compile + run; slow, not part
-# of `make test`); also the `onnx` wheel's newer set where it is installed.
+# The ONNX backend test cases through the run-time path and code generation (kiln-onnx + compile
+# + run; slow, not part of `make test`), on Debian's libonnx-testdata and on the PyPI `onnx`
+# wheel's newer set (pip-installed here when missing; skipped when that fails). Rewrites the
+# table docs/onnx-ops.md.
 onnx-conformance: build
-	python3 scripts/onnx_codegen_conformance.py $(BUILD_DIR)
+	python3 scripts/onnx_codegen_conformance.py $(BUILD_DIR) --table docs/onnx-ops.md
 
 # libFuzzer targets (tests/fuzz/fuzz_*.cpp), each run for FUZZ_SECONDS on its seed corpus
 # tests/fuzz/corpus/<target>/; new inputs go to build/fuzz/corpus/<target>/ and crashing inputs

@@ -131,6 +131,21 @@ using Attrs = std::vector<std::pair<std::string, Attr>>;
 std::vector<Tensor> call(const std::string& op_type, int64_t opset, const std::vector<Tensor>& inputs,
                          const Attrs& attrs = {}, size_t n_outputs = 1);
 
+// Control flow in generated code (If, Loop, Scan), with the run-time path's semantics.
+
+/// The value of a one-element condition tensor (If's cond, Loop's cond); throws otherwise.
+bool condition(const Tensor& cond);
+/// Loop's trip count M (a one-element integer tensor).
+int64_t trip_count(const Tensor& m);
+/// A Scan input with its scan axis moved first (`axis` may be negative) and, when `reverse`,
+/// its elements in reverse order.
+Tensor scan_input(const Tensor& x, int64_t axis, bool reverse);
+/// The common length of Scan inputs made by scan_input (0 for none); throws when they differ.
+int64_t scan_length(const std::vector<Tensor>& xs);
+/// The per-iteration values of a Loop or Scan output stacked along `axis` of the result
+/// (reversed first when `reverse`); throws for zero iterations (the shape is unknown).
+Tensor stack_steps(const std::vector<Tensor>& steps, int64_t axis = 0, bool reverse = false);
+
 }  // namespace ops
 
 // ---- code generation -----------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -201,6 +202,58 @@ const std::set<std::string>& rank_preserving() {
   return s;
 }
 
+// Values a graph reads from enclosing scopes (ONNX subgraphs see outer values by name),
+// including those read by its own nested subgraphs.
+void free_values(const proto::GraphP& g, std::set<std::string>& out) {
+  std::set<std::string> defined;
+  for (const auto& v : g.inputs) defined.insert(v.name);
+  for (const auto& t : g.initializers) defined.insert(t.name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.output) defined.insert(o);
+  auto use = [&](const std::string& v) {
+    if (!v.empty() && !defined.count(v)) out.insert(v);
+  };
+  for (const auto& n : g.nodes) {
+    for (const auto& in : n.input) use(in);
+    for (const auto& a : n.attrs) {
+      std::set<std::string> inner;
+      if (a.g) free_values(*a.g, inner);
+      for (const auto& sg : a.graphs) free_values(*sg, inner);
+      for (const auto& v : inner) use(v);
+    }
+  }
+  for (const auto& o : g.outputs) use(o.name);
+}
+
+// Outer values a node's subgraphs read (its implicit inputs).
+std::set<std::string> implicit_inputs(const proto::NodeP& n) {
+  std::set<std::string> r;
+  for (const auto& a : n.attrs) {
+    if (a.g) free_values(*a.g, r);
+    for (const auto& sg : a.graphs) free_values(*sg, r);
+  }
+  return r;
+}
+
+bool has_subgraph(const proto::NodeP& n) {
+  for (const auto& a : n.attrs)
+    if (a.g || !a.graphs.empty()) return true;
+  return false;
+}
+
+// Every line of `code` indented by `pad` more.
+std::string indent(const std::string& code, const std::string& pad) {
+  std::string r;
+  size_t i = 0;
+  while (i < code.size()) {
+    size_t j = code.find('\n', i);
+    if (j == std::string::npos) j = code.size() - 1;
+    r += pad + code.substr(i, j - i + 1);
+    i = j + 1;
+  }
+  return r;
+}
+
 }  // namespace
 
 GenerateResult generate(const std::string& model_path, const GenerateOptions& options) {
@@ -212,24 +265,33 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
   const proto::GraphP& g = m.graph;
   const Registry& reg = registry();
 
-  // Unsupported ops, all at once.
+  // Unsupported ops, all at once (subgraphs of control flow included).
   std::string unsupported;
   int n_unsupported = 0;
-  for (const auto& n : g.nodes) {
-    std::string why;
-    if (!n.domain.empty() && n.domain != "ai.onnx")
-      why = "unsupported domain";
-    else if (!reg.find(n.op_type) || !reg.find(n.op_type)->run)
-      why = "no kernel";
-    else
-      for (const auto& a : n.attrs)
-        if (a.g || !a.graphs.empty()) why = "subgraphs (control flow) are not supported by code generation";
-    if (!why.empty()) {
-      ++n_unsupported;
-      unsupported += "\n  " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (node '" + n.name + "', opset " +
-                     std::to_string(opset) + "): " + why;
+  std::function<void(const proto::GraphP&)> find_unsupported = [&](const proto::GraphP& sg) {
+    for (const auto& n : sg.nodes) {
+      std::string why;
+      bool control = n.op_type == "If" || n.op_type == "Loop" || n.op_type == "Scan";
+      if (!n.domain.empty() && n.domain != "ai.onnx")
+        why = "unsupported domain";
+      else if (!reg.find(n.op_type) || !reg.find(n.op_type)->run)
+        why = "no kernel";
+      else if (has_subgraph(n) && !control)
+        why = "subgraphs of this op are not supported by code generation";
+      else if (n.op_type == "Scan" && opset < 9)
+        why = "Scan before opset 9 (with sequence_lens) is not supported";
+      if (!why.empty()) {
+        ++n_unsupported;
+        unsupported += "\n  " + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (node '" + n.name +
+                       "', opset " + std::to_string(opset) + "): " + why;
+      }
+      for (const auto& a : n.attrs) {
+        if (a.g) find_unsupported(*a.g);
+        for (const auto& sub : a.graphs) find_unsupported(*sub);
+      }
     }
-  }
+  };
+  find_unsupported(g);
   KILN_CHECK(
       n_unsupported == 0, "onnx",
       model_path << ": code generation: the model uses " << n_unsupported << " unsupported op(s):" << unsupported);
@@ -275,47 +337,13 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       feeds.push_back(&v);
     }
 
-  // Topological order (Kahn, keeping the model's order among ready nodes).
-  std::unordered_map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& o : g.nodes[i].output)
-      if (!o.empty()) producer[o] = i;
-  std::vector<size_t> indeg(g.nodes.size(), 0);
-  std::vector<std::vector<size_t>> users(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const auto& in : g.nodes[i].input) {
-      if (in.empty()) continue;
-      auto it = producer.find(in);
-      if (it != producer.end()) {
-        users[it->second].push_back(i);
-        ++indeg[i];
-      } else {
-        KILN_CHECK(consts.count(in) || graph_inputs.count(in), "onnx",
-                   "node '" << g.nodes[i].name << "' (" << g.nodes[i].op_type << "): input '" << in
-                            << "' is produced by no node and is neither a graph input nor an initializer");
-      }
-    }
-  std::vector<size_t> order;
-  {
-    std::set<size_t> ready;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (!indeg[i]) ready.insert(i);
-    while (!ready.empty()) {
-      size_t i = *ready.begin();
-      ready.erase(ready.begin());
-      order.push_back(i);
-      for (size_t u : users[i])
-        if (--indeg[u] == 0) ready.insert(u);
-    }
-    KILN_CHECK(order.size() == g.nodes.size(), "onnx", model_path << ": the graph has a cycle");
-  }
-
   // State, members and forward body.
   std::vector<Member> members;
   std::vector<std::pair<std::string, Tensor>> state;
   std::map<std::string, std::string> expr;  // value name -> C++ expression (variable)
   std::map<std::string, int> ranks;
   std::string body;
+  std::string const_body;  // small constants, declared first in forward (any scope may use them)
   GenerateResult res;
 
   std::vector<std::string> arg_names;
@@ -358,7 +386,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       e = f;
     } else {
       std::string v = unique(ident(vname));
-      body += "  const kiln::Tensor " + v + " = " + literal(t) + ";\n";
+      const_body += "  const kiln::Tensor " + v + " = " + literal(t) + ";\n";
       e = v;
     }
     expr[vname] = e;
@@ -373,123 +401,324 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     __builtin_unreachable();
   };
 
-  for (size_t idx : order) {
-    const proto::NodeP& n = g.nodes[idx];
-    const OpEntry& entry = *reg.find(n.op_type);
-    // Constant nodes fold into constants.
-    if (n.op_type == "Constant" && n.output.size() == 1) {
-      auto outs = run_node(n, opset, {}, Device::cpu());
-      consts[n.output[0]] = outs.at(0);
-      ranks[n.output[0]] = static_cast<int>(outs.at(0).dim());
-      continue;
-    }
-    // Identity of a constant is that constant (exporters tie equal weights this way).
-    if (n.op_type == "Identity" && n.input.size() == 1 && n.output.size() == 1 && consts.count(n.input[0]) &&
-        !expr.count(n.input[0])) {
-      consts[n.output[0]] = consts[n.input[0]];
-      if (is_init.count(n.input[0])) is_init.insert(n.output[0]);
-      ranks[n.output[0]] = ranks[n.input[0]];
-      continue;
-    }
-    EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}};
-    for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
-    for (const auto& in : n.input) {
-      auto c = consts.find(in);
-      ec.consts.push_back(!in.empty() && c != consts.end() ? &c->second : nullptr);
-      auto r = ranks.find(in);
-      ec.rank.push_back(!in.empty() && r != ranks.end() ? r->second : -1);
-    }
-    ec.in = [&](size_t i) { return i < n.input.size() ? value_expr(n.input[i]) : std::string("kiln::Tensor{}"); };
-    ec.add_module = [&](const std::string& type, const std::string& args,
-                        const std::vector<std::pair<std::string, Tensor>>& st) {
-      std::string weight = n.input.size() > 1 ? n.input[1] : "";
-      return add_module(module_hint(n, weight), type, args, st);
-    };
-    std::string comment = "  // " + n.op_type + (n.name.empty() ? "" : " '" + n.name + "'") + "\n";
-    bool done = entry.emit && entry.emit(ec);
-    if (!done) {
-      ec.code.clear();
-      std::string args;
-      for (size_t i = 0; i < n.input.size(); ++i) args += (i ? ", " : "") + value_expr(n.input[i]);
-      std::string attrs;
-      for (const auto& a : n.attrs) {
-        std::string v;
-        switch (a.type) {
-          case proto::AttrP::kInt:
-            v = int_lit(a.i);
-            break;
-          case proto::AttrP::kFloat:
-            v = float_lit(a.f) + "f";
-            break;
-          case proto::AttrP::kString:
-            v = "std::string(" + quote(a.s) + ")";
-            break;
-          case proto::AttrP::kInts: {
-            std::string l;
-            for (int64_t x : a.ints) l += (l.empty() ? "" : ", ") + int_lit(x);
-            v = "std::vector<int64_t>{" + l + "}";
-            break;
-          }
-          case proto::AttrP::kFloats: {
-            std::string l;
-            for (float x : a.floats) l += (l.empty() ? "" : ", ") + float_lit(x) + "f";
-            v = "std::vector<float>{" + l + "}";
-            break;
-          }
-          case proto::AttrP::kTensor: {
-            std::string cname = "attr:" + n.name + ":" + a.name + ":" + std::to_string(idx);
-            consts[cname] = tensor_from(*a.t, Device::cpu(), "attribute '" + a.name + "'");
-            v = const_expr(cname);
-            break;
-          }
-          default:
-            KILN_CHECK(false, "onnx",
-                       "node '" << n.name << "' (" << n.op_type << "): attribute '" << a.name
-                                << "' has a type code generation does not support");
+  // Emits the nodes of graph `gr` (the model's graph or a subgraph whose inputs are already
+  // bound in `expr`) into `body`.
+  int64_t n_attr_consts = 0;
+  std::function<bool(const proto::NodeP&, EmitContext&)> emit_control;
+  std::function<void(const proto::GraphP&)> emit_graph = [&](const proto::GraphP& gr) {
+    if (&gr != &g)
+      for (const auto& t : gr.initializers) {
+        consts[t.name] = tensor_from(t, Device::cpu(), "initializer");
+        is_init.insert(t.name);
+        ranks[t.name] = static_cast<int>(consts[t.name].dim());
+      }
+    // Topological order (Kahn, keeping the model's order among ready nodes); a node with
+    // subgraphs also depends on the outer values they read.
+    std::unordered_map<std::string, size_t> producer;
+    for (size_t i = 0; i < gr.nodes.size(); ++i)
+      for (const auto& o : gr.nodes[i].output)
+        if (!o.empty()) producer[o] = i;
+    std::vector<size_t> indeg(gr.nodes.size(), 0);
+    std::vector<std::vector<size_t>> users(gr.nodes.size());
+    for (size_t i = 0; i < gr.nodes.size(); ++i) {
+      std::set<std::string> deps(gr.nodes[i].input.begin(), gr.nodes[i].input.end());
+      for (const auto& v : implicit_inputs(gr.nodes[i])) deps.insert(v);
+      for (const auto& in : deps) {
+        if (in.empty()) continue;
+        auto it = producer.find(in);
+        if (it != producer.end()) {
+          if (it->second == i) continue;
+          users[it->second].push_back(i);
+          ++indeg[i];
+        } else {
+          KILN_CHECK(consts.count(in) || expr.count(in), "onnx",
+                     "node '" << gr.nodes[i].name << "' (" << gr.nodes[i].op_type << "): input '" << in
+                              << "' is produced by no node and is neither a graph input nor an initializer");
         }
-        attrs += std::string(attrs.empty() ? "" : ", ") + "{" + quote(a.name) + ", " + v + "}";
       }
-      std::string call = "kiln::onnx::ops::call(" + quote(n.op_type) + ", " + std::to_string(opset) + ", {" + args +
-                         "}" + (attrs.empty() && ec.out.size() == 1 ? "" : ", {" + attrs + "}") +
-                         (ec.out.size() == 1 ? "" : ", " + std::to_string(ec.out.size())) + ")";
-      size_t used_outs = 0;
-      for (const auto& o : ec.out) used_outs += !o.empty();
-      if (ec.out.size() == 1 && !ec.out[0].empty()) {
-        ec.code = "  kiln::Tensor " + ec.out[0] + " = " + call + "[0];\n";
-      } else if (used_outs > 0) {
-        std::string r = unique("r_" + ident(n.op_type));
-        ec.code = "  auto " + r + " = " + call + ";\n";
+    }
+    std::vector<size_t> order;
+    {
+      std::set<size_t> ready;
+      for (size_t i = 0; i < gr.nodes.size(); ++i)
+        if (!indeg[i]) ready.insert(i);
+      while (!ready.empty()) {
+        size_t i = *ready.begin();
+        ready.erase(ready.begin());
+        order.push_back(i);
+        for (size_t u : users[i])
+          if (--indeg[u] == 0) ready.insert(u);
+      }
+      KILN_CHECK(order.size() == gr.nodes.size(), "onnx",
+                 model_path << ": the graph" << (&gr == &g ? "" : " '" + gr.name + "'") << " has a cycle");
+    }
+    for (size_t idx : order) {
+      const proto::NodeP& n = gr.nodes[idx];
+      const OpEntry& entry = *reg.find(n.op_type);
+      // Constant nodes fold into constants.
+      if (n.op_type == "Constant" && n.output.size() == 1) {
+        auto outs = run_node(n, opset, {}, Device::cpu());
+        consts[n.output[0]] = outs.at(0);
+        ranks[n.output[0]] = static_cast<int>(outs.at(0).dim());
+        continue;
+      }
+      // Identity of a constant is that constant (exporters tie equal weights this way).
+      if (n.op_type == "Identity" && n.input.size() == 1 && n.output.size() == 1 && consts.count(n.input[0]) &&
+          !expr.count(n.input[0])) {
+        consts[n.output[0]] = consts[n.input[0]];
+        if (is_init.count(n.input[0])) is_init.insert(n.output[0]);
+        ranks[n.output[0]] = ranks[n.input[0]];
+        continue;
+      }
+      EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}};
+      for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
+      for (const auto& in : n.input) {
+        auto c = consts.find(in);
+        ec.consts.push_back(!in.empty() && c != consts.end() ? &c->second : nullptr);
+        auto r = ranks.find(in);
+        ec.rank.push_back(!in.empty() && r != ranks.end() ? r->second : -1);
+      }
+      ec.in = [&](size_t i) { return i < n.input.size() ? value_expr(n.input[i]) : std::string("kiln::Tensor{}"); };
+      ec.add_module = [&](const std::string& type, const std::string& args,
+                          const std::vector<std::pair<std::string, Tensor>>& st) {
+        std::string weight = n.input.size() > 1 ? n.input[1] : "";
+        return add_module(module_hint(n, weight), type, args, st);
+      };
+      std::string comment = "  // " + n.op_type + (n.name.empty() ? "" : " '" + n.name + "'") + "\n";
+      bool done = emit_control(n, ec) || (entry.emit && entry.emit(ec));
+      if (!done) {
+        ec.code.clear();
+        std::string args;
+        for (size_t i = 0; i < n.input.size(); ++i) args += (i ? ", " : "") + value_expr(n.input[i]);
+        std::string attrs;
+        for (const auto& a : n.attrs) {
+          std::string v;
+          switch (a.type) {
+            case proto::AttrP::kInt:
+              v = int_lit(a.i);
+              break;
+            case proto::AttrP::kFloat:
+              v = float_lit(a.f) + "f";
+              break;
+            case proto::AttrP::kString:
+              v = "std::string(" + quote(a.s) + ")";
+              break;
+            case proto::AttrP::kInts: {
+              std::string l;
+              for (int64_t x : a.ints) l += (l.empty() ? "" : ", ") + int_lit(x);
+              v = "std::vector<int64_t>{" + l + "}";
+              break;
+            }
+            case proto::AttrP::kFloats: {
+              std::string l;
+              for (float x : a.floats) l += (l.empty() ? "" : ", ") + float_lit(x) + "f";
+              v = "std::vector<float>{" + l + "}";
+              break;
+            }
+            case proto::AttrP::kTensor: {
+              std::string cname = "attr:" + n.name + ":" + a.name + ":" + std::to_string(++n_attr_consts);
+              consts[cname] = tensor_from(*a.t, Device::cpu(), "attribute '" + a.name + "'");
+              v = const_expr(cname);
+              break;
+            }
+            default:
+              KILN_CHECK(false, "onnx",
+                         "node '" << n.name << "' (" << n.op_type << "): attribute '" << a.name
+                                  << "' has a type code generation does not support");
+          }
+          attrs += std::string(attrs.empty() ? "" : ", ") + "{" + quote(a.name) + ", " + v + "}";
+        }
+        std::string call = "kiln::onnx::ops::call(" + quote(n.op_type) + ", " + std::to_string(opset) + ", {" + args +
+                           "}" + (attrs.empty() && ec.out.size() == 1 ? "" : ", {" + attrs + "}") +
+                           (ec.out.size() == 1 ? "" : ", " + std::to_string(ec.out.size())) + ")";
+        size_t used_outs = 0;
+        for (const auto& o : ec.out) used_outs += !o.empty();
+        if (ec.out.size() == 1 && !ec.out[0].empty()) {
+          ec.code = "  kiln::Tensor " + ec.out[0] + " = " + call + "[0];\n";
+        } else if (used_outs > 0) {
+          std::string r = unique("r_" + ident(n.op_type));
+          ec.code = "  auto " + r + " = " + call + ";\n";
+          for (size_t i = 0; i < ec.out.size(); ++i)
+            if (!ec.out[i].empty())
+              ec.code += "  kiln::Tensor " + ec.out[i] + " = " + r + "[" + std::to_string(i) + "];\n";
+        } else {
+          ec.code = "  " + call + ";\n";
+        }
+        ++res.generic_calls;
+      }
+      body += comment + ec.code;
+      for (size_t i = 0; i < n.output.size(); ++i)
+        if (!n.output[i].empty()) expr[n.output[i]] = ec.out[i];
+      // Ranks.
+      if (!ec.out_rank.empty()) {
+        for (size_t i = 0; i < ec.out_rank.size() && i < n.output.size(); ++i)
+          if (ec.out_rank[i] >= 0) ranks[n.output[i]] = ec.out_rank[i];
+      } else if (rank_preserving().count(n.op_type) && !n.output.empty()) {
+        int r = -1;
+        bool known = true;
+        size_t upto = (n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
+                       n.op_type == "Where" || n.op_type == "Max" || n.op_type == "Min" || n.op_type == "Sum" ||
+                       n.op_type == "Pow" || n.op_type == "Equal" || n.op_type == "Less" || n.op_type == "Greater" ||
+                       n.op_type == "Mean")
+                          ? ec.rank.size()
+                          : std::min<size_t>(1, ec.rank.size());
+        for (size_t i = 0; i < upto; ++i) {
+          if (ec.rank[i] < 0) known = false;
+          r = std::max(r, ec.rank[i]);
+        }
+        if (known && r >= 0) ranks[n.output[0]] = r;
+      }
+    }
+  };
+
+  // Control flow. A subgraph becomes a nested block of forward(): it reads outer values through
+  // their variables, its inputs are variables bound at the top of the block and its outputs are
+  // assigned to the node's variables at the end.
+  auto bind = [&](const proto::ValueInfoP& v, const std::string& init) {
+    std::string var = unique(ident(v.name));
+    expr[v.name] = var;
+    if (v.has_shape) ranks[v.name] = static_cast<int>(v.shape.size());
+    return "  const kiln::Tensor " + var + " = " + init + ";\n";
+  };
+  // The statements of subgraph `sg` (its inputs bound by `head`), and its output expressions.
+  auto sub_block = [&](const proto::GraphP& sg, const std::string& head, std::vector<std::string>& outs) {
+    std::string saved;
+    saved.swap(body);
+    body = head;
+    emit_graph(sg);
+    for (const auto& o : sg.outputs) outs.push_back(value_expr(o.name));
+    std::string r;
+    r.swap(body);
+    body.swap(saved);
+    return r;
+  };
+  auto out_var = [&](EmitContext& ec, size_t i, const std::string& hint) {
+    if (i < ec.out.size() && !ec.out[i].empty()) return ec.out[i];
+    return unique(hint);
+  };
+  emit_control = [&](const proto::NodeP& n, EmitContext& ec) -> bool {
+    auto graph_attr = [&](const char* a) {
+      const proto::AttrP* at = n.attr(a);
+      KILN_CHECK(at && at->g, "onnx", "node '" << n.name << "' (" << n.op_type << "): missing subgraph '" << a << "'");
+      return at->g.get();
+    };
+    auto check_outs = [&](const proto::GraphP& sg, size_t want, const char* what) {
+      KILN_CHECK(sg.outputs.size() == want, "onnx",
+                 "node '" << n.name << "' (" << n.op_type << "): " << what << " returns " << sg.outputs.size()
+                          << " outputs, expected " << want);
+    };
+    std::string& code = ec.code;
+    if (n.op_type == "If") {
+      const proto::GraphP* then_g = graph_attr("then_branch");
+      const proto::GraphP* else_g = graph_attr("else_branch");
+      check_outs(*then_g, ec.out.size(), "then_branch");
+      check_outs(*else_g, ec.out.size(), "else_branch");
+      std::string decl;
+      for (const auto& o : ec.out)
+        if (!o.empty()) decl += (decl.empty() ? "" : ", ") + o;
+      if (!decl.empty()) code += "  kiln::Tensor " + decl + ";\n";
+      code += "  if (kiln::onnx::ops::condition(" + ec.in(0) + ")) {\n";
+      for (const proto::GraphP* br : {then_g, else_g}) {
+        std::vector<std::string> outs;
+        std::string blk = sub_block(*br, "", outs);
         for (size_t i = 0; i < ec.out.size(); ++i)
-          if (!ec.out[i].empty())
-            ec.code += "  kiln::Tensor " + ec.out[i] + " = " + r + "[" + std::to_string(i) + "];\n";
-      } else {
-        ec.code = "  " + call + ";\n";
+          if (!ec.out[i].empty()) blk += "  " + ec.out[i] + " = " + outs[i] + ";\n";
+        code += indent(blk, "  ");
+        code += br == then_g ? "  } else {\n" : "  }\n";
       }
-      ++res.generic_calls;
+      return true;
     }
-    body += comment + ec.code;
-    for (size_t i = 0; i < n.output.size(); ++i)
-      if (!n.output[i].empty()) expr[n.output[i]] = ec.out[i];
-    // Ranks.
-    if (!ec.out_rank.empty()) {
-      for (size_t i = 0; i < ec.out_rank.size() && i < n.output.size(); ++i)
-        if (ec.out_rank[i] >= 0) ranks[n.output[i]] = ec.out_rank[i];
-    } else if (rank_preserving().count(n.op_type) && !n.output.empty()) {
-      int r = -1;
-      bool known = true;
-      size_t upto = (n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div" ||
-                     n.op_type == "Where" || n.op_type == "Max" || n.op_type == "Min" || n.op_type == "Sum" ||
-                     n.op_type == "Pow" || n.op_type == "Equal" || n.op_type == "Less" || n.op_type == "Greater" ||
-                     n.op_type == "Mean")
-                        ? ec.rank.size()
-                        : std::min<size_t>(1, ec.rank.size());
-      for (size_t i = 0; i < upto; ++i) {
-        if (ec.rank[i] < 0) known = false;
-        r = std::max(r, ec.rank[i]);
+    if (n.op_type == "Loop") {
+      const proto::GraphP* bg = graph_attr("body");
+      size_t n_carried = n.input.size() > 2 ? n.input.size() - 2 : 0;
+      KILN_CHECK(bg->inputs.size() == 2 + n_carried && bg->outputs.size() >= 1 + n_carried, "onnx",
+                 "node '" << n.name << "' (Loop): the body must take (iteration, condition, " << n_carried
+                          << " loop-carried values) and return the condition and the loop-carried values");
+      size_t n_scan = bg->outputs.size() - 1 - n_carried;
+      std::vector<std::string> carried, scans;
+      for (size_t i = 0; i < n_carried; ++i) {
+        carried.push_back(out_var(ec, i, "carried"));
+        code += "  kiln::Tensor " + carried[i] + " = " + ec.in(2 + i) + ";\n";
+        ec.out_rank.push_back(ec.rank.size() > 2 + i ? ec.rank[2 + i] : -1);
       }
-      if (known && r >= 0) ranks[n.output[0]] = r;
+      for (size_t i = 0; i < n_scan; ++i) {
+        std::string base =
+            n_carried + i < ec.out.size() && !ec.out[n_carried + i].empty() ? ec.out[n_carried + i] : "scan";
+        scans.push_back(unique(base + "_steps"));
+        code += "  std::vector<kiln::Tensor> " + scans[i] + ";\n";
+      }
+      std::string trip = unique("trip_count"), go = unique("go"), it = unique("iter");
+      code += "  {\n    const int64_t " + trip + " = " +
+              (ec.has(0) ? "kiln::onnx::ops::trip_count(" + ec.in(0) + ")" : std::string("INT64_MAX")) + ";\n";
+      code += "    bool " + go + " = " +
+              (ec.has(1) ? "kiln::onnx::ops::condition(" + ec.in(1) + ")" : std::string("true")) + ";\n";
+      code += "    for (int64_t " + it + " = 0; " + it + " < " + trip + " && " + go + "; ++" + it + ") {\n";
+      std::string head = bind(bg->inputs[0], "kiln::scalar_tensor(" + it + ", kiln::i64, dev)");
+      head += bind(bg->inputs[1], "kiln::scalar_tensor(" + go + ", kiln::bool_, dev)");
+      for (size_t i = 0; i < n_carried; ++i) head += bind(bg->inputs[2 + i], carried[i]);
+      std::vector<std::string> outs;
+      std::string blk = sub_block(*bg, head, outs);
+      blk += "  " + go + " = kiln::onnx::ops::condition(" + outs[0] + ");\n";
+      for (size_t i = 0; i < n_carried; ++i) blk += "  " + carried[i] + " = " + outs[1 + i] + ";\n";
+      for (size_t i = 0; i < n_scan; ++i) blk += "  " + scans[i] + ".push_back(" + outs[1 + n_carried + i] + ");\n";
+      code += indent(blk, "    ") + "    }\n  }\n";
+      for (size_t i = 0; i < n_scan; ++i)
+        if (n_carried + i < ec.out.size() && !ec.out[n_carried + i].empty())
+          code += "  kiln::Tensor " + ec.out[n_carried + i] + " = kiln::onnx::ops::stack_steps(" + scans[i] + ");\n";
+      return true;
     }
-  }
+    if (n.op_type == "Scan") {
+      const proto::GraphP* bg = graph_attr("body");
+      int64_t m = ec.attr_i("num_scan_inputs", 0);
+      KILN_CHECK(m >= 0 && static_cast<size_t>(m) <= n.input.size(), "onnx",
+                 "node '" << n.name << "' (Scan): num_scan_inputs out of range");
+      size_t n_state = n.input.size() - static_cast<size_t>(m);
+      KILN_CHECK(
+          bg->inputs.size() == n.input.size() && bg->outputs.size() >= n_state, "onnx",
+          "node '" << n.name << "' (Scan): the body must take the states and scan elements and return the states");
+      size_t n_out = bg->outputs.size() - n_state;
+      std::vector<int64_t> in_axes = ec.attr_ints("scan_input_axes"), in_dirs = ec.attr_ints("scan_input_directions"),
+                           out_axes = ec.attr_ints("scan_output_axes"),
+                           out_dirs = ec.attr_ints("scan_output_directions");
+      auto at = [](const std::vector<int64_t>& v, size_t i) { return i < v.size() ? v[i] : 0; };
+      std::vector<std::string> state, xs, steps;
+      for (size_t i = 0; i < n_state; ++i) {
+        state.push_back(out_var(ec, i, "state"));
+        code += "  kiln::Tensor " + state[i] + " = " + ec.in(i) + ";\n";
+      }
+      std::string lens;
+      for (size_t j = 0; j < static_cast<size_t>(m); ++j) {
+        xs.push_back(unique(ident(n.input[n_state + j]) + "_seq"));
+        code += "  const kiln::Tensor " + xs[j] + " = kiln::onnx::ops::scan_input(" + ec.in(n_state + j) + ", " +
+                int_lit(at(in_axes, j)) + ", " + (at(in_dirs, j) ? "true" : "false") + ");\n";
+        lens += (lens.empty() ? "" : ", ") + xs[j];
+      }
+      for (size_t i = 0; i < n_out; ++i) {
+        std::string base = n_state + i < ec.out.size() && !ec.out[n_state + i].empty() ? ec.out[n_state + i] : "scan";
+        steps.push_back(unique(base + "_steps"));
+        code += "  std::vector<kiln::Tensor> " + steps[i] + ";\n";
+      }
+      std::string t = unique("step"), len = unique("steps");
+      code += "  const int64_t " + len + " = kiln::onnx::ops::scan_length({" + lens + "});\n";
+      code += "  for (int64_t " + t + " = 0; " + t + " < " + len + "; ++" + t + ") {\n";
+      std::string head;
+      for (size_t i = 0; i < n_state; ++i) head += bind(bg->inputs[i], state[i]);
+      for (size_t j = 0; j < static_cast<size_t>(m); ++j)
+        head += bind(bg->inputs[n_state + j], xs[j] + ".select(0, " + t + ")");
+      std::vector<std::string> outs;
+      std::string blk = sub_block(*bg, head, outs);
+      for (size_t i = 0; i < n_state; ++i) blk += "  " + state[i] + " = " + outs[i] + ";\n";
+      for (size_t i = 0; i < n_out; ++i) blk += "  " + steps[i] + ".push_back(" + outs[n_state + i] + ");\n";
+      code += indent(blk, "  ") + "  }\n";
+      for (size_t i = 0; i < n_out; ++i)
+        if (n_state + i < ec.out.size() && !ec.out[n_state + i].empty())
+          code += "  kiln::Tensor " + ec.out[n_state + i] + " = kiln::onnx::ops::stack_steps(" + steps[i] + ", " +
+                  int_lit(at(out_axes, i)) + ", " + (at(out_dirs, i) ? "true" : "false") + ");\n";
+      return true;
+    }
+    return false;
+  };
+  emit_graph(g);
 
   // Files.
   fs::create_directories(options.out_dir);
@@ -546,7 +775,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
   c << ret << " " << name << "::forward(" << sig << ") {\n";
   c << "  const kiln::Device dev = "
     << (arg_names.empty() ? std::string("kiln::Device::default_device()") : arg_names[0] + ".device()") << ";\n";
-  c << "  (void)dev;\n" << body;
+  c << "  (void)dev;\n" << const_body << body;
   if (single)
     c << "  return " << out_exprs[0] << ";\n}\n\n";
   else {

@@ -34,4 +34,7 @@ TEST_P(OnnxModels, MatchesOnnxRuntime) {
 
 INSTANTIATE_TEST_SUITE_P(RealArchitectures, OnnxModels, ::testing::ValuesIn(fx::model_names()),
                          [](const auto& info) { return info.param; });
+// Nested If/Loop/Scan built with onnx.helper (scripts/onnx_export_control_flow.py).
+INSTANTIATE_TEST_SUITE_P(ControlFlow, OnnxModels, ::testing::Values(std::string("control_flow")),
+                         [](const auto& info) { return info.param; });
 }  // namespace

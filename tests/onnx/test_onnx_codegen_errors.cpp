@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Code generation of control flow (kiln::onnx::generate): bad or unsupported subgraphs give one
+// kiln::Error naming the node; a subgraph reading an outer value produced by a node listed after
+// it is ordered after that node. (The generated code itself is compiled and checked against ONNX
+// Runtime in tests/onnx/gen/ and by `make onnx-conformance`.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kiln/onnx.h"
+#include "kiln/ops.h"
+#include "onnx/onnx_builder.h"
+#include "test_util.h"
+
+using namespace kiln;
+using namespace kiln::onnx::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// AttributeProto holding a GraphProto.
+Msg attr_g(const std::string& name, const Msg& graph) { return Msg().bytes(1, name).varint(20, 5).msg(6, graph); }
+
+// Writes the model to a temporary folder, generates code into it and returns the source text;
+// the folder is removed.
+std::string generate_source(const std::string& bytes, const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_onnx_cg_" + tag);
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() { fs::remove_all(d); }
+  } cleanup{dir};
+  std::ofstream((dir / "model.onnx").string(), std::ios::binary) << bytes;
+  auto r = onnx::generate((dir / "model.onnx").string(), {.out_dir = (dir / "gen").string(), .name = "Cg"});
+  std::ifstream f(r.source);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Msg branch(const std::vector<std::string>& outs, const std::string& from) {
+  Msg g;
+  g.bytes(2, "branch");
+  for (size_t i = 0; i < outs.size(); ++i) g.msg(1, node("Identity", {from}, {outs[i]}, "id_" + outs[i]));
+  for (const auto& o : outs) g.msg(12, value_info(o, {2}));
+  return g;
+}
+
+}  // namespace
+
+TEST(OnnxCodegenErrors, IfBranchesWithWrongOutputCountNameTheNode) {
+  Msg n = node("If", {"c"}, {"y"}, "choose");
+  n.msg(5, attr_g("then_branch", branch({"t1", "t2"}, "x"))).msg(5, attr_g("else_branch", branch({"e1"}, "x")));
+  Msg g;
+  g.msg(1, n).msg(11, value_info("c", {}, 9)).msg(11, value_info("x", {2})).msg(12, value_info("y", {2}));
+  std::string msg = test::error_of([&] { generate_source(model(g, 17), "if_outs"); });
+  EXPECT_NE(msg.find("choose"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("then_branch returns 2 outputs"), std::string::npos) << msg;
+}
+
+TEST(OnnxCodegenErrors, UnsupportedOpsInsideSubgraphsAreAllListed) {
+  Msg body;
+  body.bytes(2, "body")
+      .msg(1, node("FancyInner", {"v_in"}, {"v_out"}, "inner_fancy"))
+      .msg(1, node("Identity", {"cond_in"}, {"cond_out"}, "keep"))
+      .msg(11, value_info("i", {}, 7))
+      .msg(11, value_info("cond_in", {}, 9))
+      .msg(11, value_info("v_in", {2}))
+      .msg(12, value_info("cond_out", {}, 9))
+      .msg(12, value_info("v_out", {2}));
+  Msg loop = node("Loop", {"m", "", "x"}, {"y"}, "rows");
+  loop.msg(5, attr_g("body", body));
+  Msg g;
+  g.msg(1, node("FancyOuter", {"x0"}, {"x"}, "outer_fancy"))
+      .msg(1, loop)
+      .msg(11, value_info("m", {}, 7))
+      .msg(11, value_info("x0", {2}))
+      .msg(12, value_info("y", {2}));
+  std::string msg = test::error_of([&] { generate_source(model(g, 17), "unsup"); });
+  EXPECT_NE(msg.find("2 unsupported op(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("FancyOuter (node 'outer_fancy', opset 17)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("FancyInner (node 'inner_fancy', opset 17)"), std::string::npos) << msg;
+}
+
+TEST(OnnxCodegenErrors, ScanBeforeOpset9IsRefused) {
+  Msg body;
+  body.bytes(2, "body")
+      .msg(1, node("Add", {"s_in", "e"}, {"s_out"}, "acc"))
+      .msg(11, value_info("s_in", {2}))
+      .msg(11, value_info("e", {2}))
+      .msg(12, value_info("s_out", {2}));
+  Msg scan = node("Scan", {"", "s0", "xs"}, {"s"}, "old_scan");
+  scan.msg(5, attr_g("body", body)).msg(5, attr_i("num_scan_inputs", 1));
+  Msg g;
+  g.msg(1, scan)
+      .msg(11, value_info("s0", {1, 2}))
+      .msg(11, value_info("xs", {1, 3, 2}))
+      .msg(12, value_info("s", {1, 2}));
+  std::string msg = test::error_of([&] { generate_source(model(g, 8), "scan8"); });
+  EXPECT_NE(msg.find("Scan (node 'old_scan', opset 8)"), std::string::npos) << msg;
+}
+
+TEST(OnnxCodegen, SubgraphReadsOfOuterValuesOrderTheNodes) {
+  // The If is listed before the node producing `late`, which its branches read: generation
+  // orders that node first (the branches' implicit input), and the branches become an if/else.
+  Msg n = node("If", {"c"}, {"y"}, "choose");
+  n.msg(5, attr_g("then_branch", branch({"t"}, "late"))).msg(5, attr_g("else_branch", branch({"e"}, "x")));
+  Msg g;
+  g.msg(1, n)
+      .msg(1, node("Relu", {"x"}, {"late"}, "make_late"))
+      .msg(11, value_info("c", {}, 9))
+      .msg(11, value_info("x", {2}))
+      .msg(12, value_info("y", {2}));
+  std::string src = generate_source(model(g, 17), "order");
+  size_t produce = src.find("kiln::Tensor late =");
+  size_t branch_at = src.find("if (kiln::onnx::ops::condition(c))");
+  ASSERT_NE(produce, std::string::npos) << src;
+  ASSERT_NE(branch_at, std::string::npos) << src;
+  EXPECT_LT(produce, branch_at) << src;
+  EXPECT_NE(src.find("} else {"), std::string::npos) << src;
+  EXPECT_EQ(src.find("ops::call(\"If\""), std::string::npos) << src;
+}
+
+TEST(OnnxCodegen, ControlFlowHelpersFollowTheRunTimeSemantics) {
+  EXPECT_TRUE(onnx::ops::condition(full({1}, 1.0, {.dtype = bool_})));
+  EXPECT_FALSE(onnx::ops::condition(zeros({}, {.dtype = i64})));
+  EXPECT_THROW(onnx::ops::condition(zeros({2}, {.dtype = bool_})), Error);
+  EXPECT_EQ(onnx::ops::trip_count(full({}, 5.0, {.dtype = i64})), 5);
+  Tensor x = arange(6, f32, Device::cpu()).reshape({2, 3});
+  Tensor s = onnx::ops::scan_input(x, -1, true);  // axis 1 first, reversed
+  EXPECT_EQ(s.shape(), (Shape{3, 2}));
+  EXPECT_EQ(s.select(0, 0).to_vector<float>(), (std::vector<float>{2, 5}));
+  EXPECT_EQ(onnx::ops::scan_length({s, s}), 3);
+  EXPECT_THROW(onnx::ops::scan_length({s, x}), Error);
+  EXPECT_EQ(onnx::ops::scan_length({}), 0);
+  // Steps stacked on axis 1, reversed first: the inverse of scan_input(x, 1, true).
+  std::vector<Tensor> steps{s.select(0, 0), s.select(0, 1), s.select(0, 2)};
+  Tensor y = onnx::ops::stack_steps(steps, 1, true);
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_EQ(y.to_vector<float>(), x.to_vector<float>());
+  EXPECT_THROW(onnx::ops::stack_steps({}), Error);
+}
