@@ -180,7 +180,9 @@ TEST(Core, MemoryStatsSeeAllocationsAndReuse) {
   empty_cache(cpu);
   MemoryStats before = memory_stats(cpu);
   {
-    Tensor t = empty({1 << 20});
+    // zeros, not empty: with fusion a value gets memory when it is computed (memory_stats
+    // runs queued work first), and an empty tensor that nothing writes is never computed.
+    Tensor t = zeros({1 << 20});
     MemoryStats during = memory_stats(cpu);
     EXPECT_GE(during.in_use - before.in_use, 4 << 20);
     EXPECT_GE(during.peak, during.in_use);
@@ -189,7 +191,10 @@ TEST(Core, MemoryStatsSeeAllocationsAndReuse) {
   EXPECT_EQ(after.in_use, before.in_use);
   EXPECT_GE(after.cached, 4 << 20);
   int64_t allocs = after.allocations;
-  { Tensor t = empty({1 << 20}); }  // served from the cache
+  {
+    Tensor t = zeros({1 << 20});  // served from the cache
+    sync(cpu);
+  }
   EXPECT_EQ(memory_stats(cpu).cached, after.cached);
   EXPECT_EQ(memory_stats(cpu).allocations, allocs + 1);
   empty_cache(cpu);

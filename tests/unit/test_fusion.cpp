@@ -21,14 +21,16 @@ namespace F = kiln::nn::functional;
 
 namespace {
 
-Device fused() { return Device::cpu().fusion(); }
+/// The CPU without fusion (the reference), whatever the default CPU device is.
+Device plain() { return Device::cpu().without_fusion(); }
+Device fused() { return plain().fusion(); }
 
 /// Max |a - b| / (atol + rtol |b|) over all elements (both read as f64); NaNs must match.
 ::testing::AssertionResult close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-6) {
   if (a.shape() != b.shape())
     return ::testing::AssertionFailure() << "shapes " << to_string(a.shape()) << " vs " << to_string(b.shape());
   if (a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "dtypes differ";
-  auto va = a.to(Device::cpu()).to_vector<double>(), vb = b.to(Device::cpu()).to_vector<double>();
+  auto va = a.to(plain()).to_vector<double>(), vb = b.to(plain()).to_vector<double>();
   for (size_t i = 0; i < va.size(); ++i) {
     if (std::isnan(va[i]) != std::isnan(vb[i]))
       return ::testing::AssertionFailure() << "NaN mismatch at " << i << ": " << va[i] << " vs " << vb[i];
@@ -44,23 +46,23 @@ Tensor gelu_composite(const Tensor& x) { return x * 0.5 * (erf(x / std::sqrt(2.0
 }  // namespace
 
 TEST(Fusion, DeviceComposesWithAutodiffEitherWay) {
-  Device a = Device::cpu().fusion().autodiff();
-  Device b = Device::cpu().autodiff().fusion();
+  Device a = plain().fusion().autodiff();
+  Device b = plain().autodiff().fusion();
   EXPECT_EQ(a, b);
   EXPECT_TRUE(a.has_fusion());
   EXPECT_TRUE(a.has_autodiff());
   EXPECT_EQ(a.without_autodiff(), fused());
   EXPECT_EQ(fused().fusion(), fused());
-  EXPECT_FALSE(Device::cpu().has_fusion());
+  EXPECT_FALSE(plain().has_fusion());
   EXPECT_TRUE(fused().is_cpu());
   EXPECT_EQ(fused().str(), "cpu+fusion");
   EXPECT_EQ(Device::from_string("cpu-fusion"), fused());
-  EXPECT_EQ(Device::cpu().autodiff().without_autodiff(), Device::cpu());
+  EXPECT_EQ(plain().autodiff().without_autodiff(), plain());
 }
 
 TEST(Fusion, ElementwiseChainMatchesUnfusedAndElidesIntermediates) {
   manual_seed(7);
-  Tensor xc = randn({37, 1000}, {.device = Device::cpu()});
+  Tensor xc = randn({37, 1000}, {.device = plain()});
   Tensor xf = xc.to(fused());
   fusion::reset_stats();
   Tensor yf = gelu_composite(xf);
@@ -85,7 +87,7 @@ TEST(Fusion, BroadcastScalarsCastsAndMasks) {
     Tensor z = (y.to(f64) * 3.0 + 1).to(f32);
     return std::vector<Tensor>{y, z, m};
   };
-  auto a = f(Device::cpu()), b = f(fused());
+  auto a = f(plain()), b = f(fused());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 0, 0)) << i;
 }
 
@@ -106,7 +108,7 @@ TEST(Fusion, TrailingRowOpsMatch) {
     return out;
   };
   fusion::reset_stats();
-  auto a = f(Device::cpu()), b = f(fused());
+  auto a = f(plain()), b = f(fused());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-6, 1e-6)) << i;
   EXPECT_GE(fusion::stats().fused_groups, 5);
 }
@@ -147,7 +149,7 @@ TEST(Fusion, LargeResultsStreamedPastTheCachesMatch) {
   // >= 16 MB results take the non-temporal store path; the size is not a multiple of the tile.
   const int64_t n = (int64_t{4} << 20) + 1234;
   manual_seed(4);
-  Tensor xc = randn({n}, {.device = Device::cpu()});
+  Tensor xc = randn({n}, {.device = plain()});
   Tensor xf = xc.to(fused());
   Tensor hf = exp(xf * 0.25), yf = tanh(hf - 1.0) * xf;  // hf is held: stored too
   Tensor hc = exp(xc * 0.25), yc = tanh(hc - 1.0) * xc;
@@ -199,12 +201,12 @@ TEST(Fusion, ResultsDoNotDependOnThreadCount) {
 namespace {
 using Fn1 = std::function<Tensor(const std::vector<Tensor>&)>;
 void expect_same_grads(const Fn1& f, const std::vector<Shape>& shapes, DType dt = f32) {
-  for (const Device& fd : {Device::cpu().fusion().autodiff(), Device::cpu().autodiff().fusion()}) {
+  for (const Device& fd : {plain().fusion().autodiff(), plain().autodiff().fusion()}) {
     manual_seed(11);
     std::vector<Tensor> xc, xf;
     for (auto& s : shapes) {
       Tensor r = randn(s, {.dtype = dt});
-      xc.push_back(r.to(Device::cpu().autodiff()).require_grad());
+      xc.push_back(r.to(plain().autodiff()).require_grad());
       xf.push_back(r.to(fd).require_grad());
     }
     Tensor yc = f(xc), yf = f(xf);
@@ -231,11 +233,11 @@ TEST(FusionAutodiff, RowOpsHaveTheSameGradients) {
 }
 
 TEST(FusionAutodiff, BalancedCheckpointingComposes) {
-  Device d = Device::cpu().autodiff({.checkpointing = Checkpointing::Balanced}).fusion();
+  Device d = plain().autodiff({.checkpointing = Checkpointing::Balanced}).fusion();
   EXPECT_EQ(autodiff::checkpointing(d), Checkpointing::Balanced);
   manual_seed(5);
   Tensor r = randn({16, 24});
-  Tensor xc = r.to(Device::cpu().autodiff()).require_grad(), xf = r.to(d).require_grad();
+  Tensor xc = r.to(plain().autodiff()).require_grad(), xf = r.to(d).require_grad();
   Tensor yc = gelu_composite(tanh(xc) * 2.0).sum(), yf = gelu_composite(tanh(xf) * 2.0).sum();
   EXPECT_TRUE(close(xf.grad(yf.backward()), xc.grad(yc.backward()), 1e-5, 1e-6));
 }
@@ -324,7 +326,7 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
       for (size_t k = 3; k < vals.size(); ++k) outs.push_back(vals[k]);
       return outs;
     };
-    auto a = run(Device::cpu()), b = run(fused());
+    auto a = run(plain()), b = run(fused());
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k)
       EXPECT_TRUE(close(b[k], a[k], 0, 0))
@@ -363,8 +365,8 @@ std::vector<double> train_losses(const Device& d) {
 
 TEST(FusionTraining, MlpLossesMatchUnfused) {
   fusion::reset_stats();
-  auto a = train_losses(Device::cpu().autodiff());
-  auto b = train_losses(Device::cpu().fusion().autodiff());
+  auto a = train_losses(plain().autodiff());
+  auto b = train_losses(plain().fusion().autodiff());
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-5 * (1 + std::abs(a[i]))) << "step " << i;
   EXPECT_LT(a.back(), a.front());

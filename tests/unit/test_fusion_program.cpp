@@ -20,7 +20,8 @@ using namespace kiln;
 
 namespace {
 
-Device fused() { return Device::cpu().fusion(); }
+Device plain() { return Device::cpu().without_fusion(); }
+Device fused() { return plain().fusion(); }
 
 /// Inputs mixing ordinary values with the special ones, n elements.
 std::vector<float> inputs(int64_t n, uint32_t seed, float scale = 3.0f) {
@@ -58,7 +59,7 @@ using Chain = std::function<std::vector<Tensor>(const Tensor&)>;
 void check(const std::string& name, const Chain& chain, int64_t n, uint32_t seed = 1, float scale = 3.0f) {
   SCOPED_TRACE(name + " n=" + std::to_string(n));
   const std::vector<float> v = inputs(n, seed, scale);
-  Tensor xc = tensor(v, {n});
+  Tensor xc = tensor(v, {n}).to(plain());
   std::vector<Tensor> ref = chain(xc);
   for (bool prog : {true, false}) {
     fusion::set_program_enabled(prog);
@@ -133,7 +134,7 @@ TEST(FusionProgram, EveryUnaryOpMatchesBitwise) {
 
 TEST(FusionProgram, BinaryCompareLogicalAndWhereMatchBitwise) {
   const int64_t n = 3000;
-  Tensor other = tensor(inputs(n, 7), {n});  // a second input, with its own specials
+  Tensor other = tensor(inputs(n, 7), {n}).to(plain());  // a second input, with its own specials
   check(
       "add sub mul div",
       [&](const Tensor& x) { return std::vector<Tensor>{((x + other.to(x.device())) * x - 2.0) / (x - 1.0)}; }, n);
@@ -180,8 +181,9 @@ TEST(FusionProgram, ScalarBroadcastAndBoolLoadsMatch) {
   // A [64, 300] chain reading a row vector, a column vector (gathered), a 0-d scalar and a
   // bool mask made eagerly (loaded from memory as bytes).
   const int64_t r = 64, c = 300;
-  Tensor row = tensor(inputs(c, 3), {1, c}), col = tensor(inputs(r, 4), {r, 1}), s = scalar_tensor(0.75);
-  Tensor mask = gt(tensor(inputs(r * c, 5), {r, c}), 0.0);
+  Tensor row = tensor(inputs(c, 3), {1, c}).to(plain()), col = tensor(inputs(r, 4), {r, 1}).to(plain());
+  Tensor s = scalar_tensor(0.75).to(plain());
+  Tensor mask = gt(tensor(inputs(r * c, 5), {r, c}).to(plain()), 0.0);
   check(
       "broadcast",
       [&](const Tensor& x) {

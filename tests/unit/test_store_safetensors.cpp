@@ -190,7 +190,8 @@ TEST(Safetensors, MmapLoadPointsIntoTheMapping) {
   std::string path = dir.file("z.safetensors");
   Tensor a = randn({64, 32}), b = arange(100, DType::I64), h = randn({7}).to(DType::F16);
   store::save_safetensors(path, {{"a", a}, {"b", b}, {"h", h}});
-  store::TensorMap m = store::load_safetensors(path);
+  // On the plain CPU the storages are the mapping's own (external) memory.
+  store::TensorMap m = store::load_safetensors(path, {.device = Device::cpu().without_fusion()});
   const Storage* first = nullptr;
   for (auto& [name, t] : m.tensors) {
     const auto& s = t.impl().storage;
@@ -205,6 +206,19 @@ TEST(Safetensors, MmapLoadPointsIntoTheMapping) {
     size_t off = static_cast<size_t>(static_cast<uint8_t*>(s->data) - map->data());
     EXPECT_EQ(std::memcmp(fb.data() + off, s->data, s->nbytes), 0) << name;
     if (!first) first = s.get();
+  }
+  {
+    // On the fused CPU too: the tensors' host memory lies in a mapping of the file (the
+    // distance between two tensors is their distance in the file).
+    store::TensorMap f = store::load_safetensors(path, {.device = Device::cpu().without_fusion().fusion()});
+    auto* pa = static_cast<uint8_t*>(host_storage_data(*f.find("a")));
+    auto* ph = static_cast<uint8_t*>(host_storage_data(*f.find("h")));
+    auto* qa = static_cast<uint8_t*>(m.find("a")->impl().storage->data);
+    auto* qh = static_cast<uint8_t*>(m.find("h")->impl().storage->data);
+    ASSERT_NE(pa, nullptr);
+    EXPECT_EQ(ph - pa, qh - qa);
+    expect_identical(*f.find("a"), a, "a on the fused CPU");
+    expect_identical(*f.find("h"), h, "h on the fused CPU");
   }
   expect_identical(*m.find("a"), a, "a");
   expect_identical(*m.find("h"), h, "h");
@@ -225,7 +239,7 @@ TEST(Safetensors, InPlaceOpOnMappedTensorDoesNotChangeTheFile) {
   store::save_safetensors(path, {{"a", a}});
   auto before = file_bytes(path);
   {
-    store::TensorMap m = store::load_safetensors(path);
+    store::TensorMap m = store::load_safetensors(path, {.device = Device::cpu().without_fusion()});
     Tensor t = *m.find("a");
     ASSERT_NE(t.impl().storage->external, nullptr);
     t.mul_(2.0).add_(1.0);
