@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/backend.h"
@@ -36,10 +37,12 @@ void* host_storage_data(const Tensor& t) {
 }
 
 Device::Device() : backend_(cpu().backend_) {}
+// KILN_FUSION=1 makes the fused CPU (Device::cpu().fusion()) the CPU device; unset or 0, ops
+// run one kernel each unless a device asks for fusion (docs/fusion.md).
 Device Device::cpu() {
   static const bool fuse = [] {
-    const char* e = std::getenv("KILN_FUSION_DEFAULT");
-    return e && *e == '1';
+    const char* e = std::getenv("KILN_FUSION");
+    return e && std::string(e) == "1";
   }();
   return fuse ? Device(cpu_backend()).fusion() : Device(cpu_backend());
 }

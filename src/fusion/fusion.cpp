@@ -228,7 +228,8 @@ struct Load {
   Buf* buf = nullptr;
   ir::TensorDesc desc;
   LoadKind kind = LoadKind::Identity;
-  Strides bstrides;  ///< per dim of S (Gather)
+  Strides bstrides;  ///< per dim of gshape (Gather)
+  Shape gshape;      ///< S with dims merged where the load's strides allow (Gather)
 };
 
 /// A group as cut from the stream: indices of its steps (and tail) in the stream.
@@ -602,7 +603,12 @@ void gather(const char* base, size_t esz, const Shape& S, const Strides& bst, in
       case 4: {
         auto* d = reinterpret_cast<uint32_t*>(dst) + k;
         auto* b = reinterpret_cast<const uint32_t*>(base);
-        for (int64_t q = 0; q < run; ++q) d[q] = b[pos + q * inner_st];
+        if (inner_st == 0)
+          std::fill(d, d + run, b[pos]);
+        else if (inner_st == 1)
+          std::memcpy(d, b + pos, static_cast<size_t>(run) * 4);
+        else
+          for (int64_t q = 0; q < run; ++q) d[q] = b[pos + q * inner_st];
         break;
       }
       default: {
@@ -872,6 +878,20 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
         size_t jd = q + rd - r;
         L.bstrides[q] = (d.shape[jd] == 1 && S[q] != 1) ? 0 : d.strides[jd];
       }
+      // Merge dim q into q+1 where one stride walks both (broadcast runs become long runs).
+      Shape gs;
+      Strides gb;
+      for (size_t q = 0; q < r; ++q) {
+        if (!gs.empty() && gb.back() == L.bstrides[q] * S[q]) {
+          gs.back() *= S[q];
+          gb.back() = L.bstrides[q];
+        } else {
+          gs.push_back(S[q]);
+          gb.push_back(L.bstrides[q]);
+        }
+      }
+      L.gshape = std::move(gs);
+      L.bstrides = std::move(gb);
     }
     loads.push_back(std::move(L));
     return static_cast<int>(loads.size() - 1);
@@ -970,7 +990,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
             break;
           case LoadKind::Gather:
             lp[q] = scratch + slot * (ns + static_cast<size_t>(gather_slot[q]));
-            gather(base, esz, S, L.bstrides, L.desc.offset, s0, len, lp[q]);
+            gather(base, esz, L.gshape, L.bstrides, L.desc.offset, s0, len, lp[q]);
             break;
         }
       }
