@@ -84,10 +84,23 @@ Tensor bias_grad(const Tensor& g) {
 void register_nn_grads() {
   using K = ir::OpKind;
   // MatMul [B, M, K] x [B, K, N]; a batch stride 0 (broadcast) input gets its gradient summed.
+  // A 2-d input that is a transposed view (linear's weight.t()) gets its gradient computed
+  // transposed and handed back as a transposed view, so the gradient reaching the weight
+  // through the view is contiguous (optimizer updates then run on contiguous memory).
   rule(K::MatMul, kSaveInputs, [](C c) -> V {
     const Tensor& g = c.grads[0];
-    return {c.needs(0) ? sum_to(matmul(g, c.inputs[1].mT()), c.op.inputs[0].shape) : Tensor(),
-            c.needs(1) ? sum_to(matmul(c.inputs[0].mT(), g), c.op.inputs[1].shape) : Tensor()};
+    auto transposed = [&g](const ir::TensorDesc& d) {
+      return g.dim() == 2 && d.shape.size() == 2 && d.shape[0] > 1 && d.shape[1] > 1 && d.strides[0] == 1 &&
+             d.strides[1] == d.shape[0];
+    };
+    Tensor ga, gb;
+    if (c.needs(0))
+      ga = transposed(c.op.inputs[0]) ? matmul(c.inputs[1], g.mT()).mT()
+                                      : sum_to(matmul(g, c.inputs[1].mT()), c.op.inputs[0].shape);
+    if (c.needs(1))
+      gb = transposed(c.op.inputs[1]) ? matmul(g.mT(), c.inputs[0]).mT()
+                                      : sum_to(matmul(c.inputs[0].mT(), g), c.op.inputs[1].shape);
+    return {ga, gb};
   });
 
   // Note [Convolution gradients].
