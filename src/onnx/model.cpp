@@ -260,6 +260,15 @@ OpProfile* op_profile() {
   return p;
 }
 
+// One step of a graph's flat execution plan: a node that runs at run time, with its inputs and
+// outputs as value slots (-1: absent) and the slots whose last use it is.
+struct Step {
+  size_t node = 0;
+  const OpFn* fn = nullptr;  // null when unsupported (running it throws)
+  bool has_sub = false;      // has subgraph attributes (If/Loop/Scan): sees the whole scope
+  std::vector<int> in, out, release;
+};
+
 struct Compiled {
   const GraphP* g = nullptr;
   std::vector<size_t> order;     // node indices in execution order
@@ -267,6 +276,19 @@ struct Compiled {
   std::vector<char> folded;      // per node: computed at load time (constant folding)
   std::vector<std::pair<std::string, Tensor>> inits;
   std::map<const GraphP*, std::shared_ptr<Compiled>> subs;
+  // The flat plan (built once at load): every value name of this graph has an integer slot;
+  // run time is a loop over `steps` with no name lookups. Values die after their last use.
+  std::unordered_map<std::string, int> slot_of;
+  std::vector<std::string> slot_names;
+  std::vector<std::pair<int, Tensor>> const_slots;  // initializers and folded values
+  std::vector<std::pair<std::string, int>> outer;   // names taken from the enclosing scope
+  std::vector<Step> steps;
+  std::vector<int> out_slots;  // graph outputs
+  int slot(const std::string& name) {
+    auto [it, added] = slot_of.emplace(name, static_cast<int>(slot_names.size()));
+    if (added) slot_names.push_back(name);
+    return it->second;
+  }
 };
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
@@ -300,6 +322,9 @@ struct Model::Impl {
     }
   }
   std::shared_ptr<Compiled> compile(const GraphP& g, const std::set<std::string>& outer, const std::string& path);
+  /// Builds the flat execution plan of `c` (slots, steps, last uses); `outer` are the names of
+  /// the enclosing scopes.
+  void build_plan(Compiled& c, const std::set<std::string>& outer) const;
   std::vector<Tensor> run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                 const std::unordered_map<std::string, Tensor>* outer) const;
 };
@@ -456,61 +481,126 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
       c->folded[idx] = 1;
     }
   }
+  build_plan(*c, outer);
   return c;
+}
+
+void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) const {
+  const GraphP& g = *c.g;
+  for (const auto& in : g.inputs) c.slot(in.name);
+  for (const auto& [name, t] : c.inits) c.const_slots.emplace_back(c.slot(name), t);
+  auto ref = [&](const std::string& name) {
+    if (name.empty()) return -1;
+    bool known = c.slot_of.count(name) != 0;
+    int s = c.slot(name);
+    if (!known && outer.count(name)) c.outer.emplace_back(name, s);
+    return s;
+  };
+  for (size_t idx : c.order) {
+    if (c.folded[idx]) continue;
+    const NodeP& n = g.nodes[idx];
+    Step st;
+    st.node = idx;
+    st.fn = c.fns[idx];
+    for (const auto& a : n.attrs) st.has_sub = st.has_sub || a.g || !a.graphs.empty();
+    for (const auto& in : n.input) st.in.push_back(ref(in));
+    for (const auto& o : n.output) st.out.push_back(o.empty() ? -1 : c.slot(o));
+    c.steps.push_back(std::move(st));
+  }
+  for (const auto& o : g.outputs) c.out_slots.push_back(ref(o.name));
+  // Last uses. Constants, graph outputs and values a subgraph may see (everything up to the
+  // last node with subgraphs) stay alive.
+  const int n_slots = static_cast<int>(c.slot_names.size());
+  std::vector<int> last(n_slots, -1);
+  std::vector<char> keep(n_slots, 0);
+  for (const auto& [s, _] : c.const_slots) keep[s] = 1;
+  for (int s : c.out_slots)
+    if (s >= 0) keep[s] = 1;
+  int last_sub = -1;
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    for (int s : c.steps[k].in)
+      if (s >= 0) last[s] = static_cast<int>(k);
+    for (int s : c.steps[k].out)  // an output nobody reads dies right away
+      if (s >= 0 && last[s] < static_cast<int>(k)) last[s] = static_cast<int>(k);
+    if (c.steps[k].has_sub) last_sub = static_cast<int>(k);
+  }
+  for (int s = 0; s < n_slots; ++s) {
+    if (keep[s] || last[s] < 0 || last[s] <= last_sub) continue;
+    c.steps[last[s]].release.push_back(s);
+  }
 }
 
 std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                            const std::unordered_map<std::string, Tensor>* outer) const {
-  std::unordered_map<std::string, Tensor> env;
-  if (outer) env = *outer;
-  for (const auto& [k, v] : c.inits) env[k] = v;
-  for (const auto& [k, v] : feeds) env[k] = v;
+  std::vector<Tensor> v(c.slot_names.size());
+  if (outer)
+    for (const auto& [name, s] : c.outer) {
+      auto it = outer->find(name);
+      if (it != outer->end()) v[s] = it->second;
+    }
+  for (const auto& [s, t] : c.const_slots) v[s] = t;
+  for (const auto& [k, t] : feeds) {
+    auto it = c.slot_of.find(k);
+    if (it != c.slot_of.end()) v[it->second] = t;
+  }
   const GraphP& g = *c.g;
-  for (size_t idx : c.order) {
-    if (c.folded[idx]) continue;
-    const NodeP& n = g.nodes[idx];
-    OpContext ctx{n, opset, device, {}, {}, {}};
-    ctx.in.reserve(n.input.size());
-    for (const auto& name : n.input) {
-      if (name.empty()) {
-        ctx.in.emplace_back();
+  std::vector<Tensor> in_buf, out_buf;
+  for (const Step& st : c.steps) {
+    const NodeP& n = g.nodes[st.node];
+    in_buf.clear();
+    for (size_t i = 0; i < st.in.size(); ++i) {
+      const int s = st.in[i];
+      if (s < 0) {
+        in_buf.emplace_back();
         continue;
       }
-      auto it = env.find(name);
-      KILN_CHECK(it != env.end(), "onnx",
-                 ctx.where() << ": input '" << name << "' has no value (a graph input not fed?)");
-      ctx.in.push_back(it->second);
+      if (!v[s].defined()) {
+        OpContext e{n, opset, device, {}, {}, {}};
+        KILN_CHECK(false, "onnx", e.where() << ": input '" << n.input[i] << "' has no value (a graph input not fed?)");
+      }
+      in_buf.push_back(v[s]);
     }
-    ctx.out.resize(n.output.size());
-    KILN_CHECK(c.fns[idx], "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
-    ctx.run_graph = [&](const GraphP& sg, const std::vector<Tensor>& ins) {
-      auto it = c.subs.find(&sg);
-      KILN_ASSERT(it != c.subs.end());
-      std::vector<std::pair<std::string, Tensor>> f;
-      KILN_CHECK(ins.size() <= sg.inputs.size(), "onnx",
-                 ctx.where() << ": subgraph takes " << sg.inputs.size() << " inputs, got " << ins.size());
-      for (size_t i = 0; i < ins.size(); ++i) f.emplace_back(sg.inputs[i].name, ins[i]);
-      return run_graph(*it->second, f, &env);
-    };
+    out_buf.clear();
+    out_buf.resize(st.out.size());
+    OpContext ctx{n, opset, device, std::move(in_buf), std::move(out_buf), {}};
+    KILN_CHECK(st.fn, "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
+    std::unordered_map<std::string, Tensor> env;  // the scope a subgraph sees
+    if (st.has_sub) {
+      if (outer) env = *outer;
+      for (size_t s = 0; s < v.size(); ++s)
+        if (v[s].defined()) env[c.slot_names[s]] = v[s];
+      ctx.run_graph = [&](const GraphP& sg, const std::vector<Tensor>& ins) {
+        auto it = c.subs.find(&sg);
+        KILN_ASSERT(it != c.subs.end());
+        std::vector<std::pair<std::string, Tensor>> f;
+        KILN_CHECK(ins.size() <= sg.inputs.size(), "onnx",
+                   ctx.where() << ": subgraph takes " << sg.inputs.size() << " inputs, got " << ins.size());
+        for (size_t i = 0; i < ins.size(); ++i) f.emplace_back(sg.inputs[i].name, ins[i]);
+        return run_graph(*it->second, f, &env);
+      };
+    }
     if (op_profile()) {
       auto t0 = std::chrono::steady_clock::now();
-      (*c.fns[idx])(ctx);
+      (*st.fn)(ctx);
       op_profile()->add(n.op_type,
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     } else {
-      (*c.fns[idx])(ctx);
+      (*st.fn)(ctx);
     }
-    for (size_t i = 0; i < n.output.size(); ++i) {
-      if (n.output[i].empty()) continue;
+    for (size_t i = 0; i < st.out.size(); ++i) {
+      if (st.out[i] < 0) continue;
       if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
-      env[n.output[i]] = std::move(ctx.out[i]);
+      v[st.out[i]] = std::move(ctx.out[i]);
     }
+    for (int s : st.release) v[s] = Tensor{};
+    in_buf = std::move(ctx.in);
+    out_buf = std::move(ctx.out);
   }
   std::vector<Tensor> outs;
-  for (const auto& o : g.outputs) {
-    auto it = env.find(o.name);
-    KILN_CHECK(it != env.end(), "onnx", "graph output '" << o.name << "' was not computed");
-    outs.push_back(it->second);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int s = c.out_slots[i];
+    KILN_CHECK(s >= 0 && v[s].defined(), "onnx", "graph output '" << g.outputs[i].name << "' was not computed");
+    outs.push_back(v[s]);
   }
   return outs;
 }
