@@ -56,3 +56,34 @@ TEST(OnnxFastPaths, ClipMatchesClampAndKeepsNan) {
   EXPECT_EQ(v[1], 0.0f);
   EXPECT_EQ(v[2], 6.0f);
 }
+
+// The direct Resize kernel (contiguous f32, last two axes) against the per-axis path
+// (index_select + weighted sums), which a non-contiguous input takes: identical results.
+TEST(OnnxFastPaths, ResizeDirectMatchesPerAxisPath) {
+  manual_seed(11);
+  Tensor x = randn({2, 3, 5, 7});
+  Tensor xs = x.transpose(2, 3).contiguous().transpose(2, 3);  // same values, not contiguous
+  ASSERT_FALSE(xs.is_contiguous());
+  struct Case {
+    const char* mode;
+    const char* ctm;
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+  };
+  std::vector<Case> cases = {
+      {"nearest", "asymmetric", {1, 1, 2, 2}, {}},        {"nearest", "half_pixel", {1, 1, 0.6, 1.5}, {}},
+      {"linear", "half_pixel", {1, 1, 2, 2}, {}},         {"linear", "align_corners", {}, {2, 3, 9, 4}},
+      {"linear", "pytorch_half_pixel", {1, 1, 1, 3}, {}}, {"linear", "asymmetric", {1, 1, 2.5, 1}, {}},
+      {"cubic", "half_pixel", {1, 1, 1.7, 0.8}, {}},      {"cubic", "align_corners", {}, {2, 3, 3, 11}}};
+  for (const auto& k : cases) {
+    for (int64_t excl : {0, 1}) {
+      O::Attrs at = {{"mode", k.mode}, {"coordinate_transformation_mode", k.ctm}, {"exclude_outside", excl}};
+      std::vector<Tensor> in = {x, Tensor{}, Tensor{}, Tensor{}}, ins = {xs, Tensor{}, Tensor{}, Tensor{}};
+      if (!k.scales.empty()) in[2] = ins[2] = tensor(std::vector<float>(k.scales.begin(), k.scales.end()), Shape{4});
+      if (!k.sizes.empty()) in[3] = ins[3] = tensor(k.sizes, Shape{4});
+      Tensor a = O::call("Resize", 13, in, at)[0], b = O::call("Resize", 13, ins, at)[0];
+      EXPECT_TRUE(equal(a, b)) << k.mode << " " << k.ctm << " exclude_outside " << excl << " max diff "
+                               << max_abs_diff(a, b);
+    }
+  }
+}
