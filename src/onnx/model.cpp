@@ -284,6 +284,18 @@ struct Compiled {
   std::vector<std::pair<std::string, int>> outer;   // names taken from the enclosing scope
   std::vector<Step> steps;
   std::vector<int> out_slots;  // graph outputs
+  // Shape-derived values: steps whose inputs are constants, shapes of graph inputs (Shape/Size
+  // of a graph input) or other such values compute the same outputs for the same input shapes
+  // (Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains, position ids). They run once per
+  // input-shape signature; later runs with the same shapes take their outputs from the cache.
+  std::vector<int> key_slots;    // graph inputs whose shapes form the signature
+  std::vector<char> shape_step;  // per step: shape-derived
+  std::vector<int> shape_slots;  // outputs of shape-derived steps
+  struct ShapeCache {
+    std::mutex mu;
+    std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const std::vector<Tensor>>>> entries;
+  };
+  std::unique_ptr<ShapeCache> shape_cache = std::make_unique<ShapeCache>();
   int slot(const std::string& name) {
     auto [it, added] = slot_of.emplace(name, static_cast<int>(slot_names.size()));
     if (added) slot_names.push_back(name);
@@ -508,6 +520,40 @@ void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) co
     c.steps.push_back(std::move(st));
   }
   for (const auto& o : g.outputs) c.out_slots.push_back(ref(o.name));
+  // Shape-derived steps (see Compiled::shape_step).
+  {
+    std::vector<char> derived(c.slot_names.size(), 0), is_input(c.slot_names.size(), 0), key(c.slot_names.size(), 0);
+    for (const auto& [s, _] : c.const_slots) derived[s] = 1;
+    for (const auto& in : g.inputs) is_input[c.slot_of.at(in.name)] = 1;
+    for (const auto& [s, _] : c.const_slots) is_input[s] = 0;  // an initializer is a constant here
+    c.shape_step.assign(c.steps.size(), 0);
+    for (size_t k = 0; k < c.steps.size(); ++k) {
+      const Step& st = c.steps[k];
+      const NodeP& n = g.nodes[st.node];
+      if (!st.fn || st.has_sub || !is_default_domain(n.domain) || n.op_type.find("Random") != std::string::npos ||
+          n.op_type == "Multinomial" || n.op_type == "Bernoulli" || n.op_type == "Dropout")
+        continue;
+      bool ok = !st.in.empty();
+      if ((n.op_type == "Shape" || n.op_type == "Size") && st.in.size() == 1 && st.in[0] >= 0 && is_input[st.in[0]]) {
+        key[st.in[0]] = 1;
+      } else {
+        for (int s : st.in) ok = ok && (s < 0 || derived[s]);
+      }
+      if (!ok) continue;
+      c.shape_step[k] = 1;
+      for (int s : st.out)
+        if (s >= 0) {
+          derived[s] = 1;
+          c.shape_slots.push_back(s);
+        }
+    }
+    for (size_t s = 0; s < key.size(); ++s)
+      if (key[s]) c.key_slots.push_back(static_cast<int>(s));
+    if (c.key_slots.empty()) {  // nothing depends on input shapes alone
+      c.shape_step.assign(c.steps.size(), 0);
+      c.shape_slots.clear();
+    }
+  }
   // Last uses. Constants, graph outputs and values a subgraph may see (everything up to the
   // last node with subgraphs) stay alive.
   const int n_slots = static_cast<int>(c.slot_names.size());
@@ -544,8 +590,33 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
     if (it != c.slot_of.end()) v[it->second] = t;
   }
   const GraphP& g = *c.g;
+  // The shape signature: cached shape-derived values, or a new cache entry to fill.
+  std::vector<int64_t> sig;
+  std::shared_ptr<const std::vector<Tensor>> hit;
+  std::vector<Tensor> fill;
+  const bool use_cache = !c.shape_slots.empty() && c.shape_cache;
+  if (use_cache) {
+    for (int s : c.key_slots) {
+      if (!v[s].defined()) {
+        sig.push_back(-2);
+        continue;
+      }
+      sig.push_back(v[s].dim());
+      sig.insert(sig.end(), v[s].shape().begin(), v[s].shape().end());
+    }
+    std::lock_guard<std::mutex> l(c.shape_cache->mu);
+    for (const auto& [k, e] : c.shape_cache->entries)
+      if (k == sig) hit = e;
+  }
+  if (hit)
+    for (size_t i = 0; i < c.shape_slots.size(); ++i) v[c.shape_slots[i]] = (*hit)[i];
   std::vector<Tensor> in_buf, out_buf;
-  for (const Step& st : c.steps) {
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    const Step& st = c.steps[k];
+    if (hit && c.shape_step[k]) {
+      for (int s : st.release) v[s] = Tensor{};
+      continue;
+    }
     const NodeP& n = g.nodes[st.node];
     in_buf.clear();
     for (size_t i = 0; i < st.in.size(); ++i) {
@@ -592,15 +663,26 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
       if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
       v[st.out[i]] = std::move(ctx.out[i]);
     }
+    if (use_cache && !hit && c.shape_step[k])
+      for (int s : st.out)
+        if (s >= 0) fill.push_back(v[s]);
     for (int s : st.release) v[s] = Tensor{};
     in_buf = std::move(ctx.in);
     out_buf = std::move(ctx.out);
+  }
+  if (use_cache && !hit && fill.size() == c.shape_slots.size()) {
+    auto e = std::make_shared<const std::vector<Tensor>>(std::move(fill));
+    std::lock_guard<std::mutex> l(c.shape_cache->mu);
+    if (c.shape_cache->entries.size() >= 8) c.shape_cache->entries.erase(c.shape_cache->entries.begin());
+    c.shape_cache->entries.emplace_back(std::move(sig), std::move(e));
   }
   std::vector<Tensor> outs;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const int s = c.out_slots[i];
     KILN_CHECK(s >= 0 && v[s].defined(), "onnx", "graph output '" << g.outputs[i].name << "' was not computed");
-    outs.push_back(v[s]);
+    // A cached shape-derived value is shared with later runs: the caller gets its own copy.
+    const bool shared = use_cache && std::find(c.shape_slots.begin(), c.shape_slots.end(), s) != c.shape_slots.end();
+    outs.push_back(shared ? v[s].clone() : v[s]);
   }
   return outs;
 }

@@ -344,6 +344,23 @@ void register_nn(Registry& r) {
     const Tensor& x = c.x(0);
     int64_t a = axis_of(c, c.attr_i("axis", -1), x.dim());
     double eps = c.attr_f("epsilon", 1e-5f);
+    Shape ns(x.shape().begin() + a, x.shape().end());
+    // The fused kernel when scale and bias have the normalised shape (no broadcasting).
+    const bool fused = x.dtype() == f32 && c.x(1).dtype() == f32 && c.x(1).shape() == ns &&
+                       (!c.has(2) || (c.x(2).dtype() == f32 && c.x(2).shape() == ns));
+    if (fused) {
+      const bool stats = (c.node.output.size() > 1 && !c.node.output[1].empty()) ||
+                         (c.node.output.size() > 2 && !c.node.output[2].empty());
+      if (!stats) {
+        c.set(0, nn::functional::layer_norm(x, ns, c.x(1), c.has(2) ? c.x(2) : Tensor{}, eps));
+        return;
+      }
+      auto r = nn::functional::native_layer_norm(x, ns, c.x(1), c.has(2) ? c.x(2) : Tensor{}, eps);
+      c.set(0, r.output);
+      c.set(1, r.mean);
+      c.set(2, r.rstd);
+      return;
+    }
     Dims d;
     for (int64_t i = a; i < x.dim(); ++i) d.push_back(i);
     Tensor xf = x.dtype() == f64 ? x : x.to(f32);
