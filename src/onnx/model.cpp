@@ -284,18 +284,18 @@ struct Compiled {
   std::vector<std::pair<std::string, int>> outer;   // names taken from the enclosing scope
   std::vector<Step> steps;
   std::vector<int> out_slots;  // graph outputs
-  // Shape-derived values: steps whose inputs are constants, shapes of graph inputs (Shape/Size
-  // of a graph input) or other such values compute the same outputs for the same input shapes
-  // (Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains, position ids). They run once per
-  // input-shape signature; later runs with the same shapes take their outputs from the cache.
-  std::vector<int> key_slots;    // graph inputs whose shapes form the signature
-  std::vector<char> shape_step;  // per step: shape-derived
-  std::vector<int> shape_slots;  // outputs of shape-derived steps
-  struct ShapeCache {
-    std::mutex mu;
-    std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const std::vector<Tensor>>>> entries;
+  // Shape-derived steps: a step whose inputs are constants, shapes (Shape/Size of any value) or
+  // outputs of other such steps computes the same outputs for the same shapes (Shape -> Gather
+  // -> Unsqueeze -> Concat -> Reshape-target chains, position ids). Each runs once per
+  // combination of the shapes it depends on; later runs take its outputs from its cache.
+  struct StepCache {
+    std::vector<int> roots;  // steps (Shape/Size) whose input shapes form the key
+    std::vector<std::pair<std::vector<int64_t>, std::vector<Tensor>>> entries;
   };
-  std::unique_ptr<ShapeCache> shape_cache = std::make_unique<ShapeCache>();
+  std::vector<int> root_in;                        // per step: the input slot of a Shape/Size root, else -1
+  std::vector<std::unique_ptr<StepCache>> caches;  // per step: null unless shape-derived
+  std::vector<char> cached_slot;                   // per slot: a value shared with a cache
+  std::unique_ptr<std::mutex> cache_mu = std::make_unique<std::mutex>();
   int slot(const std::string& name) {
     auto [it, added] = slot_of.emplace(name, static_cast<int>(slot_names.size()));
     if (added) slot_names.push_back(name);
@@ -520,38 +520,44 @@ void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) co
     c.steps.push_back(std::move(st));
   }
   for (const auto& o : g.outputs) c.out_slots.push_back(ref(o.name));
-  // Shape-derived steps (see Compiled::shape_step).
+  // Shape-derived steps (see Compiled::caches).
   {
-    std::vector<char> derived(c.slot_names.size(), 0), is_input(c.slot_names.size(), 0), key(c.slot_names.size(), 0);
+    const size_t n_slots = c.slot_names.size();
+    std::vector<char> derived(n_slots, 0);
+    std::vector<std::vector<int>> deps(n_slots);  // per derived slot: the roots it depends on
     for (const auto& [s, _] : c.const_slots) derived[s] = 1;
-    for (const auto& in : g.inputs) is_input[c.slot_of.at(in.name)] = 1;
-    for (const auto& [s, _] : c.const_slots) is_input[s] = 0;  // an initializer is a constant here
-    c.shape_step.assign(c.steps.size(), 0);
+    c.root_in.assign(c.steps.size(), -1);
+    c.caches.resize(c.steps.size());
+    c.cached_slot.assign(n_slots, 0);
     for (size_t k = 0; k < c.steps.size(); ++k) {
       const Step& st = c.steps[k];
       const NodeP& n = g.nodes[st.node];
       if (!st.fn || st.has_sub || !is_default_domain(n.domain) || n.op_type.find("Random") != std::string::npos ||
-          n.op_type == "Multinomial" || n.op_type == "Bernoulli" || n.op_type == "Dropout")
+          n.op_type == "Multinomial" || n.op_type == "Bernoulli" || n.op_type == "Dropout" || st.in.empty())
         continue;
-      bool ok = !st.in.empty();
-      if ((n.op_type == "Shape" || n.op_type == "Size") && st.in.size() == 1 && st.in[0] >= 0 && is_input[st.in[0]]) {
-        key[st.in[0]] = 1;
+      std::vector<int> roots;
+      if ((n.op_type == "Shape" || n.op_type == "Size") && st.in.size() == 1 && st.in[0] >= 0) {
+        c.root_in[k] = st.in[0];
+        roots.push_back(static_cast<int>(k));
       } else {
-        for (int s : st.in) ok = ok && (s < 0 || derived[s]);
+        bool ok = true;
+        for (int s : st.in) {
+          if (s < 0) continue;
+          ok = ok && derived[s];
+          if (ok) roots.insert(roots.end(), deps[s].begin(), deps[s].end());
+        }
+        std::sort(roots.begin(), roots.end());
+        roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+        if (!ok || roots.empty()) continue;  // no shape dependence: folded at load or data-dependent
       }
-      if (!ok) continue;
-      c.shape_step[k] = 1;
+      c.caches[k] = std::make_unique<Compiled::StepCache>();
+      c.caches[k]->roots = roots;
       for (int s : st.out)
         if (s >= 0) {
           derived[s] = 1;
-          c.shape_slots.push_back(s);
+          deps[s] = roots;
+          c.cached_slot[s] = 1;
         }
-    }
-    for (size_t s = 0; s < key.size(); ++s)
-      if (key[s]) c.key_slots.push_back(static_cast<int>(s));
-    if (c.key_slots.empty()) {  // nothing depends on input shapes alone
-      c.shape_step.assign(c.steps.size(), 0);
-      c.shape_slots.clear();
     }
   }
   // Last uses. Constants, graph outputs and values a subgraph may see (everything up to the
@@ -569,6 +575,9 @@ void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) co
     for (int s : c.steps[k].out)  // an output nobody reads dies right away
       if (s >= 0 && last[s] < static_cast<int>(k)) last[s] = static_cast<int>(k);
     if (c.steps[k].has_sub) last_sub = static_cast<int>(k);
+    // A cached step reads the shapes its roots measure: those values live until it has run.
+    if (c.caches[k])
+      for (int r : c.caches[k]->roots) last[c.root_in[r]] = std::max(last[c.root_in[r]], static_cast<int>(k));
   }
   for (int s = 0; s < n_slots; ++s) {
     if (keep[s] || last[s] < 0 || last[s] <= last_sub) continue;
@@ -590,32 +599,38 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
     if (it != c.slot_of.end()) v[it->second] = t;
   }
   const GraphP& g = *c.g;
-  // The shape signature: cached shape-derived values, or a new cache entry to fill.
-  std::vector<int64_t> sig;
-  std::shared_ptr<const std::vector<Tensor>> hit;
-  std::vector<Tensor> fill;
-  const bool use_cache = !c.shape_slots.empty() && c.shape_cache;
-  if (use_cache) {
-    for (int s : c.key_slots) {
-      if (!v[s].defined()) {
-        sig.push_back(-2);
-        continue;
-      }
-      sig.push_back(v[s].dim());
-      sig.insert(sig.end(), v[s].shape().begin(), v[s].shape().end());
-    }
-    std::lock_guard<std::mutex> l(c.shape_cache->mu);
-    for (const auto& [k, e] : c.shape_cache->entries)
-      if (k == sig) hit = e;
-  }
-  if (hit)
-    for (size_t i = 0; i < c.shape_slots.size(); ++i) v[c.shape_slots[i]] = (*hit)[i];
   std::vector<Tensor> in_buf, out_buf;
+  std::vector<int64_t> key;
   for (size_t k = 0; k < c.steps.size(); ++k) {
     const Step& st = c.steps[k];
-    if (hit && c.shape_step[k]) {
-      for (int s : st.release) v[s] = Tensor{};
-      continue;
+    Compiled::StepCache* cache = c.caches[k].get();
+    if (cache) {
+      // The key: the shapes of the values the roots measure (all computed by now).
+      key.clear();
+      for (int r : cache->roots) {
+        const Tensor& t = v[c.root_in[r]];
+        if (!t.defined()) {
+          key.push_back(-2);
+          continue;
+        }
+        key.push_back(t.dim());
+        key.insert(key.end(), t.shape().begin(), t.shape().end());
+      }
+      bool hit = false;
+      {
+        std::lock_guard<std::mutex> l(*c.cache_mu);
+        for (const auto& [ek, outs] : cache->entries)
+          if (ek == key) {
+            for (size_t i = 0; i < st.out.size(); ++i)
+              if (st.out[i] >= 0) v[st.out[i]] = outs[i];
+            hit = true;
+            break;
+          }
+      }
+      if (hit) {
+        for (int s : st.release) v[s] = Tensor{};
+        continue;
+      }
     }
     const NodeP& n = g.nodes[st.node];
     in_buf.clear();
@@ -663,26 +678,24 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
       if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
       v[st.out[i]] = std::move(ctx.out[i]);
     }
-    if (use_cache && !hit && c.shape_step[k])
-      for (int s : st.out)
-        if (s >= 0) fill.push_back(v[s]);
+    if (cache) {
+      std::vector<Tensor> outs(st.out.size());
+      for (size_t i = 0; i < st.out.size(); ++i)
+        if (st.out[i] >= 0) outs[i] = v[st.out[i]];
+      std::lock_guard<std::mutex> l(*c.cache_mu);
+      if (cache->entries.size() >= 8) cache->entries.erase(cache->entries.begin());
+      cache->entries.emplace_back(key, std::move(outs));
+    }
     for (int s : st.release) v[s] = Tensor{};
     in_buf = std::move(ctx.in);
     out_buf = std::move(ctx.out);
-  }
-  if (use_cache && !hit && fill.size() == c.shape_slots.size()) {
-    auto e = std::make_shared<const std::vector<Tensor>>(std::move(fill));
-    std::lock_guard<std::mutex> l(c.shape_cache->mu);
-    if (c.shape_cache->entries.size() >= 8) c.shape_cache->entries.erase(c.shape_cache->entries.begin());
-    c.shape_cache->entries.emplace_back(std::move(sig), std::move(e));
   }
   std::vector<Tensor> outs;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const int s = c.out_slots[i];
     KILN_CHECK(s >= 0 && v[s].defined(), "onnx", "graph output '" << g.outputs[i].name << "' was not computed");
     // A cached shape-derived value is shared with later runs: the caller gets its own copy.
-    const bool shared = use_cache && std::find(c.shape_slots.begin(), c.shape_slots.end(), s) != c.shape_slots.end();
-    outs.push_back(shared ? v[s].clone() : v[s]);
+    outs.push_back(c.cached_slot[s] ? v[s].clone() : v[s]);
   }
   return outs;
 }
