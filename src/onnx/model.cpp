@@ -3,6 +3,7 @@
 // topological order and execution of graphs and subgraphs.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -266,6 +267,8 @@ struct Step {
   size_t node = 0;
   const OpFn* fn = nullptr;  // null when unsupported (running it throws)
   bool has_sub = false;      // has subgraph attributes (If/Loop/Scan): sees the whole scope
+  int post = 0;              // fused activation (OpContext::post)
+  float post_lo = 0, post_hi = 0;
   std::vector<int> in, out, release;
 };
 
@@ -497,6 +500,75 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
   return c;
 }
 
+// Conv followed by Relu, or by Clip with constant bounds, where the Conv's output has no other
+// use: the Conv step applies the activation (a oneDNN post-op) and writes the activation's
+// output; the activation step goes away.
+void fuse_activations(Compiled& c) {
+  const GraphP& g = *c.g;
+  const size_t n_slots = c.slot_names.size();
+  std::vector<int> uses(n_slots, 0), consumer(n_slots, -1);
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    if (c.steps[k].has_sub) return;  // subgraphs may read any value: leave such graphs alone
+    for (int s : c.steps[k].in)
+      if (s >= 0) {
+        ++uses[s];
+        consumer[s] = static_cast<int>(k);
+      }
+  }
+  for (int s : c.out_slots)
+    if (s >= 0) uses[s] += 2;
+  std::unordered_map<int, Tensor> consts;
+  for (const auto& [s, t] : c.const_slots) consts[s] = t;
+  auto scalar = [&](const Step& st, size_t i, float def, bool& ok) {
+    if (i >= st.in.size() || st.in[i] < 0) return def;
+    auto it = consts.find(st.in[i]);
+    if (it == consts.end() || it->second.numel() != 1 || it->second.dtype() != f32) {
+      ok = false;
+      return def;
+    }
+    return it->second.reshape({1}).item<float>();
+  };
+  std::vector<char> drop(c.steps.size(), 0);
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& conv = c.steps[k];
+    const NodeP& cn = g.nodes[conv.node];
+    if (drop[k] || !conv.fn || cn.op_type != "Conv" || !is_default_domain(cn.domain) || conv.out.size() != 1 ||
+        conv.out[0] < 0 || uses[conv.out[0]] != 1)
+      continue;
+    const int j = consumer[conv.out[0]];
+    Step& act = c.steps[j];
+    const NodeP& an = g.nodes[act.node];
+    if (!act.fn || !is_default_domain(an.domain) || act.out.size() != 1 || act.in.empty() || act.in[0] != conv.out[0])
+      continue;
+    bool ok = true;
+    if (an.op_type == "Relu") {
+      conv.post = 1;
+    } else if (an.op_type == "Clip") {
+      float lo = -INFINITY, hi = INFINITY;
+      if (an.attr("min") || an.attr("max")) {  // opset < 11
+        if (an.attr("min")) lo = an.attr("min")->f;
+        if (an.attr("max")) hi = an.attr("max")->f;
+        ok = act.in.size() == 1;
+      } else {
+        lo = scalar(act, 1, lo, ok);
+        hi = scalar(act, 2, hi, ok);
+      }
+      if (!ok || !(lo <= hi)) continue;
+      conv.post = 2;
+      conv.post_lo = lo;
+      conv.post_hi = hi;
+    } else {
+      continue;
+    }
+    conv.out[0] = act.out[0];
+    drop[j] = 1;
+  }
+  std::vector<Step> kept;
+  for (size_t k = 0; k < c.steps.size(); ++k)
+    if (!drop[k]) kept.push_back(std::move(c.steps[k]));
+  c.steps = std::move(kept);
+}
+
 void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) const {
   const GraphP& g = *c.g;
   for (const auto& in : g.inputs) c.slot(in.name);
@@ -520,6 +592,7 @@ void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) co
     c.steps.push_back(std::move(st));
   }
   for (const auto& o : g.outputs) c.out_slots.push_back(ref(o.name));
+  if (optimize) fuse_activations(c);
   // Shape-derived steps (see Compiled::caches).
   {
     const size_t n_slots = c.slot_names.size();
@@ -648,7 +721,7 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
     }
     out_buf.clear();
     out_buf.resize(st.out.size());
-    OpContext ctx{n, opset, device, std::move(in_buf), std::move(out_buf), {}};
+    OpContext ctx{n, opset, device, std::move(in_buf), std::move(out_buf), {}, st.post, st.post_lo, st.post_hi};
     KILN_CHECK(st.fn, "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
     std::unordered_map<std::string, Tensor> env;  // the scope a subgraph sees
     if (st.has_sub) {

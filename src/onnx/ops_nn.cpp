@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/conv_impl.h"
+#include "backends/cpu/onednn.h"
+#include "core/backend.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/norm.h"
@@ -109,6 +112,57 @@ Tensor global_offsets(const Tensor& idx, const Tensor& x) {
   return idx + base;
 }
 
+bool host_f32_ok(const Tensor& t) {
+  return t.device().is_cpu() && t.dtype() == f32 && t.is_contiguous() && t.impl().storage;
+}
+float* host_f32(const Tensor& t) {
+  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
+}
+
+// Conv straight into oneDNN (f32 CPU, contiguous, symmetric pads), with the plan's fused
+// activation (c.post) as a post-op: no dispatch through the op graph, no separate pass for the
+// activation. False when it does not apply (the general path runs).
+bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& w, int64_t n, int64_t groups) {
+  if (!cpu::onednn::enabled() || !host_f32_ok(x) || !host_f32_ok(wt) || groups < 1) return false;
+  const bool has_b = c.has(2);
+  if (has_b && (!host_f32_ok(c.x(2)) || c.x(2).numel() != wt.size(0))) return false;
+  cpu::conv::Geom g;
+  g.nsp = static_cast<int>(n);
+  g.N = x.size(0);
+  g.C = x.size(1);
+  g.O = wt.size(0);
+  g.groups = groups;
+  if (g.C != wt.size(1) * groups || g.O % groups != 0) return false;
+  // 1x1 stride-1 unpadded convolutions: the general path (a matrix product) is faster than
+  // oneDNN's per-image sgemm here (measured on the MobileNet fixture).
+  bool pointwise = groups == 1;
+  for (int64_t i = 0; i < n; ++i) pointwise = pointwise && wt.size(2 + i) == 1 && w.s[i] == 1 && w.lo[i] == 0;
+  if (pointwise) return false;
+  Shape ys{g.N, g.O};
+  const int off = 3 - g.nsp;
+  for (int64_t i = 0; i < n; ++i) {
+    const int j = off + static_cast<int>(i);
+    g.in[j] = x.size(2 + i);
+    g.k[j] = wt.size(2 + i);
+    if (g.k[j] != w.k[i]) return false;
+    g.stride[j] = w.s[i];
+    g.pad[j] = w.lo[i];
+    g.dil[j] = w.d[i];
+    g.out[j] = (g.in[j] + 2 * g.pad[j] - g.dil[j] * (g.k[j] - 1) - 1) / g.stride[j] + 1;
+    if (g.out[j] <= 0) return false;
+    ys.push_back(g.out[j]);
+  }
+  Tensor y = empty(ys, {.dtype = f32, .device = x.device()});
+  cpu::conv::PostOp post;
+  post.kind = c.post;
+  post.lo = c.post_lo;
+  post.hi = c.post_hi;
+  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), has_b ? host_f32(c.x(2)) : nullptr, host_f32(y), post))
+    return false;
+  c.set(0, y);
+  return true;
+}
+
 }  // namespace
 
 void register_nn(Registry& r) {
@@ -124,11 +178,15 @@ void register_nn(Registry& r) {
     Tensor xi = x;
     bool sym = true;
     for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
+    if (sym && conv_direct(c, x, wt, w, n, o.groups)) return;
     if (sym)
       o.padding = to_dims(w.lo);
     else
       xi = pad_spatial(x, w, 0);
-    c.set(0, conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c));
+    Tensor y = conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c);
+    if (c.post == 1) y = relu(y);
+    if (c.post == 2) y = clamp(y, c.post_lo, c.post_hi);
+    c.set(0, y);
   };
   r["ConvTranspose"] = [](OpContext& c) {
     const Tensor &x = c.x(0), &wt = c.x(1);

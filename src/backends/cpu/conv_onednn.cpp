@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -71,9 +72,14 @@ bool is_pointwise(const Geom& g) {
 
 using Key = std::array<int64_t, 24>;
 
-Key make_key(Kind k, const Geom& g, bool bias, int nt) {
+Key make_key(Kind k, const Geom& g, bool bias, int nt, const PostOp& post = {}) {
   Key key{};
   size_t i = 0;
+  key[i++] = post.kind;
+  int32_t lo, hi;
+  std::memcpy(&lo, &post.lo, 4);
+  std::memcpy(&hi, &post.hi, 4);
+  key[i++] = (static_cast<int64_t>(lo) << 32) ^ static_cast<uint32_t>(hi);
   key[i++] = static_cast<int64_t>(k);
   key[i++] = g.nsp;
   key[i++] = g.N;
@@ -254,7 +260,7 @@ std::map<Key, std::unique_ptr<Entry>>& cache() {
   return c;
 }
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain) {
+dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain, const PostOp& post = {}) {
   using namespace dnnl;
   auto src = plain ? d.src : act_like(d.src), wei = plain ? d.wei : any_like(d.wei),
        dst = plain ? d.dst : act_like(d.dst);
@@ -262,16 +268,24 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool
                                                d.bias, dst, d.strides, d.dil, d.pad_l, d.pad_r)
                    : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src, wei,
                                                dst, d.strides, d.dil, d.pad_l, d.pad_r);
-  return convolution_forward::primitive_desc(desc, onednn::engine());
+  if (post.kind == PostOp::None) return convolution_forward::primitive_desc(desc, onednn::engine());
+  post_ops po;
+  if (post.kind == PostOp::Relu)
+    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+  else
+    po.append_eltwise(1.f, algorithm::eltwise_clip, post.lo, post.hi);
+  primitive_attr attr;
+  attr.set_post_ops(po);
+  return convolution_forward::primitive_desc(desc, attr, onednn::engine());
 }
 
-std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias) {
+std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, const PostOp& post) {
   using namespace dnnl;
   auto e = std::make_unique<Entry>();
   const Descs d = make_descs(g);
   const bool plain = use_plain(kind, g);
   if (kind == Kind::Fwd) {
-    auto pd = fwd_pd(d, bias, plain);
+    auto pd = fwd_pd(d, bias, plain, post);
     e->a.init(d.src, pd.src_desc(), true);
     e->b.init(d.wei, pd.weights_desc(), true);
     e->c.init(d.dst, pd.dst_desc(), false);
@@ -304,14 +318,14 @@ std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias) {
 }
 
 /// The cached entry for this problem (created on first use); null when oneDNN cannot run it.
-Entry* lookup(Kind kind, const Geom& g, bool bias, int nt) {
-  const Key key = make_key(kind, g, bias, nt);
+Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, const PostOp& post = {}) {
+  const Key key = make_key(kind, g, bias, nt, post);
   std::lock_guard<std::mutex> lock(g_cache_mu);
   auto it = cache().find(key);
   if (it != cache().end()) return it->second.get();
   std::unique_ptr<Entry> e;
   try {
-    e = create(kind, g, bias);
+    e = create(kind, g, bias, post);
   } catch (const dnnl::error&) {
     e = nullptr;  // unsupported: remembered, the portable path runs
   }
@@ -327,6 +341,21 @@ bool usable(const Geom& g) {
   for (int i = 0; i < 3; ++i)
     if (g.in[i] <= 0 || g.out[i] <= 0) return false;
   return true;
+}
+
+/// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
+void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
+  const float lo = post.kind == PostOp::Relu ? 0.f : post.lo, hi = post.kind == PostOp::Relu ? INFINITY : post.hi;
+  parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
+    for (int64_t i = l; i < h; ++i) {
+      float* p = x + i * plane;
+      const float v = b ? b[i % C] : 0.f;
+      for (int64_t j = 0; j < plane; ++j) {
+        const float t = p[j] + v;
+        p[j] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
+      }
+    }
+  });
 }
 
 /// x[n, c, :] += b[c] over planes of `plane` elements.
@@ -348,7 +377,7 @@ static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float
   return dnnl_sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
 }
 
-bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y) {
+bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
   if (!usable(g)) return false;
   onednn::ThreadScope scope;  // oneDNN uses kiln::num_threads()
   const int nt = num_threads();
@@ -356,11 +385,14 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
     const int64_t L = g.in_size();
     for (int64_t n = 0; n < g.N; ++n) {
       if (!sgemm('N', 'N', g.O, L, g.C, w, g.C, x + n * g.C * L, L, 0.f, y + n * g.O * L, L)) return false;
-      if (b) add_bias(y + n * g.O * L, b, 1, g.O, L);
+      if (post.kind != PostOp::None)
+        bias_post(y + n * g.O * L, b, 1, g.O, L, post);
+      else if (b)
+        add_bias(y + n * g.O * L, b, 1, g.O, L);
     }
     return true;
   }
-  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
+  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt, post);
   if (!e) return false;
   std::lock_guard<std::mutex> lock(e->mu);
   auto& args = e->args;
@@ -445,7 +477,7 @@ void unregister_constant(const void* data) {
 #else  // !KILN_WITH_ONEDNN
 
 namespace kiln::cpu::conv {
-bool onednn_forward(const Geom&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&) { return false; }
 bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
 void register_constant(const void*, size_t) {}
