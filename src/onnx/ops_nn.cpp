@@ -133,11 +133,6 @@ bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& 
   g.O = wt.size(0);
   g.groups = groups;
   if (g.C != wt.size(1) * groups || g.O % groups != 0) return false;
-  // 1x1 stride-1 unpadded convolutions: the general path (a matrix product) is faster than
-  // oneDNN's per-image sgemm here (measured on the MobileNet fixture).
-  bool pointwise = groups == 1;
-  for (int64_t i = 0; i < n; ++i) pointwise = pointwise && wt.size(2 + i) == 1 && w.s[i] == 1 && w.lo[i] == 0;
-  if (pointwise) return false;
   Shape ys{g.N, g.O};
   const int off = 3 - g.nsp;
   for (int64_t i = 0; i < n; ++i) {

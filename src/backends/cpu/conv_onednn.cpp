@@ -343,18 +343,22 @@ bool usable(const Geom& g) {
   return true;
 }
 
+// GCC if-converts (and so vectorizes) the clamp only without trapping math.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-trapping-math")))
+#endif
+void bias_clamp_plane(float* p, float v, float lo, float hi, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float t = p[j] + v;
+    p[j] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
+  }
+}
+
 /// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
   const float lo = post.kind == PostOp::Relu ? 0.f : post.lo, hi = post.kind == PostOp::Relu ? INFINITY : post.hi;
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
-    for (int64_t i = l; i < h; ++i) {
-      float* p = x + i * plane;
-      const float v = b ? b[i % C] : 0.f;
-      for (int64_t j = 0; j < plane; ++j) {
-        const float t = p[j] + v;
-        p[j] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
-      }
-    }
+    for (int64_t i = l; i < h; ++i) bias_clamp_plane(x + i * plane, b ? b[i % C] : 0.f, lo, hi, plane);
   });
 }
 
