@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
         if (only_batch && b != only_batch) continue;
         auto in = inputs_for(e.name, b);
         double a = best_ms([&] { rt.run(in); }, reps);
-        double g = best_ms([&] { e.gen(in); }, reps);
+        // KILN_BENCH_RUNTIME_ONLY=1: skip generated code (profiling the run-time path alone).
+        double g = std::getenv("KILN_BENCH_RUNTIME_ONLY") ? 0.0 : best_ms([&] { e.gen(in); }, reps);
         std::printf("%s kiln-runtime b=%lld t=%d %.3f\n", e.name.c_str(), static_cast<long long>(b), threads, a);
         std::printf("%s kiln-codegen b=%lld t=%d %.3f\n", e.name.c_str(), static_cast<long long>(b), threads, g);
         std::fflush(stdout);

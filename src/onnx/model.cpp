@@ -500,9 +500,9 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
   return c;
 }
 
-// Conv followed by Relu, or by Clip with constant bounds, where the Conv's output has no other
-// use: the Conv step applies the activation (a oneDNN post-op) and writes the activation's
-// output; the activation step goes away.
+// Conv followed by Relu, or by Clip with constant bounds, and Add followed by Relu (residual
+// blocks), where the first node's output has no other use: that step applies the activation
+// (for Conv a oneDNN post-op) and writes the activation's output; the activation step goes away.
 void fuse_activations(Compiled& c) {
   const GraphP& g = *c.g;
   const size_t n_slots = c.slot_names.size();
@@ -532,8 +532,9 @@ void fuse_activations(Compiled& c) {
   for (size_t k = 0; k < c.steps.size(); ++k) {
     Step& conv = c.steps[k];
     const NodeP& cn = g.nodes[conv.node];
-    if (drop[k] || !conv.fn || cn.op_type != "Conv" || !is_default_domain(cn.domain) || conv.out.size() != 1 ||
-        conv.out[0] < 0 || uses[conv.out[0]] != 1)
+    const bool is_add = cn.op_type == "Add";
+    if (drop[k] || !conv.fn || (cn.op_type != "Conv" && !is_add) || !is_default_domain(cn.domain) ||
+        conv.out.size() != 1 || conv.out[0] < 0 || uses[conv.out[0]] != 1)
       continue;
     const int j = consumer[conv.out[0]];
     Step& act = c.steps[j];
@@ -543,7 +544,7 @@ void fuse_activations(Compiled& c) {
     bool ok = true;
     if (an.op_type == "Relu") {
       conv.post = 1;
-    } else if (an.op_type == "Clip") {
+    } else if (an.op_type == "Clip" && !is_add) {
       float lo = -INFINITY, hi = INFINITY;
       if (an.attr("min") || an.attr("max")) {  // opset < 11
         if (an.attr("min")) lo = an.attr("min")->f;
@@ -880,7 +881,7 @@ void fold_conv_bn(GraphP& g, int64_t opset) {
 }  // namespace
 
 Model Model::from_bytes(std::string_view bytes, const Device& device, const LoadOptions& options) {
-  auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}});
+  auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}, true, {}});
   impl->model = proto::parse_model(bytes);
   const auto& m = impl->model;
   KILN_CHECK(m.has_graph, "onnx", "the model has no graph");
