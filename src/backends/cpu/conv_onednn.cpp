@@ -383,8 +383,13 @@ static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float
 
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
   if (!usable(g)) return false;
-  onednn::ThreadScope scope;  // oneDNN uses kiln::num_threads()
-  const int nt = num_threads();
+  // Small convolutions (a few microseconds) run on one thread: a parallel region costs about
+  // as much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x).
+  constexpr double kMinParallelMacs = 1 << 19;
+  const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
+  const bool serial = macs < kMinParallelMacs;
+  onednn::ThreadScope scope(serial ? 1 : 0);  // else oneDNN uses kiln::num_threads()
+  const int nt = serial ? 1 : num_threads();
   if (is_pointwise(g)) {
     const int64_t L = g.in_size();
     for (int64_t n = 0; n < g.N; ++n) {
