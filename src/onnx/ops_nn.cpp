@@ -2,10 +2,12 @@
 // ONNX neural-network ops: Conv, ConvTranspose, MaxPool, AveragePool, Global*Pool, LpPool,
 // MaxUnpool, BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization,
 // LRN, MeanVarianceNormalization, Gemm, MatMul. Asymmetric and auto pads become explicit pads.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn.h"
 #include "core/backend.h"
 #include "kiln/matmul.h"
@@ -154,6 +156,38 @@ bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& 
   post.hi = c.post_hi;
   if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), has_b ? host_f32(c.x(2)) : nullptr, host_f32(y), post))
     return false;
+  c.set(0, y);
+  return true;
+}
+
+// Gemm straight into cpu::gemm_f32 (f32 CPU, 2-D contiguous A and B, C absent or a [N] / [1, N]
+// / [M, N] contiguous f32 tensor). False when it does not apply.
+bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
+  const Tensor &a = c.x(0), &b = c.x(1);
+  if (a.dim() != 2 || b.dim() != 2 || !host_f32_ok(a) || !host_f32_ok(b)) return false;
+  const int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1);
+  const int64_t N = tb ? b.size(0) : b.size(1);
+  if ((tb ? b.size(1) : b.size(0)) != K) return false;
+  const bool has_c = c.has(2) && beta != 0;
+  Tensor y = empty({M, N}, {.dtype = f32, .device = a.device()});
+  float* yp = host_f32(y);
+  if (has_c) {
+    const Tensor& cc = c.x(2);
+    if (!host_f32_ok(cc)) return false;
+    const float* cp = host_f32(cc);
+    if (cc.numel() == N && (cc.dim() == 1 || (cc.dim() == 2 && cc.size(0) == 1))) {
+      for (int64_t i = 0; i < M; ++i) std::copy(cp, cp + N, yp + i * N);
+    } else if (cc.dim() == 2 && cc.size(0) == M && cc.size(1) == N) {
+      std::copy(cp, cp + M * N, yp);
+    } else {
+      return false;
+    }
+    if (beta != 1.0f)
+      for (int64_t i = 0; i < M * N; ++i) yp[i] *= beta;
+  }
+  const int64_t lda = a.size(1), ldb = b.size(1);
+  cpu::gemm_f32(M, N, K, alpha, host_f32(a), ta ? 1 : lda, ta ? lda : 1, host_f32(b), tb ? 1 : ldb, tb ? ldb : 1,
+                has_c ? 1.0f : 0.0f, yp, N, 1);
   c.set(0, y);
   return true;
 }
@@ -470,9 +504,11 @@ void register_nn(Registry& r) {
   };
   r["Gemm"] = [](OpContext& c) {
     Tensor a = c.x(0), b = c.x(1);
-    if (c.attr_i("transA", 0)) a = a.t();
-    if (c.attr_i("transB", 0)) b = b.t();
+    const bool ta = c.attr_i("transA", 0) != 0, tb = c.attr_i("transB", 0) != 0;
     double alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
+    if (gemm_direct(c, ta, tb, static_cast<float>(alpha), static_cast<float>(beta))) return;
+    if (ta) a = a.t();
+    if (tb) b = b.t();
     Tensor y = matmul(a, b);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2) && beta != 0) y = y + (beta == 1.0 ? c.x(2) : c.x(2) * beta);
