@@ -392,14 +392,26 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   const int nt = serial ? 1 : num_threads();
   if (is_pointwise(g)) {
     const int64_t L = g.in_size();
-    for (int64_t n = 0; n < g.N; ++n) {
-      if (!sgemm('N', 'N', g.O, L, g.C, w, g.C, x + n * g.C * L, L, 0.f, y + n * g.O * L, L)) return false;
-      if (post.kind != PostOp::None)
-        bias_post(y + n * g.O * L, b, 1, g.O, L, post);
-      else if (b)
-        add_bias(y + n * g.O * L, b, 1, g.O, L);
-    }
-    return true;
+    std::atomic<bool> ok{true};
+    auto images = [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        if (!sgemm('N', 'N', g.O, L, g.C, w, g.C, x + n * g.C * L, L, 0.f, y + n * g.O * L, L)) {
+          ok = false;
+          return;
+        }
+        if (post.kind != PostOp::None)
+          bias_post(y + n * g.O * L, b, 1, g.O, L, post);
+        else if (b)
+          add_bias(y + n * g.O * L, b, 1, g.O, L);
+      }
+    };
+    // A batch of small products: one image per thread (each product alone is too small for
+    // sgemm to split), else sgemm's own threads.
+    if (g.N > 1 && nt > 1 && g.O * L * g.C < (int64_t{1} << 22))
+      parallel_for(g.N, 1, images);
+    else
+      images(0, g.N);
+    return ok;
   }
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt, post);
   if (!e) return false;
