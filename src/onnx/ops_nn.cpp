@@ -10,6 +10,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn.h"
 #include "core/backend.h"
+#include "core/parallel.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/norm.h"
@@ -160,6 +161,55 @@ bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& 
   return true;
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_NO_TRAP __attribute__((optimize("no-trapping-math")))  // lets GCC vectorize selects
+#else
+#define KILN_NO_TRAP
+#endif
+
+/// m[i] = max(m[i], r[i]) with NaN propagating (a NaN in r wins; a NaN in m stays); branch-free
+/// (bitwise or, no short-circuit), so it vectorizes.
+KILN_NO_TRAP void max_into(float* __restrict m, const float* __restrict r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bool take = (r[i] > m[i]) | (r[i] != r[i]);
+    m[i] = take ? r[i] : m[i];
+  }
+}
+
+// MaxPool over 2 spatial dims straight on the host (f32 CPU contiguous, dilation 1, symmetric
+// pads of at most half the window, floor mode, no indices). Per output row: the max of the
+// window's input rows into a row padded with -inf, the max over each kw-wide run (kw shifted
+// vector passes), then every sw-th of those. False when it does not apply.
+bool max_pool2d_direct(OpContext& c, const Tensor& x, const Window& w, bool ceil_mode) {
+  if (x.dim() != 4 || ceil_mode || !host_f32_ok(x) || x.numel() == 0) return false;
+  for (int i = 0; i < 2; ++i)
+    if (w.d[i] != 1 || w.lo[i] != w.hi[i] || w.lo[i] > w.k[i] / 2) return false;
+  const int64_t P = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t kh = w.k[0], kw = w.k[1], sh = w.s[0], sw = w.s[1], ph = w.lo[0], pw = w.lo[1];
+  const int64_t Ho = (H + 2 * ph - kh) / sh + 1, Wo = (W + 2 * pw - kw) / sw + 1;
+  if (Ho <= 0 || Wo <= 0 || kh > H + 2 * ph || kw > W + 2 * pw) return false;
+  Tensor y = empty({x.size(0), x.size(1), Ho, Wo}, {.dtype = f32, .device = x.device()});
+  const float* xp = host_f32(x);
+  float* yp = host_f32(y);
+  const int64_t Wp = W + 2 * pw, Wr = Wp - kw + 1;  // padded row; runs of kw
+  parallel_for(P * Ho, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, kh * W)), [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(Wp), -INFINITY), run(static_cast<size_t>(Wr));
+    for (int64_t pr = b; pr < e; ++pr) {
+      const int64_t p = pr / Ho, oy = pr % Ho;
+      const int64_t y0 = std::max<int64_t>(0, oy * sh - ph), y1 = std::min<int64_t>(H, oy * sh - ph + kh);
+      const float* xs = xp + p * H * W;
+      std::copy(xs + y0 * W, xs + y0 * W + W, row.begin() + pw);
+      for (int64_t iy = y0 + 1; iy < y1; ++iy) max_into(row.data() + pw, xs + iy * W, W);
+      std::copy(row.begin(), row.begin() + Wr, run.begin());
+      for (int64_t kx = 1; kx < kw; ++kx) max_into(run.data(), row.data() + kx, Wr);
+      float* dst = yp + pr * Wo;
+      for (int64_t ox = 0; ox < Wo; ++ox) dst[ox] = run[ox * sw];
+    }
+  });
+  c.set(0, y);
+  return true;
+}
+
 // Gemm straight into cpu::gemm_f32 (f32 CPU, 2-D contiguous A and B, C absent or a [N] / [1, N]
 // / [M, N] contiguous f32 tensor). False when it does not apply.
 bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
@@ -294,6 +344,7 @@ void register_nn(Registry& r) {
     o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
     Tensor xi = x;
     bool want_idx = c.out.size() > 1 && !c.node.output[1].empty();
+    if (!want_idx && n == 2 && max_pool2d_direct(c, x, w, o.ceil_mode)) return;
     if (symmetric_small(w)) {
       o.padding = to_dims(w.lo);
     } else {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kiln/nn/functional/conv.h"
+#include "kiln/nn/functional/pool.h"
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
 #include "onnx/onnx_builder.h"
@@ -129,5 +130,28 @@ TEST(OnnxFastPaths, ConvActivationFusionMatchesUnfused) {
         clamp(F::conv2d(relu(F::conv2d(x, w1, b1, {.padding = 1})), w2, b2, {.padding = 1, .groups = 8}), 0.0, 0.5);
     EXPECT_LT(max_abs_diff(a, b), 1e-6) << n;
     EXPECT_LT(max_abs_diff(a, ref), 1e-5) << n;
+  }
+}
+
+// The direct 2-D MaxPool (f32 CPU, floor mode, no indices) against Kiln's max_pool2d, with NaNs
+// in the input (they propagate): identical results.
+TEST(OnnxFastPaths, MaxPoolDirectMatchesMaxPool2d) {
+  manual_seed(13);
+  Tensor x = randn({2, 3, 11, 9});
+  Tensor mask = rand({2, 3, 11, 9}) < 0.02;
+  x = where(mask, full_like(x, NAN), x);
+  struct Case {
+    int64_t kh, kw, sh, sw, ph, pw;
+  };
+  for (const Case& k : {Case{3, 3, 2, 2, 1, 1}, Case{2, 2, 2, 2, 0, 0}, Case{3, 2, 1, 1, 1, 0}, Case{5, 3, 2, 3, 2, 1},
+                        Case{1, 1, 1, 1, 0, 0}}) {
+    O::Attrs at = {{"kernel_shape", std::vector<int64_t>{k.kh, k.kw}},
+                   {"strides", std::vector<int64_t>{k.sh, k.sw}},
+                   {"pads", std::vector<int64_t>{k.ph, k.pw, k.ph, k.pw}}};
+    Tensor a = O::call("MaxPool", 12, {x}, at)[0];
+    Tensor b = kiln::nn::functional::max_pool2d(x, {k.kh, k.kw}, {.stride = {k.sh, k.sw}, .padding = {k.ph, k.pw}});
+    ASSERT_EQ(a.shape(), b.shape());
+    EXPECT_TRUE(equal(isnan(a), isnan(b))) << k.kh << "x" << k.kw;
+    EXPECT_TRUE(equal(where(isnan(a), zeros_like(a), a), where(isnan(b), zeros_like(b), b))) << k.kh << "x" << k.kw;
   }
 }
