@@ -166,10 +166,16 @@ bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& 
 #else
 #define KILN_NO_TRAP
 #endif
+// Also compiled for AVX-512 / AVX2 (picked at run time).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KILN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KILN_CLONES
+#endif
 
 /// m[i] = max(m[i], r[i]) with NaN propagating (a NaN in r wins; a NaN in m stays); branch-free
 /// (bitwise or, no short-circuit), so it vectorizes.
-KILN_NO_TRAP void max_into(float* __restrict m, const float* __restrict r, int64_t n) {
+KILN_CLONES KILN_NO_TRAP void max_into(float* __restrict m, const float* __restrict r, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const bool take = (r[i] > m[i]) | (r[i] != r[i]);
     m[i] = take ? r[i] : m[i];
