@@ -600,6 +600,7 @@ void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) co
     std::vector<char> derived(n_slots, 0);
     std::vector<std::vector<int>> deps(n_slots);  // per derived slot: the roots it depends on
     for (const auto& [s, _] : c.const_slots) derived[s] = 1;
+    for (const auto& in : g.inputs) derived[c.slot_of.at(in.name)] = 0;  // an initializer a caller may override
     c.root_in.assign(c.steps.size(), -1);
     c.caches.resize(c.steps.size());
     c.cached_slot.assign(n_slots, 0);
