@@ -500,7 +500,8 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
   return c;
 }
 
-// Conv followed by Relu, or by Clip with constant bounds, and Add followed by Relu (residual
+// MatMul followed by Add of a constant vector (below); Conv followed by Relu, or by Clip with
+// constant bounds, and Add followed by Relu (residual
 // blocks), where the first node's output has no other use: that step applies the activation
 // (for Conv a oneDNN post-op) and writes the activation's output; the activation step goes away.
 void fuse_activations(Compiled& c) {
@@ -529,6 +530,28 @@ void fuse_activations(Compiled& c) {
     return it->second.reshape({1}).item<float>();
   };
   std::vector<char> drop(c.steps.size(), 0);
+  // MatMul followed by Add of a constant f32 vector: the MatMul step adds it (sgemm onto
+  // preloaded bias rows) and writes the Add's output.
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& mm = c.steps[k];
+    const NodeP& mn = g.nodes[mm.node];
+    if (!mm.fn || mn.op_type != "MatMul" || !is_default_domain(mn.domain) || mm.out.size() != 1 || mm.out[0] < 0 ||
+        uses[mm.out[0]] != 1 || mm.in.size() != 2)
+      continue;
+    const int j = consumer[mm.out[0]];
+    Step& add = c.steps[j];
+    const NodeP& an = g.nodes[add.node];
+    if (!add.fn || an.op_type != "Add" || !is_default_domain(an.domain) || add.in.size() != 2 || add.out.size() != 1)
+      continue;
+    const int other = add.in[0] == mm.out[0] ? add.in[1] : add.in[0];
+    auto it = consts.find(other);
+    if (other < 0 || other == mm.out[0] || it == consts.end() || it->second.dtype() != f32 || it->second.dim() != 1)
+      continue;
+    mm.post = 3;
+    mm.in.push_back(other);
+    mm.out[0] = add.out[0];
+    drop[j] = 1;
+  }
   for (size_t k = 0; k < c.steps.size(); ++k) {
     Step& conv = c.steps[k];
     const NodeP& cn = g.nodes[conv.node];
@@ -717,7 +740,9 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
       }
       if (!v[s].defined()) {
         OpContext e{n, opset, device, {}, {}, {}};
-        KILN_CHECK(false, "onnx", e.where() << ": input '" << n.input[i] << "' has no value (a graph input not fed?)");
+        KILN_CHECK(false, "onnx",
+                   e.where() << ": input '" << (i < n.input.size() ? n.input[i] : c.slot_names[s])
+                             << "' has no value (a graph input not fed?)");
       }
       in_buf.push_back(v[s]);
     }

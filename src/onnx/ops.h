@@ -53,8 +53,9 @@ struct OpContext {
   /// Runs a subgraph (an attribute of this node) with the given inputs, in a scope that sees
   /// this node's scope; returns its outputs.
   std::function<std::vector<Tensor>(const proto::GraphP&, const std::vector<Tensor>&)> run_graph;
-  /// An activation the run-time plan fused into this node (Conv followed by Relu or Clip):
-  /// 0 none, 1 relu, 2 clip to [post_lo, post_hi]. The op applies it to its output.
+  /// What the run-time plan fused into this node: 0 none, 1 relu, 2 clip to [post_lo, post_hi]
+  /// (Conv, Add), 3 add the bias in input 2 (MatMul followed by Add of a constant [N]). The op
+  /// applies it to its output.
   int post = 0;
   float post_lo = 0, post_hi = 0;
 

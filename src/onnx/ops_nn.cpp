@@ -216,6 +216,34 @@ bool max_pool2d_direct(OpContext& c, const Tensor& x, const Window& w, bool ceil
   return true;
 }
 
+// MatMul of a contiguous f32 CPU [..., K] by a 2-D [K, N] straight into sgemm, plus a bias the
+// plan fused from a following Add (c.post == 3: bias [N] in input 2). False when it does not
+// apply.
+bool matmul_direct(OpContext& c) {
+  const Tensor &a = c.x(0), &b = c.x(1);
+  if (a.dim() < 2 || b.dim() != 2 || !host_f32_ok(a) || !host_f32_ok(b) || a.size(-1) != b.size(0)) return false;
+  const int64_t K = b.size(0), N = b.size(1), M = a.numel() / std::max<int64_t>(K, 1);
+  const bool bias = c.post == 3;
+  if (bias && (!host_f32_ok(c.x(2)) || c.x(2).numel() != N)) return false;
+  if (K == 0 || M == 0 || N == 0) return false;
+  Shape ys(a.shape().begin(), a.shape().end() - 1);
+  ys.push_back(N);
+  Tensor y = empty(ys, {.dtype = f32, .device = a.device()});
+  float* yp = host_f32(y);
+  if (bias) {
+    const float* bp = host_f32(c.x(2));
+    for (int64_t i = 0; i < M; ++i) std::copy(bp, bp + N, yp + i * N);
+  }
+  const float beta = bias ? 1.0f : 0.0f;
+  {
+    cpu::onednn::ThreadScope scope;
+    if (!cpu::onednn::sgemm(M, N, K, 1.0f, host_f32(a), K, 1, host_f32(b), N, 1, beta, yp, N, 1))
+      cpu::gemm_f32(M, N, K, 1.0f, host_f32(a), K, 1, host_f32(b), N, 1, beta, yp, N, 1);
+  }
+  c.set(0, y);
+  return true;
+}
+
 // Gemm straight into cpu::gemm_f32 (f32 CPU, 2-D contiguous A and B, C absent or a [N] / [1, N]
 // / [M, N] contiguous f32 tensor). False when it does not apply.
 bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
@@ -571,7 +599,11 @@ void register_nn(Registry& r) {
     if (c.has(2) && beta != 0) y = y + (beta == 1.0 ? c.x(2) : c.x(2) * beta);
     c.set(0, y.to(c.x(0).dtype()));
   };
-  r["MatMul"] = [](OpContext& c) { c.set(0, matmul(c.x(0), c.x(1))); };
+  r["MatMul"] = [](OpContext& c) {
+    if (matmul_direct(c)) return;
+    Tensor y = matmul(c.x(0), c.x(1));
+    c.set(0, c.post == 3 ? y + c.x(2) : y);
+  };
 
   // ---- code generation: ops with constant weights become nn modules -----------------------
   r.emit("Conv", [](EmitContext& e) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/pool.h"
 #include "kiln/onnx.h"
@@ -153,5 +154,34 @@ TEST(OnnxFastPaths, MaxPoolDirectMatchesMaxPool2d) {
     ASSERT_EQ(a.shape(), b.shape());
     EXPECT_TRUE(equal(isnan(a), isnan(b))) << k.kh << "x" << k.kw;
     EXPECT_TRUE(equal(where(isnan(a), zeros_like(a), a), where(isnan(b), zeros_like(b), b))) << k.kh << "x" << k.kw;
+  }
+}
+
+// MatMul followed by Add of a constant vector (either operand order) fuses into one sgemm onto
+// preloaded bias rows; the unoptimised graph and plain Kiln ops agree.
+TEST(OnnxFastPaths, MatMulBiasFusionMatchesUnfused) {
+  using namespace kiln::onnx::test;
+  manual_seed(17);
+  Tensor w1 = randn({6, 5}), b1 = randn({5}), w2 = randn({5, 4}), b2 = randn({4});
+  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
+  Msg g;
+  g.msg(1, node("MatMul", {"x", "w1"}, {"m1"}, "mm1"))
+      .msg(1, node("Add", {"m1", "b1"}, {"h"}, "add1"))
+      .msg(1, node("MatMul", {"h", "w2"}, {"m2"}, "mm2"))
+      .msg(1, node("Add", {"b2", "m2"}, {"y"}, "add2"));
+  g.msg(5, tensor_f32("w1", {6, 5}, floats(w1)))
+      .msg(5, tensor_f32("b1", {5}, floats(b1)))
+      .msg(5, tensor_f32("w2", {5, 4}, floats(w2)))
+      .msg(5, tensor_f32("b2", {4}, floats(b2)));
+  g.msg(11, value_info("x", {-1, 3, 6})).msg(12, value_info("y", {-1, 3, 4}));
+  const std::string bytes = model(g);
+  auto fused = onnx::Model::from_bytes(bytes, Device::cpu());
+  auto plain = onnx::Model::from_bytes(bytes, Device::cpu(), {.optimize = false});
+  for (int64_t n : {1, 4}) {
+    Tensor x = randn({n, 3, 6});
+    Tensor a = fused.run({x})[0], b = plain.run({x})[0];
+    Tensor ref = matmul(matmul(x, w1) + b1, w2) + b2;
+    EXPECT_LT(max_abs_diff(a, b), 1e-5) << n;
+    EXPECT_LT(max_abs_diff(a, ref), 1e-5) << n;
   }
 }
