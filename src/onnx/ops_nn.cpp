@@ -198,7 +198,7 @@ bool max_pool2d_direct(OpContext& c, const Tensor& x, const Window& w, bool ceil
   const float* xp = host_f32(x);
   float* yp = host_f32(y);
   const int64_t Wp = W + 2 * pw, Wr = Wp - kw + 1;  // padded row; runs of kw
-  parallel_for(P * Ho, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, kh * W)), [&](int64_t b, int64_t e) {
+  parallel_for(P * Ho, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, kh * W)), [&](int64_t b, int64_t e) {
     std::vector<float> row(static_cast<size_t>(Wp), -INFINITY), run(static_cast<size_t>(Wr));
     for (int64_t pr = b; pr < e; ++pr) {
       const int64_t p = pr / Ho, oy = pr % Ho;
