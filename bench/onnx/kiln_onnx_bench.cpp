@@ -4,6 +4,7 @@
 // 1 and 2 threads; best of N runs after warm-up. ort_bench.py prints the same lines for ONNX
 // Runtime. Output: "<model> <impl> b=<batch> t=<threads> <best ms>".
 //   kiln_onnx_bench [reps=20] [model] [threads] [batch]   (model/threads/batch: only that one, for profiling)
+//   KILN_BENCH_RUNTIME_ONLY=1 skips generated code (its lines then read 0.000).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
