@@ -269,6 +269,9 @@ struct Step {
   bool has_sub = false;      // has subgraph attributes (If/Loop/Scan): sees the whole scope
   int post = 0;              // fused activation (OpContext::post)
   float post_lo = 0, post_hi = 0;
+  int pair = -1;  // a second Conv fused after this one (node index; run_conv_pair), with its activation
+  int post2 = 0;
+  float post2_lo = 0, post2_hi = 0;
   std::vector<int> in, out, release;
 };
 
@@ -587,6 +590,52 @@ void fuse_activations(Compiled& c) {
     conv.out[0] = act.out[0];
     drop[j] = 1;
   }
+  // Conv -> Conv where the second alone reads the first's (activated) output and has explicit
+  // pads: one step that keeps the intermediate in oneDNN's blocked layout (run_conv_pair).
+  auto explicit_pads = [](const NodeP& n) {
+    const proto::AttrP* a = n.attr("auto_pad");
+    return !a || a->s.empty() || a->s == "NOTSET" || a->s == "VALID";
+  };
+  // 1x1, stride 1, unpadded, one group (a matrix product, never blocked): not worth pairing.
+  auto pointwise = [&](const Step& st, const NodeP& n) {
+    auto w = consts.find(st.in[1]);
+    if (w == consts.end()) return false;
+    for (int64_t d = 2; d < w->second.dim(); ++d)
+      if (w->second.size(d) != 1) return false;
+    auto all = [&](const char* name, int64_t v) {
+      const proto::AttrP* a = n.attr(name);
+      if (!a) return true;
+      for (int64_t x : a->ints)
+        if (x != v) return false;
+      return true;
+    };
+    const proto::AttrP* grp = n.attr("group");
+    return (!grp || grp->i == 1) && all("strides", 1) && all("pads", 0);
+  };
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& a = c.steps[k];
+    const NodeP& an = g.nodes[a.node];
+    if (drop[k] || !a.fn || an.op_type != "Conv" || !is_default_domain(an.domain) || a.pair >= 0 || a.out.size() != 1 ||
+        a.out[0] < 0 || uses[a.out[0]] != 1 || a.in.size() < 2 || a.in.size() > 3)
+      continue;
+    const int j = consumer[a.out[0]];
+    if (j < 0 || drop[j]) continue;
+    Step& b = c.steps[j];
+    const NodeP& bn = g.nodes[b.node];
+    if (!b.fn || bn.op_type != "Conv" || !is_default_domain(bn.domain) || b.pair >= 0 || b.in.size() < 2 ||
+        b.in.size() > 3 || b.in[0] != a.out[0] || b.in[1] == a.out[0] || (b.in.size() > 2 && b.in[2] == a.out[0]) ||
+        b.out.size() != 1 || !explicit_pads(bn) || pointwise(a, an) || pointwise(b, bn))
+      continue;
+    a.in.resize(3, -1);
+    a.in.push_back(b.in[1]);
+    a.in.push_back(b.in.size() > 2 ? b.in[2] : -1);
+    a.pair = static_cast<int>(b.node);
+    a.post2 = b.post;
+    a.post2_lo = b.post_lo;
+    a.post2_hi = b.post_hi;
+    a.out[0] = b.out[0];
+    drop[j] = 1;
+  }
   std::vector<Step> kept;
   for (size_t k = 0; k < c.steps.size(); ++k)
     if (!drop[k]) kept.push_back(std::move(c.steps[k]));
@@ -765,13 +814,19 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
         return run_graph(*it->second, f, &env);
       };
     }
+    auto run_step = [&] {
+      if (st.pair >= 0)
+        run_conv_pair(ctx, g.nodes[static_cast<size_t>(st.pair)], st.post2, st.post2_lo, st.post2_hi);
+      else
+        (*st.fn)(ctx);
+    };
     if (op_profile()) {
       auto t0 = std::chrono::steady_clock::now();
-      (*st.fn)(ctx);
+      run_step();
       op_profile()->add(n.op_type,
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     } else {
-      (*st.fn)(ctx);
+      run_step();
     }
     for (size_t i = 0; i < st.out.size(); ++i) {
       if (st.out[i] < 0) continue;

@@ -135,6 +135,12 @@ void register_control(Registry& r);
 void register_resize(Registry& r);
 void register_recurrent(Registry& r);
 
+/// A Conv followed by a second Conv (`second`, with its fused activation post2 / lo2 / hi2) that
+/// alone reads the first one's output, fused by the run-time plan: inputs x, w1, b1, w2, b2
+/// (absent biases undefined); output the second conv's. The intermediate stays in oneDNN's
+/// blocked layout when it can; else the two run one by one.
+void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2);
+
 /// Runs one op with the given node description (the generic path of generated code).
 std::vector<Tensor> run_node(const proto::NodeP& node, int64_t opset, const std::vector<Tensor>& inputs,
                              const Device& device);

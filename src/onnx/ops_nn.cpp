@@ -125,22 +125,25 @@ float* host_f32(const Tensor& t) {
 // Conv straight into oneDNN (f32 CPU, contiguous, symmetric pads), with the plan's fused
 // activation (c.post) as a post-op: no dispatch through the op graph, no separate pass for the
 // activation. False when it does not apply (the general path runs).
-bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& w, int64_t n, int64_t groups) {
-  if (!cpu::onednn::enabled() || !host_f32_ok(x) || !host_f32_ok(wt) || groups < 1) return false;
-  const bool has_b = c.has(2);
-  if (has_b && (!host_f32_ok(c.x(2)) || c.x(2).numel() != wt.size(0))) return false;
-  cpu::conv::Geom g;
+/// The oneDNN geometry of a conv of x by wt (window w, symmetric pads) and its output shape;
+/// false when the direct path does not apply.
+bool conv_geom(const Shape& xs, const Tensor& wt, const Tensor& b, const Window& w, int64_t n, int64_t groups,
+               cpu::conv::Geom& g, Shape& ys) {
+  if (!cpu::onednn::enabled() || !host_f32_ok(wt) || groups < 1) return false;
+  if (b.defined() && (!host_f32_ok(b) || b.numel() != wt.size(0))) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (w.lo[i] != w.hi[i]) return false;
   g.nsp = static_cast<int>(n);
-  g.N = x.size(0);
-  g.C = x.size(1);
+  g.N = xs[0];
+  g.C = xs[1];
   g.O = wt.size(0);
   g.groups = groups;
   if (g.C != wt.size(1) * groups || g.O % groups != 0) return false;
-  Shape ys{g.N, g.O};
+  ys = Shape{g.N, g.O};
   const int off = 3 - g.nsp;
   for (int64_t i = 0; i < n; ++i) {
     const int j = off + static_cast<int>(i);
-    g.in[j] = x.size(2 + i);
+    g.in[j] = xs[2 + i];
     g.k[j] = wt.size(2 + i);
     if (g.k[j] != w.k[i]) return false;
     g.stride[j] = w.s[i];
@@ -150,12 +153,25 @@ bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& 
     if (g.out[j] <= 0) return false;
     ys.push_back(g.out[j]);
   }
+  return true;
+}
+
+cpu::conv::PostOp post_of(int kind, float lo, float hi) {
+  cpu::conv::PostOp p;
+  p.kind = kind;
+  p.lo = lo;
+  p.hi = hi;
+  return p;
+}
+
+bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& w, int64_t n, int64_t groups) {
+  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
+  cpu::conv::Geom g;
+  Shape ys;
+  if (!host_f32_ok(x) || !conv_geom(x.shape(), wt, b, w, n, groups, g, ys)) return false;
   Tensor y = empty(ys, {.dtype = f32, .device = x.device()});
-  cpu::conv::PostOp post;
-  post.kind = c.post;
-  post.lo = c.post_lo;
-  post.hi = c.post_hi;
-  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), has_b ? host_f32(c.x(2)) : nullptr, host_f32(y), post))
+  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr, host_f32(y),
+                                 post_of(c.post, c.post_lo, c.post_hi)))
     return false;
   c.set(0, y);
   return true;
@@ -277,6 +293,40 @@ bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
 }
 
 }  // namespace
+
+void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2) {
+  // Inputs: x, wa, ba (or undefined), wb, bb (or undefined).
+  const Tensor &x = c.x(0), &wa = c.x(1), &wb = c.x(3);
+  const Tensor ba = c.has(2) ? c.x(2) : Tensor{}, bb = c.has(4) ? c.x(4) : Tensor{};
+  OpContext cb{second, c.opset, c.device, {Tensor{}, wb, bb}, {Tensor{}}, {}, post2, lo2, hi2};
+  const int64_t n = x.dim() - 2;
+  if (n >= 1 && n <= 3 && wa.dim() == x.dim() && wb.dim() == x.dim()) {
+    const Window w1 = window(c, x, n, kernel_from(c, &wa, n));
+    cpu::conv::Geom ga, gb;
+    Shape ya, yb;
+    if (host_f32_ok(x) && conv_geom(x.shape(), wa, ba, w1, n, c.attr_i("group", 1), ga, ya)) {
+      // The second conv's window from its attributes (the plan pairs only explicit pads, which do
+      // not depend on the input size), on an input of shape ya.
+      const Window w2 = window(cb, x, n, kernel_from(cb, &wb, n));
+      if (conv_geom(ya, wb, bb, w2, n, cb.attr_i("group", 1), gb, yb)) {
+        Tensor y = empty(yb, {.dtype = f32, .device = x.device()});
+        if (cpu::conv::onednn_forward_pair(ga, host_f32(x), host_f32(wa), ba.defined() ? host_f32(ba) : nullptr,
+                                           post_of(c.post, c.post_lo, c.post_hi), gb, host_f32(wb),
+                                           bb.defined() ? host_f32(bb) : nullptr, post_of(post2, lo2, hi2),
+                                           host_f32(y))) {
+          c.set(0, y);
+          return;
+        }
+      }
+    }
+  }
+  const OpFn& conv = registry().find("Conv")->run;
+  OpContext ca{c.node, c.opset, c.device, {x, wa, ba}, {Tensor{}}, {}, c.post, c.post_lo, c.post_hi};
+  conv(ca);
+  cb.in[0] = ca.out[0];
+  conv(cb);
+  c.set(0, cb.out[0]);
+}
 
 void register_nn(Registry& r) {
   r["Conv"] = [](OpContext& c) {

@@ -354,6 +354,10 @@ void bias_clamp_plane(float* p, float v, float lo, float hi, int64_t n) {
   }
 }
 
+/// Small convolutions (a few microseconds) run on one thread: a parallel region costs about as
+/// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x).
+constexpr double kMinParallelMacs = 1 << 19;
+
 /// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
   const float lo = post.kind == PostOp::Relu ? 0.f : post.lo, hi = post.kind == PostOp::Relu ? INFINITY : post.hi;
@@ -383,9 +387,6 @@ static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float
 
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
   if (!usable(g)) return false;
-  // Small convolutions (a few microseconds) run on one thread: a parallel region costs about
-  // as much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x).
-  constexpr double kMinParallelMacs = 1 << 19;
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   const bool serial = macs < kMinParallelMacs;
   onednn::ThreadScope scope(serial ? 1 : 0);  // else oneDNN uses kiln::num_threads()
@@ -430,6 +431,61 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   e->prim->execute(onednn::stream(), args);
   e->c.finish(dst, y);
   onednn::stream().wait();
+  return true;
+}
+
+bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
+                         const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y) {
+  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb)) return false;
+  auto threads = [](const Geom& g) {
+    const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
+    return macs < kMinParallelMacs ? 1 : num_threads();
+  };
+  const int nta = threads(ga), ntb = threads(gb);
+  Entry *ea = nullptr, *eb = nullptr;
+  {
+    onednn::ThreadScope scope(nta);
+    ea = lookup(Kind::Fwd, ga, ba != nullptr, nta, pa);
+  }
+  {
+    onednn::ThreadScope scope(ntb);
+    eb = lookup(Kind::Fwd, gb, bb != nullptr, ntb, pb);
+  }
+  {
+    onednn::ThreadScope scope(nta);
+    ea = lookup(Kind::Fwd, ga, ba != nullptr, nta, pa);  // again: eb's lookup may have cleared the cache
+  }
+  // The intermediate lives in ea's dst staging buffer: it must be blocked, and exactly what eb reads.
+  if (!ea || !eb || ea == eb || !ea->c.reorder || !eb->a.reorder || !(ea->c.used == eb->a.used)) return false;
+  std::scoped_lock lock(ea->mu, eb->mu);
+  auto bias_mem = [](Entry* e, const Geom& g, const float* b) {
+    if (!e->bias_mem)
+      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
+    e->bias_mem.set_data_handle(const_cast<float*>(b));
+    return e->bias_mem;
+  };
+  {
+    onednn::ThreadScope scope(nta);
+    auto& args = ea->args;
+    args[DNNL_ARG_SRC] = ea->a.in(x);
+    args[DNNL_ARG_WEIGHTS] = ea->weights(wa);
+    args[DNNL_ARG_DST] = ea->c.staged();
+    if (ba) args[DNNL_ARG_BIAS] = bias_mem(ea, ga, ba);
+    ea->prim->execute(onednn::stream(), args);
+    onednn::stream().wait();
+  }
+  {
+    onednn::ThreadScope scope(ntb);
+    auto& args = eb->args;
+    memory dst = eb->c.out(y);
+    args[DNNL_ARG_SRC] = ea->c.staged();
+    args[DNNL_ARG_WEIGHTS] = eb->weights(wb);
+    args[DNNL_ARG_DST] = dst;
+    if (bb) args[DNNL_ARG_BIAS] = bias_mem(eb, gb, bb);
+    eb->prim->execute(onednn::stream(), args);
+    eb->c.finish(dst, y);
+    onednn::stream().wait();
+  }
   return true;
 }
 
@@ -499,6 +555,10 @@ void unregister_constant(const void* data) {
 
 namespace kiln::cpu::conv {
 bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&) { return false; }
+bool onednn_forward_pair(const Geom&, const float*, const float*, const float*, const PostOp&, const Geom&,
+                         const float*, const float*, const PostOp&, float*) {
+  return false;
+}
 bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*) { return false; }
 bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
 void register_constant(const void*, size_t) {}
