@@ -3,7 +3,8 @@
 // run-time path (kiln::onnx::Model) and through generated code (kiln-onnx), batch 1 and 16,
 // 1 and 2 threads; best of N runs after warm-up. ort_bench.py prints the same lines for ONNX
 // Runtime. Output: "<model> <impl> b=<batch> t=<threads> <best ms>".
-//   kiln_onnx_bench [reps=20] [model] [threads]   (model/threads: only that one, for profiling)
+//   kiln_onnx_bench [reps=20] [model] [threads] [batch]   (model/threads/batch: only that one, for profiling)
+//   KILN_BENCH_RUNTIME_ONLY=1 skips generated code (its lines then read 0.000).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
                                {"unet", generated<UNet>()}};
   std::string only = argc > 2 ? argv[2] : "";
   int only_threads = argc > 3 ? std::atoi(argv[3]) : 0;
+  int64_t only_batch = argc > 4 ? std::atoll(argv[4]) : 0;
   for (int threads : {1, 2}) {
     if (only_threads && threads != only_threads) continue;
     set_num_threads(threads);
@@ -76,9 +78,11 @@ int main(int argc, char** argv) {
       if (!only.empty() && e.name != only) continue;
       onnx::Model rt(std::string(KILN_ONNX_FIXTURES) + "/" + e.name + "/model.onnx", Device::cpu());
       for (int64_t b : {1, 16}) {
+        if (only_batch && b != only_batch) continue;
         auto in = inputs_for(e.name, b);
         double a = best_ms([&] { rt.run(in); }, reps);
-        double g = best_ms([&] { e.gen(in); }, reps);
+        // KILN_BENCH_RUNTIME_ONLY=1: skip generated code (profiling the run-time path alone).
+        double g = std::getenv("KILN_BENCH_RUNTIME_ONLY") ? 0.0 : best_ms([&] { e.gen(in); }, reps);
         std::printf("%s kiln-runtime b=%lld t=%d %.3f\n", e.name.c_str(), static_cast<long long>(b), threads, a);
         std::printf("%s kiln-codegen b=%lld t=%d %.3f\n", e.name.c_str(), static_cast<long long>(b), threads, g);
         std::fflush(stdout);

@@ -3,6 +3,7 @@
 // topological order and execution of graphs and subgraphs.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -260,6 +261,20 @@ OpProfile* op_profile() {
   return p;
 }
 
+// One step of a graph's flat execution plan: a node that runs at run time, with its inputs and
+// outputs as value slots (-1: absent) and the slots whose last use it is.
+struct Step {
+  size_t node = 0;
+  const OpFn* fn = nullptr;  // null when unsupported (running it throws)
+  bool has_sub = false;      // has subgraph attributes (If/Loop/Scan): sees the whole scope
+  int post = 0;              // fused activation (OpContext::post)
+  float post_lo = 0, post_hi = 0;
+  int pair = -1;  // a second Conv fused after this one (node index; run_conv_pair), with its activation
+  int post2 = 0;
+  float post2_lo = 0, post2_hi = 0;
+  std::vector<int> in, out, release;
+};
+
 struct Compiled {
   const GraphP* g = nullptr;
   std::vector<size_t> order;     // node indices in execution order
@@ -267,6 +282,31 @@ struct Compiled {
   std::vector<char> folded;      // per node: computed at load time (constant folding)
   std::vector<std::pair<std::string, Tensor>> inits;
   std::map<const GraphP*, std::shared_ptr<Compiled>> subs;
+  // The flat plan (built once at load): every value name of this graph has an integer slot;
+  // run time is a loop over `steps` with no name lookups. Values die after their last use.
+  std::unordered_map<std::string, int> slot_of;
+  std::vector<std::string> slot_names;
+  std::vector<std::pair<int, Tensor>> const_slots;  // initializers and folded values
+  std::vector<std::pair<std::string, int>> outer;   // names taken from the enclosing scope
+  std::vector<Step> steps;
+  std::vector<int> out_slots;  // graph outputs
+  // Shape-derived steps: a step whose inputs are constants, shapes (Shape/Size of any value) or
+  // outputs of other such steps computes the same outputs for the same shapes (Shape -> Gather
+  // -> Unsqueeze -> Concat -> Reshape-target chains, position ids). Each runs once per
+  // combination of the shapes it depends on; later runs take its outputs from its cache.
+  struct StepCache {
+    std::vector<int> roots;  // steps (Shape/Size) whose input shapes form the key
+    std::vector<std::pair<std::vector<int64_t>, std::vector<Tensor>>> entries;
+  };
+  std::vector<int> root_in;                        // per step: the input slot of a Shape/Size root, else -1
+  std::vector<std::unique_ptr<StepCache>> caches;  // per step: null unless shape-derived
+  std::vector<char> cached_slot;                   // per slot: a value shared with a cache
+  std::unique_ptr<std::mutex> cache_mu = std::make_unique<std::mutex>();
+  int slot(const std::string& name) {
+    auto [it, added] = slot_of.emplace(name, static_cast<int>(slot_names.size()));
+    if (added) slot_names.push_back(name);
+    return it->second;
+  }
 };
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
@@ -302,6 +342,9 @@ struct Model::Impl {
     }
   }
   std::shared_ptr<Compiled> compile(const GraphP& g, const std::set<std::string>& outer, const std::string& path);
+  /// Builds the flat execution plan of `c` (slots, steps, last uses); `outer` are the names of
+  /// the enclosing scopes.
+  void build_plan(Compiled& c, const std::set<std::string>& outer) const;
   std::vector<Tensor> run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                 const std::unordered_map<std::string, Tensor>* outer) const;
 };
@@ -458,61 +501,358 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
       c->folded[idx] = 1;
     }
   }
+  build_plan(*c, outer);
   return c;
+}
+
+// MatMul followed by Add of a constant vector (below); Conv followed by Relu, or by Clip with
+// constant bounds, and Add followed by Relu (residual
+// blocks), where the first node's output has no other use: that step applies the activation
+// (for Conv a oneDNN post-op) and writes the activation's output; the activation step goes away.
+void fuse_activations(Compiled& c) {
+  const GraphP& g = *c.g;
+  const size_t n_slots = c.slot_names.size();
+  std::vector<int> uses(n_slots, 0), consumer(n_slots, -1);
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    if (c.steps[k].has_sub) return;  // subgraphs may read any value: leave such graphs alone
+    for (int s : c.steps[k].in)
+      if (s >= 0) {
+        ++uses[s];
+        consumer[s] = static_cast<int>(k);
+      }
+  }
+  for (int s : c.out_slots)
+    if (s >= 0) uses[s] += 2;
+  std::unordered_map<int, Tensor> consts;
+  for (const auto& [s, t] : c.const_slots) consts[s] = t;
+  auto scalar = [&](const Step& st, size_t i, float def, bool& ok) {
+    if (i >= st.in.size() || st.in[i] < 0) return def;
+    auto it = consts.find(st.in[i]);
+    if (it == consts.end() || it->second.numel() != 1 || it->second.dtype() != f32) {
+      ok = false;
+      return def;
+    }
+    return it->second.reshape({1}).item<float>();
+  };
+  std::vector<char> drop(c.steps.size(), 0);
+  // MatMul followed by Add of a constant f32 vector: the MatMul step adds it (sgemm onto
+  // preloaded bias rows) and writes the Add's output.
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& mm = c.steps[k];
+    const NodeP& mn = g.nodes[mm.node];
+    if (!mm.fn || mn.op_type != "MatMul" || !is_default_domain(mn.domain) || mm.out.size() != 1 || mm.out[0] < 0 ||
+        uses[mm.out[0]] != 1 || mm.in.size() != 2)
+      continue;
+    const int j = consumer[mm.out[0]];
+    Step& add = c.steps[j];
+    const NodeP& an = g.nodes[add.node];
+    if (!add.fn || an.op_type != "Add" || !is_default_domain(an.domain) || add.in.size() != 2 || add.out.size() != 1)
+      continue;
+    const int other = add.in[0] == mm.out[0] ? add.in[1] : add.in[0];
+    auto it = consts.find(other);
+    if (other < 0 || other == mm.out[0] || it == consts.end() || it->second.dtype() != f32 || it->second.dim() != 1)
+      continue;
+    mm.post = 3;
+    mm.in.push_back(other);
+    mm.out[0] = add.out[0];
+    drop[j] = 1;
+  }
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& conv = c.steps[k];
+    const NodeP& cn = g.nodes[conv.node];
+    const bool is_add = cn.op_type == "Add";
+    if (drop[k] || !conv.fn || (cn.op_type != "Conv" && !is_add) || !is_default_domain(cn.domain) ||
+        conv.out.size() != 1 || conv.out[0] < 0 || uses[conv.out[0]] != 1)
+      continue;
+    const int j = consumer[conv.out[0]];
+    Step& act = c.steps[j];
+    const NodeP& an = g.nodes[act.node];
+    if (!act.fn || !is_default_domain(an.domain) || act.out.size() != 1 || act.in.empty() || act.in[0] != conv.out[0])
+      continue;
+    bool ok = true;
+    if (an.op_type == "Relu") {
+      conv.post = 1;
+    } else if (an.op_type == "Clip" && !is_add) {
+      float lo = -INFINITY, hi = INFINITY;
+      if (an.attr("min") || an.attr("max")) {  // opset < 11
+        if (an.attr("min")) lo = an.attr("min")->f;
+        if (an.attr("max")) hi = an.attr("max")->f;
+        ok = act.in.size() == 1;
+      } else {
+        lo = scalar(act, 1, lo, ok);
+        hi = scalar(act, 2, hi, ok);
+      }
+      if (!ok || !(lo <= hi)) continue;
+      conv.post = 2;
+      conv.post_lo = lo;
+      conv.post_hi = hi;
+    } else {
+      continue;
+    }
+    conv.out[0] = act.out[0];
+    drop[j] = 1;
+  }
+  // Conv -> Conv where the second alone reads the first's (activated) output and has explicit
+  // pads: one step that keeps the intermediate in oneDNN's blocked layout (run_conv_pair).
+  auto explicit_pads = [](const NodeP& n) {
+    const proto::AttrP* a = n.attr("auto_pad");
+    return !a || a->s.empty() || a->s == "NOTSET" || a->s == "VALID";
+  };
+  // 1x1, stride 1, unpadded, one group (a matrix product, never blocked): not worth pairing.
+  auto pointwise = [&](const Step& st, const NodeP& n) {
+    auto w = consts.find(st.in[1]);
+    if (w == consts.end()) return false;
+    for (int64_t d = 2; d < w->second.dim(); ++d)
+      if (w->second.size(d) != 1) return false;
+    auto all = [&](const char* name, int64_t v) {
+      const proto::AttrP* a = n.attr(name);
+      if (!a) return true;
+      for (int64_t x : a->ints)
+        if (x != v) return false;
+      return true;
+    };
+    const proto::AttrP* grp = n.attr("group");
+    return (!grp || grp->i == 1) && all("strides", 1) && all("pads", 0);
+  };
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& a = c.steps[k];
+    const NodeP& an = g.nodes[a.node];
+    if (drop[k] || !a.fn || an.op_type != "Conv" || !is_default_domain(an.domain) || a.pair >= 0 || a.out.size() != 1 ||
+        a.out[0] < 0 || uses[a.out[0]] != 1 || a.in.size() < 2 || a.in.size() > 3)
+      continue;
+    const int j = consumer[a.out[0]];
+    if (j < 0 || drop[j]) continue;
+    Step& b = c.steps[j];
+    const NodeP& bn = g.nodes[b.node];
+    if (!b.fn || bn.op_type != "Conv" || !is_default_domain(bn.domain) || b.pair >= 0 || b.in.size() < 2 ||
+        b.in.size() > 3 || b.in[0] != a.out[0] || b.in[1] == a.out[0] || (b.in.size() > 2 && b.in[2] == a.out[0]) ||
+        b.out.size() != 1 || !explicit_pads(bn) || pointwise(a, an) || pointwise(b, bn))
+      continue;
+    a.in.resize(3, -1);
+    a.in.push_back(b.in[1]);
+    a.in.push_back(b.in.size() > 2 ? b.in[2] : -1);
+    a.pair = static_cast<int>(b.node);
+    a.post2 = b.post;
+    a.post2_lo = b.post_lo;
+    a.post2_hi = b.post_hi;
+    a.out[0] = b.out[0];
+    drop[j] = 1;
+  }
+  std::vector<Step> kept;
+  for (size_t k = 0; k < c.steps.size(); ++k)
+    if (!drop[k]) kept.push_back(std::move(c.steps[k]));
+  c.steps = std::move(kept);
+}
+
+void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) const {
+  const GraphP& g = *c.g;
+  for (const auto& in : g.inputs) c.slot(in.name);
+  for (const auto& [name, t] : c.inits) c.const_slots.emplace_back(c.slot(name), t);
+  auto ref = [&](const std::string& name) {
+    if (name.empty()) return -1;
+    bool known = c.slot_of.count(name) != 0;
+    int s = c.slot(name);
+    if (!known && outer.count(name)) c.outer.emplace_back(name, s);
+    return s;
+  };
+  for (size_t idx : c.order) {
+    if (c.folded[idx]) continue;
+    const NodeP& n = g.nodes[idx];
+    Step st;
+    st.node = idx;
+    st.fn = c.fns[idx];
+    for (const auto& a : n.attrs) st.has_sub = st.has_sub || a.g || !a.graphs.empty();
+    for (const auto& in : n.input) st.in.push_back(ref(in));
+    for (const auto& o : n.output) st.out.push_back(o.empty() ? -1 : c.slot(o));
+    c.steps.push_back(std::move(st));
+  }
+  for (const auto& o : g.outputs) c.out_slots.push_back(ref(o.name));
+  if (optimize) fuse_activations(c);
+  // Shape-derived steps (see Compiled::caches).
+  {
+    const size_t n_slots = c.slot_names.size();
+    std::vector<char> derived(n_slots, 0);
+    std::vector<std::vector<int>> deps(n_slots);  // per derived slot: the roots it depends on
+    for (const auto& [s, _] : c.const_slots) derived[s] = 1;
+    for (const auto& in : g.inputs) derived[c.slot_of.at(in.name)] = 0;  // an initializer a caller may override
+    c.root_in.assign(c.steps.size(), -1);
+    c.caches.resize(c.steps.size());
+    c.cached_slot.assign(n_slots, 0);
+    for (size_t k = 0; k < c.steps.size(); ++k) {
+      const Step& st = c.steps[k];
+      const NodeP& n = g.nodes[st.node];
+      if (!st.fn || st.has_sub || !is_default_domain(n.domain) || n.op_type.find("Random") != std::string::npos ||
+          n.op_type == "Multinomial" || n.op_type == "Bernoulli" || n.op_type == "Dropout" || st.in.empty())
+        continue;
+      std::vector<int> roots;
+      if ((n.op_type == "Shape" || n.op_type == "Size") && st.in.size() == 1 && st.in[0] >= 0) {
+        c.root_in[k] = st.in[0];
+        roots.push_back(static_cast<int>(k));
+      } else {
+        bool ok = true;
+        for (int s : st.in) {
+          if (s < 0) continue;
+          ok = ok && derived[s];
+          if (ok) roots.insert(roots.end(), deps[s].begin(), deps[s].end());
+        }
+        std::sort(roots.begin(), roots.end());
+        roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+        if (!ok || roots.empty()) continue;  // no shape dependence: folded at load or data-dependent
+      }
+      c.caches[k] = std::make_unique<Compiled::StepCache>();
+      c.caches[k]->roots = roots;
+      for (int s : st.out)
+        if (s >= 0) {
+          derived[s] = 1;
+          deps[s] = roots;
+          c.cached_slot[s] = 1;
+        }
+    }
+  }
+  // Last uses. Constants, graph outputs and values a subgraph may see (everything up to the
+  // last node with subgraphs) stay alive.
+  const int n_slots = static_cast<int>(c.slot_names.size());
+  std::vector<int> last(n_slots, -1);
+  std::vector<char> keep(n_slots, 0);
+  for (const auto& [s, _] : c.const_slots) keep[s] = 1;
+  for (int s : c.out_slots)
+    if (s >= 0) keep[s] = 1;
+  int last_sub = -1;
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    for (int s : c.steps[k].in)
+      if (s >= 0) last[s] = static_cast<int>(k);
+    for (int s : c.steps[k].out)  // an output nobody reads dies right away
+      if (s >= 0 && last[s] < static_cast<int>(k)) last[s] = static_cast<int>(k);
+    if (c.steps[k].has_sub) last_sub = static_cast<int>(k);
+    // A cached step reads the shapes its roots measure: those values live until it has run.
+    if (c.caches[k])
+      for (int r : c.caches[k]->roots) last[c.root_in[r]] = std::max(last[c.root_in[r]], static_cast<int>(k));
+  }
+  for (int s = 0; s < n_slots; ++s) {
+    if (keep[s] || last[s] < 0 || last[s] <= last_sub) continue;
+    c.steps[last[s]].release.push_back(s);
+  }
 }
 
 std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<std::pair<std::string, Tensor>>& feeds,
                                            const std::unordered_map<std::string, Tensor>* outer) const {
-  std::unordered_map<std::string, Tensor> env;
-  if (outer) env = *outer;
-  for (const auto& [k, v] : c.inits) env[k] = v;
-  for (const auto& [k, v] : feeds) env[k] = v;
+  std::vector<Tensor> v(c.slot_names.size());
+  if (outer)
+    for (const auto& [name, s] : c.outer) {
+      auto it = outer->find(name);
+      if (it != outer->end()) v[s] = it->second;
+    }
+  for (const auto& [s, t] : c.const_slots) v[s] = t;
+  for (const auto& [k, t] : feeds) {
+    auto it = c.slot_of.find(k);
+    if (it != c.slot_of.end()) v[it->second] = t;
+  }
   const GraphP& g = *c.g;
-  for (size_t idx : c.order) {
-    if (c.folded[idx]) continue;
-    const NodeP& n = g.nodes[idx];
-    OpContext ctx{n, opset, device, {}, {}, {}};
-    ctx.in.reserve(n.input.size());
-    for (const auto& name : n.input) {
-      if (name.empty()) {
-        ctx.in.emplace_back();
+  std::vector<Tensor> in_buf, out_buf;
+  std::vector<int64_t> key;
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    const Step& st = c.steps[k];
+    Compiled::StepCache* cache = c.caches[k].get();
+    if (cache) {
+      // The key: the shapes of the values the roots measure (all computed by now).
+      key.clear();
+      for (int r : cache->roots) {
+        const Tensor& t = v[c.root_in[r]];
+        if (!t.defined()) {
+          key.push_back(-2);
+          continue;
+        }
+        key.push_back(t.dim());
+        key.insert(key.end(), t.shape().begin(), t.shape().end());
+      }
+      bool hit = false;
+      {
+        std::lock_guard<std::mutex> l(*c.cache_mu);
+        for (const auto& [ek, outs] : cache->entries)
+          if (ek == key) {
+            for (size_t i = 0; i < st.out.size(); ++i)
+              if (st.out[i] >= 0) v[st.out[i]] = outs[i];
+            hit = true;
+            break;
+          }
+      }
+      if (hit) {
+        for (int s : st.release) v[s] = Tensor{};
         continue;
       }
-      auto it = env.find(name);
-      KILN_CHECK(it != env.end(), "onnx",
-                 ctx.where() << ": input '" << name << "' has no value (a graph input not fed?)");
-      ctx.in.push_back(it->second);
     }
-    ctx.out.resize(n.output.size());
-    KILN_CHECK(c.fns[idx], "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
-    ctx.run_graph = [&](const GraphP& sg, const std::vector<Tensor>& ins) {
-      auto it = c.subs.find(&sg);
-      KILN_ASSERT(it != c.subs.end());
-      std::vector<std::pair<std::string, Tensor>> f;
-      KILN_CHECK(ins.size() <= sg.inputs.size(), "onnx",
-                 ctx.where() << ": subgraph takes " << sg.inputs.size() << " inputs, got " << ins.size());
-      for (size_t i = 0; i < ins.size(); ++i) f.emplace_back(sg.inputs[i].name, ins[i]);
-      return run_graph(*it->second, f, &env);
+    const NodeP& n = g.nodes[st.node];
+    in_buf.clear();
+    for (size_t i = 0; i < st.in.size(); ++i) {
+      const int s = st.in[i];
+      if (s < 0) {
+        in_buf.emplace_back();
+        continue;
+      }
+      if (!v[s].defined()) {
+        OpContext e{n, opset, device, {}, {}, {}};
+        KILN_CHECK(false, "onnx",
+                   e.where() << ": input '" << (i < n.input.size() ? n.input[i] : c.slot_names[s])
+                             << "' has no value (a graph input not fed?)");
+      }
+      in_buf.push_back(v[s]);
+    }
+    out_buf.clear();
+    out_buf.resize(st.out.size());
+    OpContext ctx{n, opset, device, std::move(in_buf), std::move(out_buf), {}, st.post, st.post_lo, st.post_hi};
+    KILN_CHECK(st.fn, "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
+    std::unordered_map<std::string, Tensor> env;  // the scope a subgraph sees
+    if (st.has_sub) {
+      if (outer) env = *outer;
+      for (size_t s = 0; s < v.size(); ++s)
+        if (v[s].defined()) env[c.slot_names[s]] = v[s];
+      ctx.run_graph = [&](const GraphP& sg, const std::vector<Tensor>& ins) {
+        auto it = c.subs.find(&sg);
+        KILN_ASSERT(it != c.subs.end());
+        std::vector<std::pair<std::string, Tensor>> f;
+        KILN_CHECK(ins.size() <= sg.inputs.size(), "onnx",
+                   ctx.where() << ": subgraph takes " << sg.inputs.size() << " inputs, got " << ins.size());
+        for (size_t i = 0; i < ins.size(); ++i) f.emplace_back(sg.inputs[i].name, ins[i]);
+        return run_graph(*it->second, f, &env);
+      };
+    }
+    auto run_step = [&] {
+      if (st.pair >= 0)
+        run_conv_pair(ctx, g.nodes[static_cast<size_t>(st.pair)], st.post2, st.post2_lo, st.post2_hi);
+      else
+        (*st.fn)(ctx);
     };
     if (op_profile()) {
       auto t0 = std::chrono::steady_clock::now();
-      (*c.fns[idx])(ctx);
+      run_step();
       op_profile()->add(n.op_type,
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     } else {
-      (*c.fns[idx])(ctx);
+      run_step();
     }
-    for (size_t i = 0; i < n.output.size(); ++i) {
-      if (n.output[i].empty()) continue;
+    for (size_t i = 0; i < st.out.size(); ++i) {
+      if (st.out[i] < 0) continue;
       if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
-      env[n.output[i]] = std::move(ctx.out[i]);
+      v[st.out[i]] = std::move(ctx.out[i]);
     }
+    if (cache) {
+      std::vector<Tensor> outs(st.out.size());
+      for (size_t i = 0; i < st.out.size(); ++i)
+        if (st.out[i] >= 0) outs[i] = v[st.out[i]];
+      std::lock_guard<std::mutex> l(*c.cache_mu);
+      if (cache->entries.size() >= 8) cache->entries.erase(cache->entries.begin());
+      cache->entries.emplace_back(key, std::move(outs));
+    }
+    for (int s : st.release) v[s] = Tensor{};
+    in_buf = std::move(ctx.in);
+    out_buf = std::move(ctx.out);
   }
   std::vector<Tensor> outs;
-  for (const auto& o : g.outputs) {
-    auto it = env.find(o.name);
-    KILN_CHECK(it != env.end(), "onnx", "graph output '" << o.name << "' was not computed");
-    outs.push_back(it->second);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int s = c.out_slots[i];
+    KILN_CHECK(s >= 0 && v[s].defined(), "onnx", "graph output '" << g.outputs[i].name << "' was not computed");
+    // A cached shape-derived value is shared with later runs: the caller gets its own copy.
+    outs.push_back(c.cached_slot[s] ? v[s].clone() : v[s]);
   }
   return outs;
 }
@@ -624,7 +964,7 @@ void fold_conv_bn(GraphP& g, int64_t opset) {
 }  // namespace
 
 Model Model::from_bytes(std::string_view bytes, const Device& device, const LoadOptions& options) {
-  auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}});
+  auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}, true, {}});
   impl->model = proto::parse_model(bytes);
   const auto& m = impl->model;
   KILN_CHECK(m.has_graph, "onnx", "the model has no graph");

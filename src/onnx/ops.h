@@ -53,6 +53,11 @@ struct OpContext {
   /// Runs a subgraph (an attribute of this node) with the given inputs, in a scope that sees
   /// this node's scope; returns its outputs.
   std::function<std::vector<Tensor>(const proto::GraphP&, const std::vector<Tensor>&)> run_graph;
+  /// What the run-time plan fused into this node: 0 none, 1 relu, 2 clip to [post_lo, post_hi]
+  /// (Conv, Add), 3 add the bias in input 2 (MatMul followed by Add of a constant [N]). The op
+  /// applies it to its output.
+  int post = 0;
+  float post_lo = 0, post_hi = 0;
 
   std::string where() const;  ///< "node 'name' (Op)" for messages
   [[noreturn]] void fail(const std::string& msg) const;
@@ -129,6 +134,12 @@ void register_nn(Registry& r);
 void register_control(Registry& r);
 void register_resize(Registry& r);
 void register_recurrent(Registry& r);
+
+/// A Conv followed by a second Conv (`second`, with its fused activation post2 / lo2 / hi2) that
+/// alone reads the first one's output, fused by the run-time plan: inputs x, w1, b1, w2, b2
+/// (absent biases undefined); output the second conv's. The intermediate stays in oneDNN's
+/// blocked layout when it can; else the two run one by one.
+void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2);
 
 /// Runs one op with the given node description (the generic path of generated code).
 std::vector<Tensor> run_node(const proto::NodeP& node, int64_t opset, const std::vector<Tensor>& inputs,

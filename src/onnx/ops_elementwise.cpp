@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/backend.h"
 #include "onnx/ops.h"
 
 namespace kiln::onnx {
@@ -45,6 +46,23 @@ EmitFn binary_emit(const char* op) {
 // Float ops on integer inputs compute in float and come back to the input's dtype (ONNX types
 // are preserved).
 Tensor keep_dtype(const Tensor& y, DType dt) { return y.dtype() == dt ? y : cast(y, dt); }
+
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-trapping-math")))  // lets GCC vectorize the select
+#endif
+void relu_host(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] < 0.0f ? 0.0f : p[i];  // NaN passes through
+}
+
+/// relu(y) for a Relu the plan fused into this node; in place when y is a fresh f32 CPU tensor.
+Tensor fused_relu(Tensor y) {
+  if (y.device().is_cpu() && y.dtype() == f32 && y.is_contiguous() && y.impl().storage &&
+      y.impl().storage.use_count() == 1 && y.storage_offset() == 0) {
+    relu_host(static_cast<float*>(y.impl().storage->data), y.numel());
+    return y;
+  }
+  return relu(y);
+}
 
 Tensor variadic(OpContext& c, Tensor (*f)(const Tensor&, const Tensor&)) {
   c.check(c.n_in() >= 1, "needs at least one input");
@@ -160,7 +178,10 @@ void register_elementwise(Registry& r) {
   });
 
   // ---- binary ----
-  r["Add"] = [](OpContext& c) { c.set(0, keep_dtype(add(c.x(0), c.x(1)), c.x(0).dtype())); };
+  r["Add"] = [](OpContext& c) {
+    Tensor y = keep_dtype(add(c.x(0), c.x(1)), c.x(0).dtype());
+    c.set(0, c.post == 1 ? fused_relu(std::move(y)) : y);
+  };
   r["Sub"] = [](OpContext& c) { c.set(0, keep_dtype(sub(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Mul"] = [](OpContext& c) { c.set(0, keep_dtype(mul(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Div"] = [](OpContext& c) { c.set(0, keep_dtype(onnx_div(c.x(0), c.x(1)), c.x(0).dtype())); };

@@ -2,9 +2,15 @@
 // ONNX neural-network ops: Conv, ConvTranspose, MaxPool, AveragePool, Global*Pool, LpPool,
 // MaxUnpool, BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization,
 // LRN, MeanVarianceNormalization, Gemm, MatMul. Asymmetric and auto pads become explicit pads.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/conv_impl.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/onednn.h"
+#include "core/backend.h"
+#include "core/parallel.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/norm.h"
@@ -109,7 +115,218 @@ Tensor global_offsets(const Tensor& idx, const Tensor& x) {
   return idx + base;
 }
 
+bool host_f32_ok(const Tensor& t) {
+  return t.device().is_cpu() && t.dtype() == f32 && t.is_contiguous() && t.impl().storage;
+}
+float* host_f32(const Tensor& t) {
+  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
+}
+
+// Conv straight into oneDNN (f32 CPU, contiguous, symmetric pads), with the plan's fused
+// activation (c.post) as a post-op: no dispatch through the op graph, no separate pass for the
+// activation. False when it does not apply (the general path runs).
+/// The oneDNN geometry of a conv of x by wt (window w, symmetric pads) and its output shape;
+/// false when the direct path does not apply.
+bool conv_geom(const Shape& xs, const Tensor& wt, const Tensor& b, const Window& w, int64_t n, int64_t groups,
+               cpu::conv::Geom& g, Shape& ys) {
+  if (!cpu::onednn::enabled() || !host_f32_ok(wt) || groups < 1) return false;
+  if (b.defined() && (!host_f32_ok(b) || b.numel() != wt.size(0))) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (w.lo[i] != w.hi[i]) return false;
+  g.nsp = static_cast<int>(n);
+  g.N = xs[0];
+  g.C = xs[1];
+  g.O = wt.size(0);
+  g.groups = groups;
+  if (g.C != wt.size(1) * groups || g.O % groups != 0) return false;
+  ys = Shape{g.N, g.O};
+  const int off = 3 - g.nsp;
+  for (int64_t i = 0; i < n; ++i) {
+    const int j = off + static_cast<int>(i);
+    g.in[j] = xs[2 + i];
+    g.k[j] = wt.size(2 + i);
+    if (g.k[j] != w.k[i]) return false;
+    g.stride[j] = w.s[i];
+    g.pad[j] = w.lo[i];
+    g.dil[j] = w.d[i];
+    g.out[j] = (g.in[j] + 2 * g.pad[j] - g.dil[j] * (g.k[j] - 1) - 1) / g.stride[j] + 1;
+    if (g.out[j] <= 0) return false;
+    ys.push_back(g.out[j]);
+  }
+  return true;
+}
+
+cpu::conv::PostOp post_of(int kind, float lo, float hi) {
+  cpu::conv::PostOp p;
+  p.kind = kind;
+  p.lo = lo;
+  p.hi = hi;
+  return p;
+}
+
+bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& w, int64_t n, int64_t groups) {
+  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
+  cpu::conv::Geom g;
+  Shape ys;
+  if (!host_f32_ok(x) || !conv_geom(x.shape(), wt, b, w, n, groups, g, ys)) return false;
+  Tensor y = empty(ys, {.dtype = f32, .device = x.device()});
+  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr, host_f32(y),
+                                 post_of(c.post, c.post_lo, c.post_hi)))
+    return false;
+  c.set(0, y);
+  return true;
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_NO_TRAP __attribute__((optimize("no-trapping-math")))  // lets GCC vectorize selects
+#else
+#define KILN_NO_TRAP
+#endif
+// Also compiled for AVX-512 / AVX2 (picked at run time).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KILN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KILN_CLONES
+#endif
+
+/// m[i] = max(m[i], r[i]) with NaN propagating (a NaN in r wins; a NaN in m stays); branch-free
+/// (bitwise or, no short-circuit), so it vectorizes.
+KILN_CLONES KILN_NO_TRAP void max_into(float* __restrict m, const float* __restrict r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bool take = (r[i] > m[i]) | (r[i] != r[i]);
+    m[i] = take ? r[i] : m[i];
+  }
+}
+
+// MaxPool over 2 spatial dims straight on the host (f32 CPU contiguous, dilation 1, symmetric
+// pads of at most half the window, floor mode, no indices). Per output row: the max of the
+// window's input rows into a row padded with -inf, the max over each kw-wide run (kw shifted
+// vector passes), then every sw-th of those. False when it does not apply.
+bool max_pool2d_direct(OpContext& c, const Tensor& x, const Window& w, bool ceil_mode) {
+  if (x.dim() != 4 || ceil_mode || !host_f32_ok(x) || x.numel() == 0) return false;
+  for (int i = 0; i < 2; ++i)
+    if (w.d[i] != 1 || w.lo[i] != w.hi[i] || w.lo[i] > w.k[i] / 2) return false;
+  const int64_t P = x.size(0) * x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t kh = w.k[0], kw = w.k[1], sh = w.s[0], sw = w.s[1], ph = w.lo[0], pw = w.lo[1];
+  const int64_t Ho = (H + 2 * ph - kh) / sh + 1, Wo = (W + 2 * pw - kw) / sw + 1;
+  if (Ho <= 0 || Wo <= 0 || kh > H + 2 * ph || kw > W + 2 * pw) return false;
+  Tensor y = empty({x.size(0), x.size(1), Ho, Wo}, {.dtype = f32, .device = x.device()});
+  const float* xp = host_f32(x);
+  float* yp = host_f32(y);
+  const int64_t Wp = W + 2 * pw, Wr = Wp - kw + 1;  // padded row; runs of kw
+  parallel_for(P * Ho, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, kh * W)), [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(Wp), -INFINITY), run(static_cast<size_t>(Wr));
+    for (int64_t pr = b; pr < e; ++pr) {
+      const int64_t p = pr / Ho, oy = pr % Ho;
+      const int64_t y0 = std::max<int64_t>(0, oy * sh - ph), y1 = std::min<int64_t>(H, oy * sh - ph + kh);
+      const float* xs = xp + p * H * W;
+      std::copy(xs + y0 * W, xs + y0 * W + W, row.begin() + pw);
+      for (int64_t iy = y0 + 1; iy < y1; ++iy) max_into(row.data() + pw, xs + iy * W, W);
+      std::copy(row.begin(), row.begin() + Wr, run.begin());
+      for (int64_t kx = 1; kx < kw; ++kx) max_into(run.data(), row.data() + kx, Wr);
+      float* dst = yp + pr * Wo;
+      for (int64_t ox = 0; ox < Wo; ++ox) dst[ox] = run[ox * sw];
+    }
+  });
+  c.set(0, y);
+  return true;
+}
+
+// MatMul of a contiguous f32 CPU [..., K] by a 2-D [K, N] straight into sgemm, plus a bias the
+// plan fused from a following Add (c.post == 3: bias [N] in input 2). False when it does not
+// apply.
+bool matmul_direct(OpContext& c) {
+  const Tensor &a = c.x(0), &b = c.x(1);
+  if (a.dim() < 2 || b.dim() != 2 || !host_f32_ok(a) || !host_f32_ok(b) || a.size(-1) != b.size(0)) return false;
+  const int64_t K = b.size(0), N = b.size(1), M = a.numel() / std::max<int64_t>(K, 1);
+  const bool bias = c.post == 3;
+  if (bias && (!host_f32_ok(c.x(2)) || c.x(2).numel() != N)) return false;
+  if (K == 0 || M == 0 || N == 0) return false;
+  Shape ys(a.shape().begin(), a.shape().end() - 1);
+  ys.push_back(N);
+  Tensor y = empty(ys, {.dtype = f32, .device = a.device()});
+  float* yp = host_f32(y);
+  if (bias) {
+    const float* bp = host_f32(c.x(2));
+    for (int64_t i = 0; i < M; ++i) std::copy(bp, bp + N, yp + i * N);
+  }
+  const float beta = bias ? 1.0f : 0.0f;
+  {
+    cpu::onednn::ThreadScope scope;
+    if (!cpu::onednn::sgemm(M, N, K, 1.0f, host_f32(a), K, 1, host_f32(b), N, 1, beta, yp, N, 1))
+      cpu::gemm_f32(M, N, K, 1.0f, host_f32(a), K, 1, host_f32(b), N, 1, beta, yp, N, 1);
+  }
+  c.set(0, y);
+  return true;
+}
+
+// Gemm straight into cpu::gemm_f32 (f32 CPU, 2-D contiguous A and B, C absent or a [N] / [1, N]
+// / [M, N] contiguous f32 tensor). False when it does not apply.
+bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
+  const Tensor &a = c.x(0), &b = c.x(1);
+  if (a.dim() != 2 || b.dim() != 2 || !host_f32_ok(a) || !host_f32_ok(b)) return false;
+  const int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1);
+  const int64_t N = tb ? b.size(0) : b.size(1);
+  if ((tb ? b.size(1) : b.size(0)) != K) return false;
+  const bool has_c = c.has(2) && beta != 0;
+  Tensor y = empty({M, N}, {.dtype = f32, .device = a.device()});
+  float* yp = host_f32(y);
+  if (has_c) {
+    const Tensor& cc = c.x(2);
+    if (!host_f32_ok(cc)) return false;
+    const float* cp = host_f32(cc);
+    if (cc.numel() == N && (cc.dim() == 1 || (cc.dim() == 2 && cc.size(0) == 1))) {
+      for (int64_t i = 0; i < M; ++i) std::copy(cp, cp + N, yp + i * N);
+    } else if (cc.dim() == 2 && cc.size(0) == M && cc.size(1) == N) {
+      std::copy(cp, cp + M * N, yp);
+    } else {
+      return false;
+    }
+    if (beta != 1.0f)
+      for (int64_t i = 0; i < M * N; ++i) yp[i] *= beta;
+  }
+  const int64_t lda = a.size(1), ldb = b.size(1);
+  cpu::gemm_f32(M, N, K, alpha, host_f32(a), ta ? 1 : lda, ta ? lda : 1, host_f32(b), tb ? 1 : ldb, tb ? ldb : 1,
+                has_c ? 1.0f : 0.0f, yp, N, 1);
+  c.set(0, y);
+  return true;
+}
+
 }  // namespace
+
+void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2) {
+  // Inputs: x, wa, ba (or undefined), wb, bb (or undefined).
+  const Tensor &x = c.x(0), &wa = c.x(1), &wb = c.x(3);
+  const Tensor ba = c.has(2) ? c.x(2) : Tensor{}, bb = c.has(4) ? c.x(4) : Tensor{};
+  OpContext cb{second, c.opset, c.device, {Tensor{}, wb, bb}, {Tensor{}}, {}, post2, lo2, hi2};
+  const int64_t n = x.dim() - 2;
+  if (n >= 1 && n <= 3 && wa.dim() == x.dim() && wb.dim() == x.dim()) {
+    const Window w1 = window(c, x, n, kernel_from(c, &wa, n));
+    cpu::conv::Geom ga, gb;
+    Shape ya, yb;
+    if (host_f32_ok(x) && conv_geom(x.shape(), wa, ba, w1, n, c.attr_i("group", 1), ga, ya)) {
+      // The second conv's window from its attributes (the plan pairs only explicit pads, which do
+      // not depend on the input size), on an input of shape ya.
+      const Window w2 = window(cb, x, n, kernel_from(cb, &wb, n));
+      if (conv_geom(ya, wb, bb, w2, n, cb.attr_i("group", 1), gb, yb)) {
+        Tensor y = empty(yb, {.dtype = f32, .device = x.device()});
+        if (cpu::conv::onednn_forward_pair(ga, host_f32(x), host_f32(wa), ba.defined() ? host_f32(ba) : nullptr,
+                                           post_of(c.post, c.post_lo, c.post_hi), gb, host_f32(wb),
+                                           bb.defined() ? host_f32(bb) : nullptr, post_of(post2, lo2, hi2),
+                                           host_f32(y))) {
+          c.set(0, y);
+          return;
+        }
+      }
+    }
+  }
+  const OpFn& conv = registry().find("Conv")->run;
+  OpContext ca{c.node, c.opset, c.device, {x, wa, ba}, {Tensor{}}, {}, c.post, c.post_lo, c.post_hi};
+  conv(ca);
+  cb.in[0] = ca.out[0];
+  conv(cb);
+  c.set(0, cb.out[0]);
+}
 
 void register_nn(Registry& r) {
   r["Conv"] = [](OpContext& c) {
@@ -124,11 +341,15 @@ void register_nn(Registry& r) {
     Tensor xi = x;
     bool sym = true;
     for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
+    if (sym && conv_direct(c, x, wt, w, n, o.groups)) return;
     if (sym)
       o.padding = to_dims(w.lo);
     else
       xi = pad_spatial(x, w, 0);
-    c.set(0, conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c));
+    Tensor y = conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c);
+    if (c.post == 1) y = relu(y);
+    if (c.post == 2) y = clamp(y, c.post_lo, c.post_hi);
+    c.set(0, y);
   };
   r["ConvTranspose"] = [](OpContext& c) {
     const Tensor &x = c.x(0), &wt = c.x(1);
@@ -207,6 +428,7 @@ void register_nn(Registry& r) {
     o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
     Tensor xi = x;
     bool want_idx = c.out.size() > 1 && !c.node.output[1].empty();
+    if (!want_idx && n == 2 && max_pool2d_direct(c, x, w, o.ceil_mode)) return;
     if (symmetric_small(w)) {
       o.padding = to_dims(w.lo);
     } else {
@@ -344,6 +566,23 @@ void register_nn(Registry& r) {
     const Tensor& x = c.x(0);
     int64_t a = axis_of(c, c.attr_i("axis", -1), x.dim());
     double eps = c.attr_f("epsilon", 1e-5f);
+    Shape ns(x.shape().begin() + a, x.shape().end());
+    // The fused kernel when scale and bias have the normalised shape (no broadcasting).
+    const bool fused = x.dtype() == f32 && c.x(1).dtype() == f32 && c.x(1).shape() == ns &&
+                       (!c.has(2) || (c.x(2).dtype() == f32 && c.x(2).shape() == ns));
+    if (fused) {
+      const bool stats = (c.node.output.size() > 1 && !c.node.output[1].empty()) ||
+                         (c.node.output.size() > 2 && !c.node.output[2].empty());
+      if (!stats) {
+        c.set(0, nn::functional::layer_norm(x, ns, c.x(1), c.has(2) ? c.x(2) : Tensor{}, eps));
+        return;
+      }
+      auto r = nn::functional::native_layer_norm(x, ns, c.x(1), c.has(2) ? c.x(2) : Tensor{}, eps);
+      c.set(0, r.output);
+      c.set(1, r.mean);
+      c.set(2, r.rstd);
+      return;
+    }
     Dims d;
     for (int64_t i = a; i < x.dim(); ++i) d.push_back(i);
     Tensor xf = x.dtype() == f64 ? x : x.to(f32);
@@ -400,15 +639,21 @@ void register_nn(Registry& r) {
   };
   r["Gemm"] = [](OpContext& c) {
     Tensor a = c.x(0), b = c.x(1);
-    if (c.attr_i("transA", 0)) a = a.t();
-    if (c.attr_i("transB", 0)) b = b.t();
+    const bool ta = c.attr_i("transA", 0) != 0, tb = c.attr_i("transB", 0) != 0;
     double alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
+    if (gemm_direct(c, ta, tb, static_cast<float>(alpha), static_cast<float>(beta))) return;
+    if (ta) a = a.t();
+    if (tb) b = b.t();
     Tensor y = matmul(a, b);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2) && beta != 0) y = y + (beta == 1.0 ? c.x(2) : c.x(2) * beta);
     c.set(0, y.to(c.x(0).dtype()));
   };
-  r["MatMul"] = [](OpContext& c) { c.set(0, matmul(c.x(0), c.x(1))); };
+  r["MatMul"] = [](OpContext& c) {
+    if (matmul_direct(c)) return;
+    Tensor y = matmul(c.x(0), c.x(1));
+    c.set(0, c.post == 3 ? y + c.x(2) : y);
+  };
 
   // ---- code generation: ops with constant weights become nn modules -----------------------
   r.emit("Conv", [](EmitContext& e) {

@@ -92,54 +92,93 @@ KILN_VEC_MATH float fast_exp(float x) {
   return p * scale;
 }
 
-/// In place: v = sigmoid(v) (scale 1) or tanh(v) = 2 sigmoid(2v) - 1 (scale 2).
-KILN_VEC_LOOP void sigmoid_or_tanh(float* v, int64_t n, bool is_tanh) {
-  const float s = is_tanh ? 2.0f : 1.0f, a = is_tanh ? 2.0f : 1.0f, b = is_tanh ? -1.0f : 0.0f;
-  for (int64_t i = 0; i < n; ++i) v[i] = a / (1.0f + fast_exp(-s * v[i])) + b;
-}
-
 float* host_f32(const Tensor& t) {
   char* base = static_cast<char*>(host_storage_data(t));
   KILN_CHECK(base != nullptr, "LSTM", "the fused LSTM needs tensors in host memory");
   return reinterpret_cast<float*>(base + t.storage_offset() * 4);
 }
 
+// The per-step kernels, compiled for AVX-512 / AVX2 as well as the baseline (picked at run time).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define KILN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KILN_CLONES
+#endif
+
+/// g[b, :] += h[b, :] . R^T for b < B, with rt = R^T [H, G] row-major (axpy form: vectorizes
+/// over the G gates, unlike G dot products of length H).
+KILN_CLONES void add_recurrent(float* __restrict g, const float* __restrict h, const float* __restrict rt, int64_t B,
+                               int64_t H, int64_t G) {
+  for (int64_t bi = 0; bi < B; ++bi) {
+    float* __restrict gb = g + bi * G;
+    for (int64_t k = 0; k < H; ++k) {
+      const float hk = h[bi * H + k];
+      const float* __restrict r = rt + k * G;
+      for (int64_t j = 0; j < G; ++j) gb[j] += hk * r[j];
+    }
+  }
+}
+
+/// One step's gates -> cell and hidden state (gates i, o, f, c; in place in g).
+KILN_CLONES KILN_VEC_LOOP void lstm_cell(float* g, float* cp, float* hp, float* tmp, int64_t B, int64_t H) {
+  const int64_t G = 4 * H;
+  for (int64_t bi = 0; bi < B; ++bi) {
+    float* gb = g + bi * G;
+    for (int64_t j = 0; j < 3 * H; ++j) gb[j] = 1.0f / (1.0f + fast_exp(-gb[j]));
+    for (int64_t j = 3 * H; j < G; ++j) gb[j] = 2.0f / (1.0f + fast_exp(-2.0f * gb[j])) - 1.0f;
+    float* cb = cp + bi * H;
+    float* hb = hp + bi * H;
+    for (int64_t j = 0; j < H; ++j) {
+      cb[j] = gb[2 * H + j] * cb[j] + gb[j] * gb[3 * H + j];
+      tmp[j] = 2.0f / (1.0f + fast_exp(-2.0f * cb[j])) - 1.0f;
+    }
+    for (int64_t j = 0; j < H; ++j) hb[j] = gb[H + j] * tmp[j];
+  }
+}
+
 /// One direction of a default LSTM; x [T, B, I], w [4H, I], r [4H, H], b [8H] or undefined,
 /// h0 / c0 [B, H] or undefined. Writes Y [T, B, H] and returns (h, c) as [B, H] tensors.
+/// Host loops only (a handful of Kiln ops per call: small models are dominated by dispatch).
 std::pair<Tensor, Tensor> lstm_fused(const Tensor& x, const Tensor& w, const Tensor& r, const Tensor& b,
                                      const Tensor& h0, const Tensor& c0, bool reverse, Tensor& Y) {
-  const int64_t T = x.size(0), B = x.size(1), G = w.size(0), H = G / 4;
-  Tensor xw = matmul(x, w.t());
-  if (b.defined()) xw = xw + (b.narrow(0, 0, G) + b.narrow(0, G, G));
-  xw = xw.contiguous();
-  if (xw.storage_offset() != 0 || xw.impl().storage.use_count() > 1) xw = xw.clone();  // written in place
-  Tensor rc = r.contiguous();
+  const int64_t T = x.size(0), B = x.size(1), I = x.size(2), G = w.size(0), H = G / 4;
   const TensorOptions o{.dtype = f32, .device = x.device()};
-  Tensor h = h0.defined() ? h0.contiguous().clone() : zeros({B, H}, o);
-  Tensor cell = c0.defined() ? c0.contiguous().clone() : zeros({B, H}, o);
-  float *gx = host_f32(xw), *hp = host_f32(h), *cp = host_f32(cell), *yp = host_f32(Y);
+  const Tensor xc = x.contiguous(), wc = w.contiguous(), rc = r.contiguous();
+  // Input projections of all steps (+ both biases): [T, B, 4H].
+  Tensor xw = empty({T, B, G}, o);
+  float* gx = host_f32(xw);
+  cpu::gemm_f32(T * B, G, I, 1.0f, host_f32(xc), I, 1, host_f32(wc), 1, I, 0.0f, gx, G, 1);
+  if (b.defined()) {
+    const Tensor bc = b.contiguous();
+    const float* bp = host_f32(bc);
+    std::vector<float> bs(static_cast<size_t>(G));
+    for (int64_t j = 0; j < G; ++j) bs[j] = bp[j] + bp[G + j];
+    for (int64_t row = 0; row < T * B; ++row)
+      for (int64_t j = 0; j < G; ++j) gx[row * G + j] += bs[j];
+  }
+  // R^T [H, 4H].
   const float* rp = host_f32(rc);
-  std::vector<float> gates(static_cast<size_t>(B * G));
+  std::vector<float> rt(static_cast<size_t>(H * G));
+  for (int64_t j = 0; j < G; ++j)
+    for (int64_t k = 0; k < H; ++k) rt[k * G + j] = rp[j * H + k];
+  Tensor h = empty({B, H}, o), cell = empty({B, H}, o);
+  float *hp = host_f32(h), *cp = host_f32(cell), *yp = host_f32(Y);
+  const size_t state_bytes = static_cast<size_t>(B * H) * sizeof(float);
+  if (h0.defined())
+    std::memcpy(hp, host_f32(h0.contiguous()), state_bytes);
+  else
+    std::memset(hp, 0, state_bytes);
+  if (c0.defined())
+    std::memcpy(cp, host_f32(c0.contiguous()), state_bytes);
+  else
+    std::memset(cp, 0, state_bytes);
+  std::vector<float> tmp(static_cast<size_t>(H));
   for (int64_t s = 0; s < T; ++s) {
     const int64_t t = reverse ? T - 1 - s : s;
     float* g = gx + t * B * G;
-    // g += h . R^T  (R is [4H, H] row-major: element (k, j) of R^T is rp[j * H + k])
-    cpu::gemm_f32(B, G, H, 1.0f, hp, H, 1, rp, 1, H, 1.0f, g, G, 1);
-    for (int64_t bi = 0; bi < B; ++bi) {
-      float* gb = g + bi * G;  // gates i, o, f, c
-      sigmoid_or_tanh(gb, 3 * H, false);
-      sigmoid_or_tanh(gb + 3 * H, H, true);
-      float* cb = cp + bi * H;
-      float* hb = hp + bi * H;
-      float* tc = gates.data() + bi * G;
-      for (int64_t j = 0; j < H; ++j) {
-        cb[j] = gb[2 * H + j] * cb[j] + gb[j] * gb[3 * H + j];
-        tc[j] = cb[j];
-      }
-      sigmoid_or_tanh(tc, H, true);
-      for (int64_t j = 0; j < H; ++j) hb[j] = gb[H + j] * tc[j];
-    }
-    std::memcpy(yp + t * B * H, hp, static_cast<size_t>(B * H) * sizeof(float));
+    add_recurrent(g, hp, rt.data(), B, H, G);
+    lstm_cell(g, cp, hp, tmp.data(), B, H);
+    std::memcpy(yp + t * B * H, hp, state_bytes);
   }
   return {h, cell};
 }
@@ -253,9 +292,10 @@ void recurrent(OpContext& c, Kind kind) {
     hs.push_back(h);
     if (kind == Kind::LSTM) cs.push_back(cell);
   }
-  Tensor Y = stack(ys, 1);   // [T, dirs, B, H]
-  Tensor Yh = stack(hs, 0);  // [dirs, B, H]
-  Tensor Yc = kind == Kind::LSTM ? stack(cs, 0) : Tensor{};
+  // [T, dirs, B, H], [dirs, B, H] (one direction: views, no copies).
+  Tensor Y = dirs == 1 ? ys[0].unsqueeze(1) : stack(ys, 1);
+  Tensor Yh = dirs == 1 ? hs[0].unsqueeze(0) : stack(hs, 0);
+  Tensor Yc = kind != Kind::LSTM ? Tensor{} : dirs == 1 ? cs[0].unsqueeze(0) : stack(cs, 0);
   if (layout) {
     Y = Y.permute({2, 0, 1, 3}).contiguous();
     Yh = Yh.transpose(0, 1).contiguous();

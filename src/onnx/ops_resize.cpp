@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // ONNX Resize (every coordinate transformation, nearest mode, linear and cubic with
 // exclude_outside and crop-and-resize extrapolation), Upsample, GridSample. Resize runs one axis
-// at a time: host-computed taps and weights, then index_select and weighted sums.
+// at a time: host-computed taps and weights, then index_select and weighted sums; contiguous f32
+// CPU tensors resized in their last two axes take a direct kernel with the same arithmetic.
 #include <cmath>
 
+#include "core/backend.h"
+#include "core/parallel.h"
 #include "kiln/nn/functional/pool.h"
 #include "onnx/ops.h"
 
@@ -49,10 +52,17 @@ int64_t nearest_index(const std::string& mode, double x) {
   return static_cast<int64_t>(x - f == 0.5 ? f : std::round(x));  // round_prefer_floor
 }
 
-// Resizes one axis of x to `out` elements.
-Tensor resize_axis(const Tensor& x, int64_t axis, int64_t out, double out_len, double scale, const ResizeAttrs& a,
-                   double roi_lo, double roi_hi, const OpContext& c) {
-  int64_t in = x.size(axis);
+// The taps of one resized axis: output o reads inputs idx[k * out + o] with weights
+// w[k * out + o] (k < K), plus extra[o] (tf_crop_and_resize extrapolation) when any_extra.
+struct Taps {
+  int K = 1;
+  std::vector<int64_t> idx;
+  std::vector<double> w, extra;
+  bool any_extra = false;
+};
+
+Taps axis_taps(int64_t in, int64_t out, double out_len, double scale, const ResizeAttrs& a, double roi_lo,
+               double roi_hi, const OpContext& c) {
   c.check(in > 0 || out == 0, "cannot resize an empty axis");
   int K = a.mode == "nearest" ? 1 : a.mode == "linear" ? 2 : 4;
   c.check(a.mode == "nearest" || a.mode == "linear" || a.mode == "cubic", "unknown mode '" + a.mode + "'");
@@ -100,6 +110,18 @@ Tensor resize_axis(const Tensor& x, int64_t axis, int64_t out, double out_len, d
       }
     }
   }
+  return Taps{K, std::move(idx), std::move(w), std::move(extra), any_extra};
+}
+
+// Resizes one axis of x to `out` elements.
+Tensor resize_axis(const Tensor& x, int64_t axis, int64_t out, double out_len, double scale, const ResizeAttrs& a,
+                   double roi_lo, double roi_hi, const OpContext& c) {
+  Taps tp = axis_taps(x.size(axis), out, out_len, scale, a, roi_lo, roi_hi, c);
+  const int K = tp.K;
+  const auto& idx = tp.idx;
+  const auto& w = tp.w;
+  const auto& extra = tp.extra;
+  const bool any_extra = tp.any_extra;
   Tensor it = tensor(idx, Shape{K, out}, x.device());
   if (K == 1 && !any_extra) return index_select(x, axis, it.select(0, 0));
   Shape ws(x.dim(), 1);
@@ -113,6 +135,86 @@ Tensor resize_axis(const Tensor& x, int64_t axis, int64_t out, double out_len, d
   }
   if (any_extra) y = y + tensor(extra, Shape{out}, x.device()).to(dt).reshape(ws);
   return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
+}
+
+float* host_f32(const Tensor& t) {
+  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
+}
+
+// The direct path: a contiguous f32 CPU tensor resized in (at most) its last two axes, no
+// extrapolation. One pass per output row: the H taps combined into a row over the input width,
+// then the W taps, with the same float operations in the same order as the per-axis path
+// (index_select, then term_0 + term_1 + ... of float products), so the results are identical.
+bool resize_direct(const Tensor& x, const std::vector<int64_t>& out, const std::vector<double>& scales,
+                   const std::vector<int64_t>& sizes, const std::vector<double>& roi, const ResizeAttrs& a,
+                   const OpContext& c, Tensor& y) {
+  const int64_t r = x.dim();
+  if (r < 2 || !x.device().is_cpu() || x.dtype() != f32 || !x.is_contiguous() || !x.impl().storage ||
+      a.ctm == "tf_crop_and_resize" || x.numel() == 0)
+    return false;
+  auto skipped = [&](int64_t i) { return out[i] == x.size(i) && scales[i] == 1.0; };
+  for (int64_t i = 0; i + 2 < r; ++i)
+    if (!skipped(i)) return false;
+  Taps t[2];
+  for (int k = 0; k < 2; ++k) {
+    const int64_t i = r - 2 + k, in = x.size(i);
+    if (skipped(i)) {
+      t[k].K = 1;
+      t[k].idx.resize(static_cast<size_t>(in));
+      for (int64_t j = 0; j < in; ++j) t[k].idx[j] = j;
+      t[k].w.assign(static_cast<size_t>(in), 1.0);
+      continue;
+    }
+    double lo = roi.size() == static_cast<size_t>(2 * r) ? roi[i] : 0.0;
+    double hi = roi.size() == static_cast<size_t>(2 * r) ? roi[i + r] : 1.0;
+    double out_len = sizes.empty() ? static_cast<double>(in) * scales[i] : static_cast<double>(out[i]);
+    t[k] = axis_taps(in, out[i], out_len, scales[i], a, lo, hi, c);
+    if (t[k].any_extra) return false;
+  }
+  const bool h_skip = skipped(r - 2), w_skip = skipped(r - 1);
+  const int64_t H = x.size(r - 2), W = x.size(r - 1), Ho = out[r - 2], Wo = out[r - 1];
+  const int64_t planes = x.numel() / (H * W);
+  Shape ys = x.shape();
+  ys[r - 2] = Ho;
+  ys[r - 1] = Wo;
+  y = empty(ys, {.dtype = f32, .device = x.device()});
+  if (y.numel() == 0) return true;
+  const int KH = t[0].K, KW = t[1].K;
+  std::vector<float> wh(t[0].w.begin(), t[0].w.end()), ww(t[1].w.begin(), t[1].w.end());
+  const std::vector<int64_t>&ih = t[0].idx, &iw = t[1].idx;
+  const float* xp = host_f32(x);
+  float* yp = host_f32(y);
+  const bool h_weighted = KH > 1 || (!h_skip && a.mode != "nearest");
+  const bool w_weighted = KW > 1 || (!w_skip && a.mode != "nearest");
+  parallel_for(planes * Ho, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, W + Wo)), [&](int64_t b, int64_t e) {
+    std::vector<float> row(static_cast<size_t>(W));
+    for (int64_t pr = b; pr < e; ++pr) {
+      const int64_t p = pr / Ho, oy = pr % Ho;
+      const float* xs = xp + p * H * W;
+      const float* src = xs + ih[oy] * W;
+      if (h_weighted) {
+        const float w0 = wh[oy];
+        for (int64_t j = 0; j < W; ++j) row[j] = src[j] * w0;
+        for (int k = 1; k < KH; ++k) {
+          const float* s2 = xs + ih[k * Ho + oy] * W;
+          const float wk = wh[k * Ho + oy];
+          for (int64_t j = 0; j < W; ++j) row[j] = row[j] + s2[j] * wk;
+        }
+        src = row.data();
+      }
+      float* dst = yp + pr * Wo;
+      if (!w_weighted) {
+        for (int64_t o = 0; o < Wo; ++o) dst[o] = src[iw[o]];
+        continue;
+      }
+      for (int64_t o = 0; o < Wo; ++o) {
+        float v = src[iw[o]] * ww[o];
+        for (int k = 1; k < KW; ++k) v = v + src[iw[k * Wo + o]] * ww[k * Wo + o];
+        dst[o] = v;
+      }
+    }
+  });
+  return true;
 }
 
 Tensor resize(const OpContext& c, const Tensor& x, std::vector<double> scales, std::vector<int64_t> sizes,
@@ -178,6 +280,8 @@ Tensor resize(const OpContext& c, const Tensor& x, std::vector<double> scales, s
       out[i] = static_cast<int64_t>(std::floor(static_cast<double>(x.size(i)) * scales[i]));
     }
   }
+  Tensor y_direct;
+  if (resize_direct(x, out, scales, sizes, roi, a, c, y_direct)) return y_direct;
   Tensor y = x;
   for (int64_t i = 0; i < r; ++i) {
     double lo = roi.size() == static_cast<size_t>(2 * r) ? roi[i] : 0.0;

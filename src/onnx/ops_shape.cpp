@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/backend.h"
 #include "onnx/ops.h"
 
 namespace kiln::onnx {
@@ -20,6 +21,12 @@ Tensor shape_tensor(const Shape& s, const Device& d) {
 
 Tensor fix_negative(const Tensor& idx, int64_t dim) {
   Tensor i = idx.dtype() == i64 ? idx : cast(idx, i64);
+  if (i.device().is_cpu() && i.is_contiguous() && i.impl().storage) {
+    // Host indices (token ids): read them, and skip the where() when none is negative.
+    const auto* p =
+        reinterpret_cast<const int64_t*>(static_cast<const char*>(i.impl().storage->data) + i.storage_offset() * 8);
+    if (std::none_of(p, p + i.numel(), [](int64_t v) { return v < 0; })) return i;
+  }
   return where(i < 0, i + dim, i);
 }
 

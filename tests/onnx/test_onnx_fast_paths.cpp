@@ -6,8 +6,12 @@
 #include <cmath>
 #include <limits>
 
+#include "kiln/matmul.h"
+#include "kiln/nn/functional/conv.h"
+#include "kiln/nn/functional/pool.h"
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
+#include "onnx/onnx_builder.h"
 
 using namespace kiln;
 namespace O = kiln::onnx::ops;
@@ -55,4 +59,140 @@ TEST(OnnxFastPaths, ClipMatchesClampAndKeepsNan) {
   EXPECT_TRUE(std::isnan(v[0]));
   EXPECT_EQ(v[1], 0.0f);
   EXPECT_EQ(v[2], 6.0f);
+}
+
+// The direct Resize kernel (contiguous f32, last two axes) against the per-axis path
+// (index_select + weighted sums), which a non-contiguous input takes: identical results.
+TEST(OnnxFastPaths, ResizeDirectMatchesPerAxisPath) {
+  manual_seed(11);
+  Tensor x = randn({2, 3, 5, 7});
+  Tensor xs = x.transpose(2, 3).contiguous().transpose(2, 3);  // same values, not contiguous
+  ASSERT_FALSE(xs.is_contiguous());
+  struct Case {
+    const char* mode;
+    const char* ctm;
+    std::vector<double> scales;
+    std::vector<int64_t> sizes;
+  };
+  std::vector<Case> cases = {
+      {"nearest", "asymmetric", {1, 1, 2, 2}, {}},        {"nearest", "half_pixel", {1, 1, 0.6, 1.5}, {}},
+      {"linear", "half_pixel", {1, 1, 2, 2}, {}},         {"linear", "align_corners", {}, {2, 3, 9, 4}},
+      {"linear", "pytorch_half_pixel", {1, 1, 1, 3}, {}}, {"linear", "asymmetric", {1, 1, 2.5, 1}, {}},
+      {"cubic", "half_pixel", {1, 1, 1.7, 0.8}, {}},      {"cubic", "align_corners", {}, {2, 3, 3, 11}}};
+  for (const auto& k : cases) {
+    for (int64_t excl : {0, 1}) {
+      O::Attrs at = {{"mode", k.mode}, {"coordinate_transformation_mode", k.ctm}, {"exclude_outside", excl}};
+      std::vector<Tensor> in = {x, Tensor{}, Tensor{}, Tensor{}}, ins = {xs, Tensor{}, Tensor{}, Tensor{}};
+      if (!k.scales.empty()) in[2] = ins[2] = tensor(std::vector<float>(k.scales.begin(), k.scales.end()), Shape{4});
+      if (!k.sizes.empty()) in[3] = ins[3] = tensor(k.sizes, Shape{4});
+      Tensor a = O::call("Resize", 13, in, at)[0], b = O::call("Resize", 13, ins, at)[0];
+      EXPECT_TRUE(equal(a, b)) << k.mode << " " << k.ctm << " exclude_outside " << excl << " max diff "
+                               << max_abs_diff(a, b);
+    }
+  }
+}
+
+// Conv -> Relu and Conv -> Clip(const bounds) fuse into the conv (a oneDNN post-op), and the two
+// convs into one plan step that keeps the intermediate in oneDNN's blocked layout when it can
+// (dense 16 -> 16 channels), else runs them one by one (depthwise second conv; asymmetric pads),
+// when the model is loaded with optimisations; the unoptimised graph and plain Kiln ops agree.
+TEST(OnnxFastPaths, ConvActivationFusionMatchesUnfused) {
+  using namespace kiln::onnx::test;
+  namespace F = kiln::nn::functional;
+  auto attr_ints = [](const std::string& name, const std::vector<int64_t>& v) {
+    Msg m = Msg().bytes(1, name).varint(20, 7);
+    for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
+    return m;
+  };
+  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
+  struct Case {
+    int64_t C, groups2;
+    std::vector<int64_t> pads2;  // ONNX order: h_begin, w_begin, h_end, w_end
+  };
+  manual_seed(5);
+  for (const Case& k : {Case{8, 8, {1, 1, 1, 1}}, Case{16, 1, {1, 1, 1, 1}}, Case{16, 1, {1, 1, 0, 0}}}) {
+    const int64_t C = k.C;
+    Tensor w1 = randn({C, 3, 3, 3}) * 0.3, b1 = randn({C}) * 0.1, w2 = randn({C, C / k.groups2, 3, 3}) * 0.3,
+           b2 = randn({C});
+    Msg g;
+    Msg c1 = node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1");
+    c1.msg(5, attr_ints("pads", {1, 1, 1, 1}));
+    Msg c2 = node("Conv", {"r1", "w2", "b2"}, {"c2"}, "conv2");
+    c2.msg(5, attr_ints("pads", k.pads2)).msg(5, attr_i("group", k.groups2));
+    g.msg(1, c1)
+        .msg(1, node("Relu", {"c1"}, {"r1"}, "relu"))
+        .msg(1, c2)
+        .msg(1, node("Clip", {"c2", "lo", "hi"}, {"y"}, "clip"));
+    g.msg(5, tensor_f32("w1", {C, 3, 3, 3}, floats(w1)))
+        .msg(5, tensor_f32("b1", {C}, floats(b1)))
+        .msg(5, tensor_f32("w2", {C, C / k.groups2, 3, 3}, floats(w2)))
+        .msg(5, tensor_f32("b2", {C}, floats(b2)))
+        .msg(5, tensor_f32("lo", {}, {0.f}))
+        .msg(5, tensor_f32("hi", {}, {0.5f}));
+    g.msg(11, value_info("x", {-1, 3, 9, 9})).msg(12, value_info("y", {-1, C, -1, -1}));
+    const std::string bytes = model(g);
+    auto fused = onnx::Model::from_bytes(bytes, Device::cpu());
+    auto plain = onnx::Model::from_bytes(bytes, Device::cpu(), {.optimize = false});
+    for (int64_t n : {1, 3}) {
+      Tensor x = randn({n, 3, 9, 9});
+      Tensor a = fused.run({x})[0], b = plain.run({x})[0];
+      Tensor r1 = relu(F::conv2d(x, w1, b1, {.padding = 1}));
+      Tensor r1p = pad(r1, {k.pads2[1], k.pads2[3], k.pads2[0], k.pads2[2]}, "constant", 0.0);
+      Tensor ref = clamp(F::conv2d(r1p, w2, b2, {.groups = k.groups2}), 0.0, 0.5);
+      EXPECT_LT(max_abs_diff(a, b), 1e-6) << C << " " << n;
+      EXPECT_LT(max_abs_diff(a, ref), 1e-5) << C << " " << n;
+    }
+  }
+}
+
+// The direct 2-D MaxPool (f32 CPU, floor mode, no indices) against Kiln's max_pool2d, with NaNs
+// in the input (they propagate): identical results.
+TEST(OnnxFastPaths, MaxPoolDirectMatchesMaxPool2d) {
+  manual_seed(13);
+  Tensor x = randn({2, 3, 11, 9});
+  Tensor mask = rand({2, 3, 11, 9}) < 0.02;
+  x = where(mask, full_like(x, NAN), x);
+  struct Case {
+    int64_t kh, kw, sh, sw, ph, pw;
+  };
+  for (const Case& k : {Case{3, 3, 2, 2, 1, 1}, Case{2, 2, 2, 2, 0, 0}, Case{3, 2, 1, 1, 1, 0}, Case{5, 3, 2, 3, 2, 1},
+                        Case{1, 1, 1, 1, 0, 0}}) {
+    O::Attrs at = {{"kernel_shape", std::vector<int64_t>{k.kh, k.kw}},
+                   {"strides", std::vector<int64_t>{k.sh, k.sw}},
+                   {"pads", std::vector<int64_t>{k.ph, k.pw, k.ph, k.pw}}};
+    Tensor a = O::call("MaxPool", 12, {x}, at)[0];
+    Tensor b = kiln::nn::functional::max_pool2d(x, {k.kh, k.kw}, {.stride = {k.sh, k.sw}, .padding = {k.ph, k.pw}});
+    ASSERT_EQ(a.shape(), b.shape());
+    EXPECT_TRUE(equal(isnan(a), isnan(b))) << k.kh << "x" << k.kw;
+    EXPECT_TRUE(equal(where(isnan(a), zeros_like(a), a), where(isnan(b), zeros_like(b), b))) << k.kh << "x" << k.kw;
+  }
+}
+
+// MatMul followed by Add of a constant vector (either operand order) fuses into one sgemm onto
+// preloaded bias rows; the unoptimised graph and plain Kiln ops agree.
+TEST(OnnxFastPaths, MatMulBiasFusionMatchesUnfused) {
+  using namespace kiln::onnx::test;
+  manual_seed(17);
+  Tensor w1 = randn({6, 5}), b1 = randn({5}), w2 = randn({5, 4}), b2 = randn({4});
+  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
+  Msg g;
+  g.msg(1, node("MatMul", {"x", "w1"}, {"m1"}, "mm1"))
+      .msg(1, node("Add", {"m1", "b1"}, {"h"}, "add1"))
+      .msg(1, node("MatMul", {"h", "w2"}, {"m2"}, "mm2"))
+      .msg(1, node("Add", {"b2", "m2"}, {"y"}, "add2"));
+  g.msg(5, tensor_f32("w1", {6, 5}, floats(w1)))
+      .msg(5, tensor_f32("b1", {5}, floats(b1)))
+      .msg(5, tensor_f32("w2", {5, 4}, floats(w2)))
+      .msg(5, tensor_f32("b2", {4}, floats(b2)));
+  g.msg(11, value_info("x", {-1, 3, 6})).msg(12, value_info("y", {-1, 3, 4}));
+  const std::string bytes = model(g);
+  auto fused = onnx::Model::from_bytes(bytes, Device::cpu());
+  auto plain = onnx::Model::from_bytes(bytes, Device::cpu(), {.optimize = false});
+  for (int64_t n : {1, 4}) {
+    Tensor x = randn({n, 3, 6});
+    Tensor a = fused.run({x})[0], b = plain.run({x})[0];
+    Tensor ref = matmul(matmul(x, w1) + b1, w2) + b2;
+    EXPECT_LT(max_abs_diff(a, b), 1e-5) << n;
+    EXPECT_LT(max_abs_diff(a, ref), 1e-5) << n;
+  }
 }

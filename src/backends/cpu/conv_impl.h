@@ -21,10 +21,23 @@ struct Geom {
   int64_t k_size() const { return k[0] * k[1] * k[2]; }
 };
 
+/// An activation fused into a forward convolution's output: none, relu, or clip to [lo, hi].
+struct PostOp {
+  enum Kind : int { None = 0, Relu = 1, Clip = 2 };
+  int kind = None;
+  float lo = 0, hi = 0;
+};
+
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
-/// y = conv(x, w) + b (b may be null).
-bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y);
+/// y = post(conv(x, w) + b) (b may be null).
+bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post = {});
+/// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null), the
+/// intermediate kept in oneDNN's blocked layout (no reorder to plain and back). False, doing
+/// nothing, when that does not apply (1x1 or otherwise unblocked convolutions, layouts that
+/// differ); the caller then runs the two convolutions one by one.
+bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
+                         const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y);
 /// x = conv backward-data(y, w) + b (b [C] may be null): the ConvTranspose op.
 bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x);
 /// dw = conv backward-weights(x, dy).

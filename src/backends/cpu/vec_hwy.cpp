@@ -142,13 +142,25 @@ void SoftmaxF32(const float* x, float* y, int64_t n, bool log) {
     a0 = hn::Add(a0, e0);
     a1 = hn::Add(a1, e1);
   }
-  float tail = 0.f;
-  for (; i < n; ++i) {
-    const float e = std::exp(x[i] - mx);
-    if (!log) y[i] = e;
-    tail += e;
+  for (; i + N <= n; i += N) {
+    const V e0 = ExpFlush(d, hn::Sub(hn::LoadU(d, x + i), vmx));
+    if (!log) hn::StoreU(e0, d, y + i);
+    a0 = hn::Add(a0, e0);
   }
-  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1))) + tail;
+  if (i < n) {
+    // The last partial vector, padded with -inf (exp gives 0): short rows (attention over a
+    // few tokens) stay vectorised.
+    HWY_ALIGN float buf[64];
+    const int64_t rem = n - i;
+    for (int64_t k = 0; k < N; ++k) buf[k] = k < rem ? x[i + k] : -INFINITY;
+    const V e0 = ExpFlush(d, hn::Sub(hn::Load(d, buf), vmx));
+    a1 = hn::Add(a1, e0);
+    if (!log) {
+      hn::Store(e0, d, buf);
+      std::memcpy(y + i, buf, static_cast<size_t>(rem) * 4);
+    }
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
   // Pass 3: scale, or shift by max + log(sum).
   i = 0;
   if (log) {
