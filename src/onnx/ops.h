@@ -148,4 +148,10 @@ std::vector<Tensor> run_node(const proto::NodeP& node, int64_t opset, const std:
 /// All ops (built once).
 const Registry& registry();
 
+/// Whether t is a contiguous f32 tensor with storage on a CPU device (plain or fused), whose
+/// memory host_f32 can hand to host kernels.
+bool host_f32_ok(const Tensor& t);
+/// Host memory of such a tensor at its first element; queued fused work on it runs first.
+float* host_f32(const Tensor& t);
+
 }  // namespace kiln::onnx

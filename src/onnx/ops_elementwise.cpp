@@ -58,7 +58,7 @@ void relu_host(float* p, int64_t n) {
 Tensor fused_relu(Tensor y) {
   if (y.device().is_cpu() && y.dtype() == f32 && y.is_contiguous() && y.impl().storage &&
       y.impl().storage.use_count() == 1 && y.storage_offset() == 0) {
-    relu_host(static_cast<float*>(y.impl().storage->data), y.numel());
+    relu_host(host_f32(y), y.numel());
     return y;
   }
   return relu(y);

@@ -115,13 +115,6 @@ Tensor global_offsets(const Tensor& idx, const Tensor& x) {
   return idx + base;
 }
 
-bool host_f32_ok(const Tensor& t) {
-  return t.device().is_cpu() && t.dtype() == f32 && t.is_contiguous() && t.impl().storage;
-}
-float* host_f32(const Tensor& t) {
-  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
-}
-
 // Conv straight into oneDNN (f32 CPU, contiguous, symmetric pads), with the plan's fused
 // activation (c.post) as a post-op: no dispatch through the op graph, no separate pass for the
 // activation. False when it does not apply (the general path runs).
@@ -800,6 +793,16 @@ void register_nn(Registry& r) {
     if (e.rank[0] >= 0) e.out_rank = {e.rank[0]};
     return true;
   });
+}
+
+bool host_f32_ok(const Tensor& t) {
+  return t.device().is_cpu() && t.dtype() == f32 && t.is_contiguous() && t.impl().storage;
+}
+
+float* host_f32(const Tensor& t) {
+  char* base = static_cast<char*>(host_storage_data(t));
+  KILN_CHECK(base != nullptr, "onnx", "a CPU tensor without host memory");
+  return reinterpret_cast<float*>(base + t.storage_offset() * 4);
 }
 
 }  // namespace kiln::onnx

@@ -92,12 +92,6 @@ KILN_VEC_MATH float fast_exp(float x) {
   return p * scale;
 }
 
-float* host_f32(const Tensor& t) {
-  char* base = static_cast<char*>(host_storage_data(t));
-  KILN_CHECK(base != nullptr, "LSTM", "the fused LSTM needs tensors in host memory");
-  return reinterpret_cast<float*>(base + t.storage_offset() * 4);
-}
-
 // The per-step kernels, compiled for AVX-512 / AVX2 as well as the baseline (picked at run time).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define KILN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))

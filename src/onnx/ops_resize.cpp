@@ -137,10 +137,6 @@ Tensor resize_axis(const Tensor& x, int64_t axis, int64_t out, double out_len, d
   return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
 }
 
-float* host_f32(const Tensor& t) {
-  return reinterpret_cast<float*>(static_cast<char*>(t.impl().storage->data) + t.storage_offset() * 4);
-}
-
 // The direct path: a contiguous f32 CPU tensor resized in (at most) its last two axes, no
 // extrapolation. One pass per output row: the H taps combined into a row over the input width,
 // then the W taps, with the same float operations in the same order as the per-axis path

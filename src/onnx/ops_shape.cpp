@@ -24,7 +24,7 @@ Tensor fix_negative(const Tensor& idx, int64_t dim) {
   if (i.device().is_cpu() && i.is_contiguous() && i.impl().storage) {
     // Host indices (token ids): read them, and skip the where() when none is negative.
     const auto* p =
-        reinterpret_cast<const int64_t*>(static_cast<const char*>(i.impl().storage->data) + i.storage_offset() * 8);
+        reinterpret_cast<const int64_t*>(static_cast<const char*>(host_storage_data(i)) + i.storage_offset() * 8);
     if (std::none_of(p, p + i.numel(), [](int64_t v) { return v < 0; })) return i;
   }
   return where(i < 0, i + dim, i);
