@@ -470,6 +470,7 @@ def main():
         out += conv_section(t, kiln, torch, have_torch)  # convolution and normalisation block
         out += rm.conv_more_section(t, kiln, torch, have_torch)
         out += autodiff_section(t, kiln, torch, have_torch)  # autodiff block
+    out += rm.fusion_section(a.dir, threads, data)
     out += mem_lines
     out += rm.callgrind_section(a.dir)
     out += ecr_lines

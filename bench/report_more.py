@@ -279,6 +279,68 @@ def ecr_section(raw):
     return lines, best[0]
 
 
+# ---- fusion (issue 9) -----------------------------------------------------------------------------
+
+
+def fusion_section(raw, threads, data):
+    """Elementwise chains on the plain and the fused CPU (and PyTorch eager) against the copy
+    probe of the same run; recording / launch overhead; training steps with and without fusion."""
+    out = []
+    rows = {t: (read_tsv(os.path.join(raw, f"fusion_kiln_t{t}.tsv")), read_tsv(os.path.join(raw, f"fusion_torch_t{t}.tsv")),
+                read_tsv(os.path.join(raw, f"fusion_train_t{t}.tsv"))) for t in threads}
+    if not any(r[0] for r in rows.values()):
+        return out
+    out.append("### Fusion\n")
+    out.append(
+        "`bench/kiln_bench_fusion.cpp`: chains written as separate ops on `Device::cpu()` (one kernel per op) "
+        "and on `Device::cpu().fusion()` (one elementwise program per chain), next to a `memcpy` of the same "
+        "bytes in the same run; `bench/torch_fusion_bench.py` runs the chains in PyTorch eager. % of copy counts "
+        "one read and one write per element (what a fused kernel must move). Targets: fused ≥ 4× unfused, "
+        "≥ 70% of copy bandwidth, faster than PyTorch eager; recording ≤ 0.5 µs per op, a cached plan "
+        "found and launched in ≤ 5 µs.\n"
+    )
+    out.append("| threads | chain | unfused | fused | fused vs unfused | % of copy | PyTorch eager | vs PyTorch |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    for t in threads:
+        k, tt, _ = rows[t]
+        for key in sorted(k):
+            if not key.startswith("fusion_") or not key.endswith("_fused") or "tiny" in key:
+                continue
+            base = key[len("fusion_"):-len("_fused")]
+            chain, size = base.rsplit("_", 1)
+            f = k[key]
+            u = k.get(f"fusion_{base}_unfused")
+            c = k.get(f"copy_{size}")
+            p = tt.get(f"torch_fusion_{base}_eager")
+            sp = f"{u[0] / f[0]:.2f}×" if u and f[0] > 0 else "–"
+            pc = f"{100 * c[0] / f[0]:.0f}%" if c and f[0] > 0 else "–"
+            pt = f"{p[0] * 1e3:.2f} ms" if p else "–"
+            vp = f"{p[0] / f[0]:.1f}×" if p and f[0] > 0 else "–"
+            us = f"{u[0] * 1e3:.2f} ms" if u else "–"
+            out.append(f"| {t} | {chain} ({size}) | {us} | {f[0] * 1e3:.2f} ms | {sp} | {pc} | {pt} | {vp} |")
+    out.append("")
+    out.append("| threads | recording per op | cached plan found and launched | tiny op, unfused | tiny op, fused (record + run) |")
+    out.append("|---|---:|---:|---:|---:|")
+    for t in threads:
+        k = rows[t][0]
+        g = lambda key, scale=1e9, unit="ns": f"{k[key][0] * scale:.0f} {unit}" if key in k else "–"
+        out.append(f"| {t} | {g('fusion_record_per_op')} | {g('fusion_launch_cached_plan', 1e6, 'µs')} | "
+                   f"{g('fusion_tiny_op_unfused')} | {g('fusion_tiny_op_fused')} |")
+    out.append("")
+    out.append("Training steps with fusion as the CPU device (`KILN_FUSION=1`) against the plain CPU of the main run:\n")
+    out.append("| threads | step | plain CPU | fused CPU | fused vs plain |")
+    out.append("|---|---|---:|---:|---:|")
+    for t in threads:
+        plain = data[t][0]
+        fz = rows[t][2]
+        for key in sorted(fz):
+            if key in plain and ok(plain[key]) and ok(fz[key]) and fz[key][0] > 0:
+                out.append(f"| {t} | {key} | {plain[key][0] * 1e3:.2f} ms | {fz[key][0] * 1e3:.2f} ms | "
+                           f"{plain[key][0] / fz[key][0]:.2f}× |")
+    out.append("")
+    return out
+
+
 # ---- the Targets table ---------------------------------------------------------------------------
 
 

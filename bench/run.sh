@@ -105,6 +105,23 @@ for t in $THREADS; do
 done
 unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
 
+# ---- fusion (issue 9): elementwise chains unfused / fused / PyTorch eager with the copy probe,
+# recording and launch overhead, and the training steps again with fusion as the CPU device ----
+FUSION_BENCH="$BUILD_DIR/bench/kiln_bench_fusion"
+if [ -x "$FUSION_BENCH" ]; then
+  for t in $THREADS; do
+    export OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t KILN_NUM_THREADS=$t
+    echo "run.sh: fusion, $t thread(s)"
+    "$FUSION_BENCH" --threads "$t" --reps "$REPS" | tee "$RAW/fusion_kiln_t$t.tsv"
+    if [ -n "$PY" ]; then
+      "$PY" bench/torch_fusion_bench.py --threads "$t" --reps "$REPS" | tee "$RAW/fusion_torch_t$t.tsv"
+    fi
+    KILN_FUSION=1 BENCH_ONLY=train/ "$BENCH" --threads "$t" --reps "$REPS" | grep '^train/' |
+      tee "$RAW/fusion_train_t$t.tsv" || true
+  done
+  unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
+fi
+
 # ---- compile time of a model file (no ccache: the compiler itself) ----------------------------
 COMPILE_CMD="$CXX -std=c++20 -O2 -Iinclude -c bench/compile_model.cpp -o $RAW/compile_model.o"
 echo "compile_cmd=${COMPILE_CMD/$RAW\//}" >> "$RAW/meta.txt"

@@ -89,9 +89,10 @@ void register_nn_grads() {
   // through the view is contiguous (optimizer updates then run on contiguous memory).
   rule(K::MatMul, kSaveInputs, [](C c) -> V {
     const Tensor& g = c.grads[0];
+    // (matmul hands 2-d operands over as a batch of one, [1, R, C]; the output is [1, M, N])
     auto transposed = [&g](const ir::TensorDesc& d) {
-      return g.dim() == 2 && d.shape.size() == 2 && d.shape[0] > 1 && d.shape[1] > 1 && d.strides[0] == 1 &&
-             d.strides[1] == d.shape[0];
+      if (d.shape.size() != 3 || d.shape[0] != 1 || g.dim() != 3 || g.size(0) != 1) return false;
+      return d.shape[1] > 1 && d.shape[2] > 1 && d.strides[1] == 1 && d.strides[2] == d.shape[1];
     };
     Tensor ga, gb;
     if (c.needs(0))
