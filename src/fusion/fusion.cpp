@@ -79,8 +79,7 @@ constexpr int64_t kMaxRowLen = 65536;  // longer rows: the row op runs alone
 constexpr int64_t kMinElemsPerThread = 32768;
 
 std::atomic<int> g_enabled{-1};
-std::mutex g_stats_mu;
-Stats g_stats;
+alignas(64) Stats g_stats;  // updated through std::atomic_ref
 
 bool debug_on() {
   static const bool on = [] {
@@ -134,7 +133,7 @@ Buf& gr(Buf* b) {
 
 struct Rec {
   ir::Op op;
-  std::vector<Buf*> in, out;
+  SmallVec<Buf*, 4> in, out;  // inline: no allocation per recorded op
 };
 
 bool float_or_bool(DType t) { return is_floating(t) || t == DType::Bool; }
@@ -455,8 +454,7 @@ class FusionBackend final : public Backend {
   }
 
   static void bump(int64_t Stats::*field, int64_t n = 1) {
-    std::lock_guard<std::mutex> l(g_stats_mu);
-    g_stats.*field += n;
+    std::atomic_ref<int64_t>(g_stats.*field).fetch_add(n, std::memory_order_relaxed);
   }
 
   void note_eager(const ir::Op& op) {
@@ -960,9 +958,9 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
     const size_t slot = static_cast<size_t>(tile) * 8;
     const size_t nslots = ns + static_cast<size_t>(ngather) + 4;
     char* scratch = aligned(scratch_v, slot * nslots);
-    // per-chunk copies of the ops (descriptors rewritten per tile)
-    std::vector<ir::Op> ops(ns);
-    for (size_t k = 0; k < ns; ++k) {
+    // per-chunk copies of the ops (descriptors rewritten per tile); a program needs none
+    std::vector<ir::Op> ops(prog.ok ? 0 : ns);
+    for (size_t k = 0; k < ops.size(); ++k) {
       ops[k].kind = s[g.steps[k]].op.kind;
       ops[k].attrs = s[g.steps[k]].op.attrs;
       ops[k].inputs = s[g.steps[k]].op.inputs;
@@ -1137,14 +1135,26 @@ bool program_enabled() {
 
 void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
 
+// The counters are bumped with relaxed atomic adds (no lock per recorded op) and read field by
+// field the same way.
+#define KILN_FUSION_STATS(X)                                                                                  \
+  X(recorded)                                                                                                 \
+  X(eager)                                                                                                    \
+  X(dead) X(fused_groups) X(program_groups) X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) \
+      X(intermediates_elided)
 Stats stats() {
-  std::lock_guard<std::mutex> l(g_stats_mu);
-  return g_stats;
+  Stats s;
+#define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);
+  KILN_FUSION_STATS(KILN_LOAD)
+#undef KILN_LOAD
+  return s;
 }
 void reset_stats() {
-  std::lock_guard<std::mutex> l(g_stats_mu);
-  g_stats = Stats{};
+#define KILN_ZERO(f) std::atomic_ref<int64_t>(g_stats.f).store(0, std::memory_order_relaxed);
+  KILN_FUSION_STATS(KILN_ZERO)
+#undef KILN_ZERO
 }
+#undef KILN_FUSION_STATS
 
 }  // namespace fusion
 
