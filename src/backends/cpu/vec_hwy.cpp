@@ -22,10 +22,7 @@
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
-namespace kiln::cpu::vec::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-using D = hn::ScalableTag<float>;
-using V = hn::Vec<D>;
+namespace kiln::cpu::vec::HWY_NAMESPACE {  // hn, D and V come from vec_math-inl.h
 
 bool ExpF32(const float* in, float* out, int64_t n) {
   Map1(in, out, n, [](D d, V x) { return ExpSafe(d, x); });

@@ -14,8 +14,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "hwy/contrib/math/math-inl.h"
+// clang-format off
 #include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+// clang-format on
 #include "ir/op.h"
 
 HWY_BEFORE_NAMESPACE();
