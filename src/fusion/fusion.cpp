@@ -953,6 +953,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   ProgramCode prog;
   if (program_enabled()) build_program(s, g, loads, src, store, tail_in, prog);
   if (prog.ok) bump(&Stats::program_groups);
+  if (debug_on() && !prog.ok) dbg("    (runs op by op: a step or load has no program form)");
   parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) {
     thread_local std::vector<char> scratch_v;
     const size_t slot = static_cast<size_t>(tile) * 8;
