@@ -197,6 +197,9 @@ TEST(TrainProcess, SecondSigintExitsAtOnce) {
   Child c = spawn_piped(dir, "400");                           // slow steps: the second ^C lands inside a step
   ASSERT_TRUE(c.wait_for("epoch 1 valid:", 120000)) << c.out;  // epoch 1's checkpoints exist
   ASSERT_TRUE(c.wait_for("epoch 2/40 train 1/25", 60000)) << c.out;
+  // Step 2 has begun (a signal right after the line could reach the child before it starts the
+  // step, and a stop at that boundary exits before the second ^C): both land inside its 400 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   kill(c.pid, SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   kill(c.pid, SIGINT);
