@@ -374,8 +374,12 @@ void bias_clamp_plane(float* p, float v, float lo, float hi, int64_t n) {
 }
 
 /// Small convolutions (a few microseconds) run on one thread: a parallel region costs about as
-/// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x).
-constexpr double kMinParallelMacs = 1 << 19;
+/// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x at
+/// 2^19; 2^20 keeps ResNet's 590k-MAC convs at batch 1 on one thread). Batches split by images
+/// instead (batch_chunks), whatever their size.
+constexpr double kMinParallelMacs = 1 << 20;
+/// Batches of at least this much work split over the threads by images (batch_chunks).
+constexpr double kMinSplitMacs = 1 << 16;
 
 /// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
@@ -505,8 +509,9 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   if (!usable(g)) return false;
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   const bool serial = macs < kMinParallelMacs;
+  const int chunks = macs < kMinSplitMacs ? 0 : batch_chunks(g.N);
   if (!is_pointwise(g)) {
-    if (const int chunks = batch_chunks(g.N)) {
+    if (chunks) {
       std::vector<Entry*> es;
       std::vector<Geom> gs(static_cast<size_t>(chunks), g);
       for (int c = 0; c < chunks; ++c) {
@@ -549,7 +554,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
     };
     // A batch of small products: one image per thread (each product alone is too small for
     // sgemm to split), else sgemm's own threads.
-    if (g.N > 1 && nt > 1 && g.O * L * g.C < (int64_t{1} << 22))
+    if (chunks && g.O * L * g.C < (int64_t{1} << 22))
       parallel_for(g.N, 1, images);
     else
       images(0, g.N);
@@ -568,7 +573,8 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   auto fits = [](Entry* ea, Entry* eb) {
     return ea && eb && ea != eb && ea->c.reorder && eb->a.reorder && ea->c.used == eb->a.used;
   };
-  if (const int chunks = batch_chunks(ga.N)) {
+  const double macs_a = static_cast<double>(ga.N) * ga.O * ga.out_size() * (ga.C / ga.groups) * ga.k_size();
+  if (const int chunks = macs_a < kMinSplitMacs ? 0 : batch_chunks(ga.N)) {
     std::vector<Geom> gas(static_cast<size_t>(chunks), ga), gbs(static_cast<size_t>(chunks), gb);
     for (int c = 0; c < chunks; ++c) {
       int64_t n0, n1;
