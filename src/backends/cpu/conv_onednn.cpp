@@ -11,7 +11,9 @@
 // reorders and staging buffers are cached by shape key (creation costs far more than a small
 // convolution); the key includes the thread count, because oneDNN fixes its work split when a
 // primitive is created. KILN_CONV_LAYOUT=plain|blocked|nhwc forces one layout (measurements; nhwc
-// was slower than blocked on the ResNet shapes with oneDNN 2.6).
+// was slower than blocked on the ResNet shapes with oneDNN 2.6). A forward conv over a batch on
+// several threads splits by images (batch_chunks): one parallel region, each thread running a
+// single-threaded primitive of its own (cache slot, user-mode scratchpad) over its images.
 #include "backends/cpu/conv_impl.h"
 #include "backends/cpu/onednn.h"
 
