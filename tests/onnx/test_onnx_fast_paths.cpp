@@ -133,15 +133,26 @@ TEST(OnnxFastPaths, ConvActivationFusionMatchesUnfused) {
     const std::string bytes = model(g);
     auto fused = onnx::Model::from_bytes(bytes, Device::cpu());
     auto plain = onnx::Model::from_bytes(bytes, Device::cpu(), {.optimize = false});
-    for (int64_t n : {1, 3}) {
-      Tensor x = randn({n, 3, 9, 9});
-      Tensor a = fused.run({x})[0], b = plain.run({x})[0];
-      Tensor r1 = relu(F::conv2d(x, w1, b1, {.padding = 1}));
-      Tensor r1p = pad(r1, {k.pads2[1], k.pads2[3], k.pads2[0], k.pads2[2]}, "constant", 0.0);
-      Tensor ref = clamp(F::conv2d(r1p, w2, b2, {.groups = k.groups2}), 0.0, 0.5);
-      EXPECT_LT(max_abs_diff(a, b), 1e-6) << C << " " << n;
-      EXPECT_LT(max_abs_diff(a, ref), 1e-5) << C << " " << n;
-    }
+    // Batches of 2+ images on 2 threads take the batch split (each thread a share of the
+    // images, 3 = uneven shares); the reference runs image by image (batch 1: no split).
+    const int saved = num_threads();
+    for (int threads : {1, 2})
+      for (int64_t n : {1, 3, 4}) {
+        set_num_threads(threads);
+        Tensor x = randn({n, 3, 9, 9});
+        Tensor a = fused.run({x})[0], b = plain.run({x})[0];
+        std::vector<Tensor> refs;
+        for (int64_t i = 0; i < n; ++i) {
+          Tensor xi = x.narrow(0, i, 1);
+          Tensor r1 = relu(F::conv2d(xi, w1, b1, {.padding = 1}));
+          Tensor r1p = pad(r1, {k.pads2[1], k.pads2[3], k.pads2[0], k.pads2[2]}, "constant", 0.0);
+          refs.push_back(clamp(F::conv2d(r1p, w2, b2, {.groups = k.groups2}), 0.0, 0.5));
+        }
+        Tensor ref = cat(refs, 0);
+        EXPECT_LT(max_abs_diff(a, b), 1e-6) << C << " " << n << " t=" << threads;
+        EXPECT_LT(max_abs_diff(a, ref), 1e-5) << C << " " << n << " t=" << threads;
+      }
+    set_num_threads(saved);
   }
 }
 

@@ -11,7 +11,9 @@
 // reorders and staging buffers are cached by shape key (creation costs far more than a small
 // convolution); the key includes the thread count, because oneDNN fixes its work split when a
 // primitive is created. KILN_CONV_LAYOUT=plain|blocked|nhwc forces one layout (measurements; nhwc
-// was slower than blocked on the ResNet shapes with oneDNN 2.6).
+// was slower than blocked on the ResNet shapes with oneDNN 2.6). A forward conv over a batch on
+// several threads splits by images (batch_chunks): one parallel region, each thread running a
+// single-threaded primitive of its own (cache slot, user-mode scratchpad) over its images.
 #include "backends/cpu/conv_impl.h"
 #include "backends/cpu/onednn.h"
 
@@ -72,7 +74,7 @@ bool is_pointwise(const Geom& g) {
 
 using Key = std::array<int64_t, 24>;
 
-Key make_key(Kind k, const Geom& g, bool bias, int nt, const PostOp& post = {}) {
+Key make_key(Kind k, const Geom& g, bool bias, int nt, const PostOp& post = {}, int slot = 0) {
   Key key{};
   size_t i = 0;
   key[i++] = post.kind;
@@ -87,7 +89,7 @@ Key make_key(Kind k, const Geom& g, bool bias, int nt, const PostOp& post = {}) 
   key[i++] = g.O;
   key[i++] = g.groups;
   key[i++] = bias;
-  key[i++] = nt;
+  key[i++] = nt + (int64_t{slot} << 20);
   for (int d = 0; d < 3; ++d) {
     // in, k, stride, pad, dil determine out
     key[i++] = g.in[d];
@@ -156,16 +158,22 @@ struct Operand {
   std::unique_ptr<dnnl::reorder> to_used, to_plain;
   std::vector<float> buf;  // blocked staging buffer (when reorder)
 
-  void init(const memory::desc& p, const memory::desc& u, bool input) {
+  /// `attr`: user-managed scratchpad for primitives run on several threads at once; such a
+  /// reorder must need no scratchpad (throws dnnl::error, so the entry is not used).
+  void init(const memory::desc& p, const memory::desc& u, bool input, const dnnl::primitive_attr& attr = {}) {
     plain = p;
     used = u;
     reorder = !(p == u);
     if (!reorder) return;
     auto& eng = onednn::engine();
+    auto pd = input ? dnnl::reorder::primitive_desc(eng, plain, eng, used, attr)
+                    : dnnl::reorder::primitive_desc(eng, used, eng, plain, attr);
+    if (pd.scratchpad_desc().get_size() != 0 && attr.get_scratchpad_mode() == dnnl::scratchpad_mode::user)
+      throw dnnl::error(dnnl_unimplemented, "reorder needs a scratchpad");
     if (input)
-      to_used = std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(eng, plain, eng, used));
+      to_used = std::make_unique<dnnl::reorder>(pd);
     else
-      to_plain = std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(eng, used, eng, plain));
+      to_plain = std::make_unique<dnnl::reorder>(pd);
     buf.resize(used.get_size() / sizeof(float) + 16);
   }
   // Memory objects made once (creating them costs about a microsecond each, which matters for
@@ -234,6 +242,8 @@ struct Entry {
   memory bias_mem;
   std::unordered_map<int, memory> args;             // reused argument map
   std::unordered_map<const float*, Packed> packed;  // constant weights by pointer
+  std::vector<char> scratch_buf;                    // user scratchpad (batch-chunk entries)
+  memory scratch;                                   // over scratch_buf, when there is one
 
   /// The weights operand: a registered constant is reordered once and kept.
   memory weights(const float* w) {
@@ -260,7 +270,10 @@ std::map<Key, std::unique_ptr<Entry>>& cache() {
   return c;
 }
 
-dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain, const PostOp& post = {}) {
+/// `user_scratch`: the primitive's scratchpad is the caller's (Entry::scratch), not oneDNN's
+/// global one, which belongs to the creating thread (batch chunks run on other threads).
+dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain, const PostOp& post = {},
+                                                 bool user_scratch = false) {
   using namespace dnnl;
   auto src = plain ? d.src : act_like(d.src), wei = plain ? d.wei : any_like(d.wei),
        dst = plain ? d.dst : act_like(d.dst);
@@ -268,28 +281,35 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool
                                                d.bias, dst, d.strides, d.dil, d.pad_l, d.pad_r)
                    : convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, src, wei,
                                                dst, d.strides, d.dil, d.pad_l, d.pad_r);
-  if (post.kind == PostOp::None) return convolution_forward::primitive_desc(desc, onednn::engine());
+  primitive_attr attr;
+  if (user_scratch) attr.set_scratchpad_mode(scratchpad_mode::user);
+  if (post.kind == PostOp::None) return convolution_forward::primitive_desc(desc, attr, onednn::engine());
   post_ops po;
   if (post.kind == PostOp::Relu)
     po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
   else
     po.append_eltwise(1.f, algorithm::eltwise_clip, post.lo, post.hi);
-  primitive_attr attr;
   attr.set_post_ops(po);
   return convolution_forward::primitive_desc(desc, attr, onednn::engine());
 }
 
-std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, const PostOp& post) {
+std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, const PostOp& post, bool user_scratch) {
   using namespace dnnl;
   auto e = std::make_unique<Entry>();
   const Descs d = make_descs(g);
   const bool plain = use_plain(kind, g);
   if (kind == Kind::Fwd) {
-    auto pd = fwd_pd(d, bias, plain, post);
-    e->a.init(d.src, pd.src_desc(), true);
-    e->b.init(d.wei, pd.weights_desc(), true);
-    e->c.init(d.dst, pd.dst_desc(), false);
+    auto pd = fwd_pd(d, bias, plain, post, user_scratch);
+    primitive_attr rattr;
+    if (user_scratch) rattr.set_scratchpad_mode(scratchpad_mode::user);
+    e->a.init(d.src, pd.src_desc(), true, rattr);
+    e->b.init(d.wei, pd.weights_desc(), true, rattr);
+    e->c.init(d.dst, pd.dst_desc(), false, rattr);
     e->prim = std::make_unique<convolution_forward>(pd);
+    if (user_scratch && pd.scratchpad_desc().get_size() > 0) {
+      e->scratch_buf.resize(pd.scratchpad_desc().get_size() + 64);
+      e->scratch = memory(pd.scratchpad_desc(), onednn::engine(), e->scratch_buf.data());
+    }
     e->has_bias = bias;
   } else if (kind == Kind::BwdData) {
     auto hint = fwd_pd(d, false, plain);
@@ -318,14 +338,15 @@ std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, const PostOp&
 }
 
 /// The cached entry for this problem (created on first use); null when oneDNN cannot run it.
-Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, const PostOp& post = {}) {
-  const Key key = make_key(kind, g, bias, nt, post);
+/// `slot` tells apart entries of the same problem used at the same time (batch chunks).
+Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, const PostOp& post = {}, int slot = 0) {
+  const Key key = make_key(kind, g, bias, nt, post, slot);
   std::lock_guard<std::mutex> lock(g_cache_mu);
   auto it = cache().find(key);
   if (it != cache().end()) return it->second.get();
   std::unique_ptr<Entry> e;
   try {
-    e = create(kind, g, bias, post);
+    e = create(kind, g, bias, post, slot > 0);
   } catch (const dnnl::error&) {
     e = nullptr;  // unsupported: remembered, the portable path runs
   }
@@ -355,8 +376,12 @@ void bias_clamp_plane(float* p, float v, float lo, float hi, int64_t n) {
 }
 
 /// Small convolutions (a few microseconds) run on one thread: a parallel region costs about as
-/// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x).
-constexpr double kMinParallelMacs = 1 << 19;
+/// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x at
+/// 2^19; 2^20 keeps ResNet's 590k-MAC convs at batch 1 on one thread). Batches split by images
+/// instead (batch_chunks), whatever their size.
+constexpr double kMinParallelMacs = 1 << 20;
+/// Batches of at least this much work split over the threads by images (batch_chunks).
+constexpr double kMinSplitMacs = 1 << 16;
 
 /// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
@@ -385,10 +410,133 @@ static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float
   return dnnl_sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
 }
 
+namespace {
+
+/// Runs one cached forward conv on user buffers (the caller set oneDNN's threads).
+void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const float* b, float* y) {
+  std::lock_guard<std::mutex> lock(e->mu);
+  auto& args = e->args;
+  memory src = e->a.in(x), wei = e->weights(w), dst = e->c.out(y);
+  args[DNNL_ARG_SRC] = src;
+  args[DNNL_ARG_WEIGHTS] = wei;
+  args[DNNL_ARG_DST] = dst;
+  if (b) {
+    if (!e->bias_mem)
+      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
+    e->bias_mem.set_data_handle(const_cast<float*>(b));
+    args[DNNL_ARG_BIAS] = e->bias_mem;
+  }
+  if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
+  e->prim->execute(onednn::stream(), args);
+  e->c.finish(dst, y);
+  onednn::stream().wait();
+}
+
+/// Runs a cached pair (ea's blocked output is eb's input; see onednn_forward_pair), each conv
+/// with oneDNN on its own thread count (nta, ntb; no effect inside a parallel region).
+void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const float* ba, Entry* eb, const Geom& gb,
+              const float* wb, const float* bb, float* y, int nta, int ntb) {
+  std::scoped_lock lock(ea->mu, eb->mu);
+  auto bias_mem = [](Entry* e, const Geom& g, const float* b) {
+    if (!e->bias_mem)
+      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
+    e->bias_mem.set_data_handle(const_cast<float*>(b));
+    return e->bias_mem;
+  };
+  {
+    onednn::ThreadScope scope(nta);
+    auto& args = ea->args;
+    args[DNNL_ARG_SRC] = ea->a.in(x);
+    args[DNNL_ARG_WEIGHTS] = ea->weights(wa);
+    args[DNNL_ARG_DST] = ea->c.staged();
+    if (ba) args[DNNL_ARG_BIAS] = bias_mem(ea, ga, ba);
+    if (ea->scratch) args[DNNL_ARG_SCRATCHPAD] = ea->scratch;
+    ea->prim->execute(onednn::stream(), args);
+    onednn::stream().wait();
+  }
+  {
+    onednn::ThreadScope scope(ntb);
+    auto& args = eb->args;
+    memory dst = eb->c.out(y);
+    args[DNNL_ARG_SRC] = ea->c.staged();
+    args[DNNL_ARG_WEIGHTS] = eb->weights(wb);
+    args[DNNL_ARG_DST] = dst;
+    if (bb) args[DNNL_ARG_BIAS] = bias_mem(eb, gb, bb);
+    if (eb->scratch) args[DNNL_ARG_SCRATCHPAD] = eb->scratch;
+    eb->prim->execute(onednn::stream(), args);
+    eb->c.finish(dst, y);
+    onednn::stream().wait();
+  }
+}
+
+/// Batch split: a forward conv over N > 1 images on several threads runs as one parallel
+/// region in which each thread runs a single-threaded primitive over its share of the images
+/// (reorders included), instead of oneDNN's own split of each reorder and of the conv (three
+/// regions, the reorders of small problems barely faster on two threads). The number of
+/// chunks, 0 when the split does not apply (one thread or image, inside a parallel region).
+int batch_chunks(int64_t N) {
+  const int nt = num_threads();
+  if (N <= 1 || nt <= 1) return 0;
+#ifdef _OPENMP
+  if (omp_in_parallel()) return 0;
+#endif
+  return static_cast<int>(std::min<int64_t>(nt, N));
+}
+
+/// Images [n0, n1) of chunk c of `chunks` over N images.
+void chunk_range(int64_t N, int chunks, int c, int64_t& n0, int64_t& n1) {
+  n0 = N * c / chunks;
+  n1 = N * (c + 1) / chunks;
+}
+
+/// Looks up `count` entries through get(i); a lookup may clear the cache (and so invalidate
+/// entries looked up before it), so the lookups repeat until a pass finds them all unchanged.
+template <class Get>
+bool stable_lookups(std::vector<Entry*>& es, size_t count, const Get& get) {
+  es.assign(count, nullptr);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<Entry*> again(count);
+    for (size_t i = 0; i < count; ++i) again[i] = get(i);
+    for (auto* e : again)
+      if (!e) return false;
+    if (again == es) return true;
+    es = std::move(again);
+  }
+  return false;
+}
+
+}  // namespace
+
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
   if (!usable(g)) return false;
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   const bool serial = macs < kMinParallelMacs;
+  const int chunks = macs < kMinSplitMacs ? 0 : batch_chunks(g.N);
+  if (!is_pointwise(g)) {
+    if (chunks) {
+      std::vector<Entry*> es;
+      std::vector<Geom> gs(static_cast<size_t>(chunks), g);
+      for (int c = 0; c < chunks; ++c) {
+        int64_t n0, n1;
+        chunk_range(g.N, chunks, c, n0, n1);
+        gs[static_cast<size_t>(c)].N = n1 - n0;
+      }
+      onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
+      if (stable_lookups(es, gs.size(), [&](size_t c) {
+            return lookup(Kind::Fwd, gs[c], b != nullptr, 1, post, static_cast<int>(c) + 1);
+          })) {
+        parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) {
+            int64_t n0, n1;
+            chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
+            run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
+                    y + n0 * g.O * g.out_size());
+          }
+        });
+        return true;
+      }
+    }
+  }
   onednn::ThreadScope scope(serial ? 1 : 0);  // else oneDNN uses kiln::num_threads()
   const int nt = serial ? 1 : num_threads();
   if (is_pointwise(g)) {
@@ -408,7 +556,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
     };
     // A batch of small products: one image per thread (each product alone is too small for
     // sgemm to split), else sgemm's own threads.
-    if (g.N > 1 && nt > 1 && g.O * L * g.C < (int64_t{1} << 22))
+    if (chunks && g.O * L * g.C < (int64_t{1} << 22))
       parallel_for(g.N, 1, images);
     else
       images(0, g.N);
@@ -416,27 +564,49 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   }
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt, post);
   if (!e) return false;
-  std::lock_guard<std::mutex> lock(e->mu);
-  auto& args = e->args;
-  memory src = e->a.in(x), wei = e->weights(w), dst = e->c.out(y);
-  args[DNNL_ARG_SRC] = src;
-  args[DNNL_ARG_WEIGHTS] = wei;
-  args[DNNL_ARG_DST] = dst;
-  if (b) {
-    if (!e->bias_mem)
-      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
-    e->bias_mem.set_data_handle(const_cast<float*>(b));
-    args[DNNL_ARG_BIAS] = e->bias_mem;
-  }
-  e->prim->execute(onednn::stream(), args);
-  e->c.finish(dst, y);
-  onednn::stream().wait();
+  run_fwd(e, g, x, w, b, y);
   return true;
 }
 
 bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
                          const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y) {
-  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb)) return false;
+  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb) || ga.N != gb.N) return false;
+  // The intermediate lives in ea's dst staging buffer: it must be blocked, and exactly what eb reads.
+  auto fits = [](Entry* ea, Entry* eb) {
+    return ea && eb && ea != eb && ea->c.reorder && eb->a.reorder && ea->c.used == eb->a.used;
+  };
+  const double macs_a = static_cast<double>(ga.N) * ga.O * ga.out_size() * (ga.C / ga.groups) * ga.k_size();
+  if (const int chunks = macs_a < kMinSplitMacs ? 0 : batch_chunks(ga.N)) {
+    std::vector<Geom> gas(static_cast<size_t>(chunks), ga), gbs(static_cast<size_t>(chunks), gb);
+    for (int c = 0; c < chunks; ++c) {
+      int64_t n0, n1;
+      chunk_range(ga.N, chunks, c, n0, n1);
+      gas[static_cast<size_t>(c)].N = gbs[static_cast<size_t>(c)].N = n1 - n0;
+    }
+    onednn::ThreadScope scope(1);
+    std::vector<Entry*> es;  // a0, b0, a1, b1, ...
+    if (stable_lookups(es, 2 * gas.size(), [&](size_t i) {
+          const size_t c = i / 2;
+          const int slot = static_cast<int>(c) + 1;
+          return i % 2 == 0 ? lookup(Kind::Fwd, gas[c], ba != nullptr, 1, pa, slot)
+                            : lookup(Kind::Fwd, gbs[c], bb != nullptr, 1, pb, slot);
+        })) {
+      bool all = true;
+      for (size_t c = 0; c < gas.size(); ++c) all = all && fits(es[2 * c], es[2 * c + 1]);
+      if (all) {
+        parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) {
+            int64_t n0, n1;
+            chunk_range(ga.N, chunks, static_cast<int>(c), n0, n1);
+            const size_t k = static_cast<size_t>(c);
+            run_pair(es[2 * k], gas[k], x + n0 * ga.C * ga.in_size(), wa, ba, es[2 * k + 1], gbs[k], wb, bb,
+                     y + n0 * gb.O * gb.out_size(), 1, 1);
+          }
+        });
+        return true;
+      }
+    }
+  }
   auto threads = [](const Geom& g) {
     const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
     return macs < kMinParallelMacs ? 1 : num_threads();
@@ -455,37 +625,8 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
     onednn::ThreadScope scope(nta);
     ea = lookup(Kind::Fwd, ga, ba != nullptr, nta, pa);  // again: eb's lookup may have cleared the cache
   }
-  // The intermediate lives in ea's dst staging buffer: it must be blocked, and exactly what eb reads.
-  if (!ea || !eb || ea == eb || !ea->c.reorder || !eb->a.reorder || !(ea->c.used == eb->a.used)) return false;
-  std::scoped_lock lock(ea->mu, eb->mu);
-  auto bias_mem = [](Entry* e, const Geom& g, const float* b) {
-    if (!e->bias_mem)
-      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
-    e->bias_mem.set_data_handle(const_cast<float*>(b));
-    return e->bias_mem;
-  };
-  {
-    onednn::ThreadScope scope(nta);
-    auto& args = ea->args;
-    args[DNNL_ARG_SRC] = ea->a.in(x);
-    args[DNNL_ARG_WEIGHTS] = ea->weights(wa);
-    args[DNNL_ARG_DST] = ea->c.staged();
-    if (ba) args[DNNL_ARG_BIAS] = bias_mem(ea, ga, ba);
-    ea->prim->execute(onednn::stream(), args);
-    onednn::stream().wait();
-  }
-  {
-    onednn::ThreadScope scope(ntb);
-    auto& args = eb->args;
-    memory dst = eb->c.out(y);
-    args[DNNL_ARG_SRC] = ea->c.staged();
-    args[DNNL_ARG_WEIGHTS] = eb->weights(wb);
-    args[DNNL_ARG_DST] = dst;
-    if (bb) args[DNNL_ARG_BIAS] = bias_mem(eb, gb, bb);
-    eb->prim->execute(onednn::stream(), args);
-    eb->c.finish(dst, y);
-    onednn::stream().wait();
-  }
+  if (!fits(ea, eb)) return false;
+  run_pair(ea, ga, x, wa, ba, eb, gb, wb, bb, y, nta, ntb);
   return true;
 }
 

@@ -94,7 +94,7 @@ dnnl::engine& engine() {
   return e;
 }
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  thread_local dnnl::stream s(engine());  // per thread: batch chunks run primitives concurrently
   return s;
 }
 #endif
