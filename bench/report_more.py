@@ -323,7 +323,7 @@ def fusion_section(raw, threads, data):
     out.append("|---|---:|---:|---:|---:|")
     for t in threads:
         k = rows[t][0]
-        g = lambda key, scale=1e9, unit="ns": f"{k[key][0] * scale:.0f} {unit}" if key in k else "–"
+        g = lambda key, scale=1e9, unit="ns": f"{k[key][0] * scale:.{0 if unit == 'ns' else 1}f} {unit}" if key in k else "–"  # noqa: E731
         out.append(f"| {t} | {g('fusion_record_per_op')} | {g('fusion_launch_cached_plan', 1e6, 'µs')} | "
                    f"{g('fusion_tiny_op_unfused')} | {g('fusion_tiny_op_fused')} |")
     out.append("")
