@@ -117,7 +117,10 @@ Tensor bernoulli(const Tensor& p) {
 Tensor bernoulli(const Shape& shape, double p, const TensorOptions& o) {
   check_shape("bernoulli", shape);
   KILN_CHECK(p >= 0.0 && p <= 1.0, "bernoulli", "expects p in [0, 1], got " << p);
-  Tensor pt = scalar_tensor(p, DType::F64, o.device).expand(shape);
+  // f32 results draw against an f32 p directly (no f64 mask and cast: the fused CPU then runs
+  // dropout's mask and scale as one program); other dtypes draw against p in f64.
+  const DType pd = o.dtype == DType::F32 ? DType::F32 : DType::F64;
+  Tensor pt = scalar_tensor(p, pd, o.device).expand(shape);
   return detail::cast_if_needed(bernoulli(pt), o.dtype);
 }
 
