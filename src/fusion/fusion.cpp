@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -374,7 +375,7 @@ class FusionBackend final : public Backend {
       if (lazy()) {
         note_eager(op);
       }
-      flush("op " + std::string(ir::op_name(op.kind)) + " cannot be queued");
+      if (!stream_.empty()) flush("op " + std::string(ir::op_name(op.kind)) + " cannot be queued");
       r.op = op;
       run_single(r);
       return;
@@ -480,18 +481,19 @@ class FusionBackend final : public Backend {
   }
 
   void run_single(const Rec& r) {
-    std::deque<Storage> tmp;
+    // Storages of the inner backend over the buffers' memory: inline for up to 8 (no allocation
+    // per op), in a deque beyond that (Storage cannot move).
+    std::optional<Storage> inline_tmp[8];
+    size_t used = 0;
+    std::deque<Storage> more;
+    auto wrap = [&](Buf* b) -> Storage* {
+      materialise(b);
+      if (used < std::size(inline_tmp)) return &inline_tmp[used++].emplace(b->real, b->nbytes, nullptr);
+      return &more.emplace_back(b->real, b->nbytes, nullptr);
+    };
     SmallVec<Storage*, 4> in, out;
-    for (Buf* b : r.in) {
-      materialise(b);
-      tmp.emplace_back(b->real, b->nbytes, nullptr);
-      in.push_back(&tmp.back());
-    }
-    for (Buf* b : r.out) {
-      materialise(b);
-      tmp.emplace_back(b->real, b->nbytes, nullptr);
-      out.push_back(&tmp.back());
-    }
+    for (Buf* b : r.in) in.push_back(wrap(b));
+    for (Buf* b : r.out) out.push_back(wrap(b));
     inner_->execute(r.op, in.data(), out.data());
   }
 
@@ -1138,11 +1140,12 @@ void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
 
 // The counters are bumped with relaxed atomic adds (no lock per recorded op) and read field by
 // field the same way.
-#define KILN_FUSION_STATS(X)                                                                                  \
-  X(recorded)                                                                                                 \
-  X(eager)                                                                                                    \
-  X(dead) X(fused_groups) X(program_groups) X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) \
-      X(intermediates_elided)
+#define KILN_FUSION_STATS(X) \
+  X(recorded)                \
+  X(eager)                   \
+  X(dead)                    \
+  X(fused_groups)            \
+  X(program_groups) X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);
