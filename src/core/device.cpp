@@ -40,11 +40,12 @@ Device::Device() : backend_(cpu().backend_) {}
 // KILN_FUSION=1 makes the fused CPU (Device::cpu().fusion()) the CPU device; unset or 0, ops
 // run one kernel each unless a device asks for fusion (docs/fusion.md).
 Device Device::cpu() {
-  static const bool fuse = [] {
+  static const Device d = [] {  // decided once: default devices are made per tensor
     const char* e = std::getenv("KILN_FUSION");
-    return e && std::string(e) == "1";
+    const bool fuse = e && std::string(e) == "1";
+    return fuse ? Device(cpu_backend()).fusion() : Device(cpu_backend());
   }();
-  return fuse ? Device(cpu_backend()).fusion() : Device(cpu_backend());
+  return d;
 }
 Device Device::null() { return Device(null_backend()); }
 
