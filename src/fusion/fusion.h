@@ -28,13 +28,13 @@ void set_program_enabled(bool on);
 
 /// Counters over all fusion decorators since the last reset.
 struct Stats {
-  int64_t recorded = 0;      ///< ops queued lazily
-  int64_t eager = 0;         ///< ops that could not be queued (flush, then run directly)
-  int64_t dead = 0;          ///< queued ops never computed (no reader, no live tensor)
-  int64_t fused_groups = 0;  ///< fused kernels launched (two or more ops each)
+  int64_t recorded = 0;        ///< ops queued lazily
+  int64_t eager = 0;           ///< ops that could not be queued (flush, then run directly)
+  int64_t dead = 0;            ///< queued ops never computed (no reader, no live tensor)
+  int64_t fused_groups = 0;    ///< fused kernels launched (two or more ops each)
   int64_t program_groups = 0;  ///< of those, run as one elementwise program (cpu::vec::run_program)
-  int64_t fused_ops = 0;     ///< ops run inside fused kernels
-  int64_t single_ops = 0;    ///< queued ops run alone
+  int64_t fused_ops = 0;       ///< ops run inside fused kernels
+  int64_t single_ops = 0;      ///< queued ops run alone
   int64_t flushes = 0;
   int64_t plans_built = 0;           ///< plan cache misses
   int64_t plan_hits = 0;             ///< plan cache hits
