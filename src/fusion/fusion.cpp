@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -195,8 +196,14 @@ int64_t row_dims(const ir::Op& op) {
   }
 }
 
+/// A convolution that may take a fused activation: Conv without one yet (ops.def).
+bool is_conv_anchor(const ir::Op& op) {
+  return op.kind == OpKind::Conv && op.attrs.ints.size() >= 2 &&
+         op.attrs.ints.size() == static_cast<size_t>(2 + 3 * op.attrs.ints[1]);
+}
+
 bool recordable(const ir::Op& op) {
-  if (step_refusal(op).empty() || op.kind == OpKind::Fill) return true;
+  if (step_refusal(op).empty() || op.kind == OpKind::Fill || is_conv_anchor(op)) return true;
   if (!is_row_kind(op.kind)) return false;
   for (auto& d : op.inputs)
     if (!is_floating(d.dtype)) return false;
@@ -522,6 +529,8 @@ class FusionBackend final : public Backend {
   }
 
   void run_stream(const std::vector<Rec>& s);
+  void run_ops(const std::vector<Rec>& s, std::vector<size_t> order);
+  bool try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j);
   bool try_add_step(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
   bool try_tail(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
   void run_group(const std::vector<Rec>& s, const Group& g);
@@ -682,7 +691,8 @@ bool FusionBackend::try_add_step(const std::vector<Rec>& s, size_t j, Group& g, 
       // A transposed or strided operand (innermost stride not 0 or 1) would be gathered element
       // by element; alone, the op runs through the CPU kernel's tiled transpose instead.
       const ir::TensorDesc& d = r.op.inputs[k];
-      if (!d.shape.empty() && !g.S.empty() && g.S.back() > 1 && d.shape.back() > 1 && d.strides.back() != 1) {
+      if (!d.shape.empty() && !g.S.empty() && g.S.back() > 1 && d.shape.back() > 1 && d.strides.back() != 1 &&
+          d.strides.back() != 0) {
         why = "reads a transposed or strided view " + desc_str(d);
         return false;
       }
@@ -759,49 +769,120 @@ void FusionBackend::run_stream(const std::vector<Rec>& s) {
 
   for (size_t q = 0; q < n; ++q)
     for (Buf* b : s[q].in) fl(b).last_reader = static_cast<int64_t>(q);
-  size_t i = 0;
-  while (i < n) {
-    if (!live[i]) {
-      ++i;
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t q = 0; q < n; ++q)
+    if (live[q]) order.push_back(q);
+  run_ops(s, order);
+}
+
+/// Whether op j may run before the group built so far (it is hoisted past the group's steps):
+/// it reads no buffer the group writes and writes no buffer the group reads or writes.
+bool hoistable(const Rec& r) {
+  for (Buf* b : r.in)
+    if (gr(b).producer >= 0) return false;
+  for (Buf* b : r.out)
+    if (gr(b).producer >= 0 || gr(b).loaded) return false;
+  return true;
+}
+
+/// Conv at i followed by Relu at j (the next live op) reading its whole result, which nothing
+/// else reads: one convolution with the activation fused (oneDNN post-op on x86), writing the
+/// Relu's buffer; the convolution's own result is never materialised.
+bool FusionBackend::try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j) {
+  const Rec &c = s[i], &r = s[j];
+  if (!is_conv_anchor(c.op) || r.op.kind != OpKind::Relu) return false;
+  Buf* y = c.out[0];
+  if (r.in[0] != y || !(r.op.inputs[0] == c.op.outputs[0]) || !(r.op.outputs[0] == c.op.outputs[0]) || y->alive ||
+      fl(y).last_reader != static_cast<int64_t>(j) || r.out[0] == y)
+    return false;
+  for (Buf* b : c.in)
+    if (b == r.out[0]) return false;
+  Rec f;
+  f.op = c.op;
+  f.op.attrs.ints.push_back(1);
+  f.in = c.in;
+  f.out.push_back(r.out[0]);
+  if (debug_on()) dbg("  Conv with its Relu fused " + desc_str(c.op.outputs[0]));
+  bump(&Stats::epilogues);
+  run_single(f);
+  return true;
+}
+
+void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order) {
+  // `order`: live stream indices, ascending. Each round cuts a group from the front: steps join
+  // while they can; an op that cannot join but is independent of the group (hoistable) is set
+  // aside and runs, with the other set-aside ops and in their order, before the group, so the
+  // group can go on past it (a per-channel coefficient computed between two full-size steps).
+  // Anything else ends the group.
+  constexpr size_t kMaxHoisted = 64;
+  size_t head = 0;
+  while (head < order.size()) {
+    const size_t i = order[head];
+    if (head + 1 < order.size() && try_conv_relu(s, i, order[head + 1])) {
+      head += 2;
       continue;
     }
     Group g;
     ++g_gepoch;
     std::string why;
-    size_t j = i;
+    std::vector<size_t> hoisted, rest;
+    size_t end = head + 1;  // first position of `order` not consumed by this round
     if (try_add_step(s, i, g, why)) {
-      for (j = i + 1; j < n; ++j) {
-        if (!live[j]) continue;
+      for (; end < order.size(); ++end) {
+        const size_t j = order[end];
         std::string w1, w2;
         if (try_add_step(s, j, g, w1)) continue;
         if (try_tail(s, j, g, w2)) {
-          ++j;
+          ++end;
           break;
+        }
+        if (hoisted.size() < kMaxHoisted && hoistable(s[j])) {
+          hoisted.push_back(j);
+          continue;
         }
         if (debug_on())
           dbg("  group ends before " + std::string(ir::op_name(s[j].op.kind)) + ": " + (w2.empty() ? w1 : w2));
         break;
       }
-    } else {
-      j = i + 1;
     }
     if (g.steps.size() + (g.tail >= 0 ? 1 : 0) >= 2 && shape_numel(g.S) > 0) {
-      run_group(s, g);
-    } else {
-      for (size_t q = i; q < j; ++q) {
-        if (!live[q]) continue;
-        if (debug_on())
-          dbg("  alone: " + std::string(ir::op_name(s[q].op.kind)) + " " + desc_str(s[q].op.outputs[0]) +
-              (why.empty() ? "" : " (" + why + ")"));
-        bump(&Stats::single_ops);
-        run_single(s[q]);
+      if (!hoisted.empty()) {
+        // Hoisted ops were checked against the group up to their own position only; ops after
+        // them that joined the group may read their results, which is why they run first.
+        if (debug_on()) dbg("  " + std::to_string(hoisted.size()) + " independent ops run before the group");
+        // Set-aside ops after the group's last member stay in the stream.
+        const size_t gend = g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back();
+        std::vector<size_t> before;
+        for (size_t q : hoisted) (q < gend ? before : rest).push_back(q);
+        if (!before.empty()) {
+          // The group reads after all of them now: values it takes from them must be stored.
+          auto mark = [&](size_t q) {
+            for (Buf* b : s[q].in) fl(b).last_reader = std::numeric_limits<int64_t>::max();
+          };
+          for (size_t q : g.steps) mark(q);
+          if (g.tail >= 0) mark(static_cast<size_t>(g.tail));
+          run_ops(s, std::move(before));
+        }
       }
+      run_group(s, g);
+      // What remains: set-aside ops after the group's end, then everything not reached.
+      rest.insert(rest.end(), order.begin() + static_cast<ptrdiff_t>(end), order.end());
+      order = std::move(rest);
+      head = 0;
+    } else {
+      if (debug_on())
+        dbg("  alone: " + std::string(ir::op_name(s[i].op.kind)) + " " + desc_str(s[i].op.outputs[0]) +
+            (why.empty() ? "" : " (" + why + ")"));
+      bump(&Stats::single_ops);
+      run_single(s[i]);
+      ++head;
     }
-    i = j;
   }
 }
 
 void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
+  ++g_gepoch;  // fresh per-buffer group scratch (hoisted groups may have run since g was cut)
   const size_t ns = g.steps.size();
   const size_t gend = g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back();
   // Is buffer b read by a (live or not: conservative) op after the group?
@@ -1145,7 +1226,8 @@ void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
   X(eager)                   \
   X(dead)                    \
   X(fused_groups)            \
-  X(program_groups) X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided)
+  X(program_groups)          \
+  X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided) X(epilogues)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);

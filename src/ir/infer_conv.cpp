@@ -18,9 +18,12 @@ void infer_conv(Op& op) {
   const int64_t groups = a[0], nsp = a[1];
   KILN_CHECK(nsp >= 1 && nsp <= 3, name, "supports 1 to 3 spatial dims, got " << nsp);
   const size_t extra = op.kind == OpKind::Conv ? 0 : static_cast<size_t>(nsp);
-  KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,
-             "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "
-                        << a.size());
+  if (op.kind == OpKind::Conv && a.size() == static_cast<size_t>(3 + 3 * nsp)) {  // + fused activation
+    KILN_CHECK(a.back() == 0 || a.back() == 1, name, "fused activation must be 0 (none) or 1 (relu), got " << a.back());
+  } else
+    KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,
+               "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "
+                          << a.size());
   KILN_CHECK(groups >= 1, name, "groups must be positive, got " << groups);
   auto stride = [&](int64_t i) { return a[static_cast<size_t>(2 + i)]; };
   auto pad = [&](int64_t i) { return a[static_cast<size_t>(2 + nsp + i)]; };

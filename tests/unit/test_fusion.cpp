@@ -244,6 +244,88 @@ TEST(FusionAutodiff, BalancedCheckpointingComposes) {
 
 // ---- property test: random op streams -----------------------------------------------------------
 
+TEST(Fusion, IndependentOpsRunBeforeTheGroupThatGoesOnPastThem) {
+  // Batch-norm backward shape: full-size steps with per-channel coefficients computed between
+  // them. The coefficient ops read nothing the full-size group writes, so they run first and
+  // the full-size steps form one group.
+  auto f = [](const Device& d) {
+    manual_seed(21);
+    Tensor x = randn({8, 6, 5, 7}, {.device = d}), g = randn({8, 6, 5, 7}, {.device = d});
+    Tensor mean = x.mean({0, 2, 3}, true), var = x.var({0, 2, 3}, 0, true);
+    Tensor xc = x - mean;
+    Tensor invstd = rsqrt(var + 1e-5);
+    Tensor a = xc * invstd;
+    Tensor coef = invstd * invstd * 0.5;  // per channel, between two full-size steps
+    Tensor y = a * coef + g;
+    Tensor w = mean.expand({8, 6, 5, 7}) + y;  // a stride-0 view of the full shape is a gather
+    return std::vector<Tensor>{y, w};
+  };
+  auto a = f(plain());
+  fusion::reset_stats();
+  auto b = f(fused());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 0, 0)) << i;
+  const fusion::Stats s = fusion::stats();
+  EXPECT_EQ(s.fused_groups, 2) << "the per-channel chain, then all full-size steps";
+  EXPECT_EQ(s.fused_ops, 4 + 5);
+}
+
+TEST(Fusion, HoistingRespectsInPlaceWrites) {
+  // A per-channel op that overwrites what the group read, or reads what it wrote, keeps its
+  // place in the stream; one that writes a buffer the group reads later runs first.
+  auto f = [](const Device& d) {
+    manual_seed(22);
+    Tensor x = randn({16, 40}, {.device = d});
+    Tensor c = randn({1, 40}, {.device = d}), k = randn({1, 40}, {.device = d});
+    Tensor y1 = x * c;
+    c.mul_(2.0);         // overwrites an operand of y1: after y1
+    Tensor y2 = y1 + c;  // reads the new c
+    k.add_(1.0);         // independent of the group: runs first
+    Tensor y3 = y2 * k;
+    Tensor y4 = y3 - 1.0;
+    return std::vector<Tensor>{y1, y2, y3, y4, c, k};
+  };
+  auto a = f(plain());
+  fusion::reset_stats();
+  auto b = f(fused());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 0, 0)) << i;
+  EXPECT_EQ(fusion::stats().fused_ops, 3) << "y2, y3, y4; y1 and the two in-place ops alone";
+}
+
+TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
+  // f32 (oneDNN post-op where built in) and f64 (the portable kernel, then the activation);
+  // with and without bias; strided and padded; gradients through autodiff too.
+  for (DType dt : {f32, f64}) {
+    for (bool bias : {true, false}) {
+      auto f = [&](const Device& d) {
+        manual_seed(31);
+        Device ad = d.autodiff();
+        Tensor x = randn({3, 4, 11, 9}, {.dtype = dt, .device = ad});
+        Tensor w = randn({6, 4, 3, 3}, {.dtype = dt, .device = ad}).require_grad();
+        Tensor b = bias ? randn({6}, {.dtype = dt, .device = ad}).require_grad() : Tensor();
+        Tensor y = relu(F::conv2d(x, w, b, {.stride = 2, .padding = 1}));
+        auto g = (y * y).sum().backward();
+        std::vector<Tensor> out{y.detach(), g.get(w)};
+        if (bias) out.push_back(g.get(b));
+        return out;
+      };
+      auto a = f(plain());
+      fusion::reset_stats();
+      auto b = f(fused());
+      EXPECT_EQ(fusion::stats().epilogues, 1) << dtype_name(dt) << " bias " << bias;
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << i;
+    }
+  }
+  // A convolution whose result is still held (or read by another op) keeps it.
+  manual_seed(32);
+  Tensor x = randn({2, 3, 8, 8}, {.device = fused()}), w = randn({5, 3, 3, 3}, {.device = fused()});
+  fusion::reset_stats();
+  Tensor c = F::conv2d(x, w);
+  Tensor r = relu(c);
+  EXPECT_TRUE(close(r, relu(F::conv2d(x.to(plain()), w.to(plain()))), 1e-6, 1e-6));
+  EXPECT_TRUE(close(c, F::conv2d(x.to(plain()), w.to(plain())), 1e-6, 1e-6));
+  EXPECT_EQ(fusion::stats().epilogues, 0);
+}
+
 TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
   std::mt19937 rng(1234);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };

@@ -168,6 +168,13 @@ TEST(FusionProgram, BinaryCompareLogicalAndWhereMatchBitwise) {
       },
       n);
   check(
+      "lerp",  // weights inside, at and beyond [0, 1], NaN and inf among them; a scalar weight too
+      [&](const Tensor& x) {
+        Tensor o = other.to(x.device());
+        return std::vector<Tensor>{lerp(x * 0.5, o, x * 0.25), lerp(x, o * 2.0, scalar_tensor(0.3).to(x.device()))};
+      },
+      n);
+  check(
       "isnan isfinite casts",
       [&](const Tensor& x) {
         Tensor y = x * 2.0;

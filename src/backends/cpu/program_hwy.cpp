@@ -41,6 +41,14 @@ constexpr int64_t kC = kProgramChunk;
 HWY_INLINE V StdMax(V a, V b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
 HWY_INLINE V StdMin(V a, V b) { return hn::IfThenElse(hn::Lt(b, a), b, a); }
 HWY_INLINE V Bool01(D d, hn::Mask<D> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
+/// x, opaque to the optimiser: a product passed through it is not contracted into an FMA (the
+/// scalar kernels, built without FMA, round the product and the sum separately).
+HWY_INLINE V NoContract(V x) {
+#if HWY_ARCH_X86
+  asm("" : "+v"(x.raw));
+#endif
+  return x;
+}
 HWY_INLINE hn::Mask<D> NonZero(D d, V x) { return hn::Not(hn::Eq(x, hn::Zero(d))); }  // NaN: true
 
 /// The ops without a VisitUnary entry: returns false when kind is not one of them.
@@ -136,6 +144,14 @@ HWY_INLINE bool OtherOp(D d, const PInstr& in, const M1& map1, const M2& map2, c
       return true;
     case OpKind::Where:
       map3([d](V c, V x, V y) { return hn::IfThenElse(NonZero(d, c), x, y); });
+      return true;
+    case OpKind::Lerp:  // the kernel's formula, exact at both ends; products never fused into FMAs
+      map3([d](V a, V b, V t) {
+        const V diff = hn::Sub(b, a);
+        const V lo = hn::Add(a, NoContract(hn::Mul(t, diff)));
+        const V hi = hn::Sub(b, NoContract(hn::Mul(diff, hn::Sub(hn::Set(d, 1.0f), t))));
+        return hn::IfThenElse(hn::Lt(hn::Abs(t), hn::Set(d, 0.5f)), lo, hi);
+      });
       return true;
     default:
       return false;
@@ -317,6 +333,9 @@ bool program_supports(const ir::Op& op, PInstr* ins) {
     case OpKind::LogicalOr:
     case OpKind::LogicalXor:
       ok = op.inputs.size() == 2 && o == DType::Bool;
+      break;
+    case OpKind::Lerp:
+      ok = all_f32 && op.inputs.size() == 3;
       break;
     case OpKind::Where:
       ok = op.inputs.size() == 3 && op.inputs[0].dtype == DType::Bool && op.inputs[1].dtype == o &&
