@@ -140,18 +140,26 @@ struct Rec {
 
 bool float_or_bool(DType t) { return is_floating(t) || t == DType::Bool; }
 
-/// Why op cannot be a step of an elementwise chain (empty: it can).
-std::string step_refusal(const ir::Op& op) {
+/// Why op cannot be a step of an elementwise chain (null: it can).
+const char* step_refusal(const ir::Op& op) {
   ir::Family f = ir::op_family(op.kind);
   if (f != ir::Family::Unary && f != ir::Family::Binary && f != ir::Family::Ternary) return "not elementwise";
   if (op.kind == OpKind::Bernoulli) return "random (position-dependent)";
   if (op.outputs.size() != 1) return "several outputs";
   if (op.kind != OpKind::Cast) {
     for (auto& d : op.inputs)
-      if (!float_or_bool(d.dtype)) return std::string("integer operand (") + dtype_name(d.dtype).data() + ")";
+      if (!float_or_bool(d.dtype)) return "integer operand";
     if (!float_or_bool(op.outputs[0].dtype)) return "integer result";
   }
-  return "";
+  return nullptr;
+}
+
+/// Returns false, setting why to msg() when debug output is on (refusals are only formatted
+/// for KILN_FUSION_DEBUG: a flush tries many ops against each group).
+template <class Msg>
+bool refuse(std::string& why, const Msg& msg) {
+  if (debug_on()) why = msg();
+  return false;
 }
 
 bool is_row_kind(OpKind k) {
@@ -203,7 +211,7 @@ bool is_conv_anchor(const ir::Op& op) {
 }
 
 bool recordable(const ir::Op& op) {
-  if (step_refusal(op).empty() || op.kind == OpKind::Fill || is_conv_anchor(op)) return true;
+  if (!step_refusal(op) || op.kind == OpKind::Fill || is_conv_anchor(op)) return true;
   if (!is_row_kind(op.kind)) return false;
   for (auto& d : op.inputs)
     if (!is_floating(d.dtype)) return false;
@@ -468,8 +476,8 @@ class FusionBackend final : public Backend {
   void note_eager(const ir::Op& op) {
     bump(&Stats::eager);
     if (debug_on()) {
-      std::string why = step_refusal(op);
-      if (is_row_kind(op.kind)) why = "row op on a non-float dtype";
+      const char* w = step_refusal(op);
+      std::string why = is_row_kind(op.kind) ? "row op on a non-float dtype" : w ? w : "";
       dbg("not queued: " + std::string(ir::op_name(op.kind)) + " (" + why + "); runs now" +
           (stream_.empty() ? "" : ", after flushing " + std::to_string(stream_.size()) + " queued ops"));
     }
@@ -668,40 +676,32 @@ char* aligned(std::vector<char>& v, size_t n) {
 
 bool FusionBackend::try_add_step(const std::vector<Rec>& s, size_t j, Group& g, std::string& why) {
   const Rec& r = s[j];
-  why = step_refusal(r.op);
-  if (!why.empty()) return false;
+  if (const char* w = step_refusal(r.op)) return refuse(why, [&] { return std::string(w); });
   const ir::TensorDesc& o = r.op.outputs[0];
   if (g.steps.empty()) g.S = o.shape;
-  if (!is_full_contiguous(o, g.S)) {
-    why = o.shape == g.S ? "writes into a strided view" : "shape " + desc_str(o) + " differs from the group's";
-    return false;
-  }
+  if (!is_full_contiguous(o, g.S))
+    return refuse(why, [&] {
+      return o.shape == g.S ? std::string("writes into a strided view")
+                            : "shape " + desc_str(o) + " differs from the group's";
+    });
   for (size_t k = 0; k < r.in.size(); ++k) {
     const int64_t pr = gr(r.in[k]).producer;
     if (pr >= 0) {
-      if (!(s[static_cast<size_t>(pr)].op.outputs[0] == r.op.inputs[k])) {
-        why = "reads a value of the group through another view";
-        return false;
-      }
+      if (!(s[static_cast<size_t>(pr)].op.outputs[0] == r.op.inputs[k]))
+        return refuse(why, [&] { return std::string("reads a value of the group through another view"); });
     } else if (!is_identity(r.op.inputs[k], g.S) && r.op.inputs[k].numel() != 1) {
-      if (r.in[k] == r.out[0]) {
-        why = "reads its own output buffer through a broadcast";
-        return false;
-      }
+      if (r.in[k] == r.out[0])
+        return refuse(why, [&] { return std::string("reads its own output buffer through a broadcast"); });
       // A transposed or strided operand (innermost stride not 0 or 1) would be gathered element
       // by element; alone, the op runs through the CPU kernel's tiled transpose instead.
       const ir::TensorDesc& d = r.op.inputs[k];
       if (!d.shape.empty() && !g.S.empty() && g.S.back() > 1 && d.shape.back() > 1 && d.strides.back() != 1 &&
-          d.strides.back() != 0) {
-        why = "reads a transposed or strided view " + desc_str(d);
-        return false;
-      }
+          d.strides.back() != 0)
+        return refuse(why, [&] { return std::string("reads a transposed or strided view " + desc_str(d)); });
     }
   }
-  if (gr(r.out[0]).loaded_other) {
-    why = "overwrites a buffer the group reads through a broadcast";
-    return false;
-  }
+  if (gr(r.out[0]).loaded_other)
+    return refuse(why, [&] { return std::string("overwrites a buffer the group reads through a broadcast"); });
   for (size_t k = 0; k < r.in.size(); ++k)
     if (gr(r.in[k]).producer < 0) {
       r.in[k]->loaded = true;
@@ -716,33 +716,23 @@ bool FusionBackend::try_tail(const std::vector<Rec>& s, size_t j, Group& g, std:
   const Rec& r = s[j];
   if (!is_row_kind(r.op.kind)) return false;
   const int64_t pr = gr(r.in[0]).producer;
-  if (pr < 0 || !(s[static_cast<size_t>(pr)].op.outputs[0] == r.op.inputs[0])) {
-    why = "row op whose input is not a value of the group";
-    return false;
-  }
+  if (pr < 0 || !(s[static_cast<size_t>(pr)].op.outputs[0] == r.op.inputs[0]))
+    return refuse(why, [&] { return std::string("row op whose input is not a value of the group"); });
   const int64_t k = row_dims(r.op);
-  if (k == 0) {
-    why = "row op not over the trailing dims";
-    return false;
-  }
+  if (k == 0) return refuse(why, [&] { return std::string("row op not over the trailing dims"); });
   const int64_t rk = static_cast<int64_t>(g.S.size());
   int64_t rowlen = 1;
   for (int64_t i = rk - k; i < rk; ++i) rowlen *= g.S[static_cast<size_t>(i)];
-  if (rowlen < 1 || rowlen > kMaxRowLen) {
-    why = "row of " + std::to_string(rowlen) + " elements (too long for a tile)";
-    return false;
-  }
+  if (rowlen < 1 || rowlen > kMaxRowLen)
+    return refuse(why,
+                  [&] { return std::string("row of " + std::to_string(rowlen) + " elements (too long for a tile)"); });
   for (size_t q = 1; q < r.in.size(); ++q)
-    if (gr(r.in[q]).producer >= 0) {
-      why = "row op parameter produced in the group";
-      return false;
-    }
+    if (gr(r.in[q]).producer >= 0)
+      return refuse(why, [&] { return std::string("row op parameter produced in the group"); });
   for (size_t q = 0; q < r.out.size(); ++q) {
     if (r.op.outputs[q].offset != 0 || !r.op.outputs[q].is_contiguous() || gr(r.out[q]).loaded ||
-        gr(r.out[q]).producer >= 0) {
-      why = "row op output aliases the group's buffers";
-      return false;
-    }
+        gr(r.out[q]).producer >= 0)
+      return refuse(why, [&] { return std::string("row op output aliases the group's buffers"); });
   }
   g.tail = static_cast<ptrdiff_t>(j);
   return true;
@@ -815,7 +805,8 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
   // aside and runs, with the other set-aside ops and in their order, before the group, so the
   // group can go on past it (a per-channel coefficient computed between two full-size steps).
   // Anything else ends the group.
-  constexpr size_t kMaxHoisted = 64;
+  // Bounds on the look-ahead: ops set aside in all, and in a row since the last one joined.
+  constexpr size_t kMaxHoisted = 32, kMaxHoistedRun = 12;
   size_t head = 0;
   while (head < order.size()) {
     const size_t i = order[head];
@@ -828,17 +819,22 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
     std::string why;
     std::vector<size_t> hoisted, rest;
     size_t end = head + 1;  // first position of `order` not consumed by this round
+    size_t run = 0;         // ops set aside since the last step joined
     if (try_add_step(s, i, g, why)) {
       for (; end < order.size(); ++end) {
         const size_t j = order[end];
         std::string w1, w2;
-        if (try_add_step(s, j, g, w1)) continue;
+        if (try_add_step(s, j, g, w1)) {
+          run = 0;
+          continue;
+        }
         if (try_tail(s, j, g, w2)) {
           ++end;
           break;
         }
-        if (hoisted.size() < kMaxHoisted && hoistable(s[j])) {
+        if (hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j])) {
           hoisted.push_back(j);
+          ++run;
           continue;
         }
         if (debug_on())
@@ -850,12 +846,12 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       if (!hoisted.empty()) {
         // Hoisted ops were checked against the group up to their own position only; ops after
         // them that joined the group may read their results, which is why they run first.
-        if (debug_on()) dbg("  " + std::to_string(hoisted.size()) + " independent ops run before the group");
         // Set-aside ops after the group's last member stay in the stream.
         const size_t gend = g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back();
         std::vector<size_t> before;
         for (size_t q : hoisted) (q < gend ? before : rest).push_back(q);
         if (!before.empty()) {
+          if (debug_on()) dbg("  " + std::to_string(before.size()) + " independent ops run before the group");
           // The group reads after all of them now: values it takes from them must be stored.
           auto mark = [&](size_t q) {
             for (Buf* b : s[q].in) fl(b).last_reader = std::numeric_limits<int64_t>::max();
