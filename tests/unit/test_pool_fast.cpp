@@ -18,6 +18,10 @@
 #include "gradcheck.h"
 #include "test_util.h"
 
+#if KILN_TEST_HWY_TARGETS
+#include <hwy/targets.h>
+#endif
+
 namespace {
 
 using namespace kiln;
@@ -205,6 +209,42 @@ TEST(PoolFast, MaxPool2dMatchesNaiveAndGenericBitwise) {
                 if (!ok) continue;
                 check_case<float>(s, w, seed++);
               }
+}
+
+/// The fast-path cases whose interior runs in the SIMD kernels (full vectors, the 4-lane
+/// fallback, overlap at the end, the scalar loop for short rows).
+void simd_cases() {
+  uint32_t seed = 500;
+  for (const Shape& s : {Shape{1, 2, 9, 37}, Shape{2, 3, 28, 28}, Shape{1, 2, 14, 14}, Shape{1, 1, 4, 64},
+                         Shape{1, 1, 5, 11}, Shape{1, 1, 3, 7}})
+    for (int64_t kh : {1, 2, 3})
+      for (int64_t kw : {2, 3})
+        for (int64_t pw : {int64_t{0}, kw / 2})
+          for (bool ceil : {false, true}) {
+            const Win w{{kh, kw}, {2, 2}, {0, pw}, {1, 1}, ceil};
+            if (pool_out(s[2], kh, 0, 2, 1, ceil) < 1 || pool_out(s[3], kw, pw, 2, 1, ceil) < 1) continue;
+            check_case<float>(s, w, seed++);
+          }
+}
+
+TEST(PoolFast, EverySimdTargetMatchesNaive) {
+#if KILN_TEST_HWY_TARGETS
+  struct Restore {
+    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  int ran = 0;
+  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
+    if (!(supported & t)) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    simd_cases();
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+#else
+  simd_cases();
+#endif
 }
 
 TEST(PoolFast, OtherGeometriesMatchNaive) {

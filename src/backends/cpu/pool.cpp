@@ -26,6 +26,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/pool_vec.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -297,16 +298,19 @@ void max_pool_impl(const ir::Op& op, void* const* in, void* const* out, const Ge
 
 // Note [Max pool fast path]
 // The common CNN case -- unit-stride rows, width stride 2, width kernel 2 or 3, no width
-// dilation, f32/f64 -- skips the phase buffers: each valid input row of a window is one pass
-// over the output row that reads the KW taps of every output column straight from the row
-// (stride-2 loads the compiler vectorises) and updates the running max, and its flattened index
-// as an i32, in the generic path's order (rows of the window in order, then taps) with its rule
-// (`v > max || isnan(v)`). Columns whose taps are not all inside the row (padding, ceil_mode)
-// run the same update with bounds checks. The running max starts at -inf with the index of the
-// window's first valid position, so values and indices are bitwise those of max_pool_impl
-// (first max wins on ties, the last NaN wins, an all -inf window points at its first valid
-// element). Depth/height are looped as in the generic path (any kernel, stride, padding,
-// dilation).
+// dilation, f32/f64 -- skips the phase buffers. An output row whose window rows all lie inside
+// the input (one depth tap, height kernel <= 3; any height stride/dilation) is computed column
+// by column from the rows in place: with indices by max_fused_row (every tap of a column in
+// max_pool_impl's order, row by row, with its rule `v > max || isnan(v)`, the running max starting
+// at the first tap, which is what the generic path's -inf start gives bitwise); without, by
+// max_values_row in max_pool_values' order (each tap's maximum over the rows, then the taps), so
+// NaN payloads and signed zeros win as in each generic path. The interior columns (all taps
+// inside the row) of f32 rows run in Highway kernels (pool_hwy.cpp: de-interleaving loads, the
+// same visiting order and rule); padded/ceil_mode edge columns run scalar with bounds checks.
+// Other rows (height padding, 3-d windows) update a running max and i32 index per valid input
+// row (max_row_pass), starting at -inf and the window's first valid position like
+// max_pool_impl; values-only rows reduce the window rows first as max_pool_values. Indices are
+// built as i32 (planes below 2^31 elements) and widened on store.
 
 /// Whether the fast path applies (Note [Max pool fast path]).
 template <class T>
@@ -411,7 +415,12 @@ void max_fused_row(const A* const* rows, const int32_t* rb, int64_t W, int64_t P
   if constexpr (KH > 1) b[1] = rb[1] + static_cast<int32_t>(c0);
   if constexpr (KH > 2) b[2] = rb[2] + static_cast<int32_t>(c0);
   const int32_t b0 = b[0], b1 = b[1], b2 = b[2];
-  for (int64_t o = 0; o < n; ++o) {
+  bool done = false;
+  if constexpr (std::is_same_v<A, float>) {
+    const float* vr[3] = {r0, r1, r2};
+    done = vec::max_pool_interior_f32(vr, b, KH, KW, n, yo, io);
+  }
+  for (int64_t o = 0; o < (done ? 0 : n); ++o) {
     const int32_t o2 = 2 * static_cast<int32_t>(o);
     A a = r0[2 * o];
     int32_t k = b0 + o2;
@@ -438,6 +447,39 @@ void max_fused_row(const A* const* rows, const int32_t* rb, int64_t W, int64_t P
   for (int64_t o = ohi; o < OW; ++o) edge(o);
 }
 
+/// Values-only output row from the KH <= 3 window rows starting at `row0` (`rstride` apart),
+/// all inside the input: SIMD interior, scalar edge columns, both in max_pool_values' order
+/// (each tap's maximum over the rows, then over the taps). False, writing nothing, when the
+/// SIMD kernel does not apply.
+template <int KW, class T>
+bool max_values_row(const T* row0, int64_t rstride, int64_t KH, int64_t W, int64_t PW, int64_t OW, T* y) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const int64_t olo = std::min<int64_t>(OW, (PW + 1) / 2);
+    const int64_t ohi = W - KW + PW >= 0 ? std::clamp<int64_t>((W - KW + PW) / 2 + 1, olo, OW) : olo;
+    const int64_t c0 = 2 * olo - PW;
+    const float* rows[3] = {row0, row0, row0};
+    for (int64_t j = 0; j < KH; ++j) rows[j] = row0 + j * rstride;
+    const float* vr[3] = {rows[0] + c0, rows[1] + c0, rows[2] + c0};
+    if (!vec::max_pool_interior_values_f32(vr, static_cast<int>(KH), KW, ohi - olo, y + olo)) return false;
+    auto edge = [&](int64_t o) {
+      float a = lowest_value<float>();
+      for (int t = 0; t < KW; ++t) {
+        const int64_t c = 2 * o - PW + t;
+        if (c < 0 || c >= W) continue;
+        float cm = rows[0][c];
+        for (int64_t j = 1; j < KH; ++j) cm = nanmax(cm, rows[j][c]);
+        a = nanmax(a, cm);
+      }
+      y[o] = a;
+    };
+    for (int64_t o = 0; o < olo; ++o) edge(o);
+    for (int64_t o = ohi; o < OW; ++o) edge(o);
+    return true;
+  }
+}
+
 /// Max pooling (values, and indices when Idx) on the fast path (Note [Max pool fast path]).
 template <class T, bool Idx, int KW>
 void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
@@ -459,6 +501,7 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
       if (g.k[1] == 3) fused = &max_fused_row<3, KW, T>;
     }
   }
+  const bool fused_values = !Idx && std::is_same_v<T, float> && g.k[0] == 1 && g.p[0] == 0 && g.k[1] <= 3;
   parallel_for(units, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OW * taps)), [&](int64_t b, int64_t e) {
     std::vector<int32_t> tap(Idx ? static_cast<size_t>(OW) : 0);
     std::vector<T> rowbuf(Idx ? 0 : static_cast<size_t>(W));
@@ -490,6 +533,9 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
       if constexpr (!Idx) {
         // Values only: rows first, then the taps, in max_pool_values' order (same NaN and
         // signed-zero winners).
+        if (fused_values && h0 >= 0 && h0 + (g.k[1] - 1) * g.dl[1] < H &&
+            max_values_row<KW>(xp + d0 * g.xs[0] + h0 * g.xs[1], g.xs[1] * g.dl[1], g.k[1], W, PW, OW, m))
+          continue;
         if (combine_rows<true>(xp, g, d0, h0, rowbuf.data()))
           max_row_pass<KW, false>(rowbuf.data(), W, PW, OW, 0, m, ix);
         continue;
