@@ -10,8 +10,9 @@
 // indices when the input is tracked (src/ops/pool.cpp), so the rule only keeps the outputs.
 // When the windows cannot overlap (every dim: stride >= dilation * (kernel - 1) + 1 for
 // MaxPool, in % out == 0 for AdaptiveMaxPool) the indices are distinct within a plane, so the
-// scatter_add into zeros is exactly a MaxUnpool of the gradient (one pass, no atomics or
-// separate fill); its own rule (a gather) keeps it differentiable.
+// scatter_add into zeros is exactly a MaxUnpool of the gradient (each plane zeroed while in
+// cache and written once: no full-size fill, no index check pass); its own rule (a gather)
+// keeps it differentiable.
 // MaxUnpool: the adjoint, a gather of the gradient at the indices.
 // AvgPool: a transposed convolution ("col2im") of the output gradient divided by each window's
 // divisor, with a kernel of ones per channel (groups = C), no padding, and the padded border
