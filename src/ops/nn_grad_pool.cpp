@@ -8,6 +8,11 @@
 // the output gradient through the saved indices into each flattened (n, c) plane (windows that
 // overlap and pick the same element add up, as PyTorch). The frontends always ask for the
 // indices when the input is tracked (src/ops/pool.cpp), so the rule only keeps the outputs.
+// When the windows cannot overlap (every dim: stride >= dilation * (kernel - 1) + 1 for
+// MaxPool, in % out == 0 for AdaptiveMaxPool) the indices are distinct within a plane, so the
+// scatter_add into zeros is exactly a MaxUnpool of the gradient (each plane zeroed while in
+// cache and written once: no full-size fill, no index check pass); its own rule (a gather)
+// keeps it differentiable.
 // MaxUnpool: the adjoint, a gather of the gradient at the indices.
 // AvgPool: a transposed convolution ("col2im") of the output gradient divided by each window's
 // divisor, with a kernel of ones per channel (groups = C), no padding, and the padded border
@@ -20,6 +25,7 @@
 
 #include "autodiff/rules.h"
 #include "kiln/kiln.h"
+#include "ops/dispatch.h"
 
 namespace kiln::autodiff {
 
@@ -44,6 +50,39 @@ Tensor scatter_through(const Tensor& g, const Tensor& indices, const Shape& in, 
   Tensor acc = zeros({N, Ch, prod(in, 2)}, TensorOptions{.dtype = g.dtype(), .device = g.device()});
   Tensor r = scatter_add(acc, 2, indices.reshape({N, Ch, prod(g.shape(), 2)}), g.reshape({N, Ch, prod(g.shape(), 2)}));
   return r.reshape(in);
+}
+
+/// The same when every input element is the argmax of at most one window (windows that cannot
+/// overlap): a MaxUnpool of g [N, C, *out] through the indices to [N, C, *in].
+Tensor unpool_through(const Tensor& g, const Tensor& indices, const Shape& in, const char* op) {
+  KILN_CHECK(indices.defined() && indices.shape() == g.shape(), op,
+             "backward needs the argmax indices, but the op was recorded without them (with_indices = 0)");
+  const auto nsp = static_cast<int64_t>(in.size()) - 2;
+  ir::Op u = detail::make_op(ir::OpKind::MaxUnpool, {nsp});
+  for (size_t d = 2; d < in.size(); ++d) u.attrs.ints.push_back(in[d]);
+  return detail::run1(op, u, {g, indices});
+}
+
+/// Whether no two windows of a MaxPool (attrs as ops.def) share an input element.
+bool max_pool_disjoint(const ir::Attrs& at) {
+  const int64_t nsp = at.ints[0];
+  for (int64_t i = 0; i < nsp; ++i) {
+    const int64_t k = at.ints[static_cast<size_t>(1 + i)], s = at.ints[static_cast<size_t>(1 + nsp + i)];
+    const int64_t dl = at.ints[static_cast<size_t>(1 + 3 * nsp + i)];
+    if (s < dl * (k - 1) + 1) return false;
+  }
+  return true;
+}
+
+/// Whether no two windows of an AdaptiveMaxPool from `in` share an input element (each output
+/// size divides its input size).
+bool adaptive_disjoint(const ir::Attrs& at, const Shape& in) {
+  const int64_t nsp = at.ints[0];
+  for (int64_t i = 0; i < nsp; ++i) {
+    const int64_t o = at.ints[static_cast<size_t>(1 + i)];
+    if (o <= 0 || in[static_cast<size_t>(2 + i)] % o != 0) return false;
+  }
+  return true;
 }
 
 /// A constant f64 host vector as a tensor of dtype dt on device d.
@@ -133,10 +172,16 @@ Tensor adaptive_avg_pool_grad(C c) {
 void register_nn_pool_grads() {
   using K = ir::OpKind;
   // Note [Pool gradients].
-  rule(K::MaxPool, kSaveOutputs,
-       [](C c) -> V { return {scatter_through(c.grads[0], c.outputs[1], c.op.inputs[0].shape, "max_pool")}; });
-  rule(K::AdaptiveMaxPool, kSaveOutputs,
-       [](C c) -> V { return {scatter_through(c.grads[0], c.outputs[1], c.op.inputs[0].shape, "adaptive_max_pool")}; });
+  rule(K::MaxPool, kSaveOutputs, [](C c) -> V {
+    const Shape& in = c.op.inputs[0].shape;
+    if (max_pool_disjoint(c.op.attrs)) return {unpool_through(c.grads[0], c.outputs[1], in, "max_pool")};
+    return {scatter_through(c.grads[0], c.outputs[1], in, "max_pool")};
+  });
+  rule(K::AdaptiveMaxPool, kSaveOutputs, [](C c) -> V {
+    const Shape& in = c.op.inputs[0].shape;
+    if (adaptive_disjoint(c.op.attrs, in)) return {unpool_through(c.grads[0], c.outputs[1], in, "adaptive_max_pool")};
+    return {scatter_through(c.grads[0], c.outputs[1], in, "adaptive_max_pool")};
+  });
   rule(K::MaxUnpool, kSaveInputs, [](C c) -> V {
     if (!c.needs(0)) return {Tensor(), Tensor()};
     const Shape& xs = c.op.inputs[0].shape;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/pool_vec.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -294,6 +296,285 @@ void max_pool_impl(const ir::Op& op, void* const* in, void* const* out, const Ge
   });
 }
 
+// Note [Max pool fast path]
+// The common CNN case -- unit-stride rows, width stride 2, width kernel 2 or 3, no width
+// dilation, f32/f64 -- skips the phase buffers. An output row whose window rows all lie inside
+// the input (one depth tap, height kernel <= 3; any height stride/dilation) is computed column
+// by column from the rows in place: with indices by max_fused_row (every tap of a column in
+// max_pool_impl's order, row by row, with its rule `v > max || isnan(v)`, the running max starting
+// at the first tap, which is what the generic path's -inf start gives bitwise); without, by
+// max_values_row in max_pool_values' order (each tap's maximum over the rows, then the taps), so
+// NaN payloads and signed zeros win as in each generic path. The interior columns (all taps
+// inside the row) of f32 rows run in Highway kernels (pool_hwy.cpp: de-interleaving loads, the
+// same visiting order and rule); padded/ceil_mode edge columns run scalar with bounds checks.
+// Other rows (height padding, 3-d windows) update a running max and i32 index per valid input
+// row (max_row_pass), starting at -inf and the window's first valid position like
+// max_pool_impl; values-only rows reduce the window rows first as max_pool_values. Indices are
+// built as i32 (planes below 2^31 elements) and widened on store.
+
+/// Whether the fast path applies (Note [Max pool fast path]).
+template <class T>
+bool max_pool_fast_ok(const Geo& g) {
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
+    return false;
+  } else {
+    return g.xs[2] == 1 && g.s[2] == 2 && g.dl[2] == 1 && (g.k[2] == 2 || g.k[2] == 3) &&
+           g.in[0] * g.in[1] * g.in[2] < (int64_t{1} << 31);
+  }
+}
+
+/// Updates m/ix over output columns [0, OW) with the KW taps of one input row `row` (width W,
+/// padding PW) whose flattened row start is `rb` (Note [Max pool fast path]).
+template <int KW, bool Idx, class A>
+void max_row_pass(const A* __restrict row, int64_t W, int64_t PW, int64_t OW, int32_t rb, A* __restrict m,
+                  int32_t* __restrict ix) {
+  auto upd = [](A v, A cur) { return (v > cur) | (v != v); };
+  auto edge = [&](int64_t o) {
+    for (int t = 0; t < KW; ++t) {
+      const int64_t c = 2 * o - PW + t;
+      if (c < 0 || c >= W) continue;
+      const A v = row[c];
+      if (upd(v, m[o])) {
+        m[o] = v;
+        if constexpr (Idx) ix[o] = rb + static_cast<int32_t>(c);
+      }
+    }
+  };
+  // Columns with all taps inside the row: 2o - PW >= 0 and 2o - PW + KW - 1 <= W - 1.
+  const int64_t olo = std::min<int64_t>(OW, (PW + 1) / 2);
+  const int64_t ohi = W - KW + PW >= 0 ? std::clamp<int64_t>((W - KW + PW) / 2 + 1, olo, OW) : olo;
+  for (int64_t o = 0; o < olo; ++o) edge(o);
+  const A* __restrict r = row + 2 * olo - PW;
+  A* __restrict mm = m + olo;
+  int32_t* __restrict ii = ix + olo;
+  const int32_t c0 = rb + static_cast<int32_t>(2 * olo - PW);
+  const int64_t n = ohi - olo;
+  for (int64_t o = 0; o < n; ++o) {
+    A a = mm[o];
+    int32_t k = Idx ? ii[o] : 0;
+    const int32_t c = c0 + 2 * static_cast<int32_t>(o);
+    const A v0 = r[2 * o];
+    bool u = upd(v0, a);
+    a = u ? v0 : a;
+    if constexpr (Idx) k = u ? c : k;
+    const A v1 = r[2 * o + 1];
+    u = upd(v1, a);
+    a = u ? v1 : a;
+    if constexpr (Idx) k = u ? c + 1 : k;
+    if constexpr (KW == 3) {
+      const A v2 = r[2 * o + 2];
+      u = upd(v2, a);
+      a = u ? v2 : a;
+      if constexpr (Idx) k = u ? c + 2 : k;
+    }
+    mm[o] = a;
+    if constexpr (Idx) ii[o] = k;
+  }
+  for (int64_t o = ohi; o < OW; ++o) edge(o);
+}
+
+/// Values and indices of one output row whose window rows `rows[0..KH)` (flattened starts `rb`)
+/// all lie inside the input: every output column is computed in one pass over its KH*KW taps,
+/// row by row as max_pool_impl, and stored, so the interior is one vectorisable loop with no
+/// per-row buffers (Note [Max pool fast path]).
+template <int KH, int KW, class A>
+void max_fused_row(const A* const* rows, const int32_t* rb, int64_t W, int64_t PW, int64_t OW, A* __restrict y,
+                   int64_t* __restrict yi) {
+  auto upd = [](A v, A cur) { return (v > cur) | (v != v); };
+  auto edge = [&](int64_t o) {
+    A a = lowest_value<A>();
+    int32_t k = rb[0] + static_cast<int32_t>(std::max<int64_t>(2 * o - PW, 0));
+    for (int j = 0; j < KH; ++j)
+      for (int t = 0; t < KW; ++t) {
+        const int64_t c = 2 * o - PW + t;
+        if (c < 0 || c >= W) continue;
+        const A v = rows[j][c];
+        if (upd(v, a)) {
+          a = v;
+          k = rb[j] + static_cast<int32_t>(c);
+        }
+      }
+    y[o] = a;
+    yi[o] = k;
+  };
+  const int64_t olo = std::min<int64_t>(OW, (PW + 1) / 2);
+  const int64_t ohi = W - KW + PW >= 0 ? std::clamp<int64_t>((W - KW + PW) / 2 + 1, olo, OW) : olo;
+  for (int64_t o = 0; o < olo; ++o) edge(o);
+  const int64_t n = ohi - olo, c0 = 2 * olo - PW;
+  const A* __restrict r0 = rows[0] + c0;
+  const A* __restrict r1 = rows[KH > 1 ? 1 : 0] + c0;
+  const A* __restrict r2 = rows[KH > 2 ? 2 : 0] + c0;
+  // The third tap read through its own pointer: a separate stride-2 stream the vectoriser
+  // accepts (an overlapping r[2o + 2] in the same group defeats it).
+  const A* __restrict r0c = r0 + 2;
+  const A* __restrict r1c = r1 + 2;
+  const A* __restrict r2c = r2 + 2;
+  A* __restrict yo = y + olo;
+  int64_t* __restrict io = yi + olo;
+  int32_t b[3] = {rb[0] + static_cast<int32_t>(c0), 0, 0};
+  if constexpr (KH > 1) b[1] = rb[1] + static_cast<int32_t>(c0);
+  if constexpr (KH > 2) b[2] = rb[2] + static_cast<int32_t>(c0);
+  const int32_t b0 = b[0], b1 = b[1], b2 = b[2];
+  bool done = false;
+  if constexpr (std::is_same_v<A, float>) {
+    const float* vr[3] = {r0, r1, r2};
+    done = vec::max_pool_interior_f32(vr, b, KH, KW, n, yo, io);
+  }
+  for (int64_t o = 0; o < (done ? 0 : n); ++o) {
+    const int32_t o2 = 2 * static_cast<int32_t>(o);
+    A a = r0[2 * o];
+    int32_t k = b0 + o2;
+    auto step = [&](A v, int32_t pos) {
+      const bool u = upd(v, a);
+      a = u ? v : a;
+      k = u ? pos : k;
+    };
+    step(r0[2 * o + 1], b0 + o2 + 1);
+    if constexpr (KW == 3) step(r0c[2 * o], b0 + o2 + 2);
+    if constexpr (KH > 1) {
+      step(r1[2 * o], b1 + o2);
+      step(r1[2 * o + 1], b1 + o2 + 1);
+      if constexpr (KW == 3) step(r1c[2 * o], b1 + o2 + 2);
+    }
+    if constexpr (KH > 2) {
+      step(r2[2 * o], b2 + o2);
+      step(r2[2 * o + 1], b2 + o2 + 1);
+      if constexpr (KW == 3) step(r2c[2 * o], b2 + o2 + 2);
+    }
+    yo[o] = a;
+    io[o] = k;
+  }
+  for (int64_t o = ohi; o < OW; ++o) edge(o);
+}
+
+/// Values-only output row from the KH <= 3 window rows starting at `row0` (`rstride` apart),
+/// all inside the input: SIMD interior, scalar edge columns, both in max_pool_values' order
+/// (each tap's maximum over the rows, then over the taps). False, writing nothing, when the
+/// SIMD kernel does not apply.
+template <int KW, class T>
+bool max_values_row(const T* row0, int64_t rstride, int64_t KH, int64_t W, int64_t PW, int64_t OW, T* y) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    const int64_t olo = std::min<int64_t>(OW, (PW + 1) / 2);
+    const int64_t ohi = W - KW + PW >= 0 ? std::clamp<int64_t>((W - KW + PW) / 2 + 1, olo, OW) : olo;
+    const int64_t c0 = 2 * olo - PW;
+    const float* rows[3] = {row0, row0, row0};
+    for (int64_t j = 0; j < KH; ++j) rows[j] = row0 + j * rstride;
+    const float* vr[3] = {rows[0] + c0, rows[1] + c0, rows[2] + c0};
+    if (!vec::max_pool_interior_values_f32(vr, static_cast<int>(KH), KW, ohi - olo, y + olo)) return false;
+    auto edge = [&](int64_t o) {
+      float a = lowest_value<float>();
+      for (int t = 0; t < KW; ++t) {
+        const int64_t c = 2 * o - PW + t;
+        if (c < 0 || c >= W) continue;
+        float cm = rows[0][c];
+        for (int64_t j = 1; j < KH; ++j) cm = nanmax(cm, rows[j][c]);
+        a = nanmax(a, cm);
+      }
+      y[o] = a;
+    };
+    for (int64_t o = 0; o < olo; ++o) edge(o);
+    for (int64_t o = ohi; o < OW; ++o) edge(o);
+    return true;
+  }
+}
+
+/// Max pooling (values, and indices when Idx) on the fast path (Note [Max pool fast path]).
+template <class T, bool Idx, int KW>
+void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
+  T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  int64_t* yi = Idx ? reinterpret_cast<int64_t*>(base_ptr(out[1], op.outputs[1])) : nullptr;
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2], PW = g.p[2];
+  const T lo = lowest_value<T>();
+  const int64_t units = g.planes * OD * OH;
+  const int64_t taps = g.k[0] * g.k[1] * KW;
+  // Output rows whose window rows all lie inside the input run fused (one depth tap only).
+  using Fused = void (*)(const T* const*, const int32_t*, int64_t, int64_t, int64_t, T*, int64_t*);
+  Fused fused = nullptr;
+  if constexpr (Idx) {
+    if (g.k[0] == 1 && g.p[0] == 0) {
+      if (g.k[1] == 1) fused = &max_fused_row<1, KW, T>;
+      if (g.k[1] == 2) fused = &max_fused_row<2, KW, T>;
+      if (g.k[1] == 3) fused = &max_fused_row<3, KW, T>;
+    }
+  }
+  const bool fused_values = !Idx && std::is_same_v<T, float> && g.k[0] == 1 && g.p[0] == 0 && g.k[1] <= 3;
+  parallel_for(units, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OW * taps)), [&](int64_t b, int64_t e) {
+    std::vector<int32_t> tap(Idx ? static_cast<size_t>(OW) : 0);
+    std::vector<T> rowbuf(Idx ? 0 : static_cast<size_t>(W));
+    int32_t* ix = tap.data();
+    // (plane, od, oh) of unit b, then stepped along (no divisions per row).
+    int64_t pl = b / (OD * OH), od = (b % (OD * OH)) / OH, oh = b % OH;
+    const T* xp = x + g.plane_offset(pl);
+    for (int64_t u = b; u < e; ++u) {
+      if (u != b && ++oh == OH) {
+        oh = 0;
+        if (++od == OD) {
+          od = 0;
+          xp = x + g.plane_offset(++pl);
+        }
+      }
+      const int64_t d0 = od * g.s[0] - g.p[0], h0 = oh * g.s[1] - g.p[1];
+      T* __restrict m = y + u * OW;  // the running max lives in the output row
+      if (fused && h0 >= 0 && h0 + (g.k[1] - 1) * g.dl[1] < H) {
+        const T* rows[3];
+        int32_t rb[3];
+        for (int64_t j = 0; j < g.k[1]; ++j) {
+          rows[j] = xp + d0 * g.xs[0] + (h0 + j * g.dl[1]) * g.xs[1];
+          rb[j] = static_cast<int32_t>((d0 * H + h0 + j * g.dl[1]) * W);
+        }
+        fused(rows, rb, W, PW, OW, m, yi + u * OW);
+        continue;
+      }
+      std::fill(m, m + OW, lo);
+      if constexpr (!Idx) {
+        // Values only: rows first, then the taps, in max_pool_values' order (same NaN and
+        // signed-zero winners).
+        if (fused_values && h0 >= 0 && h0 + (g.k[1] - 1) * g.dl[1] < H &&
+            max_values_row<KW>(xp + d0 * g.xs[0] + h0 * g.xs[1], g.xs[1] * g.dl[1], g.k[1], W, PW, OW, m))
+          continue;
+        if (combine_rows<true>(xp, g, d0, h0, rowbuf.data()))
+          max_row_pass<KW, false>(rowbuf.data(), W, PW, OW, 0, m, ix);
+        continue;
+      }
+      if constexpr (Idx) {
+        const int64_t first = (first_valid(d0, g.dl[0]) * H + first_valid(h0, g.dl[1])) * W;
+        for (int64_t o = 0; o < OW; ++o) ix[o] = static_cast<int32_t>(first + std::max<int64_t>(2 * o - PW, 0));
+      }
+      for (int64_t i = 0; i < g.k[0]; ++i) {
+        const int64_t id = d0 + i * g.dl[0];
+        if (id < 0 || id >= D) continue;
+        for (int64_t j = 0; j < g.k[1]; ++j) {
+          const int64_t ih = h0 + j * g.dl[1];
+          if (ih < 0 || ih >= H) continue;
+          max_row_pass<KW, Idx>(xp + id * g.xs[0] + ih * g.xs[1], W, PW, OW, static_cast<int32_t>((id * H + ih) * W), m,
+                                ix);
+        }
+      }
+      if constexpr (Idx) {
+        int64_t* __restrict io = yi + u * OW;
+        for (int64_t o = 0; o < OW; ++o) io[o] = ix[o];
+      }
+    }
+  });
+}
+
+/// Runs the fast path when it applies; false otherwise.
+template <class T, bool Idx>
+bool try_max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  if (!max_pool_fast_ok<T>(g)) return false;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (g.k[2] == 2)
+      max_pool_fast<T, Idx, 2>(op, in, out, g);
+    else
+      max_pool_fast<T, Idx, 3>(op, in, out, g);
+  }
+  return true;
+}
+
 // ---- AvgPool ------------------------------------------------------------------------------
 
 template <class T>
@@ -462,22 +743,46 @@ void max_unpool_impl(const ir::Op& op, void* const* in, void* const* out, int64_
   auto index_at = [&](int64_t pl, int64_t a, int64_t h, int64_t w) {
     return ix[(pl / C) * id.strides[0] + (pl % C) * id.strides[1] + a * is[0] + h * is[1] + w * is[2]];
   };
+  // Planes whose values and indices are both dense run as one flat loop.
+  auto dense = [&](const int64_t* st) {
+    return (sz[2] == 1 || st[2] == 1) && (sz[1] == 1 || st[1] == sz[2]) && (sz[0] == 1 || st[0] == sz[1] * sz[2]);
+  };
+  const bool flat = dense(xs) && dense(is);
+  const auto usz = static_cast<uint64_t>(outsz);
+  // Per (n, c) plane: zero the plane (cache-resident), then write each value at its index.
   parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inplane + outsz)), [&](int64_t b, int64_t e) {
+    bool any_bad = false;
     for (int64_t pl = b; pl < e; ++pl) {
-      const T* xp = x + (pl / C) * xd.strides[0] + (pl % C) * xd.strides[1];
-      T* yp = y + pl * outsz;
+      const T* __restrict xp = x + (pl / C) * xd.strides[0] + (pl % C) * xd.strides[1];
+      const int64_t* __restrict ip = ix + (pl / C) * id.strides[0] + (pl % C) * id.strides[1];
+      T* __restrict yp = y + pl * outsz;
       std::fill(yp, yp + outsz, T(0));
+      if (flat) {
+        for (int64_t q = 0; q < inplane; ++q) {
+          const int64_t v = ip[q];
+          if (static_cast<uint64_t>(v) >= usz) {
+            any_bad = true;
+            continue;
+          }
+          yp[v] = xp[q];
+        }
+        continue;
+      }
       for (int64_t a = 0; a < sz[0]; ++a)
-        for (int64_t h = 0; h < sz[1]; ++h)
+        for (int64_t h = 0; h < sz[1]; ++h) {
+          const T* xr = xp + a * xs[0] + h * xs[1];
+          const int64_t* ir = ip + a * is[0] + h * is[1];
           for (int64_t w = 0; w < sz[2]; ++w) {
-            const int64_t v = index_at(pl, a, h, w);
-            if (v < 0 || v >= outsz) {
-              bad.store(true, std::memory_order_relaxed);
+            const int64_t v = ir[w * is[2]];
+            if (static_cast<uint64_t>(v) >= usz) {
+              any_bad = true;
               continue;
             }
-            yp[v] = xp[a * xs[0] + h * xs[1] + w * xs[2]];
+            yp[v] = xr[w * xs[2]];
           }
+        }
     }
+    if (any_bad) bad.store(true, std::memory_order_relaxed);
   });
   if (bad.load()) {
     // Report the first invalid index in element order (found again serially, off the hot path).
@@ -511,10 +816,11 @@ void k_MaxPool(const ir::Op& op, void* const* in, void* const* out) {
   const bool idx = op.attrs.ints.back() != 0;
   if (op.outputs[0].numel() == 0) return;
   KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_pool", T, {
-    if (idx)
-      max_pool_impl<T, true>(op, in, out, g);
-    else
-      max_pool_values<T>(op, in, out, g);
+    if (idx) {
+      if (!try_max_pool_fast<T, true>(op, in, out, g)) max_pool_impl<T, true>(op, in, out, g);
+    } else {
+      if (!try_max_pool_fast<T, false>(op, in, out, g)) max_pool_values<T>(op, in, out, g);
+    }
   });
 }
 

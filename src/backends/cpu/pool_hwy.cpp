@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Highway kernels of max pooling's fast path (Note [Max pool fast path] in pool.cpp): the
+// interior columns of one f32 output row with indices (or values only), compiled for several x86 targets and
+// chosen at run time. Each vector covers N output columns: LoadInterleaved2 splits a window
+// row into its even (tap 0) and odd (tap 1) columns, a second one from one column further
+// gives tap 2; taps are visited in the scalar order with the scalar rule (`v > max || isnan`),
+// so values and indices are bitwise those of the portable loop.
+#include "backends/cpu/pool_vec.h"
+
+#if KILN_WITH_HWY
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/pool_hwy.cpp"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+#endif
+// Order matters (foreach_target before highway), so clang-format must not sort these.
+// clang-format off
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::vec::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET != HWY_SCALAR
+/// Columns [o, o + N) of the row: see max_pool_interior_f32.
+template <int KH, int KW, class D>
+HWY_INLINE void MaxCols(D d, const float* const* rows, const int32_t* rb, int64_t o, float* y, int64_t* yi) {
+  const hn::RebindToSigned<D> di;
+  using VF = hn::Vec<D>;
+  using VI = hn::Vec<decltype(di)>;
+  const VI lane2 = hn::ShiftLeft<1>(hn::Iota(di, 0));  // 0, 2, 4, ...
+  VF a;
+  VI k;
+  auto sel = [&](VF v, VI pos) {
+    const auto m = hn::Or(hn::Gt(v, a), hn::IsNaN(v));
+    a = hn::IfThenElse(m, v, a);
+    k = hn::IfThenElse(hn::RebindMask(di, m), pos, k);
+  };
+  for (int j = 0; j < KH; ++j) {
+    const float* r = rows[j] + 2 * o;
+    VF t0, t1;
+    hn::LoadInterleaved2(d, r, t0, t1);
+    const VI p0 = hn::Add(hn::Set(di, rb[j] + static_cast<int32_t>(2 * o)), lane2);
+    if (j == 0) {
+      a = t0;
+      k = p0;
+    } else {
+      sel(t0, p0);
+    }
+    sel(t1, hn::Add(p0, hn::Set(di, 1)));
+    if constexpr (KW == 3) {
+      VF u1, t2;
+      hn::LoadInterleaved2(d, r + 1, u1, t2);  // reads r[2o + 1 .. 2(o + N)]: inside the row
+      sel(t2, hn::Add(p0, hn::Set(di, 2)));
+    }
+  }
+  hn::StoreU(a, d, y + o);
+  const hn::Half<decltype(di)> dh;
+  const hn::Rebind<int64_t, decltype(dh)> d64;
+  hn::StoreU(hn::PromoteTo(d64, hn::LowerHalf(dh, k)), d64, yi + o);
+  hn::StoreU(hn::PromoteTo(d64, hn::UpperHalf(dh, k)), d64, yi + o + static_cast<int64_t>(hn::Lanes(dh)));
+}
+
+/// All n >= Lanes(d) columns, the last vector shifted back to end at n (recomputed columns get
+/// identical results).
+template <int KH, int KW, class D>
+HWY_INLINE void MaxRow(D d, const float* const* rows, const int32_t* rb, int64_t n, float* y, int64_t* yi) {
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t o = 0;
+  for (; o + N <= n; o += N) MaxCols<KH, KW>(d, rows, rb, o, y, yi);
+  if (o < n) MaxCols<KH, KW>(d, rows, rb, n - N, y, yi);
+}
+
+/// Values only, columns [o, o + N), in max_pool_values' order: each tap's column maximum over
+/// the window rows first, then the taps (see max_pool_interior_values_f32).
+template <int KH, int KW, class D>
+HWY_INLINE void MaxColsValues(D d, const float* const* rows, int64_t o, float* y) {
+  using VF = hn::Vec<D>;
+  auto mx = [](VF a, VF v) { return hn::IfThenElse(hn::Or(hn::Gt(v, a), hn::IsNaN(v)), v, a); };
+  VF c0, c1, c2;
+  for (int j = 0; j < KH; ++j) {
+    const float* r = rows[j] + 2 * o;
+    VF t0, t1, t2;
+    hn::LoadInterleaved2(d, r, t0, t1);
+    if constexpr (KW == 3) {
+      VF u1;
+      hn::LoadInterleaved2(d, r + 1, u1, t2);
+    }
+    if (j == 0) {
+      c0 = t0;
+      c1 = t1;
+      if constexpr (KW == 3) c2 = t2;
+    } else {
+      c0 = mx(c0, t0);
+      c1 = mx(c1, t1);
+      if constexpr (KW == 3) c2 = mx(c2, t2);
+    }
+  }
+  VF a = mx(c0, c1);
+  if constexpr (KW == 3) a = mx(a, c2);
+  hn::StoreU(a, d, y + o);
+}
+
+template <int KH, int KW, class D>
+HWY_INLINE void MaxRowValues(D d, const float* const* rows, int64_t n, float* y) {
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t o = 0;
+  for (; o + N <= n; o += N) MaxColsValues<KH, KW>(d, rows, o, y);
+  if (o < n) MaxColsValues<KH, KW>(d, rows, n - N, y);
+}
+#endif
+
+template <int KH, int KW>
+bool MaxRowValuesKH(const float* const* rows, int64_t n, float* y) {
+#if HWY_TARGET == HWY_SCALAR
+  return false;
+#else
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 4> d4;
+  if (n >= static_cast<int64_t>(hn::Lanes(d))) {
+    MaxRowValues<KH, KW>(d, rows, n, y);
+    return true;
+  }
+  if (hn::Lanes(d4) == 4 && n >= 4) {
+    MaxRowValues<KH, KW>(d4, rows, n, y);
+    return true;
+  }
+  return false;
+#endif
+}
+
+bool MaxPoolInteriorValuesF32(const float* const* rows, int kh, int kw, int64_t n, float* y) {
+  switch (kh * 4 + kw) {
+    case 1 * 4 + 2:
+      return MaxRowValuesKH<1, 2>(rows, n, y);
+    case 1 * 4 + 3:
+      return MaxRowValuesKH<1, 3>(rows, n, y);
+    case 2 * 4 + 2:
+      return MaxRowValuesKH<2, 2>(rows, n, y);
+    case 2 * 4 + 3:
+      return MaxRowValuesKH<2, 3>(rows, n, y);
+    case 3 * 4 + 2:
+      return MaxRowValuesKH<3, 2>(rows, n, y);
+    case 3 * 4 + 3:
+      return MaxRowValuesKH<3, 3>(rows, n, y);
+    default:
+      return false;
+  }
+}
+
+template <int KH, int KW>
+bool MaxRowKH(const float* const* rows, const int32_t* rb, int64_t n, float* y, int64_t* yi) {
+#if HWY_TARGET == HWY_SCALAR
+  return false;
+#else
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 4> d4;
+  if (n >= static_cast<int64_t>(hn::Lanes(d))) {
+    MaxRow<KH, KW>(d, rows, rb, n, y, yi);
+    return true;
+  }
+  if (hn::Lanes(d4) == 4 && n >= 4) {
+    MaxRow<KH, KW>(d4, rows, rb, n, y, yi);
+    return true;
+  }
+  return false;
+#endif
+}
+
+bool MaxPoolInteriorF32(const float* const* rows, const int32_t* rb, int kh, int kw, int64_t n, float* y, int64_t* yi) {
+  switch (kh * 4 + kw) {
+    case 1 * 4 + 2:
+      return MaxRowKH<1, 2>(rows, rb, n, y, yi);
+    case 1 * 4 + 3:
+      return MaxRowKH<1, 3>(rows, rb, n, y, yi);
+    case 2 * 4 + 2:
+      return MaxRowKH<2, 2>(rows, rb, n, y, yi);
+    case 2 * 4 + 3:
+      return MaxRowKH<2, 3>(rows, rb, n, y, yi);
+    case 3 * 4 + 2:
+      return MaxRowKH<3, 2>(rows, rb, n, y, yi);
+    case 3 * 4 + 3:
+      return MaxRowKH<3, 3>(rows, rb, n, y, yi);
+    default:
+      return false;
+  }
+}
+
+}  // namespace kiln::cpu::vec::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu::vec {
+HWY_EXPORT(MaxPoolInteriorF32);
+bool max_pool_interior_f32(const float* const* rows, const int32_t* rb, int kh, int kw, int64_t n, float* y,
+                           int64_t* yi) {
+  return HWY_DYNAMIC_DISPATCH(MaxPoolInteriorF32)(rows, rb, kh, kw, n, y, yi);
+}
+HWY_EXPORT(MaxPoolInteriorValuesF32);
+bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int64_t n, float* y) {
+  return HWY_DYNAMIC_DISPATCH(MaxPoolInteriorValuesF32)(rows, kh, kw, n, y);
+}
+}  // namespace kiln::cpu::vec
+#endif
+
+#else  // !KILN_WITH_HWY
+
+namespace kiln::cpu::vec {
+bool max_pool_interior_f32(const float* const*, const int32_t*, int, int, int64_t, float*, int64_t*) { return false; }
+bool max_pool_interior_values_f32(const float* const*, int, int, int64_t, float*) { return false; }
+}  // namespace kiln::cpu::vec
+
+#endif
