@@ -305,6 +305,17 @@ void build_program(const std::vector<Rec>& s, const Group& g, const std::vector<
   };
   size_t nstored = 0;
   for (size_t k = 0; k < ns; ++k) nstored += store[k] ? 1 : 0;
+  // Loads and stores may use the memory directly when no buffer is both read and written.
+  auto stored_buf = [&](const Buf* b) {
+    for (size_t k = 0; k < ns; ++k)
+      if (store[k] && s[g.steps[k]].out[0] == b) return true;
+    return false;
+  };
+  auto loaded_buf = [&](const Buf* b) {
+    for (const Load& L : loads)
+      if (L.buf == b) return true;
+    return false;
+  };
   prog.stored.clear();
   prog.code.clear();
   for (size_t k = 0; k < ns; ++k) {
@@ -319,12 +330,18 @@ void build_program(const std::vector<Rec>& s, const Group& g, const std::vector<
         ld.code = L.kind == LoadKind::Scalar ? (b ? PInstr::SplatBool : PInstr::Splat)
                                              : (b ? PInstr::LoadBool : PInstr::Load);
         ld.slot = static_cast<int32_t>(v);
+        if (ld.code == PInstr::Load && (L.kind == LoadKind::Gather || !stored_buf(L.buf))) ld.flags = PInstr::kDirect;
         ld.dst = reg[v] = alloc();
         prog.code.push_back(ld);
       }
       *operand[q] = reg[v];
     }
     op.dst = reg[nl + k] = alloc();
+    const bool bool_out = s[g.steps[k]].op.outputs[0].dtype == DType::Bool;
+    if (store[k] && !bool_out && !loaded_buf(s[g.steps[k]].out[0])) {
+      op.flags = PInstr::kDirect;
+      op.slot = static_cast<int32_t>(nl + prog.stored.size());
+    }
     prog.code.push_back(op);
     for (size_t q = 0; q < src[k].size(); ++q) {  // inputs read for the last time
       const size_t v = vid(src[k][q]);
@@ -333,10 +350,10 @@ void build_program(const std::vector<Rec>& s, const Group& g, const std::vector<
         reg[v] = -2;  // freed (a value read twice by this step is freed once)
       }
     }
-    const bool bool_out = s[g.steps[k]].op.outputs[0].dtype == DType::Bool;
     if (store[k]) {
       PInstr st;
       st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
+      st.flags = op.flags;
       st.a = op.dst;
       st.slot = static_cast<int32_t>(nl + prog.stored.size());
       prog.stored.push_back(k);
@@ -519,17 +536,34 @@ class FusionBackend final : public Backend {
     stream_.reserve(kMaxStream);
     bump(&Stats::flushes);
     if (debug_on()) dbg("flush (" + why + "): " + std::to_string(s.size()) + " queued ops");
+    // Each op's buffer references are dropped as soon as it has run (release), so memory of
+    // values that die inside the stream goes back to the allocator for the ops after them; the
+    // rest (an exception, a nested flush) are dropped at the end.
+    std::vector<char> released(s.size(), 0);
     struct Drop {
       FusionBackend* self;
       std::vector<Rec>& s;
+      std::vector<char>& released;
+      std::vector<char>* saved;
       ~Drop() {
-        for (Rec& r : s) {
-          for (Buf* b : r.in) self->unref(b);
-          for (Buf* b : r.out) self->unref(b);
-        }
+        for (size_t q = 0; q < s.size(); ++q)
+          if (!released[q]) {
+            for (Buf* b : s[q].in) self->unref(b);
+            for (Buf* b : s[q].out) self->unref(b);
+          }
+        self->released_ = saved;
       }
-    } drop{this, s};
+    } drop{this, s, released, released_};
+    released_ = &released;
     run_stream(s);
+  }
+
+  /// Drops record q's buffer references (it has run, or is dead); its buffers may be freed.
+  void release(const std::vector<Rec>& s, size_t q) noexcept {
+    if (!released_ || (*released_)[q]) return;
+    (*released_)[q] = 1;
+    for (Buf* b : s[q].in) unref(b);
+    for (Buf* b : s[q].out) unref(b);
   }
 
   void unref(Buf* b) noexcept {
@@ -544,6 +578,7 @@ class FusionBackend final : public Backend {
   void run_group(const std::vector<Rec>& s, const Group& g);
 
   Backend* inner_;
+  std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
@@ -762,7 +797,10 @@ void FusionBackend::run_stream(const std::vector<Rec>& s) {
   std::vector<size_t> order;
   order.reserve(n);
   for (size_t q = 0; q < n; ++q)
-    if (live[q]) order.push_back(q);
+    if (live[q])
+      order.push_back(q);
+    else
+      release(s, q);
   run_ops(s, order);
 }
 
@@ -796,6 +834,8 @@ bool FusionBackend::try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j)
   if (debug_on()) dbg("  Conv with its Relu fused " + desc_str(c.op.outputs[0]));
   bump(&Stats::epilogues);
   run_single(f);
+  release(s, i);
+  release(s, j);
   return true;
 }
 
@@ -862,6 +902,8 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
         }
       }
       run_group(s, g);
+      for (size_t q : g.steps) release(s, q);
+      if (g.tail >= 0) release(s, static_cast<size_t>(g.tail));
       // What remains: set-aside ops after the group's end, then everything not reached.
       rest.insert(rest.end(), order.begin() + static_cast<ptrdiff_t>(end), order.end());
       order = std::move(rest);
@@ -872,6 +914,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
             (why.empty() ? "" : " (" + why + ")"));
       bump(&Stats::single_ops);
       run_single(s[i]);
+      release(s, i);
       ++head;
     }
   }

@@ -36,6 +36,7 @@ bool UnaryHasVector(ir::OpKind kind, const double* r) {
 
 namespace {
 constexpr int64_t kC = kProgramChunk;
+constexpr bool kPrefetchLoads = true;
 
 // std::max / std::min as the scalar kernels write them: (a < b ? b : a), (b < a ? b : a).
 HWY_INLINE V StdMax(V a, V b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
@@ -163,38 +164,45 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   thread_local std::vector<float> regs_v;
+  thread_local std::vector<float*> rp_v;
   const size_t need = static_cast<size_t>(nregs) * kC + 64;
   if (regs_v.size() < need) regs_v.resize(need);
+  if (rp_v.size() < static_cast<size_t>(nregs)) rp_v.resize(static_cast<size_t>(nregs));
   float* regs = regs_v.data();
   regs += (64 - (reinterpret_cast<uintptr_t>(regs) / sizeof(float)) % 16) % 16;  // 64-byte aligned
   auto reg = [&](int16_t r) { return regs + static_cast<int64_t>(r) * kC; };
+  // Where each register's chunk is: its own storage, or (kDirect) the loaded or stored memory.
+  float** rp = rp_v.data();
 
   for (int64_t i0 = 0; i0 < n; i0 += kC) {
     const int64_t len = std::min(kC, n - i0);
     const int64_t nv = len / N * N;            // full vectors
     const int64_t np = (len + N - 1) / N * N;  // vectors, the last one padded
     const bool full = len == kC;
+    const bool direct_ok = full && !stream;
     for (size_t k = 0; k < count; ++k) {
       const PInstr& in = prog[k];
-      float* dst = reg(in.dst);
-      const float* a = reg(in.a);
+      const float* a = rp[in.a];
       switch (in.code) {
         case PInstr::Load: {
-          const float* p = static_cast<const float*>(ptrs[in.slot]) + i0;
+          float* p = static_cast<float*>(ptrs[in.slot]) + i0;
           if (full) {
-            for (int64_t j = 0; j < kC; j += N) {
-              __builtin_prefetch(p + j + kPrefetch);
-              hn::Store(hn::LoadU(d, p + j), d, dst + j);
+            if (kPrefetchLoads)
+              for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(p + j + kPrefetch);
+            if (in.flags & PInstr::kDirect) {
+              rp[in.dst] = p;
+              break;
             }
-          } else {
-            std::memcpy(dst, p, static_cast<size_t>(len) * 4);
-            std::memset(dst + len, 0, static_cast<size_t>(np - len) * 4);
           }
+          float* dst = rp[in.dst] = reg(in.dst);
+          std::memcpy(dst, p, static_cast<size_t>(len) * 4);
+          std::memset(dst + len, 0, static_cast<size_t>(np - len) * 4);
           break;
         }
         case PInstr::LoadBool: {
           const uint8_t* p = static_cast<const uint8_t*>(ptrs[in.slot]) + i0;
           if (full) __builtin_prefetch(p + kPrefetch);
+          float* dst = rp[in.dst] = reg(in.dst);
           for (int64_t j = 0; j < len; ++j) dst[j] = p[j] ? 1.0f : 0.0f;
           for (int64_t j = len; j < np; ++j) dst[j] = 0.0f;
           break;
@@ -204,18 +212,15 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
           const float v = in.code == PInstr::Splat ? *static_cast<const float*>(ptrs[in.slot])
                                                    : (*static_cast<const uint8_t*>(ptrs[in.slot]) ? 1.0f : 0.0f);
           const V vv = hn::Set(d, v);
+          float* dst = rp[in.dst] = reg(in.dst);
           for (int64_t j = 0; j < np; j += N) hn::Store(vv, d, dst + j);
           break;
         }
         case PInstr::Store: {
+          if ((in.flags & PInstr::kDirect) && direct_ok) break;  // the op wrote it
           float* p = static_cast<float*>(ptrs[in.slot]) + i0;
           if (full && stream) {
-            for (int64_t j = 0; j < kC; j += N) hn::Stream(hn::Load(d, a + j), d, p + j);
-          } else if (full) {
-            for (int64_t j = 0; j < kC; j += N) {
-              __builtin_prefetch(p + j + kPrefetch, 1);
-              hn::StoreU(hn::Load(d, a + j), d, p + j);
-            }
+            for (int64_t j = 0; j < kC; j += N) hn::Stream(hn::LoadU(d, a + j), d, p + j);
           } else {
             std::memcpy(p, a, static_cast<size_t>(len) * 4);
           }
@@ -227,29 +232,36 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
           break;
         }
         case PInstr::Op: {
-          const float* b = reg(in.b);
-          const float* c = reg(in.c);
+          const float* b = rp[in.b];
+          const float* c = rp[in.c];
+          float* dst = reg(in.dst);
+          if ((in.flags & PInstr::kDirect) && direct_ok) {  // straight to memory, owned ahead
+            dst = static_cast<float*>(ptrs[in.slot]) + i0;
+            if (kPrefetchLoads)
+              for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(dst + j + kPrefetch, 1);
+          }
+          rp[in.dst] = dst;
           auto map1 = [&](const auto& f) {
-            for (int64_t j = 0; j < np; j += N) hn::Store(f(hn::Load(d, a + j)), d, dst + j);
+            for (int64_t j = 0; j < np; j += N) hn::StoreU(f(hn::LoadU(d, a + j)), d, dst + j);
           };
           auto map2 = [&](const auto& f) {
-            for (int64_t j = 0; j < np; j += N) hn::Store(f(hn::Load(d, a + j), hn::Load(d, b + j)), d, dst + j);
+            for (int64_t j = 0; j < np; j += N) hn::StoreU(f(hn::LoadU(d, a + j), hn::LoadU(d, b + j)), d, dst + j);
           };
           auto map3 = [&](const auto& f) {
             for (int64_t j = 0; j < np; j += N)
-              hn::Store(f(hn::Load(d, a + j), hn::Load(d, b + j), hn::Load(d, c + j)), d, dst + j);
+              hn::StoreU(f(hn::LoadU(d, a + j), hn::LoadU(d, b + j), hn::LoadU(d, c + j)), d, dst + j);
           };
           const bool unary = VisitUnary(
               in.kind, in.r,
               [&](const auto& f) {
-                for (int64_t j = 0; j < np; j += N) hn::Store(f(d, hn::Load(d, a + j)), d, dst + j);
+                for (int64_t j = 0; j < np; j += N) hn::StoreU(f(d, hn::LoadU(d, a + j)), d, dst + j);
               },
               [&](float lo, float hi, const auto& f, const auto& scalar) {  // as MapGuarded
                 const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
                 int64_t j = 0;
                 for (; j < nv; j += N) {
-                  const V x = hn::Load(d, a + j);
-                  hn::Store(f(d, x), d, dst + j);
+                  const V x = hn::LoadU(d, a + j);
+                  hn::StoreU(f(d, x), d, dst + j);
                   if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
                     for (int64_t q = j; q < j + N; ++q) dst[q] = scalar(a[q]);
                 }

@@ -36,10 +36,15 @@ struct PInstr {
     Store,      ///< f32 elements of ptrs[slot] <- reg a
     StoreBool,  ///< bool bytes of ptrs[slot] <- reg a != 0
   };
+  /// Flags: kDirect on a Load, the register may point at the memory itself (nothing in the
+  /// program writes that buffer); on an Op, the result goes straight to the memory of the
+  /// Store that follows it (ptrs[slot]), which then has nothing to do (full chunks, no stream).
+  static constexpr uint8_t kDirect = 1;
   Code code = Op;
+  uint8_t flags = 0;
   ir::OpKind kind{};
   int16_t dst = 0, a = 0, b = 0, c = 0;  ///< registers
-  int32_t slot = 0;                      ///< Load/Splat/Store: index into run_program's pointers
+  int32_t slot = 0;                      ///< Load/Splat/Store (and a kDirect Op): index into run_program's pointers
   double r[3] = {};                      ///< Op: the op's real attributes (Clamp: lo, hi)
 };
 /// Whether op can be an Op instruction: f32/bool operands and an op with a vector form whose
