@@ -531,9 +531,11 @@ class FusionBackend final : public Backend {
 
   void flush(const std::string& why) {
     if (stream_.empty()) return;
+    // The queue's storage is recycled (a spare vector with its capacity), not reallocated.
     std::vector<Rec> s = std::move(stream_);
+    stream_ = std::move(spare_);
     stream_.clear();
-    stream_.reserve(kMaxStream);
+    if (stream_.capacity() < kMaxStream) stream_.reserve(kMaxStream);
     bump(&Stats::flushes);
     if (debug_on()) dbg("flush (" + why + "): " + std::to_string(s.size()) + " queued ops");
     // Each op's buffer references are dropped as soon as it has run (release), so memory of
@@ -552,6 +554,8 @@ class FusionBackend final : public Backend {
             for (Buf* b : s[q].out) self->unref(b);
           }
         self->released_ = saved;
+        s.clear();
+        if (self->spare_.capacity() < s.capacity()) self->spare_ = std::move(s);
       }
     } drop{this, s, released, released_};
     released_ = &released;
@@ -580,7 +584,7 @@ class FusionBackend final : public Backend {
   Backend* inner_;
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
-  std::vector<Rec> stream_;
+  std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
 };
 
