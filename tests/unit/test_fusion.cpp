@@ -326,6 +326,23 @@ TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
   EXPECT_EQ(fusion::stats().epilogues, 0);
 }
 
+TEST(Fusion, MemoryOfValuesDyingInsideAFlushIsReused) {
+  // Eight 4 MB values, each read once by the op after it and then dropped, in one flush: each
+  // op gives its buffers back when it has run, so the next value reuses the memory.
+  const Device d = fused();
+  Tensor x = randn({1024, 1024}, {.device = d});
+  sync(d);
+  reset_peak_memory(d);
+  const int64_t before = memory_stats(d).in_use;
+  std::vector<Tensor> means;
+  for (int i = 0; i < 8; ++i) means.push_back((x * double(i + 1)).mean({0}));  // not a tail: alone
+  sync(d);
+  const int64_t peak = memory_stats(d).peak - before, value = int64_t{1024} * 1024 * 4;
+  EXPECT_LT(peak, 3 * value) << "peak " << peak << " bytes above the start";
+  for (int i = 0; i < 8; ++i)
+    EXPECT_TRUE(close(means[static_cast<size_t>(i)], (x.to(plain()) * double(i + 1)).mean({0}), 1e-6, 1e-6));
+}
+
 TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
   std::mt19937 rng(1234);
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
