@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Fusion benchmark: elementwise chains on Device::cpu() (one kernel per op) against
-// Device::cpu().fusion() (one tiled kernel per chain), next to the copy bandwidth of the same
+// Fusion benchmark: elementwise chains on the plain CPU, Device::cpu().without_fusion() (one
+// kernel per op), against Device::cpu().fusion() (one tiled kernel per chain), next to the copy bandwidth of the same
 // bytes (memcpy of the input into the output) measured in the same run.
 //
 //   kiln_bench_fusion [--threads N] [--reps R] [--smoke] [--fused-only]
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   if (smoke) reps = 1;
   std::vector<int64_t> sizes = smoke ? std::vector<int64_t>{1 << 16} : std::vector<int64_t>{8 << 20, 16 << 20};
   if (overhead_only) sizes.clear();
-  const kiln::Device cpu = kiln::Device::cpu(), fus = kiln::Device::cpu().fusion();
+  const kiln::Device cpu = kiln::Device::cpu().without_fusion(), fus = cpu.fusion();
   struct Chain {
     const char* name;
     kiln::Tensor (*f)(const kiln::Tensor&);

@@ -287,12 +287,12 @@ def fusion_section(raw, threads, data):
     probe of the same run; recording / launch overhead; training steps with and without fusion."""
     out = []
     rows = {t: (read_tsv(os.path.join(raw, f"fusion_kiln_t{t}.tsv")), read_tsv(os.path.join(raw, f"fusion_torch_t{t}.tsv")),
-                read_tsv(os.path.join(raw, f"fusion_train_t{t}.tsv"))) for t in threads}
+                read_tsv(os.path.join(raw, f"plain_train_t{t}.tsv"))) for t in threads}
     if not any(r[0] for r in rows.values()):
         return out
     out.append("### Fusion\n")
     out.append(
-        "`bench/kiln_bench_fusion.cpp`: chains written as separate ops on `Device::cpu()` (one kernel per op) "
+        "`bench/kiln_bench_fusion.cpp`: chains written as separate ops on the plain CPU, `Device::cpu().without_fusion()` (one kernel per op), "
         "and on `Device::cpu().fusion()` (one elementwise program per chain), next to a `memcpy` of the same "
         "bytes in the same run; `bench/torch_fusion_bench.py` runs the chains in PyTorch eager. % of copy counts "
         "one read and one write per element (what a fused kernel must move). Targets: fused ≥ 4× unfused, "
@@ -327,12 +327,12 @@ def fusion_section(raw, threads, data):
         out.append(f"| {t} | {g('fusion_record_per_op')} | {g('fusion_launch_cached_plan', 1e6, 'µs')} | "
                    f"{g('fusion_tiny_op_unfused')} | {g('fusion_tiny_op_fused')} |")
     out.append("")
-    out.append("Training steps with fusion as the CPU device (`KILN_FUSION=1`) against the plain CPU of the main run:\n")
+    out.append("Training steps of the main run (the CPU device, fused by default) against the plain CPU (`KILN_FUSION=0`):\n")
     out.append("| threads | step | plain CPU | fused CPU | fused vs plain |")
     out.append("|---|---|---:|---:|---:|")
     for t in threads:
-        plain = data[t][0]
-        fz = rows[t][2]
+        plain = rows[t][2]
+        fz = data[t][0]
         for key in sorted(fz):
             if key in plain and ok(plain[key]) and ok(fz[key]) and fz[key][0] > 0:
                 out.append(f"| {t} | {key} | {plain[key][0] * 1e3:.2f} ms | {fz[key][0] * 1e3:.2f} ms | "

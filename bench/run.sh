@@ -106,7 +106,8 @@ done
 unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
 
 # ---- fusion (issue 9): elementwise chains unfused / fused / PyTorch eager with the copy probe,
-# recording and launch overhead, and the training steps again with fusion as the CPU device ----
+# recording and launch overhead, and the training steps again on the plain CPU (KILN_FUSION=0;
+# the main run's CPU device is the fused one) ----
 FUSION_BENCH="$BUILD_DIR/bench/kiln_bench_fusion"
 if [ -x "$FUSION_BENCH" ]; then
   for t in $THREADS; do
@@ -116,8 +117,8 @@ if [ -x "$FUSION_BENCH" ]; then
     if [ -n "$PY" ]; then
       "$PY" bench/torch_fusion_bench.py --threads "$t" --reps "$REPS" | tee "$RAW/fusion_torch_t$t.tsv"
     fi
-    KILN_FUSION=1 BENCH_ONLY=train/ "$BENCH" --threads "$t" --reps "$REPS" | grep '^train/' |
-      tee "$RAW/fusion_train_t$t.tsv" || true
+    KILN_FUSION=0 BENCH_ONLY=train/ "$BENCH" --threads "$t" --reps "$REPS" | grep '^train/' |
+      tee "$RAW/plain_train_t$t.tsv" || true
   done
   unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
 fi

@@ -29,6 +29,8 @@ class Device {
  public:
   /// The CPU device (same as `Device::cpu()`).
   Device();
+  /// The CPU device: the CPU with op fusion (`.fusion()`), or the plain CPU when the
+  /// environment variable KILN_FUSION is 0 (read once). `.without_fusion()` is always plain.
   static Device cpu();
   /// A device that allocates nothing and computes nothing; reading values throws.
   static Device null();

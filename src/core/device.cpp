@@ -37,12 +37,12 @@ void* host_storage_data(const Tensor& t) {
 }
 
 Device::Device() : backend_(cpu().backend_) {}
-// KILN_FUSION=1 makes the fused CPU (Device::cpu().fusion()) the CPU device; unset or 0, ops
-// run one kernel each unless a device asks for fusion (docs/fusion.md).
+// The CPU device is the fused CPU (Device::cpu().fusion(), docs/fusion.md); KILN_FUSION=0
+// makes it the plain CPU, whose ops run one kernel each.
 Device Device::cpu() {
   static const Device d = [] {  // decided once: default devices are made per tensor
     const char* e = std::getenv("KILN_FUSION");
-    const bool fuse = e && std::string(e) == "1";
+    const bool fuse = !(e && std::string(e) == "0");
     return fuse ? Device(cpu_backend()).fusion() : Device(cpu_backend());
   }();
   return d;

@@ -254,10 +254,8 @@ struct Group {
   Shape S;
 };
 
-/// The cached, size-free part of a group: sources and tile op templates.
+/// The cached part of a group: its number and description (for KILN_FUSION_DEBUG).
 struct Plan {
-  std::vector<std::vector<Src>> step_src;  ///< per step, per input
-  std::vector<Src> tail_src;               ///< tail input 0 (other tail inputs are full loads)
   std::string text;
   int64_t id = 0;
 };
@@ -272,28 +270,51 @@ struct ProgramCode {
   int tail_slot = -1;          ///< slot of the tail input's scratch copy
 };
 
+/// Vectors of one group launch, kept by the backend between launches so that a launch does not
+/// allocate (only the flushing thread uses them, under the backend's lock).
+struct GroupScratch {
+  std::vector<char> store, tail_store, f32_step;
+  std::string sig;
+  std::vector<Load> loads;
+  std::vector<std::vector<Src>> src;
+  std::vector<int> gather_slot;
+  ProgramCode prog;
+  // build_program's
+  std::vector<cpu::vec::PInstr> ops;
+  std::vector<int64_t> last;
+  std::vector<int16_t> reg, free_regs;
+};
+
 std::atomic<int> g_program{-1};  // -1: from KILN_FUSION_PROGRAM on first use
 
 /// Compiles the steps of g into prog: loads at first use, one register per live value (freed
 /// after its last reader), stores right after the step that makes a stored value.
-void build_program(const std::vector<Rec>& s, const Group& g, const std::vector<Load>& loads,
-                   const std::vector<std::vector<Src>>& src, const std::vector<char>& store, int tail_in,
-                   ProgramCode& prog) {
+void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, GroupScratch& w) {
   using cpu::vec::PInstr;
+  const std::vector<Load>& loads = w.loads;
+  const std::vector<std::vector<Src>>& src = w.src;
+  const std::vector<char>& store = w.store;
+  ProgramCode& prog = w.prog;
+  prog.ok = false;
+  prog.tail_slot = -1;
   const size_t ns = g.steps.size(), nl = loads.size();
-  std::vector<PInstr> ops(ns);
+  std::vector<PInstr>& ops = w.ops;
+  ops.assign(ns, PInstr{});
   for (size_t k = 0; k < ns; ++k)
     if (!cpu::vec::program_supports(s[g.steps[k]].op, &ops[k])) return;
   for (const Load& L : loads)
     if (L.desc.dtype != DType::F32 && L.desc.dtype != DType::Bool) return;
   // value ids: loads 0..nl-1, steps nl..nl+ns-1; last reader of each
-  std::vector<int64_t> last(nl + ns, -1);
+  std::vector<int64_t>& last = w.last;
+  last.assign(nl + ns, -1);
   auto vid = [&](const Src& sr) {
     return sr.step >= 0 ? nl + static_cast<size_t>(sr.step) : static_cast<size_t>(sr.load);
   };
   for (size_t k = 0; k < ns; ++k)
     for (const Src& sr : src[k]) last[vid(sr)] = static_cast<int64_t>(k);
-  std::vector<int16_t> reg(nl + ns, -1), free_regs;
+  std::vector<int16_t>&reg = w.reg, &free_regs = w.free_regs;
+  reg.assign(nl + ns, -1);
+  free_regs.clear();
   int nregs = 0;
   auto alloc = [&]() -> int16_t {
     if (!free_regs.empty()) {
@@ -585,6 +606,7 @@ class FusionBackend final : public Backend {
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one
+  GroupScratch gs_;
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
 };
 
@@ -592,9 +614,8 @@ namespace {
 
 /// The shape-relative signature of a group: raw bytes of op kinds, attributes, dtypes, ranks,
 /// broadcast pattern, dataflow and store flags (no sizes).
-std::string signature(const std::vector<Rec>& s, const Group& g, const std::vector<char>& store) {
-  std::string os;
-  os.reserve(64 * g.steps.size());
+void signature(const std::vector<Rec>& s, const Group& g, const std::vector<char>& store, std::string& os) {
+  os.clear();
   auto put = [&](auto v) { os.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   put(static_cast<uint8_t>(g.S.size()));
   auto put_op = [&](const ir::Op& op) {
@@ -628,7 +649,6 @@ std::string signature(const std::vector<Rec>& s, const Group& g, const std::vect
     os.push_back('T');
     put_op(s[static_cast<size_t>(g.tail)].op);
   }
-  return os;
 }
 
 /// Copies the tile [s, s + len) of a broadcast/strided load into dst (contiguous).
@@ -932,7 +952,9 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   auto read_after = [&](Buf* b) { return fl(b).last_reader > static_cast<int64_t>(gend); };
   // Which step values go to memory: the last in-group writer of a buffer that is held by a live
   // tensor or read after the group (or by the tail through memory, never: the tail reads values).
-  std::vector<char> store(ns, 0);
+  GroupScratch& w = gs_;
+  std::vector<char>& store = w.store;
+  store.assign(ns, 0);
   int64_t elided = 0;
   for (size_t k = 0; k < ns; ++k) gr(s[g.steps[k]].out[0]).last_step = static_cast<int32_t>(k);
   for (size_t k = 0; k < ns; ++k) {
@@ -943,12 +965,14 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
     else
       ++elided;
   }
-  std::vector<char> tail_store;
+  std::vector<char>& tail_store = w.tail_store;
+  tail_store.clear();
   if (g.tail >= 0)
     for (Buf* b : s[static_cast<size_t>(g.tail)].out) tail_store.push_back(b->alive || read_after(b));
 
   // The plan (cached by signature).
-  const std::string sig = signature(s, g, store);
+  signature(s, g, store, w.sig);
+  const std::string& sig = w.sig;
   std::shared_ptr<Plan> plan;
   auto pit = plans_.find(sig);
   if (pit != plans_.end()) {
@@ -979,8 +1003,11 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   }
 
   // Sources and loads for this run (sizes known now).
-  std::vector<Load> loads;
-  std::vector<std::vector<Src>> src(ns);
+  std::vector<Load>& loads = w.loads;
+  loads.clear();
+  std::vector<std::vector<Src>>& src = w.src;
+  if (src.size() < ns) src.resize(ns);
+  for (size_t k = 0; k < ns; ++k) src[k].clear();
   const Shape& S = g.S;
   const size_t r = S.size();
   auto add_load = [&](Buf* b, const ir::TensorDesc& d) {
@@ -1058,11 +1085,13 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   const int64_t grain = std::max<int64_t>(1, kMinElemsPerThread / tile);
   const int64_t total_rows = g.tail >= 0 ? N / rowlen : 0;
 
-  std::vector<int> gather_slot(loads.size(), -1);
+  std::vector<int>& gather_slot = w.gather_slot;
+  gather_slot.assign(loads.size(), -1);
   int ngather = 0;
   for (size_t q = 0; q < loads.size(); ++q)
     if (loads[q].kind == LoadKind::Gather) gather_slot[q] = ngather++;
-  std::vector<char> f32_step(ns, 0);
+  std::vector<char>& f32_step = w.f32_step;
+  f32_step.assign(ns, 0);
   for (size_t k = 0; k < ns; ++k) {
     const ir::Op& op = s[g.steps[k]].op;
     bool all = op.outputs[0].dtype == DType::F32 && op.inputs.size() <= 2 && op.kind != OpKind::Copy &&
@@ -1076,8 +1105,9 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   // When every step has a vector form, the group runs as one elementwise program per tile
   // (cpu::vec::run_program); pointer slots: the loads, then the stored steps, then the tail's
   // input in scratch.
-  ProgramCode prog;
-  if (program_enabled()) build_program(s, g, loads, src, store, tail_in, prog);
+  ProgramCode& prog = w.prog;
+  prog.ok = false;
+  if (program_enabled()) build_program(s, g, tail_in, w);
   if (prog.ok) bump(&Stats::program_groups);
   if (debug_on() && !prog.ok) dbg("    (runs op by op: a step or load has no program form)");
   parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) {
@@ -1095,9 +1125,11 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
     }
     ir::Op tail_op;
     if (g.tail >= 0) tail_op = s[static_cast<size_t>(g.tail)].op;
-    std::vector<char*> val(ns);
-    std::vector<char*> lp(loads.size());
-    std::vector<void*> prog_ptrs(prog.ok ? prog.nslots : 0);
+    thread_local std::vector<char*> val, lp;
+    thread_local std::vector<void*> prog_ptrs;
+    val.assign(ns, nullptr);
+    lp.assign(loads.size(), nullptr);
+    prog_ptrs.assign(prog.ok ? prog.nslots : 0, nullptr);
     SmallVec<void*, 4> in_p, out_p;
     for (int64_t t = tb; t < te; ++t) {
       const int64_t s0 = t * tile, len = std::min(tile, N - s0);
