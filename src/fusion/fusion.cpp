@@ -1082,7 +1082,10 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   const int64_t rows_per_tile = g.tail >= 0 ? std::max<int64_t>(1, tile_elems() / rowlen) : 0;
   const int64_t tile = g.tail >= 0 ? std::min(rows_per_tile, N / rowlen) * rowlen : std::min(tile_elems(), N);
   const int64_t ntiles = (N + tile - 1) / tile;
-  const int64_t grain = std::max<int64_t>(1, kMinElemsPerThread / tile);
+  // A thread takes at least kMinElemsPerThread elements of work per step: longer chains split
+  // smaller groups (each element costs a pass of every step).
+  const int64_t grain =
+      std::max<int64_t>(1, kMinElemsPerThread / static_cast<int64_t>(ns + (g.tail >= 0 ? 1 : 0)) / tile);
   const int64_t total_rows = g.tail >= 0 ? N / rowlen : 0;
 
   std::vector<int>& gather_slot = w.gather_slot;
