@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     const std::string mtag = std::to_string(n >> 20) + "M";
     const double bytes = 2.0 * static_cast<double>(n) * 4;  // read x, write y
     kiln::manual_seed(1);
-    kiln::Tensor xc = kiln::randn({n});
+    kiln::Tensor xc = kiln::randn({n}, {.device = cpu});
     kiln::Tensor xf = xc.to(fus);
     kiln::sync(fus);
     {
