@@ -55,7 +55,9 @@ struct LoadOptions {
 /// does not change the model.
 class Model {
  public:
-  /// Loads the file at `path` onto `device` (weights live there; ops run there).
+  /// Loads the file at `path` onto `device` (weights live there; ops run there; outputs are
+  /// returned there). On the fused CPU the model's own plan runs on the plain CPU: it fuses
+  /// conv+activation, matmul+bias and layer norm itself.
   explicit Model(const std::string& path, const Device& device = Device::default_device(),
                  const LoadOptions& options = {});
   /// Loads a model from its serialized bytes.

@@ -311,10 +311,32 @@ struct Compiled {
 
 bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+/// t on device d. Between the plain and the fused CPU the memory is shared, not copied (the
+/// new tensor keeps t's storage alive); otherwise, or for a tensor tracked by autodiff, a copy.
+Tensor move_to(const Tensor& t, const Device& d) {
+  if (!t.defined() || t.device() == d) return t;
+  if (t.device().is_cpu() && d.is_cpu() && !t.requires_grad() && t.impl().storage) {
+    std::shared_ptr<Storage> src = t.impl().storage;
+    if (void* p = host_storage_data(t)) {
+      if (auto st = d.backend()->wrap_host(p, src->nbytes, src)) {
+        auto impl = std::make_shared<TensorImpl>();
+        impl->shape = t.shape();
+        impl->strides = t.impl().strides;
+        impl->offset = t.impl().offset;
+        impl->dtype = t.dtype();
+        impl->device = d;
+        impl->storage = std::move(st);
+        return Tensor(std::move(impl));
+      }
+    }
+  }
+  return t.to(d);
+}
+
 }  // namespace
 
 struct Model::Impl {
-  Device device;
+  Device device;  ///< where the plan runs: the caller's device, without fusion on the CPU
   proto::ModelP model;
   int64_t opset = 0;
   std::map<std::string, int64_t> opsets;
@@ -324,6 +346,13 @@ struct Model::Impl {
   bool optimize = true;
 
   std::vector<const void*> constants;  // registered with cpu::conv::register_constant
+  Device user_device;                  ///< the device the model was loaded onto: outputs go there
+
+  /// The outputs of the main graph, on the caller's device.
+  std::vector<Tensor> deliver(std::vector<Tensor> outs) const {
+    for (Tensor& o : outs) o = move_to(o, user_device);
+    return outs;
+  }
 
   ~Impl() {
     for (const void* p : constants) cpu::conv::unregister_constant(p);
@@ -964,7 +993,12 @@ void fold_conv_bn(GraphP& g, int64_t opset) {
 }  // namespace
 
 Model Model::from_bytes(std::string_view bytes, const Device& device, const LoadOptions& options) {
-  auto impl = std::make_shared<Impl>(Impl{device, {}, 0, {}, {}, {}, {}, {}, true, {}});
+  // On the CPU the plan runs on the plain CPU: it fuses what it can itself (conv with its
+  // activation, matmul with bias, layer norm), and the fusion decorator's queueing costs more
+  // than it saves on the small tensors of batch-1 inference (BERT-style encoder: +25%).
+  const Device exec = device.is_cpu() && device.has_fusion() ? device.without_fusion() : device;
+  auto impl = std::make_shared<Impl>(Impl{exec, {}, 0, {}, {}, {}, {}, {}, true, {}});
+  impl->user_device = device;
   impl->model = proto::parse_model(bytes);
   const auto& m = impl->model;
   KILN_CHECK(m.has_graph, "onnx", "the model has no graph");
@@ -999,10 +1033,9 @@ std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK(inputs[i].defined(), "onnx", "run: input " << i << " ('" << impl_->inputs[i].name << "') is undefined");
-    feeds.emplace_back(impl_->inputs[i].name,
-                       inputs[i].device() == impl_->device ? inputs[i] : inputs[i].to(impl_->device));
+    feeds.emplace_back(impl_->inputs[i].name, move_to(inputs[i], impl_->device));
   }
-  return impl_->run_graph(*impl_->main, feeds, nullptr);
+  return impl_->deliver(impl_->run_graph(*impl_->main, feeds, nullptr));
 }
 
 std::vector<Tensor> Model::run(const std::map<std::string, Tensor>& inputs) const {
@@ -1011,11 +1044,11 @@ std::vector<Tensor> Model::run(const std::map<std::string, Tensor>& inputs) cons
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (const auto& [k, v] : inputs) {
     KILN_CHECK(allowed.count(k), "onnx", "run: the model has no input named '" << k << "'");
-    feeds.emplace_back(k, v.device() == impl_->device ? v : v.to(impl_->device));
+    feeds.emplace_back(k, move_to(v, impl_->device));
   }
   for (const auto& v : impl_->inputs)
     KILN_CHECK(inputs.count(v.name), "onnx", "run: input '" << v.name << "' is not given");
-  return impl_->run_graph(*impl_->main, feeds, nullptr);
+  return impl_->deliver(impl_->run_graph(*impl_->main, feeds, nullptr));
 }
 
 const std::vector<ValueInfo>& Model::inputs() const { return impl_->inputs; }
@@ -1035,6 +1068,6 @@ int64_t Model::opset(const std::string& domain) const {
   auto it = impl_->opsets.find(is_default_domain(domain) ? "" : domain);
   return it == impl_->opsets.end() ? 0 : it->second;
 }
-const Device& Model::device() const { return impl_->device; }
+const Device& Model::device() const { return impl_->user_device; }
 
 }  // namespace kiln::onnx

@@ -29,9 +29,32 @@ TEST_P(OnnxModels, MatchesOnnxRuntime) {
     auto outs = model.run(sets[k].inputs);
     ASSERT_EQ(outs.size(), sets[k].outputs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
+      // On the model's device (the default, fused CPU), whichever device the plan runs on.
+      EXPECT_EQ(outs[i].device(), Device::cpu()) << name << " output " << i;
       EXPECT_EQ(outs[i].shape(), sets[k].outputs[i].shape()) << name << " set " << k << " output " << i;
       EXPECT_LE(fx::max_abs_err(outs[i], sets[k].outputs[i]), 1e-4) << name << " set " << k << " output " << i;
     }
+  }
+}
+
+TEST(OnnxModelDevices, PlainAndFusedCpuGiveTheSameOutputsOnTheirOwnDevice) {
+  // The plan runs on the plain CPU either way; inputs and outputs share memory across the
+  // device change (no copy), and outputs stay usable with tensors of the caller's device.
+  const std::string name = fx::model_names().front();
+  auto sets = fx::load_sets(kDir + name);
+  const Device plain = Device::cpu().without_fusion(), fused = plain.fusion();
+  onnx::Model mp(kDir + name + "/model.onnx", plain), mf(kDir + name + "/model.onnx", fused);
+  EXPECT_EQ(mp.device(), plain);
+  EXPECT_EQ(mf.device(), fused);
+  std::vector<Tensor> in_f;
+  for (const Tensor& x : sets[0].inputs) in_f.push_back(x.to(fused));
+  auto op = mp.run(sets[0].inputs), of = mf.run(in_f);
+  ASSERT_EQ(op.size(), of.size());
+  for (size_t i = 0; i < op.size(); ++i) {
+    EXPECT_EQ(of[i].device(), fused);
+    EXPECT_EQ(op[i].to_vector<float>(), of[i].to_vector<float>()) << "output " << i;
+    Tensor y = of[i] * 2.0 + ones_like(of[i]);  // mixes with a tensor made on the caller's device
+    EXPECT_EQ(y.device(), fused);
   }
 }
 
