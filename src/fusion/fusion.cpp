@@ -428,7 +428,7 @@ class FusionBackend final : public Backend {
       if (lazy()) {
         note_eager(op);
       }
-      if (!stream_.empty()) flush("op " + std::string(ir::op_name(op.kind)) + " cannot be queued");
+      if (!stream_.empty()) flush("cannot be queued", &op);
       r.op = op;
       run_single(r);
       return;
@@ -493,7 +493,7 @@ class FusionBackend final : public Backend {
   }
   Backend* inner() override { return inner_; }
 
-  void flush_all(const std::string& why) {
+  void flush_all(const char* why) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     flush(why);
   }
@@ -550,7 +550,8 @@ class FusionBackend final : public Backend {
     inner_->execute(r.op, in.data(), out.data());
   }
 
-  void flush(const std::string& why) {
+  /// Runs the queue. why: the reason, for debug output ("op <kind> <why>" when `op` is given).
+  void flush(const char* why, const ir::Op* op = nullptr) {
     if (stream_.empty()) return;
     // The queue's storage is recycled (a spare vector with its capacity), not reallocated.
     std::vector<Rec> s = std::move(stream_);
@@ -558,7 +559,9 @@ class FusionBackend final : public Backend {
     stream_.clear();
     if (stream_.capacity() < kMaxStream) stream_.reserve(kMaxStream);
     bump(&Stats::flushes);
-    if (debug_on()) dbg("flush (" + why + "): " + std::to_string(s.size()) + " queued ops");
+    if (debug_on())
+      dbg("flush (" + (op ? "op " + std::string(ir::op_name(op->kind)) + " " : std::string()) + why +
+          "): " + std::to_string(s.size()) + " queued ops");
     // Each op's buffer references are dropped as soon as it has run (release), so memory of
     // values that die inside the stream goes back to the allocator for the ops after them; the
     // rest (an exception, a nested flush) are dropped at the end.
