@@ -207,7 +207,7 @@ int64_t row_dims(const ir::Op& op) {
 /// A convolution that may take a fused activation: Conv without one yet (ops.def).
 bool is_conv_anchor(const ir::Op& op) {
   return op.kind == OpKind::Conv && op.attrs.ints.size() >= 2 &&
-         op.attrs.ints.size() == static_cast<size_t>(2 + 3 * op.attrs.ints[1]);
+         op.attrs.ints.size() == ir::conv_geometry_ints(op.attrs.ints[1]);
 }
 
 bool recordable(const ir::Op& op) {
@@ -569,19 +569,14 @@ class FusionBackend final : public Backend {
     struct Drop {
       FusionBackend* self;
       std::vector<Rec>& s;
-      std::vector<char>& released;
       std::vector<char>* saved;
       ~Drop() {
-        for (size_t q = 0; q < s.size(); ++q)
-          if (!released[q]) {
-            for (Buf* b : s[q].in) self->unref(b);
-            for (Buf* b : s[q].out) self->unref(b);
-          }
+        for (size_t q = 0; q < s.size(); ++q) self->release(s, q);
         self->released_ = saved;
         s.clear();
         if (self->spare_.capacity() < s.capacity()) self->spare_ = std::move(s);
       }
-    } drop{this, s, released, released_};
+    } drop{this, s, released_};
     released_ = &released;
     run_stream(s);
   }
@@ -828,7 +823,7 @@ void FusionBackend::run_stream(const std::vector<Rec>& s) {
       order.push_back(q);
     else
       release(s, q);
-  run_ops(s, order);
+  run_ops(s, std::move(order));
 }
 
 /// Whether op j may run before the group built so far (it is hoisted past the group's steps):

@@ -18,7 +18,7 @@ void infer_conv(Op& op) {
   const int64_t groups = a[0], nsp = a[1];
   KILN_CHECK(nsp >= 1 && nsp <= 3, name, "supports 1 to 3 spatial dims, got " << nsp);
   const size_t extra = op.kind == OpKind::Conv ? 0 : static_cast<size_t>(nsp);
-  if (op.kind == OpKind::Conv && a.size() == static_cast<size_t>(3 + 3 * nsp)) {  // + fused activation
+  if (op.kind == OpKind::Conv && a.size() == conv_geometry_ints(nsp) + 1) {  // + fused activation
     KILN_CHECK(a.back() == 0 || a.back() == 1, name, "fused activation must be 0 (none) or 1 (relu), got " << a.back());
   } else
     KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,

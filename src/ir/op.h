@@ -81,6 +81,14 @@ Family op_family(OpKind k);
 int op_num_inputs(OpKind k);
 int op_num_outputs(OpKind k);
 
+/// Conv's geometry ints for nsp spatial dims (ops.def: groups, nsp, stride, padding, dilation).
+inline size_t conv_geometry_ints(int64_t nsp) { return static_cast<size_t>(2 + 3 * nsp); }
+/// Conv's fused activation (ops.def): the one int after the geometry, 0 (none) when absent.
+inline int64_t conv_activation(const Op& op) {
+  const auto& a = op.attrs.ints;
+  return op.kind == OpKind::Conv && a.size() >= 2 && a.size() == conv_geometry_ints(a[1]) + 1 ? a.back() : 0;
+}
+
 /// Fills op.outputs (contiguous) from op.inputs and op.attrs. Throws kiln::Error on mismatch.
 void infer(Op& op);
 

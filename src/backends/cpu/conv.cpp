@@ -380,17 +380,14 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   const A* a1 = stage_in<T, A>(in[1], op.inputs[1], t1);
   const A* bias = has_bias ? stage_in<T, A>(in[2], op.inputs[2], t2) : nullptr;
   A* res = stage_out<T, A>(out[0], op.outputs[0], to);
-  // A fused activation (ops.def): the last Conv int when there is one more than the geometry's.
-  const bool relu = op.kind == ir::OpKind::Conv && op.attrs.ints.size() == static_cast<size_t>(3 + 3 * g.nsp) &&
-                    op.attrs.ints.back() == 1;
-  bool done = false, relu_done = false;
+  const bool relu = ir::conv_activation(op) == 1;  // fused by oneDNN when it runs the conv
+  bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     if (onednn::enabled()) {
       if (op.kind == ir::OpKind::Conv) {
         conv::PostOp post;
         if (relu) post.kind = conv::PostOp::Relu;
         done = conv::onednn_forward(g, a0, a1, bias, res, post);
-        if (done) relu_done = true;
       } else if (op.kind == ir::OpKind::ConvTranspose)
         done = conv::onednn_backward_data(g, a0, a1, bias, res);
       else
@@ -405,7 +402,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     else
       backward_weights(g, a0, a1, res);
   }
-  if (relu && !relu_done) {  // as the Relu kernel: x < 0 ? 0 : x (NaN passes through)
+  if (relu && !done) {  // as the Relu kernel: x < 0 ? 0 : x (NaN passes through)
     const int64_t n = g.N * g.O * g.out_size();
     parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) res[i] = res[i] < A(0) ? A(0) : res[i];

@@ -36,7 +36,6 @@ bool UnaryHasVector(ir::OpKind kind, const double* r) {
 
 namespace {
 constexpr int64_t kC = kProgramChunk;
-constexpr bool kPrefetchLoads = true;
 
 // std::max / std::min as the scalar kernels write them: (a < b ? b : a), (b < a ? b : a).
 HWY_INLINE V StdMax(V a, V b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
@@ -187,8 +186,7 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
         case PInstr::Load: {
           float* p = static_cast<float*>(ptrs[in.slot]) + i0;
           if (full) {
-            if (kPrefetchLoads)
-              for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(p + j + kPrefetch);
+            for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(p + j + kPrefetch);
             if (in.flags & PInstr::kDirect) {
               rp[in.dst] = p;
               break;
@@ -237,8 +235,7 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
           float* dst = reg(in.dst);
           if ((in.flags & PInstr::kDirect) && direct_ok) {  // straight to memory, owned ahead
             dst = static_cast<float*>(ptrs[in.slot]) + i0;
-            if (kPrefetchLoads)
-              for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(dst + j + kPrefetch, 1);
+            for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(dst + j + kPrefetch, 1);
           }
           rp[in.dst] = dst;
           auto map1 = [&](const auto& f) {
