@@ -140,41 +140,49 @@ inline A nanmax(A a, A v) {
     return v > a ? v : a;
 }
 
+/// Calls f(id, ih) for each input row of the window whose first tap is at depth d0, height h0
+/// (dilated taps), skipping rows outside the input (padding), in tap order.
+template <class F>
+void for_window_rows(const Geo& g, int64_t d0, int64_t h0, const F& f) {
+  for (int64_t i = 0; i < g.k[0]; ++i) {
+    const int64_t id = d0 + i * g.dl[0];
+    if (id < 0 || id >= g.in[0]) continue;
+    for (int64_t j = 0; j < g.k[1]; ++j) {
+      const int64_t ih = h0 + j * g.dl[1];
+      if (ih >= 0 && ih < g.in[1]) f(id, ih);
+    }
+  }
+}
+
 /// Combines the input rows of one output row's window into row[0..W) (max or sum, converted
 /// to A): the vertical half of Note [Pooling by output rows] for ops whose result does not
 /// depend on the visiting order beyond rounding (max values, averages). Returns false when
 /// the window holds no valid row.
 template <bool IsMax, class T, class A>
 bool combine_rows(const T* xp, const Geo& g, int64_t d0, int64_t h0, A* __restrict row) {
-  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t W = g.in[2];
   bool first = true;
-  for (int64_t i = 0; i < g.k[0]; ++i) {
-    const int64_t id = d0 + i * g.dl[0];
-    if (id < 0 || id >= D) continue;
-    for (int64_t j = 0; j < g.k[1]; ++j) {
-      const int64_t ih = h0 + j * g.dl[1];
-      if (ih < 0 || ih >= H) continue;
-      const T* __restrict src = xp + id * g.xs[0] + ih * g.xs[1];
-      const int64_t sw = g.xs[2];
-      if (first) {
-        if (sw == 1)
-          for (int64_t w = 0; w < W; ++w) row[w] = static_cast<A>(src[w]);
-        else
-          for (int64_t w = 0; w < W; ++w) row[w] = static_cast<A>(src[w * sw]);
-        first = false;
-      } else if (sw == 1) {
-        if constexpr (IsMax)
-          for (int64_t w = 0; w < W; ++w) row[w] = nanmax(row[w], static_cast<A>(src[w]));
-        else
-          for (int64_t w = 0; w < W; ++w) row[w] += static_cast<A>(src[w]);
-      } else {
-        if constexpr (IsMax)
-          for (int64_t w = 0; w < W; ++w) row[w] = nanmax(row[w], static_cast<A>(src[w * sw]));
-        else
-          for (int64_t w = 0; w < W; ++w) row[w] += static_cast<A>(src[w * sw]);
-      }
+  for_window_rows(g, d0, h0, [&](int64_t id, int64_t ih) {
+    const T* __restrict src = xp + id * g.xs[0] + ih * g.xs[1];
+    const int64_t sw = g.xs[2];
+    if (first) {
+      if (sw == 1)
+        for (int64_t w = 0; w < W; ++w) row[w] = static_cast<A>(src[w]);
+      else
+        for (int64_t w = 0; w < W; ++w) row[w] = static_cast<A>(src[w * sw]);
+      first = false;
+    } else if (sw == 1) {
+      if constexpr (IsMax)
+        for (int64_t w = 0; w < W; ++w) row[w] = nanmax(row[w], static_cast<A>(src[w]));
+      else
+        for (int64_t w = 0; w < W; ++w) row[w] += static_cast<A>(src[w]);
+    } else {
+      if constexpr (IsMax)
+        for (int64_t w = 0; w < W; ++w) row[w] = nanmax(row[w], static_cast<A>(src[w * sw]));
+      else
+        for (int64_t w = 0; w < W; ++w) row[w] += static_cast<A>(src[w * sw]);
     }
-  }
+  });
   return !first;
 }
 
@@ -486,7 +494,7 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
   const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
   T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
   int64_t* yi = Idx ? reinterpret_cast<int64_t*>(base_ptr(out[1], op.outputs[1])) : nullptr;
-  const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
+  const int64_t H = g.in[1], W = g.in[2];
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2], PW = g.p[2];
   const T lo = lowest_value<T>();
   const int64_t units = g.planes * OD * OH;
@@ -544,16 +552,10 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
         const int64_t first = (first_valid(d0, g.dl[0]) * H + first_valid(h0, g.dl[1])) * W;
         for (int64_t o = 0; o < OW; ++o) ix[o] = static_cast<int32_t>(first + std::max<int64_t>(2 * o - PW, 0));
       }
-      for (int64_t i = 0; i < g.k[0]; ++i) {
-        const int64_t id = d0 + i * g.dl[0];
-        if (id < 0 || id >= D) continue;
-        for (int64_t j = 0; j < g.k[1]; ++j) {
-          const int64_t ih = h0 + j * g.dl[1];
-          if (ih < 0 || ih >= H) continue;
-          max_row_pass<KW, Idx>(xp + id * g.xs[0] + ih * g.xs[1], W, PW, OW, static_cast<int32_t>((id * H + ih) * W), m,
-                                ix);
-        }
-      }
+      for_window_rows(g, d0, h0, [&](int64_t id, int64_t ih) {
+        max_row_pass<KW, Idx>(xp + id * g.xs[0] + ih * g.xs[1], W, PW, OW, static_cast<int32_t>((id * H + ih) * W), m,
+                              ix);
+      });
       if constexpr (Idx) {
         int64_t* __restrict io = yi + u * OW;
         for (int64_t o = 0; o < OW; ++o) io[o] = ix[o];
