@@ -3,10 +3,11 @@
 // kernel per op), against Device::cpu().fusion() (one tiled kernel per chain), next to the copy bandwidth of the same
 // bytes (memcpy of the input into the output) measured in the same run.
 //
-//   kiln_bench_fusion [--threads N] [--reps R] [--smoke] [--fused-only]
+//   kiln_bench_fusion [--threads N] [--reps R] [--smoke] [--fused-only] [--small-only]
 //
 // --fused-only skips the unfused runs and the copy probe (for profiling the fused kernels);
-// --overhead-only runs only the per-op and launch overhead measurements.
+// --overhead-only runs only the per-op and launch overhead measurements; --small-only only the
+// small-tensor chains (fusion_small_<chain>_<n>_{unfused,fused}: seconds per chain with its sync).
 //
 // Prints one tab-separated line per measurement:
 //   <id> \t <seconds per call, best of R> \t <bytes read + written by an ideal kernel> \t ok
@@ -23,6 +24,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "fusion/fusion.h"  // small_limit: small ops run at once unless it is 0
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -52,7 +55,7 @@ kiln::Tensor chain5(const kiln::Tensor& x) { return kiln::tanh(kiln::relu(x * 1.
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 10;
-  bool smoke = false, fused_only = false, overhead_only = false;
+  bool smoke = false, fused_only = false, overhead_only = false, small_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc)
@@ -65,6 +68,8 @@ int main(int argc, char** argv) {
       fused_only = true;
     else if (a == "--overhead-only")
       overhead_only = true;
+    else if (a == "--small-only")
+      small_only = true;
   }
   kiln::set_num_threads(threads);
 #ifdef _OPENMP
@@ -72,7 +77,7 @@ int main(int argc, char** argv) {
 #endif
   if (smoke) reps = 1;
   std::vector<int64_t> sizes = smoke ? std::vector<int64_t>{1 << 16} : std::vector<int64_t>{8 << 20, 16 << 20};
-  if (overhead_only) sizes.clear();
+  if (overhead_only || small_only) sizes.clear();
   const kiln::Device cpu = kiln::Device::cpu().without_fusion(), fus = cpu.fusion();
   struct Chain {
     const char* name;
@@ -116,9 +121,41 @@ int main(int argc, char** argv) {
                   yu == yf ? "ok" : "MISMATCH");
     }
   }
-  // Per-op overhead on tiny tensors: the whole eager call (frontend, record or execute), 512
-  // ops per flush on the fusion device; the cached plan lookup and launch is part of it.
-  for (const kiln::Device& d : {cpu, fus}) {
+  // Small tensors: a chain and a sync on n elements, plain against fused (by default ops with
+  // results of at most kiln::fusion::small_limit() elements run at once) and against fused with
+  // every op queued (small limit 0), where per-op and per-launch costs weigh against the
+  // memory traffic fusion saves.
+  const int64_t default_small = kiln::fusion::small_limit();
+  for (int64_t n : {int64_t{64}, int64_t{1024}, int64_t{4096}, int64_t{16384}, int64_t{65536}}) {
+    if (overhead_only || (smoke && n > 1024)) break;
+    for (const Chain& c : chains) {
+      const char* tags[] = {"unfused", "fused", "queued"};
+      for (int k = 0; k < 3; ++k) {
+        const kiln::Device d = k ? fus : cpu;
+        kiln::fusion::set_small_limit(k == 2 ? 0 : default_small);
+        kiln::Tensor x = kiln::randn({n}, {.device = d});
+        kiln::sync(d);
+        constexpr int kCalls = 50;
+        const double t = best_of(smoke ? 1 : reps,
+                                 [&] {
+                                   for (int i = 0; i < kCalls; ++i) {
+                                     kiln::Tensor y = c.f(x);  // kept until computed (a dead result is skipped)
+                                     kiln::sync(d);
+                                   }
+                                 }) /
+                         kCalls;
+        std::printf("fusion_small_%s_%lld_%s\t%.6g\t0\tok\n", c.name, static_cast<long long>(n), tags[k], t);
+      }
+    }
+  }
+  kiln::fusion::set_small_limit(default_small);
+  if (small_only) return 0;
+  // Per-op overhead on tiny tensors: the whole eager call (frontend, then execute, record or
+  // run at once), on the plain CPU, on the fusion device (small ops run at once) and with every
+  // op queued (512 per flush; the cached plan lookup and launch is part of it).
+  for (int k = 0; k < 3; ++k) {
+    const kiln::Device d = k ? fus : cpu;
+    kiln::fusion::set_small_limit(k == 2 ? 0 : default_small);
     kiln::Tensor x = kiln::ones({4}, {.device = d});
     const int n_ops = smoke ? 512 : 51200;
     double t = best_of(smoke ? 1 : 3, [&] {
@@ -126,11 +163,13 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n_ops; ++i) y = y * 1.0001;
       kiln::sync(d);
     });
-    std::printf("fusion_tiny_op_%s\t%.6g\t0\tok\n", d.has_fusion() ? "fused" : "unfused", t / n_ops);
+    const char* tags[] = {"unfused", "fused", "queued"};
+    std::printf("fusion_tiny_op_%s\t%.6g\t0\tok\n", tags[k], t / n_ops);
   }
-  // Recording alone (ops queued, not run: 400 per stream, under the 512-op flush limit), and
-  // launching a cached plan: the sync of a queued 5-op chain on 4 elements (plan lookup,
-  // program build and run, tiny) with its recording excluded.
+  // With every op queued (small limit 0, left from the loop above): recording alone (ops
+  // queued, not run: 400 per stream, under the 512-op flush limit), and launching a cached
+  // plan: the sync of a queued 5-op chain on 4 elements (plan lookup, program build and run,
+  // tiny) with its recording excluded.
   {
     kiln::Tensor x = kiln::ones({4}, {.device = fus});
     const int n_ops = 400, rounds = smoke ? 2 : 200;
@@ -147,6 +186,7 @@ int main(int argc, char** argv) {
       kiln::sync(fus);
       launch = std::min(launch, std::chrono::duration<double>(Clock::now() - t2).count());
     }
+    kiln::fusion::set_small_limit(default_small);
     std::printf("fusion_record_per_op\t%.6g\t0\tok\n", rec);
     std::printf("fusion_launch_cached_plan\t%.6g\t0\tok\n", launch);
   }

@@ -304,7 +304,7 @@ def fusion_section(raw, threads, data):
     for t in threads:
         k, tt, _ = rows[t]
         for key in sorted(k):
-            if not key.startswith("fusion_") or not key.endswith("_fused") or "tiny" in key:
+            if not key.startswith("fusion_") or not key.endswith("_fused") or "tiny" in key or "small" in key:
                 continue
             base = key[len("fusion_"):-len("_fused")]
             chain, size = base.rsplit("_", 1)
@@ -319,13 +319,28 @@ def fusion_section(raw, threads, data):
             us = f"{u[0] * 1e3:.2f} ms" if u else "–"
             out.append(f"| {t} | {chain} ({size}) | {us} | {f[0] * 1e3:.2f} ms | {sp} | {pc} | {pt} | {vp} |")
     out.append("")
-    out.append("| threads | recording per op | cached plan found and launched | tiny op, unfused | tiny op, fused (record + run) |")
-    out.append("|---|---:|---:|---:|---:|")
+    out.append("Overhead on 4-element tensors. By default an op whose results have at most "
+               "`kiln::fusion::small_limit()` elements (4096) runs at once when no queued op names its buffers; "
+               "*queued* is the same with that limit at 0 (every op recorded, 512 per flush).\n")
+    out.append("| threads | recording per op | cached plan found and launched | tiny op, unfused | tiny op, fused | tiny op, queued |")
+    out.append("|---|---:|---:|---:|---:|---:|")
     for t in threads:
         k = rows[t][0]
         g = lambda key, scale=1e9, unit="ns": f"{k[key][0] * scale:.{0 if unit == 'ns' else 1}f} {unit}" if key in k else "–"  # noqa: E731
         out.append(f"| {t} | {g('fusion_record_per_op')} | {g('fusion_launch_cached_plan', 1e6, 'µs')} | "
-                   f"{g('fusion_tiny_op_unfused')} | {g('fusion_tiny_op_fused')} |")
+                   f"{g('fusion_tiny_op_unfused')} | {g('fusion_tiny_op_fused')} | {g('fusion_tiny_op_queued')} |")
+    out.append("")
+    out.append("Small tensors: one chain and a sync, µs per call:\n")
+    out.append("| threads | chain | elements | unfused | fused (default) | fused, every op queued |")
+    out.append("|---|---|---:|---:|---:|---:|")
+    for t in threads:
+        k = rows[t][0]
+        seen = sorted({key.rsplit("_", 1)[0] for key in k if key.startswith("fusion_small_")},
+                      key=lambda b: (b.rsplit("_", 1)[0], int(b.rsplit("_", 1)[1])))
+        for base in seen:
+            chain, n = base[len("fusion_small_"):].rsplit("_", 1)
+            cell = lambda tag: f"{k[base + '_' + tag][0] * 1e6:.2f}" if base + "_" + tag in k else "–"  # noqa: E731
+            out.append(f"| {t} | {chain} | {n} | {cell('unfused')} | {cell('fused')} | {cell('queued')} |")
     out.append("")
     out.append("Training steps of the main run (the CPU device, fused by default) against the plain CPU (`KILN_FUSION=0`):\n")
     out.append("| threads | step | plain CPU | fused CPU | fused vs plain |")

@@ -36,6 +36,10 @@ class Backend {
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) = 0;
   /// Called by ~Storage.
   virtual void release(void* data, size_t nbytes) noexcept = 0;
+  /// The memory of a buffer of at least nbytes, for a caller that keeps its own record of it
+  /// (a decorator) and gives it back through release(). Default: allocate() with the Storage
+  /// record dropped.
+  virtual void* allocate_memory(size_t nbytes);
   /// Runs one primitive. inputs[i] / outputs[i] hold the buffers that op.inputs[i] /
   /// op.outputs[i] describe (offsets are in the descriptors). Outputs are allocated by the caller.
   virtual void execute(const ir::Op& op, Storage* const* inputs, Storage* const* outputs) = 0;

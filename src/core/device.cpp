@@ -19,6 +19,12 @@ Storage::~Storage() {
   if (backend && !external) backend->release(data, nbytes);
 }
 
+void* Backend::allocate_memory(size_t nbytes) {
+  std::shared_ptr<Storage> s = allocate(nbytes);
+  s->backend = nullptr;  // the memory now belongs to the caller
+  return s->data;
+}
+
 void* Backend::host_data(Storage& s) {
   if (Backend* b = inner()) return b->host_data(s);
   return type() == DeviceType::CPU && has_data() ? s.data : nullptr;

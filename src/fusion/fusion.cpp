@@ -10,7 +10,10 @@
 // LayerNorm) are not run by execute(): they are appended to a stream. Any other op flushes the
 // stream and runs at once, so errors raised by kernels (index checks...) stay synchronous.
 // The stream is also flushed by read (to_vector, item, printing), write into a queued buffer,
-// kiln::sync, set_enabled and a length limit (kMaxStream ops).
+// kiln::sync, set_enabled and a length limit (kMaxStream ops). A recordable op on small
+// tensors (every result within small_limit() elements) whose buffers no queued op names runs
+// at once instead: fusing it would save no memory traffic, and recording and launching cost
+// more than running it.
 //
 // A flush first walks the stream backwards: an op is live when one of its outputs is held by a
 // live tensor (the Storage still exists) or read by a later live op; dead ops are dropped. Live
@@ -81,6 +84,8 @@ constexpr int64_t kMaxRowLen = 65536;  // longer rows: the row op runs alone
 constexpr int64_t kMinElemsPerThread = 32768;
 
 std::atomic<int> g_enabled{-1};
+constexpr int64_t kDefaultSmall = 4096;
+std::atomic<int64_t> g_small{-1};
 alignas(64) Stats g_stats;  // updated through std::atomic_ref
 
 bool debug_on() {
@@ -401,7 +406,8 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
 
 class FusionBackend final : public Backend {
  public:
-  explicit FusionBackend(Backend* inner) : inner_(inner) {}
+  explicit FusionBackend(Backend* inner)
+      : inner_(inner), cpu_kernels_(inner->type() == DeviceType::CPU && inner->has_data()) {}
   DeviceType type() const override { return inner_->type(); }
   std::string name() const override { return inner_->name() + "+fusion"; }
 
@@ -424,13 +430,18 @@ class FusionBackend final : public Backend {
     r.in.reserve(op.inputs.size());
     for (size_t i = 0; i < op.inputs.size(); ++i) r.in.push_back(buf_of(in[i]));
     for (size_t i = 0; i < op.outputs.size(); ++i) r.out.push_back(buf_of(out[i]));
-    if (!lazy() || !recordable(op)) {
-      if (lazy()) {
-        note_eager(op);
-      }
+    const bool lz = lazy(), small = lz && is_small(op);
+    // A small convolution is not queued for its activation: its result feeds small ops.
+    const bool rec = lz && recordable(op) && !(small && is_conv_anchor(op));
+    if (rec && small && independent(r)) {
+      bump(&Stats::small_direct);
+      run_single(op, r);
+      return;
+    }
+    if (!rec) {
+      if (lz) note_eager(op);
       if (!stream_.empty()) flush("cannot be queued", &op);
-      r.op = op;
-      run_single(r);
+      run_single(op, r);
       return;
     }
     r.op = op;
@@ -501,6 +512,25 @@ class FusionBackend final : public Backend {
  private:
   bool lazy() const { return enabled() && inner_->has_data() && inner_->type() == DeviceType::CPU; }
 
+  /// Whether every result of op has at most small_limit() elements (a limit of 0: never).
+  /// Inputs may be larger (a reduction, a convolution's weights): what fusion keeps out of
+  /// memory is the results passed between ops.
+  static bool is_small(const ir::Op& op) {
+    const int64_t lim = small_limit();
+    if (lim <= 0) return false;
+    for (const auto& d : op.outputs)
+      if (d.numel() > lim) return false;
+    return true;
+  }
+  /// Whether no queued op names a buffer of r: running r ahead of the queue changes nothing.
+  static bool independent(const Rec& r) {
+    for (Buf* b : r.in)
+      if (b->refs) return false;
+    for (Buf* b : r.out)
+      if (b->refs) return false;
+    return true;
+  }
+
   Buf* buf_of(const Storage* s) {
     KILN_CHECK(s->backend == this && s->data != nullptr, "fusion",
                "a buffer of another device reached the fusion decorator");
@@ -528,26 +558,40 @@ class FusionBackend final : public Backend {
 
   void materialise(Buf* b) {
     if (b->real || b->nbytes == 0) return;
-    std::shared_ptr<Storage> s = inner_->allocate(b->nbytes);
-    b->real = s->data;
-    s->backend = nullptr;  // the memory now belongs to b (given back in free_buf)
+    b->real = inner_->allocate_memory(b->nbytes);  // given back in free_buf
   }
 
-  void run_single(const Rec& r) {
+  /// Runs op now on the inner backend over the buffers of r (r.op is not read).
+  void run_single(const ir::Op& op, const Rec& r) {
+    if (cpu_kernels_) {  // what CpuBackend::execute does, without Storage records of the memory
+      SmallVec<void*, 4> in, out;
+      for (Buf* b : r.in) {
+        materialise(b);
+        in.push_back(b->real);
+      }
+      for (Buf* b : r.out) {
+        materialise(b);
+        out.push_back(b->real);
+      }
+      kKernels[static_cast<size_t>(op.kind)](op, in.data(), out.data());
+      return;
+    }
     // Storages of the inner backend over the buffers' memory: inline for up to 8 (no allocation
-    // per op), in a deque beyond that (Storage cannot move).
+    // per op), in a deque beyond that (Storage cannot move; an empty deque allocates, so it is
+    // made only when needed).
     std::optional<Storage> inline_tmp[8];
     size_t used = 0;
-    std::deque<Storage> more;
+    std::optional<std::deque<Storage>> more;
     auto wrap = [&](Buf* b) -> Storage* {
       materialise(b);
       if (used < std::size(inline_tmp)) return &inline_tmp[used++].emplace(b->real, b->nbytes, nullptr);
-      return &more.emplace_back(b->real, b->nbytes, nullptr);
+      if (!more) more.emplace();
+      return &more->emplace_back(b->real, b->nbytes, nullptr);
     };
     SmallVec<Storage*, 4> in, out;
     for (Buf* b : r.in) in.push_back(wrap(b));
     for (Buf* b : r.out) out.push_back(wrap(b));
-    inner_->execute(r.op, in.data(), out.data());
+    inner_->execute(op, in.data(), out.data());
   }
 
   /// Runs the queue. why: the reason, for debug output ("op <kind> <why>" when `op` is given).
@@ -601,6 +645,7 @@ class FusionBackend final : public Backend {
   void run_group(const std::vector<Rec>& s, const Group& g);
 
   Backend* inner_;
+  const bool cpu_kernels_;                 ///< the inner backend is the CPU: run_single calls its kernels
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one
@@ -855,7 +900,7 @@ bool FusionBackend::try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j)
   f.out.push_back(r.out[0]);
   if (debug_on()) dbg("  Conv with its Relu fused " + desc_str(c.op.outputs[0]));
   bump(&Stats::epilogues);
-  run_single(f);
+  run_single(f.op, f);
   release(s, i);
   release(s, j);
   return true;
@@ -935,7 +980,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
         dbg("  alone: " + std::string(ir::op_name(s[i].op.kind)) + " " + desc_str(s[i].op.outputs[0]) +
             (why.empty() ? "" : " (" + why + ")"));
       bump(&Stats::single_ops);
-      run_single(s[i]);
+      run_single(s[i].op, s[i]);
       release(s, i);
       ++head;
     }
@@ -1295,6 +1340,24 @@ bool program_enabled() {
 
 void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
 
+int64_t small_limit() {
+  int64_t v = g_small.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("KILN_FUSION_SMALL");
+    v = e && *e ? std::max<int64_t>(0, std::atoll(e)) : kDefaultSmall;
+    g_small.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+void set_small_limit(int64_t elements) {
+  {
+    std::lock_guard<std::mutex> lock(g_reg_mu);
+    for (auto& [inner, f] : registry()) f->flush_all("set_small_limit");
+  }
+  g_small.store(std::max<int64_t>(0, elements), std::memory_order_relaxed);
+}
+
 // The counters are bumped with relaxed atomic adds (no lock per recorded op) and read field by
 // field the same way.
 #define KILN_FUSION_STATS(X) \
@@ -1303,7 +1366,7 @@ void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
   X(dead)                    \
   X(fused_groups)            \
   X(program_groups)          \
-  X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided) X(epilogues)
+  X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided) X(epilogues) X(small_direct)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);

@@ -26,6 +26,13 @@ void set_enabled(bool on);
 bool program_enabled();
 void set_program_enabled(bool on);
 
+/// Ops whose every result has at most this many elements run at once, not queued, when no
+/// queued op names their buffers: fusing them saves no memory traffic, and recording and
+/// launching cost more than running them (docs/fusion.md, "Small tensors"). Default 4096;
+/// KILN_FUSION_SMALL sets it, 0 queues every op. set_small_limit flushes pending work first.
+int64_t small_limit();
+void set_small_limit(int64_t elements);
+
 /// Counters over all fusion decorators since the last reset.
 struct Stats {
   int64_t recorded = 0;        ///< ops queued lazily
@@ -40,6 +47,7 @@ struct Stats {
   int64_t plan_hits = 0;             ///< plan cache hits
   int64_t intermediates_elided = 0;  ///< buffers produced and consumed inside a fused kernel
   int64_t epilogues = 0;             ///< convolutions run with their activation fused
+  int64_t small_direct = 0;          ///< small ops run at once (small_limit)
 };
 Stats stats();
 void reset_stats();

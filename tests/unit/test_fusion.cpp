@@ -14,6 +14,7 @@
 
 #include "autodiff/graph.h"
 #include "fusion/fusion.h"
+#include "fusion_small_limit.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -42,6 +43,8 @@ Device fused() { return plain().fusion(); }
 }
 
 Tensor gelu_composite(const Tensor& x) { return x * 0.5 * (erf(x / std::sqrt(2.0)) + 1.0); }
+
+using test::SmallLimit;
 
 }  // namespace
 
@@ -114,6 +117,7 @@ TEST(Fusion, TrailingRowOpsMatch) {
 }
 
 TEST(Fusion, DeadCodeIsNotComputedButLiveTensorsAre) {
+  const SmallLimit all(0);  // small tensors: every op queued
   Tensor x = ones({1000}, {.device = fused()});
   fusion::reset_stats();
   Tensor kept = exp(x) + 1.0;           // held: must be materialised
@@ -158,6 +162,7 @@ TEST(Fusion, LargeResultsStreamedPastTheCachesMatch) {
 }
 
 TEST(Fusion, PlansAreCachedAcrossSizes) {
+  const SmallLimit all(0);  // small tensors: every op queued
   fusion::reset_stats();
   for (int64_t n : {1000, 5000, 20000, 7}) {
     Tensor x = ones({n}, {.device = fused()});
@@ -245,6 +250,7 @@ TEST(FusionAutodiff, BalancedCheckpointingComposes) {
 // ---- property test: random op streams -----------------------------------------------------------
 
 TEST(Fusion, IndependentOpsRunBeforeTheGroupThatGoesOnPastThem) {
+  const SmallLimit all(0);  // small tensors: every op queued
   // Batch-norm backward shape: full-size steps with per-channel coefficients computed between
   // them. The coefficient ops read nothing the full-size group writes, so they run first and
   // the full-size steps form one group.
@@ -270,6 +276,7 @@ TEST(Fusion, IndependentOpsRunBeforeTheGroupThatGoesOnPastThem) {
 }
 
 TEST(Fusion, HoistingRespectsInPlaceWrites) {
+  const SmallLimit all(0);  // small tensors: every op queued
   // A per-channel op that overwrites what the group read, or reads what it wrote, keeps its
   // place in the stream; one that writes a buffer the group reads later runs first.
   auto f = [](const Device& d) {
@@ -292,6 +299,7 @@ TEST(Fusion, HoistingRespectsInPlaceWrites) {
 }
 
 TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
+  const SmallLimit all(0);  // small tensors: every op queued
   // f32 (oneDNN post-op where built in) and f64 (the portable kernel, then the activation);
   // with and without bias; strided and padded; gradients through autodiff too.
   for (DType dt : {f32, f64}) {
@@ -324,6 +332,44 @@ TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
   EXPECT_TRUE(close(r, relu(F::conv2d(x.to(plain()), w.to(plain()))), 1e-6, 1e-6));
   EXPECT_TRUE(close(c, F::conv2d(x.to(plain()), w.to(plain())), 1e-6, 1e-6));
   EXPECT_EQ(fusion::stats().epilogues, 0);
+}
+
+TEST(Fusion, SmallOpsRunAtOnceUnlessANamedBufferIsQueued) {
+  // Results of at most small_limit() elements: the op runs at once when no queued op names its
+  // buffers, and is queued otherwise (it reads a queued value, or writes one a queued op reads).
+  const SmallLimit lim(4096);
+  auto f = [](const Device& d) {
+    manual_seed(41);
+    Tensor x = randn({1, 3, 8, 8}, {.device = d}), w = randn({8, 3, 3, 3}, {.device = d});
+    Tensor r = relu(F::conv2d(x, w));  // [1, 8, 6, 6]: not queued for its activation
+    Tensor s = randn({64, 64}, {.device = d});
+    Tensor big = randn({64, 65}, {.device = d});
+    Tensor k = randn({1, 65}, {.device = d});
+    Tensor a = gelu_composite(s);    // 4096 elements: each op at once
+    Tensor b = gelu_composite(big);  // 4160: queued
+    Tensor m = b.mean({1}, true);    // small, reads a queued value: queued
+    Tensor c = m * 2.0 + 1.0;        // likewise
+    Tensor y = big * k;              // queued, reads k
+    k.add_(1.0);                     // small, but overwrites what y reads: queued after it
+    Tensor z = s * 3.0;              // at once
+    return std::vector<Tensor>{r, a, b, m, c, y, k, z};
+  };
+  auto ref = f(plain());
+  fusion::reset_stats();
+  auto got = f(fused());
+  const fusion::Stats st = fusion::stats();
+  EXPECT_EQ(st.recorded, 5 + 1 + 2 + 1 + 1) << "big's chain, its mean, c, y and k's update";
+  EXPECT_GE(st.small_direct, 5 + 1 + 1) << "a's chain, the relu, z";
+  EXPECT_EQ(st.epilogues, 0);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(close(got[i], ref[i], 0, 0)) << i;
+  {
+    const SmallLimit all(0);  // the same stream with every op queued
+    fusion::reset_stats();
+    auto q = f(fused());
+    EXPECT_EQ(fusion::stats().small_direct, 0);
+    EXPECT_EQ(fusion::stats().epilogues, 1);
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(close(q[i], ref[i], 1e-6, 1e-6)) << i;
+  }
 }
 
 TEST(Fusion, MemoryOfValuesDyingInsideAFlushIsReused) {
@@ -437,6 +483,9 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
       for (size_t k = 3; k < vals.size(); ++k) outs.push_back(vals[k]);
       return outs;
     };
+    // Ops on small tensors run at once or are queued: every mix of the two paths.
+    const int64_t limits[] = {0, 64, 1024, 4096};
+    const SmallLimit lim(limits[trial % 4]);
     auto a = run(plain()), b = run(fused());
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k)
@@ -475,6 +524,7 @@ std::vector<double> train_losses(const Device& d) {
 }  // namespace
 
 TEST(FusionTraining, MlpLossesMatchUnfused) {
+  const SmallLimit all(0);  // small tensors: every op queued
   fusion::reset_stats();
   auto a = train_losses(plain().autodiff());
   auto b = train_losses(plain().fusion().autodiff());

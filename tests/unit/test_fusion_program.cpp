@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fusion/fusion.h"
+#include "fusion_small_limit.h"
 
 using namespace kiln;
 
@@ -58,6 +59,7 @@ using Chain = std::function<std::vector<Tensor>(const Tensor&)>;
 /// bitwise, and the program path must have run.
 void check(const std::string& name, const Chain& chain, int64_t n, uint32_t seed = 1, float scale = 3.0f) {
   SCOPED_TRACE(name + " n=" + std::to_string(n));
+  const test::SmallLimit all(0);  // small tensors: every op queued
   const std::vector<float> v = inputs(n, seed, scale);
   Tensor xc = tensor(v, {n}).to(plain());
   std::vector<Tensor> ref = chain(xc);

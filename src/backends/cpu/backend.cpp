@@ -25,6 +25,7 @@ class CpuBackend final : public Backend {
     return std::make_shared<Storage>(alloc_.allocate(nbytes), nbytes, this);
   }
   void release(void* data, size_t nbytes) noexcept override { alloc_.release(data, nbytes); }
+  void* allocate_memory(size_t nbytes) override { return alloc_.allocate(nbytes); }
   void execute(const ir::Op& op, Storage* const* inputs, Storage* const* outputs) override {
     SmallVec<void*, 4> in, out;
     for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(inputs[i]->data);
