@@ -121,6 +121,24 @@ int main(int argc, char** argv) {
                   yu == yf ? "ok" : "MISMATCH");
     }
   }
+  // Matmul epilogues: relu(x @ w + b) with a short inner dim, where the product's result is
+  // large next to its arithmetic: the unfused ops make two more passes over it.
+  if (!overhead_only && !small_only) {
+    const int64_t m = smoke ? 256 : 8192, k = 64, n = 1024;
+    for (int f = 0; f < 2; ++f) {
+      const kiln::Device d = f ? fus : cpu;
+      kiln::manual_seed(2);
+      kiln::Tensor x = kiln::randn({m, k}, {.device = d}), w = kiln::randn({k, n}, {.device = d});
+      kiln::Tensor b = kiln::randn({n}, {.device = d});
+      kiln::sync(d);
+      const double t = best_of(reps, [&] {
+        kiln::Tensor y = kiln::relu(kiln::matmul(x, w) + b);
+        kiln::sync(d);
+      });
+      std::printf("fusion_epilogue_linear_relu_%lldx%lldx%lld_%s\t%.6g\t0\tok\n", static_cast<long long>(m),
+                  static_cast<long long>(k), static_cast<long long>(n), f ? "fused" : "unfused", t);
+    }
+  }
   // Small tensors: a chain and a sync on n elements, plain against fused (by default ops with
   // results of at most kiln::fusion::small_limit() elements run at once) and against fused with
   // every op queued (small limit 0), where per-op and per-launch costs weigh against the

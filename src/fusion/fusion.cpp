@@ -49,11 +49,8 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vec.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include "core/parallel.h"
+#include "fusion/tiles.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -82,6 +79,10 @@ int64_t tile_elems() {
 }
 constexpr int64_t kMaxRowLen = 65536;  // longer rows: the row op runs alone
 constexpr int64_t kMinElemsPerThread = 32768;
+// A product's epilogue runs per row block of about kEpilogueBlock elements (256 KB in f32), for
+// results of at least kEpilogueMinBytes (smaller ones stay in the cache between the two anyway).
+constexpr int64_t kEpilogueBlock = 65536;
+constexpr int64_t kEpilogueMinBytes = int64_t{2} << 20;
 
 std::atomic<int> g_enabled{-1};
 constexpr int64_t kDefaultSmall = 4096;
@@ -215,8 +216,22 @@ bool is_conv_anchor(const ir::Op& op) {
          op.attrs.ints.size() == ir::conv_geometry_ints(op.attrs.ints[1]);
 }
 
+/// A matrix product that may take an elementwise epilogue: f32 or f64, contiguous result
+/// (ops.def: [B, M, N] descriptors).
+bool is_matmul_anchor(const ir::Op& op) {
+  if (op.kind != OpKind::MatMul || op.outputs.size() != 1 || op.outputs[0].shape.size() != 3) return false;
+  const DType t = op.outputs[0].dtype;
+  if ((t != DType::F32 && t != DType::F64) || !op.outputs[0].is_contiguous()) return false;
+  for (const auto& d : op.inputs)
+    if (d.dtype != t) return false;
+  return true;
+}
+
+/// An op queued only for what may follow it (an activation, an epilogue).
+bool is_anchor(const ir::Op& op) { return is_conv_anchor(op) || is_matmul_anchor(op); }
+
 bool recordable(const ir::Op& op) {
-  if (!step_refusal(op) || op.kind == OpKind::Fill || is_conv_anchor(op)) return true;
+  if (!step_refusal(op) || op.kind == OpKind::Fill || is_anchor(op)) return true;
   if (!is_row_kind(op.kind)) return false;
   for (auto& d : op.inputs)
     if (!is_floating(d.dtype)) return false;
@@ -431,8 +446,8 @@ class FusionBackend final : public Backend {
     for (size_t i = 0; i < op.inputs.size(); ++i) r.in.push_back(buf_of(in[i]));
     for (size_t i = 0; i < op.outputs.size(); ++i) r.out.push_back(buf_of(out[i]));
     const bool lz = lazy(), small = lz && is_small(op);
-    // A small convolution is not queued for its activation: its result feeds small ops.
-    const bool rec = lz && recordable(op) && !(small && is_conv_anchor(op));
+    // A small convolution or product is not queued for its epilogue: its result feeds small ops.
+    const bool rec = lz && recordable(op) && !(small && is_anchor(op));
     if (rec && small && independent(r)) {
       bump(&Stats::small_direct);
       run_single(op, r);
@@ -640,9 +655,13 @@ class FusionBackend final : public Backend {
   void run_stream(const std::vector<Rec>& s);
   void run_ops(const std::vector<Rec>& s, std::vector<size_t> order);
   bool try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j);
+  size_t cut_group(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t start, Group& g,
+                   std::vector<size_t>& hoisted, std::string& why);
+  bool epilogue_fits(const std::vector<Rec>& s, size_t i, const Group& g) const;
+  void run_matmul_rows(const Rec& mm, int64_t row0, int64_t row1, void* dst);
   bool try_add_step(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
   bool try_tail(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
-  void run_group(const std::vector<Rec>& s, const Group& g);
+  void run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul = nullptr);
 
   Backend* inner_;
   const bool cpu_kernels_;                 ///< the inner backend is the CPU: run_single calls its kernels
@@ -692,86 +711,6 @@ void signature(const std::vector<Rec>& s, const Group& g, const std::vector<char
     os.push_back('T');
     put_op(s[static_cast<size_t>(g.tail)].op);
   }
-}
-
-/// Copies the tile [s, s + len) of a broadcast/strided load into dst (contiguous).
-void gather(const char* base, size_t esz, const Shape& S, const Strides& bst, int64_t offset, int64_t s, int64_t len,
-            char* dst) {
-  const size_t r = S.size();
-  SmallVec<int64_t, 8> idx(r, 0);
-  int64_t rem = s, pos = offset;
-  for (size_t i = r; i-- > 0;) {
-    idx[i] = rem % S[i];
-    rem /= S[i];
-    pos += idx[i] * bst[i];
-  }
-  const int64_t inner_n = r ? S[r - 1] : 1, inner_st = r ? bst[r - 1] : 0;
-  int64_t k = 0;
-  while (k < len) {
-    int64_t run = std::min(len - k, inner_n - (r ? idx[r - 1] : 0));
-    switch (esz) {
-      case 1:
-        for (int64_t q = 0; q < run; ++q) dst[k + q] = base[pos + q * inner_st];
-        break;
-      case 2: {
-        auto* d = reinterpret_cast<uint16_t*>(dst) + k;
-        auto* b = reinterpret_cast<const uint16_t*>(base);
-        for (int64_t q = 0; q < run; ++q) d[q] = b[pos + q * inner_st];
-        break;
-      }
-      case 4: {
-        auto* d = reinterpret_cast<uint32_t*>(dst) + k;
-        auto* b = reinterpret_cast<const uint32_t*>(base);
-        if (inner_st == 0)
-          std::fill(d, d + run, b[pos]);
-        else if (inner_st == 1)
-          std::memcpy(d, b + pos, static_cast<size_t>(run) * 4);
-        else
-          for (int64_t q = 0; q < run; ++q) d[q] = b[pos + q * inner_st];
-        break;
-      }
-      default: {
-        for (int64_t q = 0; q < run; ++q) std::memcpy(dst + (k + q) * esz, base + (pos + q * inner_st) * esz, esz);
-        break;
-      }
-    }
-    k += run;
-    if (k >= len || r == 0) break;
-    // advance the odometer by `run` along the last dim (which wraps to 0)
-    pos += run * inner_st;
-    idx[r - 1] += run;
-    for (size_t i = r - 1; i > 0 && idx[i] == S[i]; --i) {
-      pos -= idx[i] * bst[i];
-      idx[i] = 0;
-      ++idx[i - 1];
-      pos += bst[i - 1];
-    }
-  }
-}
-
-#if defined(__SSE2__)
-constexpr bool kStreamStores = true;
-/// dst and src 16-byte aligned, n a multiple of 16.
-void stream_copy(char* dst, const char* src, size_t n) {
-  if ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n) & 15) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  for (size_t i = 0; i < n; i += 16)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_load_si128(reinterpret_cast<const __m128i*>(src + i)));
-}
-void stream_fence() { _mm_sfence(); }
-#else
-constexpr bool kStreamStores = false;
-void stream_copy(char* dst, const char* src, size_t n) { std::memcpy(dst, src, n); }
-void stream_fence() {}
-#endif
-constexpr int64_t kStreamBytes = int64_t{16} << 20;  // results this large stream past the caches
-
-char* aligned(std::vector<char>& v, size_t n) {
-  if (v.size() < n + 64) v.resize(n + 64);
-  auto p = reinterpret_cast<uintptr_t>(v.data());
-  return reinterpret_cast<char*>((p + 63) & ~uintptr_t{63});
 }
 
 }  // namespace
@@ -906,14 +845,102 @@ bool FusionBackend::try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j)
   return true;
 }
 
+/// Cuts a group from order[start]: steps join while they can; an op that cannot join but is
+/// independent of the group (hoistable) is set aside in `hoisted` and the group goes on past it
+/// (within the look-ahead bounds); anything else ends the group. Returns the first position of
+/// `order` not consumed.
+size_t FusionBackend::cut_group(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t start, Group& g,
+                                std::vector<size_t>& hoisted, std::string& why) {
+  // Bounds on the look-ahead: ops set aside in all, and in a row since the last one joined.
+  constexpr size_t kMaxHoisted = 32, kMaxHoistedRun = 12;
+  ++g_gepoch;
+  size_t end = start + 1;
+  size_t run = 0;  // ops set aside since the last step joined
+  if (!try_add_step(s, order[start], g, why)) return end;
+  for (; end < order.size(); ++end) {
+    const size_t j = order[end];
+    std::string w1, w2;
+    if (try_add_step(s, j, g, w1)) {
+      run = 0;
+      continue;
+    }
+    if (try_tail(s, j, g, w2)) return end + 1;
+    if (hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j])) {
+      hoisted.push_back(j);
+      ++run;
+      continue;
+    }
+    if (debug_on())
+      dbg("  group ends before " + std::string(ir::op_name(s[j].op.kind)) + ": " + (w2.empty() ? w1 : w2));
+    break;
+  }
+  return end;
+}
+
+/// Whether group g can run as the epilogue of the product at stream index i, row block by row
+/// block: the result is large (kEpilogueMinBytes), g covers the product's elements, reads the product only element for
+/// element (the identity view of the whole result) and writes none of the product's inputs; a row op closing g reduces
+/// at most one row of the product at a time.
+bool FusionBackend::epilogue_fits(const std::vector<Rec>& s, size_t i, const Group& g) const {
+  const Rec& mm = s[i];
+  const ir::TensorDesc& c = mm.op.outputs[0];
+  if (g.steps.empty() || shape_numel(g.S) != c.numel() ||
+      c.numel() * static_cast<int64_t>(dtype_size(c.dtype)) < kEpilogueMinBytes)
+    return false;
+  Buf* out = mm.out[0];
+  bool reads = false;
+  // Writing the product's own result is fine (element for element, in its block); writing an
+  // input of the product is not (later blocks still read it).
+  auto touches_inputs = [&](const Rec& r) {
+    for (Buf* b : r.out)
+      if (std::find(mm.in.begin(), mm.in.end(), b) != mm.in.end()) return true;
+    return false;
+  };
+  for (size_t k : g.steps) {
+    const Rec& r = s[k];
+    if (touches_inputs(r)) return false;
+    for (size_t q = 0; q < r.in.size(); ++q) {
+      if (r.in[q] != out) continue;
+      if (!is_full_contiguous(r.op.inputs[q], g.S)) return false;
+      reads = true;
+    }
+  }
+  if (g.tail >= 0) {
+    const Rec& t = s[static_cast<size_t>(g.tail)];
+    if (touches_inputs(t)) return false;
+    for (size_t q = 1; q < t.in.size(); ++q)
+      if (t.in[q] == out) return false;
+    int64_t rowlen = 1;
+    for (size_t q = g.S.size() - static_cast<size_t>(row_dims(t.op)); q < g.S.size(); ++q) rowlen *= g.S[q];
+    if (c.shape[2] % rowlen != 0) return false;
+  }
+  return reads;
+}
+
+/// Runs rows [row0, row1) of the product mm ([B, M, N], rows counted over B * M, within one
+/// batch) into its result's memory, or into dst (contiguous rows) when dst is not null.
+void FusionBackend::run_matmul_rows(const Rec& mm, int64_t row0, int64_t row1, void* dst) {
+  const ir::TensorDesc &a = mm.op.inputs[0], &b = mm.op.inputs[1], &c = mm.op.outputs[0];
+  const int64_t M = c.shape[1], bi = row0 / M, m0 = row0 % M, rows = row1 - row0;
+  ir::Op sub = mm.op;
+  ir::TensorDesc &sa = sub.inputs[0], &sb = sub.inputs[1], &sc = sub.outputs[0];
+  sa.shape = Shape{1, rows, a.shape[2]};
+  sa.offset = a.offset + bi * a.strides[0] + m0 * a.strides[1];
+  sb.shape = Shape{1, b.shape[1], b.shape[2]};
+  sb.offset = b.offset + bi * b.strides[0];
+  sc.shape = Shape{1, rows, c.shape[2]};
+  sc.offset = dst ? 0 : c.offset + bi * c.strides[0] + m0 * c.strides[1];
+  void* in[2] = {mm.in[0]->real, mm.in[1]->real};
+  void* out[1] = {dst ? dst : mm.out[0]->real};
+  kKernels[static_cast<size_t>(OpKind::MatMul)](sub, in, out);
+}
+
 void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order) {
   // `order`: live stream indices, ascending. Each round cuts a group from the front: steps join
   // while they can; an op that cannot join but is independent of the group (hoistable) is set
   // aside and runs, with the other set-aside ops and in their order, before the group, so the
   // group can go on past it (a per-channel coefficient computed between two full-size steps).
-  // Anything else ends the group.
-  // Bounds on the look-ahead: ops set aside in all, and in a row since the last one joined.
-  constexpr size_t kMaxHoisted = 32, kMaxHoistedRun = 12;
+  // Anything else ends the group (cut_group).
   size_t head = 0;
   while (head < order.size()) {
     const size_t i = order[head];
@@ -921,34 +948,28 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       head += 2;
       continue;
     }
-    Group g;
-    ++g_gepoch;
-    std::string why;
-    std::vector<size_t> hoisted, rest;
-    size_t end = head + 1;  // first position of `order` not consumed by this round
-    size_t run = 0;         // ops set aside since the last step joined
-    if (try_add_step(s, i, g, why)) {
-      for (; end < order.size(); ++end) {
-        const size_t j = order[end];
-        std::string w1, w2;
-        if (try_add_step(s, j, g, w1)) {
-          run = 0;
-          continue;
-        }
-        if (try_tail(s, j, g, w2)) {
-          ++end;
-          break;
-        }
-        if (hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j])) {
-          hoisted.push_back(j);
-          ++run;
-          continue;
-        }
-        if (debug_on())
-          dbg("  group ends before " + std::string(ir::op_name(s[j].op.kind)) + ": " + (w2.empty() ? w1 : w2));
-        break;
+    if (head + 1 < order.size() && is_matmul_anchor(s[i].op)) {
+      // The group after a product: when it reads the product only element for element, the
+      // product runs in row blocks, each followed by the group over the same rows.
+      Group g;
+      std::vector<size_t> hoisted;
+      std::string why;
+      const size_t end = cut_group(s, order, head + 1, g, hoisted, why);
+      if (hoisted.empty() && epilogue_fits(s, i, g)) {
+        bump(&Stats::epilogues);
+        run_group(s, g, &s[i]);
+        release(s, i);
+        for (size_t q : g.steps) release(s, q);
+        if (g.tail >= 0) release(s, static_cast<size_t>(g.tail));
+        order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(end));
+        head = 0;
+        continue;
       }
     }
+    Group g;
+    std::vector<size_t> hoisted, rest;
+    std::string why;
+    const size_t end = cut_group(s, order, head, g, hoisted, why);
     if (g.steps.size() + (g.tail >= 0 ? 1 : 0) >= 2 && shape_numel(g.S) > 0) {
       if (!hoisted.empty()) {
         // Hoisted ops were checked against the group up to their own position only; ops after
@@ -987,7 +1008,10 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
   }
 }
 
-void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
+/// Runs group g over its shape in tiles (parallel). With `matmul`, the product whose result the
+/// group reads (epilogue_fits) runs in row blocks of about kEpilogueBlock elements, each followed
+/// by the group's tiles over the same elements while they are in the cache.
+void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul) {
   ++g_gepoch;  // fresh per-buffer group scratch (hoisted groups may have run since g was cut)
   const size_t ns = g.steps.size();
   const size_t gend = g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back();
@@ -1111,7 +1135,16 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
     for (size_t q = r - static_cast<size_t>(k_dims); q < r; ++q) rowlen *= S[q];
   }
   // Materialise everything touched in memory before going parallel.
-  for (auto& L : loads) materialise(L.buf);
+
+  // A product's result that nothing reads after the group (and no tensor holds) is never
+  // materialised: each block is computed into a thread's scratch and the group reads it there.
+  Buf* const in_scratch = matmul && !matmul->out[0]->alive && !read_after(matmul->out[0]) ? matmul->out[0] : nullptr;
+  for (auto& L : loads)
+    if (L.buf != in_scratch) materialise(L.buf);
+  if (matmul) {
+    for (Buf* b : matmul->in) materialise(b);
+    if (!in_scratch) materialise(matmul->out[0]);
+  }
   for (size_t k = 0; k < ns; ++k)
     if (store[k]) materialise(s[g.steps[k]].out[0]);
   if (g.tail >= 0) {
@@ -1147,7 +1180,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   }
   // Large stored results bypass the caches (non-temporal stores, no read-for-ownership): the
   // tile is computed in scratch and streamed out. Full tiles only (they are 64-byte aligned).
-  const bool streaming = kStreamStores && g.tail < 0 && N * 4 >= kStreamBytes && tile % 16 == 0;
+  const bool streaming = tiles::has_stream_stores() && g.tail < 0 && N * 4 >= tiles::kStreamBytes && tile % 16 == 0;
   // When every step has a vector form, the group runs as one elementwise program per tile
   // (cpu::vec::run_program); pointer slots: the loads, then the stored steps, then the tail's
   // input in scratch.
@@ -1156,11 +1189,15 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
   if (program_enabled()) build_program(s, g, tail_in, w);
   if (prog.ok) bump(&Stats::program_groups);
   if (debug_on() && !prog.ok) dbg("    (runs op by op: a step or load has no program form)");
-  parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) {
+  if (debug_on() && matmul)
+    dbg("    the epilogue of MatMul " + desc_str(matmul->op.outputs[0]) + ", run per row block of the product");
+  // Tiles [tb, te) of the elements [range0, range1); `block`: where element range0 of the
+  // in_scratch product is.
+  auto tiles_of = [&](int64_t range0, int64_t range1, int64_t tb, int64_t te, const char* block) {
     thread_local std::vector<char> scratch_v;
     const size_t slot = static_cast<size_t>(tile) * 8;
     const size_t nslots = ns + static_cast<size_t>(ngather) + 4;
-    char* scratch = aligned(scratch_v, slot * nslots);
+    char* scratch = tiles::aligned(scratch_v, slot * nslots);
     // per-chunk copies of the ops (descriptors rewritten per tile); a program needs none
     std::vector<ir::Op> ops(prog.ok ? 0 : ns);
     for (size_t k = 0; k < ops.size(); ++k) {
@@ -1178,7 +1215,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
     prog_ptrs.assign(prog.ok ? prog.nslots : 0, nullptr);
     SmallVec<void*, 4> in_p, out_p;
     for (int64_t t = tb; t < te; ++t) {
-      const int64_t s0 = t * tile, len = std::min(tile, N - s0);
+      const int64_t s0 = range0 + t * tile, len = std::min(tile, range1 - s0);
       // loads gathered once per tile
       for (size_t q = 0; q < loads.size(); ++q) {
         const Load& L = loads[q];
@@ -1189,11 +1226,12 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
             lp[q] = base + static_cast<size_t>(L.desc.offset) * esz;
             break;
           case LoadKind::Identity:
-            lp[q] = base + static_cast<size_t>(L.desc.offset + s0) * esz;
+            lp[q] = L.buf == in_scratch ? const_cast<char*>(block) + static_cast<size_t>(s0 - range0) * esz
+                                        : base + static_cast<size_t>(L.desc.offset + s0) * esz;
             break;
           case LoadKind::Gather:
             lp[q] = scratch + slot * (ns + static_cast<size_t>(gather_slot[q]));
-            gather(base, esz, L.gshape, L.bstrides, L.desc.offset, s0, len, lp[q]);
+            tiles::gather(base, esz, L.gshape, L.bstrides, L.desc.offset, s0, len, lp[q]);
             break;
         }
       }
@@ -1252,7 +1290,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
                                         static_cast<const float*>(in_p[1]), op.inputs[1].shape[0] == 1 ? 0 : 1, o, len);
         }
         if (!done) kKernels[static_cast<int>(op.kind)](op, in_p.data(), out_p.data());
-        if (nt) stream_copy(dst, val[k], static_cast<size_t>(len) * esz);
+        if (nt) tiles::stream_copy(dst, val[k], static_cast<size_t>(len) * esz);
       }
       if (g.tail >= 0) {
         const Rec& tr = s[static_cast<size_t>(g.tail)];
@@ -1287,7 +1325,31 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g) {
         kKernels[static_cast<int>(tail_op.kind)](tail_op, in_p.data(), out_p.data());
       }
     }
-    stream_fence();
+    tiles::stream_fence();
+  };
+  if (!matmul) {
+    parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) { tiles_of(0, N, tb, te, nullptr); });
+    return;
+  }
+  // Row blocks of the product ([B, M, Ncols], rows counted over B * M, within one batch each),
+  // spread over the threads: a thread computes a block's rows (the GEMM runs single-threaded
+  // inside the parallel region) and runs the group's tiles over them while they are in its cache.
+  const ir::TensorDesc& c = matmul->op.outputs[0];
+  const int64_t M = c.shape[1], ncols = c.shape[2];
+  const int64_t block_rows = std::min(M, std::max<int64_t>(8, kEpilogueBlock / std::max<int64_t>(ncols, 1)));
+  const int64_t per_batch = (M + block_rows - 1) / block_rows;
+  parallel_for(c.shape[0] * per_batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t row = (blk / per_batch) * M + (blk % per_batch) * block_rows;
+      const int64_t row_end = std::min(row + block_rows, (blk / per_batch + 1) * M);
+      char* dst = nullptr;
+      if (in_scratch) {
+        thread_local std::vector<char> block_v;
+        dst = tiles::aligned(block_v, static_cast<size_t>((row_end - row) * ncols) * dtype_size(c.dtype));
+      }
+      run_matmul_rows(*matmul, row, row_end, dst);
+      tiles_of(row * ncols, row_end * ncols, 0, ((row_end - row) * ncols + tile - 1) / tile, dst);
+    }
   });
 }
 

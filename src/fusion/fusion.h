@@ -46,7 +46,7 @@ struct Stats {
   int64_t plans_built = 0;           ///< plan cache misses
   int64_t plan_hits = 0;             ///< plan cache hits
   int64_t intermediates_elided = 0;  ///< buffers produced and consumed inside a fused kernel
-  int64_t epilogues = 0;             ///< convolutions run with their activation fused
+  int64_t epilogues = 0;             ///< convolutions with their activation, products with their epilogue
   int64_t small_direct = 0;          ///< small ops run at once (small_limit)
 };
 Stats stats();

@@ -8,6 +8,7 @@
 #include <kiln/nn.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -334,6 +335,75 @@ TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
   EXPECT_EQ(fusion::stats().epilogues, 0);
 }
 
+TEST(Fusion, MatMulEpiloguesRunPerRowBlock) {
+  // The ops after a product with a large result that read it element for element (bias,
+  // activation, residual, scale, a row op closing them) run over each row block of the product
+  // right after it; a result nothing else reads is never materialised. The product's row
+  // blocks are exact for the portable GEMM; oneDNN's may round differently.
+  struct Case {
+    const char* name;
+    int64_t b, m, k, n;
+    std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> f;
+    bool fuses;
+  };
+  const std::vector<Case> cases = {
+      {"bias relu", 1, 1200, 40, 500, [](auto& x, auto& w, auto& b, auto&) { return relu(matmul(x, w) + b); }, true},
+      {"scale gelu residual", 1, 1200, 40, 500,
+       [](auto& x, auto& w, auto&, auto& r) { return gelu(matmul(x, w) * 0.5) + r; }, true},
+      {"batched bias tanh", 3, 100, 16, 2000, [](auto& x, auto& w, auto& b, auto&) { return tanh(matmul(x, w) + b); },
+       true},
+      {"softmax tail", 1, 2400, 24, 256, [](auto& x, auto& w, auto& b, auto&) { return softmax(matmul(x, w) + b, -1); },
+       true},
+      {"product kept", 1, 1200, 40, 500,
+       [](auto& x, auto& w, auto& b, auto&) {
+         Tensor p = matmul(x, w);
+         return cat({relu(p + b), p}, 0);
+       },
+       true},
+      {"transposed read", 1, 800, 40, 800, [](auto& x, auto& w, auto&, auto&) { return matmul(x, w).t() * 2.0; },
+       false},
+      {"reads the last row", 1, 1200, 40, 500,
+       [](auto& x, auto& w, auto&, auto&) {
+         Tensor p = matmul(x, w);
+         return p + p.narrow(0, 1199, 1);  // needs the whole product before the first block's epilogue
+       },
+       false},
+      {"column-wise softmax", 1, 1200, 40, 500,  // the Mul is the epilogue; the softmax runs alone
+       [](auto& x, auto& w, auto&, auto&) { return softmax(matmul(x, w) * 2.0, 0); }, true},
+      {"small result", 1, 100, 40, 300,  // stays in the cache between the product and the group
+       [](auto& x, auto& w, auto& b, auto&) { return relu(matmul(x, w) + b); }, false},
+  };
+  for (DType dt : {f32, f64})
+    for (const Case& c : cases) {
+      auto run = [&](const Device& d) {
+        manual_seed(51);
+        const Shape xs = c.b == 1 ? Shape{c.m, c.k} : Shape{c.b, c.m, c.k};
+        const Shape ys = c.b == 1 ? Shape{c.m, c.n} : Shape{c.b, c.m, c.n};
+        Tensor x = randn(xs, {.dtype = dt, .device = d}), w = randn({c.k, c.n}, {.dtype = dt, .device = d});
+        Tensor b = randn({c.n}, {.dtype = dt, .device = d}), r = randn(ys, {.dtype = dt, .device = d});
+        return c.f(x, w, b, r);
+      };
+      Tensor ref = run(plain());
+      fusion::reset_stats();
+      Tensor got = run(fused());
+      EXPECT_TRUE(close(got, ref, 1e-5, 1e-5)) << c.name << " " << dtype_name(dt);
+      EXPECT_EQ(fusion::stats().epilogues, c.fuses ? 1 : 0) << c.name << " " << dtype_name(dt);
+    }
+  // In place: a step that overwrites the product's input runs after the whole product.
+  auto inplace = [](const Device& d) {
+    manual_seed(52);
+    Tensor x = randn({1200, 500}, {.device = d}), w = randn({500, 500}, {.device = d});
+    Tensor y = matmul(x, w);
+    x.mul_(0.5).add_(y);
+    return std::vector<Tensor>{x, y};
+  };
+  auto a = inplace(plain());
+  fusion::reset_stats();
+  auto b = inplace(fused());
+  EXPECT_EQ(fusion::stats().epilogues, 0);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << i;
+}
+
 TEST(Fusion, SmallOpsRunAtOnceUnlessANamedBufferIsQueued) {
   // Results of at most small_limit() elements: the op runs at once when no queued op names its
   // buffers, and is queued otherwise (it reads a queued value, or writes one a queued op reads).
@@ -406,6 +476,7 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
       std::vector<Tensor> vals = {randn({rows, cols}, {.dtype = dt, .device = d}),
                                   randn({cols}, {.dtype = dt, .device = d}),
                                   randn({rows, 1}, {.dtype = dt, .device = d})};
+      const Tensor w = randn({cols, cols}, {.dtype = dt, .device = d}) * (1.0 / std::sqrt(double(cols)));
       std::vector<Tensor> outs;
       for (int i = 0; i < nops; ++i) {
         const Tensor& a = vals[static_cast<size_t>(prog[3 * i + 1]) % vals.size()];
@@ -456,6 +527,9 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
             break;
           case 14:
             y = a / (abs(b) + 1.0);
+            break;
+          case 15:  // a product and its epilogue
+            y = (a.dim() == 2 && a.size(1) == cols) ? relu(matmul(a, w) + b) : a * 2.0;
             break;
           case 16:
           case 17: {  // in place: the value changes under later readers (and set-aside ops)
