@@ -50,8 +50,8 @@ class Visitor {
   /// A parameter (`is_param`) or buffer field named `name` in the current module.
   virtual void tensor(std::string_view name, Tensor& t, bool is_param) = 0;
   /// A sub-module: called before visiting it; return false to skip it.
-  virtual bool enter(std::string_view name, Module& m) { return true; }
-  virtual void leave(std::string_view name, Module& m) {}
+  virtual bool enter(std::string_view /*name*/, Module& /*m*/) { return true; }
+  virtual void leave(std::string_view /*name*/, Module& /*m*/) {}
 
   // Field dispatch used by KILN_VISIT.
   void field(std::string_view name, Param& t) { tensor(name, t, true); }

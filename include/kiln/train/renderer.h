@@ -60,13 +60,13 @@ struct EpochEnd {
 class Renderer {
  public:
   virtual ~Renderer() = default;
-  virtual void on_start(const RunInfo& info) {}
+  virtual void on_start(const RunInfo& /*info*/) {}
   virtual void on_event(const MetricEvent& e) = 0;
-  virtual void on_epoch_end(const EpochEnd& e) {}
+  virtual void on_epoch_end(const EpochEnd& /*e*/) {}
   /// A line to show to the user (checkpoint written, stop requested...).
-  virtual void on_message(const std::string& text) {}
+  virtual void on_message(const std::string& /*text*/) {}
   /// The run is over; `message` says why (finished, stopped, early stopping).
-  virtual void on_end(const std::string& message) {}
+  virtual void on_end(const std::string& /*message*/) {}
   /// Polled after each step: true when the user asked to stop (the dashboard's `q`).
   virtual bool stop_requested() { return false; }
 };
