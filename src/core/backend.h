@@ -70,6 +70,11 @@ class Tensor;
 /// work on it has run: for host code that reads or writes CPU tensors in place (plain, fused
 /// or with autodiff). nullptr for tensors of other devices or without storage.
 void* host_storage_data(const Tensor& t);
+/// A tensor of `device` viewing `storage` (a storage of that device's backend) with the given
+/// shape, strides and offset in elements: for loaders and device moves that share memory
+/// instead of copying it. The caller checks that the view fits the storage.
+Tensor tensor_over_storage(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides, int64_t offset,
+                           DType dtype, const Device& device);
 
 /// The process-wide backends (created on first use, never destroyed).
 Backend* cpu_backend();

@@ -36,6 +36,18 @@ std::shared_ptr<Storage> Backend::wrap_host(void* data, size_t nbytes, std::shar
   return std::make_shared<Storage>(data, nbytes, this, std::move(owner));
 }
 
+Tensor tensor_over_storage(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides, int64_t offset,
+                           DType dtype, const Device& device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->storage = std::move(storage);
+  return Tensor(std::move(impl));
+}
+
 void* host_storage_data(const Tensor& t) {
   if (!t.defined()) return nullptr;
   Storage* s = t.impl().storage.get();

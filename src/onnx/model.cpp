@@ -318,16 +318,8 @@ Tensor move_to(const Tensor& t, const Device& d) {
   if (t.device().is_cpu() && d.is_cpu() && !t.requires_grad() && t.impl().storage) {
     std::shared_ptr<Storage> src = t.impl().storage;
     if (void* p = host_storage_data(t)) {
-      if (auto st = d.backend()->wrap_host(p, src->nbytes, src)) {
-        auto impl = std::make_shared<TensorImpl>();
-        impl->shape = t.shape();
-        impl->strides = t.impl().strides;
-        impl->offset = t.impl().offset;
-        impl->dtype = t.dtype();
-        impl->device = d;
-        impl->storage = std::move(st);
-        return Tensor(std::move(impl));
-      }
+      if (auto st = d.backend()->wrap_host(p, src->nbytes, src))
+        return tensor_over_storage(std::move(st), t.shape(), t.impl().strides, t.impl().offset, t.dtype(), d);
     }
   }
   return t.to(d);

@@ -287,14 +287,8 @@ TensorMap build(const Layout& L, const uint8_t* data, const std::string& file, c
     const size_t es = dtype_size(e.dtype);
     if (zero_copy && nbytes > 0 && reinterpret_cast<uintptr_t>(p) % es == 0) {
       auto storage = device.backend()->wrap_host(const_cast<uint8_t*>(p), nbytes, std::shared_ptr<void>(owner));
-      auto impl = std::make_shared<TensorImpl>();
-      impl->shape = e.shape;
-      impl->strides = contiguous_strides(e.shape);
-      impl->offset = 0;
-      impl->dtype = e.dtype;
-      impl->device = device;
-      impl->storage = std::move(storage);
-      out.tensors.emplace_back(e.name, Tensor(std::move(impl)));
+      out.tensors.emplace_back(
+          e.name, tensor_over_storage(std::move(storage), e.shape, contiguous_strides(e.shape), 0, e.dtype, device));
     } else {
       out.tensors.emplace_back(e.name, from_blob_copy(p, e.shape, e.dtype, device));
     }

@@ -333,14 +333,8 @@ class Loader {
           fail(file_,
                where() + ": bool tensor holds the byte " + std::to_string(p[k]) + " (only 0 and 1 are booleans)");
     }
-    auto impl = std::make_shared<TensorImpl>();
-    impl->shape = Shape(t.sizes.begin(), t.sizes.end());
-    impl->strides = Strides(t.strides.begin(), t.strides.end());
-    impl->offset = base + t.offset;
-    impl->dtype = t.dtype;
-    impl->device = device_;
-    impl->storage = m.storage;
-    return Tensor(std::move(impl));
+    return tensor_over_storage(m.storage, Shape(t.sizes.begin(), t.sizes.end()),
+                               Strides(t.strides.begin(), t.strides.end()), base + t.offset, t.dtype, device_);
   }
 
   // ---- flattening ------------------------------------------------------------------------
