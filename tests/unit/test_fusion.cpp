@@ -360,6 +360,19 @@ TEST(Fusion, MatMulEpiloguesRunPerRowBlock) {
          return cat({relu(p + b), p}, 0);
        },
        true},
+      {"transposed weight (linear)", 1, 1200, 40, 500,
+       [](auto& x, auto& w, auto& b, auto&) { return silu(F::linear(x, w.t().contiguous(), b)); }, true},
+      {"strided operands", 1, 1200, 40, 500,
+       [](auto& x, auto& w, auto& b, auto&) {
+         Tensor xt = x.t().contiguous().t();  // column-major x
+         return relu(matmul(xt, w.t().contiguous().t()) - b);
+       },
+       true},
+      {"weight shared over the batch", 3, 400, 16, 500,
+       [](auto& x, auto& w, auto& b, auto&) {
+         return tanh(matmul(x, w.expand({3, 16, 500})) * b);
+       },
+       true},
       {"transposed read", 1, 800, 40, 800, [](auto& x, auto& w, auto&, auto&) { return matmul(x, w).t() * 2.0; },
        false},
       {"reads the last row", 1, 1200, 40, 500,
