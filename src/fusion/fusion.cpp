@@ -7,8 +7,9 @@
 // to a Buf record, whose host memory (`real`) is allocated from the inner backend only when a
 // value must exist in memory. Elementwise ops (Unary/Binary/Ternary families, floating or bool
 // operands, casts from any dtype) and row ops (Sum/Mean/Max/Min/Prod/Var, Softmax, LogSoftmax,
-// LayerNorm) are not run by execute(): they are appended to a stream. Any other op flushes the
-// stream and runs at once, so errors raised by kernels (index checks...) stay synchronous.
+// LayerNorm) are not run by execute(): they are appended to a stream. Any other op runs at
+// once, so errors raised by kernels (index checks...) stay synchronous; the stream is flushed
+// first unless no queued op names the op's buffers.
 // The stream is also flushed by read (to_vector, item, printing), write into a queued buffer,
 // kiln::sync, set_enabled and a length limit (kMaxStream ops). A recordable op on small
 // tensors (every result within small_limit() elements) whose buffers no queued op names runs
@@ -421,8 +422,7 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
 
 class FusionBackend final : public Backend {
  public:
-  explicit FusionBackend(Backend* inner)
-      : inner_(inner), cpu_kernels_(inner->type() == DeviceType::CPU && inner->has_data()) {}
+  explicit FusionBackend(Backend* inner) : inner_(inner), cpu_(inner->type() == DeviceType::CPU && inner->has_data()) {}
   DeviceType type() const override { return inner_->type(); }
   std::string name() const override { return inner_->name() + "+fusion"; }
 
@@ -454,8 +454,11 @@ class FusionBackend final : public Backend {
       return;
     }
     if (!rec) {
-      if (lz) note_eager(op);
-      if (!stream_.empty()) flush("cannot be queued", &op);
+      // An op that cannot be queued runs now; the queue runs first unless no queued op names
+      // its buffers (then the order between them changes nothing).
+      const bool first = !stream_.empty() && !independent(r);
+      if (lz) note_eager(op, first);
+      if (first) flush("cannot be queued", &op);
       run_single(op, r);
       return;
     }
@@ -525,7 +528,7 @@ class FusionBackend final : public Backend {
   }
 
  private:
-  bool lazy() const { return enabled() && inner_->has_data() && inner_->type() == DeviceType::CPU; }
+  bool lazy() const { return enabled() && cpu_; }
 
   /// Whether every result of op has at most small_limit() elements (a limit of 0: never).
   /// Inputs may be larger (a reduction, a convolution's weights): what fusion keeps out of
@@ -556,13 +559,15 @@ class FusionBackend final : public Backend {
     std::atomic_ref<int64_t>(g_stats.*field).fetch_add(n, std::memory_order_relaxed);
   }
 
-  void note_eager(const ir::Op& op) {
+  void note_eager(const ir::Op& op, bool flushes) {
     bump(&Stats::eager);
     if (debug_on()) {
       const char* w = step_refusal(op);
       std::string why = is_row_kind(op.kind) ? "row op on a non-float dtype" : w ? w : "";
       dbg("not queued: " + std::string(ir::op_name(op.kind)) + " (" + why + "); runs now" +
-          (stream_.empty() ? "" : ", after flushing " + std::to_string(stream_.size()) + " queued ops"));
+          (flushes           ? ", after flushing " + std::to_string(stream_.size()) + " queued ops"
+           : stream_.empty() ? ""
+                             : ", ahead of " + std::to_string(stream_.size()) + " independent queued ops"));
     }
   }
 
@@ -578,7 +583,7 @@ class FusionBackend final : public Backend {
 
   /// Runs op now on the inner backend over the buffers of r (r.op is not read).
   void run_single(const ir::Op& op, const Rec& r) {
-    if (cpu_kernels_) {  // what CpuBackend::execute does, without Storage records of the memory
+    if (cpu_) {  // what CpuBackend::execute does, without Storage records of the memory
       SmallVec<void*, 4> in, out;
       for (Buf* b : r.in) {
         materialise(b);
@@ -664,7 +669,7 @@ class FusionBackend final : public Backend {
   void run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul = nullptr);
 
   Backend* inner_;
-  const bool cpu_kernels_;                 ///< the inner backend is the CPU: run_single calls its kernels
+  const bool cpu_;  ///< the inner backend is the CPU with data: ops may be queued; run_single calls its kernels
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one

@@ -989,8 +989,7 @@ Model Model::from_bytes(std::string_view bytes, const Device& device, const Load
   // activation, matmul with bias, layer norm), and the fusion decorator's queueing costs more
   // than it saves on the small tensors of batch-1 inference (BERT-style encoder: +25%).
   const Device exec = device.is_cpu() && device.has_fusion() ? device.without_fusion() : device;
-  auto impl = std::make_shared<Impl>(Impl{exec, {}, 0, {}, {}, {}, {}, {}, true, {}});
-  impl->user_device = device;
+  auto impl = std::make_shared<Impl>(Impl{exec, {}, 0, {}, {}, {}, {}, {}, true, {}, device});
   impl->model = proto::parse_model(bytes);
   const auto& m = impl->model;
   KILN_CHECK(m.has_graph, "onnx", "the model has no graph");
