@@ -13,6 +13,7 @@ Batch batch_images(std::vector<ImageItem> items, const Device& device) {
   const int64_t per = shape_numel(shape);
   std::vector<float> pixels(items.size() * static_cast<size_t>(per));
   std::vector<int64_t> labels(items.size());
+  std::vector<uint8_t> bytes;  // one u8 image at a time, reused
   for (size_t i = 0; i < items.size(); ++i) {
     const Tensor& im = items[i].image;
     KILN_CHECK(im.defined() && im.shape() == shape, "data::batch_images",
@@ -20,8 +21,9 @@ Batch batch_images(std::vector<ImageItem> items, const Device& device) {
                        << ", item 0 has " << shape << " (resize the images to one size)");
     float* dst = pixels.data() + i * static_cast<size_t>(per);
     if (im.dtype() == u8) {
-      std::vector<uint8_t> b = im.to_vector<uint8_t>();
-      for (int64_t k = 0; k < per; ++k) dst[k] = static_cast<float>(b[static_cast<size_t>(k)]) * (1.0f / 255.0f);
+      bytes.resize(static_cast<size_t>(per));
+      im.copy_to_host(bytes.data(), u8);
+      for (int64_t k = 0; k < per; ++k) dst[k] = static_cast<float>(bytes[static_cast<size_t>(k)]) * (1.0f / 255.0f);
     } else {
       im.copy_to_host(dst, f32);
     }
