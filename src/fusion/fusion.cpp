@@ -60,11 +60,7 @@ namespace {
 
 using ir::OpKind;
 
-constexpr cpu::Kernel kKernels[] = {
-#define KILN_OP(name, family, nin, nout) &cpu::k_##name,
-#include "ir/ops.def"
-#undef KILN_OP
-};
+using cpu::kKernels;
 
 constexpr size_t kMaxStream = 512;      // queued ops before a forced flush
 constexpr int64_t kDefaultTile = 4096;  // elements: 16 KB per f32 operand
@@ -946,6 +942,10 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
   // aside and runs, with the other set-aside ops and in their order, before the group, so the
   // group can go on past it (a per-channel coefficient computed between two full-size steps).
   // Anything else ends the group (cut_group).
+  auto release_group = [&](const Group& g) {
+    for (size_t q : g.steps) release(s, q);
+    if (g.tail >= 0) release(s, static_cast<size_t>(g.tail));
+  };
   size_t head = 0;
   while (head < order.size()) {
     const size_t i = order[head];
@@ -964,8 +964,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
         bump(&Stats::epilogues);
         run_group(s, g, &s[i]);
         release(s, i);
-        for (size_t q : g.steps) release(s, q);
-        if (g.tail >= 0) release(s, static_cast<size_t>(g.tail));
+        release_group(g);
         order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(end));
         head = 0;
         continue;
@@ -995,8 +994,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
         }
       }
       run_group(s, g);
-      for (size_t q : g.steps) release(s, q);
-      if (g.tail >= 0) release(s, static_cast<size_t>(g.tail));
+      release_group(g);
       // What remains: set-aside ops after the group's end, then everything not reached.
       rest.insert(rest.end(), order.begin() + static_cast<ptrdiff_t>(end), order.end());
       order = std::move(rest);

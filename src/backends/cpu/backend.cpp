@@ -10,12 +10,7 @@
 namespace kiln {
 namespace {
 
-constexpr cpu::Kernel kKernels[] = {
-#define KILN_OP(name, family, nin, nout) &cpu::k_##name,
-#include "ir/ops.def"
-#undef KILN_OP
-};
-static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == ir::kNumOps, "every op in ops.def needs a CPU kernel");
+using cpu::kKernels;
 
 class CpuBackend final : public Backend {
  public:
