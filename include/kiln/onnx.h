@@ -83,6 +83,10 @@ class Model {
   /// The model's opset version for `domain` ("" = ai.onnx), 0 when it imports none.
   int64_t opset(const std::string& domain = "") const;
   const Device& device() const;
+  /// The main graph's run-time plan, one line per step in run order: the node's op type and
+  /// name, then what the plan fused into it ("Conv conv2 + Conv conv3 + residual Add + Relu").
+  /// With `optimize = false`: one line per node, nothing fused.
+  std::vector<std::string> plan() const;
 
   struct Impl;
 

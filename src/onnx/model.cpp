@@ -272,6 +272,8 @@ struct Step {
   int pair = -1;  // a second Conv fused after this one (node index; run_conv_pair), with its activation
   int post2 = 0;
   float post2_lo = 0, post2_hi = 0;
+  int res = -1;  // a residual Add fused into this Conv (OpContext::res): its operand's index in `in`
+  bool res_first = false;
   std::vector<int> in, out, release;
 };
 
@@ -613,8 +615,40 @@ void fuse_activations(Compiled& c) {
     conv.out[0] = act.out[0];
     drop[j] = 1;
   }
+  // Conv followed by Add of another value (a residual block's sum, its Relu fused into the Add
+  // above): the Conv adds that value before its activation and runs in the Add's place (the
+  // value may be computed after the Conv, as a downsampling branch is).
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& conv = c.steps[k];
+    const NodeP& cn = g.nodes[conv.node];
+    if (drop[k] || !conv.fn || cn.op_type != "Conv" || !is_default_domain(cn.domain) || conv.post != 0 ||
+        conv.out.size() != 1 || conv.out[0] < 0 || uses[conv.out[0]] != 1 || conv.in.size() < 2 || conv.in.size() > 3)
+      continue;
+    const int j = consumer[conv.out[0]];
+    if (j < 0 || drop[j]) continue;
+    Step& add = c.steps[j];
+    const NodeP& an = g.nodes[add.node];
+    if (!add.fn || an.op_type != "Add" || !is_default_domain(an.domain) || add.in.size() != 2 || add.out.size() != 1 ||
+        add.in[0] == add.in[1] || add.post == 2)
+      continue;
+    const bool first = add.in[1] == conv.out[0];
+    const int other = first ? add.in[0] : add.in[1];
+    if (other < 0) continue;
+    Step fused = std::move(conv);
+    fused.in.resize(3, -1);
+    fused.in.push_back(other);
+    fused.res = 3;
+    fused.res_first = first;
+    fused.post = add.post;
+    fused.out[0] = add.out[0];
+    for (int s : fused.in)
+      if (s >= 0 && consumer[s] == static_cast<int>(k)) consumer[s] = j;
+    add = std::move(fused);
+    drop[k] = 1;
+  }
   // Conv -> Conv where the second alone reads the first's (activated) output and has explicit
-  // pads: one step that keeps the intermediate in oneDNN's blocked layout (run_conv_pair).
+  // pads: one step that keeps the intermediate in oneDNN's blocked layout (run_conv_pair), in
+  // the second's place (its residual, if any, may be computed after the first).
   auto explicit_pads = [](const NodeP& n) {
     const proto::AttrP* a = n.attr("auto_pad");
     return !a || a->s.empty() || a->s == "NOTSET" || a->s == "VALID";
@@ -645,19 +679,29 @@ void fuse_activations(Compiled& c) {
     if (j < 0 || drop[j]) continue;
     Step& b = c.steps[j];
     const NodeP& bn = g.nodes[b.node];
+    const size_t nb = b.res >= 0 ? 4 : 3;  // inputs x, w [, bias] [, residual]
+    bool reads_a = false;
+    for (size_t i = 1; i < b.in.size(); ++i) reads_a = reads_a || b.in[i] == a.out[0];
     if (!b.fn || bn.op_type != "Conv" || !is_default_domain(bn.domain) || b.pair >= 0 || b.in.size() < 2 ||
-        b.in.size() > 3 || b.in[0] != a.out[0] || b.in[1] == a.out[0] || (b.in.size() > 2 && b.in[2] == a.out[0]) ||
-        b.out.size() != 1 || !explicit_pads(bn) || pointwise(a, an) || pointwise(b, bn))
+        b.in.size() > nb || b.in[0] != a.out[0] || reads_a || b.out.size() != 1 || !explicit_pads(bn) ||
+        pointwise(a, an) || pointwise(b, bn))
       continue;
-    a.in.resize(3, -1);
-    a.in.push_back(b.in[1]);
-    a.in.push_back(b.in.size() > 2 ? b.in[2] : -1);
-    a.pair = static_cast<int>(b.node);
-    a.post2 = b.post;
-    a.post2_lo = b.post_lo;
-    a.post2_hi = b.post_hi;
-    a.out[0] = b.out[0];
-    drop[j] = 1;
+    Step pair = std::move(a);
+    pair.in.resize(3, -1);
+    pair.in.push_back(b.in[1]);
+    pair.in.push_back(b.in.size() > 2 ? b.in[2] : -1);
+    if (b.res >= 0) {
+      pair.in.push_back(b.in[3]);
+      pair.res = 5;
+      pair.res_first = b.res_first;
+    }
+    pair.pair = static_cast<int>(b.node);
+    pair.post2 = b.post;
+    pair.post2_lo = b.post_lo;
+    pair.post2_hi = b.post_hi;
+    pair.out[0] = b.out[0];
+    b = std::move(pair);
+    drop[k] = 1;
   }
   std::vector<Step> kept;
   for (size_t k = 0; k < c.steps.size(); ++k)
@@ -821,6 +865,8 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
     out_buf.clear();
     out_buf.resize(st.out.size());
     OpContext ctx{n, opset, device, std::move(in_buf), std::move(out_buf), {}, st.post, st.post_lo, st.post_hi};
+    ctx.res = st.res;
+    ctx.res_first = st.res_first;
     KILN_CHECK(st.fn, "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
     std::unordered_map<std::string, Tensor> env;  // the scope a subgraph sees
     if (st.has_sub) {
@@ -1060,5 +1106,24 @@ int64_t Model::opset(const std::string& domain) const {
   return it == impl_->opsets.end() ? 0 : it->second;
 }
 const Device& Model::device() const { return impl_->user_device; }
+
+std::vector<std::string> Model::plan() const {
+  std::vector<std::string> lines;
+  const Compiled& c = *impl_->main;
+  auto post = [](int p) { return p == 1 ? " + Relu" : p == 2 ? " + Clip" : p == 3 ? " + bias Add" : ""; };
+  for (const Step& st : c.steps) {
+    const NodeP& n = c.g->nodes[st.node];
+    // A pair: first conv, its activation, second conv, its residual and activation.
+    std::string s = n.op_type + " " + n.name;
+    if (st.pair >= 0) {
+      const NodeP& b = c.g->nodes[static_cast<size_t>(st.pair)];
+      s += post(st.post) + (" + " + b.op_type + " " + b.name);
+    }
+    if (st.res >= 0) s += " + residual Add";
+    s += post(st.pair >= 0 ? st.post2 : st.post);
+    lines.push_back(std::move(s));
+  }
+  return lines;
+}
 
 }  // namespace kiln::onnx

@@ -58,6 +58,10 @@ struct OpContext {
   /// applies it to its output.
   int post = 0;
   float post_lo = 0, post_hi = 0;
+  /// Conv: the plan fused a following Add of another value, in[res] (-1: none), added before
+  /// the activation; res_first: it was the Add's first operand (whose dtype the Add keeps).
+  int res = -1;
+  bool res_first = false;
 
   std::string where() const;  ///< "node 'name' (Op)" for messages
   [[noreturn]] void fail(const std::string& msg) const;
@@ -140,6 +144,10 @@ void register_recurrent(Registry& r);
 /// (absent biases undefined); output the second conv's. The intermediate stays in oneDNN's
 /// blocked layout when it can; else the two run one by one.
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2);
+/// The Add the plan fused into a Conv (OpContext::res): y + in[res] as that Add computes it.
+Tensor add_residual(const OpContext& c, const Tensor& y);
+/// y, or y cast to dt (ONNX keeps an op's input dtype where Kiln promotes).
+Tensor keep_dtype(const Tensor& y, DType dt);
 
 /// Runs one op with the given node description (the generic path of generated code).
 std::vector<Tensor> run_node(const proto::NodeP& node, int64_t opset, const std::vector<Tensor>& inputs,

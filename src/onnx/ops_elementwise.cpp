@@ -43,10 +43,6 @@ EmitFn binary_emit(const char* op) {
   };
 }
 
-// Float ops on integer inputs compute in float and come back to the input's dtype (ONNX types
-// are preserved).
-Tensor keep_dtype(const Tensor& y, DType dt) { return y.dtype() == dt ? y : cast(y, dt); }
-
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-trapping-math")))  // lets GCC vectorize the select
 #endif
@@ -77,6 +73,10 @@ Tensor onnx_div(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+// Float ops on integer inputs compute in float and come back to the input's dtype (ONNX types
+// are preserved).
+Tensor keep_dtype(const Tensor& y, DType dt) { return y.dtype() == dt ? y : cast(y, dt); }
 
 void register_elementwise(Registry& r) {
   unary(r, "Abs", abs, "abs");

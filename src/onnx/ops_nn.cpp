@@ -157,14 +157,27 @@ cpu::conv::PostOp post_of(int kind, float lo, float hi) {
   return p;
 }
 
+/// The fused residual (OpContext::res) as a oneDNN-path operand: null when there is none; false
+/// when there is one the direct path cannot take (not f32 contiguous on the host, or not the
+/// output's shape: the Add broadcasts).
+bool residual_of(const OpContext& c, const Shape& ys, const float*& r) {
+  r = nullptr;
+  if (c.res < 0) return true;
+  const Tensor& t = c.x(static_cast<size_t>(c.res));
+  if (!host_f32_ok(t) || t.shape() != ys) return false;
+  r = host_f32(t);
+  return true;
+}
+
 bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& w, int64_t n, int64_t groups) {
   const Tensor b = c.has(2) ? c.x(2) : Tensor{};
   cpu::conv::Geom g;
   Shape ys;
-  if (!host_f32_ok(x) || !conv_geom(x.shape(), wt, b, w, n, groups, g, ys)) return false;
+  cpu::conv::PostOp post = post_of(c.post, c.post_lo, c.post_hi);
+  if (!host_f32_ok(x) || !conv_geom(x.shape(), wt, b, w, n, groups, g, ys) || !residual_of(c, ys, post.residual))
+    return false;
   Tensor y = empty(ys, {.dtype = f32, .device = x.device()});
-  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr, host_f32(y),
-                                 post_of(c.post, c.post_lo, c.post_hi)))
+  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr, host_f32(y), post))
     return false;
   c.set(0, y);
   return true;
@@ -287,11 +300,21 @@ bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
 
 }  // namespace
 
+Tensor add_residual(const OpContext& c, const Tensor& y) {
+  const Tensor& r = c.x(static_cast<size_t>(c.res));
+  return c.res_first ? keep_dtype(add(r, y), r.dtype()) : keep_dtype(add(y, r), y.dtype());
+}
+
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2) {
-  // Inputs: x, wa, ba (or undefined), wb, bb (or undefined).
+  // Inputs: x, wa, ba (or undefined), wb, bb (or undefined) [, the second's residual (c.res)].
   const Tensor &x = c.x(0), &wa = c.x(1), &wb = c.x(3);
   const Tensor ba = c.has(2) ? c.x(2) : Tensor{}, bb = c.has(4) ? c.x(4) : Tensor{};
   OpContext cb{second, c.opset, c.device, {Tensor{}, wb, bb}, {Tensor{}}, {}, post2, lo2, hi2};
+  if (c.res >= 0) {
+    cb.in.push_back(c.x(static_cast<size_t>(c.res)));
+    cb.res = 3;
+    cb.res_first = c.res_first;
+  }
   const int64_t n = x.dim() - 2;
   if (n >= 1 && n <= 3 && wa.dim() == x.dim() && wb.dim() == x.dim()) {
     const Window w1 = window(c, x, n, kernel_from(c, &wa, n));
@@ -301,12 +324,12 @@ void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo
       // The second conv's window from its attributes (the plan pairs only explicit pads, which do
       // not depend on the input size), on an input of shape ya.
       const Window w2 = window(cb, x, n, kernel_from(cb, &wb, n));
-      if (conv_geom(ya, wb, bb, w2, n, cb.attr_i("group", 1), gb, yb)) {
+      cpu::conv::PostOp pb = post_of(post2, lo2, hi2);
+      if (conv_geom(ya, wb, bb, w2, n, cb.attr_i("group", 1), gb, yb) && residual_of(cb, yb, pb.residual)) {
         Tensor y = empty(yb, {.dtype = f32, .device = x.device()});
         if (cpu::conv::onednn_forward_pair(ga, host_f32(x), host_f32(wa), ba.defined() ? host_f32(ba) : nullptr,
                                            post_of(c.post, c.post_lo, c.post_hi), gb, host_f32(wb),
-                                           bb.defined() ? host_f32(bb) : nullptr, post_of(post2, lo2, hi2),
-                                           host_f32(y))) {
+                                           bb.defined() ? host_f32(bb) : nullptr, pb, host_f32(y))) {
           c.set(0, y);
           return;
         }
@@ -340,6 +363,7 @@ void register_nn(Registry& r) {
     else
       xi = pad_spatial(x, w, 0);
     Tensor y = conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c);
+    if (c.res >= 0) y = add_residual(c, y);
     if (c.post == 1) y = relu(y);
     if (c.post == 2) y = clamp(y, c.post_lo, c.post_hi);
     c.set(0, y);

@@ -3,6 +3,7 @@
 // implementations of the same ops: a second implementation as the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -205,5 +206,102 @@ TEST(OnnxFastPaths, MatMulBiasFusionMatchesUnfused) {
     Tensor ref = matmul(matmul(x, w1) + b1, w2) + b2;
     EXPECT_LT(max_abs_diff(a, b), 1e-5) << n;
     EXPECT_LT(max_abs_diff(a, ref), 1e-5) << n;
+  }
+}
+
+// Conv -> Add(another value) [-> Relu] fuses into the conv (y = act(conv + bias + residual),
+// applied per share of images while they are in the cache), also as the second conv of a pair
+// and when the residual is computed after the conv (a downsampling branch); a residual that
+// broadcasts takes the general path. Each graph against the unoptimised one (op by op), batches
+// 1, 3 (uneven shares) and 4 on 1 and 2 threads, and the plan shows what fused.
+TEST(OnnxFastPaths, ConvResidualFusionMatchesUnfused) {
+  using namespace kiln::onnx::test;
+  auto attr_ints = [](const std::string& name, const std::vector<int64_t>& v) {
+    Msg m = Msg().bytes(1, name).varint(20, 7);
+    for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
+    return m;
+  };
+  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
+  auto conv = [&](const std::vector<std::string>& in, const std::string& out, int64_t pad, int64_t stride,
+                  int64_t groups) {
+    Msg c = node("Conv", in, {out}, out);
+    c.msg(5, attr_ints("pads", {pad, pad, pad, pad})).msg(5, attr_ints("strides", {stride, stride}));
+    if (groups > 1) c.msg(5, attr_i("group", groups));
+    return c;
+  };
+  auto weight = [&](Msg& g, const std::string& name, const std::vector<int64_t>& s) {
+    Tensor w = randn(Shape(s.begin(), s.end())) * 0.3;
+    g.msg(5, tensor_f32(name, s, floats(w)));
+  };
+  struct Case {
+    const char* what;
+    int64_t C;
+    bool res_first, relu;
+    std::vector<std::string> plan;  // the plan's lines that must appear
+  };
+  manual_seed(11);
+  const Case cases[] = {
+      {"downsampling block", 16, false, true, {"Conv c1 + Relu + Conv c2 + residual Add + Relu"}},
+      {"downsampling block, residual first", 16, true, true, {"Conv c1 + Relu + Conv c2 + residual Add + Relu"}},
+      {"depthwise second conv", 8, false, false, {"Conv c1 + Relu + Conv c2 + residual Add"}},
+      {"pointwise conv", 8, true, true, {"Conv c2 + residual Add + Relu"}},
+      {"broadcast residual", 8, false, true, {"Conv c2 + residual Add + Relu"}},
+  };
+  for (const Case& k : cases) {
+    const std::string what = k.what;
+    const int64_t C = k.C;
+    Msg g;
+    std::string res;
+    if (what.rfind("downsampling", 0) == 0) {  // x [n, 4, 9, 9] -> [n, C, 5, 5], two ways
+      g.msg(1, conv({"x", "w1", "b1"}, "c1", 1, 2, 1))
+          .msg(1, node("Relu", {"c1"}, {"r1"}, "relu1"))
+          .msg(1, conv({"r1", "w2"}, "c2", 1, 1, 1))
+          .msg(1, conv({"x", "wd"}, "d", 0, 2, 1));
+      weight(g, "w1", {C, 4, 3, 3});
+      weight(g, "b1", {C});
+      weight(g, "w2", {C, C, 3, 3});
+      weight(g, "wd", {C, 4, 1, 1});
+      res = "d";
+    } else if (what == "depthwise second conv") {  // x [n, C, 9, 9]
+      g.msg(1, conv({"x", "w1", "b1"}, "c1", 1, 1, 1))
+          .msg(1, node("Relu", {"c1"}, {"r1"}, "relu1"))
+          .msg(1, conv({"r1", "w2", "b2"}, "c2", 1, 1, C));
+      weight(g, "w1", {C, C, 3, 3});
+      weight(g, "b1", {C});
+      weight(g, "w2", {C, 1, 3, 3});
+      weight(g, "b2", {C});
+      res = "x";
+    } else {
+      g.msg(1, conv({"x", "w2", "b2"}, "c2", what == "pointwise conv" ? 0 : 1, 1, 1));
+      weight(g, "w2", {C, C, what == "pointwise conv" ? 1 : 3, what == "pointwise conv" ? 1 : 3});
+      weight(g, "b2", {C});
+      res = "x";
+      if (what == "broadcast residual") {
+        weight(g, "t", {C, 1, 1});
+        res = "t";
+      }
+    }
+    g.msg(1, node("Add", k.res_first ? std::vector<std::string>{res, "c2"} : std::vector<std::string>{"c2", res},
+                  {k.relu ? "s" : "y"}, "add"));
+    if (k.relu) g.msg(1, node("Relu", {"s"}, {"y"}, "relu2"));
+    const int64_t Cin = what.rfind("downsampling", 0) == 0 ? 4 : C;
+    g.msg(11, value_info("x", {-1, Cin, 9, 9})).msg(12, value_info("y", {-1, C, -1, -1}));
+    const std::string bytes = model(g);
+    auto fused = onnx::Model::from_bytes(bytes, Device::cpu());
+    auto plain = onnx::Model::from_bytes(bytes, Device::cpu(), {.optimize = false});
+    const auto lines = fused.plan();
+    for (const auto& want : k.plan)
+      EXPECT_NE(std::find(lines.begin(), lines.end(), want), lines.end()) << what << ": no plan step '" << want << "'";
+    for (const auto& line : lines) EXPECT_EQ(line.rfind("Add", 0), std::string::npos) << what << ": " << line;
+    const int saved = num_threads();
+    for (int threads : {1, 2})
+      for (int64_t n : {1, 3, 4}) {
+        set_num_threads(threads);
+        Tensor x = randn({n, Cin, 9, 9});
+        Tensor a = fused.run({x})[0], b = plain.run({x})[0];
+        EXPECT_LT(max_abs_diff(a, b), 1e-6) << what << " n=" << n << " t=" << threads;
+        if (k.relu) EXPECT_GE(a.min().item<float>(), 0.f) << what;
+      }
+    set_num_threads(saved);
   }
 }

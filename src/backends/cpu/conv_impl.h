@@ -21,18 +21,22 @@ struct Geom {
   int64_t k_size() const { return k[0] * k[1] * k[2]; }
 };
 
-/// An activation fused into a forward convolution's output: none, relu, or clip to [lo, hi].
+/// What a forward convolution applies to its output: y = act(conv + bias + residual), the
+/// activation none, relu, or clip to [lo, hi]; residual (may be null) is laid out as y
+/// (contiguous [N, O, *out]) and added after the bias, in that order (as a separate Add would).
 struct PostOp {
   enum Kind : int { None = 0, Relu = 1, Clip = 2 };
   int kind = None;
   float lo = 0, hi = 0;
+  const float* residual = nullptr;
 };
 
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
-/// y = post(conv(x, w) + b) (b may be null).
+/// y = post(conv(x, w) + b) (b may be null; see PostOp).
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post = {});
-/// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null), the
+/// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null; pa takes no
+/// residual, pb may), the
 /// intermediate kept in oneDNN's blocked layout (no reorder to plain and back). False, doing
 /// nothing, when that does not apply (1x1 or otherwise unblocked convolutions, layouts that
 /// differ); the caller then runs the two convolutions one by one.

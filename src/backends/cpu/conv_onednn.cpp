@@ -391,6 +391,30 @@ void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, co
   });
 }
 
+/// y[i] = act(y[i] + r[i]) over n elements, act post's activation (serial: one chunk of images).
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-trapping-math")))
+#endif
+void residual_post(float* y, const float* r, int64_t n, const PostOp& post) {
+  if (post.kind == PostOp::None) {
+    for (int64_t i = 0; i < n; ++i) y[i] += r[i];
+    return;
+  }
+  const float lo = post.kind == PostOp::Relu ? 0.f : post.lo, hi = post.kind == PostOp::Relu ? INFINITY : post.hi;
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = y[i] + r[i];
+    y[i] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
+  }
+}
+
+/// residual_post over the n elements of y, split over the threads.
+void residual_post_all(float* y, int64_t n, const PostOp& post) {
+  parallel_for(n, 32768, [&](int64_t lo, int64_t hi) { residual_post(y + lo, post.residual + lo, hi - lo, post); });
+}
+
+/// What the primitive itself applies: the activation unless a residual comes first.
+PostOp primitive_post(const PostOp& post) { return post.residual ? PostOp{} : post; }
+
 /// x[n, c, :] += b[c] over planes of `plane` elements.
 void add_bias(float* x, const float* b, int64_t N, int64_t C, int64_t plane) {
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t lo, int64_t hi) {
@@ -509,6 +533,8 @@ bool stable_lookups(std::vector<Entry*>& es, size_t count, const Get& get) {
 
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
   if (!usable(g)) return false;
+  const PostOp prim = primitive_post(post);
+  const int64_t image = g.O * g.out_size();  // output elements per image
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   const bool serial = macs < kMinParallelMacs;
   const int chunks = macs < kMinSplitMacs ? 0 : batch_chunks(g.N);
@@ -523,14 +549,16 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
       }
       onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
       if (stable_lookups(es, gs.size(), [&](size_t c) {
-            return lookup(Kind::Fwd, gs[c], b != nullptr, 1, post, static_cast<int>(c) + 1);
+            return lookup(Kind::Fwd, gs[c], b != nullptr, 1, prim, static_cast<int>(c) + 1);
           })) {
         parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
           for (int64_t c = c0; c < c1; ++c) {
             int64_t n0, n1;
             chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
             run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
-                    y + n0 * g.O * g.out_size());
+                    y + n0 * image);
+            // The residual while this chunk's output is still in the cache.
+            if (post.residual) residual_post(y + n0 * image, post.residual + n0 * image, (n1 - n0) * image, post);
           }
         });
         return true;
@@ -548,10 +576,15 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
           ok = false;
           return;
         }
-        if (post.kind != PostOp::None)
-          bias_post(y + n * g.O * L, b, 1, g.O, L, post);
-        else if (b)
-          add_bias(y + n * g.O * L, b, 1, g.O, L);
+        float* yi = y + n * g.O * L;
+        if (post.residual) {
+          if (b) add_bias(yi, b, 1, g.O, L);
+          residual_post(yi, post.residual + n * g.O * L, g.O * L, post);
+        } else if (post.kind != PostOp::None) {
+          bias_post(yi, b, 1, g.O, L, post);
+        } else if (b) {
+          add_bias(yi, b, 1, g.O, L);
+        }
       }
     };
     // A batch of small products: one image per thread (each product alone is too small for
@@ -562,15 +595,18 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
       images(0, g.N);
     return ok;
   }
-  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt, post);
+  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt, prim);
   if (!e) return false;
   run_fwd(e, g, x, w, b, y);
+  if (post.residual) residual_post_all(y, g.N * image, post);
   return true;
 }
 
 bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
                          const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y) {
-  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb) || ga.N != gb.N) return false;
+  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb) || ga.N != gb.N || pa.residual) return false;
+  const PostOp pbp = primitive_post(pb);
+  const int64_t image = gb.O * gb.out_size();  // output elements per image
   // The intermediate lives in ea's dst staging buffer: it must be blocked, and exactly what eb reads.
   auto fits = [](Entry* ea, Entry* eb) {
     return ea && eb && ea != eb && ea->c.reorder && eb->a.reorder && ea->c.used == eb->a.used;
@@ -589,7 +625,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
           const size_t c = i / 2;
           const int slot = static_cast<int>(c) + 1;
           return i % 2 == 0 ? lookup(Kind::Fwd, gas[c], ba != nullptr, 1, pa, slot)
-                            : lookup(Kind::Fwd, gbs[c], bb != nullptr, 1, pb, slot);
+                            : lookup(Kind::Fwd, gbs[c], bb != nullptr, 1, pbp, slot);
         })) {
       bool all = true;
       for (size_t c = 0; c < gas.size(); ++c) all = all && fits(es[2 * c], es[2 * c + 1]);
@@ -600,7 +636,8 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
             chunk_range(ga.N, chunks, static_cast<int>(c), n0, n1);
             const size_t k = static_cast<size_t>(c);
             run_pair(es[2 * k], gas[k], x + n0 * ga.C * ga.in_size(), wa, ba, es[2 * k + 1], gbs[k], wb, bb,
-                     y + n0 * gb.O * gb.out_size(), 1, 1);
+                     y + n0 * image, 1, 1);
+            if (pb.residual) residual_post(y + n0 * image, pb.residual + n0 * image, (n1 - n0) * image, pb);
           }
         });
         return true;
@@ -619,7 +656,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   }
   {
     onednn::ThreadScope scope(ntb);
-    eb = lookup(Kind::Fwd, gb, bb != nullptr, ntb, pb);
+    eb = lookup(Kind::Fwd, gb, bb != nullptr, ntb, pbp);
   }
   {
     onednn::ThreadScope scope(nta);
@@ -627,6 +664,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   }
   if (!fits(ea, eb)) return false;
   run_pair(ea, ga, x, wa, ba, eb, gb, wb, bb, y, nta, ntb);
+  if (pb.residual) residual_post_all(y, gb.N * image, pb);
   return true;
 }
 
