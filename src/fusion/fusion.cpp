@@ -655,7 +655,7 @@ class FusionBackend final : public Backend {
 
   void run_stream(const std::vector<Rec>& s);
   void run_ops(const std::vector<Rec>& s, std::vector<size_t> order);
-  bool try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j);
+  size_t try_conv_epilogue(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head);
   size_t cut_group(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t start, Group& g,
                    std::vector<size_t>& hoisted, std::string& why);
   bool epilogue_fits(const std::vector<Rec>& s, size_t i, const Group& g) const;
@@ -821,29 +821,66 @@ bool hoistable(const Rec& r) {
   return true;
 }
 
-/// Conv at i followed by Relu at j (the next live op) reading its whole result, which nothing
-/// else reads: one convolution with the activation fused (oneDNN post-op on x86), writing the
-/// Relu's buffer; the convolution's own result is never materialised.
-bool FusionBackend::try_conv_relu(const std::vector<Rec>& s, size_t i, size_t j) {
-  const Rec &c = s[i], &r = s[j];
-  if (!is_conv_anchor(c.op) || r.op.kind != OpKind::Relu) return false;
+/// Conv at order[head] followed by its epilogue (the next live ops): an Add of a value shaped
+/// like the result (a residual; f32/f64), then a Relu, or a Relu alone, each reading the whole
+/// result of the op before, which nothing else reads. Runs them as one convolution with the
+/// epilogue fused (ops.def; oneDNN adds the residual per share of images while they are in the
+/// cache), writing the last op's buffer; the intermediates are never materialised. Returns the
+/// number of ops run (0: none, nothing fused). The residual is computed already: its producer
+/// precedes the Add, hence the convolution, in `order`.
+size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head) {
+  const Rec& c = s[order[head]];
+  if (!is_conv_anchor(c.op)) return 0;
   Buf* y = c.out[0];
-  if (r.in[0] != y || !(r.op.inputs[0] == c.op.outputs[0]) || !(r.op.outputs[0] == c.op.outputs[0]) || y->alive ||
-      fl(y).last_reader != static_cast<int64_t>(j) || r.out[0] == y)
-    return false;
-  for (Buf* b : c.in)
-    if (b == r.out[0]) return false;
+  const ir::TensorDesc* yd = &c.op.outputs[0];
+  // Whether r (at stream index j) reads y whole as input arg, with nothing else reading y.
+  auto sole_reader = [&](size_t j, const Rec& r, size_t arg) {
+    return r.in[arg] == y && r.op.inputs[arg] == *yd && r.op.outputs[0] == *yd && !y->alive &&
+           fl(y).last_reader == static_cast<int64_t>(j) && r.out[0] != y;
+  };
   Rec f;
   f.op = c.op;
-  f.op.attrs.ints.push_back(1);
   f.in = c.in;
-  f.out.push_back(r.out[0]);
-  if (debug_on()) dbg("  Conv with its Relu fused " + desc_str(c.op.outputs[0]));
+  int64_t epi = 0;
+  size_t k = head + 1;
+  if (k < order.size() && (yd->dtype == DType::F32 || yd->dtype == DType::F64)) {
+    const Rec& a = s[order[k]];
+    if (a.op.kind == OpKind::Add && a.in.size() == 2 && a.in[0] != a.in[1]) {
+      const size_t arg = a.in[0] == y ? 0 : 1, other = 1 - arg;
+      const ir::TensorDesc& rd = a.op.inputs[other];
+      if (sole_reader(order[k], a, arg) && rd.shape == yd->shape && rd.dtype == yd->dtype && a.out[0] != a.in[other]) {
+        f.in.push_back(a.in[other]);
+        f.op.inputs.push_back(rd);
+        epi |= ir::kConvResidual;
+        y = a.out[0];
+        yd = &a.op.outputs[0];
+        ++k;
+      }
+    }
+  }
+  if (k < order.size()) {
+    const Rec& r = s[order[k]];
+    if (r.op.kind == OpKind::Relu && sole_reader(order[k], r, 0)) {
+      epi |= ir::kConvRelu;
+      y = r.out[0];
+      yd = &r.op.outputs[0];
+      ++k;
+    }
+  }
+  if (epi == 0) return 0;
+  for (Buf* b : f.in)
+    if (b == y) return 0;  // written in place: the convolution would overwrite what it reads
+  f.op.attrs.ints.push_back(epi);
+  f.op.outputs[0] = *yd;
+  f.out.push_back(y);
+  if (debug_on())
+    dbg(std::string("  Conv with its ") + (epi & ir::kConvResidual ? "residual Add" : "") +
+        (epi == (ir::kConvResidual | ir::kConvRelu) ? " and " : "") + (epi & ir::kConvRelu ? "Relu" : "") + " fused " +
+        desc_str(c.op.outputs[0]));
   bump(&Stats::epilogues);
   run_single(f.op, f);
-  release(s, i);
-  release(s, j);
-  return true;
+  for (size_t q = head; q < k; ++q) release(s, order[q]);
+  return k - head;
 }
 
 /// Cuts a group from order[start]: steps join while they can; an op that cannot join but is
@@ -949,8 +986,8 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
   size_t head = 0;
   while (head < order.size()) {
     const size_t i = order[head];
-    if (head + 1 < order.size() && try_conv_relu(s, i, order[head + 1])) {
-      head += 2;
+    if (const size_t n = try_conv_epilogue(s, order, head)) {
+      head += n;
       continue;
     }
     if (head + 1 < order.size() && is_matmul_anchor(s[i].op)) {

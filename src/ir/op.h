@@ -83,11 +83,18 @@ int op_num_outputs(OpKind k);
 
 /// Conv's geometry ints for nsp spatial dims (ops.def: groups, nsp, stride, padding, dilation).
 inline size_t conv_geometry_ints(int64_t nsp) { return static_cast<size_t>(2 + 3 * nsp); }
-/// Conv's fused activation (ops.def): the one int after the geometry, 0 (none) when absent.
-inline int64_t conv_activation(const Op& op) {
+/// Conv's fused epilogue (ops.def): the one int after the geometry, 0 (none) when absent.
+inline int64_t conv_epilogue(const Op& op) {
   const auto& a = op.attrs.ints;
   return op.kind == OpKind::Conv && a.size() >= 2 && a.size() == conv_geometry_ints(a[1]) + 1 ? a.back() : 0;
 }
+inline constexpr int64_t kConvRelu = 1, kConvResidual = 2;  ///< conv_epilogue bits
+/// Conv's fused activation: 1 relu, 0 none.
+inline int64_t conv_activation(const Op& op) { return conv_epilogue(op) & kConvRelu; }
+/// Whether Conv's last input is a residual added before the activation.
+inline bool conv_has_residual(const Op& op) { return (conv_epilogue(op) & kConvResidual) != 0; }
+/// Whether Conv (or ConvTranspose) has a bias input.
+inline bool conv_has_bias(const Op& op) { return op.inputs.size() == (conv_has_residual(op) ? 4u : 3u); }
 
 /// Fills op.outputs (contiguous) from op.inputs and op.attrs. Throws kiln::Error on mismatch.
 void infer(Op& op);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autodiff/graph.h"
+#include "backends/cpu/onednn.h"
 #include "fusion/fusion.h"
 #include "fusion_small_limit.h"
 #include "test_util.h"
@@ -333,6 +334,81 @@ TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
   EXPECT_TRUE(close(r, relu(F::conv2d(x.to(plain()), w.to(plain()))), 1e-6, 1e-6));
   EXPECT_TRUE(close(c, F::conv2d(x.to(plain()), w.to(plain())), 1e-6, 1e-6));
   EXPECT_EQ(fusion::stats().epilogues, 0);
+}
+
+TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
+  const SmallLimit all(0);  // small tensors: every op queued
+  // conv + r, relu(conv + r) and relu(r + conv) as one convolution: f32 with oneDNN (added per
+  // share of images: 3 images on 2 threads split unevenly) and with the portable kernel, f64;
+  // with and without bias; the residual the block's input or a second convolution (computed
+  // before or after the first); gradients through autodiff too.
+  struct Restore {
+    bool saved = cpu::onednn::enabled();
+    int threads = num_threads();
+    ~Restore() {
+      cpu::onednn::set_enabled(saved);
+      set_num_threads(threads);
+    }
+  } restore;
+  for (DType dt : {f32, f64})
+    for (bool onednn : {true, false})
+      for (int form = 0; form < 6; ++form) {
+        if (dt == f64 && onednn) continue;
+        cpu::onednn::set_enabled(onednn && restore.saved);
+        set_num_threads(form % 2 ? 1 : 2);
+        const bool bias = form < 3, relu_after = form != 2, down = form >= 4;
+        auto f = [&](const Device& d) {
+          manual_seed(40 + form);
+          Device ad = d.autodiff();
+          Tensor x = randn({3, 6, 9, 9}, {.dtype = dt, .device = ad});
+          Tensor w = randn({6, 6, 3, 3}, {.dtype = dt, .device = ad}).require_grad();
+          Tensor wd = randn({6, 6, 1, 1}, {.dtype = dt, .device = ad}).require_grad();
+          Tensor b = bias ? randn({6}, {.dtype = dt, .device = ad}).require_grad() : Tensor();
+          Tensor r = form == 4 ? F::conv2d(x, wd) : x;  // form 5: the shortcut's conv comes after
+          Tensor c = F::conv2d(x, w, b, {.padding = 1});
+          if (form == 5) r = F::conv2d(x, wd);
+          Tensor sum = form == 3 ? r + c : c + r;
+          c = Tensor();                 // dead before the flush: only the sum reads it
+          if (form == 5) r = Tensor();  // the shortcut's conv is the one next to the sum
+          Tensor y = form == 2 ? sum : relu(sum);
+          sum = Tensor();
+          auto g = (y * y).sum().backward();
+          std::vector<Tensor> out{y.detach(), g.get(w)};
+          if (bias) out.push_back(g.get(b));
+          if (down) out.push_back(g.get(wd));
+          return out;
+        };
+        auto a = f(plain());
+        fusion::reset_stats();
+        auto b = f(fused());
+        const std::string what =
+            std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
+        EXPECT_EQ(fusion::stats().epilogues, 1) << what;
+        for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << what << " " << i;
+      }
+  // Not fused: a residual that broadcasts, an in-place sum (it would overwrite the residual the
+  // convolution reads), a convolution result still held. Results as unfused.
+  manual_seed(47);
+  Tensor x = randn({2, 4, 8, 8}), w = randn({4, 4, 3, 3}), t = randn({1, 4, 1, 1});
+  for (int form = 0; form < 3; ++form) {
+    auto f = [&](const Device& d) {
+      Tensor xd = x.to(d), wd = w.to(d), r = x.to(d).clone();
+      Tensor c = F::conv2d(xd, wd, Tensor(), {.padding = 1});
+      if (form == 0) return std::vector<Tensor>{relu(c + t.to(d))};
+      if (form == 1) {
+        Tensor c2 = F::conv2d(xd, wd, Tensor(), {.padding = 1});
+        c = Tensor();
+        r.add_(c2);
+        return std::vector<Tensor>{relu(r)};
+      }
+      return std::vector<Tensor>{relu(c + r), c};
+    };
+    auto a = f(plain());
+    fusion::reset_stats();
+    auto b = f(fused());
+    EXPECT_EQ(fusion::stats().epilogues, 0) << form;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-6, 1e-6)) << form;
+  }
 }
 
 TEST(Fusion, MatMulEpiloguesRunPerRowBlock) {

@@ -374,19 +374,23 @@ template <class T>
 void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const Geom g = make_geom(op);
-  const bool has_bias = op.inputs.size() == 3;
-  Stage<A> t0, t1, t2, to;
+  const bool has_bias = ir::conv_has_bias(op), has_res = ir::conv_has_residual(op);
+  Stage<A> t0, t1, t2, t3, to;
   const A* a0 = stage_in<T, A>(in[0], op.inputs[0], t0);
   const A* a1 = stage_in<T, A>(in[1], op.inputs[1], t1);
   const A* bias = has_bias ? stage_in<T, A>(in[2], op.inputs[2], t2) : nullptr;
+  const size_t ri = op.inputs.size() - 1;
+  const A* res_in = has_res ? stage_in<T, A>(in[ri], op.inputs[ri], t3) : nullptr;
   A* res = stage_out<T, A>(out[0], op.outputs[0], to);
-  const bool relu = ir::conv_activation(op) == 1;  // fused by oneDNN when it runs the conv
+  // Fused by oneDNN when it runs the conv: the relu (a post-op), the residual (per share of images).
+  const bool relu = ir::conv_activation(op) == 1;
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     if (onednn::enabled()) {
       if (op.kind == ir::OpKind::Conv) {
         conv::PostOp post;
         if (relu) post.kind = conv::PostOp::Relu;
+        post.residual = res_in;
         done = conv::onednn_forward(g, a0, a1, bias, res, post);
       } else if (op.kind == ir::OpKind::ConvTranspose)
         done = conv::onednn_backward_data(g, a0, a1, bias, res);
@@ -402,10 +406,13 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     else
       backward_weights(g, a0, a1, res);
   }
-  if (relu && !done) {  // as the Relu kernel: x < 0 ? 0 : x (NaN passes through)
+  if ((relu || has_res) && !done) {  // as the Add and Relu kernels: x < 0 ? 0 : x (NaN passes through)
     const int64_t n = g.N * g.O * g.out_size();
     parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) res[i] = res[i] < A(0) ? A(0) : res[i];
+      if (has_res)
+        for (int64_t i = lo; i < hi; ++i) res[i] += res_in[i];
+      if (relu)
+        for (int64_t i = lo; i < hi; ++i) res[i] = res[i] < A(0) ? A(0) : res[i];
     });
   }
   finish_out<T, A>(out[0], op.outputs[0], res);
