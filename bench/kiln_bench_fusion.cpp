@@ -14,6 +14,7 @@
 // ids: fusion_<chain>_<M>M_{unfused,fused}, copy_<M>M. bench/torch_fusion_bench.py prints the
 // same ids with torch_ in front (PyTorch eager).
 #include <kiln/kiln.h>
+#include <kiln/nn/functional/conv.h>
 
 #include <algorithm>
 #include <chrono>
@@ -137,6 +138,23 @@ int main(int argc, char** argv) {
       });
       std::printf("fusion_epilogue_linear_relu_%lldx%lldx%lld_%s\t%.6g\t0\tok\n", static_cast<long long>(m),
                   static_cast<long long>(k), static_cast<long long>(n), f ? "fused" : "unfused", t);
+    }
+  }
+  // Convolution epilogues: a residual block's relu(conv2d(h, w) + h), [16, 64, 28, 28]: fused,
+  // the add and relu run inside the convolution (per share of images).
+  if (!overhead_only && !small_only) {
+    const int64_t nb = smoke ? 2 : 16;
+    for (int f = 0; f < 2; ++f) {
+      const kiln::Device d = f ? fus : cpu;
+      kiln::manual_seed(3);
+      kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
+      kiln::sync(d);
+      const double t = best_of(reps, [&] {
+        kiln::Tensor y = kiln::relu(kiln::nn::functional::conv2d(h, w, kiln::Tensor(), {.padding = 1}) + h);
+        kiln::sync(d);
+      });
+      std::printf("fusion_epilogue_conv_residual_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", static_cast<long long>(nb),
+                  f ? "fused" : "unfused", t);
     }
   }
   // Small tensors: a chain and a sync on n elements, plain against fused (by default ops with
