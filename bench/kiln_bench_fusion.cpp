@@ -51,6 +51,19 @@ double best_of(int reps, const std::function<void()>& f) {
 kiln::Tensor gelu_erf(const kiln::Tensor& x) { return x * 0.5 * (kiln::erf(x / std::sqrt(2.0)) + 1.0); }
 /// A 5-op chain: ((x * 1.5 + 0.25).relu() - x) * 0.5, then tanh... kept cheap (memory bound).
 kiln::Tensor chain5(const kiln::Tensor& x) { return kiln::tanh(kiln::relu(x * 1.5 + 0.25) - x) * 0.5; }
+/// Row chains over rows of 1024 (row pipelines: a reduction feeding the chain).
+/// softmax written out: max, sub, exp, sum, div.
+kiln::Tensor softmax_by_hand(const kiln::Tensor& x) {
+  kiln::Tensor r = x.reshape({-1, 1024});
+  kiln::Tensor e = (r - r.amax({-1}, true)).exp();
+  return e / e.sum({-1}, true);
+}
+/// layer norm written out: mean, sub, square, mean, add eps, rsqrt, mul, scale, shift.
+kiln::Tensor layer_norm_by_hand(const kiln::Tensor& x) {
+  kiln::Tensor r = x.reshape({-1, 1024});
+  kiln::Tensor d = r - r.mean({-1}, true);
+  return d * ((d * d).mean({-1}, true) + 1e-5).rsqrt() * 0.5 + 0.25;
+}
 
 }  // namespace
 
@@ -85,6 +98,10 @@ int main(int argc, char** argv) {
     kiln::Tensor (*f)(const kiln::Tensor&);
   };
   const Chain chains[] = {{"gelu_erf", gelu_erf}, {"chain5", chain5}};
+  const Chain big_chains[] = {{"gelu_erf", gelu_erf},
+                              {"chain5", chain5},
+                              {"softmax_rows", softmax_by_hand},
+                              {"layernorm_rows", layer_norm_by_hand}};
   for (int64_t n : sizes) {
     const std::string mtag = std::to_string(n >> 20) + "M";
     const double bytes = 2.0 * static_cast<double>(n) * 4;  // read x, write y
@@ -104,7 +121,7 @@ int main(int argc, char** argv) {
       });
       std::printf("copy_%s\t%.6g\t%.0f\tok\n", mtag.c_str(), t, bytes);
     }
-    for (const Chain& c : chains) {
+    for (const Chain& c : big_chains) {
       std::vector<float> ref, got;
       double tu = fused_only ? 0.0 : best_of(reps, [&] {
         kiln::Tensor y = c.f(xc);

@@ -28,6 +28,18 @@ def chain5(x):
     return torch.tanh(torch.relu(x * 1.5 + 0.25) - x) * 0.5
 
 
+def softmax_rows(x):
+    r = x.reshape(-1, 1024)
+    e = (r - r.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def layernorm_rows(x):
+    r = x.reshape(-1, 1024)
+    d = r - r.mean(-1, keepdim=True)
+    return d * ((d * d).mean(-1, keepdim=True) + 1e-5).rsqrt() * 0.5 + 0.25
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, default=1)
@@ -38,7 +50,8 @@ def main():
         tag = f"{n >> 20}M"
         x = torch.randn(n)
         nbytes = 2 * n * 4
-        for name, f in (("gelu_erf", gelu_erf), ("chain5", chain5)):
+        for name, f in (("gelu_erf", gelu_erf), ("chain5", chain5), ("softmax_rows", softmax_rows),
+                        ("layernorm_rows", layernorm_rows)):
             t = best_of(a.reps, lambda: f(x))
             print(f"torch_fusion_{name}_{tag}_eager\t{t:.6g}\t{nbytes}\tok")
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -241,6 +242,14 @@ struct Group {
   Shape S;
 };
 
+/// A stage of a row pipeline (rows.cpp): a group (with its tail), or a row op alone (`lone`,
+/// a stream index). A per-row group works on one value per row (its shape: the rows).
+struct Stage {
+  Group g;
+  ptrdiff_t lone = -1;
+  bool per_row = false;
+};
+
 /// The cached part of a group: its number and description (for KILN_FUSION_DEBUG).
 struct Plan {
   std::string text;
@@ -274,6 +283,9 @@ struct GroupScratch {
 
 inline std::atomic<int> g_program{-1};  // -1: from KILN_FUSION_PROGRAM on first use
 
+/// Sets op to the row op orig (reducing the trailing k dims of its input, of shape S) over
+/// `rows` rows of contiguous input and outputs (group.cpp).
+void rows_op(ir::Op& op, const ir::Op& orig, const Shape& S, int64_t k, int64_t rows);
 /// Compiles the steps of g into w.prog (group.cpp).
 void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, GroupScratch& w);
 /// The shape-relative signature of a group (group.cpp).
@@ -399,7 +411,8 @@ class FusionBackend final : public Backend {
     if (lim <= 0) return false;
     for (const auto& d : op.outputs)
       if (d.numel() > lim) return false;
-    return true;
+    // A row op reading a large input is queued: it may lead a row pipeline (one pass less).
+    return !is_row_kind(op.kind) || op.inputs.empty() || op.inputs[0].numel() <= lim;
   }
   /// Whether no queued op names a buffer of r: running r ahead of the queue changes nothing.
   static bool independent(const Rec& r) {
@@ -522,19 +535,29 @@ class FusionBackend final : public Backend {
   void run_ops(const std::vector<Rec>& s, std::vector<size_t> order);
   size_t try_conv_epilogue(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head);
   size_t cut_group(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t start, Group& g,
-                   std::vector<size_t>& hoisted, std::string& why);
+                   std::vector<size_t>& hoisted, std::string& why, bool hoist = true);
   bool epilogue_fits(const std::vector<Rec>& s, size_t i, const Group& g) const;
   void run_matmul_rows(const Rec& mm, int64_t row0, int64_t row1, void* dst);
   bool try_add_step(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
   bool try_tail(const std::vector<Rec>& s, size_t j, Group& g, std::string& why);
-  void run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul = nullptr);
+  /// Runs g's tiles over the elements [e0, e1) (whole rows of a row pipeline).
+  using RangeFn = std::function<void(int64_t e0, int64_t e1)>;
+  /// With `then`, g is set up but not run: then(f) gets the function that runs g's tiles over a
+  /// range of elements (a stage of a row pipeline; group.cpp). `last`: no later stage reads its
+  /// results (large ones may bypass the caches).
+  void run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul = nullptr,
+                 const std::function<void(const RangeFn&)>* then = nullptr, bool last = true);
+  size_t try_row_pipeline(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head, const Group* first,
+                          size_t end);
+  void run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages);
 
   Backend* inner_;
   const bool cpu_;  ///< the inner backend is the CPU with data: ops may be queued; run_single calls its kernels
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one
-  GroupScratch gs_;
+  std::deque<GroupScratch> gs_;      ///< one per stage being set up (row pipelines nest run_group)
+  size_t depth_ = 0;                 ///< stages set up and not yet run
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
 };
 

@@ -207,10 +207,10 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
 
 /// Cuts a group from order[start]: steps join while they can; an op that cannot join but is
 /// independent of the group (hoistable) is set aside in `hoisted` and the group goes on past it
-/// (within the look-ahead bounds); anything else ends the group. Returns the first position of
-/// `order` not consumed.
+/// (within the look-ahead bounds, unless `hoist` is false); anything else ends the group.
+/// Returns the first position of `order` not consumed.
 size_t FusionBackend::cut_group(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t start, Group& g,
-                                std::vector<size_t>& hoisted, std::string& why) {
+                                std::vector<size_t>& hoisted, std::string& why, bool hoist) {
   // Bounds on the look-ahead: ops set aside in all, and in a row since the last one joined.
   constexpr size_t kMaxHoisted = 32, kMaxHoistedRun = 12;
   ++g_gepoch;
@@ -225,7 +225,7 @@ size_t FusionBackend::cut_group(const std::vector<Rec>& s, const std::vector<siz
       continue;
     }
     if (try_tail(s, j, g, w2)) return end + 1;
-    if (hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j])) {
+    if (hoist && hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j])) {
       hoisted.push_back(j);
       ++run;
       continue;
@@ -312,6 +312,14 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       head += n;
       continue;
     }
+    // A row op alone at the head, and the groups reading its result row by row (rows.cpp).
+    if (is_row_kind(s[i].op.kind)) {
+      if (const size_t end = try_row_pipeline(s, order, head, nullptr, head + 1)) {
+        order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(end));
+        head = 0;
+        continue;
+      }
+    }
     if (head + 1 < order.size() && is_matmul_anchor(s[i].op)) {
       // The group after a product: when it reads the product only element for element, the
       // product runs in row blocks, each followed by the group over the same rows.
@@ -334,6 +342,14 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
     std::string why;
     const size_t end = cut_group(s, order, head, g, hoisted, why);
     if (g.steps.size() + (g.tail >= 0 ? 1 : 0) >= 2 && shape_numel(g.S) > 0) {
+      // A group closed by a row op, and the groups reading its result row by row (rows.cpp).
+      if (hoisted.empty() && g.tail >= 0) {
+        if (const size_t pend = try_row_pipeline(s, order, head, &g, end)) {
+          order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(pend));
+          head = 0;
+          continue;
+        }
+      }
       if (!hoisted.empty()) {
         // Hoisted ops were checked against the group up to their own position only; ops after
         // them that joined the group may read their results, which is why they run first.
@@ -449,7 +465,9 @@ void set_small_limit(int64_t elements) {
   X(dead)                    \
   X(fused_groups)            \
   X(program_groups)          \
-  X(fused_ops) X(single_ops) X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided) X(epilogues) X(small_direct)
+  X(fused_ops)               \
+  X(single_ops)              \
+  X(flushes) X(plans_built) X(plan_hits) X(intermediates_elided) X(epilogues) X(small_direct) X(row_pipelines)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);

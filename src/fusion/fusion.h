@@ -48,6 +48,7 @@ struct Stats {
   int64_t intermediates_elided = 0;  ///< buffers produced and consumed inside a fused kernel
   int64_t epilogues = 0;             ///< convolutions with their activation, products with their epilogue
   int64_t small_direct = 0;          ///< small ops run at once (small_limit)
+  int64_t row_pipelines = 0;         ///< row ops run per block of rows with the groups reading them
 };
 Stats stats();
 void reset_stats();

@@ -151,7 +151,30 @@ void signature(const std::vector<Rec>& s, const Group& g, const std::vector<char
   }
 }
 
-void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul) {
+void rows_op(ir::Op& op, const ir::Op& orig, const Shape& S, int64_t k, int64_t rows) {
+  const size_t r = S.size();
+  if (op.kind != orig.kind || op.outputs.size() != orig.outputs.size()) op = orig;
+  Shape in_shape{rows};
+  for (size_t q = r - static_cast<size_t>(k); q < r; ++q) in_shape.push_back(S[q]);
+  op.inputs[0] = ir::contiguous_desc(in_shape, orig.inputs[0].dtype);
+  if (orig.kind != OpKind::Softmax && orig.kind != OpKind::LogSoftmax && orig.kind != OpKind::LayerNorm) {
+    op.attrs.ints.clear();
+    op.attrs.ints.push_back(orig.attrs.ints[0]);
+    for (int64_t q = 1; q <= k; ++q) op.attrs.ints.push_back(q);
+  } else if (orig.kind != OpKind::LayerNorm) {
+    op.attrs.ints[0] = 1;
+  }
+  for (size_t q = 0; q < orig.outputs.size(); ++q) {
+    const ir::TensorDesc& od = orig.outputs[q];
+    Shape os{rows};
+    if (od.shape.size() == r)
+      for (size_t z = r - static_cast<size_t>(k); z < r; ++z) os.push_back(od.shape[z]);
+    op.outputs[q] = ir::contiguous_desc(os, od.dtype);
+  }
+}
+
+void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const Rec* matmul,
+                              const std::function<void(const RangeFn&)>* then, bool last) {
   ++g_gepoch;  // fresh per-buffer group scratch (hoisted groups may have run since g was cut)
   const size_t ns = g.steps.size();
   const size_t gend = g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back();
@@ -159,7 +182,8 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
   auto read_after = [&](Buf* b) { return fl(b).last_reader > static_cast<int64_t>(gend); };
   // Which step values go to memory: the last in-group writer of a buffer that is held by a live
   // tensor or read after the group (or by the tail through memory, never: the tail reads values).
-  GroupScratch& w = gs_;
+  while (gs_.size() <= depth_) gs_.emplace_back();
+  GroupScratch& w = gs_[depth_];
   std::vector<char>& store = w.store;
   store.assign(ns, 0);
   int64_t elided = 0;
@@ -320,7 +344,9 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
   }
   // Large stored results bypass the caches (non-temporal stores, no read-for-ownership): the
   // tile is computed in scratch and streamed out. Full tiles only (they are 64-byte aligned).
-  const bool streaming = tiles::has_stream_stores() && g.tail < 0 && N * 4 >= tiles::kStreamBytes && tile % 16 == 0;
+  // Not before a later stage of a row pipeline: it reads the results while they are in the cache.
+  const bool streaming =
+      last && tiles::has_stream_stores() && g.tail < 0 && N * 4 >= tiles::kStreamBytes && tile % 16 == 0;
   // When every step has a vector form, the group runs as one elementwise program per tile
   // (cpu::vec::run_program); pointer slots: the loads, then the stored steps, then the tail's
   // input in scratch.
@@ -436,26 +462,13 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
         const Rec& tr = s[static_cast<size_t>(g.tail)];
         const ir::Op& orig = tr.op;
         const int64_t rows = len / rowlen, row0 = s0 / rowlen;
-        Shape in_shape{rows};
-        for (size_t q = r - static_cast<size_t>(k_dims); q < r; ++q) in_shape.push_back(S[q]);
-        tail_op.inputs[0] = ir::contiguous_desc(in_shape, orig.inputs[0].dtype);
+        rows_op(tail_op, orig, S, k_dims, rows);
         in_p.clear();
         out_p.clear();
         in_p.push_back(val[static_cast<size_t>(tail_in)]);
         for (size_t q = 1; q < tr.in.size(); ++q) in_p.push_back(tr.in[q]->real);
-        if (orig.kind != OpKind::Softmax && orig.kind != OpKind::LogSoftmax && orig.kind != OpKind::LayerNorm) {
-          tail_op.attrs.ints.clear();
-          tail_op.attrs.ints.push_back(orig.attrs.ints[0]);
-          for (int64_t q = 1; q <= k_dims; ++q) tail_op.attrs.ints.push_back(q);
-        } else if (orig.kind != OpKind::LayerNorm) {
-          tail_op.attrs.ints[0] = 1;
-        }
         for (size_t q = 0; q < tr.out.size(); ++q) {
           const ir::TensorDesc& od = orig.outputs[q];
-          Shape os{rows};
-          if (od.shape.size() == r)
-            for (size_t z = r - static_cast<size_t>(k_dims); z < r; ++z) os.push_back(od.shape[z]);
-          tail_op.outputs[q] = ir::contiguous_desc(os, od.dtype);
           const int64_t per_row = total_rows ? od.numel() / total_rows : 0;
           const size_t esz = dtype_size(od.dtype);
           out_p.push_back(tail_store[q]
@@ -467,6 +480,15 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
     }
     tiles::stream_fence();
   };
+  if (then) {  // a stage of a row pipeline: the caller runs the tiles per block of rows
+    ++depth_;
+    struct Depth {
+      size_t& d;
+      ~Depth() { --d; }
+    } restore{depth_};
+    (*then)([&](int64_t e0, int64_t e1) { tiles_of(e0, e1, 0, (e1 - e0 + tile - 1) / tile, nullptr); });
+    return;
+  }
   if (!matmul) {
     parallel_for(ntiles, grain, [&](int64_t tb, int64_t te) { tiles_of(0, N, tb, te, nullptr); });
     return;

@@ -553,6 +553,7 @@ TEST(Fusion, MemoryOfValuesDyingInsideAFlushIsReused) {
 
 TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
   std::mt19937 rng(1234);
+  int64_t pipelines = 0;  // row ops run per block of rows with the groups reading them (rows.cpp)
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   for (int trial = 0; trial < 100; ++trial) {
     const uint32_t seed = static_cast<uint32_t>(rng());
@@ -655,12 +656,17 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
     // Ops on small tensors run at once or are queued: every mix of the two paths.
     const int64_t limits[] = {0, 64, 1024, 4096};
     const SmallLimit lim(limits[trial % 4]);
-    auto a = run(plain()), b = run(fused());
+    auto a = run(plain());
+    fusion::reset_stats();
+    auto b = run(fused());
+    for (const Tensor& t : b) (void)t.sum().item<double>();
+    pipelines += fusion::stats().row_pipelines;
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k)
       EXPECT_TRUE(close(b[k], a[k], 0, 0))
           << "trial " << trial << " output " << k << " rows " << rows << " cols " << cols;
   }
+  EXPECT_GE(pipelines, 100) << "row pipelines in the random streams (275 when written)";
 }
 
 TEST(FusionProperty, RandomProductEpiloguesMatchUnfused) {

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Row pipelines: a row op (alone, or closing a group) and the groups after it that read its
+// results row by row run together per block of rows, while the block is in the cache.
+//
+// Note [Row pipelines]
+// ~~~~~~~~~~~~~~~~~~~~
+// `x - x.max(-1, true)`, `x / x.sum(-1, true)`, a hand-written softmax or norm: a row op
+// reduces the trailing dims of a value, and the next group reads the value and the row op's
+// result broadcast over each row. Run one after the other, the value crosses memory twice
+// (three times with a second reduction). As a row pipeline, the stages (the row op or the
+// group it closes, then each group reading its results) run per block of whole rows: a thread
+// takes a block, runs the first stage over it, then the next stage over the same rows, and so
+// on. A stage reads what an earlier stage wrote only within the block's rows: element for
+// element (the identity view of a full-size value) or one value per row (a row op's result
+// broadcast over the row). No stage writes a buffer an earlier stage reads or writes, so the
+// blocks are independent and results are bitwise those of the stages run one after the other
+// (each element and each row is computed by the same kernels in the same order).
+#include "fusion/backend.h"
+
+namespace kiln::fusion {
+namespace {
+
+constexpr size_t kMaxStages = 4;
+
+/// Whether d, read over iteration shape S, reads for each element the value of its row (the
+/// leading dims of S, rows of the trailing k dims) from a contiguous per-row result at offset 0:
+/// stride 0 (or size 1) over the trailing dims, row-major strides over the leading ones.
+bool row_local(const ir::TensorDesc& d, const Shape& S, int64_t k) {
+  const size_t r = S.size(), rd = d.shape.size();
+  if (rd > r || d.offset != 0) return false;
+  int64_t expect = 1;
+  for (size_t q = r; q-- > 0;) {
+    int64_t st = 0;
+    if (q + rd >= r) {
+      const size_t jd = q + rd - r;
+      if (d.shape[jd] != 1 && d.shape[jd] != S[q]) return false;
+      st = d.shape[jd] == 1 ? 0 : d.strides[jd];
+    }
+    if (S[q] == 1) continue;
+    if (static_cast<int64_t>(q) >= static_cast<int64_t>(r) - k) {
+      if (st != 0) return false;
+    } else {
+      if (st != expect) return false;
+      expect *= S[q];
+    }
+  }
+  return true;
+}
+
+/// The buffers stages have written so far (full: element for element over S; per row: a row
+/// op's reduced result) and read.
+struct Touched {
+  std::vector<Buf*> full, per_row, read;
+  static bool has(const std::vector<Buf*>& v, Buf* b) { return std::find(v.begin(), v.end(), b) != v.end(); }
+  bool written(Buf* b) const { return has(full, b) || has(per_row, b); }
+  /// A row op's outputs: full-size ones (softmax, norms) or one value per row.
+  void row_op(const Rec& r, const Shape& S) {
+    for (size_t q = 0; q < r.out.size(); ++q)
+      (r.op.outputs[q].numel() == shape_numel(S) ? full : per_row).push_back(r.out[q]);
+    read.insert(read.end(), r.in.begin(), r.in.end());
+  }
+};
+
+/// Whether op r of a later stage reads what earlier stages wrote only within its rows.
+bool reads_row_local(const Rec& r, const Touched& t, const Shape& S, int64_t k, size_t first_param) {
+  for (size_t q = 0; q < r.in.size(); ++q) {
+    Buf* b = r.in[q];
+    if (!t.written(b)) continue;
+    if (q >= first_param) return false;  // a row op's parameter (gamma...) made by an earlier stage
+    const ir::TensorDesc& d = r.op.inputs[q];
+    if (Touched::has(t.full, b) ? !is_full_contiguous(d, S) : !row_local(d, S, k)) return false;
+  }
+  return true;
+}
+
+/// Whether r writes what an earlier stage reads or writes.
+bool overwrites(const Rec& r, const Touched& t) {
+  for (Buf* b : r.out)
+    if (t.written(b) || Touched::has(t.read, b)) return true;
+  return false;
+}
+
+}  // namespace
+
+/// A row pipeline from order[head]: the first stage is `first` (a group closed by a row op,
+/// consumed up to `end`) or, when null, the row op at order[head] alone (end = head + 1). Groups
+/// are cut after it while each reads the earlier stages' results row by row (Note [Row
+/// pipelines]), over the same iteration shape and rows; a stage without a row op ends it. Runs
+/// the pipeline when it has two stages or more and returns the first position of `order` not
+/// consumed; 0 when it does not apply (nothing ran).
+size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head,
+                                       const Group* first, size_t end) {
+  std::vector<Stage> stages(1);
+  Shape S;
+  int64_t k = 0;
+  Touched t;
+  if (first) {
+    if (first->tail < 0) return 0;
+    stages[0].g = *first;
+    S = first->S;
+    const Rec& tr = s[static_cast<size_t>(first->tail)];
+    k = row_dims(tr.op);
+    for (size_t q : first->steps) {
+      t.full.push_back(s[q].out[0]);
+      t.read.insert(t.read.end(), s[q].in.begin(), s[q].in.end());
+    }
+    t.row_op(tr, S);
+  } else {
+    const Rec& r = s[order[head]];
+    const ir::TensorDesc& x = r.op.inputs[0];
+    if (!is_row_kind(r.op.kind) || r.op.inputs.empty() || !x.is_contiguous()) return 0;
+    k = row_dims(r.op);
+    for (const auto& o : r.op.outputs)
+      if (o.offset != 0 || !o.is_contiguous()) return 0;
+    stages[0].lone = static_cast<ptrdiff_t>(order[head]);
+    S = x.shape;
+    t.row_op(r, S);
+    // The input is read in place (by rows): it must not be one of the outputs.
+    for (Buf* b : r.out)
+      if (b == r.in[0]) return 0;
+  }
+  if (k <= 0 || shape_numel(S) == 0) return 0;
+  const size_t r = S.size(), lead = r - static_cast<size_t>(k);
+  while (stages.size() < kMaxStages && end < order.size()) {
+    Group g;
+    std::vector<size_t> hoisted;
+    std::string why;
+    // No ops set aside: they would run before the pipeline, and may read what it computes.
+    const size_t next = cut_group(s, order, end, g, hoisted, why, false);
+    if (g.steps.empty()) break;
+    // A per-row group: its shape is the rows (S without the row dims, or with them as 1s), and
+    // it reads earlier stages' per-row values element for element (`v + eps` then `rsqrt`).
+    bool per_row = g.S != S && (g.S.size() == r || g.S.size() == lead);
+    for (size_t q = 0; q < g.S.size() && per_row; ++q) per_row = g.S[q] == (q < lead ? S[q] : 1);
+    if (g.S != S && !per_row) break;
+    bool ok = true;
+    for (size_t q : g.steps) {
+      const Rec& sr = s[q];
+      ok = ok && !overwrites(sr, t);
+      for (size_t a = 0; a < sr.in.size() && ok && per_row; ++a)
+        if (t.written(sr.in[a])) ok = Touched::has(t.per_row, sr.in[a]) && is_full_contiguous(sr.op.inputs[a], g.S);
+      if (!per_row) ok = ok && reads_row_local(sr, t, S, k, sr.in.size());
+    }
+    if (g.tail >= 0) {
+      const Rec& tr = s[static_cast<size_t>(g.tail)];
+      ok = ok && !per_row && row_dims(tr.op) == k && reads_row_local(tr, t, S, k, 1) && !overwrites(tr, t);
+    }
+    if (!ok) break;
+    stages.push_back(Stage{g, -1, per_row});
+    end = next;
+    if (g.tail < 0 && !per_row) break;
+    for (size_t q : g.steps) {
+      (per_row ? t.per_row : t.full).push_back(s[q].out[0]);
+      t.read.insert(t.read.end(), s[q].in.begin(), s[q].in.end());
+    }
+    if (g.tail >= 0) t.row_op(s[static_cast<size_t>(g.tail)], S);
+  }
+  if (stages.size() < 2) return 0;
+  run_row_pipeline(s, stages);
+  for (const Stage& st : stages) {
+    if (st.lone >= 0) release(s, static_cast<size_t>(st.lone));
+    for (size_t q : st.g.steps) release(s, q);
+    if (st.g.tail >= 0) release(s, static_cast<size_t>(st.g.tail));
+  }
+  return end;
+}
+
+/// Runs the stages per block of whole rows: each group is set up (run_group with a
+/// continuation), then one parallel loop over the blocks runs every stage over each block.
+void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages) {
+  const Stage& s0 = stages[0];
+  const Rec& head = s[static_cast<size_t>(s0.lone >= 0 ? s0.lone : s0.g.tail)];
+  const Shape S = s0.lone >= 0 ? head.op.inputs[0].shape : s0.g.S;
+  const int64_t k = row_dims(head.op), N = shape_numel(S);
+  int64_t rowlen = 1;
+  for (size_t q = S.size() - static_cast<size_t>(k); q < S.size(); ++q) rowlen *= S[q];
+  const int64_t rows = N / rowlen;
+  // Blocks of about kEpilogueBlock elements, at least one per thread when there are rows enough.
+  const int64_t nt = std::max(1, num_threads());
+  const int64_t per_block = std::max<int64_t>(1, std::min(kEpilogueBlock / rowlen, (rows + nt - 1) / nt));
+  const int64_t nblocks = (rows + per_block - 1) / per_block;
+  bump(&Stats::row_pipelines);
+  if (debug_on())
+    dbg("  row pipeline: " + std::to_string(stages.size()) + " stages over " + std::to_string(rows) + " rows of " +
+        std::to_string(rowlen) + ", in blocks of " + std::to_string(per_block) + " rows");
+  std::vector<RangeFn> fns;
+  // A row op alone: its kernel over the rows of the range (input and outputs contiguous).
+  if (s0.lone >= 0) {
+    for (Buf* b : head.in) materialise(b);
+    for (Buf* b : head.out) materialise(b);
+    if (debug_on()) dbg("    stage 1: " + std::string(ir::op_name(head.op.kind)) + " " + desc_str(head.op.inputs[0]));
+    fns.push_back([&](int64_t e0, int64_t e1) {
+      const int64_t r0 = e0 / rowlen, nr = (e1 - e0) / rowlen;
+      ir::Op op = head.op;
+      rows_op(op, head.op, S, k, nr);
+      SmallVec<void*, 4> in, out;
+      const ir::TensorDesc& x = head.op.inputs[0];
+      in.push_back(static_cast<char*>(head.in[0]->real) + static_cast<size_t>(x.offset + e0) * dtype_size(x.dtype));
+      for (size_t q = 1; q < head.in.size(); ++q) in.push_back(head.in[q]->real);
+      for (size_t q = 0; q < head.out.size(); ++q) {
+        const ir::TensorDesc& od = head.op.outputs[q];
+        out.push_back(static_cast<char*>(head.out[q]->real) +
+                      static_cast<size_t>(r0 * (od.numel() / rows)) * dtype_size(od.dtype));
+      }
+      kKernels[static_cast<int>(op.kind)](op, in.data(), out.data());
+    });
+  }
+  // Each group in turn is set up; the innermost continuation runs the blocks.
+  std::function<void(size_t)> setup = [&](size_t i) {
+    if (i == stages.size()) {
+      parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t e0 = b * per_block * rowlen, e1 = std::min(rows, (b + 1) * per_block) * rowlen;
+          for (const RangeFn& f : fns) f(e0, e1);
+        }
+      });
+      return;
+    }
+    if (stages[i].lone >= 0) return setup(i + 1);
+    const std::function<void(const RangeFn&)> then = [&](const RangeFn& f) {
+      if (stages[i].per_row)  // one element per row
+        fns.push_back([f, rowlen](int64_t e0, int64_t e1) { f(e0 / rowlen, e1 / rowlen); });
+      else
+        fns.push_back(f);
+      setup(i + 1);
+    };
+    run_group(s, stages[i].g, nullptr, &then, i + 1 == stages.size());
+  };
+  setup(0);
+}
+
+}  // namespace kiln::fusion

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Row pipelines (src/fusion/rows.cpp): a row op and the groups reading its result row by row run
+// per block of rows. Reference: the same ops on the plain CPU (bitwise: the same kernels run on
+// the same elements in the same order), and the count of pipelines that ran.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusion/fusion.h"
+#include "fusion_small_limit.h"
+
+using namespace kiln;
+
+namespace {
+
+Device plain() { return Device::cpu().without_fusion(); }
+Device fused() { return plain().fusion(); }
+
+/// Bitwise equal (NaNs where the other has NaNs).
+::testing::AssertionResult same(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << "shapes " << to_string(a.shape()) << " vs " << to_string(b.shape());
+  auto va = a.to(plain()).to_vector<double>(), vb = b.to(plain()).to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i)
+    if (!(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+  return ::testing::AssertionSuccess();
+}
+
+struct Case {
+  const char* name;
+  std::function<std::vector<Tensor>(const Tensor&)> f;
+  int64_t pipelines;  ///< row pipelines expected per call (fused, every op queued)
+};
+
+std::vector<Case> cases() {
+  return {
+      {"x - amax", [](const Tensor& x) { return std::vector<Tensor>{x - x.amax({-1}, true)}; }, 1},
+      {"x / sum (no keepdim)", [](const Tensor& x) { return std::vector<Tensor>{x / x.sum({-1}).unsqueeze(-1)}; }, 1},
+      {"softmax by hand",
+       [](const Tensor& x) {
+         Tensor e = (x - x.amax({-1}, true)).exp();
+         return std::vector<Tensor>{e / e.sum({-1}, true)};
+       },
+       1},
+      {"layer norm by hand",
+       [](const Tensor& x) {
+         Tensor d = x - x.mean({-1}, true);
+         Tensor v = (d * d).mean({-1}, true);
+         return std::vector<Tensor>{d * (v + 1e-5).rsqrt() * 0.5 + 0.25};
+       },
+       1},
+      {"softmax then a mask, softmax kept",
+       [](const Tensor& x) {
+         Tensor p = x.softmax(-1);
+         return std::vector<Tensor>{p * (x > 0) + 0.1, p};
+       },
+       1},
+      {"two rows dims",
+       [](const Tensor& x) {
+         Tensor y = x.reshape({x.size(0) / 4, 4, x.size(1)});
+         return std::vector<Tensor>{y - y.mean({-2, -1}, true), y.var({-2, -1}, 1, true)};
+       },
+       1},
+      {"mean kept alive, read after",
+       [](const Tensor& x) {
+         Tensor m = x.mean({-1}, true);
+         Tensor c = (x - m).abs();
+         return std::vector<Tensor>{c, m * 2.0};
+       },
+       1},
+  };
+}
+
+}  // namespace
+
+TEST(FusionRows, RowOpsAndTheGroupsReadingThemRunPerBlockOfRows) {
+  const test::SmallLimit all(0);
+  const int saved = num_threads();
+  for (int threads : {1, 2})
+    for (Shape shape : {Shape{64, 96}, Shape{1000, 300}, Shape{8, 5000}, Shape{4, 3}})
+      for (const Case& c : cases()) {
+        set_num_threads(threads);
+        manual_seed(7);
+        Tensor x = randn(shape, {.device = plain()});
+        x.narrow(0, 0, 1).fill_(std::nan(""));  // NaNs stay in their row
+        const auto a = c.f(x);
+        fusion::reset_stats();
+        const auto b = c.f(x.to(fused()));
+        for (const Tensor& t : b) t.to_vector<float>();  // flush
+        const std::string what = std::string(c.name) + " " + to_string(shape) + " t=" + std::to_string(threads);
+        EXPECT_EQ(fusion::stats().row_pipelines, c.pipelines) << what;
+        for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same(b[i], a[i])) << what << " output " << i;
+      }
+  set_num_threads(saved);
+}
+
+TEST(FusionRows, ReadsAcrossRowsOrWritesIntoEarlierStagesAreNotPipelined) {
+  const test::SmallLimit all(0);
+  manual_seed(8);
+  Tensor x = randn({256, 128}, {.device = plain()});
+  const std::vector<Case> refused = {
+      // The column means broadcast over rows: every block would read all of them.
+      {"row op over the leading dim", [](const Tensor& x) { return std::vector<Tensor>{x - x.mean({0}, true)}; }, 0},
+      // The row means read transposed (row i reads mean of row j).
+      {"per-row values read across rows",
+       [](const Tensor& x) {
+         Tensor m = x.mean({-1}, true);
+         return std::vector<Tensor>{x -
+                                    m.reshape({1, x.size(0)}).expand({x.size(0), x.size(0)}).narrow(1, 0, x.size(1))};
+       },
+       0},
+      // In place into the row op's input: later blocks would read overwritten rows.
+      {"in place into the input",
+       [](const Tensor& x) {
+         Tensor y = x.clone();
+         Tensor m = y.amax({-1}, true);
+         y.sub_(m);
+         return std::vector<Tensor>{y, m};
+       },
+       0},
+  };
+  for (const Case& c : refused) {
+    const auto a = c.f(x);
+    fusion::reset_stats();
+    const auto b = c.f(x.to(fused()));
+    for (const Tensor& t : b) t.to_vector<float>();
+    EXPECT_EQ(fusion::stats().row_pipelines, 0) << c.name;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same(b[i], a[i])) << c.name << " output " << i;
+  }
+}
