@@ -2,6 +2,7 @@
 #pragma once
 // Internal to the fusion decorator (fusion.cpp: recording, flushes, cutting groups; group.cpp:
 // running a group over its tiles). See Note [Fusion design] in fusion.cpp.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -556,8 +557,23 @@ class FusionBackend final : public Backend {
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one
-  std::deque<GroupScratch> gs_;      ///< one per stage being set up (row pipelines nest run_group)
-  size_t depth_ = 0;                 ///< stages set up and not yet run
+  /// Where tiles find b's memory: its host memory, or for a value internal to the row pipeline
+  /// being run (internal_), this thread's block of it (t_block_bases: addressed as the whole
+  /// buffer would be, valid over the block's elements only).
+  char* base_of(const Buf* b) const {
+    for (size_t j = 0; j < internal_.size(); ++j)
+      if (internal_[j] == b) return t_block_bases[j];
+    return static_cast<char*>(b->real);
+  }
+  bool is_internal(const Buf* b) const { return std::find(internal_.begin(), internal_.end(), b) != internal_.end(); }
+  /// Materialises b unless it lives in per-thread blocks of a row pipeline.
+  void materialise_unless_internal(Buf* b) {
+    if (!is_internal(b)) materialise(b);
+  }
+  std::vector<Buf*> internal_;  ///< values a row pipeline keeps in per-thread blocks (rows.cpp)
+  static inline thread_local std::vector<char*> t_block_bases;
+  std::deque<GroupScratch> gs_;  ///< one per stage being set up (row pipelines nest run_group)
+  size_t depth_ = 0;             ///< stages set up and not yet run
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
 };
 

@@ -304,18 +304,18 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
   // materialised: each block is computed into a thread's scratch and the group reads it there.
   Buf* const in_scratch = matmul && !matmul->out[0]->alive && !read_after(matmul->out[0]) ? matmul->out[0] : nullptr;
   for (auto& L : loads)
-    if (L.buf != in_scratch) materialise(L.buf);
+    if (L.buf != in_scratch) materialise_unless_internal(L.buf);
   if (matmul) {
     for (Buf* b : matmul->in) materialise(b);
     if (!in_scratch) materialise(matmul->out[0]);
   }
   for (size_t k = 0; k < ns; ++k)
-    if (store[k]) materialise(s[g.steps[k]].out[0]);
+    if (store[k]) materialise_unless_internal(s[g.steps[k]].out[0]);
   if (g.tail >= 0) {
     const Rec& t = s[static_cast<size_t>(g.tail)];
     for (size_t q = 1; q < t.in.size(); ++q) materialise(t.in[q]);
     for (size_t q = 0; q < t.out.size(); ++q)
-      if (tail_store[q]) materialise(t.out[q]);
+      if (tail_store[q]) materialise_unless_internal(t.out[q]);
   }
 
   const int64_t N = shape_numel(S);
@@ -386,7 +386,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
       for (size_t q = 0; q < loads.size(); ++q) {
         const Load& L = loads[q];
         const size_t esz = dtype_size(L.desc.dtype);
-        char* base = static_cast<char*>(L.buf->real);
+        char* base = base_of(L.buf);
         switch (L.kind) {
           case LoadKind::Scalar:
             lp[q] = base + static_cast<size_t>(L.desc.offset) * esz;
@@ -408,7 +408,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
         for (size_t q = 0; q < prog.stored.size(); ++q) {
           const size_t k = prog.stored[q];
           const size_t esz = dtype_size(s[g.steps[k]].op.outputs[0].dtype);
-          char* dst = static_cast<char*>(s[g.steps[k]].out[0]->real) + static_cast<size_t>(s0) * esz;
+          char* dst = base_of(s[g.steps[k]].out[0]) + static_cast<size_t>(s0) * esz;
           ptrs[loads.size() + q] = dst;
           val[k] = dst;
           aligned_out &= (reinterpret_cast<uintptr_t>(dst) & 63) == 0 && esz == 4;
@@ -439,7 +439,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
         od.strides = Strides{1};
         od.offset = 0;
         const size_t esz = dtype_size(od.dtype);
-        char* dst = store[k] ? static_cast<char*>(s[g.steps[k]].out[0]->real) + static_cast<size_t>(s0) * esz : nullptr;
+        char* dst = store[k] ? base_of(s[g.steps[k]].out[0]) + static_cast<size_t>(s0) * esz : nullptr;
         const bool nt = store[k] && streaming && len == tile;
         val[k] = store[k] && !nt ? dst : scratch + slot * k;
         out_p.push_back(val[k]);
@@ -472,7 +472,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
           const int64_t per_row = total_rows ? od.numel() / total_rows : 0;
           const size_t esz = dtype_size(od.dtype);
           out_p.push_back(tail_store[q]
-                              ? static_cast<char*>(tr.out[q]->real) + static_cast<size_t>(row0 * per_row) * esz
+                              ? base_of(tr.out[q]) + static_cast<size_t>(row0 * per_row) * esz
                               : scratch + slot * (ns + static_cast<size_t>(ngather) + std::min<size_t>(q, 3)));
         }
         kKernels[static_cast<int>(tail_op.kind)](tail_op, in_p.data(), out_p.data());

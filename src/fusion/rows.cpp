@@ -12,9 +12,12 @@
 // takes a block, runs the first stage over it, then the next stage over the same rows, and so
 // on. A stage reads what an earlier stage wrote only within the block's rows: element for
 // element (the identity view of a full-size value) or one value per row (a row op's result
-// broadcast over the row). No stage writes a buffer an earlier stage reads or writes, so the
-// blocks are independent and results are bitwise those of the stages run one after the other
-// (each element and each row is computed by the same kernels in the same order).
+// broadcast over the row). A stage may overwrite what earlier stages wrote or read row by row
+// (in-place steps), never a buffer an earlier stage reads across rows (a broadcast operand, a
+// row op's parameter). So each block sees exactly the values the stages would see run one after
+// the other, and results are bitwise theirs (each element and each row is computed by the same
+// kernels in the same order). Values that no tensor holds and nothing after the pipeline reads
+// live in per-thread blocks only, never in memory.
 #include "fusion/backend.h"
 
 namespace kiln::fusion {
@@ -47,17 +50,34 @@ bool row_local(const ir::TensorDesc& d, const Shape& S, int64_t k) {
   return true;
 }
 
-/// The buffers stages have written so far (full: element for element over S; per row: a row
-/// op's reduced result) and read.
+/// What the stages so far touched: the buffers they wrote (full: element for element over S;
+/// per row: one value per row) and those they read other than row by row (`shared`: a
+/// broadcast operand, a row op's parameter, a view at an offset). A later stage may overwrite
+/// what earlier stages wrote or read row by row (block by block, the rows it writes are done
+/// with, and later blocks have not read theirs yet), not a shared buffer.
 struct Touched {
-  std::vector<Buf*> full, per_row, read;
+  std::vector<Buf*> full, per_row, shared;
   static bool has(const std::vector<Buf*>& v, Buf* b) { return std::find(v.begin(), v.end(), b) != v.end(); }
   bool written(Buf* b) const { return has(full, b) || has(per_row, b); }
-  /// A row op's outputs: full-size ones (softmax, norms) or one value per row.
+  /// The reads and writes of a step of a group over S (S: the pipeline's shape; Sg: the
+  /// group's, the rows for a per-row group).
+  void step(const Rec& r, const Shape& S, const Shape& Sg, int64_t k) {
+    const bool per_row_group = Sg != S;
+    for (size_t q = 0; q < r.in.size(); ++q) {
+      const ir::TensorDesc& d = r.op.inputs[q];
+      const bool local = is_full_contiguous(d, Sg) || (!per_row_group && row_local(d, S, k));
+      if (!local) shared.push_back(r.in[q]);
+    }
+    (per_row_group ? per_row : full).push_back(r.out[0]);
+  }
+  /// A row op's: its input (a value of its group, or read by rows when alone: row by row at
+  /// offset 0), its parameters (shared), its outputs (full-size ones, as softmax's, or one
+  /// value per row).
   void row_op(const Rec& r, const Shape& S) {
+    if (r.op.inputs[0].offset != 0) shared.push_back(r.in[0]);
+    for (size_t q = 1; q < r.in.size(); ++q) shared.push_back(r.in[q]);
     for (size_t q = 0; q < r.out.size(); ++q)
       (r.op.outputs[q].numel() == shape_numel(S) ? full : per_row).push_back(r.out[q]);
-    read.insert(read.end(), r.in.begin(), r.in.end());
   }
 };
 
@@ -73,10 +93,10 @@ bool reads_row_local(const Rec& r, const Touched& t, const Shape& S, int64_t k, 
   return true;
 }
 
-/// Whether r writes what an earlier stage reads or writes.
+/// Whether r writes what an earlier stage reads other than row by row.
 bool overwrites(const Rec& r, const Touched& t) {
   for (Buf* b : r.out)
-    if (t.written(b) || Touched::has(t.read, b)) return true;
+    if (Touched::has(t.shared, b)) return true;
   return false;
 }
 
@@ -100,10 +120,7 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     S = first->S;
     const Rec& tr = s[static_cast<size_t>(first->tail)];
     k = row_dims(tr.op);
-    for (size_t q : first->steps) {
-      t.full.push_back(s[q].out[0]);
-      t.read.insert(t.read.end(), s[q].in.begin(), s[q].in.end());
-    }
+    for (size_t q : first->steps) t.step(s[q], S, S, k);
     t.row_op(tr, S);
   } else {
     const Rec& r = s[order[head]];
@@ -149,10 +166,7 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     stages.push_back(Stage{g, -1, per_row});
     end = next;
     if (g.tail < 0 && !per_row) break;
-    for (size_t q : g.steps) {
-      (per_row ? t.per_row : t.full).push_back(s[q].out[0]);
-      t.read.insert(t.read.end(), s[q].in.begin(), s[q].in.end());
-    }
+    for (size_t q : g.steps) t.step(s[q], S, g.S, k);
     if (g.tail >= 0) t.row_op(s[static_cast<size_t>(g.tail)], S);
   }
   if (stages.size() < 2) return 0;
@@ -180,14 +194,43 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
   const int64_t per_block = std::max<int64_t>(1, std::min(kEpilogueBlock / rowlen, (rows + nt - 1) / nt));
   const int64_t nblocks = (rows + per_block - 1) / per_block;
   bump(&Stats::row_pipelines);
+  // Values no live tensor holds and nothing after the pipeline reads live in per-thread blocks
+  // (block elements of each: rowlen per row for full-size values, their per-row count else),
+  // never in memory.
+  int64_t last = -1;
+  std::vector<const Rec*> writers;
+  auto note = [&](size_t idx) {
+    last = std::max(last, static_cast<int64_t>(idx));
+    writers.push_back(&s[idx]);
+  };
+  for (const Stage& st : stages) {
+    if (st.lone >= 0) note(static_cast<size_t>(st.lone));
+    for (size_t q : st.g.steps) note(q);
+    if (st.g.tail >= 0) note(static_cast<size_t>(st.g.tail));
+  }
+  internal_.clear();
+  std::vector<size_t> row_bytes;  // per internal value: bytes per row
+  for (const Rec* r : writers)
+    for (size_t q = 0; q < r->out.size(); ++q) {
+      Buf* b = r->out[q];
+      if (b->alive || fl(b).last_reader > last || b->real || is_internal(b)) continue;
+      internal_.push_back(b);
+      const ir::TensorDesc& d = r->op.outputs[q];
+      row_bytes.push_back(static_cast<size_t>(d.numel() / rows) * dtype_size(d.dtype));
+    }
+  struct Clear {
+    std::vector<Buf*>& v;
+    ~Clear() { v.clear(); }
+  } clear{internal_};
   if (debug_on())
     dbg("  row pipeline: " + std::to_string(stages.size()) + " stages over " + std::to_string(rows) + " rows of " +
-        std::to_string(rowlen) + ", in blocks of " + std::to_string(per_block) + " rows");
+        std::to_string(rowlen) + ", in blocks of " + std::to_string(per_block) + " rows; " +
+        std::to_string(internal_.size()) + " values only in blocks");
   std::vector<RangeFn> fns;
   // A row op alone: its kernel over the rows of the range (input and outputs contiguous).
   if (s0.lone >= 0) {
     for (Buf* b : head.in) materialise(b);
-    for (Buf* b : head.out) materialise(b);
+    for (Buf* b : head.out) materialise_unless_internal(b);
     if (debug_on()) dbg("    stage 1: " + std::string(ir::op_name(head.op.kind)) + " " + desc_str(head.op.inputs[0]));
     fns.push_back([&](int64_t e0, int64_t e1) {
       const int64_t r0 = e0 / rowlen, nr = (e1 - e0) / rowlen;
@@ -199,8 +242,7 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
       for (size_t q = 1; q < head.in.size(); ++q) in.push_back(head.in[q]->real);
       for (size_t q = 0; q < head.out.size(); ++q) {
         const ir::TensorDesc& od = head.op.outputs[q];
-        out.push_back(static_cast<char*>(head.out[q]->real) +
-                      static_cast<size_t>(r0 * (od.numel() / rows)) * dtype_size(od.dtype));
+        out.push_back(base_of(head.out[q]) + static_cast<size_t>(r0 * (od.numel() / rows)) * dtype_size(od.dtype));
       }
       kKernels[static_cast<int>(op.kind)](op, in.data(), out.data());
     });
@@ -209,8 +251,17 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
   std::function<void(size_t)> setup = [&](size_t i) {
     if (i == stages.size()) {
       parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
+        thread_local std::vector<std::vector<char>> blocks;
+        blocks.resize(std::max(blocks.size(), internal_.size()));
+        t_block_bases.assign(internal_.size(), nullptr);
         for (int64_t b = b0; b < b1; ++b) {
-          const int64_t e0 = b * per_block * rowlen, e1 = std::min(rows, (b + 1) * per_block) * rowlen;
+          const int64_t r0 = b * per_block, e0 = r0 * rowlen, e1 = std::min(rows, r0 + per_block) * rowlen;
+          for (size_t j = 0; j < internal_.size(); ++j) {
+            // Addressed as the whole buffer would be: row r of the block at base + r * row_bytes.
+            char* p = tiles::aligned(blocks[j], static_cast<size_t>(per_block) * row_bytes[j]);
+            t_block_bases[j] =
+                reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(r0) * row_bytes[j]);
+          }
           for (const RangeFn& f : fns) f(e0, e1);
         }
       });

@@ -66,6 +66,14 @@ std::vector<Case> cases() {
          return std::vector<Tensor>{y - y.mean({-2, -1}, true), y.var({-2, -1}, 1, true)};
        },
        1},
+      {"in place into the row op's input",
+       [](const Tensor& x) {
+         Tensor y = x.clone();
+         Tensor m = y.amax({-1}, true);
+         y.sub_(m);
+         return std::vector<Tensor>{y, m};
+       },
+       1},
       {"mean kept alive, read after",
        [](const Tensor& x) {
          Tensor m = x.mean({-1}, true);
@@ -102,7 +110,7 @@ TEST(FusionRows, RowOpsAndTheGroupsReadingThemRunPerBlockOfRows) {
 TEST(FusionRows, ReadsAcrossRowsOrWritesIntoEarlierStagesAreNotPipelined) {
   const test::SmallLimit all(0);
   manual_seed(8);
-  Tensor x = randn({256, 128}, {.device = plain()});
+  Tensor x = randn({2048, 128}, {.device = plain()});  // blocks of 512 rows: four
   const std::vector<Case> refused = {
       // The column means broadcast over rows: every block would read all of them.
       {"row op over the leading dim", [](const Tensor& x) { return std::vector<Tensor>{x - x.mean({0}, true)}; }, 0},
@@ -114,13 +122,14 @@ TEST(FusionRows, ReadsAcrossRowsOrWritesIntoEarlierStagesAreNotPipelined) {
                                     m.reshape({1, x.size(0)}).expand({x.size(0), x.size(0)}).narrow(1, 0, x.size(1))};
        },
        0},
-      // In place into the row op's input: later blocks would read overwritten rows.
-      {"in place into the input",
+      // In place into a buffer the first stage reads across rows (its first row, broadcast):
+      // later blocks would read it overwritten.
+      {"in place into a broadcast operand",
        [](const Tensor& x) {
-         Tensor y = x.clone();
-         Tensor m = y.amax({-1}, true);
-         y.sub_(m);
-         return std::vector<Tensor>{y, m};
+         Tensor b = x.clone();
+         Tensor s = (x * b.narrow(0, 0, 1)).sum({-1}, true);
+         b.add_(x - s);
+         return std::vector<Tensor>{b, s};
        },
        0},
   };
