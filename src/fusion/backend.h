@@ -412,8 +412,8 @@ class FusionBackend final : public Backend {
     if (lim <= 0) return false;
     for (const auto& d : op.outputs)
       if (d.numel() > lim) return false;
-    // A row op reading a large input is queued: it may lead a row pipeline (one pass less).
-    return !is_row_kind(op.kind) || op.inputs.empty() || op.inputs[0].numel() <= lim;
+    // A row op over the trailing dims of a large input is queued: it may lead a row pipeline.
+    return !is_row_kind(op.kind) || op.inputs.empty() || op.inputs[0].numel() <= lim || row_dims(op) == 0;
   }
   /// Whether no queued op names a buffer of r: running r ahead of the queue changes nothing.
   static bool independent(const Rec& r) {

@@ -23,7 +23,7 @@
 namespace kiln::fusion {
 namespace {
 
-constexpr size_t kMaxStages = 4;
+constexpr size_t kMaxStages = 8;  // stages set up at once (each holds its own plan scratch)
 
 /// Whether d, read over iteration shape S, reads for each element the value of its row (the
 /// leading dims of S, rows of the trailing k dims) from a contiguous per-row result at offset 0:
