@@ -58,6 +58,11 @@ kiln::Tensor softmax_by_hand(const kiln::Tensor& x) {
   kiln::Tensor e = (r - r.amax({-1}, true)).exp();
   return e / e.sum({-1}, true);
 }
+/// softmax's gradient as its autodiff rule writes it, y * (g - sum(g * y)), here with g = y.
+kiln::Tensor softmax_grad_rows(const kiln::Tensor& x) {
+  kiln::Tensor y = x.reshape({-1, 1024});
+  return y * (y - (y * y).sum({-1}, true));
+}
 /// layer norm written out: mean, sub, square, mean, add eps, rsqrt, mul, scale, shift.
 kiln::Tensor layer_norm_by_hand(const kiln::Tensor& x) {
   kiln::Tensor r = x.reshape({-1, 1024});
@@ -101,6 +106,7 @@ int main(int argc, char** argv) {
   const Chain big_chains[] = {{"gelu_erf", gelu_erf},
                               {"chain5", chain5},
                               {"softmax_rows", softmax_by_hand},
+                              {"softmax_grad_rows", softmax_grad_rows},
                               {"layernorm_rows", layer_norm_by_hand}};
   for (int64_t n : sizes) {
     const std::string mtag = std::to_string(n >> 20) + "M";

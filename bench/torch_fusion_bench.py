@@ -34,6 +34,11 @@ def softmax_rows(x):
     return e / e.sum(-1, keepdim=True)
 
 
+def softmax_grad_rows(x):
+    y = x.reshape(-1, 1024)
+    return y * (y - (y * y).sum(-1, keepdim=True))
+
+
 def layernorm_rows(x):
     r = x.reshape(-1, 1024)
     d = r - r.mean(-1, keepdim=True)
@@ -51,7 +56,7 @@ def main():
         x = torch.randn(n)
         nbytes = 2 * n * 4
         for name, f in (("gelu_erf", gelu_erf), ("chain5", chain5), ("softmax_rows", softmax_rows),
-                        ("layernorm_rows", layernorm_rows)):
+                        ("softmax_grad_rows", softmax_grad_rows), ("layernorm_rows", layernorm_rows)):
             t = best_of(a.reps, lambda: f(x))
             print(f"torch_fusion_{name}_{tag}_eager\t{t:.6g}\t{nbytes}\tok")
 
