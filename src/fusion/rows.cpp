@@ -25,6 +25,13 @@ namespace {
 
 constexpr size_t kMaxStages = 8;  // stages set up at once (each holds its own plan scratch)
 
+/// Elements per row: the trailing k dims of S.
+int64_t row_len(const Shape& S, int64_t k) {
+  int64_t n = 1;
+  for (size_t q = S.size() - static_cast<size_t>(k); q < S.size(); ++q) n *= S[q];
+  return n;
+}
+
 /// Whether d, read over iteration shape S, reads for each element the value of its row (the
 /// leading dims of S, rows of the trailing k dims) from a contiguous per-row result at offset 0:
 /// stride 0 (or size 1) over the trailing dims, row-major strides over the leading ones.
@@ -50,11 +57,16 @@ bool row_local(const ir::TensorDesc& d, const Shape& S, int64_t k) {
   return true;
 }
 
+/// Whether b holds exactly `elems` values of dtype t: a buffer used as a whole, full-size or
+/// one value per row (not a view into a larger one, whose other elements may be another
+/// block's).
+bool holds(const Buf* b, int64_t elems, DType t) { return b->nbytes == static_cast<size_t>(elems) * dtype_size(t); }
+
 /// What the stages so far touched: the buffers they wrote (full: element for element over S;
 /// per row: one value per row) and those they read other than row by row (`shared`: a
-/// broadcast operand, a row op's parameter, a view at an offset). A later stage may overwrite
-/// what earlier stages wrote or read row by row (block by block, the rows it writes are done
-/// with, and later blocks have not read theirs yet), not a shared buffer.
+/// broadcast operand, a row op's parameter, a view into a larger buffer). A later stage may
+/// overwrite what earlier stages wrote or read row by row (block by block, the rows it writes
+/// are done with, and later blocks have not read theirs yet), not a shared buffer.
 struct Touched {
   std::vector<Buf*> full, per_row, shared;
   static bool has(const std::vector<Buf*>& v, Buf* b) { return std::find(v.begin(), v.end(), b) != v.end(); }
@@ -63,9 +75,11 @@ struct Touched {
   /// group's, the rows for a per-row group).
   void step(const Rec& r, const Shape& S, const Shape& Sg, int64_t k) {
     const bool per_row_group = Sg != S;
+    const int64_t rows = shape_numel(S) / row_len(S, k);
     for (size_t q = 0; q < r.in.size(); ++q) {
       const ir::TensorDesc& d = r.op.inputs[q];
-      const bool local = is_full_contiguous(d, Sg) || (!per_row_group && row_local(d, S, k));
+      const bool local = (is_full_contiguous(d, Sg) && holds(r.in[q], shape_numel(Sg), d.dtype)) ||
+                         (!per_row_group && row_local(d, S, k) && holds(r.in[q], rows, d.dtype));
       if (!local) shared.push_back(r.in[q]);
     }
     (per_row_group ? per_row : full).push_back(r.out[0]);
@@ -74,7 +88,7 @@ struct Touched {
   /// offset 0), its parameters (shared), its outputs (full-size ones, as softmax's, or one
   /// value per row).
   void row_op(const Rec& r, const Shape& S) {
-    if (r.op.inputs[0].offset != 0) shared.push_back(r.in[0]);
+    if (r.op.inputs[0].offset != 0 || !holds(r.in[0], shape_numel(S), r.op.inputs[0].dtype)) shared.push_back(r.in[0]);
     for (size_t q = 1; q < r.in.size(); ++q) shared.push_back(r.in[q]);
     for (size_t q = 0; q < r.out.size(); ++q)
       (r.op.outputs[q].numel() == shape_numel(S) ? full : per_row).push_back(r.out[q]);
@@ -93,10 +107,12 @@ bool reads_row_local(const Rec& r, const Touched& t, const Shape& S, int64_t k, 
   return true;
 }
 
-/// Whether r writes what an earlier stage reads other than row by row.
+/// Whether r writes what an earlier stage reads other than row by row, or a buffer it does not
+/// fill exactly (a view into a larger one).
 bool overwrites(const Rec& r, const Touched& t) {
-  for (Buf* b : r.out)
-    if (Touched::has(t.shared, b)) return true;
+  for (size_t q = 0; q < r.out.size(); ++q)
+    if (Touched::has(t.shared, r.out[q]) || !holds(r.out[q], r.op.outputs[q].numel(), r.op.outputs[q].dtype))
+      return true;
   return false;
 }
 
