@@ -152,7 +152,12 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     for (Buf* b : r.out)
       if (b == r.in[0]) return 0;
   }
+  // Blocks are whole rows: rows longer than a tile's row limit, or fewer rows than threads over
+  // more than one block's elements, would leave threads idle (the ops one by one split a long
+  // row over the threads).
   if (k <= 0 || shape_numel(S) == 0) return 0;
+  const int64_t rowlen = row_len(S, k);
+  if (rowlen > kMaxRowLen || (shape_numel(S) / rowlen < num_threads() && shape_numel(S) > kEpilogueBlock)) return 0;
   const size_t r = S.size(), lead = r - static_cast<size_t>(k);
   while (stages.size() < kMaxStages && end < order.size()) {
     Group g;
