@@ -15,6 +15,7 @@
 // same ids with torch_ in front (PyTorch eager).
 #include <kiln/kiln.h>
 #include <kiln/nn/functional/conv.h>
+#include <kiln/nn/functional/norm.h>
 
 #include <algorithm>
 #include <chrono>
@@ -177,6 +178,28 @@ int main(int argc, char** argv) {
         kiln::sync(d);
       });
       std::printf("fusion_epilogue_conv_residual_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", static_cast<long long>(nb),
+                  f ? "fused" : "unfused", t);
+    }
+  }
+  // A layer norm's forward and backward passes (autodiff): its gradient rule is written with
+  // public ops, row reductions feeding chains (row pipelines), [8192, 1024].
+  if (!overhead_only && !small_only) {
+    const int64_t rows = smoke ? 64 : 8192;
+    for (int f = 0; f < 2; ++f) {
+      const kiln::Device d = (f ? fus : cpu).autodiff();
+      kiln::manual_seed(4);
+      kiln::Tensor x = kiln::randn({rows, 1024}, {.device = d}).require_grad();
+      kiln::Tensor w = kiln::randn({1024}, {.device = d}).require_grad();
+      kiln::Tensor b = kiln::randn({1024}, {.device = d}).require_grad();
+      kiln::Tensor go = kiln::randn({rows, 1024}, {.device = d});
+      kiln::sync(d);
+      const double t = best_of(reps, [&] {
+        kiln::Tensor y = kiln::nn::functional::layer_norm(x, {1024}, w, b);
+        auto g = (y * go).sum().backward();
+        (void)g.get(x).sum().item<float>();
+        (void)g.get(w).sum().item<float>();
+      });
+      std::printf("fusion_train_layernorm_%lldx1024_%s\t%.6g\t0\tok\n", static_cast<long long>(rows),
                   f ? "fused" : "unfused", t);
     }
   }

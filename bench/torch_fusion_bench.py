@@ -59,6 +59,25 @@ def main():
                         ("softmax_grad_rows", softmax_grad_rows), ("layernorm_rows", layernorm_rows)):
             t = best_of(a.reps, lambda: f(x))
             print(f"torch_fusion_{name}_{tag}_eager\t{t:.6g}\t{nbytes}\tok")
+    print(f"torch_fusion_train_layernorm_8192x1024_eager\t{train_layernorm(8192, a.reps):.6g}\t0\tok")
+
+
+def train_layernorm(rows, reps):
+    """A layer norm's forward and backward passes, as kiln_bench_fusion's train_layernorm case."""
+    torch.manual_seed(4)
+    x = torch.randn(rows, 1024, requires_grad=True)
+    w = torch.randn(1024, requires_grad=True)
+    b = torch.randn(1024, requires_grad=True)
+    go = torch.randn(rows, 1024)
+
+    def step():
+        x.grad = w.grad = b.grad = None
+        y = torch.nn.functional.layer_norm(x, (1024,), w, b)
+        (y * go).sum().backward()
+        x.grad.sum().item()
+        w.grad.sum().item()
+
+    return best_of(reps, step)
 
 
 if __name__ == "__main__":
