@@ -305,6 +305,23 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
     for (size_t q : g.steps) release(s, q);
     if (g.tail >= 0) release(s, static_cast<size_t>(g.tail));
   };
+  auto run_alone = [&](size_t i, const std::string& why) {
+    if (debug_on())
+      dbg("  alone: " + std::string(ir::op_name(s[i].op.kind)) + " " + desc_str(s[i].op.outputs[0]) +
+          (why.empty() ? "" : " (" + why + ")"));
+    bump(&Stats::single_ops);
+    run_single(s[i].op, s[i]);
+    release(s, i);
+  };
+  // A group cut after a product whose epilogue it could not be: the next round starts there
+  // and takes it as cut (order[cut.start] onwards, while `order` is unchanged).
+  struct Cut {
+    size_t start = 0, end = 0;
+    Group g;
+    std::vector<size_t> hoisted;
+    std::string why;
+  };
+  std::optional<Cut> precut;
   size_t head = 0;
   while (head < order.size()) {
     const size_t i = order[head];
@@ -317,30 +334,44 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       if (const size_t end = try_row_pipeline(s, order, head, nullptr, head + 1)) {
         order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(end));
         head = 0;
+        precut.reset();
         continue;
       }
     }
     if (head + 1 < order.size() && is_matmul_anchor(s[i].op)) {
       // The group after a product: when it reads the product only element for element, the
       // product runs in row blocks, each followed by the group over the same rows.
-      Group g;
-      std::vector<size_t> hoisted;
-      std::string why;
-      const size_t end = cut_group(s, order, head + 1, g, hoisted, why);
-      if (hoisted.empty() && epilogue_fits(s, i, g)) {
+      Cut c;
+      c.start = head + 1;
+      c.end = cut_group(s, order, c.start, c.g, c.hoisted, c.why);
+      if (c.hoisted.empty() && epilogue_fits(s, i, c.g)) {
         bump(&Stats::epilogues);
-        run_group(s, g, &s[i]);
+        run_group(s, c.g, &s[i]);
         release(s, i);
-        release_group(g);
-        order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(end));
+        release_group(c.g);
+        order.erase(order.begin(), order.begin() + static_cast<ptrdiff_t>(c.end));
         head = 0;
+        precut.reset();
         continue;
       }
+      run_alone(i, "");
+      ++head;
+      precut = std::move(c);
+      continue;
     }
     Group g;
     std::vector<size_t> hoisted, rest;
     std::string why;
-    const size_t end = cut_group(s, order, head, g, hoisted, why);
+    size_t end;
+    if (precut && precut->start == head) {  // cut already, after the product before it
+      g = std::move(precut->g);
+      hoisted = std::move(precut->hoisted);
+      why = std::move(precut->why);
+      end = precut->end;
+    } else {
+      end = cut_group(s, order, head, g, hoisted, why);
+    }
+    precut.reset();
     if (g.steps.size() + (g.tail >= 0 ? 1 : 0) >= 2 && shape_numel(g.S) > 0) {
       // A group closed by a row op, and the groups reading its result row by row (rows.cpp).
       if (hoisted.empty() && g.tail >= 0) {
@@ -375,20 +406,11 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       order = std::move(rest);
       head = 0;
     } else {
-      if (debug_on())
-        dbg("  alone: " + std::string(ir::op_name(s[i].op.kind)) + " " + desc_str(s[i].op.outputs[0]) +
-            (why.empty() ? "" : " (" + why + ")"));
-      bump(&Stats::single_ops);
-      run_single(s[i].op, s[i]);
-      release(s, i);
+      run_alone(i, why);
       ++head;
     }
   }
 }
-
-/// Runs group g over its shape in tiles (parallel). With `matmul`, the product whose result the
-/// group reads (epilogue_fits) runs in row blocks of about kEpilogueBlock elements, each followed
-/// by the group's tiles over the same elements while they are in the cache.
 
 // ---- public entry points -----------------------------------------------------------------------
 
