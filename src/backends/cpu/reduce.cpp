@@ -20,6 +20,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/reduce_outer.h"
 #include "backends/cpu/reduce_util.h"
 #include "backends/cpu/vec.h"
 
@@ -492,6 +493,85 @@ void bool_dispatch(const ir::Op& op, void* const* in, void* const* out) {
 }  // namespace
 
 void k_Sum(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Sum"); }
+
+// ---- the outer layout's Sum / Mean in two steps (reduce_outer.h) ---------------------------------
+
+namespace outer {
+
+int64_t leaf_rows() { return kRowLeaf; }
+
+bool supports(const ir::Op& op, int64_t& rows, int64_t& width) {
+  if ((op.kind != ir::OpKind::Sum && op.kind != ir::OpKind::Mean) || op.inputs.size() != 1) return false;
+  const ir::TensorDesc& x = op.inputs[0];
+  if ((x.dtype != DType::F32 && x.dtype != DType::F64) || op.outputs[0].dtype != x.dtype || !x.is_contiguous())
+    return false;
+  // ints: {keepdim, reduced dims...}: exactly the leading dims 0..lead-1, in order.
+  const auto& a = op.attrs.ints;
+  const size_t lead = a.size() - 1;
+  if (lead == 0 || lead >= x.shape.size()) return false;
+  for (size_t i = 0; i < lead; ++i)
+    if (a[i + 1] != static_cast<int64_t>(i)) return false;
+  rows = 1;
+  width = 1;
+  for (size_t d = 0; d < x.shape.size(); ++d) (d < lead ? rows : width) *= x.shape[d];
+  return rows > 1 && width >= 4;  // else the kernel takes its inner layout
+}
+
+namespace {
+
+template <class T>
+void leaves_t(const T* x, int64_t width, int64_t r0, int64_t r1, T* partial) {
+  for (int64_t li = r0 / kRowLeaf; li * kRowLeaf < r1; ++li) {
+    T* dst = partial + li * width;
+    std::fill(dst, dst + width, T(0));
+    for (int64_t i = li * kRowLeaf, e = std::min(r1, (li + 1) * kRowLeaf); i < e; ++i) {
+      const T* row = x + i * width;
+      for (int64_t c = 0; c < width; ++c) dst[c] += row[c];  // SumR::add, row by row
+    }
+  }
+}
+
+template <class T>
+void finish_t(bool mean, int64_t rows, int64_t width, const T* partial, T* out) {
+  const int64_t nleaves = (rows + kRowLeaf - 1) / kRowLeaf, ntiles = (width + kTile - 1) / kTile;
+  const T n = static_cast<T>(rows);
+  auto comb = [](T& a, const T& b) { a = a + b; };
+  auto task = [&](int64_t t, bool par) {  // as run_reduce's outer tasks (one kept row)
+    const int64_t c0 = t * kTile;
+    const int tw = static_cast<int>(std::min<int64_t>(kTile, width - c0));
+    std::unique_ptr<T[]> acc(new T[static_cast<size_t>(tw)]);
+    red::tree_reduce<T>(
+        nleaves, tw, acc.get(),
+        [&](int64_t li, T* dst) { std::copy(partial + li * width + c0, partial + li * width + c0 + tw, dst); }, comb,
+        par);
+    for (int c = 0; c < tw; ++c) out[c0 + c] = mean ? acc[c] / n : acc[c];
+  };
+  if (ntiles >= 2 * num_threads() || nleaves < 8) {
+    parallel_for(ntiles, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) task(t, false);
+    });
+  } else {
+    for (int64_t t = 0; t < ntiles; ++t) task(t, true);
+  }
+}
+
+}  // namespace
+
+void leaves(DType t, const void* x, int64_t width, int64_t r0, int64_t r1, void* partial) {
+  if (t == DType::F32)
+    leaves_t(static_cast<const float*>(x), width, r0, r1, static_cast<float*>(partial));
+  else
+    leaves_t(static_cast<const double*>(x), width, r0, r1, static_cast<double*>(partial));
+}
+
+void finish(DType t, bool mean, int64_t rows, int64_t width, const void* partial, void* out) {
+  if (t == DType::F32)
+    finish_t(mean, rows, width, static_cast<const float*>(partial), static_cast<float*>(out));
+  else
+    finish_t(mean, rows, width, static_cast<const double*>(partial), static_cast<double*>(out));
+}
+
+}  // namespace outer
 void k_Prod(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Prod"); }
 void k_Mean(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Mean"); }
 void k_Max(const ir::Op& op, void* const* in, void* const* out) { ext_dispatch<true>(op, in, out); }
