@@ -243,11 +243,12 @@ struct Group {
   Shape S;
 };
 
-/// A stage of a row pipeline (rows.cpp): a group (with its tail), or a row op alone (`lone`,
-/// a stream index). A per-row group works on one value per row (its shape: the rows).
+/// A stage of a row pipeline (rows.cpp): a group (with its tail), a row op alone (`lone`, a
+/// stream index), or a Sum / Mean over the rows (`column`, a stream index: leaves per block,
+/// folded after the blocks). A per-row group works on one value per row (its shape: the rows).
 struct Stage {
   Group g;
-  ptrdiff_t lone = -1;
+  ptrdiff_t lone = -1, column = -1;
   bool per_row = false;
 };
 

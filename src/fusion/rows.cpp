@@ -18,6 +18,7 @@
 // the other, and results are bitwise theirs (each element and each row is computed by the same
 // kernels in the same order). Values that no tensor holds and nothing after the pipeline reads
 // live in per-thread blocks only, never in memory.
+#include "backends/cpu/reduce_outer.h"
 #include "fusion/backend.h"
 
 namespace kiln::fusion {
@@ -69,6 +70,7 @@ bool holds(const Buf* b, int64_t elems, DType t) { return b->nbytes == static_ca
 /// are done with, and later blocks have not read theirs yet), not a shared buffer.
 struct Touched {
   std::vector<Buf*> full, per_row, shared;
+  std::vector<Buf*> late;  ///< results of Sums over the rows: final only after the pipeline
   static bool has(const std::vector<Buf*>& v, Buf* b) { return std::find(v.begin(), v.end(), b) != v.end(); }
   bool written(Buf* b) const { return has(full, b) || has(per_row, b); }
   /// The reads and writes of a step of a group over S (S: the pipeline's shape; Sg: the
@@ -159,7 +161,33 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   const int64_t rowlen = row_len(S, k);
   if (rowlen > kMaxRowLen || (shape_numel(S) / rowlen < num_threads() && shape_numel(S) > kEpilogueBlock)) return 0;
   const size_t r = S.size(), lead = r - static_cast<size_t>(k);
+  // A Sum / Mean over the rows (the leading dims) of a full-size value read in place: a bias
+  // gradient, a layer norm's weight gradient (cpu::outer: the kernel's bits).
+  auto column_fits = [&](const Rec& cr) {
+    int64_t crows = 0, cwidth = 0;
+    const ir::TensorDesc& x = cr.op.inputs.empty() ? cr.op.outputs[0] : cr.op.inputs[0];
+    if (!cpu::outer::supports(cr.op, crows, cwidth) || x.shape != S || x.offset != 0 || cwidth != rowlen) return false;
+    Buf* in = cr.in[0];
+    if (Touched::has(t.late, in) || Touched::has(t.per_row, in) || !holds(in, shape_numel(S), x.dtype)) return false;
+    const ir::TensorDesc& o = cr.op.outputs[0];
+    return o.offset == 0 && cr.out[0] != in && !t.written(cr.out[0]) && !Touched::has(t.shared, cr.out[0]);
+  };
+  auto reads_late = [&](const Rec& sr) {
+    for (Buf* b : sr.in)
+      if (Touched::has(t.late, b)) return true;
+    return false;
+  };
   while (stages.size() < kMaxStages && end < order.size()) {
+    if (const Rec& cr = s[order[end]]; column_fits(cr)) {
+      Stage c;
+      c.column = static_cast<ptrdiff_t>(order[end]);
+      bump(&Stats::pipeline_column_sums);
+      stages.push_back(std::move(c));
+      t.late.push_back(cr.out[0]);
+      t.shared.push_back(cr.out[0]);  // written after the blocks: no stage may write it
+      ++end;
+      continue;
+    }
     Group g;
     std::vector<size_t> hoisted;
     std::string why;
@@ -174,19 +202,19 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     bool ok = true;
     for (size_t q : g.steps) {
       const Rec& sr = s[q];
-      ok = ok && !overwrites(sr, t);
+      ok = ok && !overwrites(sr, t) && !reads_late(sr);
       for (size_t a = 0; a < sr.in.size() && ok && per_row; ++a)
         if (t.written(sr.in[a])) ok = Touched::has(t.per_row, sr.in[a]) && is_full_contiguous(sr.op.inputs[a], g.S);
       if (!per_row) ok = ok && reads_row_local(sr, t, S, k, sr.in.size());
     }
     if (g.tail >= 0) {
       const Rec& tr = s[static_cast<size_t>(g.tail)];
-      ok = ok && !per_row && row_dims(tr.op) == k && reads_row_local(tr, t, S, k, 1) && !overwrites(tr, t);
+      ok = ok && !per_row && row_dims(tr.op) == k && reads_row_local(tr, t, S, k, 1) && !overwrites(tr, t) &&
+           !reads_late(tr);
     }
     if (!ok) break;
-    stages.push_back(Stage{g, -1, per_row});
+    stages.push_back(Stage{g, -1, -1, per_row});
     end = next;
-    if (g.tail < 0 && !per_row) break;
     for (size_t q : g.steps) t.step(s[q], S, g.S, k);
     if (g.tail >= 0) t.row_op(s[static_cast<size_t>(g.tail)], S);
   }
@@ -194,6 +222,7 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   run_row_pipeline(s, stages);
   for (const Stage& st : stages) {
     if (st.lone >= 0) release(s, static_cast<size_t>(st.lone));
+    if (st.column >= 0) release(s, static_cast<size_t>(st.column));
     for (size_t q : st.g.steps) release(s, q);
     if (st.g.tail >= 0) release(s, static_cast<size_t>(st.g.tail));
   }
@@ -212,7 +241,13 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
   const int64_t rows = N / rowlen;
   // Blocks of about kEpilogueBlock elements, at least one per thread when there are rows enough.
   const int64_t nt = std::max(1, num_threads());
-  const int64_t per_block = std::max<int64_t>(1, std::min(kEpilogueBlock / rowlen, (rows + nt - 1) / nt));
+  int64_t per_block = std::max<int64_t>(1, std::min(kEpilogueBlock / rowlen, (rows + nt - 1) / nt));
+  bool columns = false;
+  for (const Stage& st : stages) columns = columns || st.column >= 0;
+  if (columns) {  // whole leaves of the Sums over the rows in each block
+    const int64_t leaf = cpu::outer::leaf_rows();
+    per_block = (per_block + leaf - 1) / leaf * leaf;
+  }
   const int64_t nblocks = (rows + per_block - 1) / per_block;
   bump(&Stats::row_pipelines);
   // Values no live tensor holds and nothing after the pipeline reads live in per-thread blocks
@@ -226,6 +261,7 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
   };
   for (const Stage& st : stages) {
     if (st.lone >= 0) note(static_cast<size_t>(st.lone));
+    if (st.column >= 0) last = std::max(last, static_cast<int64_t>(st.column));  // written after the blocks
     for (size_t q : st.g.steps) note(q);
     if (st.g.tail >= 0) note(static_cast<size_t>(st.g.tail));
   }
@@ -268,6 +304,8 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
       kKernels[static_cast<int>(op.kind)](op, in.data(), out.data());
     });
   }
+  // Sums over the rows: each block's leaves into `partials`, folded after the blocks.
+  std::vector<std::vector<char>> partials(stages.size());
   // Each group in turn is set up; the innermost continuation runs the blocks.
   std::function<void(size_t)> setup = [&](size_t i) {
     if (i == stages.size()) {
@@ -286,9 +324,30 @@ void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vecto
           for (const RangeFn& f : fns) f(e0, e1);
         }
       });
+      for (size_t q = 0; q < stages.size(); ++q) {
+        if (stages[q].column < 0) continue;
+        const Rec& cr = s[static_cast<size_t>(stages[q].column)];
+        cpu::outer::finish(cr.op.inputs[0].dtype, cr.op.kind == OpKind::Mean, rows, rowlen, partials[q].data(),
+                           cr.out[0]->real);
+      }
       return;
     }
     if (stages[i].lone >= 0) return setup(i + 1);
+    if (stages[i].column >= 0) {
+      const Rec& cr = s[static_cast<size_t>(stages[i].column)];
+      const DType dt = cr.op.inputs[0].dtype;
+      materialise_unless_internal(cr.in[0]);
+      materialise(cr.out[0]);
+      const int64_t leaf = cpu::outer::leaf_rows();
+      partials[i].resize(static_cast<size_t>((rows + leaf - 1) / leaf * rowlen) * dtype_size(dt));
+      if (debug_on())
+        dbg("    stage " + std::to_string(i + 1) + ": " + std::string(ir::op_name(cr.op.kind)) + " over the rows of " +
+            desc_str(cr.op.inputs[0]));
+      fns.push_back([&, i, dt](int64_t e0, int64_t e1) {
+        cpu::outer::leaves(dt, base_of(cr.in[0]), rowlen, e0 / rowlen, e1 / rowlen, partials[i].data());
+      });
+      return setup(i + 1);
+    }
     const std::function<void(const RangeFn&)> then = [&](const RangeFn& f) {
       if (stages[i].per_row)  // one element per row
         fns.push_back([f, rowlen](int64_t e0, int64_t e1) { f(e0 / rowlen, e1 / rowlen); });
