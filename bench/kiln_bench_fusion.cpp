@@ -11,8 +11,10 @@
 //
 // Prints one tab-separated line per measurement:
 //   <id> \t <seconds per call, best of R> \t <bytes read + written by an ideal kernel> \t ok
-// ids: fusion_<chain>_<M>M_{unfused,fused}, copy_<M>M. bench/torch_fusion_bench.py prints the
-// same ids with torch_ in front (PyTorch eager).
+// ids: fusion_<chain>_<M>M_{unfused,fused} (chains: gelu_erf, chain5, and the row chains
+// softmax_rows, softmax_grad_rows, layernorm_rows), copy_<M>M, fusion_epilogue_*,
+// fusion_train_layernorm_*. bench/torch_fusion_bench.py prints the same ids with torch_ in front
+// (PyTorch eager).
 #include <kiln/kiln.h>
 #include <kiln/nn/functional/conv.h>
 #include <kiln/nn/functional/norm.h>
