@@ -553,7 +553,7 @@ TEST(Fusion, MemoryOfValuesDyingInsideAFlushIsReused) {
 
 TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
   std::mt19937 rng(1234);
-  int64_t pipelines = 0;  // row ops run per block of rows with the groups reading them (rows.cpp)
+  int64_t pipelines = 0, column_sums = 0;  // row pipelines, and sums over the rows in them (rows.cpp)
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   for (int trial = 0; trial < 100; ++trial) {
     const uint32_t seed = static_cast<uint32_t>(rng());
@@ -575,7 +575,7 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
         const Tensor& a = vals[static_cast<size_t>(prog[3 * i + 1]) % vals.size()];
         const Tensor& b = vals[static_cast<size_t>(prog[3 * i + 2]) % vals.size()];
         Tensor y;
-        switch (prog[3 * i] % 20) {
+        switch (prog[3 * i] % 22) {
           case 0:
             y = a + b;
             break;
@@ -621,6 +621,12 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
           case 14:
             y = a / (abs(b) + 1.0);
             break;
+          case 19:  // a reduction leading a chain (row pipelines)
+            y = (a.dim() == 2) ? (a - mean(a, {-1}, true)) * b : a * 0.5;
+            break;
+          case 20:  // a sum over the rows (a bias gradient; inside a row pipeline when it follows one)
+            y = (a.dim() == 2) ? sum((a - amax(a, {-1}, true)) * b, {0}, true) : a + 0.5;
+            break;
           case 18:  // not queued: runs at once, after the queue when it reads or writes a queued value
             y = (a.dim() == 2) ? cumsum(a, -1) * 0.5 : a - 1.0;
             break;
@@ -661,12 +667,14 @@ TEST(FusionProperty, RandomOpStreamsMatchUnfused) {
     auto b = run(fused());
     for (const Tensor& t : b) (void)t.sum().item<double>();
     pipelines += fusion::stats().row_pipelines;
+    column_sums += fusion::stats().pipeline_column_sums;
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k)
       EXPECT_TRUE(close(b[k], a[k], 0, 0))
           << "trial " << trial << " output " << k << " rows " << rows << " cols " << cols;
   }
-  EXPECT_GE(pipelines, 100) << "row pipelines in the random streams (275 when written)";
+  EXPECT_GE(pipelines, 100) << "row pipelines in the random streams (275 before cases 19 and 20)";
+  EXPECT_GE(column_sums, 5) << "sums over the rows inside row pipelines (11 when written)";
 }
 
 TEST(FusionProperty, RandomProductEpiloguesMatchUnfused) {
