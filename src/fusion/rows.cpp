@@ -158,6 +158,9 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   // more than one block's elements, would leave threads idle (the ops one by one split a long
   // row over the threads).
   if (k <= 0 || shape_numel(S) == 0) return 0;
+  // Below 64 times the small-tensor limit (256K elements by default) the values stay in the
+  // L2 cache between the ops anyway, and the pipeline's setup costs more than it saves.
+  if (shape_numel(S) < 64 * small_limit()) return 0;
   const int64_t rowlen = row_len(S, k);
   if (rowlen > kMaxRowLen || (shape_numel(S) / rowlen < num_threads() && shape_numel(S) > kEpilogueBlock)) return 0;
   const size_t r = S.size(), lead = r - static_cast<size_t>(k);
