@@ -481,17 +481,17 @@ void set_small_limit(int64_t elements) {
 
 // The counters are bumped with relaxed atomic adds (no lock per recorded op) and read field by
 // field the same way.
-#define KILN_FUSION_STATS(X)                                                                        \
-  X(recorded)                                                                                       \
-  X(eager)                                                                                          \
-  X(dead)                                                                                           \
-  X(fused_groups)                                                                                   \
-  X(program_groups)                                                                                 \
-  X(fused_ops)                                                                                      \
-  X(single_ops)                                                                                     \
-  X(flushes)                                                                                        \
-  X(plans_built) X(plan_hits) X(intermediates_elided) X(epilogues) X(small_direct) X(row_pipelines) \
-      X(pipeline_column_sums)
+#define KILN_FUSION_STATS(X) \
+  X(recorded)                \
+  X(eager)                   \
+  X(dead)                    \
+  X(fused_groups)            \
+  X(program_groups)          \
+  X(fused_ops)               \
+  X(single_ops)              \
+  X(flushes)                 \
+  X(plans_built)             \
+  X(plan_hits) X(intermediates_elided) X(epilogues) X(small_direct) X(row_pipelines) X(pipeline_column_sums)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);
