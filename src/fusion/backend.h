@@ -285,8 +285,8 @@ struct GroupScratch {
 
 inline std::atomic<int> g_program{-1};  // -1: from KILN_FUSION_PROGRAM on first use
 
-/// Sets op to the row op orig (reducing the trailing k dims of its input, of shape S) over
-/// `rows` rows of contiguous input and outputs (group.cpp).
+/// Rewrites op, a copy of the row op orig (reducing the trailing k dims of its input, of shape
+/// S), to work on `rows` rows of contiguous input and outputs (group.cpp).
 void rows_op(ir::Op& op, const ir::Op& orig, const Shape& S, int64_t k, int64_t rows);
 /// Compiles the steps of g into w.prog (group.cpp).
 void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, GroupScratch& w);
@@ -551,7 +551,7 @@ class FusionBackend final : public Backend {
                  const std::function<void(const RangeFn&)>* then = nullptr, bool last = true);
   size_t try_row_pipeline(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head, const Group* first,
                           size_t end);
-  void run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages);
+  void run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages, const Shape& S, int64_t k);
 
   Backend* inner_;
   const bool cpu_;  ///< the inner backend is the CPU with data: ops may be queued; run_single calls its kernels

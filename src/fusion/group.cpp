@@ -153,7 +153,6 @@ void signature(const std::vector<Rec>& s, const Group& g, const std::vector<char
 
 void rows_op(ir::Op& op, const ir::Op& orig, const Shape& S, int64_t k, int64_t rows) {
   const size_t r = S.size();
-  if (op.kind != orig.kind || op.outputs.size() != orig.outputs.size()) op = orig;
   Shape in_shape{rows};
   for (size_t q = r - static_cast<size_t>(k); q < r; ++q) in_shape.push_back(S[q]);
   op.inputs[0] = ir::contiguous_desc(in_shape, orig.inputs[0].dtype);

@@ -122,10 +122,10 @@ bool overwrites(const Rec& r, const Touched& t) {
 
 /// A row pipeline from order[head]: the first stage is `first` (a group closed by a row op,
 /// consumed up to `end`) or, when null, the row op at order[head] alone (end = head + 1). Groups
-/// are cut after it while each reads the earlier stages' results row by row (Note [Row
-/// pipelines]), over the same iteration shape and rows; a stage without a row op ends it. Runs
-/// the pipeline when it has two stages or more and returns the first position of `order` not
-/// consumed; 0 when it does not apply (nothing ran).
+/// (over the same iteration shape, or its rows) and Sums over the rows are taken after it while
+/// each reads the earlier stages' results row by row (Note [Row pipelines]); the first that
+/// does not ends it. Runs the pipeline when it has two stages or more and returns the first
+/// position of `order` not consumed; 0 when it does not apply (nothing ran).
 size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head,
                                        const Group* first, size_t end) {
   std::vector<Stage> stages(1);
@@ -154,13 +154,13 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     for (Buf* b : r.out)
       if (b == r.in[0]) return 0;
   }
-  // Blocks are whole rows: rows longer than a tile's row limit, or fewer rows than threads over
-  // more than one block's elements, would leave threads idle (the ops one by one split a long
-  // row over the threads).
   if (k <= 0 || shape_numel(S) == 0) return 0;
   // Below 64 times the small-tensor limit (256K elements by default) the values stay in the
   // L2 cache between the ops anyway, and the pipeline's setup costs more than it saves.
   if (shape_numel(S) < 64 * small_limit()) return 0;
+  // Blocks are whole rows: rows longer than a tile's row limit, or fewer rows than threads over
+  // more than one block's elements, would leave threads idle (the ops one by one split a long
+  // row over the threads).
   const int64_t rowlen = row_len(S, k);
   if (rowlen > kMaxRowLen || (shape_numel(S) / rowlen < num_threads() && shape_numel(S) > kEpilogueBlock)) return 0;
   const size_t r = S.size(), lead = r - static_cast<size_t>(k);
@@ -168,8 +168,9 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   // gradient, a layer norm's weight gradient (cpu::outer: the kernel's bits).
   auto column_fits = [&](const Rec& cr) {
     int64_t crows = 0, cwidth = 0;
-    const ir::TensorDesc& x = cr.op.inputs.empty() ? cr.op.outputs[0] : cr.op.inputs[0];
-    if (!cpu::outer::supports(cr.op, crows, cwidth) || x.shape != S || x.offset != 0 || cwidth != rowlen) return false;
+    if (!cpu::outer::supports(cr.op, crows, cwidth)) return false;  // one input
+    const ir::TensorDesc& x = cr.op.inputs[0];
+    if (x.shape != S || x.offset != 0 || cwidth != rowlen) return false;
     Buf* in = cr.in[0];
     if (Touched::has(t.late, in) || Touched::has(t.per_row, in) || !holds(in, shape_numel(S), x.dtype)) return false;
     const ir::TensorDesc& o = cr.op.outputs[0];
@@ -222,7 +223,7 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     if (g.tail >= 0) t.row_op(s[static_cast<size_t>(g.tail)], S);
   }
   if (stages.size() < 2) return 0;
-  run_row_pipeline(s, stages);
+  run_row_pipeline(s, stages, S, k);
   for (const Stage& st : stages) {
     if (st.lone >= 0) release(s, static_cast<size_t>(st.lone));
     if (st.column >= 0) release(s, static_cast<size_t>(st.column));
@@ -234,14 +235,11 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
 
 /// Runs the stages per block of whole rows: each group is set up (run_group with a
 /// continuation), then one parallel loop over the blocks runs every stage over each block.
-void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages) {
+void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages, const Shape& S,
+                                     int64_t k) {
   const Stage& s0 = stages[0];
   const Rec& head = s[static_cast<size_t>(s0.lone >= 0 ? s0.lone : s0.g.tail)];
-  const Shape S = s0.lone >= 0 ? head.op.inputs[0].shape : s0.g.S;
-  const int64_t k = row_dims(head.op), N = shape_numel(S);
-  int64_t rowlen = 1;
-  for (size_t q = S.size() - static_cast<size_t>(k); q < S.size(); ++q) rowlen *= S[q];
-  const int64_t rows = N / rowlen;
+  const int64_t rowlen = row_len(S, k), rows = shape_numel(S) / rowlen;
   // Blocks of about kEpilogueBlock elements, at least one per thread when there are rows enough.
   const int64_t nt = std::max(1, num_threads());
   int64_t per_block = std::max<int64_t>(1, std::min(kEpilogueBlock / rowlen, (rows + nt - 1) / nt));

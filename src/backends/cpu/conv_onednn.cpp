@@ -383,9 +383,13 @@ constexpr double kMinParallelMacs = 1 << 20;
 /// Batches of at least this much work split over the threads by images (batch_chunks).
 constexpr double kMinSplitMacs = 1 << 16;
 
+/// The clamp bounds of post's activation (relu: [0, inf)).
+float post_lo(const PostOp& post) { return post.kind == PostOp::Relu ? 0.f : post.lo; }
+float post_hi(const PostOp& post) { return post.kind == PostOp::Relu ? INFINITY : post.hi; }
+
 /// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
-  const float lo = post.kind == PostOp::Relu ? 0.f : post.lo, hi = post.kind == PostOp::Relu ? INFINITY : post.hi;
+  const float lo = post_lo(post), hi = post_hi(post);
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
     for (int64_t i = l; i < h; ++i) bias_clamp_plane(x + i * plane, b ? b[i % C] : 0.f, lo, hi, plane);
   });
@@ -400,7 +404,7 @@ void residual_post(float* y, const float* r, int64_t n, const PostOp& post) {
     for (int64_t i = 0; i < n; ++i) y[i] += r[i];
     return;
   }
-  const float lo = post.kind == PostOp::Relu ? 0.f : post.lo, hi = post.kind == PostOp::Relu ? INFINITY : post.hi;
+  const float lo = post_lo(post), hi = post_hi(post);
   for (int64_t i = 0; i < n; ++i) {
     const float t = y[i] + r[i];
     y[i] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
