@@ -445,7 +445,10 @@ void register_nn(Registry& r) {
     o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
     Tensor xi = x;
     bool want_idx = c.out.size() > 1 && !c.node.output[1].empty();
-    if (!want_idx && n == 2 && max_pool2d_direct(c, x, w, o.ceil_mode)) return;
+    // Width stride 2 with a window 2 or 3 wide: the CPU kernel's fast path (whole rows in SIMD)
+    // is faster; other windows run here.
+    const bool kernel_fast = n == 2 && w.s[1] == 2 && (w.k[1] == 2 || w.k[1] == 3) && w.d[1] == 1;
+    if (!want_idx && n == 2 && !kernel_fast && max_pool2d_direct(c, x, w, o.ceil_mode)) return;
     if (symmetric_small(w)) {
       o.padding = to_dims(w.lo);
     } else {

@@ -510,9 +510,23 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
     }
   }
   const bool fused_values = !Idx && std::is_same_v<T, float> && g.k[0] == 1 && g.p[0] == 0 && g.k[1] <= 3;
+  bool batched = false;  // the SIMD kernel of whole values-only f32 rows runs (a probe of no rows)
+  if constexpr (!Idx && std::is_same_v<T, float>)
+    batched = vec::max_pool_rows_values_f32(nullptr, nullptr, 0, KW, W, PW, OW, nullptr, nullptr);
   parallel_for(units, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OW * taps)), [&](int64_t b, int64_t e) {
     std::vector<int32_t> tap(Idx ? static_cast<size_t>(OW) : 0);
     std::vector<T> rowbuf(Idx ? 0 : static_cast<size_t>(W));
+    // Values-only f32 rows run in batches of consecutive output rows (max_pool_rows_values_f32).
+    constexpr int64_t kBatch = 8;
+    std::vector<const T*> wrows(batched ? static_cast<size_t>(kBatch * g.k[0] * g.k[1]) : 0);
+    std::vector<int32_t> wn(batched ? kBatch : 0);
+    std::vector<float> vbuf(batched ? static_cast<size_t>(kBatch * vec::max_pool_rows_stride(W, PW, OW)) : 0);
+    int64_t nb = 0, nrow = 0, first = 0;
+    auto flush = [&] {
+      if constexpr (std::is_same_v<T, float>)
+        if (nb) vec::max_pool_rows_values_f32(wrows.data(), wn.data(), nb, KW, W, PW, OW, vbuf.data(), y + first * OW);
+      nb = nrow = 0;
+    };
     int32_t* ix = tap.data();
     // (plane, od, oh) of unit b, then stepped along (no divisions per row).
     int64_t pl = b / (OD * OH), od = (b % (OD * OH)) / OH, oh = b % OH;
@@ -536,6 +550,20 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
         }
         fused(rows, rb, W, PW, OW, m, yi + u * OW);
         continue;
+      }
+      if (batched) {
+        int32_t nr = 0;
+        for_window_rows(g, d0, h0, [&](int64_t id, int64_t ih) {
+          wrows[static_cast<size_t>(nrow + nr++)] = xp + id * g.xs[0] + ih * g.xs[1];
+        });
+        if (nr > 0) {
+          if (nb == 0) first = u;
+          wn[static_cast<size_t>(nb++)] = nr;
+          nrow += nr;
+          if (nb == kBatch) flush();
+          continue;
+        }
+        flush();  // the rows before this one (whose window holds no input row)
       }
       std::fill(m, m + OW, lo);
       if constexpr (!Idx) {
@@ -561,6 +589,7 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
         for (int64_t o = 0; o < OW; ++o) io[o] = ix[o];
       }
     }
+    flush();
   });
 }
 

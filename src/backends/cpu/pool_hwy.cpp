@@ -5,6 +5,9 @@
 // row into its even (tap 0) and odd (tap 1) columns, a second one from one column further
 // gives tap 2; taps are visited in the scalar order with the scalar rule (`v > max || isnan`),
 // so values and indices are bitwise those of the portable loop.
+#include <algorithm>
+#include <cmath>
+
 #include "backends/cpu/pool_vec.h"
 
 #if KILN_WITH_HWY
@@ -132,6 +135,100 @@ bool MaxRowValuesKH(const float* const* rows, int64_t n, float* y) {
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
+/// Output columns [o, o + Lanes(d)) of a whole values-only row from the padded column maxima
+/// buf (see max_pool_row_values_f32): taps in order, the later of equal NaN-or-greater winning.
+template <int KW, class D>
+HWY_INLINE void MaxTapsS2(D d, const float* buf, int64_t o, float* y) {
+  using VF = hn::Vec<D>;
+  auto mx = [](VF a, VF v) { return hn::IfThenElse(hn::Or(hn::Gt(v, a), hn::IsNaN(v)), v, a); };
+  VF t0, t1;
+  hn::LoadInterleaved2(d, buf + 2 * o, t0, t1);
+  VF a = mx(t0, t1);
+  if constexpr (KW == 3) {
+    VF u1, t2;
+    hn::LoadInterleaved2(d, buf + 2 * o + 1, u1, t2);
+    a = mx(a, t2);
+  }
+  hn::StoreU(a, d, y + o);
+}
+
+template <int KW, class D>
+HWY_INLINE void MaxTapsS2Row(D d, const float* buf, int64_t n, float* y) {
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t o = 0;
+  for (; o + N <= n; o += N) MaxTapsS2<KW>(d, buf, o, y);
+  if (o < n) MaxTapsS2<KW>(d, buf, n - N, y);
+}
+
+template <int KW>
+void MaxRowsS2Values(const float* const* rows, const int32_t* nrows, int64_t count, int64_t W, int64_t PW, int64_t OW,
+                     float* buf, float* y) {
+  const hn::ScalableTag<float> d;
+  using VF = hn::Vec<decltype(d)>;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  auto mx = [](VF a, VF v) { return hn::IfThenElse(hn::Or(hn::Gt(v, a), hn::IsNaN(v)), v, a); };
+  auto mxs = [](float a, float v) { return (v > a) | (v != v) ? v : a; };
+  const int64_t stride = max_pool_rows_stride(W, PW, OW);
+  // All the rows' column maxima first: the taps then read them after the stores have landed
+  // (a load straddling two recent stores would wait for them).
+  for (int64_t r = 0; r < count; ++r) {
+    const float* const* rr = rows;
+    rows += nrows[r];
+    float* b = buf + r * stride;
+    for (int64_t c = 0; c < PW; ++c) b[c] = -HUGE_VALF;
+    float* col = b + PW;
+    int64_t c = 0;
+    for (; c + N <= W; c += N) {
+      VF v = hn::LoadU(d, rr[0] + c);
+      for (int32_t j = 1; j < nrows[r]; ++j) v = mx(v, hn::LoadU(d, rr[j] + c));
+      hn::StoreU(v, d, col + c);
+    }
+    for (; c < W; ++c) {
+      float v = rr[0][c];
+      for (int32_t j = 1; j < nrows[r]; ++j) v = mxs(v, rr[j][c]);
+      col[c] = v;
+    }
+    for (int64_t q = PW + W; q < 2 * OW + 2; ++q) b[q] = -HUGE_VALF;  // the taps read up to 2 * OW + 1
+  }
+  const hn::CappedTag<float, 8> d8;
+  const hn::CappedTag<float, 4> d4;
+  for (int64_t r = 0; r < count; ++r) {
+    const float* b = buf + r * stride;
+    float* yr = y + r * OW;
+    if (OW >= N) {
+      MaxTapsS2Row<KW>(d, b, OW, yr);
+    } else if (hn::Lanes(d8) == 8 && OW >= 8) {
+      MaxTapsS2Row<KW>(d8, b, OW, yr);
+    } else if (hn::Lanes(d4) == 4 && OW >= 4) {
+      MaxTapsS2Row<KW>(d4, b, OW, yr);
+    } else {
+      for (int64_t o = 0; o < OW; ++o) {
+        float a = mxs(b[2 * o], b[2 * o + 1]);
+        if constexpr (KW == 3) a = mxs(a, b[2 * o + 2]);
+        yr[o] = a;
+      }
+    }
+  }
+}
+#endif
+
+bool MaxPoolRowsValuesF32(const float* const* rows, const int32_t* nrows, int64_t count, int kw, int64_t W, int64_t PW,
+                          int64_t OW, float* buf, float* y) {
+#if HWY_TARGET == HWY_SCALAR
+  return false;
+#else
+  if (kw != 2 && kw != 3) return false;
+  for (int64_t r = 0; r < count; ++r)
+    if (nrows[r] < 1) return false;
+  if (kw == 2)
+    MaxRowsS2Values<2>(rows, nrows, count, W, PW, OW, buf, y);
+  else
+    MaxRowsS2Values<3>(rows, nrows, count, W, PW, OW, buf, y);
+  return true;
+#endif
+}
+
 bool MaxPoolInteriorValuesF32(const float* const* rows, int kh, int kw, int64_t n, float* y) {
   switch (kh * 4 + kw) {
     case 1 * 4 + 2:
@@ -199,6 +296,11 @@ bool max_pool_interior_f32(const float* const* rows, const int32_t* rb, int kh, 
                            int64_t* yi) {
   return HWY_DYNAMIC_DISPATCH(MaxPoolInteriorF32)(rows, rb, kh, kw, n, y, yi);
 }
+HWY_EXPORT(MaxPoolRowsValuesF32);
+bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, int64_t count, int kw, int64_t W,
+                              int64_t PW, int64_t OW, float* buf, float* y) {
+  return HWY_DYNAMIC_DISPATCH(MaxPoolRowsValuesF32)(rows, nrows, count, kw, W, PW, OW, buf, y);
+}
 HWY_EXPORT(MaxPoolInteriorValuesF32);
 bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int64_t n, float* y) {
   return HWY_DYNAMIC_DISPATCH(MaxPoolInteriorValuesF32)(rows, kh, kw, n, y);
@@ -211,6 +313,10 @@ bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int6
 namespace kiln::cpu::vec {
 bool max_pool_interior_f32(const float* const*, const int32_t*, int, int, int64_t, float*, int64_t*) { return false; }
 bool max_pool_interior_values_f32(const float* const*, int, int, int64_t, float*) { return false; }
+bool max_pool_rows_values_f32(const float* const*, const int32_t*, int64_t, int, int64_t, int64_t, int64_t, float*,
+                              float*) {
+  return false;
+}
 }  // namespace kiln::cpu::vec
 
 #endif

@@ -18,4 +18,17 @@ bool max_pool_interior_f32(const float* const* rows, const int32_t* rb, int kh, 
 /// over the taps, so NaN and signed-zero winners match it): same arguments and return.
 bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int64_t n, float* y);
 
+/// Values-only max pool of `count` whole f32 output rows, width stride 2, kernel width kw (2 or
+/// 3), left padding PW, output row r at y + r * OW: its nrows[r] >= 1 window rows (each W wide,
+/// in window order) are the next nrows[r] pointers of rows. Reduces each column over the rows,
+/// pads with -inf, then takes the maximum of each output's kw taps in order: bitwise as
+/// max_pool_values (`v > max || isnan(v)`). buf holds count * max_pool_rows_stride(W, PW, OW)
+/// floats. False, writing nothing, when it does not apply.
+bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, int64_t count, int kw, int64_t W,
+                              int64_t PW, int64_t OW, float* buf, float* y);
+/// Floats per output row in that buffer: the padded columns, and room for vector over-reads.
+inline int64_t max_pool_rows_stride(int64_t W, int64_t PW, int64_t OW) {
+  return ((2 * OW + 32 > PW + W ? 2 * OW + 32 : PW + W) + 15) / 16 * 16;
+}
+
 }  // namespace kiln::cpu::vec
