@@ -55,6 +55,7 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
       if (L.buf == b) return true;
     return false;
   };
+  auto is_splat = [&](size_t v) { return v < nl && loads[v].kind == LoadKind::Scalar; };
   prog.stored.clear();
   prog.code.clear();
   for (size_t k = 0; k < ns; ++k) {
@@ -70,7 +71,9 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
                                              : (b ? PInstr::LoadBool : PInstr::Load);
         ld.slot = static_cast<int32_t>(v);
         if (ld.code == PInstr::Load && (L.kind == LoadKind::Gather || !stored_buf(L.buf))) ld.flags = PInstr::kDirect;
-        ld.dst = reg[v] = alloc();
+        // A splat's register is its alone (run_program fills it at the first chunk only).
+        ld.dst = reg[v] =
+            ld.code == PInstr::Splat || ld.code == PInstr::SplatBool ? static_cast<int16_t>(nregs++) : alloc();
         prog.code.push_back(ld);
       }
       *operand[q] = reg[v];
@@ -84,7 +87,7 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
     prog.code.push_back(op);
     for (size_t q = 0; q < src[k].size(); ++q) {  // inputs read for the last time
       const size_t v = vid(src[k][q]);
-      if (last[v] == static_cast<int64_t>(k) && reg[v] >= 0) {
+      if (last[v] == static_cast<int64_t>(k) && reg[v] >= 0 && !is_splat(v)) {
         free_regs.push_back(reg[v]);
         reg[v] = -2;  // freed (a value read twice by this step is freed once)
       }

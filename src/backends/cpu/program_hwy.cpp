@@ -211,7 +211,8 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
                                                    : (*static_cast<const uint8_t*>(ptrs[in.slot]) ? 1.0f : 0.0f);
           const V vv = hn::Set(d, v);
           float* dst = rp[in.dst] = reg(in.dst);
-          for (int64_t j = 0; j < np; j += N) hn::Store(vv, d, dst + j);
+          if (i0 > 0) break;  // the register is the splat's alone: filled at the first chunk
+          for (int64_t j = 0; j < kC; j += N) hn::Store(vv, d, dst + j);
           break;
         }
         case PInstr::Store: {
