@@ -310,15 +310,17 @@ void max_pool_impl(const ir::Op& op, void* const* in, void* const* out, const Ge
 // the input (one depth tap, height kernel <= 3; any height stride/dilation) is computed column
 // by column from the rows in place: with indices by max_fused_row (every tap of a column in
 // max_pool_impl's order, row by row, with its rule `v > max || isnan(v)`, the running max starting
-// at the first tap, which is what the generic path's -inf start gives bitwise); without, by
-// max_values_row in max_pool_values' order (each tap's maximum over the rows, then the taps), so
-// NaN payloads and signed zeros win as in each generic path. The interior columns (all taps
-// inside the row) of f32 rows run in Highway kernels (pool_hwy.cpp: de-interleaving loads, the
-// same visiting order and rule); padded/ceil_mode edge columns run scalar with bounds checks.
-// Other rows (height padding, 3-d windows) update a running max and i32 index per valid input
-// row (max_row_pass), starting at -inf and the window's first valid position like
-// max_pool_impl; values-only rows reduce the window rows first as max_pool_values. Indices are
-// built as i32 (planes below 2^31 elements) and widened on store.
+// at the first tap, which is what the generic path's -inf start gives bitwise). The interior
+// columns (all taps inside the row) of f32 rows run in Highway kernels (pool_hwy.cpp:
+// de-interleaving loads, the same visiting order and rule); padded/ceil_mode edge columns run
+// scalar with bounds checks. Other rows (height padding, 3-d windows) update a running max and
+// i32 index per valid input row (max_row_pass), starting at -inf and the window's first valid
+// position like max_pool_impl. Indices are built as i32 (planes below 2^31 elements) and widened
+// on store. Values only, every row reduces its window rows per column first, then the taps, in
+// max_pool_values' order (so NaN payloads and signed zeros win as there): f32 rows in batches of
+// 8 consecutive output rows, whole, in SIMD (max_pool_rows_values_f32: every row's column maxima
+// into a buffer padded with -inf, then the taps from it, so no load waits on a fresh store),
+// f64 rows by combine_rows and max_row_pass.
 
 /// Whether the fast path applies (Note [Max pool fast path]).
 template <class T>
@@ -455,39 +457,6 @@ void max_fused_row(const A* const* rows, const int32_t* rb, int64_t W, int64_t P
   for (int64_t o = ohi; o < OW; ++o) edge(o);
 }
 
-/// Values-only output row from the KH <= 3 window rows starting at `row0` (`rstride` apart),
-/// all inside the input: SIMD interior, scalar edge columns, both in max_pool_values' order
-/// (each tap's maximum over the rows, then over the taps). False, writing nothing, when the
-/// SIMD kernel does not apply.
-template <int KW, class T>
-bool max_values_row(const T* row0, int64_t rstride, int64_t KH, int64_t W, int64_t PW, int64_t OW, T* y) {
-  if constexpr (!std::is_same_v<T, float>) {
-    return false;
-  } else {
-    const int64_t olo = std::min<int64_t>(OW, (PW + 1) / 2);
-    const int64_t ohi = W - KW + PW >= 0 ? std::clamp<int64_t>((W - KW + PW) / 2 + 1, olo, OW) : olo;
-    const int64_t c0 = 2 * olo - PW;
-    const float* rows[3] = {row0, row0, row0};
-    for (int64_t j = 0; j < KH; ++j) rows[j] = row0 + j * rstride;
-    const float* vr[3] = {rows[0] + c0, rows[1] + c0, rows[2] + c0};
-    if (!vec::max_pool_interior_values_f32(vr, static_cast<int>(KH), KW, ohi - olo, y + olo)) return false;
-    auto edge = [&](int64_t o) {
-      float a = lowest_value<float>();
-      for (int t = 0; t < KW; ++t) {
-        const int64_t c = 2 * o - PW + t;
-        if (c < 0 || c >= W) continue;
-        float cm = rows[0][c];
-        for (int64_t j = 1; j < KH; ++j) cm = nanmax(cm, rows[j][c]);
-        a = nanmax(a, cm);
-      }
-      y[o] = a;
-    };
-    for (int64_t o = 0; o < olo; ++o) edge(o);
-    for (int64_t o = ohi; o < OW; ++o) edge(o);
-    return true;
-  }
-}
-
 /// Max pooling (values, and indices when Idx) on the fast path (Note [Max pool fast path]).
 template <class T, bool Idx, int KW>
 void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
@@ -509,7 +478,6 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
       if (g.k[1] == 3) fused = &max_fused_row<3, KW, T>;
     }
   }
-  const bool fused_values = !Idx && std::is_same_v<T, float> && g.k[0] == 1 && g.p[0] == 0 && g.k[1] <= 3;
   bool batched = false;  // the SIMD kernel of whole values-only f32 rows runs (a probe of no rows)
   if constexpr (!Idx && std::is_same_v<T, float>)
     batched = vec::max_pool_rows_values_f32(nullptr, nullptr, 0, KW, W, PW, OW, nullptr, nullptr);
@@ -569,9 +537,6 @@ void max_pool_fast(const ir::Op& op, void* const* in, void* const* out, const Ge
       if constexpr (!Idx) {
         // Values only: rows first, then the taps, in max_pool_values' order (same NaN and
         // signed-zero winners).
-        if (fused_values && h0 >= 0 && h0 + (g.k[1] - 1) * g.dl[1] < H &&
-            max_values_row<KW>(xp + d0 * g.xs[0] + h0 * g.xs[1], g.xs[1] * g.dl[1], g.k[1], W, PW, OW, m))
-          continue;
         if (combine_rows<true>(xp, g, d0, h0, rowbuf.data()))
           max_row_pass<KW, false>(rowbuf.data(), W, PW, OW, 0, m, ix);
         continue;

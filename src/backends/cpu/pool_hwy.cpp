@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Highway kernels of max pooling's fast path (Note [Max pool fast path] in pool.cpp): the
-// interior columns of one f32 output row with indices (or values only), compiled for several x86 targets and
-// chosen at run time. Each vector covers N output columns: LoadInterleaved2 splits a window
-// row into its even (tap 0) and odd (tap 1) columns, a second one from one column further
-// gives tap 2; taps are visited in the scalar order with the scalar rule (`v > max || isnan`),
-// so values and indices are bitwise those of the portable loop.
+// Highway kernels of max pooling's fast path (Note [Max pool fast path] in pool.cpp), compiled
+// for several x86 targets and chosen at run time: the interior columns of one f32 output row
+// with indices, and whole values-only f32 rows in batches. Each vector covers N output columns:
+// LoadInterleaved2 splits a row into its even (tap 0) and odd (tap 1) columns, a second one from
+// one column further gives tap 2; taps are visited in the scalar order with the scalar rule
+// (`v > max || isnan`), so values and indices are bitwise those of the portable loop.
 #include <algorithm>
 #include <cmath>
 
@@ -77,67 +77,8 @@ HWY_INLINE void MaxRow(D d, const float* const* rows, const int32_t* rb, int64_t
   if (o < n) MaxCols<KH, KW>(d, rows, rb, n - N, y, yi);
 }
 
-/// Values only, columns [o, o + N), in max_pool_values' order: each tap's column maximum over
-/// the window rows first, then the taps (see max_pool_interior_values_f32).
-template <int KH, int KW, class D>
-HWY_INLINE void MaxColsValues(D d, const float* const* rows, int64_t o, float* y) {
-  using VF = hn::Vec<D>;
-  auto mx = [](VF a, VF v) { return hn::IfThenElse(hn::Or(hn::Gt(v, a), hn::IsNaN(v)), v, a); };
-  VF c0, c1, c2;
-  for (int j = 0; j < KH; ++j) {
-    const float* r = rows[j] + 2 * o;
-    VF t0, t1, t2;
-    hn::LoadInterleaved2(d, r, t0, t1);
-    if constexpr (KW == 3) {
-      VF u1;
-      hn::LoadInterleaved2(d, r + 1, u1, t2);
-    }
-    if (j == 0) {
-      c0 = t0;
-      c1 = t1;
-      if constexpr (KW == 3) c2 = t2;
-    } else {
-      c0 = mx(c0, t0);
-      c1 = mx(c1, t1);
-      if constexpr (KW == 3) c2 = mx(c2, t2);
-    }
-  }
-  VF a = mx(c0, c1);
-  if constexpr (KW == 3) a = mx(a, c2);
-  hn::StoreU(a, d, y + o);
-}
-
-template <int KH, int KW, class D>
-HWY_INLINE void MaxRowValues(D d, const float* const* rows, int64_t n, float* y) {
-  const auto N = static_cast<int64_t>(hn::Lanes(d));
-  int64_t o = 0;
-  for (; o + N <= n; o += N) MaxColsValues<KH, KW>(d, rows, o, y);
-  if (o < n) MaxColsValues<KH, KW>(d, rows, n - N, y);
-}
-#endif
-
-template <int KH, int KW>
-bool MaxRowValuesKH(const float* const* rows, int64_t n, float* y) {
-#if HWY_TARGET == HWY_SCALAR
-  return false;
-#else
-  const hn::ScalableTag<float> d;
-  const hn::CappedTag<float, 4> d4;
-  if (n >= static_cast<int64_t>(hn::Lanes(d))) {
-    MaxRowValues<KH, KW>(d, rows, n, y);
-    return true;
-  }
-  if (hn::Lanes(d4) == 4 && n >= 4) {
-    MaxRowValues<KH, KW>(d4, rows, n, y);
-    return true;
-  }
-  return false;
-#endif
-}
-
-#if HWY_TARGET != HWY_SCALAR
 /// Output columns [o, o + Lanes(d)) of a whole values-only row from the padded column maxima
-/// buf (see max_pool_row_values_f32): taps in order, the later of equal NaN-or-greater winning.
+/// buf (see max_pool_rows_values_f32): taps in order, the later of equal NaN-or-greater winning.
 template <int KW, class D>
 HWY_INLINE void MaxTapsS2(D d, const float* buf, int64_t o, float* y) {
   using VF = hn::Vec<D>;
@@ -229,25 +170,6 @@ bool MaxPoolRowsValuesF32(const float* const* rows, const int32_t* nrows, int64_
 #endif
 }
 
-bool MaxPoolInteriorValuesF32(const float* const* rows, int kh, int kw, int64_t n, float* y) {
-  switch (kh * 4 + kw) {
-    case 1 * 4 + 2:
-      return MaxRowValuesKH<1, 2>(rows, n, y);
-    case 1 * 4 + 3:
-      return MaxRowValuesKH<1, 3>(rows, n, y);
-    case 2 * 4 + 2:
-      return MaxRowValuesKH<2, 2>(rows, n, y);
-    case 2 * 4 + 3:
-      return MaxRowValuesKH<2, 3>(rows, n, y);
-    case 3 * 4 + 2:
-      return MaxRowValuesKH<3, 2>(rows, n, y);
-    case 3 * 4 + 3:
-      return MaxRowValuesKH<3, 3>(rows, n, y);
-    default:
-      return false;
-  }
-}
-
 template <int KH, int KW>
 bool MaxRowKH(const float* const* rows, const int32_t* rb, int64_t n, float* y, int64_t* yi) {
 #if HWY_TARGET == HWY_SCALAR
@@ -301,10 +223,6 @@ bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, in
                               int64_t PW, int64_t OW, float* buf, float* y) {
   return HWY_DYNAMIC_DISPATCH(MaxPoolRowsValuesF32)(rows, nrows, count, kw, W, PW, OW, buf, y);
 }
-HWY_EXPORT(MaxPoolInteriorValuesF32);
-bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int64_t n, float* y) {
-  return HWY_DYNAMIC_DISPATCH(MaxPoolInteriorValuesF32)(rows, kh, kw, n, y);
-}
 }  // namespace kiln::cpu::vec
 #endif
 
@@ -312,7 +230,6 @@ bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int6
 
 namespace kiln::cpu::vec {
 bool max_pool_interior_f32(const float* const*, const int32_t*, int, int, int64_t, float*, int64_t*) { return false; }
-bool max_pool_interior_values_f32(const float* const*, int, int, int64_t, float*) { return false; }
 bool max_pool_rows_values_f32(const float* const*, const int32_t*, int64_t, int, int64_t, int64_t, int64_t, float*,
                               float*) {
   return false;

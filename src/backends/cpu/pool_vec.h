@@ -14,10 +14,6 @@ namespace kiln::cpu::vec {
 bool max_pool_interior_f32(const float* const* rows, const int32_t* rb, int kh, int kw, int64_t n, float* y,
                            int64_t* yi);
 
-/// Values only, in max_pool_values' order (each tap's maximum over the window rows first, then
-/// over the taps, so NaN and signed-zero winners match it): same arguments and return.
-bool max_pool_interior_values_f32(const float* const* rows, int kh, int kw, int64_t n, float* y);
-
 /// Values-only max pool of `count` whole f32 output rows, width stride 2, kernel width kw (2 or
 /// 3), left padding PW, output row r at y + r * OW: its nrows[r] >= 1 window rows (each W wide,
 /// in window order) are the next nrows[r] pointers of rows. Reduces each column over the rows,
