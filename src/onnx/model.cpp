@@ -270,6 +270,7 @@ struct Step {
   int post = 0;              // fused activation (OpContext::post)
   float post_lo = 0, post_hi = 0;
   int pair = -1;  // a second Conv fused after this one (node index; run_conv_pair), with its activation
+  int pool = -1;  // a MaxPool fused after this Conv (node index; run_conv_pool)
   int post2 = 0;
   float post2_lo = 0, post2_hi = 0;
   int res = -1;  // a residual Add fused into this Conv (OpContext::res): its operand's index in `in`
@@ -703,6 +704,30 @@ void fuse_activations(Compiled& c) {
     b = std::move(pair);
     drop[k] = 1;
   }
+  // Conv [-> activation] -> MaxPool where the pool alone reads the conv's output (one output, no
+  // indices, explicit pads): one step that pools the conv's blocked output (run_conv_pool), in
+  // the conv's place.
+  for (size_t k = 0; k < c.steps.size(); ++k) {
+    Step& a = c.steps[k];
+    const NodeP& an = g.nodes[a.node];
+    if (drop[k] || !a.fn || an.op_type != "Conv" || !is_default_domain(an.domain) || a.pair >= 0 || a.res >= 0 ||
+        a.out.size() != 1 || a.out[0] < 0 || uses[a.out[0]] != 1 || a.in.size() < 2 || a.in.size() > 3)
+      continue;
+    const int j = consumer[a.out[0]];
+    if (j < 0 || drop[j]) continue;
+    Step& p = c.steps[j];
+    const NodeP& pn = g.nodes[p.node];
+    if (!p.fn || pn.op_type != "MaxPool" || !is_default_domain(pn.domain) || p.in.size() != 1 || p.in[0] != a.out[0] ||
+        p.out.empty() || p.out[0] < 0 || !explicit_pads(pn))
+      continue;
+    bool more = false;  // the indices output
+    for (size_t i = 1; i < p.out.size(); ++i) more = more || p.out[i] >= 0;
+    if (more) continue;
+    a.pool = static_cast<int>(p.node);
+    a.out[0] = p.out[0];
+    a.out.resize(1);
+    drop[static_cast<size_t>(j)] = 1;
+  }
   std::vector<Step> kept;
   for (size_t k = 0; k < c.steps.size(); ++k)
     if (!drop[k]) kept.push_back(std::move(c.steps[k]));
@@ -886,6 +911,8 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
     auto run_step = [&] {
       if (st.pair >= 0)
         run_conv_pair(ctx, g.nodes[static_cast<size_t>(st.pair)], st.post2, st.post2_lo, st.post2_hi);
+      else if (st.pool >= 0)
+        run_conv_pool(ctx, g.nodes[static_cast<size_t>(st.pool)]);
       else
         (*st.fn)(ctx);
     };
@@ -1121,6 +1148,7 @@ std::vector<std::string> Model::plan() const {
     }
     if (st.res >= 0) s += " + residual Add";
     s += post(st.pair >= 0 ? st.post2 : st.post);
+    if (st.pool >= 0) s += " + MaxPool " + c.g->nodes[static_cast<size_t>(st.pool)].name;
     lines.push_back(std::move(s));
   }
   return lines;

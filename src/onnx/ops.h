@@ -144,6 +144,11 @@ void register_recurrent(Registry& r);
 /// (absent biases undefined); output the second conv's. The intermediate stays in oneDNN's
 /// blocked layout when it can; else the two run one by one.
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2);
+/// A Conv (with its fused activation) followed by a MaxPool (`pool`, values only) that alone reads
+/// its output, fused by the run-time plan: inputs x, w [, b]; output the pool's. The pool reads
+/// the convolution's blocked output when it can (cpu::conv::onednn_forward_maxpool); else the two
+/// run one by one.
+void run_conv_pool(OpContext& c, const proto::NodeP& pool);
 /// The Add the plan fused into a Conv (OpContext::res): y + in[res] as that Add computes it.
 Tensor add_residual(const OpContext& c, const Tensor& y);
 /// y, or y cast to dt (ONNX keeps an op's input dtype where Kiln promotes).

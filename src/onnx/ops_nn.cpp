@@ -344,6 +344,40 @@ void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo
   c.set(0, cb.out[0]);
 }
 
+void run_conv_pool(OpContext& c, const proto::NodeP& pool) {
+  const Tensor &x = c.x(0), &wt = c.x(1);
+  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
+  OpContext cp{pool, c.opset, c.device, {Tensor{}}, {Tensor{}}, {}};
+  if (x.dim() == 4 && wt.dim() == 4 && host_f32_ok(x) && cp.attr_i("ceil_mode", 0) == 0) {
+    cpu::conv::Geom g;
+    Shape ys;
+    // The pool's window from its attributes (the plan fuses only explicit pads, which do not
+    // depend on the input size).
+    const Window wc = window(c, x, 2, kernel_from(c, &wt, 2)), wp = window(cp, x, 2, kernel_from(cp, nullptr, 2));
+    bool ok = wp.k.size() == 2 && conv_geom(x.shape(), wt, b, wc, 2, c.attr_i("group", 1), g, ys);
+    cpu::conv::PoolAfter pa;
+    for (size_t i = 0; ok && i < 2; ++i) {
+      ok = wp.d[i] == 1 && wp.lo[i] == wp.hi[i];
+      pa.k[i] = wp.k[i];
+      pa.s[i] = wp.s[i];
+      pa.p[i] = wp.lo[i];
+      pa.out[i] = (ys[2 + i] + 2 * pa.p[i] - pa.k[i]) / pa.s[i] + 1;
+    }
+    if (ok) {
+      Tensor y = empty({ys[0], ys[1], pa.out[0], pa.out[1]}, {.dtype = f32, .device = x.device()});
+      if (cpu::conv::onednn_forward_maxpool(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr,
+                                            post_of(c.post, c.post_lo, c.post_hi), pa, host_f32(y))) {
+        c.set(0, y);
+        return;
+      }
+    }
+  }
+  registry().find("Conv")->run(c);
+  cp.in[0] = c.out[0];
+  registry().find("MaxPool")->run(cp);
+  c.set(0, cp.out[0]);
+}
+
 void register_nn(Registry& r) {
   r["Conv"] = [](OpContext& c) {
     const Tensor &x = c.x(0), &wt = c.x(1);

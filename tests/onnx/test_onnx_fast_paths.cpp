@@ -305,3 +305,81 @@ TEST(OnnxFastPaths, ConvResidualFusionMatchesUnfused) {
     set_num_threads(saved);
   }
 }
+
+// Conv [-> Relu] -> MaxPool fuses into one step: the pool reads the convolution's blocked output
+// (16-channel blocks) per share of images, and only the pooled result is reordered to plain.
+// Geometries the blocked pool does not take (8 channels, ceil_mode) run the two ops one by one
+// inside the same step. Each graph against the unoptimised one, batches 1, 3 and 4 on 1 and 2
+// threads, with NaN in some inputs (they must come out where the op-by-op pool puts them).
+TEST(OnnxFastPaths, ConvMaxPoolFusionMatchesUnfused) {
+  using namespace kiln::onnx::test;
+  auto attr_ints = [](const std::string& name, const std::vector<int64_t>& v) {
+    Msg m = Msg().bytes(1, name).varint(20, 7);
+    for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
+    return m;
+  };
+  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
+  struct Case {
+    int64_t C, H, W;
+    bool relu;
+    std::vector<int64_t> k, s, p;
+    int64_t ceil = 0;
+  };
+  manual_seed(12);
+  const Case cases[] = {
+      {16, 12, 12, true, {3, 3}, {2, 2}, {1, 1}},    // a ResNet stem
+      {32, 11, 9, false, {2, 2}, {2, 2}, {0, 0}},    // odd sizes, floor mode
+      {16, 10, 10, true, {3, 3}, {1, 1}, {1, 1}},    // stride 1
+      {16, 9, 13, true, {3, 2}, {2, 1}, {1, 0}},     // per-dim windows
+      {8, 12, 12, true, {3, 3}, {2, 2}, {1, 1}},     // not a 16-channel block: one by one
+      {16, 12, 12, true, {3, 3}, {2, 2}, {1, 1}, 1}  // ceil_mode: one by one
+  };
+  for (const Case& k : cases) {
+    const std::string what = "C" + std::to_string(k.C) + " " + std::to_string(k.H) + "x" + std::to_string(k.W) + " k" +
+                             std::to_string(k.k[0]) + std::to_string(k.k[1]) + " s" + std::to_string(k.s[0]) +
+                             std::to_string(k.s[1]) + (k.ceil ? " ceil" : "");
+    Msg g;
+    Msg conv = node("Conv", {"x", "w", "b"}, {"c"}, "conv");
+    conv.msg(5, attr_ints("pads", {1, 1, 1, 1}));
+    g.msg(1, conv);
+    if (k.relu) g.msg(1, node("Relu", {"c"}, {"r"}, "relu"));
+    Msg pool = node("MaxPool", {k.relu ? "r" : "c"}, {"y"}, "pool");
+    pool.msg(5, attr_ints("kernel_shape", k.k))
+        .msg(5, attr_ints("strides", k.s))
+        .msg(5, attr_ints("pads", {k.p[0], k.p[1], k.p[0], k.p[1]}));
+    if (k.ceil) pool.msg(5, attr_i("ceil_mode", 1));
+    g.msg(1, pool);
+    g.msg(5, tensor_f32("w", {k.C, 3, 3, 3}, floats(randn({k.C, 3, 3, 3}) * 0.3)));
+    g.msg(5, tensor_f32("b", {k.C}, floats(randn({k.C}) * 0.1)));
+    g.msg(11, value_info("x", {-1, 3, k.H, k.W})).msg(12, value_info("y", {-1, k.C, -1, -1}));
+    const std::string bytes = model(g);
+    auto fused = onnx::Model::from_bytes(bytes, Device::cpu());
+    auto plain = onnx::Model::from_bytes(bytes, Device::cpu(), {.optimize = false});
+    const auto lines = fused.plan();
+    ASSERT_EQ(lines.size(), 1u) << what;
+    EXPECT_EQ(lines[0], std::string("Conv conv") + (k.relu ? " + Relu" : "") + " + MaxPool pool") << what;
+    const int saved = num_threads();
+    for (int threads : {1, 2})
+      for (int64_t n : {1, 3, 4}) {
+        set_num_threads(threads);
+        Tensor x = randn({n, 3, k.H, k.W});
+        if (n == 3) {  // NaN in two images: a NaN output pixel spreads over its windows
+          auto v = floats(x);
+          v[static_cast<size_t>(5 * k.W + 4)] = std::numeric_limits<float>::quiet_NaN();
+          v[static_cast<size_t>((2 * 3 + 1) * k.H * k.W + k.W + 1)] = std::numeric_limits<float>::quiet_NaN();
+          x = tensor(v, x.shape());
+        }
+        Tensor a = fused.run({x})[0], b = plain.run({x})[0];
+        ASSERT_EQ(a.shape(), b.shape()) << what;
+        const auto va = floats(a), vb = floats(b);
+        int nans = 0;
+        for (size_t i = 0; i < va.size(); ++i) {
+          ASSERT_EQ(std::isnan(va[i]), std::isnan(vb[i])) << what << " n=" << n << " t=" << threads << " at " << i;
+          nans += std::isnan(va[i]) ? 1 : 0;
+          if (!std::isnan(va[i])) ASSERT_NEAR(va[i], vb[i], 1e-6) << what << " n=" << n << " t=" << threads;
+        }
+        if (n == 3) EXPECT_GT(nans, 0) << what;
+      }
+    set_num_threads(saved);
+  }
+}

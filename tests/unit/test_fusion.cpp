@@ -325,6 +325,25 @@ TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
       for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << i;
     }
   }
+  // NaN passes through the fused ReLU as through the Relu kernel (oneDNN's own ReLU would turn
+  // it into 0: Note [Convolution activations] in conv_onednn.cpp).
+  {
+    manual_seed(33);
+    std::vector<float> v = randn({2, 4, 8, 8}).to_vector<float>();
+    v[10] = std::nanf("");
+    Tensor xn = tensor(v, {2, 4, 8, 8}), wn = randn({16, 4, 3, 3});
+    fusion::reset_stats();
+    Tensor y = relu(F::conv2d(xn.to(fused()), wn.to(fused()), {}, {.padding = 1}));
+    auto got = y.to_vector<float>();
+    EXPECT_EQ(fusion::stats().epilogues, 1);
+    auto want = relu(F::conv2d(xn.to(plain()), wn.to(plain()), {}, {.padding = 1})).to_vector<float>();
+    int nans = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << i;
+      nans += std::isnan(want[i]) ? 1 : 0;
+    }
+    EXPECT_EQ(nans, 16 * 9) << "a 3x3 patch of every output channel";
+  }
   // A convolution whose result is still held (or read by another op) keeps it.
   manual_seed(32);
   Tensor x = randn({2, 3, 8, 8}, {.device = fused()}), w = randn({5, 3, 3, 3}, {.device = fused()});

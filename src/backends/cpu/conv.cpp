@@ -382,7 +382,8 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   const size_t ri = op.inputs.size() - 1;
   const A* res_in = has_res ? stage_in<T, A>(in[ri], op.inputs[ri], t3) : nullptr;
   A* res = stage_out<T, A>(out[0], op.outputs[0], to);
-  // Fused by oneDNN when it runs the conv: the relu (a post-op), the residual (per share of images).
+  // The oneDNN path applies the residual and relu itself, per share of images (Note [Convolution
+  // activations] in conv_onednn.cpp).
   const bool relu = ir::conv_activation(op) == 1;
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {

@@ -35,6 +35,18 @@ struct PostOp {
 /// cannot run the problem; the caller then uses the portable kernels.
 /// y = post(conv(x, w) + b) (b may be null; see PostOp).
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post = {});
+/// Max pooling run on a forward convolution's output (values only, 2 spatial dims): kernel k,
+/// stride s, symmetric padding p <= k / 2, dilation 1, floor mode; out: the pooled size.
+struct PoolAfter {
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, p[2] = {0, 0}, out[2] = {1, 1};
+};
+/// y = maxpool(post(conv(x, w) + b)), y [N, O, out0, out1]: the pool reads the convolution's
+/// blocked output while each thread's images are in its cache, and only the pooled result is
+/// reordered to plain (post takes no residual). Bitwise the two ops one after the other. False,
+/// doing nothing, when that does not apply (no blocked 16-channel output, one image on several
+/// threads, other geometries); the caller then runs them one by one.
+bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
+                            const PoolAfter& pool, float* y);
 /// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null; pa takes no
 /// residual, pb may), the
 /// intermediate kept in oneDNN's blocked layout (no reorder to plain and back). False, doing

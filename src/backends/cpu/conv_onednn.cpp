@@ -16,6 +16,7 @@
 // single-threaded primitive of its own (cache slot, user-mode scratchpad) over its images.
 #include "backends/cpu/conv_impl.h"
 #include "backends/cpu/onednn.h"
+#include "backends/cpu/pool_vec.h"
 
 #if KILN_WITH_ONEDNN
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -74,14 +76,9 @@ bool is_pointwise(const Geom& g) {
 
 using Key = std::array<int64_t, 24>;
 
-Key make_key(Kind k, const Geom& g, bool bias, int nt, const PostOp& post = {}, int slot = 0) {
+Key make_key(Kind k, const Geom& g, bool bias, int nt, int slot = 0) {
   Key key{};
   size_t i = 0;
-  key[i++] = post.kind;
-  int32_t lo, hi;
-  std::memcpy(&lo, &post.lo, 4);
-  std::memcpy(&hi, &post.hi, 4);
-  key[i++] = (static_cast<int64_t>(lo) << 32) ^ static_cast<uint32_t>(hi);
   key[i++] = static_cast<int64_t>(k);
   key[i++] = g.nsp;
   key[i++] = g.N;
@@ -244,6 +241,10 @@ struct Entry {
   std::unordered_map<const float*, Packed> packed;  // constant weights by pointer
   std::vector<char> scratch_buf;                    // user scratchpad (batch-chunk entries)
   memory scratch;                                   // over scratch_buf, when there is one
+  // A max pool run on this forward conv's blocked output (onednn_forward_maxpool): the pooled
+  // result in the same layout and its reorder to plain, for pooled dims pooled_dims.
+  std::unique_ptr<Operand> pooled;
+  std::array<int64_t, 4> pooled_dims{};
 
   /// The weights operand: a registered constant is reordered once and kept.
   memory weights(const float* w) {
@@ -272,8 +273,7 @@ std::map<Key, std::unique_ptr<Entry>>& cache() {
 
 /// `user_scratch`: the primitive's scratchpad is the caller's (Entry::scratch), not oneDNN's
 /// global one, which belongs to the creating thread (batch chunks run on other threads).
-dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain, const PostOp& post = {},
-                                                 bool user_scratch = false) {
+dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool plain, bool user_scratch = false) {
   using namespace dnnl;
   auto src = plain ? d.src : act_like(d.src), wei = plain ? d.wei : any_like(d.wei),
        dst = plain ? d.dst : act_like(d.dst);
@@ -283,23 +283,16 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& d, bool bias, bool
                                                dst, d.strides, d.dil, d.pad_l, d.pad_r);
   primitive_attr attr;
   if (user_scratch) attr.set_scratchpad_mode(scratchpad_mode::user);
-  if (post.kind == PostOp::None) return convolution_forward::primitive_desc(desc, attr, onednn::engine());
-  post_ops po;
-  if (post.kind == PostOp::Relu)
-    po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
-  else
-    po.append_eltwise(1.f, algorithm::eltwise_clip, post.lo, post.hi);
-  attr.set_post_ops(po);
   return convolution_forward::primitive_desc(desc, attr, onednn::engine());
 }
 
-std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, const PostOp& post, bool user_scratch) {
+std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, bool user_scratch) {
   using namespace dnnl;
   auto e = std::make_unique<Entry>();
   const Descs d = make_descs(g);
   const bool plain = use_plain(kind, g);
   if (kind == Kind::Fwd) {
-    auto pd = fwd_pd(d, bias, plain, post, user_scratch);
+    auto pd = fwd_pd(d, bias, plain, user_scratch);
     primitive_attr rattr;
     if (user_scratch) rattr.set_scratchpad_mode(scratchpad_mode::user);
     e->a.init(d.src, pd.src_desc(), true, rattr);
@@ -339,14 +332,14 @@ std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, const PostOp&
 
 /// The cached entry for this problem (created on first use); null when oneDNN cannot run it.
 /// `slot` tells apart entries of the same problem used at the same time (batch chunks).
-Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, const PostOp& post = {}, int slot = 0) {
-  const Key key = make_key(kind, g, bias, nt, post, slot);
+Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, int slot = 0) {
+  const Key key = make_key(kind, g, bias, nt, slot);
   std::lock_guard<std::mutex> lock(g_cache_mu);
   auto it = cache().find(key);
   if (it != cache().end()) return it->second.get();
   std::unique_ptr<Entry> e;
   try {
-    e = create(kind, g, bias, post, slot > 0);
+    e = create(kind, g, bias, slot > 0);
   } catch (const dnnl::error&) {
     e = nullptr;  // unsupported: remembered, the portable path runs
   }
@@ -395,29 +388,49 @@ void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, co
   });
 }
 
-/// y[i] = act(y[i] + r[i]) over n elements, act post's activation (serial: one chunk of images).
+// Note [Convolution activations]
+// The activation (relu, clip) and the residual run in Kiln's code, not as oneDNN post-ops: the
+// post-ops compute relu and clip with max/min instructions that turn NaN into 0 (or the lower
+// bound), where the Relu and Clip kernels (x < lo ? lo : ...) let NaN through. Each runs on a
+// thread's share of the output right after the convolution, while it is in that thread's cache.
+
+/// y[i] = act(y[i] (+ r[i])) over n elements, act post's activation and r its residual (may be
+/// null); nothing when there is neither (serial: one chunk of images).
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-trapping-math")))
 #endif
-void residual_post(float* y, const float* r, int64_t n, const PostOp& post) {
+void act_post(float* y, const float* r, int64_t n, const PostOp& post) {
   if (post.kind == PostOp::None) {
-    for (int64_t i = 0; i < n; ++i) y[i] += r[i];
+    if (r)
+      for (int64_t i = 0; i < n; ++i) y[i] += r[i];
     return;
   }
   const float lo = post_lo(post), hi = post_hi(post);
+  if (!r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float t = y[i];
+      y[i] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float t = y[i] + r[i];
-    y[i] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
+    y[i] = t < lo ? lo : (t > hi ? hi : t);
   }
 }
 
-/// residual_post over the n elements of y, split over the threads.
-void residual_post_all(float* y, int64_t n, const PostOp& post) {
-  parallel_for(n, 32768, [&](int64_t lo, int64_t hi) { residual_post(y + lo, post.residual + lo, hi - lo, post); });
+/// act_post over the n elements of y (post's residual laid out as y), split over the threads.
+void act_post_all(float* y, int64_t n, const PostOp& post) {
+  if (post.kind == PostOp::None && !post.residual) return;
+  parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
+    act_post(y + lo, post.residual ? post.residual + lo : nullptr, hi - lo, post);
+  });
 }
 
-/// What the primitive itself applies: the activation unless a residual comes first.
-PostOp primitive_post(const PostOp& post) { return post.residual ? PostOp{} : post; }
+/// act_post of images [n0, n0 + count) of a convolution's output y (`image` elements each).
+void act_post_images(float* y, int64_t n0, int64_t count, int64_t image, const PostOp& post) {
+  act_post(y + n0 * image, post.residual ? post.residual + n0 * image : nullptr, count * image, post);
+}
 
 /// x[n, c, :] += b[c] over planes of `plane` elements.
 void add_bias(float* x, const float* b, int64_t N, int64_t C, int64_t plane) {
@@ -441,7 +454,10 @@ static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float
 namespace {
 
 /// Runs one cached forward conv on user buffers (the caller set oneDNN's threads).
-void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const float* b, float* y) {
+/// `blocked`: when set, called with the blocked output (under the entry's lock) instead of its
+/// reorder into y.
+void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const float* b, float* y,
+             const std::function<void(float*)>& blocked = {}) {
   std::lock_guard<std::mutex> lock(e->mu);
   auto& args = e->args;
   memory src = e->a.in(x), wei = e->weights(w), dst = e->c.out(y);
@@ -456,14 +472,20 @@ void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const floa
   }
   if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
   e->prim->execute(onednn::stream(), args);
+  if (blocked) {
+    onednn::stream().wait();
+    blocked(e->c.buf.data());
+    return;
+  }
   e->c.finish(dst, y);
   onednn::stream().wait();
 }
 
-/// Runs a cached pair (ea's blocked output is eb's input; see onednn_forward_pair), each conv
-/// with oneDNN on its own thread count (nta, ntb; no effect inside a parallel region).
-void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const float* ba, Entry* eb, const Geom& gb,
-              const float* wb, const float* bb, float* y, int nta, int ntb) {
+/// Runs a cached pair (ea's blocked output, activated by pa, is eb's input; see
+/// onednn_forward_pair), each conv with oneDNN on its own thread count (nta, ntb; no effect
+/// inside a parallel region).
+void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa, Entry* eb,
+              const Geom& gb, const float* wb, const float* bb, float* y, int nta, int ntb) {
   std::scoped_lock lock(ea->mu, eb->mu);
   auto bias_mem = [](Entry* e, const Geom& g, const float* b) {
     if (!e->bias_mem)
@@ -481,6 +503,12 @@ void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const 
     if (ea->scratch) args[DNNL_ARG_SCRATCHPAD] = ea->scratch;
     ea->prim->execute(onednn::stream(), args);
     onednn::stream().wait();
+    // The activation is elementwise, so it applies to the blocked layout as it is.
+    const int64_t n = static_cast<int64_t>(ea->c.used.get_size() / sizeof(float));
+    if (nta > 1)
+      act_post_all(ea->c.buf.data(), n, pa);
+    else
+      act_post(ea->c.buf.data(), nullptr, n, pa);
   }
   {
     onednn::ThreadScope scope(ntb);
@@ -537,7 +565,6 @@ bool stable_lookups(std::vector<Entry*>& es, size_t count, const Get& get) {
 
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
   if (!usable(g)) return false;
-  const PostOp prim = primitive_post(post);
   const int64_t image = g.O * g.out_size();  // output elements per image
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   const bool serial = macs < kMinParallelMacs;
@@ -553,7 +580,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
       }
       onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
       if (stable_lookups(es, gs.size(), [&](size_t c) {
-            return lookup(Kind::Fwd, gs[c], b != nullptr, 1, prim, static_cast<int>(c) + 1);
+            return lookup(Kind::Fwd, gs[c], b != nullptr, 1, static_cast<int>(c) + 1);
           })) {
         parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
           for (int64_t c = c0; c < c1; ++c) {
@@ -561,8 +588,8 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
             chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
             run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
                     y + n0 * image);
-            // The residual while this chunk's output is still in the cache.
-            if (post.residual) residual_post(y + n0 * image, post.residual + n0 * image, (n1 - n0) * image, post);
+            // The residual and activation while this chunk's output is still in the cache.
+            act_post_images(y, n0, n1 - n0, image, post);
           }
         });
         return true;
@@ -583,7 +610,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
         float* yi = y + n * g.O * L;
         if (post.residual) {
           if (b) add_bias(yi, b, 1, g.O, L);
-          residual_post(yi, post.residual + n * g.O * L, g.O * L, post);
+          act_post(yi, post.residual + n * g.O * L, g.O * L, post);
         } else if (post.kind != PostOp::None) {
           bias_post(yi, b, 1, g.O, L, post);
         } else if (b) {
@@ -599,17 +626,81 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
       images(0, g.N);
     return ok;
   }
-  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt, prim);
+  Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
   if (!e) return false;
   run_fwd(e, g, x, w, b, y);
-  if (post.residual) residual_post_all(y, g.N * image, post);
+  act_post_all(y, g.N * image, post);
+  return true;
+}
+
+bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
+                            const PoolAfter& pool, float* y) {
+  if (!usable(g) || g.nsp != 2 || post.residual || g.O % 16 != 0 || is_pointwise(g)) return false;
+  const int64_t H = g.out[1], W = g.out[2];
+  const int64_t in_sz[2] = {H, W};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
+    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
+      return false;
+  }
+  const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
+  int chunks = macs < kMinSplitMacs ? 0 : batch_chunks(g.N);
+  if (chunks == 0) {
+    if (num_threads() > 1 && macs >= kMinParallelMacs) return false;  // the conv alone splits better
+    chunks = 1;
+  }
+  std::vector<Geom> gs(static_cast<size_t>(chunks), g);
+  for (int c = 0; c < chunks; ++c) {
+    int64_t n0, n1;
+    chunk_range(g.N, chunks, c, n0, n1);
+    gs[static_cast<size_t>(c)].N = n1 - n0;
+  }
+  onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
+  std::vector<Entry*> es;
+  if (!stable_lookups(es, gs.size(),
+                      [&](size_t c) { return lookup(Kind::Fwd, gs[c], b != nullptr, 1, static_cast<int>(c) + 1); }))
+    return false;
+  for (size_t c = 0; c < gs.size(); ++c) {
+    Entry* e = es[c];
+    const int64_t n = gs[c].N;
+    // The pool reads the conv's output in oneDNN's nChw16c layout, in the entry's staging buffer.
+    if (!e->c.reorder || !(e->c.used == memory::desc({n, g.O, H, W}, dt::f32, tag::nChw16c))) return false;
+    const std::array<int64_t, 4> dims{n, g.O, pool.out[0], pool.out[1]};
+    if (!e->pooled || e->pooled_dims != dims) {
+      auto op = std::make_unique<Operand>();
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const memory::dims md{n, g.O, pool.out[0], pool.out[1]};
+      try {
+        op->init(memory::desc(md, dt::f32, tag::nchw), memory::desc(md, dt::f32, tag::nChw16c), false, attr);
+      } catch (const dnnl::error&) {
+        return false;
+      }
+      e->pooled = std::move(op);
+      e->pooled_dims = dims;
+    }
+  }
+  const int64_t image_out = g.O * pool.out[0] * pool.out[1];
+  parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      int64_t n0, n1;
+      chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
+      Entry* e = es[static_cast<size_t>(c)];
+      run_fwd(e, gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b, nullptr, [&](float* blocked) {
+        act_post(blocked, nullptr, static_cast<int64_t>(e->c.used.get_size() / sizeof(float)), post);
+        Operand& po = *e->pooled;
+        vec::max_pool_blocked16_f32(blocked, (n1 - n0) * (g.O / 16), H, W, pool.k, pool.s, pool.p, pool.out[0],
+                                    pool.out[1], po.buf.data());
+        po.finish(po.staged(), y + n0 * image_out);
+      });
+    }
+  });
   return true;
 }
 
 bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
                          const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y) {
   if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb) || ga.N != gb.N || pa.residual) return false;
-  const PostOp pbp = primitive_post(pb);
   const int64_t image = gb.O * gb.out_size();  // output elements per image
   // The intermediate lives in ea's dst staging buffer: it must be blocked, and exactly what eb reads.
   auto fits = [](Entry* ea, Entry* eb) {
@@ -628,8 +719,8 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
     if (stable_lookups(es, 2 * gas.size(), [&](size_t i) {
           const size_t c = i / 2;
           const int slot = static_cast<int>(c) + 1;
-          return i % 2 == 0 ? lookup(Kind::Fwd, gas[c], ba != nullptr, 1, pa, slot)
-                            : lookup(Kind::Fwd, gbs[c], bb != nullptr, 1, pbp, slot);
+          return i % 2 == 0 ? lookup(Kind::Fwd, gas[c], ba != nullptr, 1, slot)
+                            : lookup(Kind::Fwd, gbs[c], bb != nullptr, 1, slot);
         })) {
       bool all = true;
       for (size_t c = 0; c < gas.size(); ++c) all = all && fits(es[2 * c], es[2 * c + 1]);
@@ -639,9 +730,9 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
             int64_t n0, n1;
             chunk_range(ga.N, chunks, static_cast<int>(c), n0, n1);
             const size_t k = static_cast<size_t>(c);
-            run_pair(es[2 * k], gas[k], x + n0 * ga.C * ga.in_size(), wa, ba, es[2 * k + 1], gbs[k], wb, bb,
+            run_pair(es[2 * k], gas[k], x + n0 * ga.C * ga.in_size(), wa, ba, pa, es[2 * k + 1], gbs[k], wb, bb,
                      y + n0 * image, 1, 1);
-            if (pb.residual) residual_post(y + n0 * image, pb.residual + n0 * image, (n1 - n0) * image, pb);
+            act_post_images(y, n0, n1 - n0, image, pb);
           }
         });
         return true;
@@ -656,19 +747,19 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   Entry *ea = nullptr, *eb = nullptr;
   {
     onednn::ThreadScope scope(nta);
-    ea = lookup(Kind::Fwd, ga, ba != nullptr, nta, pa);
+    ea = lookup(Kind::Fwd, ga, ba != nullptr, nta);
   }
   {
     onednn::ThreadScope scope(ntb);
-    eb = lookup(Kind::Fwd, gb, bb != nullptr, ntb, pbp);
+    eb = lookup(Kind::Fwd, gb, bb != nullptr, ntb);
   }
   {
     onednn::ThreadScope scope(nta);
-    ea = lookup(Kind::Fwd, ga, ba != nullptr, nta, pa);  // again: eb's lookup may have cleared the cache
+    ea = lookup(Kind::Fwd, ga, ba != nullptr, nta);  // again: eb's lookup may have cleared the cache
   }
   if (!fits(ea, eb)) return false;
-  run_pair(ea, ga, x, wa, ba, eb, gb, wb, bb, y, nta, ntb);
-  if (pb.residual) residual_post_all(y, gb.N * image, pb);
+  run_pair(ea, ga, x, wa, ba, pa, eb, gb, wb, bb, y, nta, ntb);
+  act_post_all(y, gb.N * image, pb);
   return true;
 }
 
@@ -738,6 +829,10 @@ void unregister_constant(const void* data) {
 
 namespace kiln::cpu::conv {
 bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&) { return false; }
+bool onednn_forward_maxpool(const Geom&, const float*, const float*, const float*, const PostOp&, const PoolAfter&,
+                            float*) {
+  return false;
+}
 bool onednn_forward_pair(const Geom&, const float*, const float*, const float*, const PostOp&, const Geom&,
                          const float*, const float*, const PostOp&, float*) {
   return false;

@@ -154,6 +154,40 @@ void MaxRowsS2Values(const float* const* rows, const int32_t* nrows, int64_t cou
 }
 #endif
 
+/// See max_pool_blocked16_f32.
+void MaxPoolBlocked16F32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
+                         const int64_t* p, int64_t OH, int64_t OW, float* y) {
+  const hn::CappedTag<float, 16> d;
+  using VF = hn::Vec<decltype(d)>;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  auto mx = [](VF a, VF v) { return hn::IfThenElse(hn::Or(hn::Gt(v, a), hn::IsNaN(v)), v, a); };
+  const int64_t row = W * 16;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x + pl * H * row;
+    float* yp = y + pl * OH * OW * 16;
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      const int64_t iy = oy * s[0] - p[0];
+      const int64_t ya = std::max<int64_t>(0, -iy), yb = std::min<int64_t>(k[0], H - iy);
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const int64_t ix = ox * s[1] - p[1];
+        const int64_t xa = std::max<int64_t>(0, -ix), xb = std::min<int64_t>(k[1], W - ix);
+        float* out = yp + (oy * OW + ox) * 16;
+        for (int64_t q = 0; q < 16; q += N) {
+          VF a = hn::Set(d, -HUGE_VALF);
+          for (int64_t kx = xa; kx < xb; ++kx) {
+            // This column's maximum over the window rows, then the columns: max_pool_values' order.
+            const float* c = xp + (iy + ya) * row + (ix + kx) * 16 + q;
+            VF v = hn::LoadU(d, c);
+            for (int64_t ky = ya + 1; ky < yb; ++ky) v = mx(v, hn::LoadU(d, c + (ky - ya) * row));
+            a = kx == xa ? v : mx(a, v);
+          }
+          hn::StoreU(a, d, out + q);
+        }
+      }
+    }
+  }
+}
+
 bool MaxPoolRowsValuesF32(const float* const* rows, const int32_t* nrows, int64_t count, int kw, int64_t W, int64_t PW,
                           int64_t OW, float* buf, float* y) {
 #if HWY_TARGET == HWY_SCALAR
@@ -218,6 +252,11 @@ bool max_pool_interior_f32(const float* const* rows, const int32_t* rb, int kh, 
                            int64_t* yi) {
   return HWY_DYNAMIC_DISPATCH(MaxPoolInteriorF32)(rows, rb, kh, kw, n, y, yi);
 }
+HWY_EXPORT(MaxPoolBlocked16F32);
+void max_pool_blocked16_f32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
+                            const int64_t* p, int64_t OH, int64_t OW, float* y) {
+  HWY_DYNAMIC_DISPATCH(MaxPoolBlocked16F32)(x, planes, H, W, k, s, p, OH, OW, y);
+}
 HWY_EXPORT(MaxPoolRowsValuesF32);
 bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, int64_t count, int kw, int64_t W,
                               int64_t PW, int64_t OW, float* buf, float* y) {
@@ -230,6 +269,25 @@ bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, in
 
 namespace kiln::cpu::vec {
 bool max_pool_interior_f32(const float* const*, const int32_t*, int, int, int64_t, float*, int64_t*) { return false; }
+void max_pool_blocked16_f32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
+                            const int64_t* p, int64_t OH, int64_t OW, float* y) {
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t oy = 0; oy < OH; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox)
+        for (int64_t q = 0; q < 16; ++q) {
+          const int64_t iy = oy * s[0] - p[0], ix = ox * s[1] - p[1];
+          float a = -HUGE_VALF;
+          for (int64_t kx = std::max<int64_t>(0, -ix); kx < std::min<int64_t>(k[1], W - ix); ++kx) {
+            float v = -HUGE_VALF;
+            for (int64_t ky = std::max<int64_t>(0, -iy); ky < std::min<int64_t>(k[0], H - iy); ++ky) {
+              const float u = x[((pl * H + iy + ky) * W + ix + kx) * 16 + q];
+              v = (u > v) | (u != u) ? u : v;
+            }
+            a = (v > a) | (v != v) ? v : a;
+          }
+          y[((pl * OH + oy) * OW + ox) * 16 + q] = a;
+        }
+}
 bool max_pool_rows_values_f32(const float* const*, const int32_t*, int64_t, int, int64_t, int64_t, int64_t, float*,
                               float*) {
   return false;
