@@ -31,6 +31,12 @@ struct PostOp {
   const float* residual = nullptr;
 };
 
+/// y[i] = min(max(y[i] (+ r[i]), lo), hi) over n elements (r may be null), as the scalar
+/// `t < lo ? lo : (t > hi ? hi : t)`: NaN passes through (conv_hwy.cpp, SIMD).
+void clamp_add_f32(float* y, const float* r, int64_t n, float lo, float hi);
+/// y[i] = min(max(y[i] + v, lo), hi) over n elements, the same way.
+void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi);
+
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
 /// y = post(conv(x, w) + b) (b may be null; see PostOp).

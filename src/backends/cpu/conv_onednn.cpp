@@ -357,17 +357,6 @@ bool usable(const Geom& g) {
   return true;
 }
 
-// GCC if-converts (and so vectorizes) the clamp only without trapping math.
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-trapping-math")))
-#endif
-void bias_clamp_plane(float* p, float v, float lo, float hi, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float t = p[j] + v;
-    p[j] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
-  }
-}
-
 /// Small convolutions (a few microseconds) run on one thread: a parallel region costs about as
 /// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x at
 /// 2^19; 2^20 keeps ResNet's 590k-MAC convs at batch 1 on one thread). Batches split by images
@@ -384,7 +373,7 @@ float post_hi(const PostOp& post) { return post.kind == PostOp::Relu ? INFINITY 
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
   const float lo = post_lo(post), hi = post_hi(post);
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
-    for (int64_t i = l; i < h; ++i) bias_clamp_plane(x + i * plane, b ? b[i % C] : 0.f, lo, hi, plane);
+    for (int64_t i = l; i < h; ++i) bias_clamp_f32(x + i * plane, plane, b ? b[i % C] : 0.f, lo, hi);
   });
 }
 
@@ -396,27 +385,10 @@ void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, co
 
 /// y[i] = act(y[i] (+ r[i])) over n elements, act post's activation and r its residual (may be
 /// null); nothing when there is neither (serial: one chunk of images).
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-trapping-math")))
-#endif
 void act_post(float* y, const float* r, int64_t n, const PostOp& post) {
-  if (post.kind == PostOp::None) {
-    if (r)
-      for (int64_t i = 0; i < n; ++i) y[i] += r[i];
-    return;
-  }
-  const float lo = post_lo(post), hi = post_hi(post);
-  if (!r) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float t = y[i];
-      y[i] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
-    }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = y[i] + r[i];
-    y[i] = t < lo ? lo : (t > hi ? hi : t);
-  }
+  if (post.kind == PostOp::None && !r) return;
+  const bool act = post.kind != PostOp::None;
+  clamp_add_f32(y, r, n, act ? post_lo(post) : -INFINITY, act ? post_hi(post) : INFINITY);
 }
 
 /// act_post over the n elements of y (post's residual laid out as y), split over the threads.
