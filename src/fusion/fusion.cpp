@@ -143,13 +143,43 @@ bool hoistable(const Rec& r) {
   return true;
 }
 
-/// Conv at order[head] followed by its epilogue (the next live ops): an Add of a value shaped
-/// like the result (a residual; f32/f64), then a Relu, or a Relu alone, each reading the whole
-/// result of the op before, which nothing else reads. Runs them as one convolution with the
-/// epilogue fused (ops.def; oneDNN adds the residual per share of images while they are in the
-/// cache), writing the last op's buffer; the intermediates are never materialised. Returns the
-/// number of ops run (0: none, nothing fused). The residual is computed already: its producer
-/// precedes the Add, hence the convolution, in `order`.
+/// When the first op reading the result of the Conv at order[head] is a candidate for its
+/// epilogue (Mul, Add, Relu) but comes after other ops, and those ops are independent of the
+/// Conv (they read nothing it writes and write nothing it reads or writes), moves them ahead of
+/// it in `order`, so the reader follows it; returns whether it did. A batch norm in eval mode
+/// computes its per-channel coefficients after the convolution's result exists. Other products
+/// and convolutions are never moved, so the moved ops run before the Conv comes back to the head.
+bool bring_conv_reader(const std::vector<Rec>& s, std::vector<size_t>& order, size_t head) {
+  constexpr size_t kMaxMoved = 32;
+  const Rec& c = s[order[head]];
+  if (!is_conv_anchor(c.op)) return false;
+  Buf* y = c.out[0];
+  const size_t lim = std::min(order.size(), head + 1 + kMaxMoved);
+  for (size_t k = head + 1; k < lim; ++k) {
+    const Rec& r = s[order[k]];
+    if (std::find(r.in.begin(), r.in.end(), y) != r.in.end()) {
+      const OpKind kind = r.op.kind;
+      if (k == head + 1 || (kind != OpKind::Mul && kind != OpKind::Add && kind != OpKind::Relu)) return false;
+      std::rotate(order.begin() + static_cast<ptrdiff_t>(head), order.begin() + static_cast<ptrdiff_t>(head + 1),
+                  order.begin() + static_cast<ptrdiff_t>(k));
+      return true;
+    }
+    if (is_anchor(r.op)) return false;  // another product or convolution: it may want the same (ping-pong)
+    for (Buf* b : r.out)
+      if (b == y || std::find(c.in.begin(), c.in.end(), b) != c.in.end()) return false;
+  }
+  return false;
+}
+
+/// Conv at order[head] followed by its epilogue (the next live ops, each optional, in this order;
+/// f32/f64): a Mul by a per-channel value (one per output channel, broadcast over the rest), an
+/// Add of a per-channel value (a batch norm in eval mode), an Add of a value shaped like the
+/// result (a residual), a Relu; each reads the whole result of the op before, which nothing else
+/// reads. Runs them as one convolution with the epilogue fused (ops.def; the CPU applies it per
+/// share of images while they are in the cache), writing the last op's buffer; the
+/// intermediates are never materialised. Returns the number of ops run (0: none, nothing fused).
+/// The operands are computed already: their producers precede the ops reading them, hence the
+/// convolution, in `order`.
 size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head) {
   const Rec& c = s[order[head]];
   if (!is_conv_anchor(c.op)) return 0;
@@ -165,7 +195,38 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
   f.in = c.in;
   int64_t epi = 0;
   size_t k = head + 1;
-  if (k < order.size() && (yd->dtype == DType::F32 || yd->dtype == DType::F64)) {
+  const bool floating = yd->dtype == DType::F32 || yd->dtype == DType::F64;
+  // A per-channel operand of the result (one value per channel, any other dims 1), as the
+  // convolution's [O] input.
+  auto per_channel = [&](const ir::TensorDesc& d, ir::TensorDesc& as) {
+    const size_t R = yd->shape.size(), r = d.shape.size();
+    if (d.dtype != yd->dtype || r > R || R < 2 || R - r > 1) return false;
+    const size_t cd = 1 - (R - r);  // the channel dim in d
+    for (size_t q = 0; q < r; ++q)
+      if (q != cd && d.shape[q] != 1) return false;
+    if (d.shape[cd] != yd->shape[1]) return false;
+    as.dtype = d.dtype;
+    as.shape = Shape{d.shape[cd]};
+    as.strides = Strides{d.strides[cd]};
+    as.offset = d.offset;
+    return true;
+  };
+  // Mul by a per-channel scale, then Add of a per-channel shift.
+  for (OpKind kind : {OpKind::Mul, OpKind::Add}) {
+    if (k >= order.size() || !floating) break;
+    const Rec& a = s[order[k]];
+    if (a.op.kind != kind || a.in.size() != 2 || a.in[0] == a.in[1]) continue;
+    const size_t arg = a.in[0] == y ? 0 : 1, other = 1 - arg;
+    ir::TensorDesc as;
+    if (!sole_reader(order[k], a, arg) || !per_channel(a.op.inputs[other], as)) continue;
+    f.in.push_back(a.in[other]);
+    f.op.inputs.push_back(as);
+    epi |= kind == OpKind::Mul ? ir::kConvScale : ir::kConvShift;
+    y = a.out[0];
+    yd = &a.op.outputs[0];
+    ++k;
+  }
+  if (k < order.size() && floating) {
     const Rec& a = s[order[k]];
     if (a.op.kind == OpKind::Add && a.in.size() == 2 && a.in[0] != a.in[1]) {
       const size_t arg = a.in[0] == y ? 0 : 1, other = 1 - arg;
@@ -195,10 +256,18 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
   f.op.attrs.ints.push_back(epi);
   f.op.outputs[0] = *yd;
   f.out.push_back(y);
-  if (debug_on())
-    dbg(std::string("  Conv with its ") + (epi & ir::kConvResidual ? "residual Add" : "") +
-        (epi == (ir::kConvResidual | ir::kConvRelu) ? " and " : "") + (epi & ir::kConvRelu ? "Relu" : "") + " fused " +
-        desc_str(c.op.outputs[0]));
+  if (debug_on()) {
+    std::vector<const char*> parts;  // "a", "a and b", "a, b and c"
+    for (auto [bit, name] : {std::pair<int64_t, const char*>{ir::kConvScale, "per-channel Mul"},
+                             {ir::kConvShift, "per-channel Add"},
+                             {ir::kConvResidual, "residual Add"},
+                             {ir::kConvRelu, "Relu"}})
+      if (epi & bit) parts.push_back(name);
+    std::string what;
+    for (size_t q = 0; q < parts.size(); ++q)
+      what += (q == 0 ? "" : q + 1 == parts.size() ? " and " : ", ") + std::string(parts[q]);
+    dbg("  Conv with its " + what + " fused " + desc_str(c.op.outputs[0]));
+  }
   bump(&Stats::epilogues);
   run_single(f.op, f);
   for (size_t q = head; q < k; ++q) release(s, order[q]);
@@ -225,7 +294,8 @@ size_t FusionBackend::cut_group(const std::vector<Rec>& s, const std::vector<siz
       continue;
     }
     if (try_tail(s, j, g, w2)) return end + 1;
-    if (hoist && hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j])) {
+    // A convolution is not set aside: it may take an epilogue once it reaches the head.
+    if (hoist && hoisted.size() < kMaxHoisted && run < kMaxHoistedRun && hoistable(s[j]) && !is_conv_anchor(s[j].op)) {
       hoisted.push_back(j);
       ++run;
       continue;
@@ -327,6 +397,10 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
     const size_t i = order[head];
     if (const size_t n = try_conv_epilogue(s, order, head)) {
       head += n;
+      continue;
+    }
+    if (bring_conv_reader(s, order, head)) {  // order[head] is now the first op moved ahead of it
+      precut.reset();
       continue;
     }
     // A row op alone at the head, and the groups reading its result row by row (rows.cpp).

@@ -19,8 +19,9 @@ void infer_conv(Op& op) {
   KILN_CHECK(nsp >= 1 && nsp <= 3, name, "supports 1 to 3 spatial dims, got " << nsp);
   const size_t extra = op.kind == OpKind::Conv ? 0 : static_cast<size_t>(nsp);
   if (op.kind == OpKind::Conv && a.size() == conv_geometry_ints(nsp) + 1) {  // + fused epilogue
-    KILN_CHECK(a.back() >= 0 && a.back() <= (kConvRelu | kConvResidual), name,
-               "fused epilogue must be 0 to 3 (bit 0 relu, bit 1 residual), got " << a.back());
+    KILN_CHECK(
+        a.back() >= 0 && a.back() <= kConvEpilogueBits, name,
+        "fused epilogue must be 0 to 15 (bit 0 relu, bit 1 residual, bit 2 scale, bit 3 shift), got " << a.back());
   } else
     KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,
                "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "
@@ -38,11 +39,12 @@ void infer_conv(Op& op) {
   const size_t rank = static_cast<size_t>(nsp + 2);
   const bool wgrad = op.kind == OpKind::ConvWeightGrad;
   const size_t res = conv_has_residual(op) ? 1 : 0;
-  KILN_CHECK(op.inputs.size() == 2 + res || (!wgrad && op.inputs.size() == 3 + res), name,
-             "expects " << (wgrad ? "2"
-                            : res ? "3 or 4"
-                                  : "2 or 3")
-                        << " inputs, got " << op.inputs.size());
+  const size_t fused = res + (conv_has_scale(op) ? 1 : 0) + (conv_has_shift(op) ? 1 : 0);  // epilogue inputs
+  if (wgrad)
+    KILN_CHECK(op.inputs.size() == 2, name, "expects 2 inputs, got " << op.inputs.size());
+  else
+    KILN_CHECK(op.inputs.size() == 2 + fused || op.inputs.size() == 3 + fused, name,
+               "expects " << 2 + fused << " or " << 3 + fused << " inputs, got " << op.inputs.size());
   const TensorDesc &x = op.inputs[0], &w = op.inputs[1];
   KILN_CHECK(is_float_dtype(x.dtype), name, "expects a floating-point input, got " << dtype_name(x.dtype).data());
   for (const auto& d : op.inputs)
@@ -75,6 +77,9 @@ void infer_conv(Op& op) {
       const TensorDesc& b = op.inputs[2];
       KILN_CHECK(b.shape.size() == 1 && b.shape[0] == O, name, "bias must have shape [" << O << "], got " << b.shape);
     }
+    for (size_t i = conv_scale_input(op), e = i + fused - res; i < e; ++i)
+      KILN_CHECK(op.inputs[i].shape == Shape{O}, name,
+                 "the fused per-channel scale and shift must have shape [" << O << "], got " << op.inputs[i].shape);
     if (res)
       KILN_CHECK(op.inputs.back().shape == out, name,
                  "residual must have the output's shape " << out << ", got " << op.inputs.back().shape);

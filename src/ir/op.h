@@ -88,13 +88,24 @@ inline int64_t conv_epilogue(const Op& op) {
   const auto& a = op.attrs.ints;
   return op.kind == OpKind::Conv && a.size() >= 2 && a.size() == conv_geometry_ints(a[1]) + 1 ? a.back() : 0;
 }
-inline constexpr int64_t kConvRelu = 1, kConvResidual = 2;  ///< conv_epilogue bits
+inline constexpr int64_t kConvRelu = 1, kConvResidual = 2, kConvScale = 4, kConvShift = 8;  ///< conv_epilogue bits
+inline constexpr int64_t kConvEpilogueBits = 15;
 /// Conv's fused activation: 1 relu, 0 none.
 inline int64_t conv_activation(const Op& op) { return conv_epilogue(op) & kConvRelu; }
 /// Whether Conv's last input is a residual added before the activation.
 inline bool conv_has_residual(const Op& op) { return (conv_epilogue(op) & kConvResidual) != 0; }
+/// Whether Conv multiplies its result by a per-channel scale (input conv_scale_input), and adds a
+/// per-channel shift (input conv_scale_input + has scale).
+inline bool conv_has_scale(const Op& op) { return (conv_epilogue(op) & kConvScale) != 0; }
+inline bool conv_has_shift(const Op& op) { return (conv_epilogue(op) & kConvShift) != 0; }
 /// Whether Conv (or ConvTranspose) has a bias input.
-inline bool conv_has_bias(const Op& op) { return op.inputs.size() == (conv_has_residual(op) ? 4u : 3u); }
+inline bool conv_has_bias(const Op& op) {
+  const size_t extra =
+      (conv_has_residual(op) ? 1u : 0u) + (conv_has_scale(op) ? 1u : 0u) + (conv_has_shift(op) ? 1u : 0u);
+  return op.inputs.size() == 3 + extra;
+}
+/// The input index of Conv's per-channel scale (or, without one, of its shift).
+inline size_t conv_scale_input(const Op& op) { return conv_has_bias(op) ? 3u : 2u; }
 
 /// Fills op.outputs (contiguous) from op.inputs and op.attrs. Throws kiln::Error on mismatch.
 void infer(Op& op);

@@ -355,6 +355,73 @@ TEST(Fusion, ConvFollowedByReluRunsAsOneConvolution) {
   EXPECT_EQ(fusion::stats().epilogues, 0);
 }
 
+TEST(Fusion, ConvPerChannelScaleAndShiftRunInTheConvolution) {
+  const SmallLimit all(0);  // small tensors: every op queued
+  // A batch norm in eval mode (x * scale + shift, one value per channel) after a convolution,
+  // then a residual add and a relu, as one convolution: each step rounds as the separate op, so
+  // results are bitwise the unfused ones. f32 with oneDNN (per share of images: 3 images on 2
+  // threads) and with the portable kernel, f64; scale and shift as [C, 1, 1] or [1, C, 1, 1],
+  // each alone; nn::BatchNorm2d in eval mode; NaN in the input.
+  struct Restore {
+    bool saved = cpu::onednn::enabled();
+    int threads = num_threads();
+    ~Restore() {
+      cpu::onednn::set_enabled(saved);
+      set_num_threads(threads);
+    }
+  } restore;
+  for (DType dt : {f32, f64})
+    for (bool onednn : {true, false})
+      for (int form = 0; form < 6; ++form) {
+        if (dt == f64 && onednn) continue;
+        cpu::onednn::set_enabled(onednn && restore.saved);
+        set_num_threads(form % 2 ? 1 : 2);
+        auto f = [&](const Device& d) {
+          manual_seed(60 + form);
+          std::vector<double> xv = randn({3, 5, 9, 9}, {.dtype = f64}).to_vector<double>();
+          xv[100] = std::nan("");
+          Tensor x = tensor(xv, {3, 5, 9, 9}).to(dt).to(d);
+          Tensor w = randn({6, 5, 3, 3}, {.dtype = dt, .device = d});
+          Tensor b = form == 1 ? Tensor() : randn({6}, {.dtype = dt, .device = d});
+          Tensor sc = randn({6, 1, 1}, {.dtype = dt, .device = d}),
+                 sh = randn({1, 6, 1, 1}, {.dtype = dt, .device = d});
+          Tensor r = randn({3, 6, 9, 9}, {.dtype = dt, .device = d});
+          Tensor c = F::conv2d(x, w, b, {.padding = 1});
+          Tensor y;
+          if (form == 0) y = c * sc + sh;
+          if (form == 1) y = relu(sc * c + sh);
+          if (form == 2) y = relu(c * sc + sh + r);
+          if (form == 3) y = relu(c * sc);
+          if (form == 4) y = sh + c + r;
+          if (form == 5) {
+            nn::BatchNorm2d bn({.num_features = 6, .dtype = dt}, d);
+            (void)bn(randn({4, 6, 9, 9}, {.dtype = dt, .device = d}) * 3 + 1);  // running statistics
+            bn.train(false);
+            c = Tensor();
+            y = relu(bn(F::conv2d(x, w, b, {.padding = 1})));  // the conv's result a temporary
+          }
+          c = Tensor();  // dead before the flush: only the epilogue reads it
+          return y.to(f64).to_vector<double>();
+        };
+        auto a = f(plain());
+        fusion::reset_stats();
+        auto got = f(fused());
+        const std::string what =
+            std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
+        EXPECT_EQ(fusion::stats().epilogues, 1) << what;
+        ASSERT_EQ(got.size(), a.size());
+        int nans = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          nans += std::isnan(a[i]) ? 1 : 0;
+          if (std::isnan(a[i]))
+            EXPECT_TRUE(std::isnan(got[i])) << what << " " << i;
+          else
+            EXPECT_EQ(got[i], a[i]) << what << " " << i;
+        }
+        EXPECT_EQ(nans, 6 * 9) << what << ": a 3x3 patch of each output channel";
+      }
+}
+
 TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
   const SmallLimit all(0);  // small tensors: every op queued
   // conv + r, relu(conv + r) and relu(r + conv) as one convolution: f32 with oneDNN (added per
@@ -405,15 +472,20 @@ TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
         EXPECT_EQ(fusion::stats().epilogues, 1) << what;
         for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << what << " " << i;
       }
-  // Not fused: a residual that broadcasts, an in-place sum (it would overwrite the residual the
-  // convolution reads), a convolution result still held. Results as unfused.
+  // Not fused: a residual that broadcasts along the width (neither per channel nor whole), an
+  // in-place sum (it would overwrite the residual the convolution reads), a convolution result
+  // still held. Results as unfused.
   manual_seed(47);
-  Tensor x = randn({2, 4, 8, 8}), w = randn({4, 4, 3, 3}), t = randn({1, 4, 1, 1});
+  Tensor x = randn({2, 4, 8, 8}), w = randn({4, 4, 3, 3}), t = randn({8});
   for (int form = 0; form < 3; ++form) {
     auto f = [&](const Device& d) {
       Tensor xd = x.to(d), wd = w.to(d), r = x.to(d).clone();
       Tensor c = F::conv2d(xd, wd, Tensor(), {.padding = 1});
-      if (form == 0) return std::vector<Tensor>{relu(c + t.to(d))};
+      if (form == 0) {
+        Tensor sum = c + t.to(d);
+        c = Tensor();
+        return std::vector<Tensor>{relu(sum)};
+      }
       if (form == 1) {
         Tensor c2 = F::conv2d(xd, wd, Tensor(), {.padding = 1});
         c = Tensor();

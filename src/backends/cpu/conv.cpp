@@ -369,20 +369,33 @@ void backward_weights(const Geom& g, const A* x, const A* dy, A* dw) {
 template <class A>
 using Stage = std::vector<A>;
 
+/// x, opaque to the optimiser: a product passed through it is not contracted with the sum after
+/// it into a fused multiply-add (the separate Mul and Add kernels round each).
+template <class A>
+inline A no_contract(A x) {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+x"(x));
+#endif
+  return x;
+}
+
 /// Runs one of the three ops on type T (A: the compute type).
 template <class T>
 void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const Geom g = make_geom(op);
   const bool has_bias = ir::conv_has_bias(op), has_res = ir::conv_has_residual(op);
-  Stage<A> t0, t1, t2, t3, to;
+  const bool has_scale = ir::conv_has_scale(op), has_shift = ir::conv_has_shift(op);
+  Stage<A> t0, t1, t2, t3, t4, t5, to;
   const A* a0 = stage_in<T, A>(in[0], op.inputs[0], t0);
   const A* a1 = stage_in<T, A>(in[1], op.inputs[1], t1);
   const A* bias = has_bias ? stage_in<T, A>(in[2], op.inputs[2], t2) : nullptr;
-  const size_t ri = op.inputs.size() - 1;
+  const size_t ri = op.inputs.size() - 1, si = ir::conv_scale_input(op), ti = si + (has_scale ? 1 : 0);
   const A* res_in = has_res ? stage_in<T, A>(in[ri], op.inputs[ri], t3) : nullptr;
+  const A* scale = has_scale ? stage_in<T, A>(in[si], op.inputs[si], t4) : nullptr;
+  const A* shift = has_shift ? stage_in<T, A>(in[ti], op.inputs[ti], t5) : nullptr;
   A* res = stage_out<T, A>(out[0], op.outputs[0], to);
-  // The oneDNN path applies the residual and relu itself, per share of images (Note [Convolution
+  // The oneDNN path applies the epilogue itself, per share of images (Note [Convolution
   // activations] in conv_onednn.cpp).
   const bool relu = ir::conv_activation(op) == 1;
   bool done = false;
@@ -392,6 +405,8 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
         conv::PostOp post;
         if (relu) post.kind = conv::PostOp::Relu;
         post.residual = res_in;
+        post.scale = scale;
+        post.shift = shift;
         done = conv::onednn_forward(g, a0, a1, bias, res, post);
       } else if (op.kind == ir::OpKind::ConvTranspose)
         done = conv::onednn_backward_data(g, a0, a1, bias, res);
@@ -407,13 +422,23 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     else
       backward_weights(g, a0, a1, res);
   }
-  if ((relu || has_res) && !done) {  // as the Add and Relu kernels: x < 0 ? 0 : x (NaN passes through)
-    const int64_t n = g.N * g.O * g.out_size();
-    parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
-      if (has_res)
-        for (int64_t i = lo; i < hi; ++i) res[i] += res_in[i];
-      if (relu)
-        for (int64_t i = lo; i < hi; ++i) res[i] = res[i] < A(0) ? A(0) : res[i];
+  if ((relu || has_res || has_scale || has_shift) && !done) {
+    // As the Mul, Add and Relu kernels, each rounding: relu is x < 0 ? 0 : x (NaN passes through).
+    const int64_t plane = g.out_size();
+    parallel_for(g.N * g.O, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const int64_t c = p % g.O;
+        A* y = res + p * plane;
+        const A* r = res_in ? res_in + p * plane : nullptr;
+        for (int64_t i = 0; i < plane; ++i) {
+          A v = y[i];
+          if (scale) v = no_contract(v * scale[c]);
+          if (shift) v = v + shift[c];
+          if (r) v = v + r[i];
+          if (relu) v = v < A(0) ? A(0) : v;
+          y[i] = v;
+        }
+      }
     });
   }
   finish_out<T, A>(out[0], op.outputs[0], res);

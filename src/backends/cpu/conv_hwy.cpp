@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Highway kernels of the convolution paths, compiled for several x86 targets and chosen at run
-// time: the bias, residual and activation applied to a thread's share of a convolution's output
+// time: the bias, per-channel scale and shift, residual and activation applied to a thread's share
+// of a convolution's output
 // (Note [Convolution activations] in conv_onednn.cpp), with the scalar loop's compares, so NaN
 // passes.
 #include <cmath>
@@ -24,22 +25,59 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::conv::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void ClampAddF32(float* y, const float* r, int64_t n, float lo, float hi) {
+/// post_f32 with the optional steps chosen at compile time.
+template <bool kScale, bool kShift, bool kRes>
+void PostImpl(float* y, const float* r, int64_t n, float s, float t, float lo, float hi) {
   const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
-  auto f = [&](hn::Vec<decltype(d)> t) {
-    return hn::IfThenElse(hn::Lt(t, vlo), vlo, hn::IfThenElse(hn::Gt(t, vhi), vhi, t));
-  };
+  const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi), vs = hn::Set(d, s), vt = hn::Set(d, t);
   int64_t i = 0;
-  if (r) {
-    for (; i + N <= n; i += N) hn::StoreU(f(hn::Add(hn::LoadU(d, y + i), hn::LoadU(d, r + i))), d, y + i);
-  } else {
-    for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, y + i)), d, y + i);
+  for (; i + N <= n; i += N) {
+    V v = hn::LoadU(d, y + i);
+    if constexpr (kScale) {
+      v = hn::Mul(v, vs);
+#if HWY_ARCH_X86
+      asm("" : "+v"(v.raw));  // the product rounds before the sum (no fused multiply-add)
+#endif
+    }
+    if constexpr (kShift) v = hn::Add(v, vt);
+    if constexpr (kRes) v = hn::Add(v, hn::LoadU(d, r + i));
+    hn::StoreU(hn::IfThenElse(hn::Lt(v, vlo), vlo, hn::IfThenElse(hn::Gt(v, vhi), vhi, v)), d, y + i);
   }
   for (; i < n; ++i) {
-    const float t = r ? y[i] + r[i] : y[i];
-    y[i] = t < lo ? lo : (t > hi ? hi : t);
+    float v = y[i];
+    if constexpr (kScale) {
+      v = v * s;
+#if HWY_ARCH_X86
+      asm("" : "+x"(v));
+#endif
+    }
+    if constexpr (kShift) v = v + t;
+    if constexpr (kRes) v = v + r[i];
+    y[i] = v < lo ? lo : (v > hi ? hi : v);
+  }
+}
+
+void PostF32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
+  const float sv = s ? *s : 1.f, tv = t ? *t : 0.f;
+  switch ((s ? 4 : 0) | (t ? 2 : 0) | (r ? 1 : 0)) {
+    case 0:
+      return PostImpl<false, false, false>(y, r, n, sv, tv, lo, hi);
+    case 1:
+      return PostImpl<false, false, true>(y, r, n, sv, tv, lo, hi);
+    case 2:
+      return PostImpl<false, true, false>(y, r, n, sv, tv, lo, hi);
+    case 3:
+      return PostImpl<false, true, true>(y, r, n, sv, tv, lo, hi);
+    case 4:
+      return PostImpl<true, false, false>(y, r, n, sv, tv, lo, hi);
+    case 5:
+      return PostImpl<true, false, true>(y, r, n, sv, tv, lo, hi);
+    case 6:
+      return PostImpl<true, true, false>(y, r, n, sv, tv, lo, hi);
+    default:
+      return PostImpl<true, true, true>(y, r, n, sv, tv, lo, hi);
   }
 }
 
@@ -67,9 +105,9 @@ HWY_EXPORT(BiasClampF32);
 void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi) {
   HWY_DYNAMIC_DISPATCH(BiasClampF32)(y, n, v, lo, hi);
 }
-HWY_EXPORT(ClampAddF32);
-void clamp_add_f32(float* y, const float* r, int64_t n, float lo, float hi) {
-  HWY_DYNAMIC_DISPATCH(ClampAddF32)(y, r, n, lo, hi);
+HWY_EXPORT(PostF32);
+void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
+  HWY_DYNAMIC_DISPATCH(PostF32)(y, r, n, s, t, lo, hi);
 }
 }  // namespace kiln::cpu::conv
 #endif
@@ -83,10 +121,18 @@ void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi) {
     y[i] = t < lo ? lo : (t > hi ? hi : t);
   }
 }
-void clamp_add_f32(float* y, const float* r, int64_t n, float lo, float hi) {
+void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
   for (int64_t i = 0; i < n; ++i) {
-    const float t = r ? y[i] + r[i] : y[i];
-    y[i] = t < lo ? lo : (t > hi ? hi : t);  // NaN passes through (both compares false)
+    float v = y[i];
+    if (s) {
+      v = v * *s;
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+      asm("" : "+x"(v));  // no fused multiply-add
+#endif
+    }
+    if (t) v = v + *t;
+    if (r) v = v + r[i];
+    y[i] = v < lo ? lo : (v > hi ? hi : v);  // NaN passes through (both compares false)
   }
 }
 }  // namespace kiln::cpu::conv

@@ -21,19 +21,25 @@ struct Geom {
   int64_t k_size() const { return k[0] * k[1] * k[2]; }
 };
 
-/// What a forward convolution applies to its output: y = act(conv + bias + residual), the
-/// activation none, relu, or clip to [lo, hi]; residual (may be null) is laid out as y
-/// (contiguous [N, O, *out]) and added after the bias, in that order (as a separate Add would).
+/// What a forward convolution applies to its output: y = act((conv + bias) * scale[c] + shift[c]
+/// + residual), in that order, each step rounded as the separate op would (no fused
+/// multiply-add); the activation none, relu, or clip to [lo, hi]; scale and shift (may be null)
+/// hold one value per output channel; residual (may be null) is laid out as y (contiguous
+/// [N, O, *out]).
 struct PostOp {
   enum Kind : int { None = 0, Relu = 1, Clip = 2 };
   int kind = None;
   float lo = 0, hi = 0;
   const float* residual = nullptr;
+  const float *scale = nullptr, *shift = nullptr;
+  bool any() const { return kind != None || residual || scale || shift; }
+  bool per_channel() const { return scale || shift; }
 };
 
-/// y[i] = min(max(y[i] (+ r[i]), lo), hi) over n elements (r may be null), as the scalar
-/// `t < lo ? lo : (t > hi ? hi : t)`: NaN passes through (conv_hwy.cpp, SIMD).
-void clamp_add_f32(float* y, const float* r, int64_t n, float lo, float hi);
+/// y[i] = min(max(y[i] (* s) (+ t) (+ r[i]), lo), hi) over n elements (s, t, r may be null),
+/// each step rounded (no fused multiply-add), the clamp as the scalar `v < lo ? lo : (v > hi ?
+/// hi : v)`: NaN passes through (conv_hwy.cpp, SIMD).
+void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi);
 /// y[i] = min(max(y[i] + v, lo), hi) over n elements, the same way.
 void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi);
 

@@ -378,30 +378,53 @@ void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, co
 }
 
 // Note [Convolution activations]
-// The activation (relu, clip) and the residual run in Kiln's code, not as oneDNN post-ops: the
-// post-ops compute relu and clip with max/min instructions that turn NaN into 0 (or the lower
-// bound), where the Relu and Clip kernels (x < lo ? lo : ...) let NaN through. Each runs on a
-// thread's share of the output right after the convolution, while it is in that thread's cache.
+// The epilogue -- a per-channel scale and shift (a batch norm in eval mode), the residual, the
+// activation (relu, clip) -- runs in Kiln's code, not as oneDNN post-ops: the post-ops compute
+// relu and clip with max/min instructions that turn NaN into 0 (or the lower bound), where the
+// Relu and Clip kernels (x < lo ? lo : ...) let NaN through, and they would round a scale and
+// shift as one fused multiply-add. Each step rounds as the separate op (post_f32, Highway) and
+// runs on a thread's share of the output right after the convolution, in that thread's cache.
 
-/// y[i] = act(y[i] (+ r[i])) over n elements, act post's activation and r its residual (may be
-/// null); nothing when there is neither (serial: one chunk of images).
-void act_post(float* y, const float* r, int64_t n, const PostOp& post) {
-  if (post.kind == PostOp::None && !r) return;
+/// The clamp bounds post_f32 takes for post's activation (none: no bounds).
+void post_bounds(const PostOp& post, float& lo, float& hi) {
   const bool act = post.kind != PostOp::None;
-  clamp_add_f32(y, r, n, act ? post_lo(post) : -INFINITY, act ? post_hi(post) : INFINITY);
+  lo = act ? post_lo(post) : -INFINITY;
+  hi = act ? post_hi(post) : INFINITY;
 }
 
-/// act_post over the n elements of y (post's residual laid out as y), split over the threads.
-void act_post_all(float* y, int64_t n, const PostOp& post) {
-  if (post.kind == PostOp::None && !post.residual) return;
-  parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
-    act_post(y + lo, post.residual ? post.residual + lo : nullptr, hi - lo, post);
-  });
+/// post applied to planes [p0, p1) of a convolution's output y [N, O, plane] (plane p is channel
+/// p % O; the residual laid out as y); serial.
+void post_planes(float* y, int64_t p0, int64_t p1, int64_t O, int64_t plane, const PostOp& post) {
+  if (!post.any()) return;
+  float lo, hi;
+  post_bounds(post, lo, hi);
+  const float* r = post.residual;
+  if (!post.per_channel()) {
+    post_f32(y + p0 * plane, r ? r + p0 * plane : nullptr, (p1 - p0) * plane, nullptr, nullptr, lo, hi);
+    return;
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t c = p % O;
+    post_f32(y + p * plane, r ? r + p * plane : nullptr, plane, post.scale ? post.scale + c : nullptr,
+             post.shift ? post.shift + c : nullptr, lo, hi);
+  }
 }
 
-/// act_post of images [n0, n0 + count) of a convolution's output y (`image` elements each).
-void act_post_images(float* y, int64_t n0, int64_t count, int64_t image, const PostOp& post) {
-  act_post(y + n0 * image, post.residual ? post.residual + n0 * image : nullptr, count * image, post);
+/// post_planes over all N * O planes, split over the threads.
+void post_all(float* y, int64_t N, int64_t O, int64_t plane, const PostOp& post) {
+  if (!post.any()) return;
+  parallel_for(N * O, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)),
+               [&](int64_t p0, int64_t p1) { post_planes(y, p0, p1, O, plane, post); });
+}
+
+/// post's activation (no residual, no per-channel step) over n elements in any layout (oneDNN's
+/// blocked buffers), split over the threads when `parallel`.
+void post_flat(float* y, int64_t n, const PostOp& post, bool parallel) {
+  if (post.kind == PostOp::None) return;
+  float lo, hi;
+  post_bounds(post, lo, hi);
+  if (!parallel) return post_f32(y, nullptr, n, nullptr, nullptr, lo, hi);
+  parallel_for(n, 32768, [&](int64_t a, int64_t b) { post_f32(y + a, nullptr, b - a, nullptr, nullptr, lo, hi); });
 }
 
 /// x[n, c, :] += b[c] over planes of `plane` elements.
@@ -476,11 +499,7 @@ void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const 
     ea->prim->execute(onednn::stream(), args);
     onednn::stream().wait();
     // The activation is elementwise, so it applies to the blocked layout as it is.
-    const int64_t n = static_cast<int64_t>(ea->c.used.get_size() / sizeof(float));
-    if (nta > 1)
-      act_post_all(ea->c.buf.data(), n, pa);
-    else
-      act_post(ea->c.buf.data(), nullptr, n, pa);
+    post_flat(ea->c.buf.data(), static_cast<int64_t>(ea->c.used.get_size() / sizeof(float)), pa, nta > 1);
   }
   {
     onednn::ThreadScope scope(ntb);
@@ -561,7 +580,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
             run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
                     y + n0 * image);
             // The residual and activation while this chunk's output is still in the cache.
-            act_post_images(y, n0, n1 - n0, image, post);
+            post_planes(y, n0 * g.O, n1 * g.O, g.O, g.out_size(), post);
           }
         });
         return true;
@@ -580,9 +599,9 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
           return;
         }
         float* yi = y + n * g.O * L;
-        if (post.residual) {
+        if (post.residual || post.per_channel()) {
           if (b) add_bias(yi, b, 1, g.O, L);
-          act_post(yi, post.residual + n * g.O * L, g.O * L, post);
+          post_planes(y, n * g.O, (n + 1) * g.O, g.O, L, post);
         } else if (post.kind != PostOp::None) {
           bias_post(yi, b, 1, g.O, L, post);
         } else if (b) {
@@ -601,13 +620,13 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
   if (!e) return false;
   run_fwd(e, g, x, w, b, y);
-  act_post_all(y, g.N * image, post);
+  post_all(y, g.N, g.O, g.out_size(), post);
   return true;
 }
 
 bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
                             const PoolAfter& pool, float* y) {
-  if (!usable(g) || g.nsp != 2 || post.residual || g.O % 16 != 0 || is_pointwise(g)) return false;
+  if (!usable(g) || g.nsp != 2 || post.residual || post.per_channel() || g.O % 16 != 0 || is_pointwise(g)) return false;
   const int64_t H = g.out[1], W = g.out[2];
   const int64_t in_sz[2] = {H, W};
   for (int i = 0; i < 2; ++i) {
@@ -659,7 +678,7 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
       chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
       Entry* e = es[static_cast<size_t>(c)];
       run_fwd(e, gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b, nullptr, [&](float* blocked) {
-        act_post(blocked, nullptr, static_cast<int64_t>(e->c.used.get_size() / sizeof(float)), post);
+        post_flat(blocked, static_cast<int64_t>(e->c.used.get_size() / sizeof(float)), post, false);
         Operand& po = *e->pooled;
         vec::max_pool_blocked16_f32(blocked, (n1 - n0) * (g.O / 16), H, W, pool.k, pool.s, pool.p, pool.out[0],
                                     pool.out[1], po.buf.data());
@@ -672,7 +691,9 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
 
 bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
                          const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y) {
-  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb) || ga.N != gb.N || pa.residual) return false;
+  if (!usable(ga) || !usable(gb) || is_pointwise(ga) || is_pointwise(gb) || ga.N != gb.N || pa.residual ||
+      pa.per_channel())
+    return false;
   const int64_t image = gb.O * gb.out_size();  // output elements per image
   // The intermediate lives in ea's dst staging buffer: it must be blocked, and exactly what eb reads.
   auto fits = [](Entry* ea, Entry* eb) {
@@ -704,7 +725,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
             const size_t k = static_cast<size_t>(c);
             run_pair(es[2 * k], gas[k], x + n0 * ga.C * ga.in_size(), wa, ba, pa, es[2 * k + 1], gbs[k], wb, bb,
                      y + n0 * image, 1, 1);
-            act_post_images(y, n0, n1 - n0, image, pb);
+            post_planes(y, n0 * gb.O, n1 * gb.O, gb.O, gb.out_size(), pb);
           }
         });
         return true;
@@ -731,7 +752,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   }
   if (!fits(ea, eb)) return false;
   run_pair(ea, ga, x, wa, ba, pa, eb, gb, wb, bb, y, nta, ntb);
-  act_post_all(y, gb.N * image, pb);
+  post_all(y, gb.N, gb.O, gb.out_size(), pb);
   return true;
 }
 
