@@ -143,30 +143,61 @@ bool hoistable(const Rec& r) {
   return true;
 }
 
-/// When the first op reading the result of the Conv at order[head] is a candidate for its
-/// epilogue (Mul, Add, Relu) but comes after other ops, and those ops are independent of the
-/// Conv (they read nothing it writes and write nothing it reads or writes), moves them ahead of
-/// it in `order`, so the reader follows it; returns whether it did. A batch norm in eval mode
-/// computes its per-channel coefficients after the convolution's result exists. Other products
-/// and convolutions are never moved, so the moved ops run before the Conv comes back to the head.
-bool bring_conv_reader(const std::vector<Rec>& s, std::vector<size_t>& order, size_t head) {
-  constexpr size_t kMaxMoved = 32;
+/// Gathers the Conv at order[head] and the chain of ops that may become its epilogue: the first
+/// reader of its result, then the first reader of that one's, and so on (Mul, Add or Relu; up to
+/// four). When other ops lie between them, and each of those can run before the Conv (it reads
+/// none of their results, writes nothing the Conv reads and nothing an earlier member reads, and
+/// is not another product or convolution), moves them ahead of the Conv in `order` and returns
+/// true. A
+/// batch norm in eval mode computes its per-channel coefficients after the convolution's result
+/// exists, between the ops that apply them. A chain whose gathering would move a dependent op is
+/// shortened from its end.
+bool gather_conv_chain(const std::vector<Rec>& s, std::vector<size_t>& order, size_t head) {
+  constexpr size_t kMaxLook = 32;
   const Rec& c = s[order[head]];
   if (!is_conv_anchor(c.op)) return false;
-  Buf* y = c.out[0];
-  const size_t lim = std::min(order.size(), head + 1 + kMaxMoved);
-  for (size_t k = head + 1; k < lim; ++k) {
-    const Rec& r = s[order[k]];
-    if (std::find(r.in.begin(), r.in.end(), y) != r.in.end()) {
-      const OpKind kind = r.op.kind;
-      if (k == head + 1 || (kind != OpKind::Mul && kind != OpKind::Add && kind != OpKind::Relu)) return false;
-      std::rotate(order.begin() + static_cast<ptrdiff_t>(head), order.begin() + static_cast<ptrdiff_t>(head + 1),
-                  order.begin() + static_cast<ptrdiff_t>(k));
-      return true;
+  auto has = [](const auto& v, const Buf* b) { return std::find(v.begin(), v.end(), b) != v.end(); };
+  std::vector<size_t> chain;  // positions in `order`
+  const size_t lim = std::min(order.size(), head + 1 + kMaxLook);
+  Buf* cur = c.out[0];
+  for (size_t p = head + 1; chain.size() < 4;) {
+    size_t k = p;
+    while (k < lim && !has(s[order[k]].in, cur)) ++k;
+    if (k >= lim) break;
+    const OpKind kind = s[order[k]].op.kind;
+    if (kind != OpKind::Mul && kind != OpKind::Add && kind != OpKind::Relu) break;
+    chain.push_back(k);
+    cur = s[order[k]].out[0];
+    p = k + 1;
+  }
+  for (; !chain.empty(); chain.pop_back()) {
+    const size_t last = chain.back();
+    if (last == head + chain.size()) return false;  // already together
+    // An op moved ahead may not read what the Conv or the chain makes, nor write what they make,
+    // what the Conv reads, or what a chain member before it reads (it may write an operand a
+    // member after it reads: a coefficient).
+    std::vector<Buf*> made{c.out[0]};
+    for (size_t k : chain) made.push_back(s[order[k]].out[0]);
+    std::vector<Buf*> touched(c.in.begin(), c.in.end());
+    touched.insert(touched.end(), made.begin(), made.end());
+    bool ok = true;
+    for (size_t q = head + 1; q < last && ok; ++q) {
+      const Rec& r = s[order[q]];
+      if (std::find(chain.begin(), chain.end(), q) != chain.end()) {
+        touched.insert(touched.end(), r.in.begin(), r.in.end());
+        continue;
+      }
+      ok = !is_anchor(r.op);
+      for (Buf* b : r.in) ok = ok && !has(made, b);
+      for (Buf* b : r.out) ok = ok && !has(touched, b);
     }
-    if (is_anchor(r.op)) return false;  // another product or convolution: it may want the same (ping-pong)
-    for (Buf* b : r.out)
-      if (b == y || std::find(c.in.begin(), c.in.end(), b) != c.in.end()) return false;
+    if (!ok) continue;
+    std::vector<size_t> others, members{order[head]};
+    for (size_t q = head + 1; q <= last; ++q)
+      (std::find(chain.begin(), chain.end(), q) != chain.end() ? members : others).push_back(order[q]);
+    std::copy(members.begin(), members.end(),
+              std::copy(others.begin(), others.end(), order.begin() + static_cast<ptrdiff_t>(head)));
+    return true;
   }
   return false;
 }
@@ -186,9 +217,11 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
   Buf* y = c.out[0];
   const ir::TensorDesc* yd = &c.op.outputs[0];
   // Whether r (at stream index j) reads y whole as input arg, with nothing else reading y.
+  // An op writing in place over y (a temporary's buffer reused) overwrites the value it reads,
+  // so nothing after it can read that value; the next op in `order` is the only reader.
   auto sole_reader = [&](size_t j, const Rec& r, size_t arg) {
-    return r.in[arg] == y && r.op.inputs[arg] == *yd && r.op.outputs[0] == *yd && !y->alive &&
-           fl(y).last_reader == static_cast<int64_t>(j) && r.out[0] != y;
+    if (r.in[arg] != y || !(r.op.inputs[arg] == *yd) || !(r.op.outputs[0] == *yd)) return false;
+    return r.out[0] == y || (!y->alive && fl(y).last_reader == static_cast<int64_t>(j));
   };
   Rec f;
   f.op = c.op;
@@ -269,6 +302,7 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
     dbg("  Conv with its " + what + " fused " + desc_str(c.op.outputs[0]));
   }
   bump(&Stats::epilogues);
+  bump(&Stats::conv_epilogue_ops, static_cast<int64_t>(k - head - 1));
   run_single(f.op, f);
   for (size_t q = head; q < k; ++q) release(s, order[q]);
   return k - head;
@@ -399,7 +433,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       head += n;
       continue;
     }
-    if (bring_conv_reader(s, order, head)) {  // order[head] is now the first op moved ahead of it
+    if (gather_conv_chain(s, order, head)) {  // order[head] is now the first op moved ahead of it
       precut.reset();
       continue;
     }
@@ -565,7 +599,8 @@ void set_small_limit(int64_t elements) {
   X(single_ops)              \
   X(flushes)                 \
   X(plans_built)             \
-  X(plan_hits) X(intermediates_elided) X(epilogues) X(small_direct) X(row_pipelines) X(pipeline_column_sums)
+  X(plan_hits)               \
+  X(intermediates_elided) X(epilogues) X(conv_epilogue_ops) X(small_direct) X(row_pipelines) X(pipeline_column_sums)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);

@@ -47,6 +47,7 @@ struct Stats {
   int64_t plan_hits = 0;             ///< plan cache hits
   int64_t intermediates_elided = 0;  ///< buffers produced and consumed inside a fused kernel
   int64_t epilogues = 0;             ///< convolutions with their activation, products with their epilogue
+  int64_t conv_epilogue_ops = 0;     ///< ops run inside convolutions (scale, shift, residual Add, Relu)
   int64_t small_direct = 0;          ///< small ops run at once (small_limit)
   int64_t row_pipelines = 0;         ///< row ops run per block of rows with the groups reading them
   int64_t pipeline_column_sums = 0;  ///< of their stages, Sums / Means over the rows (leaves per block)

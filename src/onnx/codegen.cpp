@@ -452,7 +452,25 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       KILN_CHECK(order.size() == gr.nodes.size(), "onnx",
                  model_path << ": the graph" << (&gr == &g ? "" : " '" + gr.name + "'") << " has a cycle");
     }
-    for (size_t idx : order) {
+    // In the model's graph, when no node has subgraphs (which read outer values by name): each
+    // value a node computes is released right after its last use (`v = {};`), so its memory goes
+    // back to the allocator and the fusion decorator can fuse the ops around it (a convolution
+    // and its batch norm) instead of keeping it.
+    std::unordered_map<std::string, size_t> last_use;  // value -> position in `order`
+    bool release = &gr == &g;
+    for (const auto& n : gr.nodes) {
+      release = release && implicit_inputs(n).empty();
+      for (const auto& a : n.attrs) release = release && !a.g && a.graphs.empty();
+    }
+    if (release) {
+      for (size_t p = 0; p < order.size(); ++p)
+        for (const auto& in : gr.nodes[order[p]].input)
+          if (!in.empty()) last_use[in] = p;
+      for (const auto& o : gr.outputs) last_use.erase(o.name);
+    }
+    std::set<std::string> locals;  // values held by a variable of this body
+    for (size_t pos = 0; pos < order.size(); ++pos) {
+      const size_t idx = order[pos];
       const proto::NodeP& n = gr.nodes[idx];
       const OpEntry& entry = *reg.find(n.op_type);
       // Constant nodes fold into constants.
@@ -548,7 +566,18 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       }
       body += comment + ec.code;
       for (size_t i = 0; i < n.output.size(); ++i)
-        if (!n.output[i].empty()) expr[n.output[i]] = ec.out[i];
+        if (!n.output[i].empty()) {
+          expr[n.output[i]] = ec.out[i];
+          locals.insert(n.output[i]);
+        }
+      if (release) {
+        std::set<std::string> done_here;
+        for (const auto& in : n.input) {
+          auto it = last_use.find(in);
+          if (it == last_use.end() || it->second != pos || !locals.count(in) || !done_here.insert(in).second) continue;
+          body += "  " + expr.at(in) + " = {};\n";
+        }
+      }
       // Ranks.
       if (!ec.out_rank.empty()) {
         for (size_t i = 0; i < ec.out_rank.size() && i < n.output.size(); ++i)

@@ -409,6 +409,8 @@ TEST(Fusion, ConvPerChannelScaleAndShiftRunInTheConvolution) {
         const std::string what =
             std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
         EXPECT_EQ(fusion::stats().epilogues, 1) << what;
+        const int64_t ops[] = {2, 3, 4, 2, 2, 3};  // Mul, Add, residual Add, Relu: what each form has
+        EXPECT_EQ(fusion::stats().conv_epilogue_ops, ops[form]) << what;
         ASSERT_EQ(got.size(), a.size());
         int nans = 0;
         for (size_t i = 0; i < a.size(); ++i) {
