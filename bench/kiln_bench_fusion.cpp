@@ -5,7 +5,7 @@
 //
 //   kiln_bench_fusion [--threads N] [--reps R] [--smoke] [--fused-only] [--small-only]
 //
-// --fused-only skips the unfused runs and the copy probe (for profiling the fused kernels);
+// --fused-only skips the unfused runs (for profiling the fused kernels);
 // --overhead-only runs only the per-op and launch overhead measurements; --small-only only the
 // small-tensor chains (fusion_small_<chain>_<n>_{unfused,fused}: seconds per chain with its sync).
 //
@@ -16,6 +16,7 @@
 // fusion_train_layernorm_*. bench/torch_fusion_bench.py prints the same ids with torch_ in front
 // (PyTorch eager).
 #include <kiln/kiln.h>
+#include <kiln/nn.h>
 #include <kiln/nn/functional/conv.h>
 #include <kiln/nn/functional/norm.h>
 
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
   // large next to its arithmetic: the unfused ops make two more passes over it.
   if (!overhead_only && !small_only) {
     const int64_t m = smoke ? 256 : 8192, k = 64, n = 1024;
-    for (int f = 0; f < 2; ++f) {
+    for (int f = fused_only ? 1 : 0; f < 2; ++f) {
       const kiln::Device d = f ? fus : cpu;
       kiln::manual_seed(2);
       kiln::Tensor x = kiln::randn({m, k}, {.device = d}), w = kiln::randn({k, n}, {.device = d});
@@ -170,7 +171,7 @@ int main(int argc, char** argv) {
   // the add and relu run inside the convolution (per share of images).
   if (!overhead_only && !small_only) {
     const int64_t nb = smoke ? 2 : 16;
-    for (int f = 0; f < 2; ++f) {
+    for (int f = fused_only ? 1 : 0; f < 2; ++f) {
       const kiln::Device d = f ? fus : cpu;
       kiln::manual_seed(3);
       kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
@@ -183,11 +184,31 @@ int main(int argc, char** argv) {
                   f ? "fused" : "unfused", t);
     }
   }
+  // A batch norm in eval mode between them, relu(bn(conv2d(h, w)) + h): fused, the batch norm's
+  // scale and shift run inside the convolution too (its coefficients computed before it).
+  if (!overhead_only && !small_only) {
+    const int64_t nb = smoke ? 2 : 16;
+    for (int f = fused_only ? 1 : 0; f < 2; ++f) {
+      const kiln::Device d = f ? fus : cpu;
+      kiln::manual_seed(3);
+      kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
+      kiln::nn::BatchNorm2d bn({.num_features = 64}, d);
+      (void)bn(kiln::randn({nb, 64, 28, 28}, {.device = d}));  // some running statistics
+      bn.train(false);
+      kiln::sync(d);
+      const double t = best_of(reps, [&] {
+        kiln::Tensor y = kiln::relu(bn(kiln::nn::functional::conv2d(h, w, kiln::Tensor(), {.padding = 1})) + h);
+        kiln::sync(d);
+      });
+      std::printf("fusion_epilogue_conv_bn_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", static_cast<long long>(nb),
+                  f ? "fused" : "unfused", t);
+    }
+  }
   // A layer norm's forward and backward passes (autodiff): its gradient rule is written with
   // public ops, row reductions feeding chains (row pipelines), [8192, 1024].
   if (!overhead_only && !small_only) {
     const int64_t rows = smoke ? 64 : 8192;
-    for (int f = 0; f < 2; ++f) {
+    for (int f = fused_only ? 1 : 0; f < 2; ++f) {
       const kiln::Device d = (f ? fus : cpu).autodiff();
       kiln::manual_seed(4);
       kiln::Tensor x = kiln::randn({rows, 1024}, {.device = d}).require_grad();
