@@ -59,6 +59,11 @@ inline Msg node(const std::string& op, const std::vector<std::string>& in, const
 inline Msg attr_i(const std::string& name, int64_t v) {
   return Msg().bytes(1, name).varint(20, 2).varint(3, static_cast<uint64_t>(v));
 }
+inline Msg attr_ints(const std::string& name, const std::vector<int64_t>& v) {
+  Msg m = Msg().bytes(1, name).varint(20, 7);
+  for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
+  return m;
+}
 
 /// ValueInfoProto of a float tensor; dims < 0 become dim_param "N".
 inline Msg value_info(const std::string& name, const std::vector<int64_t>& dims, int32_t elem = 1) {

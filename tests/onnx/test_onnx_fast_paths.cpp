@@ -18,6 +18,8 @@ using namespace kiln;
 namespace O = kiln::onnx::ops;
 
 namespace {
+/// The values of t, in row-major order.
+std::vector<float> floats(const Tensor& t) { return t.contiguous().to_vector<float>(); }
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   return (a - b).abs().max().item<double>();
@@ -100,12 +102,6 @@ TEST(OnnxFastPaths, ResizeDirectMatchesPerAxisPath) {
 TEST(OnnxFastPaths, ConvActivationFusionMatchesUnfused) {
   using namespace kiln::onnx::test;
   namespace F = kiln::nn::functional;
-  auto attr_ints = [](const std::string& name, const std::vector<int64_t>& v) {
-    Msg m = Msg().bytes(1, name).varint(20, 7);
-    for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
-    return m;
-  };
-  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
   struct Case {
     int64_t C, groups2;
     std::vector<int64_t> pads2;  // ONNX order: h_begin, w_begin, h_end, w_end
@@ -186,7 +182,6 @@ TEST(OnnxFastPaths, MatMulBiasFusionMatchesUnfused) {
   using namespace kiln::onnx::test;
   manual_seed(17);
   Tensor w1 = randn({6, 5}), b1 = randn({5}), w2 = randn({5, 4}), b2 = randn({4});
-  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
   Msg g;
   g.msg(1, node("MatMul", {"x", "w1"}, {"m1"}, "mm1"))
       .msg(1, node("Add", {"m1", "b1"}, {"h"}, "add1"))
@@ -216,12 +211,6 @@ TEST(OnnxFastPaths, MatMulBiasFusionMatchesUnfused) {
 // 1, 3 (uneven shares) and 4 on 1 and 2 threads, and the plan shows what fused.
 TEST(OnnxFastPaths, ConvResidualFusionMatchesUnfused) {
   using namespace kiln::onnx::test;
-  auto attr_ints = [](const std::string& name, const std::vector<int64_t>& v) {
-    Msg m = Msg().bytes(1, name).varint(20, 7);
-    for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
-    return m;
-  };
-  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
   auto conv = [&](const std::vector<std::string>& in, const std::string& out, int64_t pad, int64_t stride,
                   int64_t groups) {
     Msg c = node("Conv", in, {out}, out);
@@ -313,12 +302,6 @@ TEST(OnnxFastPaths, ConvResidualFusionMatchesUnfused) {
 // threads, with NaN in some inputs (they must come out where the op-by-op pool puts them).
 TEST(OnnxFastPaths, ConvMaxPoolFusionMatchesUnfused) {
   using namespace kiln::onnx::test;
-  auto attr_ints = [](const std::string& name, const std::vector<int64_t>& v) {
-    Msg m = Msg().bytes(1, name).varint(20, 7);
-    for (int64_t x : v) m.varint(8, static_cast<uint64_t>(x));
-    return m;
-  };
-  auto floats = [](const Tensor& t) { return t.contiguous().to_vector<float>(); };
   struct Case {
     int64_t C, H, W;
     bool relu;

@@ -48,6 +48,16 @@ Tensor gelu_composite(const Tensor& x) { return x * 0.5 * (erf(x / std::sqrt(2.0
 
 using test::SmallLimit;
 
+/// Restores whether oneDNN runs and the thread count when the test ends.
+struct RestoreOnednnAndThreads {
+  bool saved = cpu::onednn::enabled();
+  int threads = num_threads();
+  ~RestoreOnednnAndThreads() {
+    cpu::onednn::set_enabled(saved);
+    set_num_threads(threads);
+  }
+};
+
 }  // namespace
 
 TEST(Fusion, DeviceComposesWithAutodiffEitherWay) {
@@ -362,14 +372,7 @@ TEST(Fusion, ConvPerChannelScaleAndShiftRunInTheConvolution) {
   // results are bitwise the unfused ones. f32 with oneDNN (per share of images: 3 images on 2
   // threads) and with the portable kernel, f64; scale and shift as [C, 1, 1] or [1, C, 1, 1],
   // each alone; nn::BatchNorm2d in eval mode; NaN in the input.
-  struct Restore {
-    bool saved = cpu::onednn::enabled();
-    int threads = num_threads();
-    ~Restore() {
-      cpu::onednn::set_enabled(saved);
-      set_num_threads(threads);
-    }
-  } restore;
+  const RestoreOnednnAndThreads restore;
   for (DType dt : {f32, f64})
     for (bool onednn : {true, false})
       for (int form = 0; form < 6; ++form) {
@@ -430,14 +433,7 @@ TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
   // share of images: 3 images on 2 threads split unevenly) and with the portable kernel, f64;
   // with and without bias; the residual the block's input or a second convolution (computed
   // before or after the first); gradients through autodiff too.
-  struct Restore {
-    bool saved = cpu::onednn::enabled();
-    int threads = num_threads();
-    ~Restore() {
-      cpu::onednn::set_enabled(saved);
-      set_num_threads(threads);
-    }
-  } restore;
+  const RestoreOnednnAndThreads restore;
   for (DType dt : {f32, f64})
     for (bool onednn : {true, false})
       for (int form = 0; form < 6; ++form) {

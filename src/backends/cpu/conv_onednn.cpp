@@ -536,6 +536,17 @@ void chunk_range(int64_t N, int chunks, int c, int64_t& n0, int64_t& n1) {
   n1 = N * (c + 1) / chunks;
 }
 
+/// g for each of `chunks` chunks of its images (N the chunk's image count).
+std::vector<Geom> chunk_geoms(const Geom& g, int chunks) {
+  std::vector<Geom> gs(static_cast<size_t>(chunks), g);
+  for (int c = 0; c < chunks; ++c) {
+    int64_t n0, n1;
+    chunk_range(g.N, chunks, c, n0, n1);
+    gs[static_cast<size_t>(c)].N = n1 - n0;
+  }
+  return gs;
+}
+
 /// Looks up `count` entries through get(i); a lookup may clear the cache (and so invalidate
 /// entries looked up before it), so the lookups repeat until a pass finds them all unchanged.
 template <class Get>
@@ -552,6 +563,13 @@ bool stable_lookups(std::vector<Entry*>& es, size_t count, const Get& get) {
   return false;
 }
 
+/// The single-threaded entries of the chunks gs (cache slots 1, 2, ...); false when one is not
+/// available. Call inside a ThreadScope(1).
+bool chunk_entries(std::vector<Entry*>& es, const std::vector<Geom>& gs, bool bias) {
+  return stable_lookups(es, gs.size(),
+                        [&](size_t c) { return lookup(Kind::Fwd, gs[c], bias, 1, static_cast<int>(c) + 1); });
+}
+
 }  // namespace
 
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
@@ -563,16 +581,9 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   if (!is_pointwise(g)) {
     if (chunks) {
       std::vector<Entry*> es;
-      std::vector<Geom> gs(static_cast<size_t>(chunks), g);
-      for (int c = 0; c < chunks; ++c) {
-        int64_t n0, n1;
-        chunk_range(g.N, chunks, c, n0, n1);
-        gs[static_cast<size_t>(c)].N = n1 - n0;
-      }
+      const std::vector<Geom> gs = chunk_geoms(g, chunks);
       onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
-      if (stable_lookups(es, gs.size(), [&](size_t c) {
-            return lookup(Kind::Fwd, gs[c], b != nullptr, 1, static_cast<int>(c) + 1);
-          })) {
+      if (chunk_entries(es, gs, b != nullptr)) {
         parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
           for (int64_t c = c0; c < c1; ++c) {
             int64_t n0, n1;
@@ -640,17 +651,10 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
     if (num_threads() > 1 && macs >= kMinParallelMacs) return false;  // the conv alone splits better
     chunks = 1;
   }
-  std::vector<Geom> gs(static_cast<size_t>(chunks), g);
-  for (int c = 0; c < chunks; ++c) {
-    int64_t n0, n1;
-    chunk_range(g.N, chunks, c, n0, n1);
-    gs[static_cast<size_t>(c)].N = n1 - n0;
-  }
+  const std::vector<Geom> gs = chunk_geoms(g, chunks);
   onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
   std::vector<Entry*> es;
-  if (!stable_lookups(es, gs.size(),
-                      [&](size_t c) { return lookup(Kind::Fwd, gs[c], b != nullptr, 1, static_cast<int>(c) + 1); }))
-    return false;
+  if (!chunk_entries(es, gs, b != nullptr)) return false;
   for (size_t c = 0; c < gs.size(); ++c) {
     Entry* e = es[c];
     const int64_t n = gs[c].N;
@@ -701,12 +705,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   };
   const double macs_a = static_cast<double>(ga.N) * ga.O * ga.out_size() * (ga.C / ga.groups) * ga.k_size();
   if (const int chunks = macs_a < kMinSplitMacs ? 0 : batch_chunks(ga.N)) {
-    std::vector<Geom> gas(static_cast<size_t>(chunks), ga), gbs(static_cast<size_t>(chunks), gb);
-    for (int c = 0; c < chunks; ++c) {
-      int64_t n0, n1;
-      chunk_range(ga.N, chunks, c, n0, n1);
-      gas[static_cast<size_t>(c)].N = gbs[static_cast<size_t>(c)].N = n1 - n0;
-    }
+    const std::vector<Geom> gas = chunk_geoms(ga, chunks), gbs = chunk_geoms(gb, chunks);
     onednn::ThreadScope scope(1);
     std::vector<Entry*> es;  // a0, b0, a1, b1, ...
     if (stable_lookups(es, 2 * gas.size(), [&](size_t i) {
