@@ -148,10 +148,9 @@ bool hoistable(const Rec& r) {
 /// four). When other ops lie between them, and each of those can run before the Conv (it reads
 /// none of their results, writes nothing the Conv reads and nothing an earlier member reads, and
 /// is not another product or convolution), moves them ahead of the Conv in `order` and returns
-/// true. A
-/// batch norm in eval mode computes its per-channel coefficients after the convolution's result
-/// exists, between the ops that apply them. A chain whose gathering would move a dependent op is
-/// shortened from its end.
+/// true. A batch norm in eval mode computes its per-channel coefficients after the convolution's
+/// result exists, between the ops that apply them. A chain whose gathering would move a
+/// dependent op is shortened from its end.
 bool gather_conv_chain(const std::vector<Rec>& s, std::vector<size_t>& order, size_t head) {
   constexpr size_t kMaxLook = 32;
   const Rec& c = s[order[head]];

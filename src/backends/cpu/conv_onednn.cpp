@@ -590,7 +590,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
             chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
             run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
                     y + n0 * image);
-            // The residual and activation while this chunk's output is still in the cache.
+            // The epilogue while this chunk's output is still in the cache (Note [Convolution activations]).
             post_planes(y, n0 * g.O, n1 * g.O, g.O, g.out_size(), post);
           }
         });
