@@ -167,42 +167,28 @@ int main(int argc, char** argv) {
                   static_cast<long long>(k), static_cast<long long>(n), f ? "fused" : "unfused", t);
     }
   }
-  // Convolution epilogues: a residual block's relu(conv2d(h, w) + h), [16, 64, 28, 28]: fused,
-  // the add and relu run inside the convolution (per share of images).
+  // Convolution epilogues, [16, 64, 28, 28]: a residual block's relu(conv2d(h, w) + h), and with a
+  // batch norm in eval mode between, relu(bn(conv2d(h, w)) + h). Fused, the add and relu (and the
+  // batch norm's scale and shift, its coefficients computed before) run inside the convolution.
   if (!overhead_only && !small_only) {
     const int64_t nb = smoke ? 2 : 16;
-    for (int f = fused_only ? 1 : 0; f < 2; ++f) {
-      const kiln::Device d = f ? fus : cpu;
-      kiln::manual_seed(3);
-      kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
-      kiln::sync(d);
-      const double t = best_of(reps, [&] {
-        kiln::Tensor y = kiln::relu(kiln::nn::functional::conv2d(h, w, kiln::Tensor(), {.padding = 1}) + h);
+    for (bool with_bn : {false, true})
+      for (int f = fused_only ? 1 : 0; f < 2; ++f) {
+        const kiln::Device d = f ? fus : cpu;
+        kiln::manual_seed(3);
+        kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
+        kiln::nn::BatchNorm2d bn({.num_features = 64}, d);
+        (void)bn(kiln::randn({nb, 64, 28, 28}, {.device = d}));  // some running statistics
+        bn.train(false);
         kiln::sync(d);
-      });
-      std::printf("fusion_epilogue_conv_residual_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", static_cast<long long>(nb),
-                  f ? "fused" : "unfused", t);
-    }
-  }
-  // A batch norm in eval mode between them, relu(bn(conv2d(h, w)) + h): fused, the batch norm's
-  // scale and shift run inside the convolution too (its coefficients computed before it).
-  if (!overhead_only && !small_only) {
-    const int64_t nb = smoke ? 2 : 16;
-    for (int f = fused_only ? 1 : 0; f < 2; ++f) {
-      const kiln::Device d = f ? fus : cpu;
-      kiln::manual_seed(3);
-      kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
-      kiln::nn::BatchNorm2d bn({.num_features = 64}, d);
-      (void)bn(kiln::randn({nb, 64, 28, 28}, {.device = d}));  // some running statistics
-      bn.train(false);
-      kiln::sync(d);
-      const double t = best_of(reps, [&] {
-        kiln::Tensor y = kiln::relu(bn(kiln::nn::functional::conv2d(h, w, kiln::Tensor(), {.padding = 1})) + h);
-        kiln::sync(d);
-      });
-      std::printf("fusion_epilogue_conv_bn_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", static_cast<long long>(nb),
-                  f ? "fused" : "unfused", t);
-    }
+        const double t = best_of(reps, [&] {
+          auto conv = [&] { return kiln::nn::functional::conv2d(h, w, kiln::Tensor(), {.padding = 1}); };
+          kiln::Tensor y = kiln::relu((with_bn ? bn(conv()) : conv()) + h);  // the conv's result a temporary
+          kiln::sync(d);
+        });
+        std::printf("fusion_epilogue_conv_%s_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", with_bn ? "bn" : "residual",
+                    static_cast<long long>(nb), f ? "fused" : "unfused", t);
+      }
   }
   // A layer norm's forward and backward passes (autodiff): its gradient rule is written with
   // public ops, row reductions feeding chains (row pipelines), [8192, 1024].

@@ -362,6 +362,7 @@ void run_conv_pool(OpContext& c, const proto::NodeP& pool) {
       pa.s[i] = wp.s[i];
       pa.p[i] = wp.lo[i];
       pa.out[i] = (ys[2 + i] + 2 * pa.p[i] - pa.k[i]) / pa.s[i] + 1;
+      ok = ok && ys[2 + i] + 2 * pa.p[i] >= pa.k[i];  // else MaxPool's own error, below
     }
     if (ok) {
       Tensor y = empty({ys[0], ys[1], pa.out[0], pa.out[1]}, {.dtype = f32, .device = x.device()});

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Highway kernels of the convolution paths, compiled for several x86 targets and chosen at run
-// time: the bias, per-channel scale and shift, residual and activation applied to a thread's share
+// time: the per-channel bias (or scale and shift), residual and activation applied to a thread's share
 // of a convolution's output
 // (Note [Convolution activations] in conv_onednn.cpp), with the scalar loop's compares, so NaN
 // passes.
@@ -81,30 +81,11 @@ void PostF32(float* y, const float* r, int64_t n, const float* s, const float* t
   }
 }
 
-void BiasClampF32(float* y, int64_t n, float v, float lo, float hi) {
-  const hn::ScalableTag<float> d;
-  const auto N = static_cast<int64_t>(hn::Lanes(d));
-  const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi), vb = hn::Set(d, v);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto t = hn::Add(hn::LoadU(d, y + i), vb);
-    hn::StoreU(hn::IfThenElse(hn::Lt(t, vlo), vlo, hn::IfThenElse(hn::Gt(t, vhi), vhi, t)), d, y + i);
-  }
-  for (; i < n; ++i) {
-    const float t = y[i] + v;
-    y[i] = t < lo ? lo : (t > hi ? hi : t);
-  }
-}
-
 }  // namespace kiln::cpu::conv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kiln::cpu::conv {
-HWY_EXPORT(BiasClampF32);
-void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi) {
-  HWY_DYNAMIC_DISPATCH(BiasClampF32)(y, n, v, lo, hi);
-}
 HWY_EXPORT(PostF32);
 void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
   HWY_DYNAMIC_DISPATCH(PostF32)(y, r, n, s, t, lo, hi);
@@ -115,12 +96,6 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
 #else  // !KILN_WITH_HWY
 
 namespace kiln::cpu::conv {
-void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = y[i] + v;
-    y[i] = t < lo ? lo : (t > hi ? hi : t);
-  }
-}
 void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
   for (int64_t i = 0; i < n; ++i) {
     float v = y[i];

@@ -40,8 +40,6 @@ struct PostOp {
 /// each step rounded (no fused multiply-add), the clamp as the scalar `v < lo ? lo : (v > hi ?
 /// hi : v)`: NaN passes through (conv_hwy.cpp, SIMD).
 void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi);
-/// y[i] = min(max(y[i] + v, lo), hi) over n elements, the same way.
-void bias_clamp_f32(float* y, int64_t n, float v, float lo, float hi);
 
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.

@@ -373,7 +373,10 @@ float post_hi(const PostOp& post) { return post.kind == PostOp::Relu ? INFINITY 
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
   const float lo = post_lo(post), hi = post_hi(post);
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
-    for (int64_t i = l; i < h; ++i) bias_clamp_f32(x + i * plane, plane, b ? b[i % C] : 0.f, lo, hi);
+    for (int64_t i = l; i < h; ++i) {
+      const float v = b ? b[i % C] : 0.f;  // added even when 0, as the bias pass does (-0 + 0 = +0)
+      post_f32(x + i * plane, nullptr, plane, nullptr, &v, lo, hi);
+    }
   });
 }
 
