@@ -152,6 +152,32 @@ int64_t scan_length(const std::vector<Tensor>& xs);
 /// (reversed first when `reverse`); throws for zero iterations (the shape is unknown).
 Tensor stack_steps(const std::vector<Tensor>& steps, int64_t axis = 0, bool reverse = false);
 
+// Shape values in generated code. ONNX computes shapes with ops on small integer tensors
+// (Shape -> Gather -> Unsqueeze -> Concat -> Reshape); generated code runs those on the host as
+// std::vector<int64_t> (a rank-0 value holds one element), with the ops' semantics, and makes a
+// tensor of one only where a tensor op reads it.
+
+/// ONNX Shape: the sizes of x's dims [start, end) (negative counts from the end, clamped).
+std::vector<int64_t> shape_of(const Tensor& x, int64_t start = 0, int64_t end = INT64_MAX);
+/// ONNX Gather on axis 0 of a 1-d shape value: data[i] for each index (negative counts from
+/// the end); throws for an index out of range.
+std::vector<int64_t> gather_ints(const std::vector<int64_t>& data, const std::vector<int64_t>& indices);
+/// ONNX Squeeze of a 1-d shape value of one element; throws for any other length.
+std::vector<int64_t> squeeze_ints(const std::vector<int64_t>& v);
+/// ONNX Concat of 1-d shape values.
+std::vector<int64_t> concat_ints(const std::vector<std::vector<int64_t>>& parts);
+/// ONNX Add/Sub/Mul/Div ('+', '-', '*', '/') of integer shape values with broadcasting (one
+/// element against n); '/' truncates toward zero. Throws for lengths that do not broadcast and
+/// for a division by zero.
+std::vector<int64_t> int_binary(char op, const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+/// ONNX Cast of a shape value to i64 (unchanged) or i32 (wrapped to 32 bits).
+std::vector<int64_t> cast_ints(const std::vector<int64_t>& v, DType to);
+/// A shape value as a tensor of `dtype` on `device`: rank 0 when `scalar` (one element), else 1-d.
+Tensor ints_tensor(const std::vector<int64_t>& v, bool scalar, DType dtype, const Device& device);
+/// ONNX Reshape: a 0 in `shape` keeps x's size of that dim (unless `allowzero`), one -1 is
+/// inferred.
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzero = false);
+
 }  // namespace ops
 
 // ---- code generation -----------------------------------------------------------------------

@@ -139,6 +139,13 @@ std::vector<int64_t> EmitContext::attr_ints(std::string_view n) const {
   return a ? a->ints : std::vector<int64_t>{};
 }
 void EmitContext::assign(const std::string& expr) { code += "  kiln::Tensor " + out.at(0) + " = " + expr + ";\n"; }
+void EmitContext::assign_shape(size_t i, const std::string& expr, int rank, DType dtype) {
+  code += "  const std::vector<int64_t> " + out.at(i) + " = " + expr + ";\n";
+  if (shape_out.size() <= i) shape_out.resize(i + 1);
+  shape_out[i] = {out.at(i), rank, dtype};
+}
+
+std::string dtype_expr(DType d) { return "kiln::" + std::string(dtype_name(d) == "bool" ? "bool_" : dtype_name(d)); }
 
 std::string int_list(const std::vector<int64_t>& v) {
   std::string s = "{";

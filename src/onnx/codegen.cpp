@@ -109,8 +109,6 @@ std::string int_lit(int64_t v) {
   return std::to_string(v);
 }
 
-std::string dtype_expr(DType d) { return "kiln::" + std::string(dtype_name(d) == "bool" ? "bool_" : dtype_name(d)); }
-
 std::string shape_lit(const Shape& s) {
   std::vector<int64_t> v(s.begin(), s.end());
   return "kiln::Shape" + int_list(v);
@@ -342,6 +340,8 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
   std::vector<std::pair<std::string, Tensor>> state;
   std::map<std::string, std::string> expr;  // value name -> C++ expression (variable)
   std::map<std::string, int> ranks;
+  std::map<std::string, ShapeArg> shapes;  // value name -> shape value (host std::vector<int64_t>)
+  std::set<std::string> bound;             // subgraph inputs (they hide constants of the same name)
   std::string body;
   std::string const_body;  // small constants, declared first in forward (any scope may use them)
   GenerateResult res;
@@ -396,9 +396,27 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     if (vname.empty()) return "kiln::Tensor{}";
     auto it = expr.find(vname);
     if (it != expr.end()) return it->second;
+    auto sh = shapes.find(vname);  // a shape value read by a tensor op: made a tensor here
+    if (sh != shapes.end())
+      return "kiln::onnx::ops::ints_tensor(" + sh->second.expr + ", " + (sh->second.rank == 0 ? "true" : "false") +
+             ", " + dtype_expr(sh->second.dtype) + ", dev)";
     if (consts.count(vname)) return const_expr(vname);
     KILN_CHECK(false, "onnx", "code generation: value '" << vname << "' is used before it is computed");
     __builtin_unreachable();
+  };
+
+  // A value as a shape value: one computed as such, or an integer constant of rank <= 1 with
+  // few elements (written as a literal).
+  auto shape_arg = [&](const std::string& vname) -> ShapeArg {
+    if (vname.empty()) return {};
+    auto sh = shapes.find(vname);
+    if (sh != shapes.end()) return sh->second;
+    auto c = consts.find(vname);
+    if (c == consts.end() || bound.count(vname)) return {};
+    const Tensor& t = c->second;
+    if ((t.dtype() != i64 && t.dtype() != i32) || t.dim() > 1 || t.numel() > 64) return {};
+    std::string lit = "std::vector<int64_t>" + int_list(t.to(i64).contiguous().to_vector<int64_t>());
+    return {lit, static_cast<int>(t.dim()), t.dtype()};
   };
 
   // Emits the nodes of graph `gr` (the model's graph or a subgraph whose inputs are already
@@ -431,7 +449,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
           users[it->second].push_back(i);
           ++indeg[i];
         } else {
-          KILN_CHECK(consts.count(in) || expr.count(in), "onnx",
+          KILN_CHECK(consts.count(in) || expr.count(in) || shapes.count(in), "onnx",
                      "node '" << gr.nodes[i].name << "' (" << gr.nodes[i].op_type << "): input '" << in
                               << "' is produced by no node and is neither a graph input nor an initializer");
         }
@@ -488,13 +506,14 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         ranks[n.output[0]] = ranks[n.input[0]];
         continue;
       }
-      EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}};
+      EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}, {}, {}};
       for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
       for (const auto& in : n.input) {
         auto c = consts.find(in);
         ec.consts.push_back(!in.empty() && c != consts.end() ? &c->second : nullptr);
         auto r = ranks.find(in);
         ec.rank.push_back(!in.empty() && r != ranks.end() ? r->second : -1);
+        ec.shape_in.push_back(shape_arg(in));
       }
       ec.in = [&](size_t i) { return i < n.input.size() ? value_expr(n.input[i]) : std::string("kiln::Tensor{}"); };
       ec.add_module = [&](const std::string& type, const std::string& args,
@@ -506,6 +525,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       bool done = emit_control(n, ec) || (entry.emit && entry.emit(ec));
       if (!done) {
         ec.code.clear();
+        ec.shape_out.clear();
         std::string args;
         for (size_t i = 0; i < n.input.size(); ++i) args += (i ? ", " : "") + value_expr(n.input[i]);
         std::string attrs;
@@ -565,11 +585,16 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         ++res.generic_calls;
       }
       body += comment + ec.code;
-      for (size_t i = 0; i < n.output.size(); ++i)
-        if (!n.output[i].empty()) {
-          expr[n.output[i]] = ec.out[i];
-          locals.insert(n.output[i]);
+      for (size_t i = 0; i < n.output.size(); ++i) {
+        if (n.output[i].empty()) continue;
+        if (i < ec.shape_out.size() && !ec.shape_out[i].expr.empty()) {
+          shapes[n.output[i]] = ec.shape_out[i];
+          ranks[n.output[i]] = ec.shape_out[i].rank;
+          continue;
         }
+        expr[n.output[i]] = ec.out[i];
+        locals.insert(n.output[i]);
+      }
       if (release) {
         std::set<std::string> done_here;
         for (const auto& in : n.input) {
@@ -606,6 +631,8 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
   auto bind = [&](const proto::ValueInfoP& v, const std::string& init) {
     std::string var = unique(ident(v.name));
     expr[v.name] = var;
+    bound.insert(v.name);
+    shapes.erase(v.name);
     if (v.has_shape) ranks[v.name] = static_cast<int>(v.shape.size());
     return "  const kiln::Tensor " + var + " = " + init + ";\n";
   };

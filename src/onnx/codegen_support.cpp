@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Helpers that generated code calls for control flow (If, Loop, Scan): the same semantics as
-// the run-time path's ops in ops_control.cpp.
+// Helpers that generated code calls: control flow (If, Loop, Scan), with the same semantics as
+// the run-time path's ops in ops_control.cpp, and shape values (host integer vectors) with the
+// semantics of the shape ops in ops_shape.cpp and ops_elementwise.cpp.
+#include <algorithm>
+#include <sstream>
+
 #include "kiln/error.h"
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
@@ -47,6 +51,116 @@ Tensor stack_steps(const std::vector<Tensor>& steps, int64_t axis, bool reverse)
   KILN_CHECK(axis >= -r && axis < r, "onnx", "Scan: output axis " << axis << " out of range for rank " << r);
   if (axis < 0) axis += r;
   return axis == 0 ? y : y.movedim({0}, {axis}).contiguous();
+}
+
+namespace {
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  s << ']';
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<int64_t> shape_of(const Tensor& x, int64_t start, int64_t end) {
+  const int64_t n = x.dim();
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, 0, n);
+  std::vector<int64_t> r;
+  for (int64_t i = start; i < end; ++i) r.push_back(x.size(i));
+  return r;
+}
+
+std::vector<int64_t> gather_ints(const std::vector<int64_t>& data, const std::vector<int64_t>& indices) {
+  const int64_t n = static_cast<int64_t>(data.size());
+  std::vector<int64_t> r;
+  r.reserve(indices.size());
+  for (int64_t i : indices) {
+    KILN_CHECK(
+        i >= -n && i < n, "onnx",
+        "Gather: index " << i << " is out of range for a shape value of " << n << " elements " << ints_str(data));
+    r.push_back(data[static_cast<size_t>(i < 0 ? i + n : i)]);
+  }
+  return r;
+}
+
+std::vector<int64_t> squeeze_ints(const std::vector<int64_t>& v) {
+  KILN_CHECK(v.size() == 1, "onnx", "Squeeze: cannot squeeze axis 0 of size " << v.size() << " " << ints_str(v));
+  return v;
+}
+
+std::vector<int64_t> concat_ints(const std::vector<std::vector<int64_t>>& parts) {
+  std::vector<int64_t> r;
+  for (const auto& p : parts) r.insert(r.end(), p.begin(), p.end());
+  return r;
+}
+
+std::vector<int64_t> int_binary(char op, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  const size_t na = a.size(), nb = b.size();
+  KILN_CHECK(na == nb || na == 1 || nb == 1, "onnx",
+             "'" << op << "' of shape values: lengths " << na << " and " << nb << " do not broadcast (" << ints_str(a)
+                 << ", " << ints_str(b) << ")");
+  const size_t n = na == 1 ? nb : na;
+  std::vector<int64_t> r(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Two's complement wrap-around, as the integer kernels.
+    const uint64_t x = static_cast<uint64_t>(a[na == 1 ? 0 : i]), y = static_cast<uint64_t>(b[nb == 1 ? 0 : i]);
+    switch (op) {
+      case '+':
+        r[i] = static_cast<int64_t>(x + y);
+        break;
+      case '-':
+        r[i] = static_cast<int64_t>(x - y);
+        break;
+      case '*':
+        r[i] = static_cast<int64_t>(x * y);
+        break;
+      case '/': {
+        const int64_t p = static_cast<int64_t>(x), q = static_cast<int64_t>(y);
+        KILN_CHECK(q != 0, "onnx",
+                   "Div of shape values: division by zero (" << ints_str(a) << " / " << ints_str(b) << ")");
+        r[i] = q == -1 ? static_cast<int64_t>(0 - x) : p / q;  // truncates, like C++
+        break;
+      }
+      default:
+        KILN_CHECK(false, "onnx", "int_binary: unknown operator '" << op << "'");
+    }
+  }
+  return r;
+}
+
+std::vector<int64_t> cast_ints(const std::vector<int64_t>& v, DType to) {
+  KILN_CHECK(to == i64 || to == i32, "onnx",
+             "Cast of a shape value: to " << to_string(to) << " is not an integer type held as a shape value");
+  if (to == i64) return v;
+  std::vector<int64_t> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v[i])));
+  return r;
+}
+
+Tensor ints_tensor(const std::vector<int64_t>& v, bool scalar, DType dtype, const Device& device) {
+  KILN_CHECK(!scalar || v.size() == 1, "onnx", "a rank-0 shape value must hold one element, got " << ints_str(v));
+  Shape s = scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())};
+  Tensor t = tensor(v, s, device);
+  return dtype == i64 ? t : cast(t, dtype);
+}
+
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzero) {
+  std::vector<int64_t> s = shape;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] == 0 && !allowzero) {
+      KILN_CHECK(static_cast<int64_t>(i) < x.dim(), "onnx",
+                 "Reshape: the shape " << ints_str(shape) << " has a 0 at position " << i
+                                       << ", beyond the input's rank " << x.dim() << " (" << to_string(x.shape())
+                                       << ")");
+      s[i] = x.size(static_cast<int64_t>(i));
+    }
+  return x.reshape(Shape(s.begin(), s.end()));
 }
 
 }  // namespace kiln::onnx::ops

@@ -86,6 +86,14 @@ struct OpContext {
   }
 };
 
+/// A shape value in generated code (see kiln::onnx::ops::shape_of): a host
+/// std::vector<int64_t> that stands for a small integer tensor of rank 0 (one element) or 1.
+struct ShapeArg {
+  std::string expr;   ///< C++ expression of type std::vector<int64_t>; empty: not a shape value
+  int rank = -1;      ///< 0 or 1
+  DType dtype = i64;  ///< i64 or i32 (the tensor's dtype when one is made of it)
+};
+
 /// What an emitter sees: the node, the C++ expressions of its inputs, the constant values of
 /// inputs that are initializers or Constant outputs, known ranks, and the variable names of its
 /// outputs. Emitters add sub-modules with add_module (their state is written to the weights
@@ -104,6 +112,11 @@ struct EmitContext {
                             const std::vector<std::pair<std::string, Tensor>>& state)>
       add_module;
   std::string code;  ///< statements appended by the emitter
+  /// Per input: the input as a shape value, when it is one (computed by an earlier node) or is
+  /// an integer constant of rank 0 or 1 with few elements.
+  std::vector<ShapeArg> shape_in;
+  /// Outputs the emitter made shape values (assign_shape); others are tensors.
+  std::vector<ShapeArg> shape_out;
 
   size_t n_in() const { return node.input.size(); }
   bool has(size_t i) const { return i < node.input.size() && !node.input[i].empty(); }
@@ -114,8 +127,16 @@ struct EmitContext {
   std::vector<int64_t> attr_ints(std::string_view n) const;
   /// `Tensor <out0> = <expr>;`
   void assign(const std::string& expr);
+  /// Input i as a shape value, or null.
+  const ShapeArg* shape(size_t i) const {
+    return i < shape_in.size() && !shape_in[i].expr.empty() ? &shape_in[i] : nullptr;
+  }
+  /// `const std::vector<int64_t> <out i> = <expr>;`: output i becomes a shape value.
+  void assign_shape(size_t i, const std::string& expr, int rank, DType dtype);
 };
 
+/// C++ expression of a dtype: "kiln::f32", "kiln::bool_".
+std::string dtype_expr(DType d);
 /// C++ list literal of integers: "{1, 2, 3}".
 std::string int_list(const std::vector<int64_t>& v);
 /// A float as a C++ literal that reads back exactly.

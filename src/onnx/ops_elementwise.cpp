@@ -185,10 +185,19 @@ void register_elementwise(Registry& r) {
   r["Sub"] = [](OpContext& c) { c.set(0, keep_dtype(sub(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Mul"] = [](OpContext& c) { c.set(0, keep_dtype(mul(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Div"] = [](OpContext& c) { c.set(0, keep_dtype(onnx_div(c.x(0), c.x(1)), c.x(0).dtype())); };
-  // Float arithmetic as operators when a constant operand shows the dtype is floating.
+  // Float arithmetic as operators when a constant operand shows the dtype is floating; integer
+  // arithmetic of shape values as host code.
   for (auto [op, sym] : {std::pair{"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}}) {
     EmitFn f = binary_emit(sym);
-    r.emit(op, [f](EmitContext& e) {
+    char c = sym[0];
+    r.emit(op, [f, c](EmitContext& e) {
+      const ShapeArg *a = e.shape(0), *b = e.shape(1);
+      if (a && b && a->dtype == b->dtype) {
+        std::string y = std::string("kiln::onnx::ops::int_binary('") + c + "', " + a->expr + ", " + b->expr + ")";
+        if (a->dtype == i32) y = "kiln::onnx::ops::cast_ints(" + y + ", kiln::i32)";  // wraps as int32 math
+        e.assign_shape(0, y, std::max(a->rank, b->rank), a->dtype);
+        return true;
+      }
       bool floating = false;
       for (size_t i = 0; i < 2; ++i)
         if (e.constant(i) && is_floating(e.constant(i)->dtype())) floating = true;
@@ -296,6 +305,18 @@ void register_elementwise(Registry& r) {
     c.check(has_dtype(to), "cast to " + proto::data_type_name(to) + " is not supported");
     c.set(0, cast(c.x(0), to_dtype(to, c.where())));
   };
+  r.emit("Cast", [](EmitContext& e) {  // kiln::cast; a shape value to i32/i64 stays one
+    const ShapeArg* x = e.shape(0);
+    const int64_t to = e.attr_i("to", 0);
+    if (!has_dtype(static_cast<int32_t>(to))) return false;
+    if (!x || (to != 6 && to != 7)) {
+      e.assign("kiln::cast(" + e.in(0) + ", " + dtype_expr(to_dtype(static_cast<int32_t>(to), "Cast")) + ")");
+      return true;
+    }
+    e.assign_shape(0, to == 7 ? x->expr : "kiln::onnx::ops::cast_ints(" + x->expr + ", kiln::i32)", x->rank,
+                   to == 7 ? i64 : i32);
+    return true;
+  });
   // ---- quantization (uint8/int8) ----
   auto per_axis = [](const OpContext& c, const Tensor& v, const Tensor& x) {
     if (v.dim() != 1 || x.dim() == 0 || v.numel() == 1) return v.reshape({});

@@ -164,6 +164,11 @@ void register_reduce(Registry& r) {
   r["Softmax"] = [](OpContext& c) {
     c.set(0, along_axis(c, c.x(0), [](const Tensor& t, int64_t a) { return softmax(t, a); }));
   };
+  r.emit("Softmax", [](EmitContext& e) {  // opset 13 on: one axis, kiln::softmax
+    if (e.opset < 13) return false;
+    e.assign("kiln::softmax(" + e.in(0) + ", " + std::to_string(e.attr_i("axis", -1)) + ")");
+    return true;
+  });
   r["LogSoftmax"] = [](OpContext& c) {
     c.set(0, along_axis(c, c.x(0), [](const Tensor& t, int64_t a) { return log_softmax(t, a); }));
   };

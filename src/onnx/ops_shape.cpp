@@ -8,16 +8,12 @@
 #include <numeric>
 
 #include "core/backend.h"
+#include "kiln/onnx.h"
 #include "onnx/ops.h"
 
 namespace kiln::onnx {
 
 namespace {
-
-Tensor shape_tensor(const Shape& s, const Device& d) {
-  std::vector<int64_t> v(s.begin(), s.end());
-  return tensor(v, Shape{static_cast<int64_t>(v.size())}, d);
-}
 
 Tensor fix_negative(const Tensor& idx, int64_t dim) {
   Tensor i = idx.dtype() == i64 ? idx : cast(idx, i64);
@@ -117,32 +113,149 @@ Tensor onnx_pad(const Tensor& x, const std::vector<int64_t>& pads, const std::ve
   return pad(y, kp, km, value);
 }
 
+// Constant axes of Squeeze/Unsqueeze in generated code (input 1 from opset 13, else the
+// attribute), as the run function reads them; false when they are computed at run time.
+bool const_axes(const EmitContext& e, std::vector<int64_t>& axes) {
+  if (e.opset >= 13 || e.node.attr("axes") == nullptr) {
+    if (e.has(1)) {
+      const Tensor* t = e.constant(1);
+      if (!t || is_floating(t->dtype())) return false;
+      axes = t->to(i64).contiguous().to_vector<int64_t>();
+      return true;
+    }
+  }
+  axes = e.attr_ints("axes");
+  return true;
+}
+
+// Generated code for the shape ops. Shape arithmetic (Shape, Size, and Gather, Unsqueeze,
+// Squeeze, Concat of shape values) becomes host code on std::vector<int64_t> (kiln::onnx::ops
+// helpers); Reshape, Unsqueeze, Transpose and Flatten of tensors become plain Kiln calls. Any
+// other form returns false: the generic call, with the run function's semantics and errors.
+void emit_shape_ops(Registry& r) {
+  auto lit = [](int64_t v) { return std::to_string(v); };
+  r.emit("Shape", [lit](EmitContext& e) {
+    std::string args = e.in(0);
+    const bool has_end = e.node.attr("end") != nullptr;
+    if (e.attr_i("start", 0) != 0 || has_end) args += ", " + lit(e.attr_i("start", 0));
+    if (has_end) args += ", " + lit(e.attr_i("end", 0));
+    e.assign_shape(0, "kiln::onnx::ops::shape_of(" + args + ")", 1, i64);
+    return true;
+  });
+  r.emit("Size", [](EmitContext& e) {
+    e.assign_shape(0, "std::vector<int64_t>{" + e.in(0) + ".numel()}", 0, i64);
+    return true;
+  });
+  r.emit("Gather", [](EmitContext& e) {
+    const ShapeArg *d = e.shape(0), *i = e.shape(1);
+    const int64_t a = e.attr_i("axis", 0);
+    if (!d || !i || d->rank != 1 || (a != 0 && a != -1)) return false;
+    e.assign_shape(0, "kiln::onnx::ops::gather_ints(" + d->expr + ", " + i->expr + ")", i->rank, d->dtype);
+    return true;
+  });
+  r.emit("Concat", [](EmitContext& e) {
+    const int64_t a = e.attr_i("axis", 0);
+    if (e.n_in() == 0 || (a != 0 && a != -1)) return false;
+    std::string parts;
+    for (size_t i = 0; i < e.n_in(); ++i) {
+      const ShapeArg* p = e.shape(i);
+      if (!p || p->rank != 1 || p->dtype != e.shape(0)->dtype) return false;
+      parts += (i ? ", " : "") + p->expr;
+    }
+    e.assign_shape(0, "kiln::onnx::ops::concat_ints({" + parts + "})", 1, e.shape(0)->dtype);
+    return true;
+  });
+  r.emit("Squeeze", [](EmitContext& e) {
+    std::vector<int64_t> axes;
+    const ShapeArg* x = e.shape(0);
+    if (!x || x->rank != 1 || !const_axes(e, axes) || axes.size() > 1 ||
+        (axes.size() == 1 && axes[0] != 0 && axes[0] != -1))
+      return false;
+    e.assign_shape(0, "kiln::onnx::ops::squeeze_ints(" + x->expr + ")", 0, x->dtype);
+    return true;
+  });
+  r.emit("Unsqueeze", [](EmitContext& e) {
+    std::vector<int64_t> axes;
+    if (!const_axes(e, axes) || axes.empty()) return false;
+    if (const ShapeArg* x = e.shape(0)) {
+      if (x->rank != 0 || axes.size() != 1 || (axes[0] != 0 && axes[0] != -1)) return false;
+      e.assign_shape(0, x->expr, 1, x->dtype);
+      return true;
+    }
+    const int rank = e.rank.empty() ? -1 : e.rank[0];
+    const int64_t out_rank = rank < 0 ? -1 : rank + static_cast<int64_t>(axes.size());
+    for (auto& a : axes) {
+      if (a < 0 && out_rank < 0) return false;
+      if (a < 0) a += out_rank;
+      if (a < 0 || (out_rank >= 0 && a >= out_rank)) return false;
+    }
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return false;
+    std::string x = e.in(0);
+    for (int64_t a : axes) x += ".unsqueeze(" + std::to_string(a) + ")";
+    e.assign(x);
+    if (out_rank >= 0) e.out_rank = {static_cast<int>(out_rank)};
+    return true;
+  });
+  r.emit("Reshape", [](EmitContext& e) {
+    const ShapeArg* s = e.shape(1);
+    if (e.opset < 5 || !s || s->rank != 1) return false;
+    const bool allowzero = e.attr_i("allowzero", 0) != 0;
+    e.assign("kiln::onnx::ops::reshape(" + e.in(0) + ", " + s->expr + (allowzero ? ", true" : "") + ")");
+    if (const Tensor* t = e.constant(1)) e.out_rank = {static_cast<int>(t->numel())};
+    return true;
+  });
+  r.emit("Transpose", [](EmitContext& e) {
+    std::vector<int64_t> p = e.attr_ints("perm");
+    const int rank = e.rank.empty() ? -1 : e.rank[0];
+    if (p.empty()) {
+      if (rank < 0) return false;
+      for (int64_t i = rank - 1; i >= 0; --i) p.push_back(i);
+    }
+    e.assign(e.in(0) + ".permute(" + int_list(p) + ")");
+    e.out_rank = {static_cast<int>(p.size())};
+    return true;
+  });
+  r.emit("Split", [](EmitContext& e) {  // constant sizes: kiln::split
+    std::vector<int64_t> sizes;
+    if (e.opset >= 13) {
+      const Tensor* t = e.has(1) ? e.constant(1) : nullptr;
+      if (!t || is_floating(t->dtype())) return false;
+      sizes = t->to(i64).contiguous().to_vector<int64_t>();
+    } else {
+      sizes = e.attr_ints("split");
+    }
+    if (sizes.empty() || sizes.size() != e.out.size()) return false;
+    std::string r;  // named after an output (unique names), so two Splits do not collide
+    for (const auto& o : e.out) r = o.empty() ? r : o + "_parts";
+    if (r.empty()) return false;
+    e.code += "  const std::vector<kiln::Tensor> " + r + " = kiln::split(" + e.in(0) + ", std::vector<int64_t>" +
+              int_list(sizes) + ", " + std::to_string(e.attr_i("axis", 0)) + ");\n";
+    for (size_t i = 0; i < e.out.size(); ++i)
+      if (!e.out[i].empty()) e.code += "  kiln::Tensor " + e.out[i] + " = " + r + "[" + std::to_string(i) + "];\n";
+    return true;
+  });
+  r.emit("Flatten", [](EmitContext& e) {  // axis 1 of a rank >= 2 input: Tensor::flatten(1)
+    const int rank = e.rank.empty() ? -1 : e.rank[0];
+    const int64_t a = e.attr_i("axis", 1);
+    if (rank < 2 || (a != 1 && a != 1 - rank)) return false;
+    e.assign(e.in(0) + ".flatten(1)");
+    e.out_rank = {2};
+    return true;
+  });
+}
+
 }  // namespace
 
 void register_shape(Registry& r) {
   r["Shape"] = [](OpContext& c) {
-    const Tensor& x = c.x(0);
-    int64_t n = x.dim();
-    int64_t s = c.attr_i("start", 0), e = c.attr_i("end", n);
-    if (s < 0) s += n;
-    if (e < 0) e += n;
-    s = std::clamp<int64_t>(s, 0, n);
-    e = std::clamp<int64_t>(e, 0, n);
-    Shape sh;
-    for (int64_t i = s; i < e; ++i) sh.push_back(x.size(i));
-    c.set(0, shape_tensor(sh, c.device));
+    std::vector<int64_t> v = ops::shape_of(c.x(0), c.attr_i("start", 0), c.attr_i("end", INT64_MAX));
+    c.set(0, tensor(v, Shape{static_cast<int64_t>(v.size())}, c.device));
   };
   r["Size"] = [](OpContext& c) { c.set(0, scalar_tensor(c.x(0).numel(), i64, c.device)); };
   r["Reshape"] = [](OpContext& c) {
     const Tensor& x = c.x(0);
-    std::vector<int64_t> s = c.opset < 5 ? c.attr_ints("shape") : c.ints_in(1);
-    bool allowzero = c.attr_i("allowzero", 0) != 0;
-    for (size_t i = 0; i < s.size(); ++i)
-      if (s[i] == 0 && !allowzero) {
-        c.check(static_cast<int64_t>(i) < x.dim(), "shape has a 0 beyond the input's rank");
-        s[i] = x.size(static_cast<int64_t>(i));
-      }
-    c.set(0, x.reshape(to_shape(s)));
+    c.set(0, ops::reshape(x, c.opset < 5 ? c.attr_ints("shape") : c.ints_in(1), c.attr_i("allowzero", 0) != 0));
   };
   r["Flatten"] = [](OpContext& c) {
     const Tensor& x = c.x(0);
@@ -452,6 +565,7 @@ void register_shape(Registry& r) {
     }
     c.set(0, cat(rows, ba));
   };
+  emit_shape_ops(r);
 }
 
 }  // namespace kiln::onnx

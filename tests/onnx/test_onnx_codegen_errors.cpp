@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "kiln/onnx.h"
@@ -141,4 +142,93 @@ TEST(OnnxCodegen, ControlFlowHelpersFollowTheRunTimeSemantics) {
   EXPECT_EQ(y.shape(), (Shape{2, 3}));
   EXPECT_EQ(y.to_vector<float>(), x.to_vector<float>());
   EXPECT_THROW(onnx::ops::stack_steps({}), Error);
+}
+
+namespace {
+
+std::vector<int64_t> ints_of(const Tensor& t) { return t.to(i64).contiguous().to_vector<int64_t>(); }
+
+Tensor ints(const std::vector<int64_t>& v, bool scalar = false) {
+  return onnx::ops::ints_tensor(v, scalar, i64, Device::cpu());
+}
+
+}  // namespace
+
+// The shape-value helpers of generated code against the run-time path's ops (the same ONNX op
+// on tensors, through ops::call).
+TEST(OnnxCodegen, ShapeValueHelpersMatchTheRunTimeOps) {
+  using onnx::ops::call;
+  Tensor x = zeros({2, 3, 4, 5});
+  for (auto [s, e] : {std::pair<int64_t, int64_t>{0, INT64_MAX}, {1, 3}, {-2, INT64_MAX}, {-9, 9}, {3, 1}}) {
+    onnx::ops::Attrs a = {{"start", s}};
+    if (e != INT64_MAX) a.push_back({"end", e});
+    EXPECT_EQ(onnx::ops::shape_of(x, s, e), ints_of(call("Shape", 17, {x}, a)[0])) << s << " " << e;
+  }
+  const std::vector<int64_t> shp = {2, 3, 4, 5};
+  for (const std::vector<int64_t>& idx : {std::vector<int64_t>{0}, {-1}, {3, -4, 1}}) {
+    Tensor want = call("Gather", 17, {ints(shp), ints(idx)}, {{"axis", 0}})[0];
+    EXPECT_EQ(onnx::ops::gather_ints(shp, idx), ints_of(want));
+  }
+  EXPECT_EQ(call("Gather", 17, {ints(shp), ints({2}, true)}, {{"axis", 0}})[0].dim(), 0);  // rank of the index
+  EXPECT_EQ(onnx::ops::concat_ints({{2}, {}, {-1, 4}}), (std::vector<int64_t>{2, -1, 4}));
+  // Integer arithmetic: Div truncates toward zero, one element broadcasts.
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs = {
+      {{7}, {2}}, {{-7}, {2}}, {{7, -9, 12}, {-4}}, {{5}, {3, -3, 7}}, {{8, 6}, {2, -3}}};
+  for (const auto& [a, b] : pairs)
+    for (auto [op, name] : {std::pair{'+', "Add"}, {'-', "Sub"}, {'*', "Mul"}, {'/', "Div"}})
+      EXPECT_EQ(onnx::ops::int_binary(op, a, b), ints_of(call(name, 17, {ints(a), ints(b)})[0])) << name;
+  // Cast to int32 wraps like the tensor cast.
+  const std::vector<int64_t> big = {int64_t{1} << 33, (int64_t{1} << 31) + 5, -3};
+  EXPECT_EQ(onnx::ops::cast_ints(big, i32), ints_of(call("Cast", 17, {ints(big)}, {{"to", 6}})[0]));
+  EXPECT_EQ(onnx::ops::cast_ints(big, i64), big);
+  EXPECT_EQ(onnx::ops::ints_tensor({3}, true, i32, Device::cpu()).dtype(), i32);
+  EXPECT_EQ(onnx::ops::ints_tensor({3}, true, i64, Device::cpu()).dim(), 0);
+  // Reshape: 0 keeps a dim, -1 is inferred, allowzero makes 0 a size.
+  Tensor y = arange(24, f32, Device::cpu()).reshape({2, 3, 4});
+  for (const std::vector<int64_t>& s : {std::vector<int64_t>{0, -1}, {0, 0, 2, 2}, {-1}, {4, 0, 2}}) {
+    Tensor want = call("Reshape", 17, {y, ints(s)})[0];
+    Tensor got = onnx::ops::reshape(y, s);
+    EXPECT_EQ(got.shape(), want.shape());
+    EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
+  }
+  Tensor empty = zeros({0, 3});
+  EXPECT_EQ(onnx::ops::reshape(empty, {3, 0}, true).shape(), (Shape{3, 0}));
+  EXPECT_EQ(onnx::ops::reshape(empty, {0, 3}).shape(), (Shape{0, 3}));
+}
+
+TEST(OnnxCodegenErrors, ShapeValueHelpersRejectBadValues) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
+    std::string msg = test::error_of(f);
+    EXPECT_NE(msg.find(part), std::string::npos) << msg;
+  };
+  expect_error([] { onnx::ops::gather_ints({2, 3}, {2}); }, "index 2 is out of range");
+  expect_error([] { onnx::ops::gather_ints({2, 3}, {-3}); }, "[2, 3]");
+  expect_error([] { onnx::ops::int_binary('/', {4, 6}, {0}); }, "division by zero");
+  expect_error([] { onnx::ops::int_binary('+', {1, 2}, {1, 2, 3}); }, "do not broadcast");
+  expect_error([] { onnx::ops::squeeze_ints({1, 2}); }, "Squeeze");
+  expect_error([] { onnx::ops::cast_ints({1}, f32); }, "Cast");
+  expect_error([] { onnx::ops::ints_tensor({1, 2}, true, i64, Device::cpu()); }, "one element");
+  Tensor x = zeros({2, 3});
+  expect_error([&] { onnx::ops::reshape(x, {0, 0, 0}); }, "beyond the input's rank 2");
+  EXPECT_THROW(onnx::ops::reshape(x, {4, -1}), Error);  // 6 elements do not fill [4, -1]
+}
+
+// Generated code for a shape chain (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, the way
+// PyTorch exports `x.view(x.size(0), -1, 4)`): host code, no generic calls.
+TEST(OnnxCodegen, ShapeChainsBecomeHostCode) {
+  Msg g;
+  g.msg(1, node("Shape", {"x"}, {"s"}, "shape"));
+  g.msg(1, node("Gather", {"s", "zero"}, {"n"}, "gather").msg(5, attr_i("axis", 0)));
+  g.msg(1, node("Unsqueeze", {"n", "axes0"}, {"n1"}, "unsqueeze"));
+  g.msg(1, node("Concat", {"n1", "rest"}, {"target"}, "concat").msg(5, attr_i("axis", 0)));
+  g.msg(1, node("Reshape", {"x", "target"}, {"y"}, "reshape"));
+  g.msg(5, tensor_i64("zero", {}, {0})).msg(5, tensor_i64("axes0", {1}, {0}));
+  g.msg(5, tensor_i64("rest", {2}, {-1, 4}));
+  g.msg(11, value_info("x", {-1, 8})).msg(12, value_info("y", {-1, 2, 4}));
+  std::string src = generate_source(model(g, 17), "shape_chain");
+  EXPECT_EQ(src.find("ops::call("), std::string::npos) << src;
+  EXPECT_NE(src.find("kiln::onnx::ops::shape_of(x)"), std::string::npos) << src;
+  EXPECT_NE(src.find("kiln::onnx::ops::gather_ints("), std::string::npos) << src;
+  EXPECT_NE(src.find("kiln::onnx::ops::concat_ints("), std::string::npos) << src;
+  EXPECT_NE(src.find("kiln::onnx::ops::reshape(x, "), std::string::npos) << src;
 }

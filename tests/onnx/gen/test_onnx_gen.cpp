@@ -102,19 +102,36 @@ TEST(OnnxCodegen, UNetIsAnOrdinaryModule) { check_module<UNet>("unet"); }
 // including a run the body's condition stops early.
 TEST(OnnxCodegen, ControlFlowMatchesOnnxRuntime) { check_matches_ort<ControlFlow>("control_flow"); }
 
-TEST(OnnxCodegen, ControlFlowIsPlainCpp) {
-  std::string src = ControlFlow::weights_path();
-  src.replace(src.size() - std::string(".safetensors").size(), std::string::npos, ".cpp");
-  std::ifstream f(src);
-  ASSERT_TRUE(f.good()) << src;
+// The generated source beside a model's weights file.
+std::string generated_source(std::string weights) {
+  weights.replace(weights.size() - std::string(".safetensors").size(), std::string::npos, ".cpp");
+  std::ifstream f(weights);
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string code = ss.str();
+  return ss.str();
+}
+
+TEST(OnnxCodegen, ControlFlowIsPlainCpp) {
+  std::string code = generated_source(ControlFlow::weights_path());
+  ASSERT_FALSE(code.empty());
   EXPECT_EQ(code.find("ops::call(\"Loop\""), std::string::npos);
   EXPECT_EQ(code.find("ops::call(\"If\""), std::string::npos);
   EXPECT_EQ(code.find("ops::call(\"Scan\""), std::string::npos);
   EXPECT_NE(code.find("for (int64_t"), std::string::npos);
   EXPECT_NE(code.find("if (kiln::onnx::ops::condition("), std::string::npos);
+}
+
+// BERT's shape arithmetic (batch and sequence length read from the inputs, then the attention
+// heads' view shapes) is host code on shape values, and its reshapes, transposes, splits and
+// softmaxes plain Kiln calls; BertMatchesOnnxRuntime runs it at two sequence lengths.
+TEST(OnnxCodegen, BertShapeArithmeticIsHostCode) {
+  std::string code = generated_source(Bert::weights_path());
+  ASSERT_FALSE(code.empty());
+  for (const char* op : {"Shape", "Unsqueeze", "Concat", "Reshape", "Transpose", "Split", "Softmax", "Cast"})
+    EXPECT_EQ(code.find(std::string("ops::call(\"") + op + "\""), std::string::npos) << op;
+  EXPECT_NE(code.find("kiln::onnx::ops::shape_of("), std::string::npos);
+  EXPECT_NE(code.find("kiln::onnx::ops::concat_ints("), std::string::npos);
+  EXPECT_NE(code.find("kiln::onnx::ops::reshape("), std::string::npos);
 }
 
 TEST(OnnxCodegen, ControlFlowBadInputThrows) {
