@@ -33,6 +33,8 @@
 // tile's result depends only on its position, so results do not depend on the thread count.
 // Plans (the slot mapping and tile ops of a group) are cached by a shape-relative signature:
 // op kinds, attributes, dtypes, ranks and broadcast pattern, not sizes.
+#include <cmath>
+
 #include "fusion/backend.h"
 
 namespace kiln {
@@ -144,7 +146,7 @@ bool hoistable(const Rec& r) {
 }
 
 /// Gathers the Conv at order[head] and the chain of ops that may become its epilogue: the first
-/// reader of its result, then the first reader of that one's, and so on (Mul, Add or Relu; up to
+/// reader of its result, then the first reader of that one's, and so on (Mul, Add, Relu or Clamp; up to
 /// four). When other ops lie between them, and each of those can run before the Conv (it reads
 /// none of their results, writes nothing the Conv reads and nothing an earlier member reads, and
 /// is not another product or convolution), moves them ahead of the Conv in `order` and returns
@@ -164,7 +166,7 @@ bool gather_conv_chain(const std::vector<Rec>& s, std::vector<size_t>& order, si
     while (k < lim && !has(s[order[k]].in, cur)) ++k;
     if (k >= lim) break;
     const OpKind kind = s[order[k]].op.kind;
-    if (kind != OpKind::Mul && kind != OpKind::Add && kind != OpKind::Relu) break;
+    if (kind != OpKind::Mul && kind != OpKind::Add && kind != OpKind::Relu && kind != OpKind::Clamp) break;
     chain.push_back(k);
     cur = s[order[k]].out[0];
     p = k + 1;
@@ -280,6 +282,20 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
       y = r.out[0];
       yd = &r.op.outputs[0];
       ++k;
+    } else if (r.op.kind == OpKind::Clamp && floating && sole_reader(order[k], r, 0)) {
+      // Bounds as the Clamp kernel reads them (a missing one infinite); min(max(x, lo), hi) is hi
+      // everywhere when lo > hi, which the epilogue's clamp gives with lo = hi.
+      const auto& ci = r.op.attrs.ints;
+      const auto& cr = r.op.attrs.reals;
+      double lo = ci[0] ? cr[0] : -INFINITY, hi = ci[1] ? cr[1] : INFINITY;
+      if (lo > hi) lo = hi;
+      f.op.attrs.reals.clear();
+      f.op.attrs.reals.push_back(lo);
+      f.op.attrs.reals.push_back(hi);
+      epi |= ir::kConvClamp;
+      y = r.out[0];
+      yd = &r.op.outputs[0];
+      ++k;
     }
   }
   if (epi == 0) return 0;
@@ -293,7 +309,8 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
     for (auto [bit, name] : {std::pair<int64_t, const char*>{ir::kConvScale, "per-channel Mul"},
                              {ir::kConvShift, "per-channel Add"},
                              {ir::kConvResidual, "residual Add"},
-                             {ir::kConvRelu, "Relu"}})
+                             {ir::kConvRelu, "Relu"},
+                             {ir::kConvClamp, "Clamp"}})
       if (epi & bit) parts.push_back(name);
     std::string what;
     for (size_t q = 0; q < parts.size(); ++q)

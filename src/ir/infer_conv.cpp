@@ -21,7 +21,12 @@ void infer_conv(Op& op) {
   if (op.kind == OpKind::Conv && a.size() == conv_geometry_ints(nsp) + 1) {  // + fused epilogue
     KILN_CHECK(
         a.back() >= 0 && a.back() <= kConvEpilogueBits, name,
-        "fused epilogue must be 0 to 15 (bit 0 relu, bit 1 residual, bit 2 scale, bit 3 shift), got " << a.back());
+        "fused epilogue must be 0 to 31 (bit 0 relu, bit 1 residual, bit 2 scale, bit 3 shift, bit 4 clamp), got "
+            << a.back());
+    KILN_CHECK((a.back() & (kConvRelu | kConvClamp)) != (kConvRelu | kConvClamp), name,
+               "fused epilogue: relu and clamp exclude each other");
+    KILN_CHECK(!(a.back() & kConvClamp) || op.attrs.reals.size() == 2, name,
+               "fused clamp needs reals {lo, hi}, got " << op.attrs.reals.size() << " values");
   } else
     KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,
                "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "

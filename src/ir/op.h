@@ -88,10 +88,14 @@ inline int64_t conv_epilogue(const Op& op) {
   const auto& a = op.attrs.ints;
   return op.kind == OpKind::Conv && a.size() >= 2 && a.size() == conv_geometry_ints(a[1]) + 1 ? a.back() : 0;
 }
-inline constexpr int64_t kConvRelu = 1, kConvResidual = 2, kConvScale = 4, kConvShift = 8;  ///< conv_epilogue bits
-inline constexpr int64_t kConvEpilogueBits = 15;
-/// Conv's fused activation: 1 relu, 0 none.
-inline int64_t conv_activation(const Op& op) { return conv_epilogue(op) & kConvRelu; }
+/// conv_epilogue bits (ops.def).
+inline constexpr int64_t kConvRelu = 1, kConvResidual = 2, kConvScale = 4, kConvShift = 8, kConvClamp = 16;
+inline constexpr int64_t kConvEpilogueBits = 31;
+/// Conv's fused activation: 1 relu, 2 clamp to [attrs.reals[0], attrs.reals[1]], 0 none.
+inline int64_t conv_activation(const Op& op) {
+  const int64_t e = conv_epilogue(op);
+  return (e & kConvRelu) ? 1 : (e & kConvClamp) ? 2 : 0;
+}
 /// Whether Conv's last input is a residual added before the activation.
 inline bool conv_has_residual(const Op& op) { return (conv_epilogue(op) & kConvResidual) != 0; }
 /// Whether Conv multiplies its result by a per-channel scale (input conv_scale_input), and adds a

@@ -427,6 +427,60 @@ TEST(Fusion, ConvPerChannelScaleAndShiftRunInTheConvolution) {
       }
 }
 
+TEST(Fusion, ConvFollowedByClampRunsInTheConvolution) {
+  const SmallLimit all(0);  // small tensors: every op queued
+  // ReLU6 (clamp to [0, 6]) and other clamps after a convolution, alone or after a batch norm's
+  // scale and shift or a residual, as one convolution: bitwise the unfused result (NaN passes
+  // as through the Clamp kernel). f32 with oneDNN (a 3x3 and a 1x1 convolution, which take
+  // different paths) and with the portable kernel, f64; one bound only; lo > hi (all hi).
+  const RestoreOnednnAndThreads restore;
+  for (DType dt : {f32, f64})
+    for (bool onednn : {true, false})
+      for (int form = 0; form < 6; ++form) {
+        if (dt == f64 && onednn) continue;
+        cpu::onednn::set_enabled(onednn && restore.saved);
+        set_num_threads(form % 2 ? 1 : 2);
+        const int64_t k = form % 3 == 1 ? 1 : 3;
+        auto f = [&](const Device& d) {
+          manual_seed(70 + form);
+          std::vector<double> xv = (randn({3, 16, 9, 9}, {.dtype = f64}) * 4).to_vector<double>();
+          xv[100] = std::nan("");
+          Tensor x = tensor(xv, {3, 16, 9, 9}).to(dt).to(d);
+          Tensor w = randn({16, 16, k, k}, {.dtype = dt, .device = d});
+          Tensor b = randn({16}, {.dtype = dt, .device = d});
+          Tensor sc = randn({16, 1, 1}, {.dtype = dt, .device = d}), sh = randn({16, 1, 1}, {.dtype = dt, .device = d});
+          Tensor c = F::conv2d(x, w, b, {.padding = k / 2});
+          Tensor y;
+          if (form == 0) y = clamp(c, 0.0, 6.0);
+          if (form == 1) y = clamp(c * sc + sh, 0.0, 6.0);
+          if (form == 2) y = clamp(c + x, std::nullopt, 1.5);
+          if (form == 3) y = clamp(c, -2.0, std::nullopt);
+          if (form == 4) y = clamp(c, 3.0, -1.0);  // lo > hi: every value hi (NaN stays)
+          if (form == 5) y = clamp(c * sc, -0.5, 0.5);
+          c = Tensor();  // dead before the flush: only the epilogue reads it
+          return y.to(f64).to_vector<double>();
+        };
+        auto a = f(plain());
+        fusion::reset_stats();
+        auto got = f(fused());
+        const std::string what =
+            std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
+        EXPECT_EQ(fusion::stats().epilogues, 1) << what;
+        const int64_t ops[] = {1, 3, 2, 1, 1, 2};  // Mul, Add, residual Add, Clamp: what each form has
+        EXPECT_EQ(fusion::stats().conv_epilogue_ops, ops[form]) << what;
+        ASSERT_EQ(got.size(), a.size());
+        int nans = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          nans += std::isnan(a[i]) ? 1 : 0;
+          if (std::isnan(a[i]))
+            EXPECT_TRUE(std::isnan(got[i])) << what << " " << i;
+          else
+            EXPECT_EQ(got[i], a[i]) << what << " " << i;
+        }
+        EXPECT_GT(nans, 0) << what;
+      }
+}
+
 TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
   const SmallLimit all(0);  // small tensors: every op queued
   // conv + r, relu(conv + r) and relu(r + conv) as one convolution: f32 with oneDNN (added per

@@ -397,13 +397,21 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   A* res = stage_out<T, A>(out[0], op.outputs[0], to);
   // The oneDNN path applies the epilogue itself, per share of images (Note [Convolution
   // activations] in conv_onednn.cpp).
-  const bool relu = ir::conv_activation(op) == 1;
+  const int64_t act = ir::conv_activation(op);  // 1 relu, 2 clamp
+  const bool relu = act == 1, clamp = act == 2;
+  const A clo = clamp ? static_cast<A>(op.attrs.reals[0]) : A(0),
+          chi = clamp ? static_cast<A>(op.attrs.reals[1]) : A(0);
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     if (onednn::enabled()) {
       if (op.kind == ir::OpKind::Conv) {
         conv::PostOp post;
         if (relu) post.kind = conv::PostOp::Relu;
+        if (clamp) {
+          post.kind = conv::PostOp::Clip;
+          post.lo = clo;
+          post.hi = chi;
+        }
         post.residual = res_in;
         post.scale = scale;
         post.shift = shift;
@@ -422,8 +430,9 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     else
       backward_weights(g, a0, a1, res);
   }
-  if ((relu || has_res || has_scale || has_shift) && !done) {
-    // As the Mul, Add and Relu kernels, each rounding: relu is x < 0 ? 0 : x (NaN passes through).
+  if ((act || has_res || has_scale || has_shift) && !done) {
+    // As the Mul, Add, Relu and Clamp kernels, each rounding: relu is x < 0 ? 0 : x, clamp
+    // min(max(x, lo), hi) (NaN passes through both).
     const int64_t plane = g.out_size();
     parallel_for(g.N * g.O, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t lo, int64_t hi) {
       for (int64_t p = lo; p < hi; ++p) {
@@ -436,6 +445,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
           if (shift) v = v + shift[c];
           if (r) v = v + r[i];
           if (relu) v = v < A(0) ? A(0) : v;
+          if (clamp) v = std::min(std::max(v, clo), chi);
           y[i] = v;
         }
       }
