@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """ONNX Runtime on the real-architecture fixtures (tests/fixtures/onnx), batch 1 and 16, 1 and 2
 threads, best of N: the reference for bench/onnx/kiln_onnx_bench.cpp (same output lines).
-Usage: ort_bench.py [reps=20]"""
+Usage: ort_bench.py [reps=20] [model] [threads] [batch] (as kiln_onnx_bench: a model, thread
+count or batch given alone runs only the matching cases)"""
 import os
 import sys
 import time
@@ -27,14 +28,23 @@ def inputs_for(model, b):
 
 def main():
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    only = sys.argv[2] if len(sys.argv) > 2 else ""
+    only_threads = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    only_batch = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     for threads in (1, 2):
+        if only_threads and threads != only_threads:
+            continue
         for name in ["resnet", "mobilenet", "bert", "lstm", "unet"]:
+            if only and name != only:
+                continue
             so = ort.SessionOptions()
             so.intra_op_num_threads = threads
             so.inter_op_num_threads = 1
             s = ort.InferenceSession(os.path.join(FX, name, "model.onnx"), so, providers=["CPUExecutionProvider"])
             names = [i.name for i in s.get_inputs()]
             for b in (1, 16):
+                if only_batch and b != only_batch:
+                    continue
                 feeds = dict(zip(names, inputs_for(name, b)))
                 s.run(None, feeds)
                 s.run(None, feeds)
