@@ -167,13 +167,15 @@ int main(int argc, char** argv) {
                   static_cast<long long>(k), static_cast<long long>(n), f ? "fused" : "unfused", t);
     }
   }
-  // Convolution epilogues, [16, 64, 28, 28]: a residual block's relu(conv2d(h, w) + h), and with a
-  // batch norm in eval mode between, relu(bn(conv2d(h, w)) + h). Fused, the add and relu (and the
-  // batch norm's scale and shift, its coefficients computed before) run inside the convolution.
+  // Convolution epilogues, [16, 64, 28, 28]: a residual block's relu(conv2d(h, w) + h), with a
+  // batch norm in eval mode between, relu(bn(conv2d(h, w)) + h), and MobileNet's ReLU6 after a
+  // batch norm, clamp(bn(conv2d(h, w)), 0, 6). Fused, the add and relu or clamp (and the batch
+  // norm's scale and shift, its coefficients computed before) run inside the convolution.
   if (!overhead_only && !small_only) {
     const int64_t nb = smoke ? 2 : 16;
-    for (bool with_bn : {false, true})
+    for (int form = 0; form < 3; ++form)
       for (int f = fused_only ? 1 : 0; f < 2; ++f) {
+        const bool with_bn = form > 0;
         const kiln::Device d = f ? fus : cpu;
         kiln::manual_seed(3);
         kiln::Tensor h = kiln::randn({nb, 64, 28, 28}, {.device = d}), w = kiln::randn({64, 64, 3, 3}, {.device = d});
@@ -183,11 +185,14 @@ int main(int argc, char** argv) {
         kiln::sync(d);
         const double t = best_of(reps, [&] {
           auto conv = [&] { return kiln::nn::functional::conv2d(h, w, kiln::Tensor(), {.padding = 1}); };
-          kiln::Tensor y = kiln::relu((with_bn ? bn(conv()) : conv()) + h);  // the conv's result a temporary
+          // The conv's result a temporary.
+          kiln::Tensor y =
+              form == 2 ? kiln::clamp(bn(conv()), 0.0, 6.0) : kiln::relu((with_bn ? bn(conv()) : conv()) + h);
           kiln::sync(d);
         });
-        std::printf("fusion_epilogue_conv_%s_relu_%lldx64x28x28_%s\t%.6g\t0\tok\n", with_bn ? "bn" : "residual",
-                    static_cast<long long>(nb), f ? "fused" : "unfused", t);
+        const char* name[] = {"residual_relu", "bn_relu", "bn_relu6"};
+        std::printf("fusion_epilogue_conv_%s_%lldx64x28x28_%s\t%.6g\t0\tok\n", name[form], static_cast<long long>(nb),
+                    f ? "fused" : "unfused", t);
       }
   }
   // A layer norm's forward and backward passes (autodiff): its gradient rule is written with

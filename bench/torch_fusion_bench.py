@@ -60,14 +60,16 @@ def main():
             t = best_of(a.reps, lambda: f(x))
             print(f"torch_fusion_{name}_{tag}_eager\t{t:.6g}\t{nbytes}\tok")
     print(f"torch_fusion_train_layernorm_8192x1024_eager\t{train_layernorm(8192, a.reps):.6g}\t0\tok")
-    conv_res, conv_bn = conv_epilogues(a.reps)
+    conv_res, conv_bn, conv_relu6 = conv_epilogues(a.reps)
     print(f"torch_fusion_epilogue_conv_residual_relu_16x64x28x28_eager\t{conv_res:.6g}\t0\tok")
     print(f"torch_fusion_epilogue_conv_bn_relu_16x64x28x28_eager\t{conv_bn:.6g}\t0\tok")
+    print(f"torch_fusion_epilogue_conv_bn_relu6_16x64x28x28_eager\t{conv_relu6:.6g}\t0\tok")
 
 
 def conv_epilogues(reps):
     """kiln_bench_fusion's convolution epilogues: relu(conv2d(h, w) + h), and a batch norm in eval
-    mode with a residual, relu(bn(conv2d(h, w)) + h); [16, 64, 28, 28], no grad."""
+    mode with a residual, relu(bn(conv2d(h, w)) + h), and ReLU6 after a batch norm,
+    clamp(bn(conv2d(h, w)), 0, 6); [16, 64, 28, 28], no grad."""
     torch.manual_seed(3)
     h = torch.randn(16, 64, 28, 28)
     w = torch.randn(64, 64, 3, 3)
@@ -77,7 +79,8 @@ def conv_epilogues(reps):
     with torch.no_grad():
         res = best_of(reps, lambda: torch.relu(torch.nn.functional.conv2d(h, w, padding=1) + h))
         with_bn = best_of(reps, lambda: torch.relu(bn(torch.nn.functional.conv2d(h, w, padding=1)) + h))
-    return res, with_bn
+        relu6 = best_of(reps, lambda: torch.clamp(bn(torch.nn.functional.conv2d(h, w, padding=1)), 0, 6))
+    return res, with_bn, relu6
 
 
 def train_layernorm(rows, reps):

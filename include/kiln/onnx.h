@@ -178,6 +178,20 @@ Tensor ints_tensor(const std::vector<int64_t>& v, bool scalar, DType dtype, cons
 /// inferred.
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzero = false);
 
+// The run-time path's semantics of a few tensor ops, as functions (generated code calls them
+// when their index arguments are constants or shape values). Axes may be negative.
+
+/// ONNX Slice: along each axis (default 0, 1, ...), [start, end) by step (default 1, not 0),
+/// clamped to the dim as ONNX clamps them; a negative step walks backwards.
+Tensor slice(const Tensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+             const std::vector<int64_t>& axes = {}, const std::vector<int64_t>& steps = {});
+/// ONNX Squeeze: the given axes (each of size 1), or every axis of size 1 when none is given.
+Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axes = {});
+/// ONNX Concat of xs (at least one) along axis of the first input's rank.
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+/// ONNX ConstantOfShape: a tensor of `shape` (no negative size) filled with value as dtype.
+Tensor constant_of_shape(const std::vector<int64_t>& shape, Scalar value, DType dtype, const Device& device);
+
 }  // namespace ops
 
 // ---- code generation -----------------------------------------------------------------------

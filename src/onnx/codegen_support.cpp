@@ -150,6 +150,71 @@ Tensor ints_tensor(const std::vector<int64_t>& v, bool scalar, DType dtype, cons
   return dtype == i64 ? t : cast(t, dtype);
 }
 
+namespace {
+
+/// axis in [-rank, rank) (rank 0 counts as 1) made non-negative; throws naming `op` otherwise.
+int64_t norm_axis(const char* op, int64_t axis, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  KILN_CHECK(axis >= -r && axis < r, "onnx", op << ": axis " << axis << " is out of range for rank " << rank);
+  return axis < 0 ? axis + r : axis;
+}
+
+}  // namespace
+
+Tensor slice(const Tensor& x, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+             const std::vector<int64_t>& axes_in, const std::vector<int64_t>& steps_in) {
+  KILN_CHECK(starts.size() == ends.size(), "onnx",
+             "Slice: starts " << ints_str(starts) << " and ends " << ints_str(ends) << " differ in length");
+  std::vector<int64_t> axes = axes_in, steps = steps_in;
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  KILN_CHECK(axes.size() == starts.size() && steps.size() == starts.size(), "onnx",
+             "Slice: axes " << ints_str(axes) << " and steps " << ints_str(steps) << " must have one value per start "
+                            << ints_str(starts));
+  Tensor y = x;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t axis = norm_axis("Slice", axes[i], y.dim()), dim = y.size(axis), step = steps[i];
+    KILN_CHECK(step != 0, "onnx", "Slice: step must not be 0, got steps " << ints_str(steps));
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i], end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      y = end <= start ? y.narrow(axis, start, 0) : y.slice(axis, start, end, step);
+      continue;
+    }
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    std::vector<int64_t> idx;
+    for (int64_t k = start; k > end; k += step) idx.push_back(k);
+    y = index_select(y, axis, tensor(idx, Shape{static_cast<int64_t>(idx.size())}, y.device()));
+  }
+  return y;
+}
+
+Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axes) {
+  if (axes.empty()) return x.squeeze();
+  Dims d;
+  for (int64_t a : axes) {
+    const int64_t w = norm_axis("Squeeze", a, x.dim());
+    KILN_CHECK(x.size(w) == 1, "onnx",
+               "Squeeze: cannot squeeze axis " << a << " of size " << x.size(w) << " of " << to_string(x.shape()));
+    d.push_back(w);
+  }
+  return x.squeeze(d);
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  KILN_CHECK(!xs.empty(), "onnx", "Concat: needs at least one input");
+  // Kiln's cat skips 1-d empty tensors; ONNX keeps every input, which only matters for rank.
+  return cat(xs, norm_axis("Concat", axis, xs[0].dim()));
+}
+
+Tensor constant_of_shape(const std::vector<int64_t>& shape, Scalar value, DType dtype, const Device& device) {
+  for (int64_t d : shape) KILN_CHECK(d >= 0, "onnx", "ConstantOfShape: negative size in shape " << ints_str(shape));
+  return full(Shape(shape.begin(), shape.end()), value, {.dtype = dtype, .device = device});
+}
+
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzero) {
   std::vector<int64_t> s = shape;
   for (size_t i = 0; i < s.size(); ++i)

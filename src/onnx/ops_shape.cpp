@@ -34,24 +34,6 @@ std::vector<int64_t> axes_arg(const OpContext& c, size_t input, const char* attr
   return c.attr_ints(attr);
 }
 
-Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t end, int64_t step, const OpContext& c) {
-  int64_t dim = x.size(axis);
-  c.check(step != 0, "slice step must not be 0");
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-    if (end <= start) return x.narrow(axis, start, 0);
-    return x.slice(axis, start, end, step);
-  }
-  start = std::clamp<int64_t>(start, 0, dim - 1);
-  end = std::clamp<int64_t>(end, -1, dim - 1);
-  std::vector<int64_t> idx;
-  for (int64_t i = start; i > end; i += step) idx.push_back(i);
-  return index_select(x, axis, tensor(idx, Shape{static_cast<int64_t>(idx.size())}, x.device()));
-}
-
 Tensor constant_from_attrs(const OpContext& c) {
   if (const proto::TensorP* t = c.attr_t("value")) return tensor_from(*t, c.device, c.where());
   if (c.has_attr("value_float")) return scalar_tensor(c.attr_f("value_float", 0), f32, c.device);
@@ -155,23 +137,77 @@ void emit_shape_ops(Registry& r) {
   });
   r.emit("Concat", [](EmitContext& e) {
     const int64_t a = e.attr_i("axis", 0);
-    if (e.n_in() == 0 || (a != 0 && a != -1)) return false;
+    if (e.n_in() == 0) return false;
     std::string parts;
-    for (size_t i = 0; i < e.n_in(); ++i) {
+    bool ints = a == 0 || a == -1;  // all shape values of one dtype: host code
+    for (size_t i = 0; i < e.n_in() && ints; ++i) {
       const ShapeArg* p = e.shape(i);
-      if (!p || p->rank != 1 || p->dtype != e.shape(0)->dtype) return false;
-      parts += (i ? ", " : "") + p->expr;
+      ints = p && p->rank == 1 && p->dtype == e.shape(0)->dtype;
+      if (ints) parts += (i ? ", " : "") + p->expr;
     }
-    e.assign_shape(0, "kiln::onnx::ops::concat_ints({" + parts + "})", 1, e.shape(0)->dtype);
+    if (ints) {
+      e.assign_shape(0, "kiln::onnx::ops::concat_ints({" + parts + "})", 1, e.shape(0)->dtype);
+      return true;
+    }
+    parts.clear();
+    for (size_t i = 0; i < e.n_in(); ++i) parts += (i ? ", " : "") + e.in(i);
+    e.assign("kiln::onnx::ops::concat({" + parts + "}, " + std::to_string(a) + ")");
+    if (!e.rank.empty() && e.rank[0] >= 0) e.out_rank = {e.rank[0]};
     return true;
   });
   r.emit("Squeeze", [](EmitContext& e) {
     std::vector<int64_t> axes;
-    const ShapeArg* x = e.shape(0);
-    if (!x || x->rank != 1 || !const_axes(e, axes) || axes.size() > 1 ||
-        (axes.size() == 1 && axes[0] != 0 && axes[0] != -1))
-      return false;
-    e.assign_shape(0, "kiln::onnx::ops::squeeze_ints(" + x->expr + ")", 0, x->dtype);
+    if (!const_axes(e, axes)) return false;
+    if (const ShapeArg* x = e.shape(0)) {
+      if (x->rank != 1 || axes.size() > 1 || (axes.size() == 1 && axes[0] != 0 && axes[0] != -1)) return false;
+      e.assign_shape(0, "kiln::onnx::ops::squeeze_ints(" + x->expr + ")", 0, x->dtype);
+      return true;
+    }
+    e.assign("kiln::onnx::ops::squeeze(" + e.in(0) + (axes.empty() ? "" : ", " + int_list(axes)) + ")");
+    if (!e.rank.empty() && e.rank[0] >= 0 && !axes.empty()) e.out_rank = {e.rank[0] - static_cast<int>(axes.size())};
+    return true;
+  });
+  r.emit("Slice", [](EmitContext& e) {  // constant (or shape-value) starts, ends, axes, steps
+    if (e.shape(0)) return false;       // slicing a shape value: the generic call
+    std::string args;
+    if (e.opset < 10) {
+      args = int_list(e.attr_ints("starts")) + ", " + int_list(e.attr_ints("ends"));
+      if (e.node.attr("axes")) args += ", " + int_list(e.attr_ints("axes"));
+    } else {
+      for (size_t i = 1; i < 5; ++i) {
+        if (!e.has(i)) {
+          if (i < 3) return false;
+          if (i == 3 && e.has(4)) args += ", {}";
+          continue;
+        }
+        const ShapeArg* p = e.shape(i);
+        if (!p || p->rank != 1) return false;
+        args += ", " + p->expr;
+      }
+      args = args.substr(2);
+    }
+    e.assign("kiln::onnx::ops::slice(" + e.in(0) + ", " + args + ")");
+    if (!e.rank.empty() && e.rank[0] >= 0) e.out_rank = {e.rank[0]};
+    return true;
+  });
+  r.emit("ConstantOfShape", [](EmitContext& e) {  // the shape a shape value: kiln::full
+    const ShapeArg* s = e.shape(0);
+    if (!s || s->rank != 1) return false;
+    std::string lit = "0.0";
+    DType dt = f32;
+    if (const proto::AttrP* a = e.node.attr("value")) {
+      if (!a->t) return false;
+      Tensor t = tensor_from(*a->t, Device::cpu(), "ConstantOfShape value");
+      if (t.numel() != 1) return false;  // the generic call reports it
+      dt = t.dtype();
+      t = t.reshape({});
+      lit = is_floating(dt)                          ? float_lit(t.to(f64).item<double>())
+            : dt == bool_                            ? std::string(t.item<bool>() ? "true" : "false")
+            : t.to(i64).item<int64_t>() == INT64_MIN ? std::string("INT64_MIN")
+                                                     : "int64_t{" + std::to_string(t.to(i64).item<int64_t>()) + "}";
+    }
+    e.assign("kiln::onnx::ops::constant_of_shape(" + s->expr + ", kiln::Scalar(" + lit + "), " + dtype_expr(dt) +
+             ", dev)");
     return true;
   });
   r.emit("Unsqueeze", [](EmitContext& e) {
@@ -268,21 +304,7 @@ void register_shape(Registry& r) {
     for (int64_t i = a; i < x.dim(); ++i) inner *= x.size(i);
     c.set(0, x.reshape({outer, inner}));
   };
-  r["Squeeze"] = [](OpContext& c) {
-    const Tensor& x = c.x(0);
-    std::vector<int64_t> axes = axes_arg(c, 1, "axes");
-    if (axes.empty()) {
-      c.set(0, x.squeeze());
-      return;
-    }
-    Dims d;
-    for (int64_t a : axes) {
-      int64_t w = axis_of(c, a, x.dim());
-      c.check(x.size(w) == 1, "cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(x.size(w)));
-      d.push_back(w);
-    }
-    c.set(0, x.squeeze(d));
-  };
+  r["Squeeze"] = [](OpContext& c) { c.set(0, ops::squeeze(c.x(0), axes_arg(c, 1, "axes"))); };
   r["Unsqueeze"] = [](OpContext& c) {
     Tensor x = c.x(0);
     std::vector<int64_t> axes = axes_arg(c, 1, "axes");
@@ -302,10 +324,7 @@ void register_shape(Registry& r) {
   r["Concat"] = [](OpContext& c) {
     std::vector<Tensor> xs;
     for (size_t i = 0; i < c.n_in(); ++i) xs.push_back(c.x(i));
-    c.check(!xs.empty(), "needs inputs");
-    int64_t a = axis_of(c, c.attr_i("axis", 0), xs[0].dim());
-    // Kiln's cat skips 1-d empty tensors; ONNX keeps every input, which only matters for rank.
-    c.set(0, cat(xs, a));
+    c.set(0, ops::concat(xs, c.attr_i("axis", 0)));
   };
   r["Split"] = [](OpContext& c) {
     const Tensor& x = c.x(0);
@@ -335,14 +354,7 @@ void register_shape(Registry& r) {
       if (c.has(3)) axes = c.ints_in(3);
       if (c.has(4)) steps = c.ints_in(4);
     }
-    c.check(starts.size() == ends.size(), "starts and ends differ in length");
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    c.check(axes.size() == starts.size() && steps.size() == starts.size(), "axes/steps length mismatch");
-    for (size_t i = 0; i < starts.size(); ++i)
-      x = slice_axis(x, axis_of(c, axes[i], x.dim()), starts[i], ends[i], steps[i], c);
-    c.set(0, x);
+    c.set(0, ops::slice(x, starts, ends, axes, steps));
   };
   r["Gather"] = [](OpContext& c) {
     const Tensor& x = c.x(0);

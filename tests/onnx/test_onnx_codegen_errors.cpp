@@ -211,6 +211,32 @@ TEST(OnnxCodegenErrors, ShapeValueHelpersRejectBadValues) {
   Tensor x = zeros({2, 3});
   expect_error([&] { onnx::ops::reshape(x, {0, 0, 0}); }, "beyond the input's rank 2");
   EXPECT_THROW(onnx::ops::reshape(x, {4, -1}), Error);  // 6 elements do not fill [4, -1]
+  expect_error([&] { onnx::ops::slice(x, {0}, {2}, {1}, {0}); }, "step must not be 0");
+  expect_error([&] { onnx::ops::slice(x, {0}, {2}, {2}); }, "axis 2 is out of range for rank 2");
+  expect_error([&] { onnx::ops::slice(x, {0, 1}, {2}); }, "differ in length");
+  expect_error([&] { onnx::ops::squeeze(x, {1}); }, "cannot squeeze axis 1 of size 3");
+  expect_error([] { onnx::ops::concat({}, 0); }, "at least one input");
+  expect_error([] { onnx::ops::constant_of_shape({2, -1}, 1.0, f32, Device::cpu()); }, "negative size");
+}
+
+// The tensor helpers generated code calls with constant index arguments (the run-time path
+// runs the same functions; the ONNX backend tests check both against ONNX): a few values worked
+// out by hand from the ONNX spec.
+TEST(OnnxCodegen, TensorHelpersFollowTheOnnxSpec) {
+  Tensor x = arange(12, f32, Device::cpu()).reshape({3, 4});
+  // Rows 2 down to 1 (negative step, start clamped to the last index), every second column.
+  Tensor y = onnx::ops::slice(x, {10, 0}, {0, 100}, {0, -1}, {-1, 2});
+  EXPECT_EQ(y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(y.contiguous().to_vector<float>(), (std::vector<float>{8, 10, 4, 6}));
+  EXPECT_EQ(onnx::ops::slice(x, {3}, {1}).shape(), (Shape{0, 4}));  // empty, not an error
+  Tensor z = zeros({1, 3, 1});
+  EXPECT_EQ(onnx::ops::squeeze(z).shape(), (Shape{3}));
+  EXPECT_EQ(onnx::ops::squeeze(z, {-1}).shape(), (Shape{1, 3}));
+  EXPECT_EQ(onnx::ops::concat({x, x}, -1).shape(), (Shape{3, 8}));
+  Tensor c = onnx::ops::constant_of_shape({2, 0}, int64_t{7}, i64, Device::cpu());
+  EXPECT_EQ(c.shape(), (Shape{2, 0}));
+  EXPECT_EQ(c.dtype(), i64);
+  EXPECT_EQ(onnx::ops::constant_of_shape({}, 2.5, f32, Device::cpu()).item<float>(), 2.5f);
 }
 
 // Generated code for a shape chain (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, the way
