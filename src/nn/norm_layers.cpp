@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "kiln/nn/norm_layers.h"
 
+#include <array>
+#include <mutex>
 #include <sstream>
+#include <tuple>
 
+#include "core/backend.h"
+#include "kiln/autodiff.h"
 #include "kiln/error.h"
 #include "kiln/nn/functional/norm.h"
 #include "kiln/ops.h"
+#include "nn/batch_norm_eval.h"
 
 namespace kiln::nn {
 namespace F = kiln::nn::functional;
@@ -30,6 +36,24 @@ void make_stats(int64_t c, DType dt, const Device& device, Buffer& rm, Buffer& r
 
 // ---- BatchNorm ----------------------------------------------------------------------------
 
+// The eval-mode coefficients and what they were computed from: the storages of weight, bias,
+// running_mean and running_var (held, so not reused) with their offsets and versions (bumped by
+// every in-place write, queued or not), and eps.
+struct BatchNormBase::EvalCache {
+  struct Src {
+    std::shared_ptr<Storage> storage;  // null: absent
+    int64_t offset = 0;
+    uint64_t version = 0;
+    bool operator==(const Src&) const = default;
+  };
+  std::mutex mu;
+  std::array<Src, 4> src;
+  double eps = 0;
+  Device device;
+  DType dtype = f32;
+  Tensor scale, shift;
+};
+
 BatchNormBase::BatchNormBase(const BatchNormConfig& c, const Device& device, const char* name) : config(c) {
   KILN_CHECK(c.num_features > 0, name, name << " needs num_features > 0, got " << c.num_features);
   TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
@@ -39,6 +63,7 @@ BatchNormBase::BatchNormBase(const BatchNormConfig& c, const Device& device, con
   }
   if (c.track_running_stats)
     make_stats(c.num_features, c.dtype, device, running_mean, running_var, num_batches_tracked);
+  eval_cache_ = std::make_shared<EvalCache>();
 }
 
 Tensor BatchNormBase::run(const Tensor& x, const char* name, int64_t rank_a, int64_t rank_b) const {
@@ -57,9 +82,41 @@ Tensor BatchNormBase::run(const Tensor& x, const char* name, int64_t rank_a, int
     if (!config.momentum) factor = 1.0 / static_cast<double>(n.to(Device::cpu()).item<int64_t>());
   }
   const bool use_batch = training || !config.track_running_stats;
+  if (!use_batch)
+    if (Tensor y = run_eval_cached(x); y.defined()) return y;
   Tensor rm = running_mean, rv = running_var;  // undefined when not tracked
   return F::batch_norm(x, rm, rv,
                        {.weight = weight, .bias = bias, .training = use_batch, .momentum = factor, .eps = config.eps});
+}
+
+Tensor BatchNormBase::run_eval_cached(const Tensor& x) const {
+  // Only for f32/f64 inputs with weight, bias and statistics of their dtype and device (others
+  // take functional::batch_norm's casts and checks), when nothing needs gradients of the
+  // coefficients (weight and bias trained in eval mode).
+  const DType dt = x.dtype();
+  if (!eval_cache_ || (dt != f32 && dt != f64) || !running_mean.defined() || !running_var.defined()) return {};
+  const Tensor* ts[4] = {&weight, &bias, &running_mean, &running_var};
+  for (const Tensor* t : ts)
+    if (t->defined() &&
+        (t->dtype() != dt || t->device() != x.device() || t->numel() != config.num_features || !t->impl().storage))
+      return {};
+  if (grad_enabled() && ((weight.defined() && weight.requires_grad()) || (bias.defined() && bias.requires_grad())))
+    return {};
+  std::array<EvalCache::Src, 4> now;
+  for (size_t i = 0; i < 4; ++i)
+    if (ts[i]->defined()) now[i] = {ts[i]->impl().storage, ts[i]->storage_offset(), ts[i]->impl().storage->version};
+  EvalCache& c = *eval_cache_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.scale.defined() || c.src != now || c.eps != config.eps || c.device != x.device() || c.dtype != dt) {
+    // The same ops as functional::batch_norm in eval mode, so the results are bitwise its own.
+    std::tie(c.scale, c.shift) =
+        F::batch_norm_eval_coefficients(running_mean, running_var, weight, bias, config.eps, dt);
+    c.src = now;
+    c.eps = config.eps;
+    c.device = x.device();
+    c.dtype = dt;
+  }
+  return F::apply_channel_affine(x, c.scale, c.shift);
 }
 
 std::string BatchNormBase::extra_repr() const {

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kiln/autodiff.h"
+#include "nn/batch_norm_eval.h"
 #include "ops/dispatch.h"
 
 namespace kiln::nn::functional {
@@ -92,17 +93,34 @@ LayerNormResult layer_norm_impl(const char* api, const Tensor& x_in, const Shape
 
 /// x * scale + shift with per-channel [C] tensors broadcast over x [N, C, *] (PyTorch's
 /// batch-norm formula: scale = invstd * weight, shift = bias - mean * scale).
-Tensor channel_affine(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                      const Tensor& bias) {
-  const int64_t C = x.size(1);
+std::pair<Tensor, Tensor> affine_coefficients(const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                                              const Tensor& bias) {
+  const int64_t C = invstd.numel();
   const DType cd = invstd.dtype();
   Tensor scale = weight.defined() ? invstd * detail::cast_if_needed(weight.reshape({C}), cd) : invstd;
   Tensor shift = mean * scale;
   shift = bias.defined() ? detail::cast_if_needed(bias.reshape({C}), cd) - shift : -shift;
-  return x * channel_view(scale, x.dim()) + channel_view(shift, x.dim());
+  return {scale, shift};
+}
+Tensor channel_affine(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                      const Tensor& bias) {
+  auto [scale, shift] = affine_coefficients(mean, invstd, weight, bias);
+  return apply_channel_affine(x, scale, shift);
 }
 
 }  // namespace
+
+std::pair<Tensor, Tensor> batch_norm_eval_coefficients(const Tensor& rm, const Tensor& rv, const Tensor& weight,
+                                                       const Tensor& bias, double eps, DType cd) {
+  const int64_t C = rm.numel();
+  Tensor mean = detail::cast_if_needed(rm.reshape({C}), cd);
+  Tensor invstd = rsqrt(detail::cast_if_needed(rv.reshape({C}), cd) + eps);
+  return affine_coefficients(mean, invstd, weight, bias);
+}
+
+Tensor apply_channel_affine(const Tensor& x, const Tensor& scale, const Tensor& shift) {
+  return x * channel_view(scale, x.dim()) + channel_view(shift, x.dim());
+}
 
 // ---- layer_norm / rms_norm ---------------------------------------------------------------------
 
@@ -223,8 +241,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
       rv.copy_((v * o.momentum + rv.reshape({C}) * (1 - o.momentum)).reshape(rv.shape()));
     }
   } else {
-    mean = detail::cast_if_needed(running_mean.reshape({C}), cd);
-    invstd = rsqrt(detail::cast_if_needed(running_var.reshape({C}), cd) + o.eps);
+    auto [scale, shift] = batch_norm_eval_coefficients(running_mean, running_var, o.weight, o.bias, o.eps, cd);
+    return detail::cast_if_needed(apply_channel_affine(xc, scale, shift), out);
   }
   return detail::cast_if_needed(channel_affine(xc, mean, invstd, o.weight, o.bias), out);
 }

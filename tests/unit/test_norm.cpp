@@ -3,6 +3,7 @@
 // row (chunked) paths that the small golden cases do not reach.
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
+#include <kiln/nn.h>
 
 #include <cmath>
 #include <vector>
@@ -105,6 +106,55 @@ TEST(Norm, BatchNormTrainingUpdatesRunningStatsInPlace) {
   Tensor y = F::batch_norm(x, rm, rv);
   Tensor want = (x - rm.reshape({1, 3, 1})) / (rv.reshape({1, 3, 1}) + 1e-5).sqrt();
   EXPECT_TRUE(y.allclose(want, 1e-5, 1e-5));
+}
+
+// BatchNorm2d in eval keeps its per-channel scale and shift between calls; every change of
+// what they come from shows in the next call: each output is bitwise functional::batch_norm's
+// with the module's values at that moment (plain, fused and autodiff devices; f32 and f64).
+TEST(Norm, BatchNormEvalCoefficientsFollowEveryChange) {
+  for (const Device& d : {Device::cpu().without_fusion(), Device::cpu(), Device::cpu().autodiff()})
+    for (DType dt : {f32, f64}) {
+      manual_seed(5);
+      nn::BatchNorm2d bn({.num_features = 4, .dtype = dt}, d);
+      (void)bn(randn({3, 4, 5, 5}, {.dtype = dt, .device = d}) * 2 + 1);  // running statistics
+      bn.eval();
+      Tensor x = randn({2, 4, 3, 3}, {.dtype = dt, .device = d});
+      auto want = [&] {
+        return F::batch_norm(x, bn.running_mean, bn.running_var,
+                             {.weight = bn.weight, .bias = bn.bias, .eps = bn.config.eps});
+      };
+      const std::string what = d.str() + " " + std::string(dtype_name(dt));
+      NoGradGuard no_grad;
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what;
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": a second call";
+      bn.running_var.mul_(2.0);  // in place
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": running_var written in place";
+      Tensor rm_view = bn.running_mean.narrow(0, 1, 2);
+      rm_view.add_(0.5);  // through a view
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": running_mean written through a view";
+      bn.weight.copy_(randn({4}, {.dtype = dt, .device = d}));
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": weight copied into";
+      bn.bias = nn::Param(randn({4}, {.dtype = dt, .device = d}));  // a new tensor
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": bias replaced";
+      bn.config.eps = 0.25;
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": eps changed";
+      bn.train();
+      (void)bn(randn({3, 4, 5, 5}, {.dtype = dt, .device = d}));  // updates the running statistics
+      bn.eval();
+      EXPECT_TRUE(bitwise_equal(bn(x), want())) << what << ": after a training step";
+    }
+  // Eval with trainable weight and bias on an autodiff device: their gradients come through
+  // (the coefficients are recomputed in the graph, as functional::batch_norm does).
+  const Device ad = Device::cpu().autodiff();
+  nn::BatchNorm2d bn({.num_features = 3}, ad);
+  (void)bn(randn({4, 3, 5, 5}, {.device = ad}));
+  bn.eval();
+  Tensor x = randn({2, 3, 4, 4}, {.device = ad});
+  auto g = (bn(x) * x).sum().backward();
+  Tensor w2 = bn.weight.detach().clone().require_grad(), b2 = bn.bias.detach().clone().require_grad();
+  auto g2 = (F::batch_norm(x, bn.running_mean, bn.running_var, {.weight = w2, .bias = b2}) * x).sum().backward();
+  EXPECT_TRUE(bitwise_equal(g.get(bn.weight), g2.get(w2)));
+  EXPECT_TRUE(bitwise_equal(g.get(bn.bias), g2.get(b2)));
 }
 
 TEST(Norm, ThreadCountIndependence) {

@@ -2,6 +2,7 @@
 #pragma once
 // Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, InstanceNorm1d/2d, RmsNorm
 // (torch.nn's names, defaults, parameters and buffers).
+#include <memory>
 #include <optional>
 
 #include "kiln/nn/config.h"
@@ -23,7 +24,9 @@ struct BatchNormConfig {
 /// Shared implementation of BatchNorm1d/2d/3d. In training (or without running stats) the
 /// batch statistics are used and, when tracked, running_mean / running_var [C] are updated in
 /// place (unbiased variance) and num_batches_tracked (i64 scalar) incremented; in eval the
-/// running statistics are used.
+/// running statistics are used. In eval, without gradients for weight and bias, the per-channel
+/// scale and shift are kept between calls until weight, bias, the running statistics (any write
+/// into them, in place or not) or eps change, so a call is one multiply and one add.
 struct BatchNormBase : Module {
   BatchNormConfig config;
   Param weight, bias;
@@ -34,6 +37,11 @@ struct BatchNormBase : Module {
 
  protected:
   Tensor run(const Tensor& x, const char* name, int64_t rank_a, int64_t rank_b) const;
+
+ private:
+  struct EvalCache;  // norm_layers.cpp
+  mutable std::shared_ptr<EvalCache> eval_cache_;
+  Tensor run_eval_cached(const Tensor& x) const;  // undefined when the cache does not apply
 };
 
 /// x [N, C] or [N, C, L] -> same shape.
