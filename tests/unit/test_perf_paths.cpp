@@ -57,6 +57,38 @@ TEST(PerfPaths, BinaryOnTransposedViewsMatchesContiguous) {
   }
 }
 
+// Binary arithmetic over a 2-d loop runs as one call per block of rows (a per-channel operand
+// over small planes). Every element must be the single rounding of the exact result, which for
+// f32 add, sub, mul and div is the f64 result rounded to f32: per-channel and per-row operands,
+// both sides, flipped (negative strides) and sliced views, in place, rows of 1 to 70 on 1 and 2
+// threads, and NaN / inf.
+TEST(PerfPaths, BinaryRowBlocksMatchTheScalarDefinition) {
+  const int saved = num_threads();
+  manual_seed(12);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t plane : {1, 7, 16, 64, 70})
+      for (int form = 0; form < 5; ++form) {
+        Tensor x = randn({3, 5, plane}), c = randn({5, 1}) + 2;           // c away from 0 (division)
+        if (form == 0) c = c.reshape({5, 1});                             // per channel
+        if (form == 1) c = randn({plane}) + 2;                            // one row for every row
+        if (form == 2) x = randn({3, 5, plane}).flip({1});                // negative row stride
+        if (form == 3) x = randn({3, 5, plane + 3}).narrow(2, 1, plane);  // rows with gaps
+        if (form == 4) x = full({3, 5, plane}, INFINITY).index_fill(2, tensor(std::vector<int64_t>{0}, Shape{1}), NAN);
+        for (int op = 0; op < 4; ++op) {
+          Tensor got = op == 0 ? x + c : op == 1 ? c - x : op == 2 ? x * c : x / c;
+          Tensor xd = x.to(f64).expand(got.shape()), cd = c.to(f64).expand(got.shape());
+          Tensor want = (op == 0 ? xd + cd : op == 1 ? cd - xd : op == 2 ? xd * cd : xd / cd).to(f32);
+          EXPECT_TRUE(same_bits<float>(got, want)) << "plane " << plane << " form " << form << " op " << op;
+        }
+        Tensor y = x.clone();
+        y.mul_(c);  // in place, the output one of the inputs
+        EXPECT_TRUE(same_bits<float>(y, (x.to(f64) * c.to(f64)).to(f32))) << "in place, plane " << plane;
+      }
+  }
+  set_num_threads(saved);
+}
+
 TEST(PerfPaths, WhereFastPathsMatchPlainSelect) {
   manual_seed(4);
   Tensor x = randn({300, 257});

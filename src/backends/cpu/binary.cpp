@@ -163,6 +163,26 @@ void apply2(const ir::Op& op, void* const* in, void* const* out, const F& f) {
           f(static_cast<A>(*reinterpret_cast<const T*>(a)), static_cast<A>(*reinterpret_cast<const T*>(b))));
   };
   if (run_transposed_tiles<3>(loop, {int(sizeof(To)), int(sizeof(T)), int(sizeof(T))}, row)) return;
+  if constexpr (std::is_same_v<To, float> && std::is_same_v<T, float>) {
+    // Rows of a 2-d loop in one call per block of rows (a per-channel operand over small planes:
+    // a batch norm's scale on [N, C, 8, 8] is N * C rows of 64).
+    const auto& s = loop.strides;
+    const bool arith = op.kind == ir::OpKind::Add || op.kind == ir::OpKind::Sub || op.kind == ir::OpKind::Mul ||
+                       op.kind == ir::OpKind::Div;
+    if (arith && loop.ndim == 2 && s[0][1] == 4 && (s[1][1] == 4 || s[1][1] == 0) && (s[2][1] == 4 || s[2][1] == 0) &&
+        s[0][0] % 4 == 0 && s[1][0] % 4 == 0 && s[2][0] % 4 == 0) {
+      const int64_t rows = loop.shape[0], n = loop.shape[1];
+      bool ok = true;
+      parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+        if (!vec::binary_rows_f32(op.kind, reinterpret_cast<const float*>(loop.base[1] + r0 * s[1][0]), s[1][1] / 4,
+                                  s[1][0] / 4, reinterpret_cast<const float*>(loop.base[2] + r0 * s[2][0]), s[2][1] / 4,
+                                  s[2][0] / 4, reinterpret_cast<float*>(loop.base[0] + r0 * s[0][0]), s[0][0] / 4,
+                                  r1 - r0, n))
+          ok = false;
+      });
+      if (ok) return;
+    }
+  }
   loop.run(row);
 }
 

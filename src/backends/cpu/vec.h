@@ -13,6 +13,10 @@ bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n);
 bool exp_f32(const float* in, float* out, int64_t n);
 /// a, b: row pointers; sa, sb: 1 (contiguous) or 0 (broadcast scalar).
 bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n);
+/// binary_f32 over `rows` rows of n: row r reads a + r * ra and b + r * rb and writes
+/// out + r * ro (one dispatch for all the rows: a per-channel operand over small planes).
+bool binary_rows_f32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
+                     float* out, int64_t ro, int64_t rows, int64_t n);
 
 /// Sum of n contiguous floats (a fixed lane/accumulator layout: deterministic for a target).
 float sum_f32(const float* q, int64_t n);

@@ -73,6 +73,13 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
   }
 }
 
+bool BinaryRowsF32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
+                   float* out, int64_t ro, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (!BinaryF32(kind, a + r * ra, sa, b + r * rb, sb, out + r * ro, n)) return false;
+  return true;
+}
+
 float SumF32(const float* q, int64_t n) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -179,6 +186,7 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::cpu::vec {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
+HWY_EXPORT(BinaryRowsF32);
 HWY_EXPORT(SumF32);
 HWY_EXPORT(ExpF32);
 bool exp_f32(const float* in, float* out, int64_t n) { return HWY_DYNAMIC_DISPATCH(ExpF32)(in, out, n); }
@@ -193,6 +201,10 @@ bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n) {
 bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(BinaryF32)(kind, a, sa, b, sb, out, n);
 }
+bool binary_rows_f32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
+                     float* out, int64_t ro, int64_t rows, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(BinaryRowsF32)(kind, a, sa, ra, b, sb, rb, out, ro, rows, n);
+}
 }  // namespace kiln::cpu::vec
 #endif
 
@@ -200,6 +212,10 @@ bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int
 namespace kiln::cpu::vec {
 bool unary_f32(const ir::Op&, const float*, float*, int64_t) { return false; }
 bool binary_f32(ir::OpKind, const float*, int64_t, const float*, int64_t, float*, int64_t) { return false; }
+bool binary_rows_f32(ir::OpKind, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
+                     int64_t, int64_t) {
+  return false;
+}
 bool exp_f32(const float*, float*, int64_t) { return false; }
 float sum_f32(const float* q, int64_t n) {
   float s = 0.f;
