@@ -389,6 +389,20 @@ int expect_conv_epilogue(const std::function<std::vector<double>(const Device&)>
   return nans;
 }
 
+/// Calls f(dt, onednn, form) for forms 0..forms-1: f32 through oneDNN (where built in) and
+/// through the portable kernel, and f64 (portable); even forms on 2 threads, odd ones on 1.
+void for_conv_configs(int forms, const std::function<void(DType, bool, int)>& f) {
+  const RestoreOnednnAndThreads restore;
+  for (DType dt : {f32, f64})
+    for (bool onednn : {true, false})
+      for (int form = 0; form < forms; ++form) {
+        if (dt == f64 && onednn) continue;
+        cpu::onednn::set_enabled(onednn && restore.saved);
+        set_num_threads(form % 2 ? 1 : 2);
+        f(dt, onednn, form);
+      }
+}
+
 }  // namespace
 
 TEST(Fusion, ConvPerChannelScaleAndShiftRunInTheConvolution) {
@@ -398,46 +412,39 @@ TEST(Fusion, ConvPerChannelScaleAndShiftRunInTheConvolution) {
   // results are bitwise the unfused ones. f32 with oneDNN (per share of images: 3 images on 2
   // threads) and with the portable kernel, f64; scale and shift as [C, 1, 1] or [1, C, 1, 1],
   // each alone; nn::BatchNorm2d in eval mode; NaN in the input.
-  const RestoreOnednnAndThreads restore;
-  for (DType dt : {f32, f64})
-    for (bool onednn : {true, false})
-      for (int form = 0; form < 6; ++form) {
-        if (dt == f64 && onednn) continue;
-        cpu::onednn::set_enabled(onednn && restore.saved);
-        set_num_threads(form % 2 ? 1 : 2);
-        auto f = [&](const Device& d) {
-          manual_seed(60 + form);
-          std::vector<double> xv = randn({3, 5, 9, 9}, {.dtype = f64}).to_vector<double>();
-          xv[100] = std::nan("");
-          Tensor x = tensor(xv, {3, 5, 9, 9}).to(dt).to(d);
-          Tensor w = randn({6, 5, 3, 3}, {.dtype = dt, .device = d});
-          Tensor b = form == 1 ? Tensor() : randn({6}, {.dtype = dt, .device = d});
-          Tensor sc = randn({6, 1, 1}, {.dtype = dt, .device = d}),
-                 sh = randn({1, 6, 1, 1}, {.dtype = dt, .device = d});
-          Tensor r = randn({3, 6, 9, 9}, {.dtype = dt, .device = d});
-          Tensor c = F::conv2d(x, w, b, {.padding = 1});
-          Tensor y;
-          if (form == 0) y = c * sc + sh;
-          if (form == 1) y = relu(sc * c + sh);
-          if (form == 2) y = relu(c * sc + sh + r);
-          if (form == 3) y = relu(c * sc);
-          if (form == 4) y = sh + c + r;
-          if (form == 5) {
-            nn::BatchNorm2d bn({.num_features = 6, .dtype = dt}, d);
-            (void)bn(randn({4, 6, 9, 9}, {.dtype = dt, .device = d}) * 3 + 1);  // running statistics
-            bn.train(false);
-            c = Tensor();
-            y = relu(bn(F::conv2d(x, w, b, {.padding = 1})));  // the conv's result a temporary
-          }
-          c = Tensor();  // dead before the flush: only the epilogue reads it
-          return y.to(f64).to_vector<double>();
-        };
-        const std::string what =
-            std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
-        const int64_t ops[] = {2, 3, 4, 2, 2, 3};  // Mul, Add, residual Add, Relu: what each form has
-        const int nans = expect_conv_epilogue(f, ops[form], what);
-        EXPECT_EQ(nans, 6 * 9) << what << ": a 3x3 patch of each output channel";
+  for_conv_configs(6, [&](DType dt, bool onednn, int form) {
+    auto f = [&](const Device& d) {
+      manual_seed(60 + form);
+      std::vector<double> xv = randn({3, 5, 9, 9}, {.dtype = f64}).to_vector<double>();
+      xv[100] = std::nan("");
+      Tensor x = tensor(xv, {3, 5, 9, 9}).to(dt).to(d);
+      Tensor w = randn({6, 5, 3, 3}, {.dtype = dt, .device = d});
+      Tensor b = form == 1 ? Tensor() : randn({6}, {.dtype = dt, .device = d});
+      Tensor sc = randn({6, 1, 1}, {.dtype = dt, .device = d}), sh = randn({1, 6, 1, 1}, {.dtype = dt, .device = d});
+      Tensor r = randn({3, 6, 9, 9}, {.dtype = dt, .device = d});
+      Tensor c = F::conv2d(x, w, b, {.padding = 1});
+      Tensor y;
+      if (form == 0) y = c * sc + sh;
+      if (form == 1) y = relu(sc * c + sh);
+      if (form == 2) y = relu(c * sc + sh + r);
+      if (form == 3) y = relu(c * sc);
+      if (form == 4) y = sh + c + r;
+      if (form == 5) {
+        nn::BatchNorm2d bn({.num_features = 6, .dtype = dt}, d);
+        (void)bn(randn({4, 6, 9, 9}, {.dtype = dt, .device = d}) * 3 + 1);  // running statistics
+        bn.train(false);
+        c = Tensor();
+        y = relu(bn(F::conv2d(x, w, b, {.padding = 1})));  // the conv's result a temporary
       }
+      c = Tensor();  // dead before the flush: only the epilogue reads it
+      return y.to(f64).to_vector<double>();
+    };
+    const std::string what =
+        std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
+    const int64_t ops[] = {2, 3, 4, 2, 2, 3};  // Mul, Add, residual Add, Relu: what each form has
+    const int nans = expect_conv_epilogue(f, ops[form], what);
+    EXPECT_EQ(nans, 6 * 9) << what << ": a 3x3 patch of each output channel";
+  });
 }
 
 TEST(Fusion, ConvFollowedByClampRunsInTheConvolution) {
@@ -446,38 +453,32 @@ TEST(Fusion, ConvFollowedByClampRunsInTheConvolution) {
   // scale and shift or a residual, as one convolution: bitwise the unfused result (NaN passes
   // as through the Clamp kernel). f32 with oneDNN (a 3x3 and a 1x1 convolution, which take
   // different paths) and with the portable kernel, f64; one bound only; lo > hi (all hi).
-  const RestoreOnednnAndThreads restore;
-  for (DType dt : {f32, f64})
-    for (bool onednn : {true, false})
-      for (int form = 0; form < 6; ++form) {
-        if (dt == f64 && onednn) continue;
-        cpu::onednn::set_enabled(onednn && restore.saved);
-        set_num_threads(form % 2 ? 1 : 2);
-        const int64_t k = form % 3 == 1 ? 1 : 3;
-        auto f = [&](const Device& d) {
-          manual_seed(70 + form);
-          std::vector<double> xv = (randn({3, 16, 9, 9}, {.dtype = f64}) * 4).to_vector<double>();
-          xv[100] = std::nan("");
-          Tensor x = tensor(xv, {3, 16, 9, 9}).to(dt).to(d);
-          Tensor w = randn({16, 16, k, k}, {.dtype = dt, .device = d});
-          Tensor b = randn({16}, {.dtype = dt, .device = d});
-          Tensor sc = randn({16, 1, 1}, {.dtype = dt, .device = d}), sh = randn({16, 1, 1}, {.dtype = dt, .device = d});
-          Tensor c = F::conv2d(x, w, b, {.padding = k / 2});
-          Tensor y;
-          if (form == 0) y = clamp(c, 0.0, 6.0);
-          if (form == 1) y = clamp(c * sc + sh, 0.0, 6.0);
-          if (form == 2) y = clamp(c + x, std::nullopt, 1.5);
-          if (form == 3) y = clamp(c, -2.0, std::nullopt);
-          if (form == 4) y = clamp(c, 3.0, -1.0);  // lo > hi: every value hi (NaN stays)
-          if (form == 5) y = clamp(c * sc, -0.5, 0.5);
-          c = Tensor();  // dead before the flush: only the epilogue reads it
-          return y.to(f64).to_vector<double>();
-        };
-        const std::string what =
-            std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
-        const int64_t ops[] = {1, 3, 2, 1, 1, 2};  // Mul, Add, residual Add, Clamp: what each form has
-        EXPECT_GT(expect_conv_epilogue(f, ops[form], what), 0) << what;
-      }
+  for_conv_configs(6, [&](DType dt, bool onednn, int form) {
+    const int64_t k = form % 3 == 1 ? 1 : 3;
+    auto f = [&](const Device& d) {
+      manual_seed(70 + form);
+      std::vector<double> xv = (randn({3, 16, 9, 9}, {.dtype = f64}) * 4).to_vector<double>();
+      xv[100] = std::nan("");
+      Tensor x = tensor(xv, {3, 16, 9, 9}).to(dt).to(d);
+      Tensor w = randn({16, 16, k, k}, {.dtype = dt, .device = d});
+      Tensor b = randn({16}, {.dtype = dt, .device = d});
+      Tensor sc = randn({16, 1, 1}, {.dtype = dt, .device = d}), sh = randn({16, 1, 1}, {.dtype = dt, .device = d});
+      Tensor c = F::conv2d(x, w, b, {.padding = k / 2});
+      Tensor y;
+      if (form == 0) y = clamp(c, 0.0, 6.0);
+      if (form == 1) y = clamp(c * sc + sh, 0.0, 6.0);
+      if (form == 2) y = clamp(c + x, std::nullopt, 1.5);
+      if (form == 3) y = clamp(c, -2.0, std::nullopt);
+      if (form == 4) y = clamp(c, 3.0, -1.0);  // lo > hi: every value hi (NaN stays)
+      if (form == 5) y = clamp(c * sc, -0.5, 0.5);
+      c = Tensor();  // dead before the flush: only the epilogue reads it
+      return y.to(f64).to_vector<double>();
+    };
+    const std::string what =
+        std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
+    const int64_t ops[] = {1, 3, 2, 1, 1, 2};  // Mul, Add, residual Add, Clamp: what each form has
+    EXPECT_GT(expect_conv_epilogue(f, ops[form], what), 0) << what;
+  });
 }
 
 TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
@@ -486,43 +487,37 @@ TEST(Fusion, ConvResidualAddRunsInTheConvolution) {
   // share of images: 3 images on 2 threads split unevenly) and with the portable kernel, f64;
   // with and without bias; the residual the block's input or a second convolution (computed
   // before or after the first); gradients through autodiff too.
-  const RestoreOnednnAndThreads restore;
-  for (DType dt : {f32, f64})
-    for (bool onednn : {true, false})
-      for (int form = 0; form < 6; ++form) {
-        if (dt == f64 && onednn) continue;
-        cpu::onednn::set_enabled(onednn && restore.saved);
-        set_num_threads(form % 2 ? 1 : 2);
-        const bool bias = form < 3, relu_after = form != 2, down = form >= 4;
-        auto f = [&](const Device& d) {
-          manual_seed(40 + form);
-          Device ad = d.autodiff();
-          Tensor x = randn({3, 6, 9, 9}, {.dtype = dt, .device = ad});
-          Tensor w = randn({6, 6, 3, 3}, {.dtype = dt, .device = ad}).require_grad();
-          Tensor wd = randn({6, 6, 1, 1}, {.dtype = dt, .device = ad}).require_grad();
-          Tensor b = bias ? randn({6}, {.dtype = dt, .device = ad}).require_grad() : Tensor();
-          Tensor r = form == 4 ? F::conv2d(x, wd) : x;  // form 5: the shortcut's conv comes after
-          Tensor c = F::conv2d(x, w, b, {.padding = 1});
-          if (form == 5) r = F::conv2d(x, wd);
-          Tensor sum = form == 3 ? r + c : c + r;
-          c = Tensor();                 // dead before the flush: only the sum reads it
-          if (form == 5) r = Tensor();  // the shortcut's conv is the one next to the sum
-          Tensor y = form == 2 ? sum : relu(sum);
-          sum = Tensor();
-          auto g = (y * y).sum().backward();
-          std::vector<Tensor> out{y.detach(), g.get(w)};
-          if (bias) out.push_back(g.get(b));
-          if (down) out.push_back(g.get(wd));
-          return out;
-        };
-        auto a = f(plain());
-        fusion::reset_stats();
-        auto b = f(fused());
-        const std::string what =
-            std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
-        EXPECT_EQ(fusion::stats().epilogues, 1) << what;
-        for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << what << " " << i;
-      }
+  for_conv_configs(6, [&](DType dt, bool onednn, int form) {
+    const bool bias = form < 3, relu_after = form != 2, down = form >= 4;
+    auto f = [&](const Device& d) {
+      manual_seed(40 + form);
+      Device ad = d.autodiff();
+      Tensor x = randn({3, 6, 9, 9}, {.dtype = dt, .device = ad});
+      Tensor w = randn({6, 6, 3, 3}, {.dtype = dt, .device = ad}).require_grad();
+      Tensor wd = randn({6, 6, 1, 1}, {.dtype = dt, .device = ad}).require_grad();
+      Tensor b = bias ? randn({6}, {.dtype = dt, .device = ad}).require_grad() : Tensor();
+      Tensor r = form == 4 ? F::conv2d(x, wd) : x;  // form 5: the shortcut's conv comes after
+      Tensor c = F::conv2d(x, w, b, {.padding = 1});
+      if (form == 5) r = F::conv2d(x, wd);
+      Tensor sum = form == 3 ? r + c : c + r;
+      c = Tensor();                 // dead before the flush: only the sum reads it
+      if (form == 5) r = Tensor();  // the shortcut's conv is the one next to the sum
+      Tensor y = form == 2 ? sum : relu(sum);
+      sum = Tensor();
+      auto g = (y * y).sum().backward();
+      std::vector<Tensor> out{y.detach(), g.get(w)};
+      if (bias) out.push_back(g.get(b));
+      if (down) out.push_back(g.get(wd));
+      return out;
+    };
+    auto a = f(plain());
+    fusion::reset_stats();
+    auto b = f(fused());
+    const std::string what =
+        std::string(dtype_name(dt)) + (onednn ? " onednn" : " portable") + " form " + std::to_string(form);
+    EXPECT_EQ(fusion::stats().epilogues, 1) << what;
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(close(b[i], a[i], 1e-5, 1e-5)) << what << " " << i;
+  });
   // Not fused: a residual that broadcasts along the width (neither per channel nor whole), an
   // in-place sum (it would overwrite the residual the convolution reads), a convolution result
   // still held. Results as unfused.
