@@ -34,17 +34,6 @@ Tensor matmul3(const char* api, const Tensor& a, const Tensor& b) {
   return detail::run1(api, op, {a, b});
 }
 
-/// True when dims [0, end) of t can be merged into one dim without a copy.
-bool foldable(const Tensor& t, int64_t end) {
-  int64_t prev = -1;  // index of the next inner non-1 dim
-  for (int64_t i = end - 1; i >= 0; --i) {
-    if (t.size(i) == 1) continue;
-    if (prev >= 0 && t.stride(i) != t.stride(prev) * t.size(prev)) return false;
-    prev = i;
-  }
-  return true;
-}
-
 /// [batch..., R, C] -> [prod(batch), R, C]: a view when the batch dims fold, else a copy.
 Tensor fold_batch(const Tensor& t, int64_t batch) {
   int64_t r = t.dim();
@@ -74,12 +63,16 @@ Tensor matmul_nd(const char* api, const Tensor& a, const Tensor& b, const Tensor
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
-  // b has no batch of its own and a's batch+rows fold into rows: one [1, B*M, K] x [1, K, N].
+  // b has no batch of its own: a's batch+rows fold into rows, one [1, B*M, K] x [1, K, N] (a
+  // copy of a when its layout does not fold, as PyTorch: one product instead of B small ones;
+  // not for a batch broadcast from one matrix, which the batched product reads in place).
   int64_t b_batch = 1;
   for (int64_t i = 0; i < rb - 2; ++i) b_batch *= b.size(i);
   int64_t a_batch = 1;
   for (int64_t i = 0; i < ra - 2; ++i) a_batch *= a.size(i);
-  if (b_batch == 1 && a_batch == B && B > 1 && foldable(a, ra - 1)) {
+  bool expanded = false;  // a batch dim broadcast by stride 0: folding would copy it B times over
+  for (int64_t i = 0; i < ra - 2; ++i) expanded = expanded || (a.size(i) > 1 && a.stride(i) == 0);
+  if (b_batch == 1 && a_batch == B && B > 1 && !expanded) {
     Tensor a3 = a.reshape({1, B * M, K});
     Tensor b3 = b.reshape({1, K, N});
     return matmul3(api, a3, b3).view(out_shape);

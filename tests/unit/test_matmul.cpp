@@ -99,6 +99,14 @@ TEST(Matmul, ExpandedBatchIsNotCopied) {
   int64_t peak = memory_stats(cpu).peak - before;
   EXPECT_LE(peak, 32 * 64 * 64 * 4 + 4096);  // the output only
   expect_near_vec(c.select(0, 7).to_vector<double>(), ref_mm(a.select(0, 7), b.select(0, 7)), 1e-5);
+  // The same with a 2-d b (a batch of rows a non-expanded a would fold into): still not copied.
+  Tensor b2 = randn({64, 64});
+  c = Tensor();
+  reset_peak_memory(cpu);
+  before = memory_stats(cpu).in_use;
+  c = matmul(a, b2);
+  EXPECT_LE(memory_stats(cpu).peak - before, 32 * 64 * 64 * 4 + 4096);
+  expect_near_vec(c.select(0, 5).to_vector<double>(), ref_mm(a.select(0, 5), b2), 1e-5);
 }
 
 TEST(Matmul, EmptyDims) {
