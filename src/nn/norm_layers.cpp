@@ -44,7 +44,6 @@ struct BatchNormBase::EvalCache {
     std::shared_ptr<Storage> storage;  // null: absent
     int64_t offset = 0;
     uint64_t version = 0;
-    bool operator==(const Src&) const = default;
   };
   std::mutex mu;
   std::array<Src, 4> src;
@@ -102,16 +101,24 @@ Tensor BatchNormBase::run_eval_cached(const Tensor& x) const {
       return {};
   if (grad_enabled() && ((weight.defined() && weight.requires_grad()) || (bias.defined() && bias.requires_grad())))
     return {};
-  std::array<EvalCache::Src, 4> now;
-  for (size_t i = 0; i < 4; ++i)
-    if (ts[i]->defined()) now[i] = {ts[i]->impl().storage, ts[i]->storage_offset(), ts[i]->impl().storage->version};
   EvalCache& c = *eval_cache_;
   std::lock_guard<std::mutex> lock(c.mu);
-  if (!c.scale.defined() || c.src != now || c.eps != config.eps || c.device != x.device() || c.dtype != dt) {
+  // The held storages cannot be freed, so the same address is the same storage.
+  bool hit = c.scale.defined() && c.eps == config.eps && c.device == x.device() && c.dtype == dt;
+  for (size_t i = 0; hit && i < 4; ++i) {
+    const EvalCache::Src& k = c.src[i];
+    hit = ts[i]->defined() ? k.storage.get() == ts[i]->impl().storage.get() && k.offset == ts[i]->storage_offset() &&
+                                 k.version == ts[i]->impl().storage->version
+                           : !k.storage;
+  }
+  if (!hit) {
     // The same ops as functional::batch_norm in eval mode, so the results are bitwise its own.
     std::tie(c.scale, c.shift) =
         F::batch_norm_eval_coefficients(running_mean, running_var, weight, bias, config.eps, dt);
-    c.src = now;
+    for (size_t i = 0; i < 4; ++i)
+      c.src[i] = ts[i]->defined()
+                     ? EvalCache::Src{ts[i]->impl().storage, ts[i]->storage_offset(), ts[i]->impl().storage->version}
+                     : EvalCache::Src{};
     c.eps = config.eps;
     c.device = x.device();
     c.dtype = dt;

@@ -95,18 +95,19 @@ Tensor onnx_pad(const Tensor& x, const std::vector<int64_t>& pads, const std::ve
   return pad(y, kp, km, value);
 }
 
-// Constant axes of Squeeze/Unsqueeze in generated code (input 1 from opset 13, else the
-// attribute), as the run function reads them; false when they are computed at run time.
-bool const_axes(const EmitContext& e, std::vector<int64_t>& axes) {
-  if (e.opset >= 13 || e.node.attr("axes") == nullptr) {
+// Constant integers of an op in generated code that moved from attribute `attr` to input 1 at
+// opset 13 (Squeeze/Unsqueeze axes, Split sizes), as the run function reads them; false when
+// they are computed at run time.
+bool const_ints(const EmitContext& e, const char* attr, std::vector<int64_t>& v) {
+  if (e.opset >= 13 || e.node.attr(attr) == nullptr) {
     if (e.has(1)) {
       const Tensor* t = e.constant(1);
       if (!t || is_floating(t->dtype())) return false;
-      axes = t->to(i64).contiguous().to_vector<int64_t>();
+      v = t->to(i64).contiguous().to_vector<int64_t>();
       return true;
     }
   }
-  axes = e.attr_ints("axes");
+  v = e.attr_ints(attr);
   return true;
 }
 
@@ -115,12 +116,11 @@ bool const_axes(const EmitContext& e, std::vector<int64_t>& axes) {
 // helpers); Reshape, Unsqueeze, Transpose and Flatten of tensors become plain Kiln calls. Any
 // other form returns false: the generic call, with the run function's semantics and errors.
 void emit_shape_ops(Registry& r) {
-  auto lit = [](int64_t v) { return std::to_string(v); };
-  r.emit("Shape", [lit](EmitContext& e) {
+  r.emit("Shape", [](EmitContext& e) {
     std::string args = e.in(0);
     const bool has_end = e.node.attr("end") != nullptr;
-    if (e.attr_i("start", 0) != 0 || has_end) args += ", " + lit(e.attr_i("start", 0));
-    if (has_end) args += ", " + lit(e.attr_i("end", 0));
+    if (e.attr_i("start", 0) != 0 || has_end) args += ", " + std::to_string(e.attr_i("start", 0));
+    if (has_end) args += ", " + std::to_string(e.attr_i("end", 0));
     e.assign_shape(0, "kiln::onnx::ops::shape_of(" + args + ")", 1, i64);
     return true;
   });
@@ -157,7 +157,7 @@ void emit_shape_ops(Registry& r) {
   });
   r.emit("Squeeze", [](EmitContext& e) {
     std::vector<int64_t> axes;
-    if (!const_axes(e, axes)) return false;
+    if (!const_ints(e, "axes", axes)) return false;
     if (const ShapeArg* x = e.shape(0)) {
       if (x->rank != 1 || axes.size() > 1 || (axes.size() == 1 && axes[0] != 0 && axes[0] != -1)) return false;
       e.assign_shape(0, "kiln::onnx::ops::squeeze_ints(" + x->expr + ")", 0, x->dtype);
@@ -212,7 +212,7 @@ void emit_shape_ops(Registry& r) {
   });
   r.emit("Unsqueeze", [](EmitContext& e) {
     std::vector<int64_t> axes;
-    if (!const_axes(e, axes) || axes.empty()) return false;
+    if (!const_ints(e, "axes", axes) || axes.empty()) return false;
     if (const ShapeArg* x = e.shape(0)) {
       if (x->rank != 0 || axes.size() != 1 || (axes[0] != 0 && axes[0] != -1)) return false;
       e.assign_shape(0, x->expr, 1, x->dtype);
@@ -254,14 +254,7 @@ void emit_shape_ops(Registry& r) {
   });
   r.emit("Split", [](EmitContext& e) {  // constant sizes: kiln::split
     std::vector<int64_t> sizes;
-    if (e.opset >= 13) {
-      const Tensor* t = e.has(1) ? e.constant(1) : nullptr;
-      if (!t || is_floating(t->dtype())) return false;
-      sizes = t->to(i64).contiguous().to_vector<int64_t>();
-    } else {
-      sizes = e.attr_ints("split");
-    }
-    if (sizes.empty() || sizes.size() != e.out.size()) return false;
+    if (!const_ints(e, "split", sizes) || sizes.empty() || sizes.size() != e.out.size()) return false;
     std::string r;  // named after an output (unique names), so two Splits do not collide
     for (const auto& o : e.out) r = o.empty() ? r : o + "_parts";
     if (r.empty()) return false;
