@@ -343,9 +343,14 @@ def run_codegen(build, work, cxx, cxx_flags, libs, src_root, cases, jobs):
             else:
                 results[i] = ("unsupported", msg)
 
+    # An object is stale when its source or any Kiln header is newer (a header change can change
+    # a module's layout, which an old object would not know).
+    hdr_mtime = max((os.path.getmtime(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(src_root, "include"))
+                     for f in fs), default=0)
+
     def compile_one(src):
         obj = src + ".o"
-        if os.path.exists(obj) and os.path.getmtime(obj) >= os.path.getmtime(src):
+        if os.path.exists(obj) and os.path.getmtime(obj) >= max(os.path.getmtime(src), hdr_mtime):
             return obj, ""
         r = subprocess.run([cxx] + shlex.split(cxx_flags) + ["-I" + os.path.join(src_root, "include"),
                             "-I" + os.path.dirname(src), "-c", src, "-o", obj], capture_output=True, text=True)
