@@ -4,7 +4,8 @@
 // 1 and 2 threads; best of N runs after warm-up. ort_bench.py prints the same lines for ONNX
 // Runtime. Output: "<model> <impl> b=<batch> t=<threads> <best ms>".
 //   kiln_onnx_bench [reps=20] [model] [threads] [batch]   (model/threads/batch: only that one, for profiling)
-//   KILN_BENCH_RUNTIME_ONLY=1 skips generated code (its lines then read 0.000).
+//   KILN_BENCH_RUNTIME_ONLY=1 skips generated code, KILN_BENCH_CODEGEN_ONLY=1 the run-time path
+//   (the skipped path's lines then read 0.000).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -80,8 +81,9 @@ int main(int argc, char** argv) {
       for (int64_t b : {1, 16}) {
         if (only_batch && b != only_batch) continue;
         auto in = inputs_for(e.name, b);
-        double a = best_ms([&] { rt.run(in); }, reps);
-        // KILN_BENCH_RUNTIME_ONLY=1: skip generated code (profiling the run-time path alone).
+        // KILN_BENCH_RUNTIME_ONLY=1 / KILN_BENCH_CODEGEN_ONLY=1: skip the other path (profiling
+        // one path alone); the skipped path's line reads 0.000.
+        double a = std::getenv("KILN_BENCH_CODEGEN_ONLY") ? 0.0 : best_ms([&] { rt.run(in); }, reps);
         double g = std::getenv("KILN_BENCH_RUNTIME_ONLY") ? 0.0 : best_ms([&] { e.gen(in); }, reps);
         std::printf("%s kiln-runtime b=%lld t=%d %.3f\n", e.name.c_str(), static_cast<long long>(b), threads, a);
         std::printf("%s kiln-codegen b=%lld t=%d %.3f\n", e.name.c_str(), static_cast<long long>(b), threads, g);

@@ -41,7 +41,10 @@ bool requires_grad(const Tensor& t) { return t.defined() && t.impl().autograd &&
 
 uint64_t version_of(const Tensor& t) { return t.impl().storage ? t.impl().storage->version : 0; }
 void bump_version(const Tensor& t) {
-  if (t.impl().storage) t.impl().storage->version++;
+  if (Storage* s = t.impl().storage.get()) {
+    s->version++;
+    s->stamp = next_stamp();
+  }
 }
 
 Node::~Node() {

@@ -11,11 +11,17 @@ namespace kiln {
 
 /// A buffer owned by a backend. `data` is a host pointer only on host backends (CPU); on other
 /// backends it is an opaque handle. Returned to its backend when the last owner drops it.
+/// A fresh content stamp (Storage::stamp); never 0.
+uint64_t next_stamp() noexcept;
+
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Backend* backend = nullptr;
   uint64_t version = 0;  ///< bumped by in-place writes (autodiff checks saved tensors against it)
+  /// Names the contents: unique across all storages, renewed with every version bump. Kernels
+  /// key caches of derived forms (a convolution's reordered weights) on it (TensorDesc::stamp).
+  uint64_t stamp = next_stamp();
   /// Set for memory the backend did not allocate (a memory-mapped file): kept alive while the
   /// storage lives and never given to Backend::release.
   std::shared_ptr<void> external;

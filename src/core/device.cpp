@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -14,6 +15,11 @@
 #endif
 
 namespace kiln {
+
+uint64_t next_stamp() noexcept {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 Storage::~Storage() {
   if (backend && !external) backend->release(data, nbytes);

@@ -45,6 +45,10 @@ struct TensorDesc {
   Strides strides;
   int64_t offset = 0;
   DType dtype = DType::F32;
+  /// The content stamp of the buffer when the op was issued (Storage::stamp; 0: not known). The
+  /// buffer holds the same bytes whenever two descriptors carry the same stamp, so a kernel may
+  /// reuse what it derived from them (not part of the descriptor's identity: operator==).
+  uint64_t stamp = 0;
   int64_t numel() const { return shape_numel(shape); }
   bool is_contiguous() const;
   friend bool operator==(const TensorDesc& a, const TensorDesc& b) {

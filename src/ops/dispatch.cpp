@@ -9,7 +9,7 @@ namespace kiln::detail {
 
 ir::TensorDesc desc_of(const Tensor& t) {
   const TensorImpl& i = t.impl();
-  return ir::TensorDesc{i.shape, i.strides, i.offset, i.dtype};
+  return ir::TensorDesc{i.shape, i.strides, i.offset, i.dtype, i.storage ? i.storage->stamp : 0};
 }
 
 Tensor wrap(const ir::TensorDesc& d, const Device& dev, std::shared_ptr<Storage> s) {

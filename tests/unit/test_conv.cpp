@@ -294,3 +294,64 @@ TEST(Conv, FoldUnfold) {
   Tensor y = matmul(w.reshape({5, 18}), cols).reshape({2, 5, 4, 7});
   EXPECT_TRUE(allclose(y, F::conv2d(x, w, {}, {.stride = {2, 1}, .padding = 1}), 1e-4, 1e-5));
 }
+
+// oneDNN reorders a convolution's weights into its blocked layout; an eager weight's reordered
+// copy is kept across calls, keyed on the weight's content stamp (TensorDesc::stamp). Every way
+// of changing the weights must reach the next call: in-place writes (whole, through a view,
+// copy_), writes queued by the fusion decorator between two convolutions, and a new weight tensor
+// in the memory of a freed one. Each result is compared bitwise with the same call on a fresh
+// copy of the weights (a new buffer, reordered anew).
+TEST(Conv, KeptWeightsFollowEveryWrite) {
+  with_onednn(true, [&] {
+    struct Form {
+      Shape x, w;
+      bool transpose;
+    };
+    const Form forms[] = {{{1, 16, 12, 12}, {32, 16, 3, 3}, false},  // one image, serial
+                          {{4, 32, 14, 14}, {64, 32, 3, 3}, false},  // split over the batch
+                          {{2, 16, 7, 7}, {16, 24, 3, 3}, true}};    // ConvTranspose (backward-data)
+    for (const Device& dev : {Device::cpu().without_fusion(), Device::cpu(), Device::cpu().autodiff()})
+      for (const Form& f : forms)
+        for (int threads : {1, 2}) {
+          with_threads(threads, [&] {
+            NoGradGuard no_grad;
+            const std::string where = dev.str() + " x " + to_string(f.x) + " t=" + std::to_string(threads);
+            manual_seed(5);
+            Tensor x = randn(f.x, {.device = dev}), w = randn(f.w, {.device = dev});
+            auto conv = [&](const Tensor& wt) {
+              return f.transpose ? F::conv_transpose2d(x, wt, {}, {.stride = 2, .padding = 1})
+                                 : F::conv2d(x, wt, {}, {.padding = 1});
+            };
+            auto check = [&](const char* step) {
+              Tensor got = conv(w), want = conv(w.clone());
+              EXPECT_TRUE(equal(got, want)) << where << ": " << step;
+              return got;
+            };
+            Tensor y0 = check("first call");
+            EXPECT_TRUE(equal(conv(w), y0)) << where << ": second call";
+            w.mul_(-0.5f);
+            Tensor y1 = check("after mul_");
+            EXPECT_FALSE(equal(y1, y0)) << where;
+            w.narrow(0, 1, 1).fill_(0.25f);  // one output channel, through a view
+            check("after a write through a view");
+            w.copy_(randn(f.w, {.device = dev}));
+            check("after copy_");
+            // Two convolutions with a write between them, all queued on the fused device.
+            Tensor before = w.clone(), a = conv(w);
+            w.add_(1.0f);
+            Tensor b = conv(w);
+            EXPECT_TRUE(equal(a, conv(before))) << where << ": queued, before the write";
+            EXPECT_TRUE(equal(b, conv(w.clone()))) << where << ": queued, after the write";
+            // New weights, often in the memory of the ones freed just before.
+            for (uint64_t seed = 0; seed < 4; ++seed) {
+              manual_seed(100 + seed);
+              Tensor w2 = randn(f.w, {.device = dev});
+              Tensor got = conv(w2);
+              EXPECT_TRUE(equal(got, conv(w2.clone()))) << where << ": new weights " << seed;
+            }
+            return 0;
+          });
+        }
+    return 0;
+  });
+}

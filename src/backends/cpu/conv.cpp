@@ -403,6 +403,8 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
           chi = clamp ? static_cast<A>(op.attrs.reals[1]) : A(0);
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {
+    // The weights' content stamp, when the kernel reads them in place (not a staged copy).
+    const uint64_t w_stamp = a1 != t1.data() ? op.inputs[1].stamp : 0;
     if (onednn::enabled()) {
       if (op.kind == ir::OpKind::Conv) {
         conv::PostOp post;
@@ -415,9 +417,9 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
         post.residual = res_in;
         post.scale = scale;
         post.shift = shift;
-        done = conv::onednn_forward(g, a0, a1, bias, res, post);
+        done = conv::onednn_forward(g, a0, a1, bias, res, post, w_stamp);
       } else if (op.kind == ir::OpKind::ConvTranspose)
-        done = conv::onednn_backward_data(g, a0, a1, bias, res);
+        done = conv::onednn_backward_data(g, a0, a1, bias, res, w_stamp);
       else
         done = conv::onednn_backward_weights(g, a0, a1, res);
     }

@@ -43,8 +43,11 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
 
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
-/// y = post(conv(x, w) + b) (b may be null; see PostOp).
-bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post = {});
+/// y = post(conv(x, w) + b) (b may be null; see PostOp). w_stamp: w's content stamp
+/// (TensorDesc::stamp; 0: not known); with one, w's reordered copy is kept for the next call
+/// with the same stamp.
+bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post = {},
+                    uint64_t w_stamp = 0);
 /// Max pooling run on a forward convolution's output (values only, 2 spatial dims): kernel k,
 /// stride s, symmetric padding p <= k / 2, dilation 1, floor mode; out: the pooled size.
 struct PoolAfter {
@@ -64,8 +67,10 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
 /// differ); the caller then runs the two convolutions one by one.
 bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa,
                          const Geom& gb, const float* wb, const float* bb, const PostOp& pb, float* y);
-/// x = conv backward-data(y, w) + b (b [C] may be null): the ConvTranspose op.
-bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x);
+/// x = conv backward-data(y, w) + b (b [C] may be null): the ConvTranspose op (w_stamp as for
+/// onednn_forward).
+bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x,
+                          uint64_t w_stamp = 0);
 /// dw = conv backward-weights(x, dy).
 bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, float* dw);
 

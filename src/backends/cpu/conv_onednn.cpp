@@ -33,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/parallel.h"
 #include "kiln/device.h"
 
@@ -208,7 +209,6 @@ struct Operand {
 struct ConstRegistry {
   std::mutex mu;
   std::unordered_map<const void*, uint64_t> ids;  // data pointer -> registration id
-  uint64_t next = 1;
   std::atomic<bool> any{false};
 };
 ConstRegistry& constants() {
@@ -224,12 +224,21 @@ uint64_t constant_id(const void* p) {
   return it == r.ids.end() ? 0 : it->second;
 }
 
-/// A constant weight reordered into the primitive's layout, valid while its registration is.
+/// A weight reordered into the primitive's layout, valid while its id is: a constant's
+/// registration, or the content stamp of an eager weight (TensorDesc::stamp).
 struct Packed {
   uint64_t id = 0;
+  bool counted = false;  // its bytes count against kPackedBudget (stamped, not registered)
   std::vector<float> buf;
   memory mem;
+  size_t bytes() const { return buf.size() * sizeof(float); }
 };
+
+// Reordered copies of eager weights kept across calls, over all entries: inference with the
+// same weights reorders each once; past the budget a weight is reordered on every call again.
+constexpr size_t kPackedBudget = size_t{256} << 20;
+constexpr size_t kMaxPackedPerEntry = 64;
+std::atomic<size_t> g_packed_bytes{0};
 
 struct Entry {
   std::mutex mu;
@@ -246,22 +255,36 @@ struct Entry {
   std::unique_ptr<Operand> pooled;
   std::array<int64_t, 4> pooled_dims{};
 
-  /// The weights operand: a registered constant is reordered once and kept.
-  memory weights(const float* w) {
+  /// The weights operand. A registered constant, or a weight whose content stamp is known
+  /// (`stamp`, 0: not known), is reordered once and kept until its registration or stamp changes.
+  memory weights(const float* w, uint64_t stamp) {
     if (!b.reorder) return b.in(w);
-    const uint64_t id = constant_id(w);
+    const uint64_t reg = constant_id(w), id = reg ? reg : stamp;
     if (!id) return b.in(w);
     auto it = packed.find(w);
-    if (it == packed.end() || it->second.id != id) {
-      if (it == packed.end() && packed.size() >= 16) packed.clear();  // bound stale copies
-      Packed& p = packed[w];
-      p.id = id;
-      p.buf.resize(b.used.get_size() / sizeof(float) + 16);
+    if (it != packed.end() && it->second.id == id) return it->second.mem;
+    if (it == packed.end()) {
+      if (packed.size() >= kMaxPackedPerEntry) drop_packed();  // bound stale copies
+      const size_t n = b.used.get_size() / sizeof(float) + 16;
+      const bool counted = !reg;
+      if (counted && g_packed_bytes.fetch_add(n * sizeof(float)) + n * sizeof(float) > kPackedBudget) {
+        g_packed_bytes.fetch_sub(n * sizeof(float));
+        return b.in(w);
+      }
+      it = packed.emplace(w, Packed{}).first;
+      Packed& p = it->second;
+      p.counted = counted;
+      p.buf.resize(n);
       p.mem = memory(b.used, onednn::engine(), p.buf.data());
-      b.to_used->execute(onednn::stream(), b.user(w), p.mem);
-      return p.mem;
     }
+    it->second.id = id;
+    b.to_used->execute(onednn::stream(), b.user(w), it->second.mem);
     return it->second.mem;
+  }
+  void drop_packed() {
+    for (auto& [ptr, p] : packed)
+      if (p.counted) g_packed_bytes.fetch_sub(p.bytes());
+    packed.clear();
   }
 };
 
@@ -455,10 +478,10 @@ namespace {
 /// `blocked`: when set, called with the blocked output (under the entry's lock) instead of its
 /// reorder into y.
 void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const float* b, float* y,
-             const std::function<void(float*)>& blocked = {}) {
+             const std::function<void(float*)>& blocked = {}, uint64_t w_stamp = 0) {
   std::lock_guard<std::mutex> lock(e->mu);
   auto& args = e->args;
-  memory src = e->a.in(x), wei = e->weights(w), dst = e->c.out(y);
+  memory src = e->a.in(x), wei = e->weights(w, w_stamp), dst = e->c.out(y);
   args[DNNL_ARG_SRC] = src;
   args[DNNL_ARG_WEIGHTS] = wei;
   args[DNNL_ARG_DST] = dst;
@@ -495,7 +518,7 @@ void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const 
     onednn::ThreadScope scope(nta);
     auto& args = ea->args;
     args[DNNL_ARG_SRC] = ea->a.in(x);
-    args[DNNL_ARG_WEIGHTS] = ea->weights(wa);
+    args[DNNL_ARG_WEIGHTS] = ea->weights(wa, 0);
     args[DNNL_ARG_DST] = ea->c.staged();
     if (ba) args[DNNL_ARG_BIAS] = bias_mem(ea, ga, ba);
     if (ea->scratch) args[DNNL_ARG_SCRATCHPAD] = ea->scratch;
@@ -509,7 +532,7 @@ void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const 
     auto& args = eb->args;
     memory dst = eb->c.out(y);
     args[DNNL_ARG_SRC] = ea->c.staged();
-    args[DNNL_ARG_WEIGHTS] = eb->weights(wb);
+    args[DNNL_ARG_WEIGHTS] = eb->weights(wb, 0);
     args[DNNL_ARG_DST] = dst;
     if (bb) args[DNNL_ARG_BIAS] = bias_mem(eb, gb, bb);
     if (eb->scratch) args[DNNL_ARG_SCRATCHPAD] = eb->scratch;
@@ -575,7 +598,8 @@ bool chunk_entries(std::vector<Entry*>& es, const std::vector<Geom>& gs, bool bi
 
 }  // namespace
 
-bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post) {
+bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
+                    uint64_t w_stamp) {
   if (!usable(g)) return false;
   const int64_t image = g.O * g.out_size();  // output elements per image
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
@@ -592,7 +616,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
             int64_t n0, n1;
             chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
             run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
-                    y + n0 * image);
+                    y + n0 * image, {}, w_stamp);
             // The epilogue while this chunk's output is still in the cache (Note [Convolution activations]).
             post_planes(y, n0 * g.O, n1 * g.O, g.O, g.out_size(), post);
           }
@@ -633,7 +657,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   }
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
   if (!e) return false;
-  run_fwd(e, g, x, w, b, y);
+  run_fwd(e, g, x, w, b, y, {}, w_stamp);
   post_all(y, g.N, g.O, g.out_size(), post);
   return true;
 }
@@ -758,7 +782,7 @@ bool onednn_forward_pair(const Geom& ga, const float* x, const float* wa, const 
   return true;
 }
 
-bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x) {
+bool onednn_backward_data(const Geom& g, const float* y, const float* w, const float* b, float* x, uint64_t w_stamp) {
   if (!usable(g)) return false;
   onednn::ThreadScope scope;  // oneDNN uses kiln::num_threads()
   const int nt = num_threads();
@@ -774,7 +798,7 @@ bool onednn_backward_data(const Geom& g, const float* y, const float* w, const f
   if (!e) return false;
   {
     std::lock_guard<std::mutex> lock(e->mu);
-    memory dd = e->a.in(y), wei = e->weights(w), ds = e->c.out(x);
+    memory dd = e->a.in(y), wei = e->weights(w, w_stamp), ds = e->c.out(x);
     e->prim->execute(onednn::stream(), {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, ds}});
     e->c.finish(ds, x);
     onednn::stream().wait();
@@ -808,7 +832,7 @@ void register_constant(const void* data, size_t nbytes) {
   if (!data) return;
   ConstRegistry& r = constants();
   std::lock_guard<std::mutex> l(r.mu);
-  r.ids[data] = r.next++;
+  r.ids[data] = next_stamp();  // disjoint from the content stamps Entry::weights also keys on
   r.any.store(true, std::memory_order_relaxed);
 }
 
@@ -823,7 +847,9 @@ void unregister_constant(const void* data) {
 #else  // !KILN_WITH_ONEDNN
 
 namespace kiln::cpu::conv {
-bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&) { return false; }
+bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&, uint64_t) {
+  return false;
+}
 bool onednn_forward_maxpool(const Geom&, const float*, const float*, const float*, const PostOp&, const PoolAfter&,
                             float*) {
   return false;
@@ -832,7 +858,7 @@ bool onednn_forward_pair(const Geom&, const float*, const float*, const float*, 
                          const float*, const float*, const PostOp&, float*) {
   return false;
 }
-bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*, uint64_t) { return false; }
 bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
 void register_constant(const void*, size_t) {}
 void unregister_constant(const void*) {}
