@@ -3,6 +3,7 @@
 // The nn library: modules, layers, losses, initialisers (`#include <kiln/nn.h>`).
 #include "kiln/nn/activation.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/fused.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/linear.h"

@@ -208,6 +208,7 @@ struct GenerateResult {
   std::string header, source, weights;  ///< paths written
   int64_t modules = 0;                  ///< nn sub-modules (Conv2d, Linear, BatchNorm2d, ...)
   int64_t generic_calls = 0;            ///< nodes emitted as kiln::onnx::ops::call
+  int64_t fused_convs = 0;  ///< Conv [-> BatchNormalization] [-> Add] [-> act] chains as nn::conv_bn / conv_act
 };
 
 /// Writes readable C++ for the model at `model_path`: a kiln::nn::Module struct with named

@@ -89,9 +89,15 @@ Tensor BatchNormBase::run(const Tensor& x, const char* name, int64_t rank_a, int
 }
 
 Tensor BatchNormBase::run_eval_cached(const Tensor& x) const {
+  auto [scale, shift] = eval_affine(x);
+  return scale.defined() ? F::apply_channel_affine(x, scale, shift) : Tensor{};
+}
+
+std::pair<Tensor, Tensor> BatchNormBase::eval_affine(const Tensor& x) const {
   // Only for f32/f64 inputs with weight, bias and statistics of their dtype and device (others
   // take functional::batch_norm's casts and checks), when nothing needs gradients of the
   // coefficients (weight and bias trained in eval mode).
+  if (!x.defined() || is_training() || !config.track_running_stats) return {};
   const DType dt = x.dtype();
   if (!eval_cache_ || (dt != f32 && dt != f64) || !running_mean.defined() || !running_var.defined()) return {};
   const Tensor* ts[4] = {&weight, &bias, &running_mean, &running_var};
@@ -123,7 +129,7 @@ Tensor BatchNormBase::run_eval_cached(const Tensor& x) const {
     c.device = x.device();
     c.dtype = dt;
   }
-  return F::apply_channel_affine(x, c.scale, c.shift);
+  return {c.scale, c.shift};
 }
 
 std::string BatchNormBase::extra_repr() const {

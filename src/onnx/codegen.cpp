@@ -419,6 +419,144 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     return {lit, static_cast<int>(t.dim()), t.dtype()};
   };
 
+  // The emitter context of node n: its outputs' variables, its inputs' constants, ranks, shape
+  // values and expressions.
+  auto make_ec = [&](const proto::NodeP& n) {
+    EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
+    for (const auto& in : n.input) {
+      auto c = consts.find(in);
+      ec.consts.push_back(!in.empty() && c != consts.end() ? &c->second : nullptr);
+      auto r = ranks.find(in);
+      ec.rank.push_back(!in.empty() && r != ranks.end() ? r->second : -1);
+      ec.shape_in.push_back(shape_arg(in));
+    }
+    ec.in = [&, np = &n](size_t i) {
+      return i < np->input.size() ? value_expr(np->input[i]) : std::string("kiln::Tensor{}");
+    };
+    ec.add_module = [&, np = &n](const std::string& type, const std::string& args,
+                                 const std::vector<std::pair<std::string, Tensor>>& st) {
+      std::string weight = np->input.size() > 1 ? np->input[1] : "";
+      return add_module(module_hint(*np, weight), type, args, st);
+    };
+    return ec;
+  };
+  // The module an emitter's code calls on its input: code is `Tensor <out> = <module>(<arg>);`.
+  auto called_module = [](const EmitContext& ec, const std::string& arg) -> std::string {
+    const std::string head = "  kiln::Tensor " + ec.out.at(0) + " = ", tail = "(" + arg + ");\n";
+    const std::string& c = ec.code;
+    if (c.size() <= head.size() + tail.size() || c.compare(0, head.size(), head) != 0 ||
+        c.compare(c.size() - tail.size(), tail.size(), tail) != 0)
+      return "";
+    return c.substr(head.size(), c.size() - head.size() - tail.size());
+  };
+  // Conv [-> BatchNormalization] [-> Add of a value computed before] [-> Relu | Clip with
+  // constant bounds], at least one after the Conv, at consecutive positions of `order` from pos,
+  // each result read only by the next node: one kiln::nn::conv_bn / conv_act call (in inference
+  // one convolution with the rest as its epilogue). Emits it and returns the position after the
+  // chain; 0 when the nodes at pos do not form one. uses: per value, the nodes (and graph
+  // outputs) of gr reading it.
+  auto try_fused_conv = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos,
+                            std::map<std::string, int>& uses, const std::unordered_map<std::string, size_t>& last_use,
+                            std::set<std::string>& locals) -> size_t {
+    const proto::NodeP& c = gr.nodes[order[pos]];
+    if (c.op_type != "Conv" || c.output.size() != 1 || c.input.size() < 2) return 0;
+    auto node_at = [&](size_t q) -> const proto::NodeP* { return q < order.size() ? &gr.nodes[order[q]] : nullptr; };
+    // The node at q, when its first (or, for Add, either) input is cur and only it reads cur.
+    auto next_reads = [&](size_t q, const std::string& cur) -> const proto::NodeP* {
+      const proto::NodeP* n = node_at(q);
+      if (!n || n->output.size() != 1 || n->input.empty() || uses[cur] != 1) return nullptr;
+      return n->input[0] == cur || (n->op_type == "Add" && n->input.size() == 2 && n->input[1] == cur) ? n : nullptr;
+    };
+    std::string cur = c.output[0], opts;
+    size_t q = pos + 1;
+    const proto::NodeP* b = next_reads(q, cur);
+    if (b && b->op_type == "BatchNormalization") {
+      cur = b->output[0];
+      ++q;
+    } else {
+      b = nullptr;
+    }
+    if (const proto::NodeP* a = next_reads(q, cur);
+        a && a->op_type == "Add" && a->input.size() == 2 && a->input[0] != a->input[1]) {
+      const std::string& other = a->input[0] == cur ? a->input[1] : a->input[0];
+      if (expr.count(other) && !shapes.count(other)) {
+        opts += ".residual = " + expr.at(other);
+        cur = a->output[0];
+        ++q;
+      }
+    }
+    if (const proto::NodeP* r = next_reads(q, cur)) {
+      std::string act;
+      if (r->op_type == "Relu" && r->input.size() == 1) {
+        act = ".act = kiln::nn::FusedConvOptions::Act::Relu";
+      } else if (r->op_type == "Clip" && opset >= 11 && r->input.size() == 3) {
+        auto scalar_const = [&](const std::string& v) -> const Tensor* {
+          auto it = consts.find(v);
+          return it != consts.end() && !bound.count(v) && it->second.numel() == 1 && is_floating(it->second.dtype())
+                     ? &it->second
+                     : nullptr;
+        };
+        const Tensor *lo = scalar_const(r->input[1]), *hi = scalar_const(r->input[2]);
+        if (lo && hi)
+          act = ".act = kiln::nn::FusedConvOptions::Act::Clamp, .min = " +
+                float_lit(lo->to(f64).reshape({}).item<double>()) +
+                ", .max = " + float_lit(hi->to(f64).reshape({}).item<double>());
+      }
+      if (!act.empty()) {
+        opts += (opts.empty() ? "" : ", ") + act;
+        cur = r->output[0];
+        ++q;
+      }
+    }
+    if (q == pos + 1) return 0;
+    // The modules, through their own emitters (the batch norm's input named by a placeholder:
+    // its value is never a variable); when one declines, nothing is kept.
+    const std::set<std::string> used_before = used;
+    const size_t n_members = members.size(), n_state = state.size();
+    const int64_t n_modules = res.modules;
+    const std::string var = unique(ident(cur));
+    EmitContext ce = make_ec(c);
+    const OpEntry* conv_entry = reg.find("Conv");
+    std::string mc, mb;
+    if (conv_entry->emit && conv_entry->emit(ce) && !ce.out_rank.empty()) mc = called_module(ce, ce.in(0));
+    if (!mc.empty() && b) {
+      EmitContext be = make_ec(*b);
+      be.in = [](size_t i) { return i == 0 ? std::string("conv_out") : std::string("kiln::Tensor{}"); };
+      be.rank[0] = ce.out_rank[0];
+      const OpEntry* bn_entry = reg.find("BatchNormalization");
+      if (bn_entry->emit && bn_entry->emit(be)) mb = called_module(be, "conv_out");
+    }
+    if (mc.empty() || (b && mb.empty())) {
+      used = used_before;
+      members.resize(n_members);
+      state.resize(n_state);
+      res.modules = n_modules;
+      return 0;
+    }
+    std::string names;
+    for (size_t k = pos; k < q; ++k) {
+      const proto::NodeP& n = *node_at(k);
+      names += (k == pos ? "" : " + ") + n.op_type + (n.name.empty() ? "" : " '" + n.name + "'");
+    }
+    body += "  // " + names + "\n  kiln::Tensor " + var +
+            " = kiln::nn::" + (b ? "conv_bn(" + mc + ", " + mb : "conv_act(" + mc) + ", " + ce.in(0) +
+            (opts.empty() ? "" : ", {" + opts + "}") + ");\n";
+    expr[cur] = var;
+    locals.insert(cur);
+    ranks[cur] = ce.out_rank[0];
+    ++res.fused_convs;
+    // Values whose last use was inside the chain are released after it.
+    std::set<std::string> done_here;
+    for (size_t k = pos; k < q && !last_use.empty(); ++k)
+      for (const auto& in : node_at(k)->input) {
+        auto it = last_use.find(in);
+        if (it == last_use.end() || it->second != k || !locals.count(in) || !done_here.insert(in).second) continue;
+        body += "  " + expr.at(in) + " = {};\n";
+      }
+    return q;
+  };
+
   // Emits the nodes of graph `gr` (the model's graph or a subgraph whose inputs are already
   // bound in `expr`) into `body`.
   int64_t n_attr_consts = 0;
@@ -469,6 +607,10 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       }
       KILN_CHECK(order.size() == gr.nodes.size(), "onnx",
                  model_path << ": the graph" << (&gr == &g ? "" : " '" + gr.name + "'") << " has a cycle");
+      // Constant nodes (folded, no code) first: the nodes that read them stay next to each other
+      // (a Conv and the Clip after it, whose bounds are Constants exported between the two).
+      std::stable_partition(order.begin(), order.end(),
+                            [&](size_t i) { return gr.nodes[i].op_type == "Constant" && gr.nodes[i].input.empty(); });
     }
     // In the model's graph, when no node has subgraphs (which read outer values by name): each
     // value a node computes is released right after its last use (`v = {};`), so its memory goes
@@ -486,7 +628,13 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
           if (!in.empty()) last_use[in] = p;
       for (const auto& o : gr.outputs) last_use.erase(o.name);
     }
-    std::set<std::string> locals;  // values held by a variable of this body
+    std::set<std::string> locals;     // values held by a variable of this body
+    std::map<std::string, int> uses;  // value -> nodes (and graph outputs) reading it
+    for (const auto& n : gr.nodes) {
+      for (const auto& in : n.input) ++uses[in];
+      for (const auto& v : implicit_inputs(n)) ++uses[v];
+    }
+    for (const auto& o : gr.outputs) ++uses[o.name];
     for (size_t pos = 0; pos < order.size(); ++pos) {
       const size_t idx = order[pos];
       const proto::NodeP& n = gr.nodes[idx];
@@ -506,21 +654,11 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         ranks[n.output[0]] = ranks[n.input[0]];
         continue;
       }
-      EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-      for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
-      for (const auto& in : n.input) {
-        auto c = consts.find(in);
-        ec.consts.push_back(!in.empty() && c != consts.end() ? &c->second : nullptr);
-        auto r = ranks.find(in);
-        ec.rank.push_back(!in.empty() && r != ranks.end() ? r->second : -1);
-        ec.shape_in.push_back(shape_arg(in));
+      if (const size_t end = try_fused_conv(gr, order, pos, uses, last_use, locals)) {
+        pos = end - 1;
+        continue;
       }
-      ec.in = [&](size_t i) { return i < n.input.size() ? value_expr(n.input[i]) : std::string("kiln::Tensor{}"); };
-      ec.add_module = [&](const std::string& type, const std::string& args,
-                          const std::vector<std::pair<std::string, Tensor>>& st) {
-        std::string weight = n.input.size() > 1 ? n.input[1] : "";
-        return add_module(module_hint(n, weight), type, args, st);
-      };
+      EmitContext ec = make_ec(n);
       std::string comment = "  // " + n.op_type + (n.name.empty() ? "" : " '" + n.name + "'") + "\n";
       bool done = emit_control(n, ec) || (entry.emit && entry.emit(ec));
       if (!done) {

@@ -4,9 +4,12 @@
 // composites (a strided view + copy; index_add).
 #include "kiln/nn/functional/conv.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
+#include "kiln/autodiff.h"
+#include "ops/conv_epilogue.h"
 #include "ops/dispatch.h"
 
 namespace kiln::nn::functional {
@@ -78,8 +81,38 @@ Tensor run_conv_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w
   return detail::run1(api, op, {x.contiguous(), w.contiguous()});
 }
 
+/// The Conv op (geometry in op) with the epilogue's bits, bounds and inputs (ops.def order: x, w,
+/// bias, scale, shift, residual); infer checks their shapes.
+Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w, const Tensor& b,
+                       const ConvEpilogue& e) {
+  int64_t bits = 0;
+  std::vector<Tensor> in{x.contiguous(), w.contiguous()};
+  if (b.defined()) in.push_back(b.contiguous());
+  for (auto [t, bit] : {std::pair<const Tensor*, int64_t>{&e.scale, ir::kConvScale},
+                        {&e.shift, ir::kConvShift},
+                        {&e.residual, ir::kConvResidual}})
+    if (t->defined()) {
+      KILN_CHECK(t->dtype() == x.dtype(), api,
+                 "the epilogue's operands must have the input's dtype " << dtype_name(x.dtype()).data() << ", got "
+                                                                        << dtype_name(t->dtype()).data());
+      in.push_back(t->contiguous());
+      bits |= bit;
+    }
+  KILN_CHECK(e.act >= 0 && e.act <= 2, api, "unknown epilogue activation " << e.act);
+  if (e.act == 1) bits |= ir::kConvRelu;
+  if (e.act == 2) {
+    bits |= ir::kConvClamp;
+    op.attrs.reals = {std::min(e.lo, e.hi), e.hi};  // lo > hi gives hi everywhere (kiln::clamp)
+  }
+  op.attrs.ints.push_back(bits);
+  if (grad_enabled())
+    for (const Tensor& t : in)
+      KILN_CHECK(!t.requires_grad(), api, "the fused form records no gradient; an input requires grad");
+  return detail::run(api, op, x.device(), in)[0];
+}
+
 Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& weight, const Tensor& bias,
-               const ConvOptions& o) {
+               const ConvOptions& o, const ConvEpilogue* epi = nullptr) {
   check_dtypes(api, input, weight, bias);
   bool batched = true;
   Tensor x = batch_input(api, input, nsp, batched);
@@ -131,7 +164,7 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
   push_ints(op, p.stride);
   push_ints(op, p.padding);
   push_ints(op, p.dilation);
-  Tensor y = run_conv_op(api, op, x, weight, bias);
+  Tensor y = epi ? run_epilogue_op(api, op, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
   return batched ? y : y.squeeze({0});
 }
 
@@ -190,6 +223,16 @@ Padding::Mode Padding::mode(const char* op) const {
   if (text_ == "valid") return Mode::Valid;
   KILN_CHECK(false, op, "Invalid padding string '" << text_ << "', should be one of {'valid', 'same'}");
   return Mode::Explicit;
+}
+
+Tensor conv_with_epilogue(int64_t nsp, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const ConvOptions& options, const ConvEpilogue& epilogue) {
+  static const char* const names[] = {"conv1d", "conv2d", "conv3d"};
+  KILN_CHECK(nsp >= 1 && nsp <= 3, "conv", "1 to 3 spatial dims, got " << nsp);
+  const char* api = names[nsp - 1];
+  KILN_CHECK(x.defined() && x.dim() == nsp + 2, api,
+             "the fused form needs a batched input, got " << (x.defined() ? to_string(x.shape()) : "undefined"));
+  return conv_nd(api, nsp, x, weight, bias, options, &epilogue);
 }
 
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvOptions& options) {

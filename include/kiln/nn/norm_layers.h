@@ -34,6 +34,11 @@ struct BatchNormBase : Module {
   BatchNormBase() = default;
   BatchNormBase(const BatchNormConfig& c, const Device& device, const char* name);
   std::string extra_repr() const override;
+  /// In eval mode with running statistics, for an input like x (f32 or f64): the per-channel
+  /// scale and shift [C] with forward(x) = x * scale + shift, each step rounded (the kept
+  /// coefficients). Undefined tensors when that form does not apply: training, no running
+  /// statistics, weight or bias recording gradients, or parameters of another dtype or device.
+  std::pair<Tensor, Tensor> eval_affine(const Tensor& x) const;
 
  protected:
   Tensor run(const Tensor& x, const char* name, int64_t rank_a, int64_t rank_b) const;

@@ -134,6 +134,38 @@ TEST(OnnxCodegen, BertShapeArithmeticIsHostCode) {
   EXPECT_NE(code.find("kiln::onnx::ops::reshape("), std::string::npos);
 }
 
+// Conv -> BatchNormalization [-> Add] [-> Relu | Clip] chains are nn::conv_bn / conv_act calls:
+// one convolution with an epilogue in inference, the modules one after the other while
+// gradients are recorded. Both give the same outputs, bit for bit.
+template <class M>
+void check_fused_convs(const std::string& name, const char* call, size_t at_least) {
+  std::string code = generated_source(M::weights_path());
+  size_t calls = 0;
+  for (size_t p = code.find(call); p != std::string::npos; p = code.find(call, p + 1)) ++calls;
+  EXPECT_GE(calls, at_least) << name;
+  M plain = loaded<M>(Device::cpu());
+  M recorded = loaded<M>(Device::cpu().autodiff());
+  plain.eval();
+  recorded.eval();
+  auto sets = fx::load_sets(std::string(KILN_ONNX_FIXTURES) + "/" + name);
+  std::vector<Tensor> in;
+  for (const auto& t : sets[0].inputs) in.push_back(t.to(Device::cpu().autodiff()));
+  auto a = plain.run(sets[0].inputs), b = recorded.run(in);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(b[i].requires_grad()) << name;  // the separate modules ran
+    EXPECT_EQ(fx::max_abs_err(a[i], b[i].detach()), 0.0) << name << " output " << i;
+  }
+}
+
+TEST(OnnxCodegen, ConvChainsAreFusedCalls) {
+  check_fused_convs<ResNet>("resnet", "kiln::nn::conv_bn(", 9);
+  check_fused_convs<MobileNet>("mobilenet", "kiln::nn::conv_act(", 16);
+  check_fused_convs<UNet>("unet", "kiln::nn::conv_bn(", 5);
+  std::string code = generated_source(ResNet::weights_path());
+  EXPECT_EQ(code.find("= layer1_bn1("), std::string::npos);  // no separate batch norm call
+}
+
 TEST(OnnxCodegen, ControlFlowBadInputThrows) {
   ControlFlow m = loaded<ControlFlow>(Device::cpu());
   auto sets = fx::load_sets(std::string(KILN_ONNX_FIXTURES) + "/control_flow");

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// Internal: a convolution with the Conv op's fused epilogue (ops.def), for callers that record
+// no gradient through it (the op's gradient rule knows no epilogue): nn::conv_bn in inference.
+#include "kiln/nn/functional/conv.h"
+
+namespace kiln::nn::functional {
+
+/// y = act((conv(x, w) + bias) * scale[c] + shift[c] + residual), each step rounded as the
+/// separate op would be. scale and shift [O] (undefined: none), residual [N, O, *out] (undefined:
+/// none), all of x's dtype and device.
+struct ConvEpilogue {
+  Tensor scale, shift, residual;
+  int act = 0;  ///< 0 none, 1 relu, 2 clamp to [lo, hi] (lo > hi gives hi, NaN passes)
+  double lo = 0, hi = 0;
+};
+
+/// conv1d/2d/3d (nsp spatial dims, batched x only) followed by the epilogue, as one op.
+Tensor conv_with_epilogue(int64_t nsp, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const ConvOptions& options, const ConvEpilogue& epilogue);
+
+}  // namespace kiln::nn::functional

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// nn::conv_act and nn::conv_bn: in inference one convolution with the rest as its epilogue,
+// bitwise the modules and ops one after the other; otherwise exactly those ops.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/onednn.h"
+#include "fusion/fusion.h"
+#include "test_util.h"
+
+using namespace kiln;
+using Act = nn::FusedConvOptions::Act;
+
+namespace {
+
+/// Ops that reached the fusion decorator since the last reset (queued, run at once, or eager).
+int64_t ops_seen() {
+  const fusion::Stats s = fusion::stats();
+  return s.recorded + s.eager + s.small_direct;
+}
+
+/// a and b bit for bit (NaN where a has NaN).
+void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  auto x = a.to(f64).to_vector<double>(), y = b.to(f64).to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i])) << what << " " << i;
+    } else {
+      EXPECT_EQ(x[i], y[i]) << what << " " << i;
+      if (x[i] != y[i]) return;
+    }
+  }
+}
+
+struct Restore {
+  bool onednn = cpu::onednn::enabled();
+  int threads = num_threads();
+  ~Restore() {
+    cpu::onednn::set_enabled(onednn);
+    set_num_threads(threads);
+  }
+};
+
+/// One form: spatial dims, batch, whether the batch norm is there, the options' parts.
+struct Form {
+  int nsp;
+  int64_t batch;
+  bool bn;
+  Act act;
+  double lo, hi;
+  bool residual;
+};
+
+std::string describe(const Form& f, DType dt, bool onednn) {
+  return std::to_string(f.nsp) + "-d b=" + std::to_string(f.batch) + (f.bn ? " bn" : "") +
+         " act=" + std::to_string(static_cast<int>(f.act)) + (f.residual ? " residual" : "") + " " +
+         std::string(dtype_name(dt)) + (onednn ? " oneDNN" : " portable");
+}
+
+/// Builds the modules of form f on dev, runs conv_act / conv_bn and the separate ops on the same
+/// input (with NaN and inf in it) and compares them; returns both results.
+template <int N, class BN>
+std::pair<Tensor, Tensor> run_form(const Form& f, DType dt, const Device& dev, bool training, bool eval_stats) {
+  manual_seed(7);
+  nn::ConvNd<N> conv({.in_channels = 6, .out_channels = 16, .kernel_size = 3, .padding = 1, .dtype = dt}, dev);
+  BN bn({.num_features = 16, .dtype = dt}, dev);
+  if (eval_stats) {  // running statistics away from 0 / 1, a trained weight and bias
+    NoGradGuard g;
+    bn.running_mean.copy_(randn({16}, {.dtype = dt, .device = dev}));
+    bn.running_var.copy_(rand({16}, {.dtype = dt, .device = dev}) + 0.5);
+    bn.weight.copy_(randn({16}, {.dtype = dt, .device = dev}));
+    bn.bias.copy_(randn({16}, {.dtype = dt, .device = dev}));
+  }
+  if (!training) bn.eval();
+  Shape xs{f.batch, 6};
+  for (int i = 0; i < N; ++i) xs.push_back(9 - i);
+  Tensor x = randn(xs, {.dtype = dt, .device = dev}) * 4.0;
+  {
+    NoGradGuard g;
+    x.narrow(1, 0, 1).narrow(2, 0, 1).fill_(NAN);  // NaN and inf reach some outputs
+    x.narrow(1, 1, 1).narrow(2, 1, 1).fill_(INFINITY);
+  }
+  Shape ys = xs;
+  ys[1] = 16;
+  Tensor r = f.residual ? randn(ys, {.dtype = dt, .device = dev}) : Tensor{};
+  nn::FusedConvOptions o{.residual = r, .act = f.act, .min = f.lo, .max = f.hi};
+  Tensor want = f.bn ? bn(conv(x)) : conv(x);
+  if (r.defined()) want = want + r;
+  if (f.act == Act::Relu) want = relu(want);
+  if (f.act == Act::Clamp) want = clamp(want, f.lo, f.hi);
+  Tensor got = f.bn ? nn::conv_bn(conv, bn, x, o) : nn::conv_act(conv, x, o);
+  return {want, got};
+}
+
+std::pair<Tensor, Tensor> run_any(const Form& f, DType dt, const Device& dev, bool training = false,
+                                  bool eval_stats = true) {
+  if (f.nsp == 1) return run_form<1, nn::BatchNorm1d>(f, dt, dev, training, eval_stats);
+  if (f.nsp == 2) return run_form<2, nn::BatchNorm2d>(f, dt, dev, training, eval_stats);
+  return run_form<3, nn::BatchNorm3d>(f, dt, dev, training, eval_stats);
+}
+
+const Form kForms[] = {
+    {2, 1, true, Act::Relu, 0, 0, false}, {2, 3, true, Act::Relu, 0, 0, true},    {2, 1, true, Act::Clamp, 0, 6, false},
+    {2, 4, true, Act::None, 0, 0, true},  {2, 2, false, Act::Clamp, -1, 1, true}, {2, 1, false, Act::Relu, 0, 0, false},
+    {2, 1, false, Act::None, 0, 0, true}, {2, 2, true, Act::Clamp, 2, -2, false},  // lo > hi gives hi
+    {1, 2, true, Act::Relu, 0, 0, true},  {3, 2, true, Act::Clamp, 0, 6, false},
+};
+
+}  // namespace
+
+TEST(FusedConv, InferenceIsOneConvolutionWithTheSeparateResult) {
+  const Restore restore;
+  for (DType dt : {f32, f64})
+    for (bool onednn : {true, false}) {
+      if (dt == f64 && onednn) continue;
+      cpu::onednn::set_enabled(onednn && restore.onednn);
+      for (const Form& f : kForms)
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          const std::string what = describe(f, dt, onednn) + " t=" + std::to_string(threads);
+          NoGradGuard no_grad;
+          auto [want, got] = run_any(f, dt, Device::cpu());
+          expect_same(want, got, what);
+          auto [w2, g2] = run_any(f, dt, Device::cpu().without_fusion());
+          expect_same(w2, g2, what + " plain CPU");
+        }
+    }
+}
+
+TEST(FusedConv, InferenceRunsOneOp) {
+  // Counted by the fusion decorator, which KILN_FUSION=0 turns into a pass-through.
+  struct On {
+    bool saved = fusion::enabled();
+    On() { fusion::set_enabled(true); }
+    ~On() { fusion::set_enabled(saved); }
+  } on;
+  NoGradGuard no_grad;
+  manual_seed(3);
+  const Device dev = Device::cpu().without_fusion().fusion();  // the fused CPU, whatever KILN_FUSION says
+  nn::Conv2d conv({.in_channels = 4, .out_channels = 8, .kernel_size = 3, .padding = 1}, dev);
+  nn::BatchNorm2d bn({.num_features = 8}, dev);
+  bn.eval();
+  Tensor x = randn({1, 4, 6, 6}, {.device = dev}), r = randn({1, 8, 6, 6}, {.device = dev});
+  nn::FusedConvOptions o{.residual = r, .act = Act::Relu};
+  Tensor warm = nn::conv_bn(conv, bn, x, o);  // computes the batch norm's coefficients
+  sync(dev);
+  fusion::reset_stats();
+  Tensor y = nn::conv_bn(conv, bn, x, o);
+  sync(dev);
+  EXPECT_EQ(ops_seen(), 1);
+  fusion::reset_stats();
+  Tensor z = relu(bn(conv(x)) + r);
+  sync(dev);
+  EXPECT_GE(ops_seen(), 4);
+  expect_same(z, y, "conv_bn against the modules");
+  fusion::reset_stats();
+  Tensor a = nn::conv_act(conv, x, {.act = Act::Clamp, .min = 0, .max = 6});
+  sync(dev);
+  EXPECT_EQ(ops_seen(), 1);
+  expect_same(clamp(conv(x), 0, 6), a, "conv_act against the module and clamp");
+}
+
+TEST(FusedConv, TrainingAndGradientsRunTheSeparateOps) {
+  // Training mode: batch statistics, the running ones updated once per call, as the modules do.
+  for (const Form& f : {kForms[0], kForms[1], kForms[9]}) {
+    auto [want, got] = run_any(f, f32, Device::cpu(), /*training=*/true, /*eval_stats=*/false);
+    expect_same(want, got, describe(f, f32, true) + " training");
+  }
+  // Gradients recorded in eval mode: the separate ops, so gradients reach every parameter.
+  const Device dev = Device::cpu().autodiff();
+  manual_seed(4);
+  nn::Conv2d conv({.in_channels = 3, .out_channels = 5, .kernel_size = 3, .padding = 1}, dev);
+  nn::BatchNorm2d bn({.num_features = 5}, dev);
+  bn.eval();
+  Tensor x = randn({2, 3, 5, 5}, {.device = dev}), r = randn({2, 5, 5, 5}, {.device = dev});
+  auto loss_of = [&](bool fused) {
+    Tensor y = fused ? nn::conv_bn(conv, bn, x, {.residual = r, .act = Act::Relu}) : relu(bn(conv(x)) + r);
+    return (y * y).sum();
+  };
+  auto gf = loss_of(true).backward(), gs = loss_of(false).backward();
+  for (const Tensor* p : {&conv.weight, &conv.bias, &bn.weight, &bn.bias}) {
+    ASSERT_TRUE(gf.get(*p).defined());
+    expect_same(gs.get(*p), gf.get(*p), "gradient");
+  }
+  // Without gradients on the autodiff device: the fused form, the same values.
+  NoGradGuard no_grad;
+  expect_same(relu(bn(conv(x)) + r), nn::conv_bn(conv, bn, x, {.residual = r, .act = Act::Relu}), "no grad");
+}
+
+TEST(FusedConv, OtherShapesAndBadInputFallBackOrFail) {
+  NoGradGuard no_grad;
+  manual_seed(5);
+  nn::Conv2d conv({.in_channels = 4, .out_channels = 8, .kernel_size = 3, .padding = 1});
+  nn::BatchNorm2d bn({.num_features = 8});
+  bn.eval();
+  Tensor x = randn({2, 4, 6, 6});
+  // A residual that broadcasts: the separate ops (Add broadcasts).
+  Tensor rb = randn({1, 8, 1, 1});
+  expect_same(relu(bn(conv(x)) + rb), nn::conv_bn(conv, bn, x, {.residual = rb, .act = Act::Relu}), "broadcast");
+  // Unbatched input: the modules' own handling.
+  Tensor xu = randn({4, 6, 6});
+  expect_same(bn(conv(xu.unsqueeze(0))).squeeze({0}), nn::conv_bn(conv, bn, xu.unsqueeze(0)).squeeze({0}), "unbatched");
+  // Wrong channels: the convolution's own error.
+  test::expect_error([&] { nn::conv_bn(conv, bn, randn({2, 5, 6, 6})); }, "Conv2d");
+  // A batch norm over other channels: the batch norm's error.
+  nn::BatchNorm2d bn4({.num_features = 4});
+  bn4.eval();
+  test::expect_error([&] { nn::conv_bn(conv, bn4, x); }, "BatchNorm2d");
+}
