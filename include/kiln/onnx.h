@@ -191,6 +191,13 @@ Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axes = {});
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 /// ONNX ConstantOfShape: a tensor of `shape` (no negative size) filled with value as dtype.
 Tensor constant_of_shape(const std::vector<int64_t>& shape, Scalar value, DType dtype, const Device& device);
+/// ONNX Gather: x's slices along axis at indices (any shape; negative ones count from the end)
+/// -> x.shape[:axis] + indices.shape + x.shape[axis+1:].
+Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis = 0);
+/// ONNX Div: a / b broadcast, truncating for integers, in a's dtype.
+Tensor div(const Tensor& a, const Tensor& b);
+/// ONNX Pow: a ** b broadcast, in a's dtype (integer bases with float exponents computed in f64).
+Tensor pow(const Tensor& a, const Tensor& b);
 
 }  // namespace ops
 

@@ -5,11 +5,26 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/backend.h"
 #include "kiln/error.h"
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
+#include "onnx/ops.h"
 
-namespace kiln::onnx::ops {
+namespace kiln::onnx {
+
+Tensor fix_negative(const Tensor& idx, int64_t dim) {
+  Tensor i = idx.dtype() == i64 ? idx : cast(idx, i64);
+  if (i.device().is_cpu() && i.is_contiguous() && i.impl().storage) {
+    // Host indices (token ids): read them, and skip the where() when none is negative.
+    const auto* p =
+        reinterpret_cast<const int64_t*>(static_cast<const char*>(host_storage_data(i)) + i.storage_offset() * 8);
+    if (std::none_of(p, p + i.numel(), [](int64_t v) { return v < 0; })) return i;
+  }
+  return where(i < 0, i + dim, i);
+}
+
+namespace ops {
 
 bool condition(const Tensor& cond) {
   KILN_CHECK(cond.defined() && cond.numel() == 1, "onnx",
@@ -215,6 +230,30 @@ Tensor constant_of_shape(const std::vector<int64_t>& shape, Scalar value, DType 
   return full(Shape(shape.begin(), shape.end()), value, {.dtype = dtype, .device = device});
 }
 
+Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
+  KILN_CHECK(x.dim() > 0, "onnx", "Gather: the data must have rank >= 1, got a scalar");
+  const int64_t a = norm_axis("Gather", axis, x.dim());
+  KILN_CHECK(!is_floating(indices.dtype()) && indices.dtype() != bool_, "onnx",
+             "Gather: indices must be integers, got " << dtype_name(indices.dtype()).data());
+  Tensor flat = index_select(x, a, fix_negative(indices, x.size(a)).reshape({-1}));
+  Shape s(x.shape().begin(), x.shape().begin() + a);
+  for (int64_t d : indices.shape()) s.push_back(d);
+  for (int64_t k = a + 1; k < x.dim(); ++k) s.push_back(x.size(k));
+  return flat.reshape(s);
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = is_integral(a.dtype()) && is_integral(b.dtype()) ? kiln::div(a, b, "trunc") : kiln::div(a, b);
+  return y.dtype() == a.dtype() ? y : cast(y, a.dtype());
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  if (is_integral(a.dtype()) && is_floating(b.dtype())) return cast(kiln::pow(a.to(f64), b.to(f64)), a.dtype());
+  if (is_floating(a.dtype()) && b.dtype() != a.dtype()) return kiln::pow(a, b.to(a.dtype()));
+  Tensor y = kiln::pow(a, b);
+  return y.dtype() == a.dtype() ? y : cast(y, a.dtype());
+}
+
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzero) {
   std::vector<int64_t> s = shape;
   for (size_t i = 0; i < s.size(); ++i)
@@ -228,4 +267,5 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzer
   return x.reshape(Shape(s.begin(), s.end()));
 }
 
-}  // namespace kiln::onnx::ops
+}  // namespace ops
+}  // namespace kiln::onnx

@@ -174,6 +174,9 @@ void run_conv_pool(OpContext& c, const proto::NodeP& pool);
 Tensor add_residual(const OpContext& c, const Tensor& y);
 /// y, or y cast to dt (ONNX keeps an op's input dtype where Kiln promotes).
 Tensor keep_dtype(const Tensor& y, DType dt);
+/// Indices as i64 with negative ones counted from the end of a dim of size `dim` (ONNX Gather
+/// and its relatives); host indices without negatives are returned as they are.
+Tensor fix_negative(const Tensor& idx, int64_t dim);
 
 /// Runs one op with the given node description (the generic path of generated code).
 std::vector<Tensor> run_node(const proto::NodeP& node, int64_t opset, const std::vector<Tensor>& inputs,

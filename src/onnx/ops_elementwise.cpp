@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/backend.h"
+#include "kiln/onnx.h"
 #include "onnx/ops.h"
 
 namespace kiln::onnx {
@@ -65,11 +66,6 @@ Tensor variadic(OpContext& c, Tensor (*f)(const Tensor&, const Tensor&)) {
   Tensor acc = c.x(0);
   for (size_t i = 1; i < c.n_in(); ++i) acc = f(acc, c.x(i));
   return acc;
-}
-
-Tensor onnx_div(const Tensor& a, const Tensor& b) {
-  if (is_integral(a.dtype()) && is_integral(b.dtype())) return div(a, b, "trunc");
-  return div(a, b);
 }
 
 }  // namespace
@@ -184,7 +180,7 @@ void register_elementwise(Registry& r) {
   };
   r["Sub"] = [](OpContext& c) { c.set(0, keep_dtype(sub(c.x(0), c.x(1)), c.x(0).dtype())); };
   r["Mul"] = [](OpContext& c) { c.set(0, keep_dtype(mul(c.x(0), c.x(1)), c.x(0).dtype())); };
-  r["Div"] = [](OpContext& c) { c.set(0, keep_dtype(onnx_div(c.x(0), c.x(1)), c.x(0).dtype())); };
+  r["Div"] = [](OpContext& c) { c.set(0, ops::div(c.x(0), c.x(1))); };
   // Float arithmetic as operators when a constant operand shows the dtype is floating; integer
   // arithmetic of shape values as host code.
   for (auto [op, sym] : {std::pair{"Add", "+"}, {"Sub", "-"}, {"Mul", "*"}, {"Div", "/"}}) {
@@ -203,20 +199,18 @@ void register_elementwise(Registry& r) {
         if (e.constant(i) && is_floating(e.constant(i)->dtype())) floating = true;
       // Without a floating constant the dtype is unknown here; Add/Sub/Mul are the same for every
       // dtype in Kiln's promotion (same-dtype operands), Div is not (integer division truncates).
-      if (!floating && std::string(e.node.op_type) == "Div") return false;
+      if (!floating && std::string(e.node.op_type) == "Div") {
+        e.assign("kiln::onnx::ops::div(" + e.in(0) + ", " + e.in(1) + ")");
+        return true;
+      }
       return f(e);
     });
   }
-  r["Pow"] = [](OpContext& c) {
-    const Tensor& a = c.x(0);
-    Tensor b = c.x(1);
-    if (is_integral(a.dtype()) && is_floating(b.dtype()))
-      c.set(0, cast(pow(a.to(f64), b.to(f64)), a.dtype()));
-    else if (is_floating(a.dtype()) && b.dtype() != a.dtype())
-      c.set(0, pow(a, b.to(a.dtype())));
-    else
-      c.set(0, keep_dtype(pow(a, b), a.dtype()));
-  };
+  r["Pow"] = [](OpContext& c) { c.set(0, ops::pow(c.x(0), c.x(1))); };
+  r.emit("Pow", [](EmitContext& e) {
+    e.assign("kiln::onnx::ops::pow(" + e.in(0) + ", " + e.in(1) + ")");
+    return true;
+  });
   r["Mod"] = [](OpContext& c) {
     bool fm = c.attr_i("fmod", 0) != 0;
     const Tensor &a = c.x(0), &b = c.x(1);

@@ -780,6 +780,70 @@ void register_nn(Registry& r) {
     e.out_rank = {static_cast<int>(n + 2)};
     return true;
   });
+  // Pools with a kernel_shape, explicit symmetric pads of at most half the kernel and no
+  // indices output -> functional::max_pool / avg_pool (the run-time op's calls for them).
+  auto pool_window = [](EmitContext& e, int64_t& n, std::string& args) {
+    const std::vector<int64_t> k = e.attr_ints("kernel_shape");
+    n = static_cast<int64_t>(k.size());
+    const std::string ap = e.attr_s("auto_pad", "NOTSET");
+    if (n < 1 || n > 3 || (e.rank[0] >= 0 && e.rank[0] != n + 2) || (ap != "NOTSET" && ap != "VALID" && !ap.empty()))
+      return false;
+    std::vector<int64_t> s = e.attr_ints("strides"), pads = e.attr_ints("pads"), p(k.size(), 0);
+    if (s.empty()) s.assign(k.size(), 1);
+    if (s.size() != k.size()) return false;
+    if (ap != "VALID" && !pads.empty()) {
+      if (pads.size() != 2 * k.size()) return false;
+      for (size_t i = 0; i < k.size(); ++i) {
+        if (pads[i] != pads[i + k.size()] || pads[i] > k[i] / 2) return false;
+        p[i] = pads[i];
+      }
+    }
+    for (size_t i = 0; i < k.size(); ++i)
+      if (k[i] < 1 || s[i] < 1) return false;
+    args =
+        "kiln::Dims" + int_list(k) + ", {.stride = kiln::Dims" + int_list(s) + ", .padding = kiln::Dims" + int_list(p);
+    return true;
+  };
+  r.emit("MaxPool", [pool_window](EmitContext& e) {
+    if (e.out.size() > 1 && !e.out[1].empty()) return false;
+    if (e.attr_i("storage_order", 0) != 0) return false;
+    int64_t n = 0;
+    std::string args;
+    if (!pool_window(e, n, args)) return false;
+    std::vector<int64_t> d = e.attr_ints("dilations");
+    if (d.empty()) d.assign(static_cast<size_t>(n), 1);
+    if (static_cast<int64_t>(d.size()) != n) return false;
+    for (int64_t v : d)
+      if (v < 1) return false;
+    args += ", .dilation = kiln::Dims" + int_list(d) +
+            ", .ceil_mode = " + (e.attr_i("ceil_mode", 0) ? "true" : "false") + "}";
+    e.assign("kiln::nn::functional::max_pool" + std::to_string(n) + "d(" + e.in(0) + ", " + args + ")");
+    e.out_rank = {static_cast<int>(n + 2)};
+    return true;
+  });
+  r.emit("AveragePool", [pool_window](EmitContext& e) {
+    int64_t n = 0;
+    std::string args;
+    if (!pool_window(e, n, args)) return false;
+    for (int64_t v : e.attr_ints("dilations"))
+      if (v != 1) return false;
+    args += std::string(", .ceil_mode = ") + (e.attr_i("ceil_mode", 0) ? "true" : "false") +
+            ", .count_include_pad = " + (e.attr_i("count_include_pad", 0) ? "true" : "false") + "}";
+    e.assign("kiln::nn::functional::avg_pool" + std::to_string(n) + "d(" + e.in(0) + ", " + args + ")");
+    e.out_rank = {static_cast<int>(n + 2)};
+    return true;
+  });
+  // Global pools over the spatial dims of an input of known rank -> mean / amax, keepdim.
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"})
+    r.emit(op, [avg = std::string(op) == "GlobalAveragePool"](EmitContext& e) {
+      const int rank = e.rank.empty() ? -1 : e.rank[0];
+      if (rank < 3) return false;
+      std::vector<int64_t> d;
+      for (int64_t i = 2; i < rank; ++i) d.push_back(i);
+      e.assign(std::string(avg ? "kiln::mean(" : "kiln::amax(") + e.in(0) + ", kiln::Dims" + int_list(d) + ", true)");
+      e.out_rank = {rank};
+      return true;
+    });
   r.emit("BatchNormalization", [](EmitContext& e) {
     // Inference-mode BN over [N, C, *] with constant statistics -> nn::BatchNorm{1,2,3}d.
     if (e.out.size() != 1 || (e.opset >= 14 && e.attr_i("training_mode", 0) != 0)) return false;

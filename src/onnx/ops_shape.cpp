@@ -15,17 +15,6 @@ namespace kiln::onnx {
 
 namespace {
 
-Tensor fix_negative(const Tensor& idx, int64_t dim) {
-  Tensor i = idx.dtype() == i64 ? idx : cast(idx, i64);
-  if (i.device().is_cpu() && i.is_contiguous() && i.impl().storage) {
-    // Host indices (token ids): read them, and skip the where() when none is negative.
-    const auto* p =
-        reinterpret_cast<const int64_t*>(static_cast<const char*>(host_storage_data(i)) + i.storage_offset() * 8);
-    if (std::none_of(p, p + i.numel(), [](int64_t v) { return v < 0; })) return i;
-  }
-  return where(i < 0, i + dim, i);
-}
-
 std::vector<int64_t> axes_arg(const OpContext& c, size_t input, const char* attr) {
   if (c.opset >= 13 || !c.has_attr(attr)) {
     if (c.has(input)) return c.ints_in(input);
@@ -131,8 +120,12 @@ void emit_shape_ops(Registry& r) {
   r.emit("Gather", [](EmitContext& e) {
     const ShapeArg *d = e.shape(0), *i = e.shape(1);
     const int64_t a = e.attr_i("axis", 0);
-    if (!d || !i || d->rank != 1 || (a != 0 && a != -1)) return false;
-    e.assign_shape(0, "kiln::onnx::ops::gather_ints(" + d->expr + ", " + i->expr + ")", i->rank, d->dtype);
+    if (d && i && d->rank == 1 && (a == 0 || a == -1)) {
+      e.assign_shape(0, "kiln::onnx::ops::gather_ints(" + d->expr + ", " + i->expr + ")", i->rank, d->dtype);
+      return true;
+    }
+    e.assign("kiln::onnx::ops::gather(" + e.in(0) + ", " + e.in(1) + ", " + std::to_string(a) + ")");
+    if (e.rank[0] >= 0 && e.rank[1] >= 0) e.out_rank = {e.rank[0] + e.rank[1] - 1};
     return true;
   });
   r.emit("Concat", [](EmitContext& e) {
@@ -349,17 +342,7 @@ void register_shape(Registry& r) {
     }
     c.set(0, ops::slice(x, starts, ends, axes, steps));
   };
-  r["Gather"] = [](OpContext& c) {
-    const Tensor& x = c.x(0);
-    int64_t a = axis_of(c, c.attr_i("axis", 0), x.dim());
-    Tensor idx = fix_negative(c.x(1), x.size(a));
-    Tensor flat = index_select(x, a, idx.reshape({-1}));
-    Shape s;
-    for (int64_t i = 0; i < a; ++i) s.push_back(x.size(i));
-    for (int64_t d : idx.shape()) s.push_back(d);
-    for (int64_t i = a + 1; i < x.dim(); ++i) s.push_back(x.size(i));
-    c.set(0, flat.reshape(s));
-  };
+  r["Gather"] = [](OpContext& c) { c.set(0, ops::gather(c.x(0), c.x(1), c.attr_i("axis", 0))); };
   r["GatherElements"] = [](OpContext& c) {
     const Tensor& x = c.x(0);
     int64_t a = axis_of(c, c.attr_i("axis", 0), x.dim());
