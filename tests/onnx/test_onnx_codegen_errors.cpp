@@ -237,6 +237,24 @@ TEST(OnnxCodegen, TensorHelpersFollowTheOnnxSpec) {
   EXPECT_EQ(c.shape(), (Shape{2, 0}));
   EXPECT_EQ(c.dtype(), i64);
   EXPECT_EQ(onnx::ops::constant_of_shape({}, 2.5, f32, Device::cpu()).item<float>(), 2.5f);
+  // Gather: negative indices count from the end; the indices' shape replaces the axis.
+  Tensor g = onnx::ops::gather(x, tensor({-1, 0, 1, -4}, {2, 2}, Device::cpu()).to(i32), 1);
+  EXPECT_EQ(g.shape(), (Shape{3, 2, 2}));
+  EXPECT_EQ(g.contiguous().to_vector<float>(), (std::vector<float>{3, 0, 1, 0, 7, 4, 5, 4, 11, 8, 9, 8}));
+  EXPECT_EQ(onnx::ops::gather(x, full({}, -1, {.dtype = i64}), 0).to_vector<float>(),
+            (std::vector<float>{8, 9, 10, 11}));                                     // a scalar index drops the axis
+  EXPECT_THROW(onnx::ops::gather(x, tensor({0.5f}, {1}, Device::cpu()), 0), Error);  // float indices
+  EXPECT_THROW(onnx::ops::gather(x, tensor(std::vector<int64_t>{3}, {1}, Device::cpu()), 0), Error);
+  // Div truncates integers toward zero and keeps a's dtype; Pow of an integer base by a float
+  // exponent computes in f64 and comes back to the base's dtype.
+  Tensor a = tensor(std::vector<int64_t>{-7, 7, -8}, {3}, Device::cpu()), b = full({}, 2, {.dtype = i64});
+  EXPECT_EQ(onnx::ops::div(a, b).to_vector<int64_t>(), (std::vector<int64_t>{-3, 3, -4}));
+  EXPECT_EQ(onnx::ops::div(a.to(i32), b).dtype(), i32);
+  EXPECT_EQ(onnx::ops::div(x, full({}, 4.0f)).to_vector<float>()[5], 1.25f);
+  Tensor p = onnx::ops::pow(tensor(std::vector<int64_t>{2, 9}, {2}, Device::cpu()), full({}, 0.5));
+  EXPECT_EQ(p.dtype(), i64);
+  EXPECT_EQ(p.to_vector<int64_t>(), (std::vector<int64_t>{1, 3}));  // sqrt(2) = 1.41 -> 1
+  EXPECT_EQ(onnx::ops::pow(full({}, 3.0f), full({}, 2.0)).dtype(), f32);
 }
 
 // Generated code for a shape chain (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, the way
