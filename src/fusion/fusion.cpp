@@ -478,7 +478,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
         precut.reset();
         continue;
       }
-      run_alone(i, "");
+      run_alone(i, c.hoisted.empty() ? "" : "the group after it sets ops aside");
       ++head;
       precut = std::move(c);
       continue;
