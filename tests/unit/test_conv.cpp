@@ -296,7 +296,7 @@ TEST(Conv, FoldUnfold) {
 }
 
 // oneDNN reorders a convolution's weights into its blocked layout; an eager weight's reordered
-// copy is kept across calls, keyed on the weight's content stamp (TensorDesc::stamp). Every way
+// copy is kept from its second call with the same content stamp (TensorDesc::stamp). Every way
 // of changing the weights must reach the next call: in-place writes (whole, through a view,
 // copy_), writes queued by the fusion decorator between two convolutions, and a new weight tensor
 // in the memory of a freed one. Each result is compared bitwise with the same call on a fresh
@@ -322,9 +322,12 @@ TEST(Conv, KeptWeightsFollowEveryWrite) {
               return f.transpose ? F::conv_transpose2d(x, wt, {}, {.stride = 2, .padding = 1})
                                  : F::conv2d(x, wt, {}, {.padding = 1});
             };
+            // Twice per value: the first call reorders into the staging buffer, the second keeps
+            // a copy, later calls would read it.
             auto check = [&](const char* step) {
-              Tensor got = conv(w), want = conv(w.clone());
+              Tensor got = conv(w), again = conv(w), want = conv(w.clone());
               EXPECT_TRUE(equal(got, want)) << where << ": " << step;
+              EXPECT_TRUE(equal(again, want)) << where << ": " << step << ", second call";
               return got;
             };
             Tensor y0 = check("first call");
@@ -345,9 +348,11 @@ TEST(Conv, KeptWeightsFollowEveryWrite) {
             // New weights, often in the memory of the ones freed just before.
             for (uint64_t seed = 0; seed < 4; ++seed) {
               manual_seed(100 + seed);
-              Tensor w2 = randn(f.w, {.device = dev});
-              Tensor got = conv(w2);
-              EXPECT_TRUE(equal(got, conv(w2.clone()))) << where << ": new weights " << seed;
+              Tensor w2 = randn(f.w, {.device = dev}), c = w2.clone();
+              Tensor got = conv(w2), again = conv(w2), want = conv(c);
+              EXPECT_TRUE(equal(got, want)) << where << ": new weights " << seed;
+              EXPECT_TRUE(equal(again, want)) << where << ": new weights " << seed << ", second call";
+              EXPECT_TRUE(equal(conv(c), want)) << where << ": new weights " << seed << ", copy";
             }
             return 0;
           });

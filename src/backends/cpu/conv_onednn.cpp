@@ -255,35 +255,51 @@ struct Entry {
   std::unique_ptr<Operand> pooled;
   std::array<int64_t, 4> pooled_dims{};
 
-  /// The weights operand. A registered constant, or a weight whose content stamp is known
-  /// (`stamp`, 0: not known), is reordered once and kept until its registration or stamp changes.
+  /// The weights operand. A registered constant is reordered once and kept (until its
+  /// registration changes). A weight whose content stamp is known (`stamp`, 0: not known) is kept
+  /// from its second call with the same stamp on: weights read once per value (training, whose
+  /// step writes them) are not copied, weights read again and again (inference) are reordered
+  /// once.
   memory weights(const float* w, uint64_t stamp) {
     if (!b.reorder) return b.in(w);
     const uint64_t reg = constant_id(w), id = reg ? reg : stamp;
     if (!id) return b.in(w);
     auto it = packed.find(w);
-    if (it != packed.end() && it->second.id == id) return it->second.mem;
+    if (it != packed.end() && it->second.id == id && it->second.mem) return it->second.mem;
     if (it == packed.end()) {
-      if (packed.size() >= kMaxPackedPerEntry) drop_packed();  // bound stale copies
-      const size_t n = b.used.get_size() / sizeof(float) + 16;
-      const bool counted = !reg;
-      if (counted && g_packed_bytes.fetch_add(n * sizeof(float)) + n * sizeof(float) > kPackedBudget) {
-        g_packed_bytes.fetch_sub(n * sizeof(float));
-        return b.in(w);
-      }
+      if (packed.size() >= kMaxPackedPerEntry) drop_packed();  // bound stale records
       it = packed.emplace(w, Packed{}).first;
-      Packed& p = it->second;
-      p.counted = counted;
-      p.buf.resize(n);
-      p.mem = memory(b.used, onednn::engine(), p.buf.data());
+    } else if (it->second.id != id) {
+      release(it->second);
+    } else if (!reg) {
+      return pack(it->second, w, id, true);  // the second call with these contents
     }
     it->second.id = id;
-    b.to_used->execute(onednn::stream(), b.user(w), it->second.mem);
-    return it->second.mem;
+    return reg ? pack(it->second, w, id, false) : b.in(w);
+  }
+  /// Reorders w into p's own buffer (counted: against kPackedBudget; over it, the staging
+  /// buffer serves this call and nothing is kept).
+  memory pack(Packed& p, const float* w, uint64_t id, bool counted) {
+    const size_t n = b.used.get_size() / sizeof(float) + 16;
+    if (counted && g_packed_bytes.fetch_add(n * sizeof(float)) + n * sizeof(float) > kPackedBudget) {
+      g_packed_bytes.fetch_sub(n * sizeof(float));
+      return b.in(w);
+    }
+    p.id = id;
+    p.counted = counted;
+    p.buf.resize(n);
+    p.mem = memory(b.used, onednn::engine(), p.buf.data());
+    b.to_used->execute(onednn::stream(), b.user(w), p.mem);
+    return p.mem;
+  }
+  static void release(Packed& p) {
+    if (p.counted) g_packed_bytes.fetch_sub(p.bytes());
+    p.counted = false;
+    std::vector<float>().swap(p.buf);
+    p.mem = memory();
   }
   void drop_packed() {
-    for (auto& [ptr, p] : packed)
-      if (p.counted) g_packed_bytes.fetch_sub(p.bytes());
+    for (auto& [ptr, p] : packed) release(p);
     packed.clear();
   }
 };
