@@ -36,14 +36,16 @@ void make_stats(int64_t c, DType dt, const Device& device, Buffer& rm, Buffer& r
 
 // ---- BatchNorm ----------------------------------------------------------------------------
 
-// The eval-mode coefficients and what they were computed from: the storages of weight, bias,
-// running_mean and running_var (held, so not reused) with their offsets and versions (bumped by
-// every in-place write, queued or not), and eps.
+// The eval-mode coefficients and what they were computed from: the contents of weight, bias,
+// running_mean and running_var (their storages' stamps, renewed by every in-place write, queued
+// or not, and their offsets), and eps.
 struct BatchNormBase::EvalCache {
+  // Per source tensor (weight, bias, running mean and variance): its storage's content stamp
+  // (Storage::stamp: unique across storages, renewed by every write; 0: absent) and offset.
   struct Src {
-    std::shared_ptr<Storage> storage;  // null: absent
+    uint64_t stamp = 0;
     int64_t offset = 0;
-    uint64_t version = 0;
+    bool operator==(const Src&) const = default;
   };
   std::mutex mu;
   std::array<Src, 4> src;
@@ -109,22 +111,16 @@ std::pair<Tensor, Tensor> BatchNormBase::eval_affine(const Tensor& x) const {
     return {};
   EvalCache& c = *eval_cache_;
   std::lock_guard<std::mutex> lock(c.mu);
-  // The held storages cannot be freed, so the same address is the same storage.
+  auto src_of = [&](size_t i) {
+    return ts[i]->defined() ? EvalCache::Src{ts[i]->impl().storage->stamp, ts[i]->storage_offset()} : EvalCache::Src{};
+  };
   bool hit = c.scale.defined() && c.eps == config.eps && c.device == x.device() && c.dtype == dt;
-  for (size_t i = 0; hit && i < 4; ++i) {
-    const EvalCache::Src& k = c.src[i];
-    hit = ts[i]->defined() ? k.storage.get() == ts[i]->impl().storage.get() && k.offset == ts[i]->storage_offset() &&
-                                 k.version == ts[i]->impl().storage->version
-                           : !k.storage;
-  }
+  for (size_t i = 0; hit && i < 4; ++i) hit = c.src[i] == src_of(i);
   if (!hit) {
     // The same ops as functional::batch_norm in eval mode, so the results are bitwise its own.
     std::tie(c.scale, c.shift) =
         F::batch_norm_eval_coefficients(running_mean, running_var, weight, bias, config.eps, dt);
-    for (size_t i = 0; i < 4; ++i)
-      c.src[i] = ts[i]->defined()
-                     ? EvalCache::Src{ts[i]->impl().storage, ts[i]->storage_offset(), ts[i]->impl().storage->version}
-                     : EvalCache::Src{};
+    for (size_t i = 0; i < 4; ++i) c.src[i] = src_of(i);
     c.eps = config.eps;
     c.device = x.device();
     c.dtype = dt;
