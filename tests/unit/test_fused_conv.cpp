@@ -12,6 +12,7 @@
 
 #include "backends/cpu/onednn.h"
 #include "fusion/fusion.h"
+#include "restore_onednn.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -38,15 +39,6 @@ void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
     }
   }
 }
-
-struct Restore {
-  bool onednn = cpu::onednn::enabled();
-  int threads = num_threads();
-  ~Restore() {
-    cpu::onednn::set_enabled(onednn);
-    set_num_threads(threads);
-  }
-};
 
 /// One form: spatial dims, batch, whether the batch norm is there, the options' parts.
 struct Form {
@@ -116,11 +108,11 @@ const Form kForms[] = {
 }  // namespace
 
 TEST(FusedConv, InferenceIsOneConvolutionWithTheSeparateResult) {
-  const Restore restore;
+  const test::RestoreOnednnAndThreads restore;
   for (DType dt : {f32, f64})
     for (bool onednn : {true, false}) {
       if (dt == f64 && onednn) continue;
-      cpu::onednn::set_enabled(onednn && restore.onednn);
+      cpu::onednn::set_enabled(onednn && restore.saved);
       for (const Form& f : kForms)
         for (int threads : {1, 2}) {
           set_num_threads(threads);

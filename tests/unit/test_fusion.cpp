@@ -17,6 +17,7 @@
 #include "backends/cpu/onednn.h"
 #include "fusion/fusion.h"
 #include "fusion_small_limit.h"
+#include "restore_onednn.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -48,15 +49,7 @@ Tensor gelu_composite(const Tensor& x) { return x * 0.5 * (erf(x / std::sqrt(2.0
 
 using test::SmallLimit;
 
-/// Restores whether oneDNN runs and the thread count when the test ends.
-struct RestoreOnednnAndThreads {
-  bool saved = cpu::onednn::enabled();
-  int threads = num_threads();
-  ~RestoreOnednnAndThreads() {
-    cpu::onednn::set_enabled(saved);
-    set_num_threads(threads);
-  }
-};
+using test::RestoreOnednnAndThreads;
 
 }  // namespace
 
