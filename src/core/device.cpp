@@ -16,10 +16,11 @@
 
 namespace kiln {
 
-uint64_t next_stamp() noexcept {
-  static std::atomic<uint64_t> counter{0};
-  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
-}
+namespace {
+std::atomic<uint64_t> g_stamps{0};  // constant-initialised: no guard on the per-allocation path
+}  // namespace
+
+uint64_t next_stamp() noexcept { return g_stamps.fetch_add(1, std::memory_order_relaxed) + 1; }
 
 Storage::~Storage() {
   if (backend && !external) backend->release(data, nbytes);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // nn::conv_act and nn::conv_bn: convolution, batch norm, residual and activation; in inference
 // one convolution with the Conv op's fused epilogue.
+#include "autodiff/graph.h"
 #include "kiln/autodiff.h"
 #include "kiln/nn/fused.h"
 #include "kiln/ops.h"
@@ -26,26 +27,6 @@ Tensor separate(const Tensor& y, const FusedConvOptions& o) {
   return z;
 }
 
-bool records_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
-
-/// The output shape of conv on x (explicit, "same" or "valid" padding), or empty when it
-/// cannot be known here (an error the convolution itself reports).
-template <int N>
-Shape conv_out_shape(const ConvNd<N>& conv, const Tensor& x) {
-  const ConvConfig& c = conv.config;
-  const char* name = "conv_bn";
-  const Dims k = c.kernel_size.expand(N, name, "kernel_size"), s = c.stride.expand(N, name, "stride"),
-             d = c.dilation.expand(N, name, "dilation");
-  const auto mode = c.padding.mode(name);
-  const Dims p = mode == F::Padding::Mode::Explicit ? c.padding.values().expand(N, name, "padding") : Dims(N, 0);
-  Shape out{x.size(0), c.out_channels};
-  for (int i = 0; i < N; ++i) {
-    const int64_t in = x.size(2 + i);
-    out.push_back(mode == F::Padding::Mode::Same ? in : (in + 2 * p[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1);
-  }
-  return out;
-}
-
 /// bn: null for conv_act.
 template <int N, class BN>
 Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConvOptions& o) {
@@ -55,15 +36,14 @@ Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConv
                (!bn || conv.config.out_channels == bn->config.num_features) && x.size(1) == conv.config.in_channels &&
                x.dtype() == conv.weight.dtype() && (x.dtype() == f32 || x.dtype() == f64) &&
                x.device() == conv.weight.device();
-  fused = fused && !(grad_enabled() &&
-                     (records_grad(x) || records_grad(conv.weight) || records_grad(conv.bias) || records_grad(r)));
+  fused = fused && !(grad_enabled() && (autodiff::requires_grad(x) || autodiff::requires_grad(conv.weight) ||
+                                        autodiff::requires_grad(conv.bias) || autodiff::requires_grad(r)));
   std::pair<Tensor, Tensor> affine;
   if (fused && bn) {
     affine = bn->eval_affine(x);
     fused = affine.first.defined();
   }
-  if (fused && r.defined())
-    fused = r.dtype() == x.dtype() && r.device() == x.device() && r.shape() == conv_out_shape(conv, x);
+  if (fused && r.defined()) fused = r.dtype() == x.dtype() && r.device() == x.device();
   if (!fused) return separate_ops();
   F::ConvEpilogue e;
   e.scale = affine.first;
@@ -76,7 +56,8 @@ Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConv
                           .padding = conv.config.padding,
                           .dilation = conv.config.dilation,
                           .groups = conv.config.groups};
-  return F::conv_with_epilogue(N, x, conv.weight, conv.bias, co, e);
+  Tensor y = F::conv_with_epilogue(N, x, conv.weight, conv.bias, co, e);
+  return y.defined() ? y : separate_ops();  // a residual that broadcasts
 }
 
 }  // namespace

@@ -243,15 +243,14 @@ Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor y = is_integral(a.dtype()) && is_integral(b.dtype()) ? kiln::div(a, b, "trunc") : kiln::div(a, b);
-  return y.dtype() == a.dtype() ? y : cast(y, a.dtype());
+  return keep_dtype(is_integral(a.dtype()) && is_integral(b.dtype()) ? kiln::div(a, b, "trunc") : kiln::div(a, b),
+                    a.dtype());
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   if (is_integral(a.dtype()) && is_floating(b.dtype())) return cast(kiln::pow(a.to(f64), b.to(f64)), a.dtype());
   if (is_floating(a.dtype()) && b.dtype() != a.dtype()) return kiln::pow(a, b.to(a.dtype()));
-  Tensor y = kiln::pow(a, b);
-  return y.dtype() == a.dtype() ? y : cast(y, a.dtype());
+  return keep_dtype(kiln::pow(a, b), a.dtype());
 }
 
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape, bool allowzero) {

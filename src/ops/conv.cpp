@@ -164,6 +164,11 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
   push_ints(op, p.stride);
   push_ints(op, p.padding);
   push_ints(op, p.dilation);
+  if (epi && epi->residual.defined()) {  // a residual of another shape: the caller's separate ops
+    Shape out{x.size(0), O};
+    for (int64_t i = 0; i < nsp; ++i) out.push_back((padded[i] - eff[i]) / p.stride[i] + 1);
+    if (epi->residual.shape() != out) return {};
+  }
   Tensor y = epi ? run_epilogue_op(api, op, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
   return batched ? y : y.squeeze({0});
 }

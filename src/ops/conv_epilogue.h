@@ -15,7 +15,8 @@ struct ConvEpilogue {
   double lo = 0, hi = 0;
 };
 
-/// conv1d/2d/3d (nsp spatial dims, batched x only) followed by the epilogue, as one op.
+/// conv1d/2d/3d (nsp spatial dims, batched x only) followed by the epilogue, as one op; an
+/// undefined tensor when the residual does not have the output's shape (it would broadcast).
 Tensor conv_with_epilogue(int64_t nsp, const Tensor& x, const Tensor& weight, const Tensor& bias,
                           const ConvOptions& options, const ConvEpilogue& epilogue);
 
