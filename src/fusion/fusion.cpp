@@ -410,7 +410,7 @@ void FusionBackend::run_matmul_rows(const Rec& mm, int64_t row0, int64_t row1, v
   sb.offset = b.offset + bi * b.strides[0];
   sc.shape = Shape{1, rows, c.shape[2]};
   sc.offset = dst ? 0 : c.offset + bi * c.strides[0] + m0 * c.strides[1];
-  void* in[2] = {mm.in[0]->real, mm.in[1]->real};
+  void* in[3] = {mm.in[0]->real, mm.in[1]->real, mm.in.size() > 2 ? mm.in[2]->real : nullptr};  // [, bias]
   void* out[1] = {dst ? dst : mm.out[0]->real};
   kKernels[static_cast<size_t>(OpKind::MatMul)](sub, in, out);
 }

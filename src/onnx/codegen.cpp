@@ -5,6 +5,7 @@
 // same function as the run-time path, so shapes stay dynamic.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -422,7 +423,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
   // The emitter context of node n: its outputs' variables, its inputs' constants, ranks, shape
   // values and expressions.
   auto make_ec = [&](const proto::NodeP& n) {
-    EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    EmitContext ec{n, opset, {}, {}, {}, {}, {}, {}, {}, {}, {}, nullptr};
     for (const auto& o : n.output) ec.out.push_back(o.empty() ? "" : unique(ident(o)));
     for (const auto& in : n.input) {
       auto c = consts.find(in);
@@ -449,6 +450,96 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         c.compare(c.size() - tail.size(), tail.size(), tail) != 0)
       return "";
     return c.substr(head.size(), c.size() - head.size() - tail.size());
+  };
+  // A floating constant with one element, or null.
+  auto scalar_const = [&](const std::string& v) -> const Tensor* {
+    auto it = consts.find(v);
+    return it != consts.end() && !bound.count(v) && it->second.numel() == 1 && is_floating(it->second.dtype())
+               ? &it->second
+               : nullptr;
+  };
+  // After a chain of nodes emitted as one call (positions [pos, q) of `order`): releases the
+  // values whose last use was inside it, as the node-by-node emission does.
+  auto release_inside = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos, size_t q,
+                            const std::unordered_map<std::string, size_t>& last_use,
+                            const std::set<std::string>& locals) {
+    std::set<std::string> done_here;
+    for (size_t k = pos; k < q && !last_use.empty(); ++k)
+      for (const auto& in : gr.nodes[order[k]].input) {
+        auto it = last_use.find(in);
+        if (it == last_use.end() || it->second != k || !locals.count(in) || !done_here.insert(in).second) continue;
+        body += "  " + expr.at(in) + " = {};\n";
+      }
+  };
+  // MatMul by a constant 2-d weight, then Add of a constant [N] that alone reads the product
+  // (PyTorch's export of nn.Linear on inputs of rank > 2): one nn::Linear with its bias, which
+  // runs as one product. Returns the position after the pair; 0 when the nodes at pos are not one.
+  auto try_linear_bias = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos,
+                             std::map<std::string, int>& uses, const std::unordered_map<std::string, size_t>& last_use,
+                             std::set<std::string>& locals) -> size_t {
+    const proto::NodeP& m = gr.nodes[order[pos]];
+    if (m.op_type != "MatMul" || m.input.size() != 2 || m.output.size() != 1 || pos + 1 >= order.size()) return 0;
+    const proto::NodeP& a = gr.nodes[order[pos + 1]];
+    const std::string& p = m.output[0];
+    if (a.op_type != "Add" || a.input.size() != 2 || a.output.size() != 1 || uses[p] != 1 ||
+        (a.input[0] != p && a.input[1] != p) || a.input[0] == a.input[1])
+      return 0;
+    const std::string& other = a.input[0] == p ? a.input[1] : a.input[0];
+    auto c = consts.find(other);
+    if (c == consts.end() || bound.count(other) || c->second.dim() != 1) return 0;
+    EmitContext ec = make_ec(m);
+    ec.bias = &c->second;
+    ec.out[0] = unique(ident(a.output[0]));
+    const OpEntry* entry = reg.find("MatMul");
+    if (!entry->emit || !entry->emit(ec)) return 0;  // modules are added only when it emits
+    body += "  // MatMul" + (m.name.empty() ? "" : " '" + m.name + "'") + " + Add" +
+            (a.name.empty() ? "" : " '" + a.name + "'") + "\n" + ec.code;
+    expr[a.output[0]] = ec.out[0];
+    locals.insert(a.output[0]);
+    if (!ec.out_rank.empty() && ec.out_rank[0] >= 0) ranks[a.output[0]] = ec.out_rank[0];
+    release_inside(gr, order, pos, pos + 2, last_use, locals);
+    return pos + 2;
+  };
+  // x / sqrt(2) -> Erf -> + 1 -> x * that -> * 0.5 (PyTorch's export of the exact GELU before
+  // opset 20), at consecutive positions from pos, each result read only by the next node: one
+  // kiln::gelu call. Returns the position after the chain; 0 when the nodes at pos are not one.
+  auto try_gelu = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos,
+                      std::map<std::string, int>& uses, const std::unordered_map<std::string, size_t>& last_use,
+                      std::set<std::string>& locals) -> size_t {
+    if (pos + 5 > order.size()) return 0;
+    const proto::NodeP* n[5];
+    for (size_t k = 0; k < 5; ++k) n[k] = &gr.nodes[order[pos + k]];
+    static const char* kOps[5] = {"Div", "Erf", "Add", "Mul", "Mul"};
+    for (size_t k = 0; k < 5; ++k) {
+      const size_t nin = k == 1 ? 1 : 2;
+      if (n[k]->op_type != kOps[k] || n[k]->input.size() != nin || n[k]->output.size() != 1) return 0;
+      if (k > 0 && uses[n[k - 1]->output[0]] != 1) return 0;
+    }
+    const std::string& x = n[0]->input[0];
+    auto is = [&](const std::string& v, double want) {
+      const Tensor* t = scalar_const(v);
+      return t && std::abs(t->to(f64).reshape({}).item<double>() - want) <= 1e-6 * std::abs(want);
+    };
+    // The one operand of node k that is not `cur`, when `cur` is one of them.
+    auto other = [&](const proto::NodeP& nd, const std::string& cur) -> const std::string* {
+      if (nd.input[0] == cur && nd.input[1] != cur) return &nd.input[1];
+      if (nd.input[1] == cur && nd.input[0] != cur) return &nd.input[0];
+      return nullptr;
+    };
+    const std::string *one = other(*n[2], n[1]->output[0]), *xs = other(*n[3], n[2]->output[0]),
+                      *half = other(*n[4], n[3]->output[0]);
+    if (!expr.count(x) || shapes.count(x) || !is(n[0]->input[1], std::sqrt(2.0)) || n[1]->input[0] != n[0]->output[0] ||
+        !one || !is(*one, 1.0) || !xs || *xs != x || !half || !is(*half, 0.5))
+      return 0;
+    const std::string& y = n[4]->output[0];
+    const std::string var = unique(ident(y));
+    body += "  // GELU: Div '" + n[0]->name + "' .. Mul '" + n[4]->name + "'\n  kiln::Tensor " + var +
+            " = kiln::gelu(" + expr.at(x) + ");\n";
+    expr[y] = var;
+    locals.insert(y);
+    if (ranks.count(x)) ranks[y] = ranks[x];
+    release_inside(gr, order, pos, pos + 5, last_use, locals);
+    return pos + 5;
   };
   // Conv [-> BatchNormalization] [-> Add of a value computed before] [-> Relu | Clip with
   // constant bounds], at least one after the Conv, at consecutive positions of `order` from pos,
@@ -491,12 +582,6 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       if (r->op_type == "Relu" && r->input.size() == 1) {
         act = ".act = kiln::nn::FusedConvOptions::Act::Relu";
       } else if (r->op_type == "Clip" && opset >= 11 && r->input.size() == 3) {
-        auto scalar_const = [&](const std::string& v) -> const Tensor* {
-          auto it = consts.find(v);
-          return it != consts.end() && !bound.count(v) && it->second.numel() == 1 && is_floating(it->second.dtype())
-                     ? &it->second
-                     : nullptr;
-        };
         const Tensor *lo = scalar_const(r->input[1]), *hi = scalar_const(r->input[2]);
         if (lo && hi)
           act = ".act = kiln::nn::FusedConvOptions::Act::Clamp, .min = " +
@@ -546,14 +631,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     locals.insert(cur);
     ranks[cur] = ce.out_rank[0];
     ++res.fused_convs;
-    // Values whose last use was inside the chain are released after it.
-    std::set<std::string> done_here;
-    for (size_t k = pos; k < q && !last_use.empty(); ++k)
-      for (const auto& in : node_at(k)->input) {
-        auto it = last_use.find(in);
-        if (it == last_use.end() || it->second != k || !locals.count(in) || !done_here.insert(in).second) continue;
-        body += "  " + expr.at(in) + " = {};\n";
-      }
+    release_inside(gr, order, pos, q, last_use, locals);
     return q;
   };
 
@@ -652,6 +730,14 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         consts[n.output[0]] = consts[n.input[0]];
         if (is_init.count(n.input[0])) is_init.insert(n.output[0]);
         ranks[n.output[0]] = ranks[n.input[0]];
+        continue;
+      }
+      if (const size_t end = try_gelu(gr, order, pos, uses, last_use, locals)) {
+        pos = end - 1;
+        continue;
+      }
+      if (const size_t end = try_linear_bias(gr, order, pos, uses, last_use, locals)) {
+        pos = end - 1;
         continue;
       }
       if (const size_t end = try_fused_conv(gr, order, pos, uses, last_use, locals)) {

@@ -117,6 +117,9 @@ struct EmitContext {
   std::vector<ShapeArg> shape_in;
   /// Outputs the emitter made shape values (assign_shape); others are tensors.
   std::vector<ShapeArg> shape_out;
+  /// MatMul: a constant [N] that code generation folds in from the Add after it (out[0] is then
+  /// the Add's output). An emitter that cannot add it returns false.
+  const Tensor* bias = nullptr;
 
   size_t n_in() const { return node.input.size(); }
   bool has(size_t i) const { return i < node.input.size() && !node.input[i].empty(); }

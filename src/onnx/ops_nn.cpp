@@ -904,17 +904,22 @@ void register_nn(Registry& r) {
     return true;
   });
   r.emit("MatMul", [](EmitContext& e) {
-    // x @ W with a constant 2-D W -> nn::Linear without bias (weight = W^T).
+    // x @ W with a constant 2-D W -> nn::Linear (weight = W^T), with the bias code generation
+    // folded in from a following Add (e.bias) when there is one.
     const Tensor* w = e.constant(1);
     if (!w || w->dim() != 2 || !is_floating(w->dtype()) || e.rank[0] == 1) {
-      if (w || e.constant(0)) return false;
+      if (w || e.constant(0) || e.bias) return false;
       e.assign("kiln::matmul(" + e.in(0) + ", " + e.in(1) + ")");
       return true;
     }
-    std::string m = e.add_module(
-        "kiln::nn::Linear",
-        "{.in = " + std::to_string(w->size(0)) + ", .out = " + std::to_string(w->size(1)) + ", .bias = false}",
-        {{"weight", w->t().contiguous()}});
+    const Tensor* b = e.bias;
+    if (b && (b->dim() != 1 || b->dtype() != w->dtype() || b->size(0) != w->size(1))) return false;
+    std::vector<std::pair<std::string, Tensor>> st{{"weight", w->t().contiguous()}};
+    if (b) st.emplace_back("bias", *b);
+    std::string m = e.add_module("kiln::nn::Linear",
+                                 "{.in = " + std::to_string(w->size(0)) + ", .out = " + std::to_string(w->size(1)) +
+                                     ", .bias = " + (b ? "true" : "false") + "}",
+                                 st);
     e.assign(m + "(" + e.in(0) + ")");
     if (e.rank[0] >= 0) e.out_rank = {e.rank[0]};
     return true;

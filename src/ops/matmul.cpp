@@ -28,10 +28,11 @@ void check_operands(const char* api, const Tensor& a, const Tensor& b) {
              "not implemented for bool (shapes " << a.shape() << " and " << b.shape() << ")");
 }
 
-/// The MatMul primitive on rank-3 operands with equal batch size (either may have batch stride 0).
-Tensor matmul3(const char* api, const Tensor& a, const Tensor& b) {
+/// The MatMul primitive on rank-3 operands with equal batch size (either may have batch stride 0),
+/// plus bias [N] when it is defined (ops.def).
+Tensor matmul3(const char* api, const Tensor& a, const Tensor& b, const Tensor& bias = {}) {
   ir::Op op = make_op(OpKind::MatMul);
-  return detail::run1(api, op, {a, b});
+  return bias.defined() ? detail::run1(api, op, {a, b, bias}) : detail::run1(api, op, {a, b});
 }
 
 /// [batch..., R, C] -> [prod(batch), R, C]: a view when the batch dims fold, else a copy.
@@ -41,8 +42,9 @@ Tensor fold_batch(const Tensor& t, int64_t batch) {
   return t.reshape(s);
 }
 
-/// a [..., M, K] x b [..., K, N] with rank >= 2 each (the general case of matmul).
-Tensor matmul_nd(const char* api, const Tensor& a, const Tensor& b, const Tensor& a0, const Tensor& b0) {
+/// a [..., M, K] x b [..., K, N] with rank >= 2 each (the general case of matmul) [+ bias [N]].
+Tensor matmul_nd(const char* api, const Tensor& a, const Tensor& b, const Tensor& a0, const Tensor& b0,
+                 const Tensor& bias = {}) {
   const int64_t ra = a.dim(), rb = b.dim();
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   KILN_CHECK(b.size(-2) == K, api,
@@ -75,7 +77,7 @@ Tensor matmul_nd(const char* api, const Tensor& a, const Tensor& b, const Tensor
   if (b_batch == 1 && a_batch == B && B > 1 && !expanded) {
     Tensor a3 = a.reshape({1, B * M, K});
     Tensor b3 = b.reshape({1, K, N});
-    return matmul3(api, a3, b3).view(out_shape);
+    return matmul3(api, a3, b3, bias).view(out_shape);
   }
   Shape ea = batch, eb = batch;
   ea.push_back(M);
@@ -84,7 +86,7 @@ Tensor matmul_nd(const char* api, const Tensor& a, const Tensor& b, const Tensor
   eb.push_back(N);
   Tensor a3 = fold_batch(a.expand(ea), B);
   Tensor b3 = fold_batch(b.expand(eb), B);
-  return matmul3(api, a3, b3).view(out_shape);
+  return matmul3(api, a3, b3, bias).view(out_shape);
 }
 
 /// Scales t by s (a no-op for 1); integer tensors use the integer value of s, as PyTorch.
@@ -196,6 +198,13 @@ Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, const 
   KILN_CHECK(mat1.size(1) == mat2.size(0), api,
              "mat1 and mat2 shapes cannot be multiplied (" << mat1.size(0) << "x" << mat1.size(1) << " and "
                                                            << mat2.size(0) << "x" << mat2.size(1) << ")");
+  // input + mat1 @ mat2 with an [N] input of the operands' f32 / f64 dtype: one product onto it.
+  if (input.defined() && input.dim() == 1 && input.size(0) == mat2.size(1) && input.dtype() == mat1.dtype() &&
+      (input.dtype() == DType::F32 || input.dtype() == DType::F64) && o.alpha.to_double() == 1.0 &&
+      o.beta.to_double() == 1.0) {
+    detail::check_same_device(api, mat1, input);
+    return matmul3(api, mat1.unsqueeze(0), mat2.unsqueeze(0), input).squeeze({0});
+  }
   return add_scaled(api, input, mm(mat1, mat2), o);
 }
 
@@ -216,11 +225,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   KILN_CHECK(x.size(-1) == weight.size(-1), api,
              "input shape " << x.shape() << " and weight shape " << weight.shape()
                             << " cannot be multiplied (in_features " << x.size(-1) << " vs " << weight.size(-1) << ")");
-  Tensor y = matmul(x, weight.dim() == 2 ? weight.t() : weight);
-  if (!bias.defined()) return y;
+  if (!bias.defined()) return matmul(x, weight.dim() == 2 ? weight.t() : weight);
   detail::check_same_device(api, x, bias);
   KILN_CHECK(bias.dtype() == x.dtype(), api,
              "expected bias to have the input's dtype, but got " << dname(bias.dtype()) << " != " << dname(x.dtype()));
+  // A [out] bias of an f32 / f64 product is part of the product (one op, accumulated onto it).
+  if (weight.dim() == 2 && bias.dim() == 1 && bias.size(0) == weight.size(0) &&
+      (x.dtype() == DType::F32 || x.dtype() == DType::F64)) {
+    const Tensor w = weight.t();
+    if (x.dim() == 1) return matmul_nd(api, x.unsqueeze(0), w, x, weight, bias).squeeze({-2});
+    if (x.dim() == 2) return matmul3(api, x.unsqueeze(0), w.unsqueeze(0), bias).squeeze({0});
+    return matmul_nd(api, x, w, x, weight, bias);
+  }
+  Tensor y = matmul(x, weight.dim() == 2 ? weight.t() : weight);
   Shape bs = broadcast_shapes(bias.shape(), y.shape(), api);
   KILN_CHECK(bs == y.shape(), api,
              "bias of shape " << bias.shape() << " does not broadcast to the output shape " << y.shape());

@@ -83,7 +83,8 @@ Tensor bias_grad(const Tensor& g) {
 
 void register_nn_grads() {
   using K = ir::OpKind;
-  // MatMul [B, M, K] x [B, K, N]; a batch stride 0 (broadcast) input gets its gradient summed.
+  // MatMul [B, M, K] x [B, K, N] [+ bias [N]]; a batch stride 0 (broadcast) input gets its
+  // gradient summed, the bias the sum of the gradient's rows.
   // A 2-d input that is a transposed view (linear's weight.t()) gets its gradient computed
   // transposed and handed back as a transposed view, so the gradient reaching the weight
   // through the view is contiguous (optimizer updates then run on contiguous memory).
@@ -101,7 +102,8 @@ void register_nn_grads() {
     if (c.needs(1))
       gb = transposed(c.op.inputs[1]) ? matmul(g.mT(), c.inputs[0]).mT()
                                       : sum_to(matmul(c.inputs[0].mT(), g), c.op.inputs[1].shape);
-    return {ga, gb};
+    if (c.op.inputs.size() < 3) return {ga, gb};
+    return {ga, gb, c.needs(2) ? g.sum({0, 1}) : Tensor{}};
   });
 
   // Note [Convolution gradients].

@@ -569,6 +569,8 @@ TEST(Fusion, MatMulEpiloguesRunPerRowBlock) {
        true},
       {"transposed weight (linear)", 1, 1200, 40, 500,
        [](auto& x, auto& w, auto& b, auto&) { return silu(F::linear(x, w.t().contiguous(), b)); }, true},
+      {"linear's bias in the product, batch folded", 3, 400, 40, 500,
+       [](auto& x, auto& w, auto& b, auto&) { return relu(F::linear(x, w.t().contiguous(), b.reshape({500}))); }, true},
       {"strided operands", 1, 1200, 40, 500,
        [](auto& x, auto& w, auto& b, auto&) {
          Tensor xt = x.t().contiguous().t();  // column-major x

@@ -49,6 +49,20 @@ TEST(GradNN, MatMul) {
             "");
 }
 
+TEST(GradNN, MatMulWithBias) {
+  // linear / addmm with an [out] bias run one MatMul with the bias as its third input.
+  auto lin = [](const TV& v) { return linear(v[0], v[1], v[2]); };
+  EXPECT_EQ(gradcheck(lin, {in({3, 4}, 1), in({2, 4}, 2), in({2}, 3)}), "");
+  EXPECT_EQ(gradcheck(lin, {in({4}, 1), in({2, 4}, 2), in({2}, 3)}), "");
+  EXPECT_EQ(gradcheck(lin, {in({2, 3, 4}, 1), in({5, 4}, 2), in({5}, 3)}), "");
+  EXPECT_EQ(gradcheck([](const TV& v) { return linear(v[0].mT(), v[1], v[2].slice(0, 0, 6, 2)); },
+                      {in({4, 3}, 1), in({3, 4}, 2), in({6}, 3)}),
+            "");
+  EXPECT_EQ(gradcheck([](const TV& v) { return addmm(v[0], v[1], v[2]); }, {in({2}, 1), in({3, 4}, 2), in({4, 2}, 3)}),
+            "");
+  EXPECT_EQ(gradgradcheck(lin, {in({3, 4}, 1), in({2, 4}, 2), in({2}, 3)}), "");
+}
+
 TEST(GradNN, MatMulSecondOrder) {
   auto mm = [](const TV& v) { return matmul(v[0], v[1]); };
   EXPECT_EQ(gradgradcheck(mm, {in({3, 4}, 1), in({4, 2}, 2)}), "");

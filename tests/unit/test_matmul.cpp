@@ -177,6 +177,62 @@ TEST(Matmul, LinearUsesTransposedWeight) {
   EXPECT_EQ(linear(randn({2, 4}), randn({4})).shape(), (Shape{2}));
 }
 
+TEST(Matmul, BiasIsPartOfTheProduct) {
+  // linear with an [out] bias (and addmm with an [N] input) runs one MatMul that accumulates the
+  // product onto the bias: against the f64 definition, over ranks, views, dtypes and empty dims.
+  manual_seed(8);
+  auto ref = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    const int64_t K = x.size(-1), N = w.size(0);
+    Tensor x2 = x.reshape({-1, K});
+    std::vector<double> r = ref_mm(x2, w.t()), vb = b.contiguous().to_vector<double>();
+    for (size_t i = 0; i < r.size(); ++i) r[i] += vb[i % static_cast<size_t>(N)];
+    return r;
+  };
+  for (DType dt : {f32, f64}) {
+    const double tol = dt == f32 ? 1e-5 : 1e-12;
+    auto t = [dt](const Shape& s) { return randn(s, {.dtype = dt}); };
+    const Tensor w = t({5, 7}), b = t({5});
+    struct Case {
+      Tensor x, w, b;
+    };
+    const std::vector<Case> cases = {
+        {t({7}), w, b},
+        {t({3, 7}), w, b},
+        {t({2, 3, 7}), w, b},
+        {t({2, 2, 3, 7}), w, b},
+        {t({7, 3}).t(), w, b},                                   // transposed input
+        {t({3, 2, 7}).permute({1, 0, 2}), w, b},                 // batch that does not fold
+        {t({3, 7}), t({7, 5}).t(), t({10}).slice(0, 0, 10, 2)},  // transposed weight, strided bias
+        {t({300, 600}), t({40, 600}), t({40})},                  // long K: blocked accumulation
+    };
+    for (const Case& c : cases) {
+      Tensor y = linear(c.x, c.w, c.b);
+      Shape want = c.x.shape();
+      want.back() = c.w.size(0);
+      ASSERT_EQ(y.shape(), want);
+      EXPECT_EQ(y.dtype(), dt);
+      const double k_scale = std::max<double>(1.0, static_cast<double>(c.x.size(-1)) / 64);  // f32 sums of K terms
+      expect_near_vec(y.contiguous().to_vector<double>(), ref(c.x, c.w, c.b), tol * k_scale);
+    }
+    Tensor in = t({5}), m1 = t({3, 7});
+    expect_near_vec(addmm(in, m1, w.t()).to_vector<double>(), ref(m1, w, in), tol);
+    // Empty rows, empty K (the bias alone), empty out.
+    EXPECT_EQ(linear(t({0, 7}), w, b).shape(), (Shape{0, 5}));
+    EXPECT_TRUE(linear(t({3, 0}), t({5, 0}), b).equal(b.expand({3, 5})));
+    EXPECT_EQ(linear(t({3, 7}), t({0, 7}), t({0})).shape(), (Shape{3, 0}));
+  }
+  // NaN and inf in the bias pass through as a separate add would.
+  Tensor bn = tensor({NAN, INFINITY, 1.f}, {3}), wn = randn({3, 2}), xn = randn({4, 2});
+  Tensor yn = linear(xn, wn, bn);
+  EXPECT_TRUE(yn.select(1, 0).isnan().all().item<bool>());
+  EXPECT_TRUE(yn.select(1, 1).isinf().all().item<bool>());
+  // A bias that is not [out] still broadcasts as an add (or fails naming linear).
+  Tensor xb = randn({2, 3, 4}), wb = randn({5, 4}), bb = randn({3, 1});
+  EXPECT_TRUE(linear(xb, wb, bb).allclose(matmul(xb, wb.t()) + bb, 1e-5, 1e-5));
+  expect_error([&] { linear(xb, wb, randn({6})); }, "linear", "[6]");
+  expect_error([&] { linear(xb, wb, randn({5}, {.dtype = f64})); }, "linear", "dtype");
+}
+
 TEST(Matmul, OuterAndDot) {
   Tensor a = tensor({1.f, 2.f, 3.f}), b = tensor({4.f, 5.f});
   Tensor o = outer(a, b);

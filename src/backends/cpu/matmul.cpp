@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// MatMul kernel: batched [B, M, K] x [B, K, N] -> [B, M, N] over any strides (a batch stride
-// may be 0). f32 runs through oneDNN's sgemm when that path is on and the layouts allow it,
+// MatMul kernel: batched [B, M, K] x [B, K, N] [+ bias [N]] -> [B, M, N] over any strides (a
+// batch stride may be 0). A bias is written into the result's rows first and the product
+// accumulated onto it (beta = 1). f32 runs through oneDNN's sgemm when that path is on and the layouts allow it,
 // otherwise through Kiln's packed GEMM (gemm.h); f64 through the packed GEMM; f16/bf16 are
 // widened to f32, multiplied and rounded once; integers use exact wrapping loops.
 #include <type_traits>
@@ -40,24 +41,30 @@ void for_batches(int64_t nb, int64_t M, int64_t N, int64_t K, const F& f) {
   });
 }
 
-/// f32 product of one batch: oneDNN when on and the layout fits, else the packed GEMM.
+/// f32 product of one batch (C = A B + beta C): oneDNN when on and the layout fits, else the
+/// packed GEMM.
 void gemm_one_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
-                  int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc) {
-  if (onednn::sgemm(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, 0.f, C, rsc, csc)) return;
-  gemm_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, 0.f, C, rsc, csc);
+                  int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  if (onednn::sgemm(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc)) return;
+  gemm_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
+/// bias: null, or N values at stride bstride added to every row of every product.
 template <class T>
 void batched_float(int64_t nb, int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T> b, T* c, int64_t cbs, int64_t rsc,
-                   int64_t csc) {
+                   int64_t csc, const T* bias = nullptr, int64_t bstride = 1) {
   for_batches(nb, M, N, K, [&](int64_t i) {
     const T* pa = a.p + i * a.bs;
     const T* pb = b.p + i * b.bs;
     T* pc = c + i * cbs;
+    if (bias)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) pc[m * rsc + n * csc] = bias[n * bstride];
+    const T beta = bias ? T(1) : T(0);
     if constexpr (std::is_same_v<T, float>)
-      gemm_one_f32(M, N, K, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, rsc, csc);
+      gemm_one_f32(M, N, K, pa, a.rs, a.cs, pb, b.rs, b.cs, beta, pc, rsc, csc);
     else
-      gemm_f64(M, N, K, 1.0, pa, a.rs, a.cs, pb, b.rs, b.cs, 0.0, pc, rsc, csc);
+      gemm_f64(M, N, K, 1.0, pa, a.rs, a.cs, pb, b.rs, b.cs, beta, pc, rsc, csc);
   });
 }
 
@@ -130,8 +137,11 @@ void k_MatMul(const ir::Op& op, void* const* in, void* const* out) {
     const T* pb = reinterpret_cast<const T*>(base_ptr(in[1], b));
     T* pc = reinterpret_cast<T*>(base_ptr(out[0], c));
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const bool bias = op.inputs.size() > 2;  // ops.def: f32 / f64 only
       batched_float<T>(nb, M, N, K, {pa, a.strides[0], a.strides[1], a.strides[2]},
-                       {pb, b.strides[0], b.strides[1], b.strides[2]}, pc, c.strides[0], c.strides[1], c.strides[2]);
+                       {pb, b.strides[0], b.strides[1], b.strides[2]}, pc, c.strides[0], c.strides[1], c.strides[2],
+                       bias ? reinterpret_cast<const T*>(base_ptr(in[2], op.inputs[2])) : nullptr,
+                       bias ? op.inputs[2].strides[0] : 1);
     } else if constexpr (is_half_v<T>) {
       batched_half(nb, M, N, K, pa, a, pb, b, pc, c);
     } else {

@@ -134,6 +134,23 @@ TEST(OnnxCodegen, BertShapeArithmeticIsHostCode) {
   EXPECT_NE(code.find("kiln::onnx::ops::reshape("), std::string::npos);
 }
 
+// MatMul by a constant weight then Add of a constant [N] (nn.Linear on [batch, seq, in]) is one
+// nn::Linear with its bias, which runs as one product, and the exact GELU's five nodes one
+// kiln::gelu call; BertMatchesOnnxRuntime checks the values.
+TEST(OnnxCodegen, LinearBiasesAndGeluAreOneCallEach) {
+  std::string code = generated_source(Bert::weights_path());
+  ASSERT_FALSE(code.empty());
+  size_t with_bias = 0;
+  for (size_t p = code.find(".bias = true}"); p != std::string::npos; p = code.find(".bias = true}", p + 1))
+    ++with_bias;
+  EXPECT_GE(with_bias, 9u);  // 8 MatMul + Add pairs and the pooler's Gemm
+  EXPECT_EQ(code.find(".bias = false}"), std::string::npos);
+  size_t gelus = 0;
+  for (size_t p = code.find("kiln::gelu("); p != std::string::npos; p = code.find("kiln::gelu(", p + 1)) ++gelus;
+  EXPECT_EQ(gelus, 2u);  // one per encoder block
+  EXPECT_EQ(code.find("kiln::erf("), std::string::npos);
+}
+
 // Conv -> BatchNormalization [-> Add] [-> Relu | Clip] chains are nn::conv_bn / conv_act calls:
 // one convolution with an epilogue in inference, the modules one after the other while
 // gradients are recorded. Both give the same outputs, bit for bit.
