@@ -520,7 +520,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       const Tensor* t = scalar_const(v);
       return t && std::abs(t->to(f64).reshape({}).item<double>() - want) <= 1e-6 * std::abs(want);
     };
-    // The one operand of node k that is not `cur`, when `cur` is one of them.
+    // The operand of binary node nd that is not `cur`, when `cur` is the other one.
     auto other = [&](const proto::NodeP& nd, const std::string& cur) -> const std::string* {
       if (nd.input[0] == cur && nd.input[1] != cur) return &nd.input[1];
       if (nd.input[1] == cur && nd.input[0] != cur) return &nd.input[0];

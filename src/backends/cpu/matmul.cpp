@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // MatMul kernel: batched [B, M, K] x [B, K, N] [+ bias [N]] -> [B, M, N] over any strides (a
 // batch stride may be 0). A bias is written into the result's rows first and the product
-// accumulated onto it (beta = 1). f32 runs through oneDNN's sgemm when that path is on and the layouts allow it,
-// otherwise through Kiln's packed GEMM (gemm.h); f64 through the packed GEMM; f16/bf16 are
-// widened to f32, multiplied and rounded once; integers use exact wrapping loops.
+// accumulated onto it (beta = 1). f32 runs through oneDNN's sgemm when that path is on and the
+// layouts allow it, otherwise through Kiln's packed GEMM (gemm.h); f64 through the packed GEMM;
+// f16/bf16 are widened to f32, multiplied and rounded once; integers use exact wrapping loops.
 #include <type_traits>
 #include <vector>
 
@@ -57,9 +57,11 @@ void batched_float(int64_t nb, int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T>
     const T* pa = a.p + i * a.bs;
     const T* pb = b.p + i * b.bs;
     T* pc = c + i * cbs;
-    if (bias)
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) pc[m * rsc + n * csc] = bias[n * bstride];
+    if (bias)  // split over the threads for a large result (inline inside for_batches' own split)
+      parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m)
+          for (int64_t n = 0; n < N; ++n) pc[m * rsc + n * csc] = bias[n * bstride];
+      });
     const T beta = bias ? T(1) : T(0);
     if constexpr (std::is_same_v<T, float>)
       gemm_one_f32(M, N, K, pa, a.rs, a.cs, pb, b.rs, b.cs, beta, pc, rsc, csc);
