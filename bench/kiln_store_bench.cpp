@@ -60,8 +60,10 @@ uint64_t touch(const uint8_t* p, size_t n) {
 uint64_t touch_all(const store::TensorMap& m) {
   uint64_t s = 0;
   for (const auto& [name, t] : m.tensors) {
-    const Storage& st = *t.impl().storage;
-    s += touch(static_cast<const uint8_t*>(st.data) + t.storage_offset() * static_cast<int64_t>(t.element_size()),
+    // The host memory behind the storage (a decorated device's storage data is its own record).
+    const auto* base = static_cast<const uint8_t*>(host_storage_data(t));
+    if (!base) throw Error("kiln_store_bench: '" + name + "' has no host memory");
+    s += touch(base + t.storage_offset() * static_cast<int64_t>(t.element_size()),
                static_cast<size_t>(t.numel()) * t.element_size());
   }
   return s;
