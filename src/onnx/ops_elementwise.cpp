@@ -167,6 +167,12 @@ void register_elementwise(Registry& r) {
     c.set(0, where(x < 0, x * s, x).to(x.dtype()));
   };
   r["Gelu"] = [](OpContext& c) { c.set(0, gelu(c.x(0), c.attr_s("approximate", "none"))); };
+  r.emit("Gelu", [](EmitContext& e) {  // opset 20: kiln::gelu, exact or tanh
+    const std::string a = e.attr_s("approximate", "none");
+    if (a != "none" && a != "tanh") return false;  // the run-time op's error
+    e.assign("kiln::gelu(" + e.in(0) + (a == "tanh" ? ", \"tanh\"" : "") + ")");
+    return true;
+  });
   r.emit("Dropout", [](EmitContext& e) {  // inference: identity (training-mode inputs go generic)
     if (e.n_in() > 2 || e.out.size() > 1) return false;
     e.assign(e.in(0));
