@@ -198,6 +198,11 @@ Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis = 0);
 Tensor div(const Tensor& a, const Tensor& b);
 /// ONNX Pow: a ** b broadcast, in a's dtype (integer bases with float exponents computed in f64).
 Tensor pow(const Tensor& a, const Tensor& b);
+/// ONNX Reduce{Sum,Mean,Prod,Max,Min,L1,L2,LogSum,LogSumExp,SumSquare} (`op`) of x over axes
+/// (negative count from the end; none: every axis, or x itself with noop_with_empty_axes), in
+/// x's dtype (integer means, norms and logs computed in f64).
+Tensor reduce(const std::string& op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = true,
+              bool noop_with_empty_axes = false);
 
 }  // namespace ops
 

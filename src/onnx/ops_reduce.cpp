@@ -2,8 +2,10 @@
 // ONNX reductions and ops along an axis: Reduce* (axes attribute or input by opset), ArgMax/
 // ArgMin, CumSum, Softmax/LogSoftmax/Hardmax (opset-13 axis semantics), TopK, Einsum, Det, and
 // the losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "kiln/linalg.h"
 #include "kiln/matmul.h"
@@ -36,24 +38,48 @@ Dims reduce_axes(const OpContext& c, int64_t input_from, int64_t rank, bool& noo
 
 using ReduceFn = Tensor (*)(const Tensor& x, const Dims& d, bool keep);
 
-void reduce_op(Registry& r, const char* name, int64_t input_from, ReduceFn f, bool float_compute) {
-  r[name] = [=](OpContext& c) {
+/// One Reduce* op: from which opset its axes are an input, its function, and whether integer
+/// inputs are reduced in f64 (and cast back).
+struct ReduceKind {
+  const char* name;
+  int64_t input_from;
+  ReduceFn f;
+  bool float_compute;
+};
+const ReduceKind* reduce_kind(std::string_view op);
+
+/// x reduced over the dims d (valid, non-negative) by k, in x's dtype.
+Tensor run_reduce(const ReduceKind& k, const Tensor& x, const Dims& d, bool keep) {
+  Tensor xin = k.float_compute && !is_floating(x.dtype()) ? x.to(f64) : x;
+  Tensor y = x.dim() == 0 ? k.f(xin.reshape({1}), Dims{0}, false) : k.f(xin, d, keep);
+  return y.dtype() == x.dtype() ? y : cast(y, x.dtype());
+}
+
+void reduce_op(Registry& r, const char* name) {
+  const ReduceKind* k = reduce_kind(name);
+  r[name] = [k](OpContext& c) {
     const Tensor& x = c.x(0);
     bool noop;
-    Dims d = reduce_axes(c, input_from, x.dim(), noop);
-    if (noop) {
-      c.set(0, x);
-      return;
-    }
-    bool keep = c.attr_i("keepdims", 1) != 0;
-    Tensor xin = float_compute && !is_floating(x.dtype()) ? x.to(f64) : x;
-    Tensor y;
-    if (x.dim() == 0)
-      y = f(xin.reshape({1}), Dims{0}, false);
-    else
-      y = f(xin, d, keep);
-    c.set(0, y.dtype() == x.dtype() ? y : cast(y, x.dtype()));
+    Dims d = reduce_axes(c, k->input_from, x.dim(), noop);
+    c.set(0, noop ? x : run_reduce(*k, x, d, c.attr_i("keepdims", 1) != 0));
   };
+  // Generated code: ops::reduce with the axes as a literal, when they are constants.
+  r.emit(name, [k](EmitContext& e) {
+    std::string axes = "{}";
+    if (e.opset >= k->input_from) {
+      if (e.has(1)) {
+        const ShapeArg* a = e.shape(1);  // a constant (a literal) or a shape value
+        if (!a) return false;
+        axes = a->expr;
+      }
+    } else {
+      axes = "std::vector<int64_t>" + int_list(e.attr_ints("axes"));
+    }
+    const bool keep = e.attr_i("keepdims", 1) != 0, noop = e.attr_i("noop_with_empty_axes", 0) != 0;
+    e.assign("kiln::onnx::ops::reduce(\"" + std::string(k->name) + "\", " + e.in(0) + ", " + axes + ", " +
+             (keep ? "true" : "false") + (noop ? ", true" : "") + ")");
+    return true;
+  });
 }
 
 Tensor r_sum(const Tensor& x, const Dims& d, bool k) { return sum(x, d, k); }
@@ -87,6 +113,24 @@ Tensor r_logsumexp(const Tensor& x, const Dims& d, bool k) {
   return logsumexp(x, d, k);
 }
 Tensor r_sumsquare(const Tensor& x, const Dims& d, bool k) { return sum(x * x, d, k); }
+
+const ReduceKind kReduces[] = {
+    {"ReduceSum", 13, r_sum, false},
+    {"ReduceMean", 18, r_mean, true},
+    {"ReduceProd", 18, r_prod, false},
+    {"ReduceMax", 18, r_max, false},
+    {"ReduceMin", 18, r_min, false},
+    {"ReduceL1", 18, r_l1, false},
+    {"ReduceL2", 18, r_l2, true},
+    {"ReduceLogSum", 18, r_logsum, true},
+    {"ReduceLogSumExp", 18, r_logsumexp, true},
+    {"ReduceSumSquare", 18, r_sumsquare, false},
+};
+const ReduceKind* reduce_kind(std::string_view op) {
+  for (const ReduceKind& k : kReduces)
+    if (op == k.name) return &k;
+  return nullptr;
+}
 
 // ONNX before opset 13: softmax over the flattened [prod(:axis), prod(axis:)] view.
 template <class F>
@@ -124,16 +168,7 @@ Tensor nll(const OpContext& c, const Tensor& x, const Tensor& target, const Tens
 }  // namespace
 
 void register_reduce(Registry& r) {
-  reduce_op(r, "ReduceSum", 13, r_sum, false);
-  reduce_op(r, "ReduceMean", 18, r_mean, true);
-  reduce_op(r, "ReduceProd", 18, r_prod, false);
-  reduce_op(r, "ReduceMax", 18, r_max, false);
-  reduce_op(r, "ReduceMin", 18, r_min, false);
-  reduce_op(r, "ReduceL1", 18, r_l1, false);
-  reduce_op(r, "ReduceL2", 18, r_l2, true);
-  reduce_op(r, "ReduceLogSum", 18, r_logsum, true);
-  reduce_op(r, "ReduceLogSumExp", 18, r_logsumexp, true);
-  reduce_op(r, "ReduceSumSquare", 18, r_sumsquare, false);
+  for (const ReduceKind& k : kReduces) reduce_op(r, k.name);
 
   auto arg = [](bool is_max) {
     return [is_max](OpContext& c) {
@@ -203,5 +238,25 @@ void register_reduce(Registry& r) {
     c.set(1, lp);
   };
 }
+
+namespace ops {
+
+Tensor reduce(const std::string& op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims,
+              bool noop_with_empty_axes) {
+  const ReduceKind* k = reduce_kind(op);
+  KILN_CHECK(k != nullptr, "onnx", "ops::reduce: '" << op << "' is not an ONNX Reduce* op");
+  if (axes.empty() && noop_with_empty_axes) return x;
+  const int64_t rank = x.dim(), r = std::max<int64_t>(rank, 1);
+  Dims d;
+  for (int64_t a : axes) {
+    KILN_CHECK(a >= -r && a < r, op, "axis " << a << " out of range for rank " << rank);
+    d.push_back(a < 0 ? a + r : a);
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) d.push_back(i);
+  return run_reduce(*k, x, d, keepdims);
+}
+
+}  // namespace ops
 
 }  // namespace kiln::onnx

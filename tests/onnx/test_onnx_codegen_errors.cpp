@@ -255,6 +255,18 @@ TEST(OnnxCodegen, TensorHelpersFollowTheOnnxSpec) {
   EXPECT_EQ(p.dtype(), i64);
   EXPECT_EQ(p.to_vector<int64_t>(), (std::vector<int64_t>{1, 3}));  // sqrt(2) = 1.41 -> 1
   EXPECT_EQ(onnx::ops::pow(full({}, 3.0f), full({}, 2.0)).dtype(), f32);
+  // Reduce*: negative axes, keepdims, all axes when none are given (or x itself with
+  // noop_with_empty_axes), integer means in f64 truncated back, a 0-d input; errors.
+  Tensor m = onnx::ops::reduce("ReduceMean", x, {-1}, false);
+  EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{1.5f, 5.5f, 9.5f}));
+  EXPECT_EQ(onnx::ops::reduce("ReduceMax", x, {0}).shape(), (Shape{1, 4}));
+  EXPECT_EQ(onnx::ops::reduce("ReduceSum", x, {}, false).item<float>(), 66.f);
+  EXPECT_EQ(onnx::ops::reduce("ReduceSum", x, {}, true, true).shape(), x.shape());
+  Tensor xi = tensor(std::vector<int64_t>{1, 2, 4}, {3}, Device::cpu());
+  EXPECT_EQ(onnx::ops::reduce("ReduceMean", xi, {0}, false).to_vector<int64_t>(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(onnx::ops::reduce("ReduceL2", full({}, -3.0f), {}).item<float>(), 3.f);
+  EXPECT_THROW(onnx::ops::reduce("ReduceMean", x, {2}), Error);
+  EXPECT_THROW(onnx::ops::reduce("Reduce", x, {0}), Error);
 }
 
 // Generated code for a shape chain (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, the way
@@ -275,4 +287,24 @@ TEST(OnnxCodegen, ShapeChainsBecomeHostCode) {
   EXPECT_NE(src.find("kiln::onnx::ops::gather_ints("), std::string::npos) << src;
   EXPECT_NE(src.find("kiln::onnx::ops::concat_ints("), std::string::npos) << src;
   EXPECT_NE(src.find("kiln::onnx::ops::reshape(x, "), std::string::npos) << src;
+}
+
+// Reductions with constant axes (an attribute before opset 18, an input from it) are
+// ops::reduce calls, not generic ones; TensorHelpersFollowTheOnnxSpec checks the function.
+TEST(OnnxCodegen, ReductionsWithConstantAxesAreFunctionCalls) {
+  for (int64_t opset : {17, 18}) {
+    Msg g;
+    Msg n = node("ReduceMean", opset >= 18 ? std::vector<std::string>{"x", "axes"} : std::vector<std::string>{"x"},
+                 {"y"}, "mean");
+    n.msg(5, attr_i("keepdims", 0));
+    if (opset < 18) n.msg(5, attr_ints("axes", {2, 3}));
+    g.msg(1, n);
+    if (opset >= 18) g.msg(5, tensor_i64("axes", {2}, {2, 3}));
+    g.msg(11, value_info("x", {-1, 4, 5, 5})).msg(12, value_info("y", {-1, 4}));
+    std::string src = generate_source(model(g, opset), "reduce_" + std::to_string(opset));
+    EXPECT_EQ(src.find("ops::call("), std::string::npos) << src;
+    EXPECT_NE(src.find("kiln::onnx::ops::reduce(\"ReduceMean\", x, std::vector<int64_t>{2, 3}, false)"),
+              std::string::npos)
+        << src;
+  }
 }
