@@ -251,17 +251,7 @@ bool matmul_direct(OpContext& c) {
   Shape ys(a.shape().begin(), a.shape().end() - 1);
   ys.push_back(N);
   Tensor y = empty(ys, {.dtype = f32, .device = a.device()});
-  float* yp = host_f32(y);
-  if (bias) {
-    const float* bp = host_f32(c.x(2));
-    for (int64_t i = 0; i < M; ++i) std::copy(bp, bp + N, yp + i * N);
-  }
-  const float beta = bias ? 1.0f : 0.0f;
-  {
-    cpu::onednn::ThreadScope scope;
-    if (!cpu::onednn::sgemm(M, N, K, 1.0f, host_f32(a), K, 1, host_f32(b), N, 1, beta, yp, N, 1))
-      cpu::gemm_f32(M, N, K, 1.0f, host_f32(a), K, 1, host_f32(b), N, 1, beta, yp, N, 1);
-  }
+  cpu::matmul_f32(M, N, K, host_f32(a), K, 1, host_f32(b), N, 1, host_f32(y), N, 1, bias ? host_f32(c.x(2)) : nullptr);
   c.set(0, y);
   return true;
 }

@@ -16,6 +16,12 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int6
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
               int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc);
 
+/// C = A B [+ bias in every row] for one f32 matrix (strides as gemm_f32): oneDNN's sgemm when
+/// it is on and the layout fits, else gemm_f32. bias: null, or N values at stride bstride
+/// written into C's rows first, the product accumulated onto them (beta = 1). matmul.cpp.
+void matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B, int64_t rsb,
+                int64_t csb, float* C, int64_t rsc, int64_t csc, const float* bias = nullptr, int64_t bstride = 1);
+
 namespace gemm_detail {
 
 /// The register-blocked building blocks of one SIMD target (gemm_hwy.cpp) or the scalar

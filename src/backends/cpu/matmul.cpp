@@ -41,12 +41,14 @@ void for_batches(int64_t nb, int64_t M, int64_t N, int64_t K, const F& f) {
   });
 }
 
-/// f32 product of one batch (C = A B + beta C): oneDNN when on and the layout fits, else the
-/// packed GEMM.
-void gemm_one_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
-                  int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
-  if (onednn::sgemm(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc)) return;
-  gemm_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+/// Writes N bias values (stride bstride) into every row of C (M rows), split over the threads for
+/// a large result (inline inside a parallel region, such as for_batches' own split).
+template <class T>
+void fill_rows(int64_t M, int64_t N, const T* bias, int64_t bstride, T* C, int64_t rsc, int64_t csc) {
+  parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      for (int64_t n = 0; n < N; ++n) C[m * rsc + n * csc] = bias[n * bstride];
+  });
 }
 
 /// bias: null, or N values at stride bstride added to every row of every product.
@@ -57,16 +59,12 @@ void batched_float(int64_t nb, int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T>
     const T* pa = a.p + i * a.bs;
     const T* pb = b.p + i * b.bs;
     T* pc = c + i * cbs;
-    if (bias)  // split over the threads for a large result (inline inside for_batches' own split)
-      parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t m0, int64_t m1) {
-        for (int64_t m = m0; m < m1; ++m)
-          for (int64_t n = 0; n < N; ++n) pc[m * rsc + n * csc] = bias[n * bstride];
-      });
-    const T beta = bias ? T(1) : T(0);
-    if constexpr (std::is_same_v<T, float>)
-      gemm_one_f32(M, N, K, pa, a.rs, a.cs, pb, b.rs, b.cs, beta, pc, rsc, csc);
-    else
-      gemm_f64(M, N, K, 1.0, pa, a.rs, a.cs, pb, b.rs, b.cs, beta, pc, rsc, csc);
+    if constexpr (std::is_same_v<T, float>) {
+      matmul_f32(M, N, K, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, rsc, csc, bias, bstride);
+    } else {
+      if (bias) fill_rows(M, N, bias, bstride, pc, rsc, csc);
+      gemm_f64(M, N, K, 1.0, pa, a.rs, a.cs, pb, b.rs, b.cs, bias ? 1.0 : 0.0, pc, rsc, csc);
+    }
   });
 }
 
@@ -129,6 +127,14 @@ void batched_int(int64_t nb, int64_t M, int64_t N, int64_t K, const T* pa, const
 }
 
 }  // namespace
+
+void matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B, int64_t rsb,
+                int64_t csb, float* C, int64_t rsc, int64_t csc, const float* bias, int64_t bstride) {
+  if (bias) fill_rows(M, N, bias, bstride, C, rsc, csc);
+  const float beta = bias ? 1.f : 0.f;
+  if (onednn::sgemm(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc)) return;
+  gemm_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
 
 void k_MatMul(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc &a = op.inputs[0], &b = op.inputs[1], &c = op.outputs[0];
