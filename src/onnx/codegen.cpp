@@ -458,8 +458,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
                ? &it->second
                : nullptr;
   };
-  // After a chain of nodes emitted as one call (positions [pos, q) of `order`): releases the
-  // values whose last use was inside it, as the node-by-node emission does.
+  // Releases the values whose last use was at positions [pos, q) of `order` (`v = {};`).
   auto release_inside = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos, size_t q,
                             const std::unordered_map<std::string, size_t>& last_use,
                             const std::set<std::string>& locals) {
@@ -470,6 +469,17 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         if (it == last_use.end() || it->second != k || !locals.count(in) || !done_here.insert(in).second) continue;
         body += "  " + expr.at(in) + " = {};\n";
       }
+  };
+  // After a chain of nodes (positions [pos, q) of `order`) emitted as one call into variable var:
+  // binds the chain's result `value` (of rank `rank`, -1 unknown) to var and releases the values
+  // whose last use was inside the chain, as the node-by-node emission does.
+  auto finish_chain = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos, size_t q,
+                          const std::string& value, const std::string& var, int rank,
+                          const std::unordered_map<std::string, size_t>& last_use, std::set<std::string>& locals) {
+    expr[value] = var;
+    locals.insert(value);
+    if (rank >= 0) ranks[value] = rank;
+    release_inside(gr, order, pos, q, last_use, locals);
   };
   // MatMul by a constant 2-d weight, then Add of a constant [N] that alone reads the product
   // (PyTorch's export of nn.Linear on inputs of rank > 2): one nn::Linear with its bias, which
@@ -494,10 +504,8 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     if (!entry->emit || !entry->emit(ec)) return 0;  // modules are added only when it emits
     body += "  // MatMul" + (m.name.empty() ? "" : " '" + m.name + "'") + " + Add" +
             (a.name.empty() ? "" : " '" + a.name + "'") + "\n" + ec.code;
-    expr[a.output[0]] = ec.out[0];
-    locals.insert(a.output[0]);
-    if (!ec.out_rank.empty() && ec.out_rank[0] >= 0) ranks[a.output[0]] = ec.out_rank[0];
-    release_inside(gr, order, pos, pos + 2, last_use, locals);
+    finish_chain(gr, order, pos, pos + 2, a.output[0], ec.out[0], ec.out_rank.empty() ? -1 : ec.out_rank[0], last_use,
+                 locals);
     return pos + 2;
   };
   // x / sqrt(2) -> Erf -> + 1 -> x * that -> * 0.5 (PyTorch's export of the exact GELU before
@@ -535,10 +543,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     const std::string var = unique(ident(y));
     body += "  // GELU: Div '" + n[0]->name + "' .. Mul '" + n[4]->name + "'\n  kiln::Tensor " + var +
             " = kiln::gelu(" + expr.at(x) + ");\n";
-    expr[y] = var;
-    locals.insert(y);
-    if (ranks.count(x)) ranks[y] = ranks[x];
-    release_inside(gr, order, pos, pos + 5, last_use, locals);
+    finish_chain(gr, order, pos, pos + 5, y, var, ranks.count(x) ? ranks.at(x) : -1, last_use, locals);
     return pos + 5;
   };
   // Conv [-> BatchNormalization] [-> Add of a value computed before] [-> Relu | Clip with
@@ -627,11 +632,8 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     body += "  // " + names + "\n  kiln::Tensor " + var +
             " = kiln::nn::" + (b ? "conv_bn(" + mc + ", " + mb : "conv_act(" + mc) + ", " + ce.in(0) +
             (opts.empty() ? "" : ", {" + opts + "}") + ");\n";
-    expr[cur] = var;
-    locals.insert(cur);
-    ranks[cur] = ce.out_rank[0];
     ++res.fused_convs;
-    release_inside(gr, order, pos, q, last_use, locals);
+    finish_chain(gr, order, pos, q, cur, var, ce.out_rank[0], last_use, locals);
     return q;
   };
 
@@ -819,14 +821,7 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         expr[n.output[i]] = ec.out[i];
         locals.insert(n.output[i]);
       }
-      if (release) {
-        std::set<std::string> done_here;
-        for (const auto& in : n.input) {
-          auto it = last_use.find(in);
-          if (it == last_use.end() || it->second != pos || !locals.count(in) || !done_here.insert(in).second) continue;
-          body += "  " + expr.at(in) + " = {};\n";
-        }
-      }
+      release_inside(gr, order, pos, pos + 1, last_use, locals);
       // Ranks.
       if (!ec.out_rank.empty()) {
         for (size_t i = 0; i < ec.out_rank.size() && i < n.output.size(); ++i)
