@@ -45,9 +45,11 @@ struct TensorDesc {
   Strides strides;
   int64_t offset = 0;
   DType dtype = DType::F32;
-  /// The content stamp of the buffer when the op was issued (Storage::stamp; 0: not known). The
-  /// buffer holds the same bytes whenever two descriptors carry the same stamp, so a kernel may
-  /// reuse what it derived from them (not part of the descriptor's identity: operator==).
+  /// The content stamp of the buffer when the op was issued (Storage::stamp; 0: not known); on an
+  /// output, the stamp of what the op writes. The buffer holds the same bytes whenever two
+  /// descriptors carry the same stamp, so a kernel may reuse what it derived from them, or keep
+  /// a form of what it wrote for the next reader (not part of the descriptor's identity:
+  /// operator==).
   uint64_t stamp = 0;
   int64_t numel() const { return shape_numel(shape); }
   bool is_contiguous() const;

@@ -108,12 +108,14 @@ std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It 
   std::shared_ptr<Storage> reuse = reusable_input(op, first, last);
   for (auto& d : op.outputs) {
     if (reuse) {
+      reuse->stamp = next_stamp();  // new contents (the op's input descriptor keeps the old stamp)
       outs.push_back(wrap(d, dev, std::move(reuse)));
       reuse.reset();
     } else {
       outs.push_back(alloc(d.shape, d.dtype, dev));
     }
     out.push_back(outs.back().impl().storage.get());
+    d.stamp = out.back()->stamp;  // the stamp of what the op writes (TensorDesc::stamp)
   }
   bool any_elements = false;
   for (auto& d : op.outputs) any_elements |= d.numel() > 0;
@@ -142,6 +144,7 @@ void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs,
   const Device dev = out.device();
   SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, inputs.begin(), inputs.end());
   op.outputs = {desc_of(out)};
+  op.outputs[0].stamp = 0;  // the write renews out's stamp (bump_version): not known here
   const bool ad = dev.backend()->autodiff_options() != nullptr;
   // Refuses unrecordable writes before any data changes; keeps inputs aliasing out that the rule saves.
   std::vector<Tensor> recorded =

@@ -403,8 +403,13 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
           chi = clamp ? static_cast<A>(op.attrs.reals[1]) : A(0);
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {
-    // The weights' content stamp, when the kernel reads them in place (not a staged copy).
-    const uint64_t w_stamp = a1 != t1.data() ? op.inputs[1].stamp : 0;
+    // The content stamps of the operands the kernel reads or writes in place (not staged copies).
+    conv::Stamps st;
+    st.x = a0 != t0.data() ? op.inputs[0].stamp : 0;
+    st.w = a1 != t1.data() ? op.inputs[1].stamp : 0;
+    st.residual = has_res && res_in != t3.data() ? op.inputs[ri].stamp : 0;
+    st.y = res != to.data() ? op.outputs[0].stamp : 0;
+    const uint64_t w_stamp = st.w;
     if (onednn::enabled()) {
       if (op.kind == ir::OpKind::Conv) {
         conv::PostOp post;
@@ -417,7 +422,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
         post.residual = res_in;
         post.scale = scale;
         post.shift = shift;
-        done = conv::onednn_forward(g, a0, a1, bias, res, post, w_stamp);
+        done = conv::onednn_forward(g, a0, a1, bias, res, post, st);
       } else if (op.kind == ir::OpKind::ConvTranspose)
         done = conv::onednn_backward_data(g, a0, a1, bias, res, w_stamp);
       else

@@ -41,13 +41,24 @@ struct PostOp {
 /// hi : v)`: NaN passes through (conv_hwy.cpp, SIMD).
 void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi);
 
+/// post_f32 over blocks [b0, b1) of y in oneDNN's blocked 16-channel layout ([N, C/16, plane,
+/// 16]; block b holds channels (b % cblocks) * 16 ...+ 16): s and t (may be null) hold one value
+/// per channel, the residual r (may be null) is laid out as y.
+void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
+                        const float* s, const float* t, float lo, float hi);
+
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
-/// y = post(conv(x, w) + b) (b may be null; see PostOp). w_stamp: w's content stamp
-/// (TensorDesc::stamp; 0: not known); with one, w's reordered copy is kept for the next call
-/// with the same stamp.
+/// The content stamps (TensorDesc::stamp; 0: not known) of a forward convolution's operands: with
+/// w's, w's reordered copy is kept for the next call with the same stamp; with y's, y's blocked
+/// form is kept for the next convolution or max pool that reads it, and x's and the residual's
+/// find such forms (Note [Kept blocked outputs] in conv_onednn.cpp).
+struct Stamps {
+  uint64_t x = 0, w = 0, residual = 0, y = 0;
+};
+/// y = post(conv(x, w) + b) (b may be null; see PostOp).
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post = {},
-                    uint64_t w_stamp = 0);
+                    const Stamps& stamps = {});
 /// Max pooling run on a forward convolution's output (values only, 2 spatial dims): kernel k,
 /// stride s, symmetric padding p <= k / 2, dilation 1, floor mode; out: the pooled size.
 struct PoolAfter {
@@ -60,6 +71,16 @@ struct PoolAfter {
 /// threads, other geometries); the caller then runs them one by one.
 bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
                             const PoolAfter& pool, float* y);
+/// y [N, C, pool.out] = maxpool(x [N, C, H, W]) read from the blocked form a convolution kept of x
+/// (x_stamp, x's address and the layout must match); y's blocked form is kept in turn under
+/// y_stamp (0: not kept). Bitwise the plain max pool. False, doing nothing, when x has no kept
+/// form or the pool does not fit PoolAfter.
+bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
+                         uint64_t y_stamp);
+/// Turns the kept blocked forms on or off (KILN_CONV_KEEP=0 starts with them off).
+void set_keep_blocked(bool on);
+/// How many convolution, residual and pool inputs were read from kept forms so far.
+int64_t kept_reads();
 /// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null; pa takes no
 /// residual, pb may), the
 /// intermediate kept in oneDNN's blocked layout (no reorder to plain and back). False, doing

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -149,6 +150,12 @@ memory::desc act_like(const memory::desc& md) {
   return any_like(md);
 }
 
+/// The blocked 16-channel layout of activations of these dims (nCw16c, nChw16c, nCdhw16c).
+memory::desc blocked16(const memory::dims& dims) {
+  const size_t n = dims.size();
+  return memory::desc(dims, dt::f32, n == 3 ? tag::nCw16c : n == 4 ? tag::nChw16c : tag::nCdhw16c);
+}
+
 /// One plain operand and, when the primitive wants another layout, its blocked twin.
 struct Operand {
   memory::desc plain, used;
@@ -254,6 +261,7 @@ struct Entry {
   // result in the same layout and its reorder to plain, for pooled dims pooled_dims.
   std::unique_ptr<Operand> pooled;
   std::array<int64_t, 4> pooled_dims{};
+  bool out_blocked16 = false;  // a forward conv's dst is blocked by 16 channels (blocked16)
 
   /// The weights operand. A registered constant is reordered once and kept (until its
   /// registration changes). A weight whose content stamp is known (`stamp`, 0: not known) is kept
@@ -337,6 +345,7 @@ std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, bool user_scr
     e->a.init(d.src, pd.src_desc(), true, rattr);
     e->b.init(d.wei, pd.weights_desc(), true, rattr);
     e->c.init(d.dst, pd.dst_desc(), false, rattr);
+    e->out_blocked16 = e->c.reorder && g.O % 16 == 0 && e->c.used == blocked16(d.dst.dims());
     e->prim = std::make_unique<convolution_forward>(pd);
     if (user_scratch && pd.scratchpad_desc().get_size() > 0) {
       e->scratch_buf.resize(pd.scratchpad_desc().get_size() + 64);
@@ -394,6 +403,110 @@ bool usable(const Geom& g) {
   for (int i = 0; i < 3; ++i)
     if (g.in[i] <= 0 || g.out[i] <= 0) return false;
   return true;
+}
+
+// Note [Kept blocked outputs]
+// A forward convolution whose output oneDNN writes in a blocked 16-channel layout (nChw16c and
+// its 1-d / 3-d forms) keeps that blocked form after reordering it to the plain output, keyed on
+// the output's content stamp and address (an op's output descriptor carries the stamp of what it
+// writes, TensorDesc::stamp). A later convolution or max pool whose input carries the same stamp
+// and address, and whose primitive wants the same layout, reads the kept form instead of
+// reordering the plain tensor again: the consecutive convolutions of a ResNet-style model
+// reorder each activation once instead of twice, and a max pool after a convolution pools the
+// blocked form. The epilogue (scale, shift, residual, activation) then runs on the blocked form
+// before the reorder, so both forms hold the same values; a residual must have a kept form too,
+// else the output keeps nothing. The plain output is always written: the kept forms are a cache
+// of at most kKeptMax entries and kKeptBytes, the oldest dropped first, their buffers reused.
+// A stamp names contents (renewed by every write), so a kept form is never stale.
+
+/// A blocked form of the plain tensor at `ptr` whose content stamp is `stamp`.
+struct Kept {
+  uint64_t stamp = 0;
+  const float* ptr = nullptr;
+  memory::desc md;         // buf's layout
+  std::vector<float> buf;  // md's size + 16 floats (as Operand::buf)
+  memory mem;              // md over buf (empty: not made yet)
+};
+
+constexpr size_t kKeptMax = 8;
+constexpr size_t kKeptBytes = size_t{32} << 20;
+
+/// KILN_CONV_KEEP=0 or set_keep_blocked(false) turns the kept forms off (measurements, tests).
+std::atomic<int> g_keep{-1};
+std::atomic<int64_t> g_kept_reads{0};
+bool keep_on() {
+  int v = g_keep.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("KILN_CONV_KEEP");
+    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    g_keep.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+
+struct KeptStore {
+  std::mutex mu;
+  std::deque<std::shared_ptr<Kept>> list;    // oldest first
+  std::vector<std::shared_ptr<Kept>> spare;  // dropped entries no reader holds, for reuse
+  size_t bytes = 0;
+};
+KeptStore& kept_store() {
+  static KeptStore k;
+  return k;
+}
+
+/// The kept form of the tensor at ptr with this stamp, in layout md; null when there is none.
+std::shared_ptr<const Kept> find_kept(uint64_t stamp, const float* ptr, const memory::desc& md) {
+  if (!stamp) return nullptr;
+  KeptStore& k = kept_store();
+  std::lock_guard<std::mutex> l(k.mu);
+  for (auto it = k.list.rbegin(); it != k.list.rend(); ++it)
+    if ((*it)->stamp == stamp && (*it)->ptr == ptr) {
+      if (!((*it)->md == md)) return nullptr;
+      g_kept_reads.fetch_add(1, std::memory_order_relaxed);
+      return *it;
+    }
+  return nullptr;
+}
+
+/// A Kept whose buffer holds layout md (reused from a dropped one of that layout when there is
+/// one), not in the store.
+std::shared_ptr<Kept> spare_kept(const memory::desc& md) {
+  KeptStore& k = kept_store();
+  std::shared_ptr<Kept> r;
+  {
+    std::lock_guard<std::mutex> l(k.mu);
+    for (auto& e : k.spare)
+      if (e->md == md) {
+        r = std::move(e);
+        std::swap(e, k.spare.back());
+        k.spare.pop_back();
+        break;
+      }
+  }
+  if (!r) {
+    r = std::make_shared<Kept>();
+    r->md = md;
+    r->buf.resize(md.get_size() / sizeof(float) + 16);
+  }
+  if (!r->mem) r->mem = memory(md, onednn::engine(), r->buf.data());
+  return r;
+}
+
+/// Adds e (stamp, ptr, md and buf set) to the store, dropping older forms of the same address
+/// and the oldest past the bounds.
+void keep(std::shared_ptr<Kept> e) {
+  KeptStore& k = kept_store();
+  std::lock_guard<std::mutex> l(k.mu);
+  auto drop = [&k](std::deque<std::shared_ptr<Kept>>::iterator it) {
+    k.bytes -= (*it)->buf.size() * sizeof(float);
+    if (it->use_count() == 1 && k.spare.size() < kKeptMax) k.spare.push_back(std::move(*it));  // no reader holds it
+    return k.list.erase(it);
+  };
+  for (auto it = k.list.begin(); it != k.list.end();) it = (*it)->ptr == e->ptr ? drop(it) : std::next(it);
+  k.bytes += e->buf.size() * sizeof(float);
+  k.list.push_back(std::move(e));
+  while (k.list.size() > kKeptMax || k.bytes > kKeptBytes) drop(k.list.begin());
 }
 
 /// Small convolutions (a few microseconds) run on one thread: a parallel region costs about as
@@ -490,6 +603,13 @@ static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float
 
 namespace {
 
+/// The entry's bias memory over b (a forward conv's [O] bias).
+const memory& bias_memory(Entry* e, const Geom& g, const float* b) {
+  if (!e->bias_mem) e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
+  e->bias_mem.set_data_handle(const_cast<float*>(b));
+  return e->bias_mem;
+}
+
 /// Runs one cached forward conv on user buffers (the caller set oneDNN's threads).
 /// `blocked`: when set, called with the blocked output (under the entry's lock) instead of its
 /// reorder into y.
@@ -501,12 +621,7 @@ void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const floa
   args[DNNL_ARG_SRC] = src;
   args[DNNL_ARG_WEIGHTS] = wei;
   args[DNNL_ARG_DST] = dst;
-  if (b) {
-    if (!e->bias_mem)
-      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
-    e->bias_mem.set_data_handle(const_cast<float*>(b));
-    args[DNNL_ARG_BIAS] = e->bias_mem;
-  }
+  if (b) args[DNNL_ARG_BIAS] = bias_memory(e, g, b);
   if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
   e->prim->execute(onednn::stream(), args);
   if (blocked) {
@@ -518,25 +633,80 @@ void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const floa
   onednn::stream().wait();
 }
 
+/// post over a blocked 16-channel output y [N, O/16, plane, 16] (Note [Kept blocked outputs]), the
+/// residual r (may be null) in the same layout; split over the threads when `parallel`.
+void post_blocked(float* y, const float* r, int64_t N, int64_t O, int64_t plane, const PostOp& post, bool parallel) {
+  if (!post.any()) return;
+  float lo, hi;
+  post_bounds(post, lo, hi);
+  const int64_t cb = O / 16, blocks = N * cb;
+  auto run = [&](int64_t b0, int64_t b1) {
+    post_blocked16_f32(y, r, b0, b1, plane, cb, post.scale, post.shift, lo, hi);
+  };
+  if (parallel)
+    parallel_for(blocks, std::max<int64_t>(1, 2048 / std::max<int64_t>(plane, 1)), run);
+  else
+    run(0, blocks);
+}
+
+/// run_fwd and the epilogue through kept blocked forms (Note [Kept blocked outputs]): reads x's
+/// kept form when there is one, and keeps y's when y's stamp is known, its layout is blocked by
+/// 16 channels and a residual has a kept form too. False, doing nothing, when neither applies.
+bool run_fwd_kept(Entry* e, const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
+                  const Stamps& st, bool parallel) {
+  if (!keep_on()) return false;
+  std::shared_ptr<const Kept> kx = e->a.reorder ? find_kept(st.x, x, e->a.used) : nullptr, kr;
+  bool keep_y = st.y && e->out_blocked16 && e->c.buf.size() * sizeof(float) <= kKeptBytes / 4;
+  if (keep_y && post.residual) {
+    kr = find_kept(st.residual, post.residual, e->c.used);
+    keep_y = kr != nullptr;
+  }
+  if (!kx && !keep_y) return false;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    auto& args = e->args;
+    memory dst = e->c.out(y);
+    args[DNNL_ARG_SRC] = kx ? kx->mem : e->a.in(x);
+    args[DNNL_ARG_WEIGHTS] = e->weights(w, st.w);
+    args[DNNL_ARG_DST] = dst;
+    if (b) args[DNNL_ARG_BIAS] = bias_memory(e, g, b);
+    if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
+    e->prim->execute(onednn::stream(), args);
+    if (keep_y) {
+      onednn::stream().wait();
+      post_blocked(e->c.buf.data(), kr ? kr->buf.data() : nullptr, g.N, g.O, g.out_size(), post, parallel);
+      e->c.finish(dst, y);
+      onednn::stream().wait();
+      // The staging buffer becomes the kept form; the entry stages into a spare one next time.
+      std::shared_ptr<Kept> k = spare_kept(e->c.used);
+      std::swap(k->buf, e->c.buf);
+      std::swap(k->mem, e->c.used_mem);
+      if (!k->mem) k->mem = memory(k->md, onednn::engine(), k->buf.data());
+      k->stamp = st.y;
+      k->ptr = y;
+      keep(std::move(k));
+      return true;
+    }
+    e->c.finish(dst, y);
+    onednn::stream().wait();
+  }
+  post_all(y, g.N, g.O, g.out_size(), post);
+  return true;
+}
+
 /// Runs a cached pair (ea's blocked output, activated by pa, is eb's input; see
 /// onednn_forward_pair), each conv with oneDNN on its own thread count (nta, ntb; no effect
 /// inside a parallel region).
 void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const float* ba, const PostOp& pa, Entry* eb,
               const Geom& gb, const float* wb, const float* bb, float* y, int nta, int ntb) {
   std::scoped_lock lock(ea->mu, eb->mu);
-  auto bias_mem = [](Entry* e, const Geom& g, const float* b) {
-    if (!e->bias_mem)
-      e->bias_mem = memory(memory::desc({g.O}, dt::f32, tag::x), onednn::engine(), const_cast<float*>(b));
-    e->bias_mem.set_data_handle(const_cast<float*>(b));
-    return e->bias_mem;
-  };
   {
     onednn::ThreadScope scope(nta);
     auto& args = ea->args;
     args[DNNL_ARG_SRC] = ea->a.in(x);
     args[DNNL_ARG_WEIGHTS] = ea->weights(wa, 0);
     args[DNNL_ARG_DST] = ea->c.staged();
-    if (ba) args[DNNL_ARG_BIAS] = bias_mem(ea, ga, ba);
+    if (ba) args[DNNL_ARG_BIAS] = bias_memory(ea, ga, ba);
     if (ea->scratch) args[DNNL_ARG_SCRATCHPAD] = ea->scratch;
     ea->prim->execute(onednn::stream(), args);
     onednn::stream().wait();
@@ -550,7 +720,7 @@ void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const 
     args[DNNL_ARG_SRC] = ea->c.staged();
     args[DNNL_ARG_WEIGHTS] = eb->weights(wb, 0);
     args[DNNL_ARG_DST] = dst;
-    if (bb) args[DNNL_ARG_BIAS] = bias_mem(eb, gb, bb);
+    if (bb) args[DNNL_ARG_BIAS] = bias_memory(eb, gb, bb);
     if (eb->scratch) args[DNNL_ARG_SCRATCHPAD] = eb->scratch;
     eb->prim->execute(onednn::stream(), args);
     eb->c.finish(dst, y);
@@ -612,10 +782,77 @@ bool chunk_entries(std::vector<Entry*>& es, const std::vector<Geom>& gs, bool bi
                         [&](size_t c) { return lookup(Kind::Fwd, gs[c], bias, 1, static_cast<int>(c) + 1); });
 }
 
+/// Whether pool fits PoolAfter's contract on an H x W input.
+bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
+  const int64_t in_sz[2] = {H, W};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
+    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
+      return false;
+  }
+  return true;
+}
+
+/// The reorder of a pooled blocked result to plain, per pooled dims (onednn_maxpool_kept).
+struct PooledReorder {
+  std::mutex mu;
+  Operand op;
+};
+PooledReorder* pooled_reorder(const memory::dims& dims) {
+  static std::mutex mu;
+  static std::map<memory::dims, std::unique_ptr<PooledReorder>> cache;
+  std::lock_guard<std::mutex> l(mu);
+  auto& r = cache[dims];
+  if (!r) {
+    if (cache.size() > 64) return nullptr;  // many shapes: bound what is held
+    auto p = std::make_unique<PooledReorder>();
+    try {
+      p->op.init(memory::desc(dims, dt::f32, tag::nchw), blocked16(dims), false);
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+    r = std::move(p);
+  }
+  return r.get();
+}
+
 }  // namespace
 
+void set_keep_blocked(bool on) { g_keep.store(on ? 1 : 0, std::memory_order_relaxed); }
+int64_t kept_reads() { return g_kept_reads.load(std::memory_order_relaxed); }
+
+bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
+                         uint64_t y_stamp) {
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];
+  if (!x_stamp || !keep_on() || !onednn::enabled() || N < 1 || C % 16 != 0 || !pool_fits(pool, H, W)) return false;
+  std::shared_ptr<const Kept> kx = find_kept(x_stamp, x, blocked16({N, C, H, W}));
+  if (!kx) return false;
+  const memory::dims pd{N, C, pool.out[0], pool.out[1]};
+  PooledReorder* r = pooled_reorder(pd);
+  if (!r) return false;
+  std::shared_ptr<Kept> out = spare_kept(blocked16(pd));
+  const int64_t planes = N * (C / 16), in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
+  parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
+    vec::max_pool_blocked16_f32(kx->buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
+                                pool.out[1], out->buf.data() + p0 * out_plane);
+  });
+  {
+    std::lock_guard<std::mutex> l(r->mu);
+    onednn::ThreadScope scope(planes * out_plane < (int64_t{1} << 16) ? 1 : 0);
+    r->op.to_plain->execute(onednn::stream(), out->mem, r->op.user(y));
+    onednn::stream().wait();
+  }
+  if (y_stamp && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
+    out->stamp = y_stamp;
+    out->ptr = y;
+    keep(std::move(out));
+  }
+  return true;
+}
+
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
-                    uint64_t w_stamp) {
+                    const Stamps& stamps) {
+  const uint64_t w_stamp = stamps.w;
   if (!usable(g)) return false;
   const int64_t image = g.O * g.out_size();  // output elements per image
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
@@ -673,6 +910,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
   }
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
   if (!e) return false;
+  if (run_fwd_kept(e, g, x, w, b, y, post, stamps, nt > 1)) return true;
   run_fwd(e, g, x, w, b, y, {}, w_stamp);
   post_all(y, g.N, g.O, g.out_size(), post);
   return true;
@@ -682,12 +920,7 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
                             const PoolAfter& pool, float* y) {
   if (!usable(g) || g.nsp != 2 || post.residual || post.per_channel() || g.O % 16 != 0 || is_pointwise(g)) return false;
   const int64_t H = g.out[1], W = g.out[2];
-  const int64_t in_sz[2] = {H, W};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
-    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
-      return false;
-  }
+  if (!pool_fits(pool, H, W)) return false;
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   int chunks = macs < kMinSplitMacs ? 0 : batch_chunks(g.N);
   if (chunks == 0) {
@@ -863,9 +1096,14 @@ void unregister_constant(const void* data) {
 #else  // !KILN_WITH_ONEDNN
 
 namespace kiln::cpu::conv {
-bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&, uint64_t) {
+bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&, const Stamps&) {
   return false;
 }
+bool onednn_maxpool_kept(const float*, uint64_t, const int64_t (&)[4], const PoolAfter&, float*, uint64_t) {
+  return false;
+}
+void set_keep_blocked(bool) {}
+int64_t kept_reads() { return 0; }
 bool onednn_forward_maxpool(const Geom&, const float*, const float*, const float*, const PostOp&, const PoolAfter&,
                             float*) {
   return false;

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/conv_impl.h"
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
@@ -803,6 +804,24 @@ void max_unpool_impl(const ir::Op& op, void* const* in, void* const* out, int64_
   }
 }
 
+/// A 2-d f32 max pool (values only) read from the blocked form a convolution kept of its input
+/// (Note [Kept blocked outputs] in conv_onednn.cpp); false, doing nothing, when there is none.
+bool max_pool_kept(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
+  const ir::TensorDesc &x = op.inputs[0], &y = op.outputs[0];
+  if (!x.stamp || x.dtype != DType::F32 || !x.is_contiguous() || !y.is_contiguous() || g.dl[1] != 1 || g.dl[2] != 1)
+    return false;
+  conv::PoolAfter pool;
+  for (int i = 0; i < 2; ++i) {
+    pool.k[i] = g.k[1 + i];
+    pool.s[i] = g.s[1 + i];
+    pool.p[i] = g.p[1 + i];
+    pool.out[i] = g.out[1 + i];
+  }
+  const int64_t dims[4] = {g.N, g.C, g.in[1], g.in[2]};
+  return conv::onednn_maxpool_kept(reinterpret_cast<const float*>(base_ptr(in[0], x)), x.stamp, dims, pool,
+                                   reinterpret_cast<float*>(base_ptr(out[0], y)), y.stamp);
+}
+
 }  // namespace
 
 void k_MaxPool(const ir::Op& op, void* const* in, void* const* out) {
@@ -811,6 +830,7 @@ void k_MaxPool(const ir::Op& op, void* const* in, void* const* out) {
   g.window(op.attrs, nsp, true);
   const bool idx = op.attrs.ints.back() != 0;
   if (op.outputs[0].numel() == 0) return;
+  if (!idx && nsp == 2 && max_pool_kept(op, in, out, g)) return;
   KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_pool", T, {
     if (idx) {
       if (!try_max_pool_fast<T, true>(op, in, out, g)) max_pool_impl<T, true>(op, in, out, g);

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Kept blocked outputs (Note [Kept blocked outputs] in conv_onednn.cpp): a convolution keeps
+// oneDNN's blocked form of its output for the next convolution or max pool that reads the same
+// bytes. Results are bitwise those with the kept forms off, and any write between the two ops
+// (in place, into a reused buffer, through a view or copy_) is seen.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/conv_impl.h"
+#include "backends/cpu/onednn.h"
+#include "restore_onednn.h"
+
+using namespace kiln;
+using Act = nn::FusedConvOptions::Act;
+namespace F = nn::functional;
+
+namespace {
+
+/// Puts back whether convolutions keep blocked forms.
+struct RestoreKeep {
+  ~RestoreKeep() { cpu::conv::set_keep_blocked(true); }
+};
+
+/// oneDNN's forward convolutions pick 16-channel blocks (AVX-512), so outputs are kept.
+bool blocks_of_16() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  return cpu::onednn::enabled() && __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+/// a and b bit for bit (NaN where a has NaN).
+void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  auto x = a.to_vector<float>(), y = b.to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i])) << what << " " << i;
+    } else {
+      ASSERT_EQ(x[i], y[i]) << what << " " << i;
+    }
+  }
+}
+
+/// A ResNet-style stack: stem conv + batch norm + relu, max pool, a block whose second conv adds
+/// the pool's output, a strided block with a 1x1 strided shortcut, and a plain conv, relu and
+/// conv (no epilogue).
+struct Net {
+  nn::Conv2d stem, c1, c2, c3, c4, down, p1, p2;
+  nn::BatchNorm2d b0, b1, b2, b3, b4, bd;
+  explicit Net(const Device& dev)
+      : stem({.in_channels = 3, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false}, dev),
+        c1({.in_channels = 16, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false}, dev),
+        c2({.in_channels = 16, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false}, dev),
+        c3({.in_channels = 16, .out_channels = 32, .kernel_size = 3, .stride = 2, .padding = 1, .bias = false}, dev),
+        c4({.in_channels = 32, .out_channels = 32, .kernel_size = 3, .padding = 1, .bias = false}, dev),
+        down({.in_channels = 16, .out_channels = 32, .kernel_size = 1, .stride = 2, .bias = false}, dev),
+        p1({.in_channels = 32, .out_channels = 32, .kernel_size = 3, .padding = 1}, dev),
+        p2({.in_channels = 32, .out_channels = 16, .kernel_size = 3, .padding = 1}, dev),
+        b0({.num_features = 16}, dev),
+        b1({.num_features = 16}, dev),
+        b2({.num_features = 16}, dev),
+        b3({.num_features = 32}, dev),
+        b4({.num_features = 32}, dev),
+        bd({.num_features = 32}, dev) {
+    NoGradGuard g;
+    for (nn::BatchNorm2d* bn : {&b0, &b1, &b2, &b3, &b4, &bd}) {
+      const int64_t c = bn->config.num_features;
+      bn->running_mean.copy_(randn({c}, {.device = dev}) * 0.1);
+      bn->running_var.copy_(rand({c}, {.device = dev}) + 0.5);
+      bn->weight.copy_(randn({c}, {.device = dev}));
+      bn->bias.copy_(randn({c}, {.device = dev}));
+      bn->eval();
+    }
+  }
+  Tensor forward(const Tensor& x) const {
+    const nn::FusedConvOptions r{.act = Act::Relu};
+    Tensor s = nn::conv_bn(stem, b0, x, r);
+    Tensor p = F::max_pool2d(s, {3, 3}, {.stride = Dims{2, 2}, .padding = Dims{1, 1}});
+    Tensor h = nn::conv_bn(c1, b1, p, r);
+    Tensor l1 = nn::conv_bn(c2, b2, h, {.residual = p, .act = Act::Relu});
+    Tensor a = nn::conv_bn(c3, b3, l1, r);
+    Tensor bb = nn::conv_bn(c4, b4, a);
+    Tensor l2 = nn::conv_bn(down, bd, l1, {.residual = bb, .act = Act::Relu});
+    return p2(relu(p1(l2)));
+  }
+};
+
+/// f run with the kept forms on and off, compared bitwise; returns how many inputs were read
+/// from kept forms in the run with them on.
+int64_t compare_keep(const std::function<Tensor()>& f, const std::string& what) {
+  const RestoreKeep restore;
+  cpu::conv::set_keep_blocked(false);
+  Tensor want = f();
+  cpu::conv::set_keep_blocked(true);
+  const int64_t before = cpu::conv::kept_reads();
+  Tensor got = f();
+  got.to_vector<float>();  // runs what the fusion decorator queued
+  const int64_t reads = cpu::conv::kept_reads() - before;
+  expect_same(want, got, what);
+  return reads;
+}
+
+}  // namespace
+
+TEST(ConvKept, StacksMatchTheUnkeptPathBitwise) {
+  const test::RestoreOnednnAndThreads restore;
+  NoGradGuard no_grad;
+  for (bool fused : {true, false}) {
+    const Device dev = fused ? Device::cpu() : Device::cpu().without_fusion();
+    manual_seed(11);
+    Net net(dev);
+    for (int64_t batch : {1, 3})
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        Tensor x = randn({batch, 3, 16, 16}, {.device = dev});
+        {
+          NoGradGuard g;
+          x.narrow(2, 3, 1).narrow(3, 4, 1).fill_(NAN);  // NaN reaches some outputs, and the pool
+        }
+        const std::string what =
+            std::string(fused ? "fused" : "plain") + " b=" + std::to_string(batch) + " t=" + std::to_string(threads);
+        const int64_t reads = compare_keep([&] { return net.forward(x); }, what);
+        // Every conv after the stem, the pool and both residuals read kept forms (one image,
+        // or one thread: the batch split keeps nothing).
+        if (blocks_of_16() && (batch == 1 || threads == 1)) EXPECT_GE(reads, 9) << what;
+      }
+  }
+}
+
+TEST(ConvKept, WritesBetweenTheOpsAreSeen) {
+  const test::RestoreOnednnAndThreads restore;
+  set_num_threads(1);
+  NoGradGuard no_grad;
+  for (bool fused : {true, false}) {
+    const Device dev = fused ? Device::cpu() : Device::cpu().without_fusion();
+    manual_seed(5);
+    nn::Conv2d a({.in_channels = 16, .out_channels = 16, .kernel_size = 3, .padding = 1}, dev);
+    nn::Conv2d b({.in_channels = 16, .out_channels = 32, .kernel_size = 3, .padding = 1}, dev);
+    const Tensor x = randn({2, 16, 8, 8}, {.device = dev});
+    const Tensor other = randn({2, 16, 8, 8}, {.device = dev});
+    auto pool = [](const Tensor& t) { return F::max_pool2d(t, {3, 3}, {.stride = Dims{2, 2}, .padding = Dims{1, 1}}); };
+    const std::vector<std::pair<std::string, std::function<Tensor()>>> cases = {
+        {"read as is", [&] { return b(a(x)); }},
+        {"add_ in place",
+         [&] {
+           Tensor y = a(x);
+           y.add_(1.0);
+           return b(y);
+         }},
+        {"written through a view",
+         [&] {
+           Tensor y = a(x);
+           y.narrow(1, 2, 3).mul_(-2.0);
+           return b(y);
+         }},
+        {"copy_ into it",
+         [&] {
+           Tensor y = a(x);
+           y.copy_(other);
+           return b(y);
+         }},
+        {"a reused buffer", [&] { return b(a(x) + 1.0); }},  // the sum writes into the conv's buffer
+        {"a reshaped view",
+         [&] {
+           return b(a(x).reshape({2, 16, 64}).reshape({2, 16, 8, 8}));
+         }},
+        {"a transposed view", [&] { return b(a(x).transpose(2, 3)); }},
+        {"one image of the batch", [&] { return b(a(x).narrow(0, 1, 1)); }},
+        {"pooled after a write",
+         [&] {
+           Tensor y = a(x);
+           y.mul_(3.0);
+           return pool(y);
+         }},
+        {"pooled with ceil mode",
+         [&] {
+           return F::max_pool2d(a(x), {3, 3}, {.stride = Dims{2, 2}, .padding = Dims{1, 1}, .ceil_mode = true});
+         }},
+        {"pooled with dilation",
+         [&] {
+           return F::max_pool2d(a(x), {3, 3}, {.stride = Dims{2, 2}, .padding = Dims{1, 1}, .dilation = Dims{2, 2}});
+         }},
+        {"pooled, then a conv", [&] { return b(pool(a(x))); }},
+    };
+    for (const auto& [name, f] : cases) compare_keep(f, name + (fused ? " fused" : " plain"));
+    // The pool's indices are those of the plain pool.
+    Tensor y = a(x);
+    auto [v, i] = F::max_pool2d_with_indices(y, {3, 3}, {.stride = Dims{2, 2}, .padding = Dims{1, 1}});
+    expect_same(pool(y), v, "with indices");
+  }
+}
