@@ -147,6 +147,40 @@ TEST(Conv, MatchesNaiveLoops) {
     }
 }
 
+TEST(Conv, DepthwiseThreeByThreeMatchesNaiveLoops) {
+  // MobileNet's depthwise convolutions on the oneDNN path: strides 1 and 2, padding 0 and 1,
+  // planes narrower and wider than a vector, odd sizes, batches, a problem large enough to split
+  // over the threads; bitwise the same at 1 and 2 threads, NaN where the portable path has it.
+  struct C {
+    Shape x;
+    int64_t s, p;
+  };
+  const C cases[] = {{{1, 8, 16, 16}, 1, 1}, {{1, 72, 8, 8}, 2, 1}, {{2, 5, 7, 9}, 1, 0},   {{3, 4, 9, 6}, 2, 0},
+                     {{1, 3, 1, 1}, 1, 1},   {{1, 2, 2, 3}, 2, 1},  {{1, 6, 33, 19}, 2, 1}, {{4, 64, 32, 32}, 1, 1}};
+  for (const C& c : cases)
+    for (bool bias : {true, false}) {
+      const int64_t ch = c.x[1];
+      Tensor x = rnd(c.x, f32, 41), w = rnd({ch, 1, 3, 3}, f32, 42), b = bias ? rnd({ch}, f32, 43) : Tensor{};
+      Shape os;
+      auto want = naive_conv2d(x, w, b, c.s, c.s, c.p, c.p, 1, 1, ch, os);
+      F::ConvOptions o{.stride = c.s, .padding = c.p, .groups = ch};
+      auto run = [&] { return with_onednn(true, [&] { return F::conv2d(x, w, b, o); }); };
+      Tensor y1 = with_threads(1, run), y2 = with_threads(2, run);
+      ASSERT_EQ(y1.shape(), os);
+      EXPECT_LT(max_rel_err(y1, want), 1e-5) << to_string(c.x) << " s=" << c.s << " p=" << c.p << " bias=" << bias;
+      EXPECT_TRUE(equal(y1, y2)) << to_string(c.x);
+      // A transposed (non-contiguous) input and NaN / inf reach the same outputs as in the loops.
+      Tensor xt = x.transpose(2, 3).contiguous().transpose(2, 3);
+      {
+        NoGradGuard g;
+        xt.narrow(2, 0, 1).narrow(3, 0, 1).fill_(NAN);
+      }
+      Tensor yn = with_onednn(true, [&] { return F::conv2d(xt, w, b, o); });
+      Tensor yp = with_onednn(false, [&] { return F::conv2d(xt, w, b, o); });
+      EXPECT_TRUE(allclose(yn, yp, 1e-4, 1e-5, /*equal_nan=*/true)) << to_string(c.x);
+    }
+}
+
 TEST(Conv, GradientsAreAdjoints) {
   // <conv(x, w), g> = <x, conv_input(g, w)> = <w, conv_weight(x, g)>, in f64.
   struct C {
