@@ -18,15 +18,22 @@ void infer_conv(Op& op) {
   const int64_t groups = a[0], nsp = a[1];
   KILN_CHECK(nsp >= 1 && nsp <= 3, name, "supports 1 to 3 spatial dims, got " << nsp);
   const size_t extra = op.kind == OpKind::Conv ? 0 : static_cast<size_t>(nsp);
-  if (op.kind == OpKind::Conv && a.size() == conv_geometry_ints(nsp) + 1) {  // + fused epilogue
-    KILN_CHECK(
-        a.back() >= 0 && a.back() <= kConvEpilogueBits, name,
-        "fused epilogue must be 0 to 31 (bit 0 relu, bit 1 residual, bit 2 scale, bit 3 shift, bit 4 clamp), got "
-            << a.back());
-    KILN_CHECK((a.back() & (kConvRelu | kConvClamp)) != (kConvRelu | kConvClamp), name,
+  const size_t geo = conv_geometry_ints(nsp);
+  if (op.kind == OpKind::Conv && a.size() > geo) {  // + fused epilogue (+ pool window)
+    const int64_t e = a[geo];
+    KILN_CHECK(e >= 0 && e <= kConvEpilogueBits, name,
+               "fused epilogue must be 0 to 63 (bit 0 relu, bit 1 residual, bit 2 scale, bit 3 shift, bit 4 clamp, "
+               "bit 5 max pool), got "
+                   << e);
+    KILN_CHECK(a.size() == geo + 1 + ((e & kConvMaxPool) ? kConvPoolInts : 0), name,
+               "expects " << geo + 1 + ((e & kConvMaxPool) ? kConvPoolInts : 0) << " ints with fused epilogue " << e
+                          << ", got " << a.size());
+    KILN_CHECK((e & (kConvRelu | kConvClamp)) != (kConvRelu | kConvClamp), name,
                "fused epilogue: relu and clamp exclude each other");
-    KILN_CHECK(!(a.back() & kConvClamp) || op.attrs.reals.size() == 2, name,
+    KILN_CHECK(!(e & kConvClamp) || op.attrs.reals.size() == 2, name,
                "fused clamp needs reals {lo, hi}, got " << op.attrs.reals.size() << " values");
+    KILN_CHECK(!(e & kConvMaxPool) || (nsp == 2 && !(e & kConvResidual)), name,
+               "a fused max pool needs 2 spatial dims and no residual");
   } else
     KILN_CHECK(a.size() == static_cast<size_t>(2 + 3 * nsp) + extra, name,
                "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "
@@ -88,6 +95,18 @@ void infer_conv(Op& op) {
     if (res)
       KILN_CHECK(op.inputs.back().shape == out, name,
                  "residual must have the output's shape " << out << ", got " << op.inputs.back().shape);
+    if (conv_has_pool(op)) {
+      const int64_t* pw = conv_pool_ints(op);  // kernel[2], stride[2], padding[2]
+      for (size_t i = 0; i < 2; ++i) {
+        const int64_t k = pw[i], st = pw[2 + i], pd = pw[4 + i], d = out[2 + i];
+        KILN_CHECK(k >= 1 && st >= 1 && pd >= 0 && 2 * pd <= k, name,
+                   "fused max pool: kernel " << k << ", stride " << st << " and padding " << pd
+                                             << " must be positive, positive and at most half the kernel");
+        KILN_CHECK(d + 2 * pd >= k, name,
+                   "fused max pool: kernel " << k << " is larger than the padded convolution output " << d + 2 * pd);
+        out[2 + i] = (d + 2 * pd - k) / st + 1;
+      }
+    }
   } else if (op.kind == OpKind::ConvTranspose) {
     KILN_CHECK(
         C == w.shape[0], name,

@@ -13,23 +13,46 @@ namespace F = functional;
 
 namespace {
 
+bool has_pool(const FusedConvOptions& o) { return !o.pool_kernel_size.values().empty(); }
+
 /// The separate modules and ops (training, gradients, or a form the fused op does not take).
 Tensor separate(const Tensor& y, const FusedConvOptions& o) {
   Tensor z = o.residual.defined() ? y + o.residual : y;
-  switch (o.act) {
-    case FusedConvOptions::Act::Relu:
-      return relu(z);
-    case FusedConvOptions::Act::Clamp:
-      return clamp(z, o.min, o.max);
-    case FusedConvOptions::Act::None:
-      break;
-  }
-  return z;
+  if (o.act == FusedConvOptions::Act::Relu) z = relu(z);
+  if (o.act == FusedConvOptions::Act::Clamp) z = clamp(z, o.min, o.max);
+  return has_pool(o) ? F::max_pool2d(z, o.pool_kernel_size, o.pool) : z;
+}
+
+/// The pool's window when the fused op can take it (dilation 1, floor mode, no residual, valid
+/// sizes; else the separate ops run, with their checks).
+bool fused_pool(const FusedConvOptions& o, F::ConvEpilogue& e) {
+  if (o.residual.defined() || o.pool.ceil_mode) return false;
+  const Dims& k = o.pool_kernel_size.values();
+  const Dims &s0 = o.pool.stride.values(), &p0 = o.pool.padding.values(), &d0 = o.pool.dilation.values();
+  auto two = [](const Dims& v, Dims& out) {
+    if (v.size() == 1)
+      out = Dims{v[0], v[0]};
+    else if (v.size() == 2)
+      out = v;
+    else
+      return false;
+    return true;
+  };
+  Dims kk, ss, pp, dd;
+  if (!two(k, kk) || !two(s0.empty() ? k : s0, ss) || !two(p0, pp) || !two(d0, dd)) return false;
+  for (int i = 0; i < 2; ++i)
+    if (kk[i] < 1 || ss[i] < 1 || pp[i] < 0 || 2 * pp[i] > kk[i] || dd[i] != 1) return false;
+  e.pool_kernel = kk;
+  e.pool_stride = ss;
+  e.pool_padding = pp;
+  return true;
 }
 
 /// bn: null for conv_act.
 template <int N, class BN>
 Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConvOptions& o) {
+  KILN_CHECK(N == 2 || !has_pool(o), bn ? "conv_bn" : "conv_act",
+             "the max pool option needs a 2-d convolution, got a " << N << "-d one");
   auto separate_ops = [&] { return separate(bn ? (*bn)(conv(x)) : conv(x), o); };
   const Tensor& r = o.residual;
   bool fused = x.defined() && x.dim() == N + 2 && conv.config.padding_mode == "zeros" &&
@@ -52,12 +75,13 @@ Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConv
   e.act = o.act == FusedConvOptions::Act::Relu ? 1 : o.act == FusedConvOptions::Act::Clamp ? 2 : 0;
   e.lo = o.min;
   e.hi = o.max;
+  if (has_pool(o) && !fused_pool(o, e)) return separate_ops();
   const F::ConvOptions co{.stride = conv.config.stride,
                           .padding = conv.config.padding,
                           .dilation = conv.config.dilation,
                           .groups = conv.config.groups};
   Tensor y = F::conv_with_epilogue(N, x, conv.weight, conv.bias, co, e);
-  return y.defined() ? y : separate_ops();  // a residual that broadcasts
+  return y.defined() ? y : separate_ops();  // a residual that broadcasts, a pool that does not fit
 }
 
 }  // namespace

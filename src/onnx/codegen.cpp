@@ -547,11 +547,10 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
     return pos + 5;
   };
   // Conv [-> BatchNormalization] [-> Add of a value computed before] [-> Relu | Clip with
-  // constant bounds], at least one after the Conv, at consecutive positions of `order` from pos,
-  // each result read only by the next node: one kiln::nn::conv_bn / conv_act call (in inference
-  // one convolution with the rest as its epilogue). Emits it and returns the position after the
-  // chain; 0 when the nodes at pos do not form one. uses: per value, the nodes (and graph
-  // outputs) of gr reading it.
+  // constant bounds] [-> MaxPool, 2-d, without the Add], at least one after the Conv, at consecutive positions of
+  // `order` from pos, each result read only by the next node: one kiln::nn::conv_bn / conv_act call (in inference one
+  // convolution with the rest as its epilogue). Emits it and returns the position after the chain; 0 when the nodes at
+  // pos do not form one. uses: per value, the nodes (and graph outputs) of gr reading it.
   auto try_fused_conv = [&](const proto::GraphP& gr, const std::vector<size_t>& order, size_t pos,
                             std::map<std::string, int>& uses, const std::unordered_map<std::string, size_t>& last_use,
                             std::set<std::string>& locals) -> size_t {
@@ -599,13 +598,16 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
         ++q;
       }
     }
-    if (q == pos + 1) return 0;
+    // A MaxPool after it (no residual): the pool options of the call.
+    const proto::NodeP* pool = nullptr;
+    if (const proto::NodeP* m = next_reads(q, cur); m && m->op_type == "MaxPool" && opts.find(".residual") == opts.npos)
+      pool = m;
+    if (q == pos + 1 && !pool) return 0;
     // The modules, through their own emitters (the batch norm's input named by a placeholder:
     // its value is never a variable); when one declines, nothing is kept.
     const std::set<std::string> used_before = used;
     const size_t n_members = members.size(), n_state = state.size();
     const int64_t n_modules = res.modules;
-    const std::string var = unique(ident(cur));
     EmitContext ce = make_ec(c);
     const OpEntry* conv_entry = reg.find("Conv");
     std::string mc, mb;
@@ -617,13 +619,36 @@ GenerateResult generate(const std::string& model_path, const GenerateOptions& op
       const OpEntry* bn_entry = reg.find("BatchNormalization");
       if (bn_entry->emit && bn_entry->emit(be)) mb = called_module(be, "conv_out");
     }
-    if (mc.empty() || (b && mb.empty())) {
+    if (pool && !mc.empty() && ce.out_rank[0] == 4) {
+      // The MaxPool emitter's call, max_pool2d(pool_in, kernel, {options}), as the call's
+      // .pool_kernel_size and .pool; a pool it declines stays a node of its own.
+      const std::set<std::string> used_pool = used;  // the pool's own output name is not taken
+      EmitContext pe = make_ec(*pool);
+      pe.in = [](size_t) { return std::string("pool_in"); };
+      pe.rank[0] = 4;
+      const OpEntry* pool_entry = reg.find("MaxPool");
+      const std::string head = "  kiln::Tensor " + pe.out.at(0) + " = kiln::nn::functional::max_pool2d(pool_in, ";
+      const bool emitted = pool_entry->emit && pool_entry->emit(pe);
+      used = used_pool;
+      if (emitted && pe.code.compare(0, head.size(), head) == 0 && pe.code.size() > head.size() + 3) {
+        const std::string args = pe.code.substr(head.size(), pe.code.size() - head.size() - 3);  // less ");\n"
+        const size_t split = args.find(", {");
+        if (split != std::string::npos) {
+          opts += (opts.empty() ? "" : ", ") + (".pool_kernel_size = " + args.substr(0, split)) +
+                  ", .pool = " + args.substr(split + 2);
+          cur = pool->output[0];
+          ++q;
+        }
+      }
+    }
+    if (mc.empty() || (b && mb.empty()) || q == pos + 1) {
       used = used_before;
       members.resize(n_members);
       state.resize(n_state);
       res.modules = n_modules;
       return 0;
     }
+    const std::string var = unique(ident(cur));
     std::string names;
     for (size_t k = pos; k < q; ++k) {
       const proto::NodeP& n = *node_at(k);

@@ -104,7 +104,17 @@ Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& x, const Tenso
     bits |= ir::kConvClamp;
     op.attrs.reals = {std::min(e.lo, e.hi), e.hi};  // lo > hi gives hi everywhere (kiln::clamp)
   }
+  const bool pool = !e.pool_kernel.empty();
+  if (pool) {
+    KILN_CHECK(op.attrs.ints[1] == 2 && !e.residual.defined() && e.pool_kernel.size() == 2 &&
+                   e.pool_stride.size() == 2 && e.pool_padding.size() == 2,
+               api, "a fused max pool needs 2 spatial dims, a window of 2 sizes and no residual");
+    bits |= ir::kConvMaxPool;
+  }
   op.attrs.ints.push_back(bits);
+  if (pool)
+    for (const Dims* d : {&e.pool_kernel, &e.pool_stride, &e.pool_padding})
+      for (int64_t v : *d) op.attrs.ints.push_back(v);
   if (grad_enabled())
     for (const Tensor& t : in)
       KILN_CHECK(!t.requires_grad(), api, "the fused form records no gradient; an input requires grad");
@@ -164,10 +174,14 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
   push_ints(op, p.stride);
   push_ints(op, p.padding);
   push_ints(op, p.dilation);
-  if (epi && epi->residual.defined()) {  // a residual of another shape: the caller's separate ops
+  if (epi && (epi->residual.defined() || !epi->pool_kernel.empty())) {
+    // A residual of another shape, a pool window larger than the padded output: the caller's
+    // separate ops.
     Shape out{x.size(0), O};
     for (int64_t i = 0; i < nsp; ++i) out.push_back((padded[i] - eff[i]) / p.stride[i] + 1);
-    if (epi->residual.shape() != out) return {};
+    if (epi->residual.defined() && epi->residual.shape() != out) return {};
+    for (size_t i = 0; i < epi->pool_kernel.size() && nsp == 2; ++i)
+      if (out[2 + i] + 2 * epi->pool_padding[i] < epi->pool_kernel[i]) return {};
   }
   Tensor y = epi ? run_epilogue_op(api, op, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
   return batched ? y : y.squeeze({0});

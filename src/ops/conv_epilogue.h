@@ -6,13 +6,16 @@
 
 namespace kiln::nn::functional {
 
-/// y = act((conv(x, w) + bias) * scale[c] + shift[c] + residual), each step rounded as the
-/// separate op would be. scale and shift [O] (undefined: none), residual [N, O, *out] (undefined:
+/// y = maxpool(act((conv(x, w) + bias) * scale[c] + shift[c] + residual)), each step rounded as
+/// the separate op would be. scale and shift [O] (undefined: none), residual [N, O, *out] (undefined:
 /// none), all of x's dtype and device.
 struct ConvEpilogue {
   Tensor scale, shift, residual;
   int act = 0;  ///< 0 none, 1 relu, 2 clamp to [lo, hi] (lo > hi gives hi, NaN passes)
   double lo = 0, hi = 0;
+  /// Then a 2-d max pool (no residual): kernel, stride, padding (<= kernel / 2) per spatial
+  /// dim; dilation 1, floor mode, values only. Empty: none.
+  Dims pool_kernel, pool_stride, pool_padding;
 };
 
 /// conv1d/2d/3d (nsp spatial dims, batched x only) followed by the epilogue, as one op; an

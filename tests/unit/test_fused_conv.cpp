@@ -17,6 +17,7 @@
 
 using namespace kiln;
 using Act = nn::FusedConvOptions::Act;
+namespace F = nn::functional;
 
 namespace {
 
@@ -205,4 +206,103 @@ TEST(FusedConv, OtherShapesAndBadInputFallBackOrFail) {
   nn::BatchNorm2d bn4({.num_features = 4});
   bn4.eval();
   test::expect_error([&] { nn::conv_bn(conv, bn4, x); }, "BatchNorm2d");
+}
+
+TEST(FusedConv, MaxPoolIsPartOfTheConvolution) {
+  // conv_bn / conv_act with a max pool: bitwise the modules, the activation and max_pool2d, with
+  // the pool fused (one op; oneDNN pools each image's blocked output) or not (windows it does not
+  // take), on both paths, f32 and f64, 1 and 2 threads, NaN and inf in the input.
+  const test::RestoreOnednnAndThreads restore;
+  struct PoolCase {
+    int64_t k, s, p, dil;
+    bool ceil;
+  };
+  const PoolCase pools[] = {
+      {3, 2, 1, 1, false}, {2, 2, 0, 1, false}, {3, 1, 1, 1, false}, {3, 2, 1, 2, false}, {3, 2, 0, 1, true}};
+  for (DType dt : {f32, f64})
+    for (bool onednn : {true, false}) {
+      if (dt == f64 && onednn) continue;
+      cpu::onednn::set_enabled(onednn && restore.saved);
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        for (const PoolCase& pc : pools)
+          for (int64_t batch : {1, 3})
+            for (bool with_bn : {true, false}) {
+              NoGradGuard no_grad;
+              manual_seed(9);
+              nn::Conv2d conv({.in_channels = 3, .out_channels = 16, .kernel_size = 3, .padding = 1, .dtype = dt});
+              nn::BatchNorm2d bn({.num_features = 16, .dtype = dt});
+              bn.running_mean.copy_(randn({16}, {.dtype = dt}));
+              bn.running_var.copy_(rand({16}, {.dtype = dt}) + 0.5);
+              bn.eval();
+              Tensor x = randn({batch, 3, 11, 10}, {.dtype = dt}) * 3.0;
+              x.narrow(2, 4, 1).narrow(3, 2, 1).fill_(NAN);
+              x.narrow(2, 7, 1).narrow(3, 7, 1).fill_(INFINITY);
+              const F::MaxPoolOptions po{.stride = Dims{pc.s, pc.s},
+                                         .padding = Dims{pc.p, pc.p},
+                                         .dilation = Dims{pc.dil, pc.dil},
+                                         .ceil_mode = pc.ceil};
+              const nn::FusedConvOptions o{.act = Act::Relu, .pool_kernel_size = Dims{pc.k, pc.k}, .pool = po};
+              Tensor want = F::max_pool2d(relu(with_bn ? bn(conv(x)) : conv(x)), Dims{pc.k, pc.k}, po);
+              Tensor got = with_bn ? nn::conv_bn(conv, bn, x, o) : nn::conv_act(conv, x, o);
+              expect_same(want, got,
+                          std::string(dtype_name(dt)) + (onednn ? " oneDNN" : " portable") +
+                              " t=" + std::to_string(threads) + " b=" + std::to_string(batch) +
+                              " k=" + std::to_string(pc.k) + " s=" + std::to_string(pc.s) +
+                              " dil=" + std::to_string(pc.dil) + (pc.ceil ? " ceil" : "") + (with_bn ? " bn" : ""));
+            }
+      }
+    }
+}
+
+TEST(FusedConv, MaxPoolRunsOneOpAndChecksItsInput) {
+  struct On {
+    bool saved = fusion::enabled();
+    On() { fusion::set_enabled(true); }
+    ~On() { fusion::set_enabled(saved); }
+  } on;
+  NoGradGuard no_grad;
+  manual_seed(3);
+  const Device dev = Device::cpu().without_fusion().fusion();
+  nn::Conv2d conv({.in_channels = 4, .out_channels = 16, .kernel_size = 3, .padding = 1}, dev);
+  nn::BatchNorm2d bn({.num_features = 16}, dev);
+  bn.eval();
+  Tensor x = randn({1, 4, 8, 8}, {.device = dev});
+  const nn::FusedConvOptions o{
+      .act = Act::Clamp, .min = 0, .max = 6, .pool_kernel_size = 2, .pool = {.stride = Dims{2, 2}}};
+  Tensor warm = nn::conv_bn(conv, bn, x, o);
+  sync(dev);
+  fusion::reset_stats();
+  Tensor y = nn::conv_bn(conv, bn, x, o);
+  sync(dev);
+  EXPECT_EQ(ops_seen(), 1);
+  EXPECT_EQ(y.shape(), (Shape{1, 16, 4, 4}));
+  expect_same(F::max_pool2d(clamp(bn(conv(x)), 0, 6), 2, {.stride = Dims{2, 2}}), y, "clamp and pool");
+  // With a residual the pool runs as its own op after the fused rest, and gives the same values.
+  Tensor r = randn({1, 16, 8, 8}, {.device = dev});
+  expect_same(F::max_pool2d(relu(bn(conv(x)) + r), 3, {.stride = Dims{2, 2}, .padding = Dims{1, 1}}),
+              nn::conv_bn(conv, bn, x,
+                          {.residual = r,
+                           .act = Act::Relu,
+                           .pool_kernel_size = 3,
+                           .pool = {.stride = Dims{2, 2}, .padding = Dims{1, 1}}}),
+              "residual and pool");
+  // A window larger than the output, padding over half the window: max_pool2d's own errors.
+  test::expect_error(
+      [&] {
+        nn::conv_bn(conv, bn, randn({1, 4, 2, 2}, {.device = dev}), {.pool_kernel_size = 3});
+      },
+      "max_pool2d");
+  test::expect_error(
+      [&] {
+        nn::conv_bn(conv, bn, x, {.pool_kernel_size = 2, .pool = {.padding = Dims{2, 2}}});
+      },
+      "max_pool2d");
+  // A pool after a 1-d convolution: refused.
+  nn::Conv1d c1({.in_channels = 4, .out_channels = 16, .kernel_size = 3}, dev);
+  test::expect_error(
+      [&] {
+        nn::conv_act(c1, randn({1, 4, 8}, {.device = dev}), {.pool_kernel_size = 2});
+      },
+      "conv_act", "2-d convolution");
 }

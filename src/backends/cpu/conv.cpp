@@ -49,12 +49,16 @@ Geom make_geom(const ir::Op& op) {
   g.N = x.shape[0];
   if (op.kind == ir::OpKind::Conv) {
     const ir::TensorDesc& w = op.inputs[1];
+    const bool pooled = ir::conv_has_pool(op);  // y is pooled: the convolution's size from the formula
     g.C = x.shape[1];
     g.O = y.shape[1];
     for (int i = 0; i < nsp; ++i) {
       g.in[off + i] = x.shape[static_cast<size_t>(2 + i)];
-      g.out[off + i] = y.shape[static_cast<size_t>(2 + i)];
       g.k[off + i] = w.shape[static_cast<size_t>(2 + i)];
+      g.out[off + i] =
+          pooled
+              ? (g.in[off + i] + 2 * g.pad[off + i] - g.dil[off + i] * (g.k[off + i] - 1) - 1) / g.stride[off + i] + 1
+              : y.shape[static_cast<size_t>(2 + i)];
     }
   } else if (op.kind == ir::OpKind::ConvTranspose) {
     const ir::TensorDesc& w = op.inputs[1];
@@ -379,6 +383,25 @@ inline A no_contract(A x) {
   return x;
 }
 
+/// The fused max pool of a Conv (ops.def bit 5) over its computed result `full` [N, O, *g.out]
+/// (type A), written to the op's output (staged through `to`): the MaxPool kernel, so bitwise
+/// the separate op.
+template <class T, class A>
+void max_pool_after(const ir::Op& op, const Geom& g, const A* full, void* out, std::vector<A>& to) {
+  const int64_t* pw = ir::conv_pool_ints(op);
+  const DType at = std::is_same_v<A, double> ? DType::F64 : DType::F32;
+  ir::Op p;
+  p.kind = ir::OpKind::MaxPool;
+  p.attrs.ints = {2, pw[0], pw[1], pw[2], pw[3], pw[4], pw[5], 1, 1, 0, 0};  // dilation 1, floor, values
+  p.inputs = {ir::contiguous_desc(Shape{g.N, g.O, g.out[1], g.out[2]}, at)};
+  p.outputs = {ir::contiguous_desc(op.outputs[0].shape, at), ir::contiguous_desc(Shape{0}, DType::I64)};
+  A* y = stage_out<T, A>(out, op.outputs[0], to);
+  void* pin[1] = {const_cast<A*>(full)};
+  void* pout[2] = {y, nullptr};
+  k_MaxPool(p, pin, pout);
+  finish_out<T, A>(out, op.outputs[0], y);
+}
+
 /// Runs one of the three ops on type T (A: the compute type).
 template <class T>
 void run_conv(const ir::Op& op, void* const* in, void* const* out) {
@@ -394,7 +417,12 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   const A* res_in = has_res ? stage_in<T, A>(in[ri], op.inputs[ri], t3) : nullptr;
   const A* scale = has_scale ? stage_in<T, A>(in[si], op.inputs[si], t4) : nullptr;
   const A* shift = has_shift ? stage_in<T, A>(in[ti], op.inputs[ti], t5) : nullptr;
-  A* res = stage_out<T, A>(out[0], op.outputs[0], to);
+  // A fused max pool (ops.def): the convolution and its epilogue run into `full`, then the pool
+  // (or oneDNN pools each thread's blocked output, onednn_forward_maxpool).
+  const bool pooled = op.kind == ir::OpKind::Conv && ir::conv_has_pool(op);
+  Stage<A> full;
+  if (pooled) full.resize(static_cast<size_t>(g.N * g.O * g.out_size()));
+  A* res = pooled ? full.data() : stage_out<T, A>(out[0], op.outputs[0], to);
   // The oneDNN path applies the epilogue itself, per share of images (Note [Convolution
   // activations] in conv_onednn.cpp).
   const int64_t act = ir::conv_activation(op);  // 1 relu, 2 clamp
@@ -408,7 +436,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     st.x = a0 != t0.data() ? op.inputs[0].stamp : 0;
     st.w = a1 != t1.data() ? op.inputs[1].stamp : 0;
     st.residual = has_res && res_in != t3.data() ? op.inputs[ri].stamp : 0;
-    st.y = res != to.data() ? op.outputs[0].stamp : 0;
+    st.y = res != to.data() && !pooled ? op.outputs[0].stamp : 0;
     const uint64_t w_stamp = st.w;
     if (onednn::enabled()) {
       if (op.kind == ir::OpKind::Conv) {
@@ -422,6 +450,21 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
         post.residual = res_in;
         post.scale = scale;
         post.shift = shift;
+        if (pooled) {
+          const int64_t* pw = ir::conv_pool_ints(op);
+          conv::PoolAfter pa;
+          for (int i = 0; i < 2; ++i) {
+            pa.k[i] = pw[i];
+            pa.s[i] = pw[2 + i];
+            pa.p[i] = pw[4 + i];
+            pa.out[i] = op.outputs[0].shape[static_cast<size_t>(2 + i)];
+          }
+          float* y = stage_out<T, A>(out[0], op.outputs[0], to);
+          conv::Stamps sp = st;
+          sp.y = y != to.data() ? op.outputs[0].stamp : 0;
+          if (conv::onednn_forward_maxpool(g, a0, a1, bias, post, pa, y, sp))
+            return finish_out<T, A>(out[0], op.outputs[0], y);
+        }
         done = conv::onednn_forward(g, a0, a1, bias, res, post, st);
       } else if (op.kind == ir::OpKind::ConvTranspose)
         done = conv::onednn_backward_data(g, a0, a1, bias, res, w_stamp);
@@ -458,6 +501,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
       }
     });
   }
+  if (pooled) return max_pool_after<T, A>(op, g, res, out[0], to);
   finish_out<T, A>(out[0], op.outputs[0], res);
 }
 

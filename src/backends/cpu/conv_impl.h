@@ -66,11 +66,13 @@ struct PoolAfter {
 };
 /// y = maxpool(post(conv(x, w) + b)), y [N, O, out0, out1]: the pool reads the convolution's
 /// blocked output while each thread's images are in its cache, and only the pooled result is
-/// reordered to plain (post takes no residual). Bitwise the two ops one after the other. False,
+/// reordered to plain (post takes no residual). Bitwise the two ops one after the other. With
+/// stamps.w, w's reordered copy is kept; with stamps.y (y's), y's blocked form (Note [Kept
+/// blocked outputs]). False,
 /// doing nothing, when that does not apply (no blocked 16-channel output, one image on several
 /// threads, other geometries); the caller then runs them one by one.
 bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
-                            const PoolAfter& pool, float* y);
+                            const PoolAfter& pool, float* y, const Stamps& stamps = {});
 /// y [N, C, pool.out] = maxpool(x [N, C, H, W]) read from the blocked form a convolution kept of x
 /// (x_stamp, x's address and the layout must match); y's blocked form is kept in turn under
 /// y_stamp (0: not kept). Bitwise the plain max pool. False, doing nothing, when x has no kept

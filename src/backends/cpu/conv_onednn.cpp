@@ -917,8 +917,9 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
 }
 
 bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
-                            const PoolAfter& pool, float* y) {
-  if (!usable(g) || g.nsp != 2 || post.residual || post.per_channel() || g.O % 16 != 0 || is_pointwise(g)) return false;
+                            const PoolAfter& pool, float* y, const Stamps& stamps) {
+  const uint64_t y_stamp = stamps.y;
+  if (!usable(g) || g.nsp != 2 || post.residual || g.O % 16 != 0 || is_pointwise(g)) return false;
   const int64_t H = g.out[1], W = g.out[2];
   if (!pool_fits(pool, H, W)) return false;
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
@@ -957,13 +958,27 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
       int64_t n0, n1;
       chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
       Entry* e = es[static_cast<size_t>(c)];
-      run_fwd(e, gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b, nullptr, [&](float* blocked) {
-        post_flat(blocked, static_cast<int64_t>(e->c.used.get_size() / sizeof(float)), post, false);
-        Operand& po = *e->pooled;
-        vec::max_pool_blocked16_f32(blocked, (n1 - n0) * (g.O / 16), H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                    pool.out[1], po.buf.data());
-        po.finish(po.staged(), y + n0 * image_out);
-      });
+      run_fwd(
+          e, gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b, nullptr,
+          [&](float* blocked) {
+            post_blocked(blocked, nullptr, n1 - n0, g.O, H * W, post, false);
+            Operand& po = *e->pooled;
+            vec::max_pool_blocked16_f32(blocked, (n1 - n0) * (g.O / 16), H, W, pool.k, pool.s, pool.p, pool.out[0],
+                                        pool.out[1], po.buf.data());
+            po.finish(po.staged(), y + n0 * image_out);
+            if (y_stamp && chunks == 1 && keep_on() && po.buf.size() * sizeof(float) <= kKeptBytes / 4) {
+              // The pooled blocked result becomes y's kept form; the entry pools into a spare one next.
+              onednn::stream().wait();
+              std::shared_ptr<Kept> k = spare_kept(po.used);
+              std::swap(k->buf, po.buf);
+              std::swap(k->mem, po.used_mem);
+              if (!k->mem) k->mem = memory(k->md, onednn::engine(), k->buf.data());
+              k->stamp = y_stamp;
+              k->ptr = y;
+              keep(std::move(k));
+            }
+          },
+          stamps.w);
     }
   });
   return true;
@@ -1105,7 +1120,7 @@ bool onednn_maxpool_kept(const float*, uint64_t, const int64_t (&)[4], const Poo
 void set_keep_blocked(bool) {}
 int64_t kept_reads() { return 0; }
 bool onednn_forward_maxpool(const Geom&, const float*, const float*, const float*, const PostOp&, const PoolAfter&,
-                            float*) {
+                            float*, const Stamps&) {
   return false;
 }
 bool onednn_forward_pair(const Geom&, const float*, const float*, const float*, const PostOp&, const Geom&,

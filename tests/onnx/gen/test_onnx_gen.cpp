@@ -151,6 +151,14 @@ TEST(OnnxCodegen, LinearBiasesAndGeluAreOneCallEach) {
   EXPECT_EQ(code.find("kiln::erf("), std::string::npos);
 }
 
+TEST(OnnxCodegen, StemMaxPoolIsPartOfItsConvolution) {
+  // ResNet's stem: Conv -> BatchNormalization -> Relu -> MaxPool is one conv_bn call with a pool.
+  std::string code = generated_source(ResNet::weights_path());
+  ASSERT_FALSE(code.empty());
+  EXPECT_NE(code.find(".pool_kernel_size = kiln::Dims{3, 3}, .pool = {.stride = kiln::Dims{2, 2}"), std::string::npos);
+  EXPECT_EQ(code.find("max_pool2d("), std::string::npos);
+}
+
 // Conv -> BatchNormalization [-> Add] [-> Relu | Clip] chains are nn::conv_bn / conv_act calls:
 // one convolution with an epilogue in inference, the modules one after the other while
 // gradients are recorded. Both give the same outputs, bit for bit.
