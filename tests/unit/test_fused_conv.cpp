@@ -27,6 +27,13 @@ int64_t ops_seen() {
   return s.recorded + s.eager + s.small_direct;
 }
 
+/// Turns the fusion decorator on for a test (KILN_FUSION=0 makes it a pass-through), then back.
+struct FusionOn {
+  bool saved = fusion::enabled();
+  FusionOn() { fusion::set_enabled(true); }
+  ~FusionOn() { fusion::set_enabled(saved); }
+};
+
 /// a and b bit for bit (NaN where a has NaN).
 void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
@@ -129,11 +136,7 @@ TEST(FusedConv, InferenceIsOneConvolutionWithTheSeparateResult) {
 
 TEST(FusedConv, InferenceRunsOneOp) {
   // Counted by the fusion decorator, which KILN_FUSION=0 turns into a pass-through.
-  struct On {
-    bool saved = fusion::enabled();
-    On() { fusion::set_enabled(true); }
-    ~On() { fusion::set_enabled(saved); }
-  } on;
+  const FusionOn on;
   NoGradGuard no_grad;
   manual_seed(3);
   const Device dev = Device::cpu().without_fusion().fusion();  // the fused CPU, whatever KILN_FUSION says
@@ -256,11 +259,7 @@ TEST(FusedConv, MaxPoolIsPartOfTheConvolution) {
 }
 
 TEST(FusedConv, MaxPoolRunsOneOpAndChecksItsInput) {
-  struct On {
-    bool saved = fusion::enabled();
-    On() { fusion::set_enabled(true); }
-    ~On() { fusion::set_enabled(saved); }
-  } on;
+  const FusionOn on;
   NoGradGuard no_grad;
   manual_seed(3);
   const Device dev = Device::cpu().without_fusion().fusion();

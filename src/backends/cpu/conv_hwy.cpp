@@ -5,6 +5,7 @@
 // (Note [Convolution activations] in conv_onednn.cpp), with the scalar loop's compares, so NaN
 // passes.
 #include <cmath>
+#include <type_traits>
 
 #include "backends/cpu/conv_impl.h"
 
@@ -25,113 +26,79 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::conv::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// post_f32 with the optional steps chosen at compile time.
-template <bool kScale, bool kShift, bool kRes>
-void PostImpl(float* y, const float* r, int64_t n, float s, float t, float lo, float hi) {
-  const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-  const auto N = static_cast<int64_t>(hn::Lanes(d));
-  const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi), vs = hn::Set(d, s), vt = hn::Set(d, t);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    V v = hn::LoadU(d, y + i);
-    if constexpr (kScale) {
-      v = hn::Mul(v, vs);
+/// One vector of the epilogue: v (* s) (+ t) (+ r), clamped to [lo, hi] with the scalar compares.
+template <bool kScale, bool kShift, bool kRes, class D, class V = hn::Vec<D>>
+HWY_INLINE V Step(D d, V v, V vs, V vt, const float* r, V vlo, V vhi) {
+  if constexpr (kScale) {
+    v = hn::Mul(v, vs);
 #if HWY_ARCH_X86
-      asm("" : "+v"(v.raw));  // the product rounds before the sum (no fused multiply-add)
+    asm("" : "+v"(v.raw));  // the product rounds before the sum (no fused multiply-add)
 #endif
-    }
-    if constexpr (kShift) v = hn::Add(v, vt);
-    if constexpr (kRes) v = hn::Add(v, hn::LoadU(d, r + i));
-    hn::StoreU(hn::IfThenElse(hn::Lt(v, vlo), vlo, hn::IfThenElse(hn::Gt(v, vhi), vhi, v)), d, y + i);
   }
-  for (; i < n; ++i) {
-    float v = y[i];
-    if constexpr (kScale) {
-      v = v * s;
-#if HWY_ARCH_X86
-      asm("" : "+x"(v));
-#endif
-    }
-    if constexpr (kShift) v = v + t;
-    if constexpr (kRes) v = v + r[i];
-    y[i] = v < lo ? lo : (v > hi ? hi : v);
-  }
+  if constexpr (kShift) v = hn::Add(v, vt);
+  if constexpr (kRes) v = hn::Add(v, hn::LoadU(d, r));
+  return hn::IfThenElse(hn::Lt(v, vlo), vlo, hn::IfThenElse(hn::Gt(v, vhi), vhi, v));
+}
+
+/// Calls f(S, T, R), std::bool_constant types telling whether the scale, shift and residual steps
+/// run, so each combination is its own instantiation.
+template <class F>
+HWY_INLINE void WithSteps(bool s, bool t, bool r, const F& f) {
+  auto with_r = [&](auto S, auto T) { r ? f(S, T, std::true_type{}) : f(S, T, std::false_type{}); };
+  auto with_t = [&](auto S) { t ? with_r(S, std::true_type{}) : with_r(S, std::false_type{}); };
+  s ? with_t(std::true_type{}) : with_t(std::false_type{});
 }
 
 void PostF32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
   const float sv = s ? *s : 1.f, tv = t ? *t : 0.f;
-  switch ((s ? 4 : 0) | (t ? 2 : 0) | (r ? 1 : 0)) {
-    case 0:
-      return PostImpl<false, false, false>(y, r, n, sv, tv, lo, hi);
-    case 1:
-      return PostImpl<false, false, true>(y, r, n, sv, tv, lo, hi);
-    case 2:
-      return PostImpl<false, true, false>(y, r, n, sv, tv, lo, hi);
-    case 3:
-      return PostImpl<false, true, true>(y, r, n, sv, tv, lo, hi);
-    case 4:
-      return PostImpl<true, false, false>(y, r, n, sv, tv, lo, hi);
-    case 5:
-      return PostImpl<true, false, true>(y, r, n, sv, tv, lo, hi);
-    case 6:
-      return PostImpl<true, true, false>(y, r, n, sv, tv, lo, hi);
-    default:
-      return PostImpl<true, true, true>(y, r, n, sv, tv, lo, hi);
-  }
-}
-
-/// post_blocked16_f32 with the optional steps chosen at compile time.
-template <bool kScale, bool kShift, bool kRes>
-void PostBlockedImpl(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks, const float* s,
-                     const float* t, float lo, float hi) {
-  const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-  const auto N = static_cast<int64_t>(hn::Lanes(d));
-  const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t c0 = (b % cblocks) * 16;
-    float* yb = y + b * plane * 16;
-    const float* rb = kRes ? r + b * plane * 16 : nullptr;
-    for (int64_t j = 0; j < 16; j += N) {
-      const V vs = kScale ? hn::LoadU(d, s + c0 + j) : hn::Set(d, 1.f);
-      const V vt = kShift ? hn::LoadU(d, t + c0 + j) : hn::Set(d, 0.f);
-      for (int64_t i = 0; i < plane; ++i) {
-        V v = hn::LoadU(d, yb + i * 16 + j);
-        if constexpr (kScale) {
-          v = hn::Mul(v, vs);
+  WithSteps(s, t, r, [&](auto S, auto T, auto R) {
+    constexpr bool kScale = decltype(S)::value, kShift = decltype(T)::value, kRes = decltype(R)::value;
+    const hn::ScalableTag<float> d;
+    using V = hn::Vec<decltype(d)>;
+    const auto N = static_cast<int64_t>(hn::Lanes(d));
+    const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi), vs = hn::Set(d, sv), vt = hn::Set(d, tv);
+    int64_t i = 0;
+    for (; i + N <= n; i += N)
+      hn::StoreU(Step<kScale, kShift, kRes>(d, hn::LoadU(d, y + i), vs, vt, kRes ? r + i : nullptr, vlo, vhi), d,
+                 y + i);
+    for (; i < n; ++i) {
+      float v = y[i];
+      if constexpr (kScale) {
+        v = v * sv;
 #if HWY_ARCH_X86
-          asm("" : "+v"(v.raw));  // the product rounds before the sum (no fused multiply-add)
+        asm("" : "+x"(v));
 #endif
-        }
-        if constexpr (kShift) v = hn::Add(v, vt);
-        if constexpr (kRes) v = hn::Add(v, hn::LoadU(d, rb + i * 16 + j));
-        hn::StoreU(hn::IfThenElse(hn::Lt(v, vlo), vlo, hn::IfThenElse(hn::Gt(v, vhi), vhi, v)), d, yb + i * 16 + j);
       }
+      if constexpr (kShift) v = v + tv;
+      if constexpr (kRes) v = v + r[i];
+      y[i] = v < lo ? lo : (v > hi ? hi : v);
     }
-  }
+  });
 }
 
 void PostBlocked16F32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks, const float* s,
                       const float* t, float lo, float hi) {
-  switch ((s ? 4 : 0) | (t ? 2 : 0) | (r ? 1 : 0)) {
-    case 0:
-      return PostBlockedImpl<false, false, false>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    case 1:
-      return PostBlockedImpl<false, false, true>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    case 2:
-      return PostBlockedImpl<false, true, false>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    case 3:
-      return PostBlockedImpl<false, true, true>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    case 4:
-      return PostBlockedImpl<true, false, false>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    case 5:
-      return PostBlockedImpl<true, false, true>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    case 6:
-      return PostBlockedImpl<true, true, false>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-    default:
-      return PostBlockedImpl<true, true, true>(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
-  }
+  WithSteps(s, t, r, [&](auto S, auto T, auto R) {
+    constexpr bool kScale = decltype(S)::value, kShift = decltype(T)::value, kRes = decltype(R)::value;
+    const hn::ScalableTag<float> d;
+    using V = hn::Vec<decltype(d)>;
+    const auto N = static_cast<int64_t>(hn::Lanes(d));
+    const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t c0 = (b % cblocks) * 16;  // the block's first channel
+      float* yb = y + b * plane * 16;
+      const float* rb = kRes ? r + b * plane * 16 : nullptr;
+      for (int64_t j = 0; j < 16; j += N) {
+        const V vs = kScale ? hn::LoadU(d, s + c0 + j) : hn::Set(d, 1.f);
+        const V vt = kShift ? hn::LoadU(d, t + c0 + j) : hn::Set(d, 0.f);
+        for (int64_t i = 0; i < plane; ++i) {
+          float* p = yb + i * 16 + j;
+          hn::StoreU(Step<kScale, kShift, kRes>(d, hn::LoadU(d, p), vs, vt, kRes ? rb + i * 16 + j : nullptr, vlo, vhi),
+                     d, p);
+        }
+      }
+    }
+  });
 }
 
 }  // namespace kiln::cpu::conv::HWY_NAMESPACE

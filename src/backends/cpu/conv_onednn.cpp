@@ -610,20 +610,26 @@ const memory& bias_memory(Entry* e, const Geom& g, const float* b) {
   return e->bias_mem;
 }
 
+/// Executes e's forward primitive from src into dst (under e's lock; the caller waits).
+void exec_fwd(Entry* e, const Geom& g, const memory& src, const float* w, const float* b, const memory& dst,
+              uint64_t w_stamp) {
+  auto& args = e->args;
+  args[DNNL_ARG_SRC] = src;
+  args[DNNL_ARG_WEIGHTS] = e->weights(w, w_stamp);
+  args[DNNL_ARG_DST] = dst;
+  if (b) args[DNNL_ARG_BIAS] = bias_memory(e, g, b);
+  if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
+  e->prim->execute(onednn::stream(), args);
+}
+
 /// Runs one cached forward conv on user buffers (the caller set oneDNN's threads).
 /// `blocked`: when set, called with the blocked output (under the entry's lock) instead of its
 /// reorder into y.
 void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const float* b, float* y,
              const std::function<void(float*)>& blocked = {}, uint64_t w_stamp = 0) {
   std::lock_guard<std::mutex> lock(e->mu);
-  auto& args = e->args;
-  memory src = e->a.in(x), wei = e->weights(w, w_stamp), dst = e->c.out(y);
-  args[DNNL_ARG_SRC] = src;
-  args[DNNL_ARG_WEIGHTS] = wei;
-  args[DNNL_ARG_DST] = dst;
-  if (b) args[DNNL_ARG_BIAS] = bias_memory(e, g, b);
-  if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
-  e->prim->execute(onednn::stream(), args);
+  memory dst = e->c.out(y);
+  exec_fwd(e, g, e->a.in(x), w, b, dst, w_stamp);
   if (blocked) {
     onednn::stream().wait();
     blocked(e->c.buf.data());
@@ -664,14 +670,8 @@ bool run_fwd_kept(Entry* e, const Geom& g, const float* x, const float* w, const
   if (!kx && !keep_y) return false;
   {
     std::lock_guard<std::mutex> lock(e->mu);
-    auto& args = e->args;
     memory dst = e->c.out(y);
-    args[DNNL_ARG_SRC] = kx ? kx->mem : e->a.in(x);
-    args[DNNL_ARG_WEIGHTS] = e->weights(w, st.w);
-    args[DNNL_ARG_DST] = dst;
-    if (b) args[DNNL_ARG_BIAS] = bias_memory(e, g, b);
-    if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
-    e->prim->execute(onednn::stream(), args);
+    exec_fwd(e, g, kx ? kx->mem : e->a.in(x), w, b, dst, st.w);
     if (keep_y) {
       onednn::stream().wait();
       post_blocked(e->c.buf.data(), kr ? kr->buf.data() : nullptr, g.N, g.O, g.out_size(), post, parallel);
@@ -702,27 +702,15 @@ void run_pair(Entry* ea, const Geom& ga, const float* x, const float* wa, const 
   std::scoped_lock lock(ea->mu, eb->mu);
   {
     onednn::ThreadScope scope(nta);
-    auto& args = ea->args;
-    args[DNNL_ARG_SRC] = ea->a.in(x);
-    args[DNNL_ARG_WEIGHTS] = ea->weights(wa, 0);
-    args[DNNL_ARG_DST] = ea->c.staged();
-    if (ba) args[DNNL_ARG_BIAS] = bias_memory(ea, ga, ba);
-    if (ea->scratch) args[DNNL_ARG_SCRATCHPAD] = ea->scratch;
-    ea->prim->execute(onednn::stream(), args);
+    exec_fwd(ea, ga, ea->a.in(x), wa, ba, ea->c.staged(), 0);
     onednn::stream().wait();
     // The activation is elementwise, so it applies to the blocked layout as it is.
     post_flat(ea->c.buf.data(), static_cast<int64_t>(ea->c.used.get_size() / sizeof(float)), pa, nta > 1);
   }
   {
     onednn::ThreadScope scope(ntb);
-    auto& args = eb->args;
     memory dst = eb->c.out(y);
-    args[DNNL_ARG_SRC] = ea->c.staged();
-    args[DNNL_ARG_WEIGHTS] = eb->weights(wb, 0);
-    args[DNNL_ARG_DST] = dst;
-    if (bb) args[DNNL_ARG_BIAS] = bias_memory(eb, gb, bb);
-    if (eb->scratch) args[DNNL_ARG_SCRATCHPAD] = eb->scratch;
-    eb->prim->execute(onednn::stream(), args);
+    exec_fwd(eb, gb, ea->c.staged(), wb, bb, dst, 0);
     eb->c.finish(dst, y);
     onednn::stream().wait();
   }
