@@ -132,8 +132,11 @@ TEST(ConvKept, StacksMatchTheUnkeptPathBitwise) {
                                    " t=" + std::to_string(threads) + (fused_pool ? " conv_bn's pool" : "");
           const int64_t reads = compare_keep([&] { return net.forward(x, fused_pool); }, what);
           // Every conv after the stem, the pool (unless fused) and both residuals read kept
-          // forms (one image, or one thread: the batch split keeps nothing).
-          if (blocks_of_16() && (batch == 1 || threads == 1)) EXPECT_GE(reads, fused_pool ? 8 : 9) << what;
+          // forms. A batch split over the threads keeps one form per chunk of images, which a
+          // separate max pool does not read (it pools the plain input), so the first block's
+          // convolutions reorder again.
+          const bool split = batch > 1 && threads > 1;
+          if (blocks_of_16()) EXPECT_GE(reads, split && !fused_pool ? 4 : fused_pool ? 8 : 9) << what;
         }
       }
   }

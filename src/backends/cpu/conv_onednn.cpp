@@ -415,9 +415,11 @@ bool usable(const Geom& g) {
 // reorder each activation once instead of twice, and a max pool after a convolution pools the
 // blocked form. The epilogue (scale, shift, residual, activation) then runs on the blocked form
 // before the reorder, so both forms hold the same values; a residual must have a kept form too,
-// else the output keeps nothing. The plain output is always written: the kept forms are a cache
-// of at most kKeptMax entries and kKeptBytes, the oldest dropped first, their buffers reused.
-// A stamp names contents (renewed by every write), so a kept form is never stale.
+// else the output keeps nothing. A batch split over the threads (batch_chunks) keeps one form per
+// chunk of images, at the chunk's address, which the next split convolution finds chunk by chunk.
+// The plain output is always written: the kept forms are a cache of at most kKeptMax entries and
+// kKeptBytes, the oldest dropped first, their buffers reused. A stamp names contents (renewed by
+// every write), so a kept form is never stale.
 
 /// A blocked form of the plain tensor at `ptr` whose content stamp is `stamp`.
 struct Kept {
@@ -428,7 +430,7 @@ struct Kept {
   memory mem;              // md over buf (empty: not made yet)
 };
 
-constexpr size_t kKeptMax = 8;
+constexpr size_t kKeptMax = 16;  // a few live activations, each split in up to a few batch chunks
 constexpr size_t kKeptBytes = size_t{32} << 20;
 
 /// KILN_CONV_KEEP=0 or set_keep_blocked(false) turns the kept forms off (measurements, tests).
@@ -856,8 +858,15 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
           for (int64_t c = c0; c < c1; ++c) {
             int64_t n0, n1;
             chunk_range(g.N, chunks, static_cast<int>(c), n0, n1);
-            run_fwd(es[static_cast<size_t>(c)], gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b,
-                    y + n0 * image, {}, w_stamp);
+            Entry* e = es[static_cast<size_t>(c)];
+            const Geom& gc = gs[static_cast<size_t>(c)];
+            const float* xc = x + n0 * g.C * g.in_size();
+            float* yc = y + n0 * image;
+            // Each chunk keeps (and finds) the blocked form of its own images.
+            PostOp pc = post;
+            if (post.residual) pc.residual = post.residual + n0 * image;
+            if (run_fwd_kept(e, gc, xc, w, b, yc, pc, stamps, false)) continue;
+            run_fwd(e, gc, xc, w, b, yc, {}, w_stamp);
             // The epilogue while this chunk's output is still in the cache (Note [Convolution activations]).
             post_planes(y, n0 * g.O, n1 * g.O, g.O, g.out_size(), post);
           }
@@ -954,7 +963,7 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
             vec::max_pool_blocked16_f32(blocked, (n1 - n0) * (g.O / 16), H, W, pool.k, pool.s, pool.p, pool.out[0],
                                         pool.out[1], po.buf.data());
             po.finish(po.staged(), y + n0 * image_out);
-            if (y_stamp && chunks == 1 && keep_on() && po.buf.size() * sizeof(float) <= kKeptBytes / 4) {
+            if (y_stamp && keep_on() && po.buf.size() * sizeof(float) <= kKeptBytes / 4) {
               // The pooled blocked result becomes y's kept form; the entry pools into a spare one next.
               onednn::stream().wait();
               std::shared_ptr<Kept> k = spare_kept(po.used);
@@ -962,7 +971,7 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
               std::swap(k->mem, po.used_mem);
               if (!k->mem) k->mem = memory(k->md, onednn::engine(), k->buf.data());
               k->stamp = y_stamp;
-              k->ptr = y;
+              k->ptr = y + n0 * image_out;  // this chunk's images
               keep(std::move(k));
             }
           },
