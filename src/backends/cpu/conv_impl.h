@@ -73,10 +73,10 @@ struct PoolAfter {
 /// threads, other geometries); the caller then runs them one by one.
 bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
                             const PoolAfter& pool, float* y, const Stamps& stamps = {});
-/// y [N, C, pool.out] = maxpool(x [N, C, H, W]) read from the blocked form a convolution kept of x
-/// (x_stamp, x's address and the layout must match); y's blocked form is kept in turn under
-/// y_stamp (0: not kept). Bitwise the plain max pool. False, doing nothing, when x has no kept
-/// form or the pool does not fit PoolAfter.
+/// y [N, C, pool.out] = maxpool(x [N, C, H, W]) read from the blocked forms a convolution kept of x
+/// (x_stamp, the whole tensor's or one per chunk of images, covering it); y's blocked forms are
+/// kept in turn, part by part, under y_stamp (0: not kept). Bitwise the plain max pool. False, doing nothing, when x
+/// has no kept form or the pool does not fit PoolAfter.
 bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
                          uint64_t y_stamp);
 /// Turns the kept blocked forms on or off (KILN_CONV_KEEP=0 starts with them off).

@@ -471,6 +471,34 @@ std::shared_ptr<const Kept> find_kept(uint64_t stamp, const float* ptr, const me
   return nullptr;
 }
 
+/// The kept forms that together hold x [N, C, H, W] (content stamp `stamp`), blocked by 16
+/// channels: the whole tensor's, or one per chunk of images (a batch split), in image order; empty
+/// when they do not cover it.
+std::vector<std::shared_ptr<const Kept>> find_kept_parts(uint64_t stamp, const float* x, int64_t N, int64_t C,
+                                                         int64_t H, int64_t W) {
+  std::vector<std::shared_ptr<const Kept>> parts;
+  if (!stamp) return parts;
+  const int64_t image = C * H * W;
+  {
+    KeptStore& k = kept_store();
+    std::lock_guard<std::mutex> l(k.mu);
+    for (const auto& e : k.list) {
+      if (e->stamp != stamp || e->ptr < x || e->ptr >= x + N * image || (e->ptr - x) % image != 0) continue;
+      const memory::dims d = e->md.dims();
+      if (d.size() == 4 && d[1] == C && d[2] == H && d[3] == W && e->md == blocked16(d)) parts.push_back(e);
+    }
+  }
+  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a->ptr < b->ptr; });
+  const float* next = x;
+  for (const auto& p : parts) {
+    if (p->ptr != next) return {};
+    next += p->md.dims()[0] * image;
+  }
+  if (next != x + N * image) return {};
+  g_kept_reads.fetch_add(static_cast<int64_t>(parts.size()), std::memory_order_relaxed);
+  return parts;
+}
+
 /// A Kept whose buffer holds layout md (reused from a dropped one of that layout when there is
 /// one), not in the store.
 std::shared_ptr<Kept> spare_kept(const memory::desc& md) {
@@ -815,27 +843,37 @@ bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)
                          uint64_t y_stamp) {
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];
   if (!x_stamp || !keep_on() || !onednn::enabled() || N < 1 || C % 16 != 0 || !pool_fits(pool, H, W)) return false;
-  std::shared_ptr<const Kept> kx = find_kept(x_stamp, x, blocked16({N, C, H, W}));
-  if (!kx) return false;
-  const memory::dims pd{N, C, pool.out[0], pool.out[1]};
-  PooledReorder* r = pooled_reorder(pd);
-  if (!r) return false;
-  std::shared_ptr<Kept> out = spare_kept(blocked16(pd));
-  const int64_t planes = N * (C / 16), in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
-  parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
-    vec::max_pool_blocked16_f32(kx->buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                pool.out[1], out->buf.data() + p0 * out_plane);
-  });
-  {
-    std::lock_guard<std::mutex> l(r->mu);
-    onednn::ThreadScope scope(planes * out_plane < (int64_t{1} << 16) ? 1 : 0);
-    r->op.to_plain->execute(onednn::stream(), out->mem, r->op.user(y));
-    onednn::stream().wait();
+  const std::vector<std::shared_ptr<const Kept>> parts = find_kept_parts(x_stamp, x, N, C, H, W);
+  if (parts.empty()) return false;
+  const int64_t image_in = C * H * W, image_out = C * pool.out[0] * pool.out[1];
+  const int64_t in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
+  std::vector<std::pair<PooledReorder*, std::shared_ptr<Kept>>> outs;  // per part
+  for (const auto& k : parts) {
+    const memory::dims pd{k->md.dims()[0], C, pool.out[0], pool.out[1]};
+    PooledReorder* r = pooled_reorder(pd);
+    if (!r) return false;
+    outs.emplace_back(r, spare_kept(blocked16(pd)));
   }
-  if (y_stamp && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
-    out->stamp = y_stamp;
-    out->ptr = y;
-    keep(std::move(out));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Kept& k = *parts[i];
+    Kept& out = *outs[i].second;
+    const int64_t n = k.md.dims()[0], n0 = (k.ptr - x) / image_in, planes = n * (C / 16);
+    parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
+      vec::max_pool_blocked16_f32(k.buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
+                                  pool.out[1], out.buf.data() + p0 * out_plane);
+    });
+    PooledReorder* r = outs[i].first;
+    {
+      std::lock_guard<std::mutex> l(r->mu);
+      onednn::ThreadScope scope(planes * out_plane < (int64_t{1} << 16) ? 1 : 0);
+      r->op.to_plain->execute(onednn::stream(), out.mem, r->op.user(y + n0 * image_out));
+      onednn::stream().wait();
+    }
+    if (y_stamp && out.buf.size() * sizeof(float) <= kKeptBytes / 4) {
+      out.stamp = y_stamp;
+      out.ptr = y + n0 * image_out;  // the pooled images of this part
+      keep(std::move(outs[i].second));
+    }
   }
   return true;
 }
