@@ -83,7 +83,7 @@ void infer_conv(Op& op) {
       KILN_CHECK(x.shape[d] + 2 * pad(i) >= eff, name,
                  "kernel size " << eff << " (dilated) is larger than the padded input size " << x.shape[d] + 2 * pad(i)
                                 << " (input " << x.shape << ", weight " << w.shape << ")");
-      out[d] = (x.shape[d] + 2 * pad(i) - eff) / stride(i) + 1;
+      out[d] = conv_out_size(x.shape[d], w.shape[d], stride(i), pad(i), dil(i));
     }
     if (conv_has_bias(op)) {
       const TensorDesc& b = op.inputs[2];

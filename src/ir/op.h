@@ -89,6 +89,11 @@ int op_num_outputs(OpKind k);
 
 /// Conv's geometry ints for nsp spatial dims (ops.def: groups, nsp, stride, padding, dilation).
 inline size_t conv_geometry_ints(int64_t nsp) { return static_cast<size_t>(2 + 3 * nsp); }
+/// A convolution's output size along one dim (symmetric padding; the dilated kernel must fit the
+/// padded input).
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  return (in + 2 * pad - (dil * (k - 1) + 1)) / stride + 1;
+}
 /// conv_epilogue bits (ops.def).
 inline constexpr int64_t kConvRelu = 1, kConvResidual = 2, kConvScale = 4, kConvShift = 8, kConvClamp = 16,
                          kConvMaxPool = 32;

@@ -24,27 +24,19 @@ Tensor separate(const Tensor& y, const FusedConvOptions& o) {
 }
 
 /// The pool's window when the fused op can take it (dilation 1, floor mode, no residual, valid
-/// sizes; else the separate ops run, with their checks).
+/// sizes; else the separate ops run, with their checks). Lists expand as max_pool2d's do (a
+/// wrong count is its error).
 bool fused_pool(const FusedConvOptions& o, F::ConvEpilogue& e) {
   if (o.residual.defined() || o.pool.ceil_mode) return false;
-  const Dims& k = o.pool_kernel_size.values();
-  const Dims &s0 = o.pool.stride.values(), &p0 = o.pool.padding.values(), &d0 = o.pool.dilation.values();
-  auto two = [](const Dims& v, Dims& out) {
-    if (v.size() == 1)
-      out = Dims{v[0], v[0]};
-    else if (v.size() == 2)
-      out = v;
-    else
-      return false;
-    return true;
-  };
-  Dims kk, ss, pp, dd;
-  if (!two(k, kk) || !two(s0.empty() ? k : s0, ss) || !two(p0, pp) || !two(d0, dd)) return false;
+  const char* api = "max_pool2d";
+  const Dims k = o.pool_kernel_size.expand(2, api, "kernel_size");
+  const Dims s = o.pool.stride.values().empty() ? k : o.pool.stride.expand(2, api, "stride");
+  const Dims p = o.pool.padding.expand(2, api, "padding"), d = o.pool.dilation.expand(2, api, "dilation");
   for (int i = 0; i < 2; ++i)
-    if (kk[i] < 1 || ss[i] < 1 || pp[i] < 0 || 2 * pp[i] > kk[i] || dd[i] != 1) return false;
-  e.pool_kernel = kk;
-  e.pool_stride = ss;
-  e.pool_padding = pp;
+    if (k[i] < 1 || s[i] < 1 || p[i] < 0 || 2 * p[i] > k[i] || d[i] != 1) return false;
+  e.pool_kernel = k;
+  e.pool_stride = s;
+  e.pool_padding = p;
   return true;
 }
 

@@ -178,7 +178,8 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
     // A residual of another shape, a pool window larger than the padded output: the caller's
     // separate ops.
     Shape out{x.size(0), O};
-    for (int64_t i = 0; i < nsp; ++i) out.push_back((padded[i] - eff[i]) / p.stride[i] + 1);
+    for (int64_t i = 0; i < nsp; ++i)
+      out.push_back(ir::conv_out_size(x.size(2 + i), weight.size(2 + i), p.stride[i], p.padding[i], p.dilation[i]));
     if (epi->residual.defined() && epi->residual.shape() != out) return {};
     for (size_t i = 0; i < epi->pool_kernel.size() && nsp == 2; ++i)
       if (out[2 + i] + 2 * epi->pool_padding[i] < epi->pool_kernel[i]) return {};

@@ -56,9 +56,8 @@ Geom make_geom(const ir::Op& op) {
       g.in[off + i] = x.shape[static_cast<size_t>(2 + i)];
       g.k[off + i] = w.shape[static_cast<size_t>(2 + i)];
       g.out[off + i] =
-          pooled
-              ? (g.in[off + i] + 2 * g.pad[off + i] - g.dil[off + i] * (g.k[off + i] - 1) - 1) / g.stride[off + i] + 1
-              : y.shape[static_cast<size_t>(2 + i)];
+          pooled ? ir::conv_out_size(g.in[off + i], g.k[off + i], g.stride[off + i], g.pad[off + i], g.dil[off + i])
+                 : y.shape[static_cast<size_t>(2 + i)];
     }
   } else if (op.kind == ir::OpKind::ConvTranspose) {
     const ir::TensorDesc& w = op.inputs[1];

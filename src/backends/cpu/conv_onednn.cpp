@@ -539,6 +539,18 @@ void keep(std::shared_ptr<Kept> e) {
   while (k.list.size() > kKeptMax || k.bytes > kKeptBytes) drop(k.list.begin());
 }
 
+/// Keeps op's staging buffer (its blocked form of the plain tensor at ptr, content stamp
+/// `stamp`) and gives op a spare buffer of the same layout to stage into next time.
+void keep_staged(Operand& op, uint64_t stamp, const float* ptr) {
+  std::shared_ptr<Kept> k = spare_kept(op.used);
+  std::swap(k->buf, op.buf);
+  std::swap(k->mem, op.used_mem);
+  if (!k->mem) k->mem = memory(k->md, onednn::engine(), k->buf.data());
+  k->stamp = stamp;
+  k->ptr = ptr;
+  keep(std::move(k));
+}
+
 /// Small convolutions (a few microseconds) run on one thread: a parallel region costs about as
 /// much as the work (measured: ResNet/MobileNet fixtures at batch 1, 2 threads, 1.1-1.7x at
 /// 2^19; 2^20 keeps ResNet's 590k-MAC convs at batch 1 on one thread). Batches split by images
@@ -707,14 +719,7 @@ bool run_fwd_kept(Entry* e, const Geom& g, const float* x, const float* w, const
       post_blocked(e->c.buf.data(), kr ? kr->buf.data() : nullptr, g.N, g.O, g.out_size(), post, parallel);
       e->c.finish(dst, y);
       onednn::stream().wait();
-      // The staging buffer becomes the kept form; the entry stages into a spare one next time.
-      std::shared_ptr<Kept> k = spare_kept(e->c.used);
-      std::swap(k->buf, e->c.buf);
-      std::swap(k->mem, e->c.used_mem);
-      if (!k->mem) k->mem = memory(k->md, onednn::engine(), k->buf.data());
-      k->stamp = st.y;
-      k->ptr = y;
-      keep(std::move(k));
+      keep_staged(e->c, st.y, y);
       return true;
     }
     e->c.finish(dst, y);
@@ -1002,15 +1007,8 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
                                         pool.out[1], po.buf.data());
             po.finish(po.staged(), y + n0 * image_out);
             if (y_stamp && keep_on() && po.buf.size() * sizeof(float) <= kKeptBytes / 4) {
-              // The pooled blocked result becomes y's kept form; the entry pools into a spare one next.
               onednn::stream().wait();
-              std::shared_ptr<Kept> k = spare_kept(po.used);
-              std::swap(k->buf, po.buf);
-              std::swap(k->mem, po.used_mem);
-              if (!k->mem) k->mem = memory(k->md, onednn::engine(), k->buf.data());
-              k->stamp = y_stamp;
-              k->ptr = y + n0 * image_out;  // this chunk's images
-              keep(std::move(k));
+              keep_staged(po, y_stamp, y + n0 * image_out);  // this chunk's pooled images
             }
           },
           stamps.w);
