@@ -31,6 +31,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/backend.h"
@@ -136,7 +137,7 @@ bool requires_grad(const Tensor& t);
 
 /// Records op (already executed: inputs -> outputs) when grad mode is on and an input requires
 /// grad. Called by detail::run.
-void record(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin, std::vector<Tensor>& outputs);
+void record(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin, std::span<Tensor> outputs);
 /// Called by run_into before an in-place write into `out`: throws when the write cannot be
 /// recorded (a leaf that requires grad, a view of a tracked tensor, a non-differentiable op), so
 /// no data changes, and returns the inputs to record instead of `inputs` (those sharing out's

@@ -132,7 +132,7 @@ SavedTensor save_input(const Tensor& t, bool balanced) {
 /// its inputs (to recompute its outputs later) holds no buffer the graph would not hold anyway:
 /// recipes, and leaves that require grad (the user holds them), never a buffer the op reused
 /// for its output.
-bool inputs_free_to_keep(const Tensor* inputs, size_t nin, const std::vector<Tensor>& outputs) {
+bool inputs_free_to_keep(const Tensor* inputs, size_t nin, std::span<const Tensor> outputs) {
   for (size_t i = 0; i < nin; ++i) {
     const Tensor& t = inputs[i];
     if (recipe_able(t)) continue;
@@ -153,7 +153,7 @@ std::shared_ptr<Node> make_node(const char* name, const Device& dev, const Tenso
   return node;
 }
 
-void attach_outputs(const std::shared_ptr<Node>& node, std::vector<Tensor>& outputs) {
+void attach_outputs(const std::shared_ptr<Node>& node, std::span<Tensor> outputs) {
   node->out_meta.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor& o = outputs[i];
@@ -176,7 +176,7 @@ bool any_requires_grad(const Tensor* inputs, size_t nin) {
 /// `outputs`: the op's results when it made new ones (record); null for in-place writes, whose
 /// nodes are never recomputed.
 std::shared_ptr<Node> op_node(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin,
-                              const GradRule& rule, const std::vector<Tensor>* outputs = nullptr) {
+                              const GradRule& rule, const std::span<Tensor>* outputs = nullptr) {
   const char* name = ir::op_name(op.kind).data();
   auto node = make_node(name, dev, inputs, nin);
   node->op = op;
@@ -211,7 +211,7 @@ std::shared_ptr<Node> op_node(const ir::Op& op, const Device& dev, const Tensor*
   return node;
 }
 
-void save_outputs(Node& node, const GradRule& rule, const std::vector<Tensor>& outputs) {
+void save_outputs(Node& node, const GradRule& rule, std::span<const Tensor> outputs) {
   if (!(rule.save & kSaveOutputs)) return;
   for (const Tensor& o : outputs) {
     SavedTensor s;
@@ -228,7 +228,7 @@ void save_outputs(Node& node, const GradRule& rule, const std::vector<Tensor>& o
 
 }  // namespace
 
-void record(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin, std::vector<Tensor>& outputs) {
+void record(const ir::Op& op, const Device& dev, const Tensor* inputs, size_t nin, std::span<Tensor> outputs) {
   if (!t_grad_enabled || !any_requires_grad(inputs, nin)) return;
   const GradRule& rule = rule_for(op.kind);
   if (!rule.differentiable) return;

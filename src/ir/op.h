@@ -74,8 +74,8 @@ struct Attrs {
 struct Op {
   OpKind kind{};
   Attrs attrs;
-  std::vector<TensorDesc> inputs;
-  std::vector<TensorDesc> outputs;
+  InlineVec<TensorDesc, 3> inputs;  ///< inline: building, copying or queueing an op allocates nothing
+  InlineVec<TensorDesc, 1> outputs;
   friend bool operator==(const Op& a, const Op& b) {
     return a.kind == b.kind && a.attrs == b.attrs && a.inputs == b.inputs && a.outputs == b.outputs;
   }

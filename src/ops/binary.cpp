@@ -38,7 +38,7 @@ Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Tensor b) {
   return run1(api, op, {std::move(a), std::move(b)});
 }
 
-Tensor scalar_like(const Tensor& t, Scalar s, DType dt) { return scalar_tensor(s, dt, t.device()); }
+Tensor scalar_like(const Tensor& t, Scalar s, DType dt) { return detail::scalar_constant(s, dt, t.device()); }
 
 Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Scalar b) {
   detail::check_defined(api, a);
@@ -169,21 +169,21 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
   detail::check_defined("where", a);
-  return where(cond, a, scalar_tensor(b, detail::result_type(a, b), a.device()));
+  return where(cond, a, detail::scalar_constant(b, detail::result_type(a, b), a.device()));
 }
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   detail::check_defined("where", b);
-  return where(cond, scalar_tensor(a, detail::result_type(b, a), b.device()), b);
+  return where(cond, detail::scalar_constant(a, detail::result_type(b, a), b.device()), b);
 }
 Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   detail::check_defined("where", cond);
   DType t = promote_types(a.natural_dtype(), b.natural_dtype());
-  return where(cond, scalar_tensor(a, t, cond.device()), scalar_tensor(b, t, cond.device()));
+  return where(cond, detail::scalar_constant(a, t, cond.device()), detail::scalar_constant(b, t, cond.device()));
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
   detail::check_defined("masked_fill", x);
-  return masked_fill(x, mask, scalar_tensor(value, x.dtype(), x.device()));
+  return masked_fill(x, mask, detail::scalar_constant(value, x.dtype(), x.device()));
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
@@ -214,11 +214,11 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   detail::check_defined("lerp", end);
   DType t = start.dtype();
   if (t == DType::F16 || t == DType::BF16) {  // the weight keeps f32 precision, as in PyTorch
-    Tensor w = scalar_tensor(weight, DType::F32, start.device());
+    Tensor w = detail::scalar_constant(weight, DType::F32, start.device());
     return cast(
         lerp(cast(start, DType::F32), detail::cast_if_needed(end, end.dtype() == t ? DType::F32 : end.dtype()), w), t);
   }
-  return lerp(start, end, scalar_tensor(weight, t, start.device()));
+  return lerp(start, end, detail::scalar_constant(weight, t, start.device()));
 }
 
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
@@ -337,25 +337,25 @@ Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
   return inplace("add_", OpKind::Add, *this, one ? o : kiln::mul(o, alpha));
 }
 Tensor& Tensor::add_(Scalar o) {
-  return inplace("add_", OpKind::Add, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+  return inplace("add_", OpKind::Add, *this, detail::scalar_constant(o, detail::result_type(*this, o), device()));
 }
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
   bool one = (alpha.is_integral() && alpha.to_int() == 1) || (alpha.is_floating() && alpha.to_double() == 1.0);
   return inplace("sub_", OpKind::Sub, *this, one ? o : kiln::mul(o, alpha));
 }
 Tensor& Tensor::sub_(Scalar o) {
-  return inplace("sub_", OpKind::Sub, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+  return inplace("sub_", OpKind::Sub, *this, detail::scalar_constant(o, detail::result_type(*this, o), device()));
 }
 Tensor& Tensor::mul_(const Tensor& o) { return inplace("mul_", OpKind::Mul, *this, o); }
 Tensor& Tensor::mul_(Scalar o) {
-  return inplace("mul_", OpKind::Mul, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+  return inplace("mul_", OpKind::Mul, *this, detail::scalar_constant(o, detail::result_type(*this, o), device()));
 }
 Tensor& Tensor::div_(const Tensor& o) { return inplace("div_", OpKind::Div, *this, o); }
 Tensor& Tensor::div_(Scalar o) {
-  return inplace("div_", OpKind::Div, *this, scalar_tensor(o, detail::result_type(*this, o), device()));
+  return inplace("div_", OpKind::Div, *this, detail::scalar_constant(o, detail::result_type(*this, o), device()));
 }
 
-Tensor& Tensor::fill_(Scalar v) { return copy_(scalar_tensor(v, dtype(), device())); }
+Tensor& Tensor::fill_(Scalar v) { return copy_(detail::scalar_constant(v, dtype(), device())); }
 Tensor& Tensor::zero_() { return fill_(0); }
 Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar v) { return copy_(kiln::masked_fill(*this, mask, v)); }
 

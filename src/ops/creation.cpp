@@ -89,6 +89,39 @@ Tensor scalar_tensor(Scalar s, std::optional<DType> dtype, const Device& device)
   return t;
 }
 
+namespace detail {
+// Note [Scalar constants]: an op with a Scalar operand (x * 0.5, x + 1) runs on a 0-d tensor
+// of it. Each thread keeps the last few it made, by device, dtype and bytes, so a loop does not
+// allocate and write one per call. They are only handed to ops as inputs: an op never writes
+// an input it does not own alone (Note [Buffer reuse]), and autodiff saves them unchanged.
+Tensor scalar_constant(Scalar s, DType dt, const Device& device) {
+  struct Entry {
+    const Backend* backend = nullptr;
+    int index = 0;
+    DType dtype = DType::F32;
+    uint64_t bytes = 0;
+    Tensor t;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local Entry cache[kEntries];
+  thread_local size_t next = 0;
+  uint64_t bytes = 0;
+  scalar_bytes(s, dt, &bytes);
+  for (Entry& e : cache)
+    if (e.backend == device.backend() && e.index == device.index() && e.dtype == dt && e.bytes == bytes &&
+        e.t.defined())
+      return e.t;
+  Entry& e = cache[next++ % kEntries];
+  e.t = Tensor();
+  e.t = scalar_tensor(s, dt, device);
+  e.backend = device.backend();
+  e.index = device.index();
+  e.dtype = dt;
+  e.bytes = bytes;
+  return e.t;
+}
+}  // namespace detail
+
 Tensor empty(const Shape& shape, const TensorOptions& o) {
   check_shape("empty", shape);
   return detail::alloc(shape, o.dtype, o.device);

@@ -98,11 +98,11 @@ SmallVec<Storage*, 4> gather_inputs(const char* api, ir::Op& op, const Device& d
   return in;
 }
 
-template <class It>
-std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last) {
+/// Runs op, appending its results to outs (a std::vector, or an InlineVec for one result).
+template <class It, class Outs>
+void run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last, Outs& outs) {
   SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, first, last);
   ir::infer(op);
-  std::vector<Tensor> outs;
   outs.reserve(op.outputs.size());
   SmallVec<Storage*, 2> out;
   std::shared_ptr<Storage> reuse = reusable_input(op, first, last);
@@ -121,22 +121,28 @@ std::vector<Tensor> run_impl(const char* api, ir::Op& op, const Device& dev, It 
   for (auto& d : op.outputs) any_elements |= d.numel() > 0;
   if (any_elements) dev.backend()->execute(op, in.data(), out.data());
   if (dev.backend()->autodiff_options())
-    autodiff::record(op, dev, &*first, static_cast<size_t>(std::distance(first, last)), outs);
-  return outs;
+    autodiff::record(op, dev, &*first, static_cast<size_t>(std::distance(first, last)),
+                     std::span<Tensor>(outs.data(), outs.size()));
 }
 }  // namespace
 
 std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, std::initializer_list<Tensor> inputs) {
-  return run_impl(api, op, dev, inputs.begin(), inputs.end());
+  std::vector<Tensor> outs;
+  run_impl(api, op, dev, inputs.begin(), inputs.end(), outs);
+  return outs;
 }
 std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, const std::vector<Tensor>& inputs) {
-  return run_impl(api, op, dev, inputs.begin(), inputs.end());
+  std::vector<Tensor> outs;
+  run_impl(api, op, dev, inputs.begin(), inputs.end(), outs);
+  return outs;
 }
 
 Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs) {
   KILN_ASSERT(inputs.size() > 0);
   check_defined(api, *inputs.begin());
-  return std::move(run_impl(api, op, inputs.begin()->device(), inputs.begin(), inputs.end())[0]);
+  InlineVec<Tensor, 1> outs;
+  run_impl(api, op, inputs.begin()->device(), inputs.begin(), inputs.end(), outs);
+  return std::move(outs[0]);
 }
 
 void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out) {

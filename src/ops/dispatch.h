@@ -19,6 +19,9 @@ ir::TensorDesc desc_of(const Tensor& t);
 Tensor wrap(const ir::TensorDesc& d, const Device& dev, std::shared_ptr<Storage> s);
 /// A fresh contiguous tensor (uninitialised data).
 Tensor alloc(const Shape& shape, DType dtype, const Device& dev);
+/// A 0-d tensor of s as dtype on dev for an op's input, shared with other calls (Note [Scalar
+/// constants] in creation.cpp): never hand it to user code or write into it.
+Tensor scalar_constant(Scalar s, DType dtype, const Device& dev);
 /// A view of t with new shape/strides/offset sharing its storage.
 Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset);
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "test_util.h"
 
@@ -295,4 +296,57 @@ TEST(Core, MethodFormsMatchFreeFunctions) {
   EXPECT_TRUE(x.logsumexp({1}).equal(logsumexp(x, {1})));
   EXPECT_TRUE(x.view_as(y.t().contiguous()).shape() == Shape({5, 4}));
   EXPECT_EQ(idx.type_as(x).dtype(), f32);
+}
+
+// Note [Scalar constants]: the 0-d tensors of Scalar operands are shared between calls, so no op
+// may write into one: not a temporary's buffer reuse, not an in-place op, not autodiff.
+TEST(Core, SharedScalarOperandsAreNeverWritten) {
+  const Device plain = Device::cpu().without_fusion();
+  for (const Device& d : {plain, plain.fusion(), plain.autodiff(), plain.fusion().autodiff()}) {
+    SCOPED_TRACE(d.str());
+    Tensor x = tensor(iota(6), {2, 3}, d);
+    for (int round = 0; round < 3; ++round) {
+      Tensor y = x * 2.5;
+      y.add_(1.0).mul_(2.5);  // in place into a result of the constant 2.5
+      Tensor t = x + 0.0;
+      Tensor r = std::move(t) * 2.5;  // the temporary lends its buffer, never the constant
+      r.sub_(2.5);
+      Tensor w = where(x > 2.0, x, 7.0);
+      w.fill_(2.5);
+      w.add_(1.0);
+      Tensor z = 2.5 - x;
+      std::vector<float> vy = y.to_vector<float>(), vr = r.to_vector<float>(), vz = z.to_vector<float>();
+      for (int i = 0; i < 6; ++i) {
+        EXPECT_FLOAT_EQ(vy[i], (2.5f * i + 1) * 2.5f);
+        EXPECT_FLOAT_EQ(vr[i], 2.5f * i - 2.5f);
+        EXPECT_FLOAT_EQ(vz[i], 2.5f - i);
+      }
+      EXPECT_EQ(w.to_vector<float>(), std::vector<float>(6, 3.5f));
+      EXPECT_EQ(where(x > 2.0, x, 7.0).to_vector<float>(), (std::vector<float>{7, 7, 7, 3, 4, 5}));
+    }
+    // The same bytes in another dtype are another constant.
+    EXPECT_EQ((tensor({1, 2}, {2}, d) * 2).to_vector<int32_t>(), (std::vector<int32_t>{2, 4}));
+    EXPECT_EQ((x * 2).to_vector<float>()[1], 2.f);
+    EXPECT_EQ((x.to(f64) * 2.5).dtype(), f64);
+    EXPECT_EQ((x.to(f16) * 0.1).to(f32).to_vector<float>()[1], static_cast<float>(Half(0.1f)));
+    EXPECT_EQ((tensor({true, false}, {2}, d) + true).dtype(), DType::Bool);
+  }
+  // Gradients through a scalar operand, twice: the saved constant is unchanged.
+  const Device ad = plain.fusion().autodiff();
+  Tensor p = tensor({1.f, -2.f}, {2}, ad).require_grad();
+  for (int i = 0; i < 2; ++i) {
+    Gradients g = ((p * 3.0) * p).sum().backward();
+    EXPECT_EQ(p.grad(g).to_vector<float>(), (std::vector<float>{6, -12}));
+  }
+  // Each thread has its own constants.
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> got(4);
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      Tensor a = ones({3});
+      for (int i = 0; i < 200; ++i) a = a * 1.0 + static_cast<double>(k);
+      got[static_cast<size_t>(k)] = a.to_vector<float>();
+    });
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(got[static_cast<size_t>(k)], std::vector<float>(3, 1.f + 200.f * k));
 }

@@ -136,3 +136,100 @@ TEST(IR, InferenceByFamily) {
   infer(fill);
   EXPECT_EQ(fill.outputs[0].shape, (Shape{2, 0, 5}));
 }
+
+namespace {
+/// An element that counts the live objects and carries a heap-backed value, so a missing or
+/// doubled construction or destruction in InlineVec shows up.
+struct Counted {
+  static inline int live = 0;
+  std::string v;
+  explicit Counted(std::string s = {}) : v(std::move(s)) { ++live; }
+  Counted(const Counted& o) : v(o.v) { ++live; }
+  Counted(Counted&& o) noexcept : v(std::move(o.v)) { ++live; }
+  Counted& operator=(const Counted&) = default;
+  Counted& operator=(Counted&&) = default;
+  ~Counted() { --live; }
+  friend bool operator==(const Counted& a, const Counted& b) { return a.v == b.v; }
+};
+}  // namespace
+
+// An op's operand lists (InlineVec) against std::vector, through random edits: growing past the
+// inline capacity, copies and moves of inline and heap states, appending one of its own
+// elements while it grows.
+TEST(IR, InlineVecMatchesStdVector) {
+  std::mt19937 g(7);
+  {
+    InlineVec<Counted, 3> a, b;
+    std::vector<Counted> ra, rb;
+    for (int step = 0; step < 4000; ++step) {
+      const std::string s = "value number " + std::to_string(step);  // past the small-string size
+      switch (g() % 10) {
+        case 0:
+        case 1:
+        case 2:
+          a.emplace_back(s);
+          ra.emplace_back(s);
+          break;
+        case 3:
+          if (!a.empty()) {
+            a.push_back(a.front());  // may reallocate while reading its argument
+            ra.push_back(ra.front());
+          }
+          break;
+        case 4:
+          if (!a.empty()) {
+            a.pop_back();
+            ra.pop_back();
+          }
+          break;
+        case 5: {
+          const size_t n = g() % 7;
+          a.resize(n);
+          ra.resize(n);
+          break;
+        }
+        case 6:
+          b = a;
+          rb = ra;
+          break;
+        case 7:
+          a = std::move(b);
+          ra = std::move(rb);
+          b.clear();
+          rb.clear();
+          break;
+        case 8: {
+          InlineVec<Counted, 3> c(std::move(a));
+          a = c;
+          break;
+        }
+        default:
+          if (g() % 4 == 0) {
+            a = {Counted("x"), Counted("y")};
+            ra = {Counted("x"), Counted("y")};
+          }
+      }
+      ASSERT_EQ(a.size(), ra.size()) << "step " << step;
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i].v, ra[i].v) << "step " << step;
+      ASSERT_EQ(b.size(), rb.size());
+      ASSERT_EQ(Counted::live, static_cast<int>(a.size() + b.size() + ra.size() + rb.size())) << "step " << step;
+    }
+    InlineVec<Counted, 3> same(a.begin(), a.end());
+    EXPECT_TRUE(same == a);
+    if (!same.empty()) same.back().v += "!";
+    EXPECT_EQ(same == a, a.empty());
+  }
+  EXPECT_EQ(Counted::live, 0);
+  // An op keeps its operands inline, and copies of it compare equal.
+  Op op;
+  op.kind = OpKind::Add;
+  op.inputs = {random_desc(g), random_desc(g)};
+  op.outputs.push_back(random_desc(g));
+  Op copy = op;
+  EXPECT_TRUE(copy == op);
+  copy.inputs.push_back(random_desc(g));
+  copy.inputs.push_back(random_desc(g));  // past the inline three
+  EXPECT_FALSE(copy == op);
+  copy.inputs.resize(2);
+  EXPECT_TRUE(copy == op);
+}
