@@ -117,6 +117,43 @@ TEST(Gemm, EveryKernelLevel) {
   }
 }
 
+// Small products take the unpacked kernel (gemm_small_f32): every row tail (1-4 rows of a
+// block), full and partial last vectors, column blocks past one, transposed and padded operands,
+// a column-major C, beta 0 / 1 / 0.5, at every kernel level (AVX-512, AVX2 and SSE4 blocks).
+TEST(Gemm, SmallProductsMatchReference) {
+  struct Reset {
+    ~Reset() { cpu::gemm_detail::set_kernel_limit_for_test(0); }
+  } reset;
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 2, 1},   {1, 16, 32}, {2, 17, 3},   {3, 8, 16},  {4, 16, 8},  {5, 31, 7},   {6, 33, 5},  {7, 48, 2},
+      {8, 64, 11}, {9, 65, 4},  {16, 96, 32}, {16, 16, 8}, {16, 8, 16}, {13, 127, 9}, {2, 200, 3}, {64, 64, 64}};
+  for (int level : {0, 1, 2}) {
+    SCOPED_TRACE(level);
+    cpu::gemm_detail::set_kernel_limit_for_test(level);
+    uint32_t seed = 900;
+    for (auto [M, N, K] : shapes) {
+      ASSERT_TRUE(cpu::gemm_small_fits(M, N, K, sizeof(float)));
+      for (int t = 0; t < 8; ++t)
+        for (float beta : {0.f, 1.f, 0.5f}) check_case<float>(M, N, K, t & 1, t & 2, t & 4, 1.f, beta, seed++);
+      check_case<float>(M, N, K, false, false, false, -0.75f, 0.f, seed++);
+    }
+  }
+  // Larger products are not small, and gemm_small_f32 leaves them alone.
+  EXPECT_FALSE(cpu::gemm_small_fits(65, 64, 64, sizeof(float)));
+  EXPECT_FALSE(cpu::gemm_small_fits(4, 256, 32, sizeof(float)));  // B past 16 KiB
+  std::vector<float> a(65 * 64, 1.f), b(64 * 64, 1.f), c(65 * 64, 7.f);
+  EXPECT_FALSE(cpu::gemm_small_f32(65, 64, 64, 1.f, a.data(), 64, 1, b.data(), 64, 1, 0.f, c.data(), 64, 1));
+  EXPECT_EQ(c[0], 7.f);
+  // Each element is summed over k in order, so a row does not depend on the rows beside it.
+  auto x = random_vec<float>(9 * 40, 5), w = random_vec<float>(40 * 48, 6);
+  std::vector<float> all(9 * 48), one(48);
+  ASSERT_TRUE(cpu::gemm_small_f32(9, 48, 40, 1.f, x.data(), 40, 1, w.data(), 48, 1, 0.f, all.data(), 48, 1));
+  for (int64_t r = 0; r < 9; ++r) {
+    ASSERT_TRUE(cpu::gemm_small_f32(1, 48, 40, 1.f, x.data() + r * 40, 40, 1, w.data(), 48, 1, 0.f, one.data(), 48, 1));
+    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * 48, sizeof(float) * 48)) << "row " << r;
+  }
+}
+
 TEST(Gemm, AlphaBeta) {
   uint32_t seed = 500;
   for (auto [M, N, K] : {std::array<int64_t, 3>{7, 13, 5}, {67, 129, 300}, {1, 50, 40}, {50, 1, 40}}) {
@@ -281,6 +318,46 @@ TEST(MatMulKernel, ManySmallBatchesAndThreads) {
     Tensor s1 = test::with_threads(1, [&] { return matmul(x, y); });
     Tensor s2 = test::with_threads(2, [&] { return matmul(x, y); });
     EXPECT_TRUE(equal(s1, s2)) << "onednn=" << on;
+  }
+}
+
+// Note [Transposed weights]: a small product by a transposed weight (linear's W^T) uses a kept
+// transposed copy, keyed on the weight's content stamp: writes to the weight between calls are
+// seen, whichever way they are made.
+TEST(MatMulKernel, TransposedWeightsFollowWrites) {
+  const Device plain = Device::cpu().without_fusion();
+  for (const Device& d : {plain, plain.fusion()}) {
+    SCOPED_TRACE(d.str());
+    Tensor x = rand_t({3, 16, 32}, DType::F32, 21).to(d), w = rand_t({48, 32}, DType::F32, 22).to(d);
+    Tensor bias = rand_t({48}, DType::F32, 23).to(d);
+    auto check = [&](const char* what) {
+      SCOPED_TRACE(what);
+      // The contiguous W^T is a second path: no transposed operand, no kept copy.
+      Tensor wt = w.t().contiguous();
+      EXPECT_LT((matmul(x, w.t()) - matmul(x, wt)).abs().max().item<float>(), 1e-5f);
+      Tensor y = linear(x, w, bias);
+      Tensor ref = (x.to(DType::F64).unsqueeze(3) * w.t().to(DType::F64).unsqueeze(0).unsqueeze(0)).sum({2}) +
+                   bias.to(DType::F64);
+      EXPECT_LT((y.to(DType::F64) - ref).abs().max().item<double>(), 1e-5);
+    };
+    check("first");
+    check("again");
+    w.add_(1.0);
+    check("after add_");
+    w.index({Slice{0, 5}}).fill_(0.25);
+    check("after a write through a view");
+    w.copy_(rand_t({48, 32}, DType::F32, 24).to(d));
+    check("after copy_");
+    {
+      NoGradGuard g;
+      w.mul_(-2.0);
+    }
+    check("after mul_");
+    for (int i = 0; i < 10; ++i) {  // more weights than the cache holds, then the first again
+      Tensor other = rand_t({48, 32}, DType::F32, 30 + i).to(d);
+      EXPECT_LT((matmul(x, other.t()) - matmul(x, other.t().contiguous())).abs().max().item<float>(), 1e-5f);
+    }
+    check("after other weights");
   }
 }
 

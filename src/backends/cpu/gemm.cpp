@@ -76,7 +76,8 @@ Kernels<T> kernels() {
       k = gemm_detail::simd_kernels_f64();
   }
   if (k.tile) return k;
-  return {kScalarMR, kScalarNR, &scalar_tile<T>, &scalar_pack_a<T>, &scalar_pack_b<T>, &scalar_dot<T>, &scalar_axpy<T>};
+  return {kScalarMR, kScalarNR, &scalar_tile<T>, &scalar_pack_a<T>, &scalar_pack_b<T>, &scalar_dot<T>, &scalar_axpy<T>,
+          nullptr,   1};
 }
 
 // ---- buffers ------------------------------------------------------------------------------------
@@ -171,6 +172,49 @@ void gemv(const Kernels<T>& kr, int64_t L, int64_t K, T alpha, const T* X, int64
   });
 }
 
+// ---- small products --------------------------------------------------------------------------
+
+}  // namespace
+
+bool gemm_small_fits(int64_t M, int64_t N, int64_t K, size_t elem) {
+  return M >= 1 && N >= 2 && K >= 1 && static_cast<size_t>(N * K) * elem <= (16u << 10) &&
+         double(M) * double(N) * double(K) <= 64.0 * 64 * 64;
+}
+
+namespace {
+
+template <class T>
+bool gemm_small(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B, int64_t rsb,
+                int64_t csb, T beta, T* C, int64_t rsc, int64_t csc) {
+  if (csc != 1 && rsc == 1 && M > 1) {  // a column-major C: C^T = B^T A^T is row-major
+    std::swap(M, N);
+    std::swap(A, B);
+    std::swap(rsa, csb);
+    std::swap(csa, rsb);
+    std::swap(rsc, csc);
+  }
+  if (csc != 1 || !gemm_small_fits(M, N, K, sizeof(T)) || alpha == T(0)) return false;
+  const Kernels<T> kr = kernels<T>();
+  if (!kr.small) return false;
+  const int64_t L = kr.lanes;
+  if (csb != 1 || N % L != 0) {  // B's rows made contiguous and padded to whole vectors
+    const int64_t ld = (N + L - 1) / L * L;
+    T* buf = tl_vec.get<T>(K * ld);
+    if (rsb == 1) {  // B^T's rows are contiguous: read them in order
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k) buf[k * ld + j] = B[j * csb + k];
+    } else {
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) buf[k * ld + j] = B[k * rsb + j * csb];
+    }
+    for (int64_t k = 0; k < K; ++k) std::fill(buf + k * ld + N, buf + (k + 1) * ld, T(0));
+    B = buf;
+    rsb = ld;
+  }
+  kr.small(M, N, K, alpha, A, rsa, csa, B, rsb, beta, C, rsc);
+  return true;
+}
+
 // ---- the packed driver ----------------------------------------------------------------------
 
 template <class T>
@@ -180,6 +224,7 @@ void gemm_impl(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa
   if (K <= 0 || alpha == T(0)) return scale(M, N, beta, C, rsc, csc);
   const Kernels<T> kr = kernels<T>();
   if (N == 1) return gemv(kr, M, K, alpha, A, rsa, csa, B, rsb, beta, C, rsc);
+  if (gemm_small(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc)) return;
   if (M == 1) return gemv(kr, N, K, alpha, B, csb, rsb, A, csa, beta, C, csc);
 
   const int64_t MR = kr.mr, NR = kr.nr;
@@ -252,6 +297,11 @@ void set_kernel_limit_for_test(int level) {
   limit_simd_targets_for_test(level == 3 ? 0 : level);
 }
 }  // namespace gemm_detail
+
+bool gemm_small_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+                    const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  return gemm_small(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
               int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {

@@ -2,6 +2,7 @@
 #pragma once
 // Dense matrix multiply on raw CPU buffers, shared by the MatMul and convolution kernels.
 // Strides are in elements and may be any values (row- or column-major, views, negative).
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::cpu {
@@ -15,6 +16,17 @@ void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int6
               int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
               int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc);
+
+/// Whether an M x N x K product of elem-byte values is small (gemm_small_f32 takes it): B
+/// (K x N) within 16 KiB, in L1 with the rows of A and C, and little enough work that packing
+/// and threads do not pay (measured against oneDNN's sgemm and the packed driver).
+bool gemm_small_fits(int64_t M, int64_t N, int64_t K, size_t elem);
+/// gemm_f32 / gemm_f64 for a small product (its B fits in L1 and it is too small to be worth
+/// blocking or threads), on one thread without packing; false (nothing done) for any other.
+/// The result depends on the shape only. matmul_f32 tries it before oneDNN, whose per-call
+/// cost is larger than such a product.
+bool gemm_small_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+                    const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 
 /// C = A B [+ bias in every row] for one f32 matrix (strides as gemm_f32): oneDNN's sgemm when
 /// it is on and the layout fits, else gemm_f32. bias: null, or N values at stride bstride
@@ -41,6 +53,12 @@ struct Kernels {
   T (*dot)(const T* x, const T* y, int64_t n) = nullptr;
   /// y[i] += a * x[i] over n contiguous elements.
   void (*axpy)(T a, const T* x, T* y, int64_t n) = nullptr;
+  /// C = alpha * A B + beta * C without packing, for products whose B fits in L1: B and C rows
+  /// contiguous (element (k, n) at B[k * rsb + n]), every row of B readable up to N rounded up
+  /// to `lanes`. Each element is summed over k in order. Null without SIMD.
+  void (*small)(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B, int64_t rsb,
+                T beta, T* C, int64_t rsc) = nullptr;
+  int lanes = 1;  ///< vector width of `small`
 };
 
 /// The best kernels of the running CPU (null members when built without SIMD).

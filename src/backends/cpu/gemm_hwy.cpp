@@ -3,7 +3,9 @@
 // a register-blocked micro-kernel (MR rows x NV vectors of C held in registers, one FMA per
 // A broadcast and B vector), the packing routines that lay A and B out for it, and the dot /
 // axpy loops of matrix-vector products. The blocking driver is in gemm.cpp.
+#include <array>
 #include <cstring>
+#include <utility>
 
 #include "backends/cpu/gemm.h"
 
@@ -175,6 +177,84 @@ void Axpy(T a, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// ---- small products: no packing -----------------------------------------------------------
+
+// Rows of C per block and vectors of C per row: R * NV accumulators, NV B vectors and a
+// broadcast in registers (AVX-512 has 32, AVX2 / SSE4 16).
+constexpr size_t kSmallR = 4;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr size_t kSmallNV = 4;
+#else
+constexpr size_t kSmallNV = 2;
+#endif
+
+/// C[r, j] = alpha * sum_k A[r, k] B[k, j] + beta * C[r, j] for r < R, j < n, with
+/// (NV - 1) * L < n <= NV * L; every row of B holds NV * L readable values (zero past n).
+/// Each element is summed over k in order.
+template <class T, size_t R, size_t NV>
+void SmallBlock(int64_t K, const T* HWY_RESTRICT A, int64_t rsa, int64_t csa, const T* HWY_RESTRICT B, int64_t rsb,
+                T* HWY_RESTRICT C, int64_t rsc, size_t n, T alpha, T beta) {
+  const hn::ScalableTag<T> d;
+  using V = hn::Vec<decltype(d)>;
+  constexpr size_t L = kLanes<T>;
+  V acc[R][NV];
+#pragma GCC unroll 4
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t j = 0; j < NV; ++j) acc[r][j] = hn::Zero(d);
+  for (int64_t k = 0; k < K; ++k) {
+    const T* b = B + k * rsb;
+    V bv[NV];
+#pragma GCC unroll 4
+    for (size_t j = 0; j < NV; ++j) bv[j] = hn::LoadU(d, b + j * L);
+#pragma GCC unroll 4
+    for (size_t r = 0; r < R; ++r) {
+      const V av = hn::Set(d, A[static_cast<int64_t>(r) * rsa + k * csa]);
+#pragma GCC unroll 4
+      for (size_t j = 0; j < NV; ++j) acc[r][j] = hn::MulAdd(av, bv[j], acc[r][j]);
+    }
+  }
+  const V va = hn::Set(d, alpha), vb = hn::Set(d, beta);
+#pragma GCC unroll 4
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (size_t j = 0; j < NV; ++j) {
+      T* p = C + static_cast<int64_t>(r) * rsc + j * L;
+      const V v = hn::Mul(acc[r][j], va);
+      if (j + 1 < NV || n == NV * L) {
+        hn::StoreU(beta == T(0) ? v : hn::MulAdd(vb, hn::LoadU(d, p), v), d, p);
+      } else {  // a partial last vector: only n - j * L lanes of C are there
+        HWY_ALIGN T buf[L];
+        hn::Store(v, d, buf);
+        for (size_t i = 0; i < n - j * L; ++i) p[i] = beta == T(0) ? buf[i] : beta * p[i] + buf[i];
+      }
+    }
+}
+
+template <class T, size_t R, size_t... NV>
+constexpr auto SmallRow(std::index_sequence<NV...>) {
+  using Fn = decltype(&SmallBlock<T, 1, 1>);
+  return std::array<Fn, sizeof...(NV)>{&SmallBlock<T, R, NV + 1>...};
+}
+
+template <class T>
+void Small(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B, int64_t rsb,
+           T beta, T* C, int64_t rsc) {
+  constexpr size_t L = kLanes<T>, W = kSmallNV * L;
+  static constexpr std::array<decltype(SmallRow<T, 1>(std::make_index_sequence<kSmallNV>())), kSmallR> table = {
+      SmallRow<T, 1>(std::make_index_sequence<kSmallNV>()), SmallRow<T, 2>(std::make_index_sequence<kSmallNV>()),
+      SmallRow<T, 3>(std::make_index_sequence<kSmallNV>()), SmallRow<T, 4>(std::make_index_sequence<kSmallNV>())};
+  static_assert(kSmallR == 4);
+  // Column blocks outermost: one block of B (K x W) stays in L1 while every row passes.
+  for (int64_t j0 = 0; j0 < N; j0 += int64_t(W)) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(int64_t(W), N - j0)), nv = (n + L - 1) / L;
+    for (int64_t i0 = 0; i0 < M; i0 += int64_t(kSmallR)) {
+      const size_t r = static_cast<size_t>(std::min<int64_t>(int64_t(kSmallR), M - i0));
+      table[r - 1][nv - 1](K, A + i0 * rsa, rsa, csa, B + j0, rsb, C + i0 * rsc + j0, rsc, n, alpha, beta);
+    }
+  }
+}
+
 template <class T>
 Kernels<T> Make() {
   Kernels<T> k;
@@ -188,6 +268,8 @@ Kernels<T> Make() {
   k.pack_b = &PackB<T>;
   k.dot = &Dot<T>;
   k.axpy = &Axpy<T>;
+  k.small = &Small<T>;
+  k.lanes = int(kLanes<T>);
   return k;
 #endif
 }

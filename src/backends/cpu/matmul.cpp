@@ -68,6 +68,47 @@ void batched_float(int64_t nb, int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T>
   });
 }
 
+// Note [Transposed weights]: a linear layer multiplies by W^T, a transposed view of its weight.
+// For a small product (gemm_small_fits) transposing B costs as much as the product, and oneDNN's
+// per-call cost is larger still, so each thread keeps its last few transposed weights, keyed on
+// the weight's content stamp and address (TensorDesc::stamp): inference transposes each weight
+// once; a training step, which writes the weights, once per step.
+const float* transposed_weight(const float* w, int64_t K, int64_t N, int64_t cs, uint64_t stamp) {
+  struct Entry {
+    uint64_t stamp = 0;
+    const float* w = nullptr;
+    int64_t K = 0, N = 0, cs = 0;
+    std::vector<float> buf;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local Entry cache[kEntries];
+  thread_local size_t next = 0;
+  for (Entry& e : cache)
+    if (e.stamp == stamp && e.w == w && e.K == K && e.N == N && e.cs == cs) return e.buf.data();
+  Entry& e = cache[next++ % kEntries];
+  e.buf.resize(static_cast<size_t>(K * N));
+  for (int64_t n = 0; n < N; ++n)  // B(k, n) = w[k + n * cs]: read w's rows in order
+    for (int64_t k = 0; k < K; ++k) e.buf[static_cast<size_t>(k * N + n)] = w[k + n * cs];
+  e.stamp = stamp;
+  e.w = w;
+  e.K = K;
+  e.N = N;
+  e.cs = cs;
+  return e.buf.data();
+}
+
+/// B of a product as batched_float reads it: a transposed f32 weight from the cache of
+/// Note [Transposed weights] (one matrix for every batch, whole vectors per row), else as is.
+template <class T>
+Mat<T> weight_operand(Mat<T> b, int64_t nb, int64_t M, int64_t N, int64_t K, uint64_t stamp) {
+  if constexpr (std::is_same_v<T, float>) {
+    if ((nb == 1 || b.bs == 0) && b.rs == 1 && b.cs >= K && stamp != 0 && N % 16 == 0 &&
+        gemm_small_fits(M, N, K, sizeof(float)))
+      return {transposed_weight(b.p, K, N, b.cs, stamp), 0, N, 1};
+  }
+  return b;
+}
+
 /// Widens the distinct matrices of a half-precision operand to contiguous f32 (a batch stride
 /// of 0 stays 0: the one matrix is converted once).
 template <class H>
@@ -132,6 +173,7 @@ void matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, in
                 int64_t csb, float* C, int64_t rsc, int64_t csc, const float* bias, int64_t bstride) {
   if (bias) fill_rows(M, N, bias, bstride, C, rsc, csc);
   const float beta = bias ? 1.f : 0.f;
+  if (gemm_small_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc)) return;
   if (onednn::sgemm(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc)) return;
   gemm_f32(M, N, K, 1.f, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
@@ -146,9 +188,9 @@ void k_MatMul(const ir::Op& op, void* const* in, void* const* out) {
     T* pc = reinterpret_cast<T*>(base_ptr(out[0], c));
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       const bool bias = op.inputs.size() > 2;  // ops.def: f32 / f64 only
-      batched_float<T>(nb, M, N, K, {pa, a.strides[0], a.strides[1], a.strides[2]},
-                       {pb, b.strides[0], b.strides[1], b.strides[2]}, pc, c.strides[0], c.strides[1], c.strides[2],
-                       bias ? reinterpret_cast<const T*>(base_ptr(in[2], op.inputs[2])) : nullptr,
+      const Mat<T> mb = weight_operand<T>({pb, b.strides[0], b.strides[1], b.strides[2]}, nb, M, N, K, b.stamp);
+      batched_float<T>(nb, M, N, K, {pa, a.strides[0], a.strides[1], a.strides[2]}, mb, pc, c.strides[0], c.strides[1],
+                       c.strides[2], bias ? reinterpret_cast<const T*>(base_ptr(in[2], op.inputs[2])) : nullptr,
                        bias ? op.inputs[2].strides[0] : 1);
     } else if constexpr (is_half_v<T>) {
       batched_half(nb, M, N, K, pa, a, pb, b, pc, c);
