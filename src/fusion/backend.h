@@ -337,10 +337,12 @@ class FusionBackend final : public Backend {
       run_single(op, r);
       return;
     }
-    r.op = op;
     for (Buf* b : r.in) ++b->refs;
     for (Buf* b : r.out) ++b->refs;
-    stream_.push_back(std::move(r));
+    Rec& q = stream_.emplace_back();  // the op is copied once, into its place in the stream
+    q.op = op;
+    q.in = r.in;
+    q.out = r.out;
     bump(&Stats::recorded);
     if (stream_.size() >= kMaxStream) flush("stream length limit");
   }
