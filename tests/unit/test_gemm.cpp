@@ -140,7 +140,14 @@ TEST(Gemm, SmallProductsMatchReference) {
   }
   // Larger products are not small, and gemm_small_f32 leaves them alone.
   EXPECT_FALSE(cpu::gemm_small_fits(65, 64, 64, sizeof(float)));
-  EXPECT_FALSE(cpu::gemm_small_fits(4, 256, 32, sizeof(float)));  // B past 16 KiB
+  EXPECT_FALSE(cpu::gemm_small_fits(4, 256, 64, sizeof(float)));  // B past 32 KiB
+  {  // a transposed B is copied first, so only up to 8 KiB of it
+    std::vector<float> x(4 * 64, 1.f), bt(96 * 64, 1.f), y(4 * 96, 7.f);
+    EXPECT_FALSE(cpu::gemm_small_f32(4, 96, 64, 1.f, x.data(), 64, 1, bt.data(), 1, 64, 0.f, y.data(), 96, 1));
+    EXPECT_EQ(y[0], 7.f);
+    EXPECT_TRUE(cpu::gemm_small_f32(4, 32, 64, 1.f, x.data(), 64, 1, bt.data(), 1, 64, 0.f, y.data(), 32, 1));
+    EXPECT_EQ(y[0], 64.f);
+  }
   std::vector<float> a(65 * 64, 1.f), b(64 * 64, 1.f), c(65 * 64, 7.f);
   EXPECT_FALSE(cpu::gemm_small_f32(65, 64, 64, 1.f, a.data(), 64, 1, b.data(), 64, 1, 0.f, c.data(), 64, 1));
   EXPECT_EQ(c[0], 7.f);

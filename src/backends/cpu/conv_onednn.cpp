@@ -15,6 +15,7 @@
 // several threads splits by images (batch_chunks): one parallel region, each thread running a
 // single-threaded primitive of its own (cache slot, user-mode scratchpad) over its images.
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn.h"
 #include "backends/cpu/pool_vec.h"
 
@@ -637,9 +638,13 @@ void add_bias(float* x, const float* b, int64_t N, int64_t C, int64_t plane) {
 
 }  // namespace
 
-/// C[m, n] = A . B (+ beta C) row-major through oneDNN's sgemm; false on failure.
+/// C[m, n] = A . B (+ beta C) row-major: a small product in gemm_small_f32 (oneDNN's per-call
+/// cost is larger than such a product), else through oneDNN's sgemm; false on failure.
 static bool sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                   int64_t ldb, float beta, float* C, int64_t ldc) {
+  const bool at = ta == 'T', bt = tb == 'T';
+  if (gemm_small_f32(M, N, K, 1.f, A, at ? 1 : lda, at ? lda : 1, B, bt ? 1 : ldb, bt ? ldb : 1, beta, C, ldc, 1))
+    return true;
   return dnnl_sgemm(ta, tb, M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
 }
 

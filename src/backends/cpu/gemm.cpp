@@ -177,7 +177,11 @@ void gemv(const Kernels<T>& kr, int64_t L, int64_t K, T alpha, const T* X, int64
 }  // namespace
 
 bool gemm_small_fits(int64_t M, int64_t N, int64_t K, size_t elem) {
-  return M >= 1 && N >= 2 && K >= 1 && static_cast<size_t>(N * K) * elem <= (16u << 10) &&
+  static const bool on = [] {  // KILN_GEMM_SMALL=0: every product packed (or oneDNN), for A/B runs
+    const char* e = std::getenv("KILN_GEMM_SMALL");
+    return !(e && e[0] == '0');
+  }();
+  return on && M >= 1 && N >= 2 && K >= 1 && static_cast<size_t>(N * K) * elem <= (32u << 10) &&
          double(M) * double(N) * double(K) <= 64.0 * 64 * 64;
 }
 
@@ -194,6 +198,8 @@ bool gemm_small(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rs
     std::swap(rsc, csc);
   }
   if (csc != 1 || !gemm_small_fits(M, N, K, sizeof(T)) || alpha == T(0)) return false;
+  // A B whose rows are not contiguous is copied first: only when that copy is cheap.
+  if (csb != 1 && static_cast<size_t>(N * K) * sizeof(T) > (8u << 10)) return false;
   const Kernels<T> kr = kernels<T>();
   if (!kr.small) return false;
   const int64_t L = kr.lanes;

@@ -18,8 +18,10 @@ void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, in
               int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc);
 
 /// Whether an M x N x K product of elem-byte values is small (gemm_small_f32 takes it): B
-/// (K x N) within 16 KiB, in L1 with the rows of A and C, and little enough work that packing
-/// and threads do not pay (measured against oneDNN's sgemm and the packed driver).
+/// (K x N) within 32 KiB, in L1 with the rows of A and C, and little enough work that packing
+/// and threads do not pay (measured against oneDNN's sgemm and the packed driver). A B whose
+/// rows are not contiguous must also fit in 8 KiB (it is copied first). KILN_GEMM_SMALL=0
+/// turns the small kernel off (read once).
 bool gemm_small_fits(int64_t M, int64_t N, int64_t K, size_t elem);
 /// gemm_f32 / gemm_f64 for a small product (its B fits in L1 and it is too small to be worth
 /// blocking or threads), on one thread without packing; false (nothing done) for any other.
