@@ -144,6 +144,8 @@ class SmallVec {
 /// in place and moved when the vector grows past N onto the heap.
 template <class T, size_t N>
 class InlineVec {
+  static_assert(std::is_nothrow_move_constructible_v<T>);  // growing and moving never throw midway
+
  public:
   using value_type = T;
   using iterator = T*;
@@ -208,12 +210,16 @@ class InlineVec {
   }
   template <class... A>
   T& emplace_back(A&&... a) {
+    T* p;
     if (size_ == capacity()) {
       T v(std::forward<A>(a)...);  // a may name an element of this vector
       reserve(size_ + 1);
-      return *new (data() + size_++) T(std::move(v));
+      p = new (data() + size_) T(std::move(v));
+    } else {
+      p = new (data() + size_) T(std::forward<A>(a)...);
     }
-    return *new (data() + size_++) T(std::forward<A>(a)...);
+    ++size_;  // only once the element exists: a throwing constructor leaves the vector as it was
+    return *p;
   }
   void push_back(const T& v) { emplace_back(v); }
   void push_back(T&& v) { emplace_back(std::move(v)); }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "ir/op.h"
@@ -142,9 +143,13 @@ namespace {
 /// doubled construction or destruction in InlineVec shows up.
 struct Counted {
   static inline int live = 0;
+  static inline bool throw_on_copy = false;
   std::string v;
   explicit Counted(std::string s = {}) : v(std::move(s)) { ++live; }
-  Counted(const Counted& o) : v(o.v) { ++live; }
+  Counted(const Counted& o) : v(o.v) {
+    if (throw_on_copy) throw std::runtime_error("copy");
+    ++live;
+  }
   Counted(Counted&& o) noexcept : v(std::move(o.v)) { ++live; }
   Counted& operator=(const Counted&) = default;
   Counted& operator=(Counted&&) = default;
@@ -213,6 +218,18 @@ TEST(IR, InlineVecMatchesStdVector) {
       for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i].v, ra[i].v) << "step " << step;
       ASSERT_EQ(b.size(), rb.size());
       ASSERT_EQ(Counted::live, static_cast<int>(a.size() + b.size() + ra.size() + rb.size())) << "step " << step;
+    }
+    // A constructor that throws leaves the vector as it was, inline or on the heap.
+    for (size_t n : {size_t{1}, size_t{3}, size_t{5}}) {
+      InlineVec<Counted, 3> t;
+      for (size_t i = 0; i < n; ++i) t.emplace_back("e" + std::to_string(i));
+      const int live = Counted::live;
+      Counted::throw_on_copy = true;
+      EXPECT_THROW(t.push_back(t.front()), std::runtime_error);
+      Counted::throw_on_copy = false;
+      EXPECT_EQ(t.size(), n);
+      EXPECT_EQ(Counted::live, live);
+      EXPECT_EQ(t.back().v, "e" + std::to_string(n - 1));
     }
     InlineVec<Counted, 3> same(a.begin(), a.end());
     EXPECT_TRUE(same == a);
