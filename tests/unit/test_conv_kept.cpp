@@ -8,13 +8,19 @@
 #include <kiln/nn.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/conv_impl.h"
 #include "backends/cpu/onednn.h"
 #include "restore_onednn.h"
+
+#if KILN_TEST_HWY_TARGETS
+#include <hwy/targets.h>
+#endif
 
 using namespace kiln;
 using Act = nn::FusedConvOptions::Act;
@@ -122,7 +128,9 @@ TEST(ConvKept, StacksMatchTheUnkeptPathBitwise) {
     for (int64_t batch : {1, 3})
       for (int threads : {1, 2}) {
         set_num_threads(threads);
-        Tensor x = randn({batch, 3, 16, 16}, {.device = dev});
+        // 16 x 16: planes of whole 16-position tiles; 14 x 14: planes of 196, 49 and 16.
+        const int64_t side = batch == 1 ? 16 : 14;
+        Tensor x = randn({batch, 3, side, side}, {.device = dev});
         {
           NoGradGuard g;
           x.narrow(2, 3, 1).narrow(3, 4, 1).fill_(NAN);  // NaN reaches some outputs, and the pool
@@ -200,4 +208,64 @@ TEST(ConvKept, WritesBetweenTheOpsAreSeen) {
     auto [v, i] = F::max_pool2d_with_indices(y, {3, 3}, {.stride = Dims{2, 2}, .padding = Dims{1, 1}});
     expect_same(pool(y), v, "with indices");
   }
+}
+
+// The blocked-to-plain copy (unblock16_f32) and the epilogue that writes both layouts
+// (post_blocked16_f32 with a plain output) against index arithmetic, at every SIMD level: planes
+// of whole 16-position tiles and of partial ones, block ranges that start past 0.
+TEST(ConvKept, UnblockMatchesIndexArithmetic) {
+  auto cases = [] {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-2.f, 2.f);
+    for (int64_t plane : {1, 5, 16, 17, 49, 64, 196})
+      for (int64_t cblocks : {1, 3}) {
+        const int64_t N = 2, blocks = N * cblocks, C = cblocks * 16, n = blocks * plane * 16;
+        std::vector<float> y(static_cast<size_t>(n)), r(y.size()), s(static_cast<size_t>(C)), t(s.size());
+        for (auto* v : {&y, &r, &s, &t})
+          for (float& e : *v) e = u(rng);
+        y[3] = NAN;
+        const int64_t b0 = 1, b1 = blocks;  // block 0 is left alone
+        // unblock16_f32: plain[(b * 16 + j) * plane + i] = y[(b * plane + i) * 16 + j].
+        std::vector<float> plain(y.size(), -7.f);
+        cpu::conv::unblock16_f32(y.data(), b0, b1, plane, plain.data());
+        for (int64_t b = 0; b < blocks; ++b)
+          for (int64_t j = 0; j < 16; ++j)
+            for (int64_t i = 0; i < plane; ++i) {
+              const float got = plain[static_cast<size_t>((b * 16 + j) * plane + i)];
+              const float want = b < b0 ? -7.f : y[static_cast<size_t>((b * plane + i) * 16 + j)];
+              if (std::isnan(want))
+                ASSERT_TRUE(std::isnan(got));
+              else
+                ASSERT_EQ(got, want) << "plane " << plane << " block " << b << " channel " << j << " at " << i;
+            }
+        // The epilogue with a plain output: the blocked result is the one without it, and the
+        // plain one its copy.
+        std::vector<float> want_y = y, got_y = y, got_plain(y.size(), -7.f), want_plain(y.size(), -7.f);
+        cpu::conv::post_blocked16_f32(want_y.data(), r.data(), b0, b1, plane, cblocks, s.data(), t.data(), 0.f, 6.f);
+        cpu::conv::post_blocked16_f32(got_y.data(), r.data(), b0, b1, plane, cblocks, s.data(), t.data(), 0.f, 6.f,
+                                      got_plain.data());
+        cpu::conv::unblock16_f32(want_y.data(), b0, b1, plane, want_plain.data());
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_TRUE(std::memcmp(&want_y[i], &got_y[i], 4) == 0) << "plane " << plane << " at " << i;
+          ASSERT_TRUE(std::memcmp(&want_plain[i], &got_plain[i], 4) == 0) << "plane " << plane << " at " << i;
+        }
+      }
+  };
+#if KILN_TEST_HWY_TARGETS
+  struct Restore {
+    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  int ran = 0;
+  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
+    if (!(supported & t)) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    cases();
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+#else
+  cases();
+#endif
 }

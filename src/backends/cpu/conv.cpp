@@ -419,9 +419,15 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   // A fused max pool (ops.def): the convolution and its epilogue run into `full`, then the pool
   // (or oneDNN pools each thread's blocked output, onednn_forward_maxpool).
   const bool pooled = op.kind == ir::OpKind::Conv && ir::conv_has_pool(op);
+  // The pooled path's full result is made only when oneDNN's pooled form does not run.
   Stage<A> full;
-  if (pooled) full.resize(static_cast<size_t>(g.N * g.O * g.out_size()));
-  A* res = pooled ? full.data() : stage_out<T, A>(out[0], op.outputs[0], to);
+  A* res = pooled ? nullptr : stage_out<T, A>(out[0], op.outputs[0], to);
+  auto full_result = [&] {
+    if (!res) {
+      full.resize(static_cast<size_t>(g.N * g.O * g.out_size()));
+      res = full.data();
+    }
+  };
   // The oneDNN path applies the epilogue itself, per share of images (Note [Convolution
   // activations] in conv_onednn.cpp).
   const int64_t act = ir::conv_activation(op);  // 1 relu, 2 clamp
@@ -464,6 +470,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
           if (conv::onednn_forward_maxpool(g, a0, a1, bias, post, pa, y, sp))
             return finish_out<T, A>(out[0], op.outputs[0], y);
         }
+        full_result();
         done = conv::onednn_forward(g, a0, a1, bias, res, post, st);
       } else if (op.kind == ir::OpKind::ConvTranspose)
         done = conv::onednn_backward_data(g, a0, a1, bias, res, w_stamp);
@@ -471,6 +478,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
         done = conv::onednn_backward_weights(g, a0, a1, res);
     }
   }
+  full_result();
   if (!done) {
     if (op.kind == ir::OpKind::Conv)
       forward(g, a0, a1, bias, res);

@@ -4,6 +4,7 @@
 // of a convolution's output, plain or in oneDNN's blocked 16-channel layout
 // (Note [Convolution activations] in conv_onednn.cpp), with the scalar loop's compares, so NaN
 // passes.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -76,8 +77,45 @@ void PostF32(float* y, const float* r, int64_t n, const float* s, const float* t
   });
 }
 
+/// Copies a tile of len (<= 16) positions of a blocked 16-channel plane (blk: [len][16]) to 16
+/// plain channel rows (channel j at plain + j * plane).
+HWY_INLINE void UnblockTile(const float* blk, int64_t len, int64_t plane, float* plain) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (len == 16) {
+    // A 16 x 16 transpose in four rounds: 32-bit and 64-bit interleaves within 128-bit lanes, then
+    // two rounds of 128-bit lane shuffles. r[i]: position i's 16 channels.
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(blk + i * 16);
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {  // r[4i + m], lane k: channel 4k + m of positions 4i ... 4i + 3
+      const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+      const __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
+      r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+      r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+      r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+      r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+    }
+    for (int i = 0; i < 2; ++i)
+      for (int m = 0; m < 4; ++m) {
+        t[8 * i + m] = _mm512_shuffle_f32x4(r[8 * i + m], r[8 * i + 4 + m], 0x88);
+        t[8 * i + 4 + m] = _mm512_shuffle_f32x4(r[8 * i + m], r[8 * i + 4 + m], 0xdd);
+      }
+    for (int m = 0; m < 8; ++m) {
+      _mm512_storeu_ps(plain + m * plane, _mm512_shuffle_f32x4(t[m], t[8 + m], 0x88));
+      _mm512_storeu_ps(plain + (8 + m) * plane, _mm512_shuffle_f32x4(t[m], t[8 + m], 0xdd));
+    }
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < 16; ++j)
+    for (int64_t i = 0; i < len; ++i) plain[j * plane + i] = blk[i * 16 + j];
+}
+
 void PostBlocked16F32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks, const float* s,
-                      const float* t, float lo, float hi) {
+                      const float* t, float lo, float hi, float* plain) {
   WithSteps(s, t, r, [&](auto S, auto T, auto R) {
     constexpr bool kScale = decltype(S)::value, kShift = decltype(T)::value, kRes = decltype(R)::value;
     const hn::ScalableTag<float> d;
@@ -88,17 +126,29 @@ void PostBlocked16F32(float* y, const float* r, int64_t b0, int64_t b1, int64_t 
       const int64_t c0 = (b % cblocks) * 16;  // the block's first channel
       float* yb = y + b * plane * 16;
       const float* rb = kRes ? r + b * plane * 16 : nullptr;
-      for (int64_t j = 0; j < 16; j += N) {
-        const V vs = kScale ? hn::LoadU(d, s + c0 + j) : hn::Set(d, 1.f);
-        const V vt = kShift ? hn::LoadU(d, t + c0 + j) : hn::Set(d, 0.f);
-        for (int64_t i = 0; i < plane; ++i) {
-          float* p = yb + i * 16 + j;
-          hn::StoreU(Step<kScale, kShift, kRes>(d, hn::LoadU(d, p), vs, vt, kRes ? rb + i * 16 + j : nullptr, vlo, vhi),
-                     d, p);
+      // Tiles of 16 positions: each is copied to the plain rows while it is in the cache.
+      for (int64_t i0 = 0; i0 < plane; i0 += 16) {
+        const int64_t i1 = std::min<int64_t>(plane, i0 + 16);
+        for (int64_t j = 0; j < 16; j += N) {
+          const V vs = kScale ? hn::LoadU(d, s + c0 + j) : hn::Set(d, 1.f);
+          const V vt = kShift ? hn::LoadU(d, t + c0 + j) : hn::Set(d, 0.f);
+          for (int64_t i = i0; i < i1; ++i) {
+            float* p = yb + i * 16 + j;
+            hn::StoreU(
+                Step<kScale, kShift, kRes>(d, hn::LoadU(d, p), vs, vt, kRes ? rb + i * 16 + j : nullptr, vlo, vhi), d,
+                p);
+          }
         }
+        if (plain) UnblockTile(yb + i0 * 16, i1 - i0, plane, plain + b * 16 * plane + i0);
       }
     }
   });
+}
+
+void Unblock16F32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t i0 = 0; i0 < plane; i0 += 16)
+      UnblockTile(y + (b * plane + i0) * 16, std::min<int64_t>(plane - i0, 16), plane, plain + b * 16 * plane + i0);
 }
 
 }  // namespace kiln::cpu::conv::HWY_NAMESPACE
@@ -112,8 +162,12 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
 }
 HWY_EXPORT(PostBlocked16F32);
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
-                        const float* s, const float* t, float lo, float hi) {
-  HWY_DYNAMIC_DISPATCH(PostBlocked16F32)(y, r, b0, b1, plane, cblocks, s, t, lo, hi);
+                        const float* s, const float* t, float lo, float hi, float* plain) {
+  HWY_DYNAMIC_DISPATCH(PostBlocked16F32)(y, r, b0, b1, plane, cblocks, s, t, lo, hi, plain);
+}
+HWY_EXPORT(Unblock16F32);
+void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {
+  HWY_DYNAMIC_DISPATCH(Unblock16F32)(y, b0, b1, plane, plain);
 }
 }  // namespace kiln::cpu::conv
 #endif
@@ -135,8 +189,13 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
     y[i] = v < lo ? lo : (v > hi ? hi : v);  // NaN passes through (both compares false)
   }
 }
+void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t j = 0; j < 16; ++j)
+      for (int64_t i = 0; i < plane; ++i) plain[(b * 16 + j) * plane + i] = y[(b * plane + i) * 16 + j];
+}
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
-                        const float* s, const float* t, float lo, float hi) {
+                        const float* s, const float* t, float lo, float hi, float* plain) {
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t c0 = (b % cblocks) * 16;
     for (int64_t i = 0; i < plane; ++i)
@@ -145,6 +204,7 @@ void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_
         post_f32(y + o, r ? r + o : nullptr, 1, s ? s + c0 + j : nullptr, t ? t + c0 + j : nullptr, lo, hi);
       }
   }
+  if (plain) unblock16_f32(y, b0, b1, plane, plain);
 }
 }  // namespace kiln::cpu::conv
 

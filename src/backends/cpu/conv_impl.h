@@ -43,9 +43,15 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
 
 /// post_f32 over blocks [b0, b1) of y in oneDNN's blocked 16-channel layout ([N, C/16, plane,
 /// 16]; block b holds channels (b % cblocks) * 16 ...+ 16): s and t (may be null) hold one value
-/// per channel, the residual r (may be null) is laid out as y.
+/// per channel, the residual r (may be null) is laid out as y. plain (may be null): the result is
+/// also written there in the plain layout ([N, C, plane]; block b's channels at plain + b * 16 *
+/// plane), as unblock16_f32.
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
-                        const float* s, const float* t, float lo, float hi);
+                        const float* s, const float* t, float lo, float hi, float* plain = nullptr);
+/// Copies blocks [b0, b1) of y in the blocked 16-channel layout ([N, C/16, plane, 16], C a
+/// multiple of 16) to the plain layout [N, C, plane]: the reorder oneDNN would run, without its
+/// call cost (a few tenths of a microsecond, which small convolutions feel).
+void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain);
 
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.

@@ -687,15 +687,19 @@ void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const floa
 }
 
 /// post over a blocked 16-channel output y [N, O/16, plane, 16] (Note [Kept blocked outputs]), the
-/// residual r (may be null) in the same layout; split over the threads when `parallel`.
-void post_blocked(float* y, const float* r, int64_t N, int64_t O, int64_t plane, const PostOp& post, bool parallel) {
-  if (!post.any()) return;
-  float lo, hi;
-  post_bounds(post, lo, hi);
+/// residual r (may be null) in the same layout; split over the threads when `parallel`. plain (may
+/// be null): the result is also written there, plain [N, O, plane] (the reorder to the user's
+/// tensor, in the same pass).
+void post_blocked(float* y, const float* r, int64_t N, int64_t O, int64_t plane, const PostOp& post, bool parallel,
+                  float* plain = nullptr) {
   const int64_t cb = O / 16, blocks = N * cb;
   auto run = [&](int64_t b0, int64_t b1) {
-    post_blocked16_f32(y, r, b0, b1, plane, cb, post.scale, post.shift, lo, hi);
+    if (!post.any()) return unblock16_f32(y, b0, b1, plane, plain);
+    float lo, hi;
+    post_bounds(post, lo, hi);
+    post_blocked16_f32(y, r, b0, b1, plane, cb, post.scale, post.shift, lo, hi, plain);
   };
+  if (!post.any() && !plain) return;
   if (parallel)
     parallel_for(blocks, std::max<int64_t>(1, 2048 / std::max<int64_t>(plane, 1)), run);
   else
@@ -721,9 +725,7 @@ bool run_fwd_kept(Entry* e, const Geom& g, const float* x, const float* w, const
     exec_fwd(e, g, kx ? kx->mem : e->a.in(x), w, b, dst, st.w);
     if (keep_y) {
       onednn::stream().wait();
-      post_blocked(e->c.buf.data(), kr ? kr->buf.data() : nullptr, g.N, g.O, g.out_size(), post, parallel);
-      e->c.finish(dst, y);
-      onednn::stream().wait();
+      post_blocked(e->c.buf.data(), kr ? kr->buf.data() : nullptr, g.N, g.O, g.out_size(), post, parallel, y);
       keep_staged(e->c, st.y, y);
       return true;
     }
@@ -821,29 +823,6 @@ bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
   return true;
 }
 
-/// The reorder of a pooled blocked result to plain, per pooled dims (onednn_maxpool_kept).
-struct PooledReorder {
-  std::mutex mu;
-  Operand op;
-};
-PooledReorder* pooled_reorder(const memory::dims& dims) {
-  static std::mutex mu;
-  static std::map<memory::dims, std::unique_ptr<PooledReorder>> cache;
-  std::lock_guard<std::mutex> l(mu);
-  auto& r = cache[dims];
-  if (!r) {
-    if (cache.size() > 64) return nullptr;  // many shapes: bound what is held
-    auto p = std::make_unique<PooledReorder>();
-    try {
-      p->op.init(memory::desc(dims, dt::f32, tag::nchw), blocked16(dims), false);
-    } catch (const dnnl::error&) {
-      return nullptr;
-    }
-    r = std::move(p);
-  }
-  return r.get();
-}
-
 }  // namespace
 
 void set_keep_blocked(bool on) { g_keep.store(on ? 1 : 0, std::memory_order_relaxed); }
@@ -857,32 +836,21 @@ bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)
   if (parts.empty()) return false;
   const int64_t image_in = C * H * W, image_out = C * pool.out[0] * pool.out[1];
   const int64_t in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
-  std::vector<std::pair<PooledReorder*, std::shared_ptr<Kept>>> outs;  // per part
-  for (const auto& k : parts) {
-    const memory::dims pd{k->md.dims()[0], C, pool.out[0], pool.out[1]};
-    PooledReorder* r = pooled_reorder(pd);
-    if (!r) return false;
-    outs.emplace_back(r, spare_kept(blocked16(pd)));
-  }
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const Kept& k = *parts[i];
-    Kept& out = *outs[i].second;
+  for (const auto& part : parts) {
+    const Kept& k = *part;
     const int64_t n = k.md.dims()[0], n0 = (k.ptr - x) / image_in, planes = n * (C / 16);
+    std::shared_ptr<Kept> out = spare_kept(blocked16({n, C, pool.out[0], pool.out[1]}));
+    float* yp = y + n0 * image_out;
+    // Each share pools its planes and copies them to the plain output while they are in the cache.
     parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
       vec::max_pool_blocked16_f32(k.buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                  pool.out[1], out.buf.data() + p0 * out_plane);
+                                  pool.out[1], out->buf.data() + p0 * out_plane);
+      unblock16_f32(out->buf.data(), p0, p1, pool.out[0] * pool.out[1], yp);
     });
-    PooledReorder* r = outs[i].first;
-    {
-      std::lock_guard<std::mutex> l(r->mu);
-      onednn::ThreadScope scope(planes * out_plane < (int64_t{1} << 16) ? 1 : 0);
-      r->op.to_plain->execute(onednn::stream(), out.mem, r->op.user(y + n0 * image_out));
-      onednn::stream().wait();
-    }
-    if (y_stamp && out.buf.size() * sizeof(float) <= kKeptBytes / 4) {
-      out.stamp = y_stamp;
-      out.ptr = y + n0 * image_out;  // the pooled images of this part
-      keep(std::move(outs[i].second));
+    if (y_stamp && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
+      out->stamp = y_stamp;
+      out->ptr = yp;  // the pooled images of this part
+      keep(std::move(out));
     }
   }
   return true;
@@ -1008,11 +976,11 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
           [&](float* blocked) {
             post_blocked(blocked, nullptr, n1 - n0, g.O, H * W, post, false);
             Operand& po = *e->pooled;
-            vec::max_pool_blocked16_f32(blocked, (n1 - n0) * (g.O / 16), H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                        pool.out[1], po.buf.data());
-            po.finish(po.staged(), y + n0 * image_out);
+            const int64_t planes = (n1 - n0) * (g.O / 16);
+            vec::max_pool_blocked16_f32(blocked, planes, H, W, pool.k, pool.s, pool.p, pool.out[0], pool.out[1],
+                                        po.buf.data());
+            unblock16_f32(po.buf.data(), 0, planes, pool.out[0] * pool.out[1], y + n0 * image_out);
             if (y_stamp && keep_on() && po.buf.size() * sizeof(float) <= kKeptBytes / 4) {
-              onednn::stream().wait();
               keep_staged(po, y_stamp, y + n0 * image_out);  // this chunk's pooled images
             }
           },
