@@ -360,7 +360,9 @@ TEST(MatMulKernel, TransposedWeightsFollowWrites) {
       w.mul_(-2.0);
     }
     check("after mul_");
-    for (int i = 0; i < 10; ++i) {  // more weights than the cache holds, then the first again
+    // More weights than the cache holds (64), each freed in turn so its address is reused with
+    // other contents, then the first again.
+    for (int i = 0; i < 70; ++i) {
       Tensor other = rand_t({48, 32}, DType::F32, 30 + i).to(d);
       EXPECT_LT((matmul(x, other.t()) - matmul(x, other.t().contiguous())).abs().max().item<float>(), 1e-5f);
     }

@@ -72,7 +72,10 @@ void batched_float(int64_t nb, int64_t M, int64_t N, int64_t K, Mat<T> a, Mat<T>
 // For a small product (gemm_small_fits) transposing B costs as much as the product, and oneDNN's
 // per-call cost is larger still, so each thread keeps its last few transposed weights, keyed on
 // the weight's content stamp and address (TensorDesc::stamp): inference transposes each weight
-// once; a training step, which writes the weights, once per step.
+// once; a training step, which writes the weights, once per step. The cache holds 64 weights (at
+// most 2 MiB, as a small product's B is at most 32 KiB) and replaces the oldest: a model's
+// linears are used in turn, so a cache smaller than their count would miss on every call (a
+// 2-layer BERT-style encoder has 9).
 const float* transposed_weight(const float* w, int64_t K, int64_t N, int64_t cs, uint64_t stamp) {
   struct Entry {
     uint64_t stamp = 0;
@@ -80,11 +83,11 @@ const float* transposed_weight(const float* w, int64_t K, int64_t N, int64_t cs,
     int64_t K = 0, N = 0, cs = 0;
     std::vector<float> buf;
   };
-  constexpr size_t kEntries = 8;
+  constexpr size_t kEntries = 64;
   thread_local Entry cache[kEntries];
   thread_local size_t next = 0;
   for (Entry& e : cache)
-    if (e.stamp == stamp && e.w == w && e.K == K && e.N == N && e.cs == cs) return e.buf.data();
+    if (e.w == w && e.stamp == stamp && e.K == K && e.N == N && e.cs == cs) return e.buf.data();
   Entry& e = cache[next++ % kEntries];
   e.buf.resize(static_cast<size_t>(K * N));
   for (int64_t n = 0; n < N; ++n)  // B(k, n) = w[k + n * cs]: read w's rows in order
