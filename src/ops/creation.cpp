@@ -91,8 +91,9 @@ Tensor scalar_tensor(Scalar s, std::optional<DType> dtype, const Device& device)
 
 namespace detail {
 // Note [Scalar constants]: an op with a Scalar operand (x * 0.5, x + 1) runs on a 0-d tensor
-// of it. Each thread keeps the last few it made, by device, dtype and bytes, so a loop does not
-// allocate and write one per call. They are only handed to ops as inputs: an op never writes
+// of it. Each thread keeps the last 32 it made, by device, dtype and bytes, so a loop does not
+// allocate and write one per call (a model's step uses a few distinct constants in turn: a
+// cache smaller than their count would miss every time). They are only handed to ops as inputs: an op never writes
 // an input it does not own alone (Note [Buffer reuse]), and autodiff saves them unchanged.
 Tensor scalar_constant(Scalar s, DType dt, const Device& device) {
   struct Entry {
@@ -102,13 +103,13 @@ Tensor scalar_constant(Scalar s, DType dt, const Device& device) {
     uint64_t bytes = 0;
     Tensor t;
   };
-  constexpr size_t kEntries = 8;
+  constexpr size_t kEntries = 32;
   thread_local Entry cache[kEntries];
   thread_local size_t next = 0;
   uint64_t bytes = 0;
   scalar_bytes(s, dt, &bytes);
   for (Entry& e : cache)
-    if (e.backend == device.backend() && e.index == device.index() && e.dtype == dt && e.bytes == bytes &&
+    if (e.bytes == bytes && e.backend == device.backend() && e.index == device.index() && e.dtype == dt &&
         e.t.defined())
       return e.t;
   Entry& e = cache[next++ % kEntries];
