@@ -210,6 +210,29 @@ TEST(ConvKept, WritesBetweenTheOpsAreSeen) {
   }
 }
 
+/// Runs f at each SIMD level this machine has (SSE4, AVX2, AVX-512) where the build can pick
+/// them, else once.
+template <class F>
+void at_every_simd_level(const F& f) {
+#if KILN_TEST_HWY_TARGETS
+  struct Restore {
+    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
+  } restore;
+  const int64_t supported = hwy::SupportedTargets();
+  int ran = 0;
+  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
+    if (!(supported & t)) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    SCOPED_TRACE(hwy::TargetName(t));
+    f();
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+#else
+  f();
+#endif
+}
+
 // The blocked-to-plain copy (unblock16_f32) and the epilogue that writes both layouts
 // (post_blocked16_f32 with a plain output) against index arithmetic, at every SIMD level: planes
 // of whole 16-position tiles and of partial ones, block ranges that start past 0.
@@ -251,21 +274,42 @@ TEST(ConvKept, UnblockMatchesIndexArithmetic) {
         }
       }
   };
-#if KILN_TEST_HWY_TARGETS
-  struct Restore {
-    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  int ran = 0;
-  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
-    if (!(supported & t)) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    cases();
-    ++ran;
-  }
-  EXPECT_GE(ran, 1);
-#else
-  cases();
-#endif
+  at_every_simd_level(cases);
+}
+
+// The epilogue over many planes in one call (post_planes_f32: per-channel scale and shift,
+// residual, clamp) against the scalar steps, each rounded, at every SIMD level: planes shorter
+// than a vector, with a partial last vector, and of whole vectors; NaN passes the clamp.
+TEST(ConvKept, EpilogueOverPlanesMatchesScalarSteps) {
+  at_every_simd_level([] {
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> u(-3.f, 3.f);
+    for (int64_t plane : {1, 3, 16, 17, 49})
+      for (int mask = 0; mask < 8; ++mask) {
+        const bool with_s = mask & 1, with_t = mask & 2, with_r = mask & 4;
+        const int64_t C = 5, planes = 2 * C, n = planes * plane;
+        std::vector<float> y(static_cast<size_t>(n)), r(y.size()), s(static_cast<size_t>(C)), t(s.size());
+        for (auto* v : {&y, &r, &s, &t})
+          for (float& e : *v) e = u(rng);
+        y[1] = NAN;
+        std::vector<float> got = y;
+        const int64_t p0 = 1, p1 = planes - 1;  // planes outside [p0, p1) are left alone
+        cpu::conv::post_planes_f32(got.data(), with_r ? r.data() : nullptr, p0, p1, C, plane,
+                                   with_s ? s.data() : nullptr, with_t ? t.data() : nullptr, -1.f, 2.f);
+        for (int64_t p = 0; p < planes; ++p)
+          for (int64_t i = 0; i < plane; ++i) {
+            const size_t k = static_cast<size_t>(p * plane + i);
+            volatile float v = y[k];  // each step rounded to float
+            if (p >= p0 && p < p1) {
+              if (with_s) v = v * s[static_cast<size_t>(p % C)];
+              if (with_t) v = v + t[static_cast<size_t>(p % C)];
+              if (with_r) v = v + r[k];
+              v = v < -1.f ? -1.f : (v > 2.f ? 2.f : v);
+            }
+            const float want = v;
+            ASSERT_TRUE(std::memcmp(&want, &got[k], 4) == 0 || (std::isnan(want) && std::isnan(got[k])))
+                << "plane " << plane << " mask " << mask << " at " << k << ": " << got[k] << " vs " << want;
+          }
+      }
+  });
 }

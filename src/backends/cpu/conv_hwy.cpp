@@ -50,29 +50,36 @@ HWY_INLINE void WithSteps(bool s, bool t, bool r, const F& f) {
   s ? with_t(std::true_type{}) : with_t(std::false_type{});
 }
 
-void PostF32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
-  const float sv = s ? *s : 1.f, tv = t ? *t : 0.f;
+void PostPlanesF32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C, int64_t plane, const float* s,
+                   const float* t, float lo, float hi) {
   WithSteps(s, t, r, [&](auto S, auto T, auto R) {
     constexpr bool kScale = decltype(S)::value, kShift = decltype(T)::value, kRes = decltype(R)::value;
     const hn::ScalableTag<float> d;
     using V = hn::Vec<decltype(d)>;
     const auto N = static_cast<int64_t>(hn::Lanes(d));
-    const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi), vs = hn::Set(d, sv), vt = hn::Set(d, tv);
-    int64_t i = 0;
-    for (; i + N <= n; i += N)
-      hn::StoreU(Step<kScale, kShift, kRes>(d, hn::LoadU(d, y + i), vs, vt, kRes ? r + i : nullptr, vlo, vhi), d,
-                 y + i);
-    for (; i < n; ++i) {
-      float v = y[i];
-      if constexpr (kScale) {
-        v = v * sv;
+    const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % C;
+      const float sv = kScale ? s[c] : 1.f, tv = kShift ? t[c] : 0.f;
+      const V vs = hn::Set(d, sv), vt = hn::Set(d, tv);
+      float* yp = y + p * plane;
+      const float* rp = kRes ? r + p * plane : nullptr;
+      int64_t i = 0;
+      for (; i + N <= plane; i += N)
+        hn::StoreU(Step<kScale, kShift, kRes>(d, hn::LoadU(d, yp + i), vs, vt, kRes ? rp + i : nullptr, vlo, vhi), d,
+                   yp + i);
+      for (; i < plane; ++i) {
+        float v = yp[i];
+        if constexpr (kScale) {
+          v = v * sv;
 #if HWY_ARCH_X86
-        asm("" : "+x"(v));
+          asm("" : "+x"(v));
 #endif
+        }
+        if constexpr (kShift) v = v + tv;
+        if constexpr (kRes) v = v + rp[i];
+        yp[i] = v < lo ? lo : (v > hi ? hi : v);
       }
-      if constexpr (kShift) v = v + tv;
-      if constexpr (kRes) v = v + r[i];
-      y[i] = v < lo ? lo : (v > hi ? hi : v);
     }
   });
 }
@@ -156,9 +163,13 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace kiln::cpu::conv {
-HWY_EXPORT(PostF32);
+HWY_EXPORT(PostPlanesF32);
+void post_planes_f32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C, int64_t plane, const float* s,
+                     const float* t, float lo, float hi) {
+  HWY_DYNAMIC_DISPATCH(PostPlanesF32)(y, r, p0, p1, C, plane, s, t, lo, hi);
+}
 void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi) {
-  HWY_DYNAMIC_DISPATCH(PostF32)(y, r, n, s, t, lo, hi);
+  post_planes_f32(y, r, 0, 1, 1, n, s, t, lo, hi);
 }
 HWY_EXPORT(PostBlocked16F32);
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
@@ -187,6 +198,13 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
     if (t) v = v + *t;
     if (r) v = v + r[i];
     y[i] = v < lo ? lo : (v > hi ? hi : v);  // NaN passes through (both compares false)
+  }
+}
+void post_planes_f32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C, int64_t plane, const float* s,
+                     const float* t, float lo, float hi) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t c = p % C;
+    post_f32(y + p * plane, r ? r + p * plane : nullptr, plane, s ? s + c : nullptr, t ? t + c : nullptr, lo, hi);
   }
 }
 void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {

@@ -41,6 +41,12 @@ struct PostOp {
 /// hi : v)`: NaN passes through (conv_hwy.cpp, SIMD).
 void post_f32(float* y, const float* r, int64_t n, const float* s, const float* t, float lo, float hi);
 
+/// post_f32 over planes [p0, p1) of y ([N, C, plane]; plane p is channel p % C): s and t (may be
+/// null) hold one value per channel, the residual r (may be null) is laid out as y. One call
+/// for many small planes (a per-plane call costs more than a plane of a few elements).
+void post_planes_f32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C, int64_t plane, const float* s,
+                     const float* t, float lo, float hi);
+
 /// post_f32 over blocks [b0, b1) of y in oneDNN's blocked 16-channel layout ([N, C/16, plane,
 /// 16]; block b holds channels (b % cblocks) * 16 ...+ 16): s and t (may be null) hold one value
 /// per channel, the residual r (may be null) is laid out as y. plain (may be null): the result is

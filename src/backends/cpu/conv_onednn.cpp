@@ -568,10 +568,9 @@ float post_hi(const PostOp& post) { return post.kind == PostOp::Relu ? INFINITY 
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
   const float lo = post_lo(post), hi = post_hi(post);
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
-    for (int64_t i = l; i < h; ++i) {
-      const float v = b ? b[i % C] : 0.f;  // added even when 0, as the bias pass does (-0 + 0 = +0)
-      post_f32(x + i * plane, nullptr, plane, nullptr, &v, lo, hi);
-    }
+    if (b) return post_planes_f32(x, nullptr, l, h, C, plane, nullptr, b, lo, hi);
+    const float zero = 0.f;  // added even when 0, as the bias pass does (-0 + 0 = +0)
+    post_f32(x + l * plane, nullptr, (h - l) * plane, nullptr, &zero, lo, hi);
   });
 }
 
@@ -601,11 +600,7 @@ void post_planes(float* y, int64_t p0, int64_t p1, int64_t O, int64_t plane, con
     post_f32(y + p0 * plane, r ? r + p0 * plane : nullptr, (p1 - p0) * plane, nullptr, nullptr, lo, hi);
     return;
   }
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t c = p % O;
-    post_f32(y + p * plane, r ? r + p * plane : nullptr, plane, post.scale ? post.scale + c : nullptr,
-             post.shift ? post.shift + c : nullptr, lo, hi);
-  }
+  post_planes_f32(y, r, p0, p1, O, plane, post.scale, post.shift, lo, hi);
 }
 
 /// post_planes over all N * O planes, split over the threads.
@@ -628,11 +623,7 @@ void post_flat(float* y, int64_t n, const PostOp& post, bool parallel) {
 /// x[n, c, :] += b[c] over planes of `plane` elements.
 void add_bias(float* x, const float* b, int64_t N, int64_t C, int64_t plane) {
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      float* p = x + i * plane;
-      const float v = b[i % C];
-      for (int64_t j = 0; j < plane; ++j) p[j] += v;
-    }
+    post_planes_f32(x, nullptr, lo, hi, C, plane, nullptr, b, -INFINITY, INFINITY);  // the sum alone
   });
 }
 
