@@ -24,25 +24,33 @@ namespace F = kiln::nn::functional;
 namespace {
 
 struct Window {
-  std::vector<int64_t> k, s, d, lo, hi;
+  Dims k, s, d, lo, hi;
 };
 
+/// The integer-list attribute `name` of c's node as Dims (empty when absent), without copying it
+/// through a std::vector: this runs for every conv and pool call of the run-time path.
+Dims attr_dims(const OpContext& c, std::string_view name) {
+  const proto::AttrP* a = c.node.attr(name);
+  return a ? Dims(a->ints.begin(), a->ints.end()) : Dims{};
+}
+
 // Kernel, strides, dilations and begin/end pads of a conv or pool over n spatial dims.
-Window window(const OpContext& c, const Tensor& x, int64_t n, std::vector<int64_t> k) {
+Window window(const OpContext& c, const Tensor& x, int64_t n, Dims k) {
   Window w;
-  w.k = k;
-  w.s = c.attr_ints("strides");
-  w.d = c.attr_ints("dilations");
-  if (w.s.empty()) w.s.assign(n, 1);
-  if (w.d.empty()) w.d.assign(n, 1);
+  w.k = std::move(k);
+  w.s = attr_dims(c, "strides");
+  w.d = attr_dims(c, "dilations");
+  if (w.s.empty()) w.s.resize(n, 1);
+  if (w.d.empty()) w.d.resize(n, 1);
   c.check(static_cast<int64_t>(w.k.size()) == n && static_cast<int64_t>(w.s.size()) == n &&
               static_cast<int64_t>(w.d.size()) == n,
           "kernel_shape/strides/dilations must have one value per spatial dim");
   for (int64_t i = 0; i < n; ++i) c.check(w.s[i] > 0 && w.d[i] > 0 && w.k[i] > 0, "bad kernel/stride/dilation");
-  std::string ap = c.attr_s("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = c.attr_ints("pads");
-  w.lo.assign(n, 0);
-  w.hi.assign(n, 0);
+  const proto::AttrP* apa = c.node.attr("auto_pad");
+  const std::string_view ap = apa ? std::string_view(apa->s) : std::string_view("NOTSET");
+  const Dims pads = attr_dims(c, "pads");
+  w.lo.resize(n, 0);
+  w.hi.resize(n, 0);
   if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
     for (int64_t i = 0; i < n; ++i) {
       int64_t in = x.size(2 + i);
@@ -60,7 +68,7 @@ Window window(const OpContext& c, const Tensor& x, int64_t n, std::vector<int64_
       }
     }
   } else {
-    c.check(ap == "VALID", "unknown auto_pad '" + ap + "'");
+    c.check(ap == "VALID", "unknown auto_pad '" + std::string(ap) + "'");
   }
   return w;
 }
@@ -76,8 +84,8 @@ Tensor pad_spatial(const Tensor& x, const Window& w, double value) {
   return any ? pad(x, kp, "constant", value) : x;
 }
 
-std::vector<int64_t> kernel_from(const OpContext& c, const Tensor* weight, int64_t n) {
-  std::vector<int64_t> k = c.attr_ints("kernel_shape");
+Dims kernel_from(const OpContext& c, const Tensor* weight, int64_t n) {
+  Dims k = attr_dims(c, "kernel_shape");
   if (k.empty() && weight)
     for (int64_t i = 0; i < n; ++i) k.push_back(weight->size(2 + i));
   return k;
@@ -376,15 +384,15 @@ void register_nn(Registry& r) {
     c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
     Window w = window(c, x, n, kernel_from(c, &wt, n));
     F::ConvOptions o;
-    o.stride = to_dims(w.s);
-    o.dilation = to_dims(w.d);
+    o.stride = w.s;
+    o.dilation = w.d;
     o.groups = c.attr_i("group", 1);
     Tensor xi = x;
     bool sym = true;
     for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
     if (sym && conv_direct(c, x, wt, w, n, o.groups)) return;
     if (sym)
-      o.padding = to_dims(w.lo);
+      o.padding = w.lo;
     else
       xi = pad_spatial(x, w, 0);
     Tensor y = conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c);
@@ -397,7 +405,7 @@ void register_nn(Registry& r) {
     const Tensor &x = c.x(0), &wt = c.x(1);
     int64_t n = x.dim() - 2;
     c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
-    std::vector<int64_t> k = kernel_from(c, &wt, n);
+    Dims k = kernel_from(c, &wt, n);
     std::vector<int64_t> s = c.attr_ints("strides"), d = c.attr_ints("dilations"), op = c.attr_ints("output_padding"),
                          os = c.attr_ints("output_shape"), pads = c.attr_ints("pads");
     if (s.empty()) s.assign(n, 1);
@@ -465,8 +473,8 @@ void register_nn(Registry& r) {
     c.check(n >= 1 && n <= 3, "needs [N, C, *spatial] input with 1 to 3 spatial dims");
     Window w = window(c, x, n, kernel_from(c, nullptr, n));
     F::MaxPoolOptions o;
-    o.stride = to_dims(w.s);
-    o.dilation = to_dims(w.d);
+    o.stride = w.s;
+    o.dilation = w.d;
     o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
     Tensor xi = x;
     bool want_idx = c.out.size() > 1 && !c.node.output[1].empty();
@@ -475,13 +483,13 @@ void register_nn(Registry& r) {
     const bool kernel_fast = n == 2 && w.s[1] == 2 && (w.k[1] == 2 || w.k[1] == 3) && w.d[1] == 1;
     if (!want_idx && n == 2 && !kernel_fast && max_pool2d_direct(c, x, w, o.ceil_mode)) return;
     if (symmetric_small(w)) {
-      o.padding = to_dims(w.lo);
+      o.padding = w.lo;
     } else {
       c.check(!want_idx, "indices with asymmetric or large pads are not supported");
       double lowest = is_floating(x.dtype()) ? -INFINITY : static_cast<double>(std::numeric_limits<int64_t>::min());
       xi = pad_spatial(x, w, lowest);
     }
-    Dims k = to_dims(w.k);
+    Dims k = w.k;
     if (!want_idx) {
       Tensor y = n == 1 ? F::max_pool1d(xi, k, o) : n == 2 ? F::max_pool2d(xi, k, o) : F::max_pool3d(xi, k, o);
       c.set(0, y);
@@ -506,15 +514,15 @@ void register_nn(Registry& r) {
     for (int64_t dd : w.d) c.check(dd == 1, "dilations are not supported for AveragePool");
     bool include = c.attr_i("count_include_pad", 0) != 0;
     F::AvgPoolOptions o;
-    o.stride = to_dims(w.s);
+    o.stride = w.s;
     o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
     o.count_include_pad = include;
-    Dims k = to_dims(w.k);
+    Dims k = w.k;
     auto pool = [&](const Tensor& t) {
       return n == 1 ? F::avg_pool1d(t, k, o) : n == 2 ? F::avg_pool2d(t, k, o) : F::avg_pool3d(t, k, o);
     };
     if (symmetric_small(w)) {
-      o.padding = to_dims(w.lo);
+      o.padding = w.lo;
       c.set(0, pool(x));
       return;
     }
@@ -569,10 +577,10 @@ void register_nn(Registry& r) {
     double p = static_cast<double>(c.attr_i("p", 2));
     Window w = window(c, x, n, kernel_from(c, nullptr, n));
     F::AvgPoolOptions o;
-    o.stride = to_dims(w.s);
+    o.stride = w.s;
     o.ceil_mode = c.attr_i("ceil_mode", 0) != 0;
     Tensor xp = pad_spatial(pow(abs(x), p), w, 0);
-    Dims k = to_dims(w.k);
+    Dims k = w.k;
     int64_t ks = 1;
     for (int64_t v : w.k) ks *= v;
     Tensor a = n == 1 ? F::avg_pool1d(xp, k, o) : n == 2 ? F::avg_pool2d(xp, k, o) : F::avg_pool3d(xp, k, o);

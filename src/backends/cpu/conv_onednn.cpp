@@ -198,7 +198,7 @@ struct Operand {
   memory in(const float* user_ptr) {
     memory& um = user(user_ptr);
     if (!reorder) return um;
-    to_used->execute(onednn::stream(), um, staged());
+    onednn::reorder(*to_used, um, staged());
     return staged();
   }
   /// The memory the primitive writes; finish() copies it to the user buffer.
@@ -208,7 +208,7 @@ struct Operand {
   }
   void finish(const memory& m, float* user_ptr) {
     if (!reorder) return;
-    to_plain->execute(onednn::stream(), const_cast<memory&>(m), user(user_ptr));
+    onednn::reorder(*to_plain, m, user(user_ptr));
   }
 };
 
@@ -254,7 +254,6 @@ struct Entry {
   Operand a, b, c;  // fwd: src, wei, dst; bwd-data: diff_dst, wei, diff_src; bwd-w: src, diff_dst, diff_wei
   bool has_bias = false;
   memory bias_mem;
-  std::unordered_map<int, memory> args;             // reused argument map
   std::unordered_map<const float*, Packed> packed;  // constant weights by pointer
   std::vector<char> scratch_buf;                    // user scratchpad (batch-chunk entries)
   memory scratch;                                   // over scratch_buf, when there is one
@@ -298,7 +297,7 @@ struct Entry {
     p.counted = counted;
     p.buf.resize(n);
     p.mem = memory(b.used, onednn::engine(), p.buf.data());
-    b.to_used->execute(onednn::stream(), b.user(w), p.mem);
+    onednn::reorder(*b.to_used, b.user(w), p.mem);
     return p.mem;
   }
   static void release(Packed& p) {
@@ -653,13 +652,12 @@ const memory& bias_memory(Entry* e, const Geom& g, const float* b) {
 /// Executes e's forward primitive from src into dst (under e's lock; the caller waits).
 void exec_fwd(Entry* e, const Geom& g, const memory& src, const float* w, const float* b, const memory& dst,
               uint64_t w_stamp) {
-  auto& args = e->args;
-  args[DNNL_ARG_SRC] = src;
-  args[DNNL_ARG_WEIGHTS] = e->weights(w, w_stamp);
-  args[DNNL_ARG_DST] = dst;
-  if (b) args[DNNL_ARG_BIAS] = bias_memory(e, g, b);
-  if (e->scratch) args[DNNL_ARG_SCRATCHPAD] = e->scratch;
-  e->prim->execute(onednn::stream(), args);
+  const memory& wm = e->weights(w, w_stamp);
+  onednn::execute(*e->prim, {{DNNL_ARG_SRC, &src},
+                             {DNNL_ARG_WEIGHTS, &wm},
+                             {DNNL_ARG_DST, &dst},
+                             {DNNL_ARG_BIAS, b ? &bias_memory(e, g, b) : nullptr},
+                             {DNNL_ARG_SCRATCHPAD, &e->scratch}});
 }
 
 /// Runs one cached forward conv on user buffers (the caller set oneDNN's threads).
@@ -1062,7 +1060,7 @@ bool onednn_backward_data(const Geom& g, const float* y, const float* w, const f
   {
     std::lock_guard<std::mutex> lock(e->mu);
     memory dd = e->a.in(y), wei = e->weights(w, w_stamp), ds = e->c.out(x);
-    e->prim->execute(onednn::stream(), {{DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, ds}});
+    onednn::execute(*e->prim, {{DNNL_ARG_DIFF_DST, &dd}, {DNNL_ARG_WEIGHTS, &wei}, {DNNL_ARG_DIFF_SRC, &ds}});
     e->c.finish(ds, x);
     onednn::stream().wait();
   }
@@ -1084,7 +1082,7 @@ bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, flo
   if (!e) return false;
   std::lock_guard<std::mutex> lock(e->mu);
   memory src = e->a.in(x), dd = e->b.in(dy), dwm = e->c.out(dw);
-  e->prim->execute(onednn::stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, dd}, {DNNL_ARG_DIFF_WEIGHTS, dwm}});
+  onednn::execute(*e->prim, {{DNNL_ARG_SRC, &src}, {DNNL_ARG_DIFF_DST, &dd}, {DNNL_ARG_DIFF_WEIGHTS, &dwm}});
   e->c.finish(dwm, dw);
   onednn::stream().wait();
   return true;

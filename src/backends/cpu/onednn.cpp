@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kiln/device.h"
+#include "kiln/error.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -96,6 +97,21 @@ dnnl::engine& engine() {
 dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());  // per thread: batch chunks run primitives concurrently
   return s;
+}
+
+void execute(const dnnl::primitive& prim, std::initializer_list<Arg> args) {
+  dnnl_exec_arg_t a[8];
+  int n = 0;
+  for (const Arg& x : args) {
+    if (!x.mem || !*x.mem) continue;
+    KILN_CHECK(n < 8, "onednn", "execute takes at most 8 arguments");
+    a[n++] = {x.id, x.mem->get()};
+  }
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), stream().get(), n, a), "could not execute a primitive");
+}
+
+void reorder(const dnnl::primitive& r, const dnnl::memory& from, const dnnl::memory& to) {
+  execute(r, {{DNNL_ARG_FROM, &from}, {DNNL_ARG_TO, &to}});
 }
 #endif
 

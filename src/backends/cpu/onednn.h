@@ -38,11 +38,23 @@ bool sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t
 
 #if KILN_WITH_ONEDNN
 #include <dnnl.hpp>
+#include <initializer_list>
 
 namespace kiln::cpu::onednn {
 
 dnnl::engine& engine();
 dnnl::stream& stream();
+
+/// One argument of execute(): a DNNL_ARG_* id and its memory.
+struct Arg {
+  int id;
+  const dnnl::memory* mem;
+};
+/// Runs `prim` on this thread's stream with up to 8 arguments, without the std::unordered_map
+/// that dnnl::primitive::execute takes (building one costs about as much as a small reorder).
+void execute(const dnnl::primitive& prim, std::initializer_list<Arg> args);
+/// Runs the reorder `r` from `from` into `to` (execute with DNNL_ARG_FROM / DNNL_ARG_TO).
+void reorder(const dnnl::primitive& r, const dnnl::memory& from, const dnnl::memory& to);
 
 }  // namespace kiln::cpu::onednn
 #endif
