@@ -611,6 +611,7 @@ void set_small_limit(int64_t elements) {
   X(dead)                    \
   X(fused_groups)            \
   X(program_groups)          \
+  X(post_steps)              \
   X(fused_ops)               \
   X(single_ops)              \
   X(flushes)                 \

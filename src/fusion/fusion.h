@@ -40,6 +40,7 @@ struct Stats {
   int64_t dead = 0;            ///< queued ops never computed (no reader, no live tensor)
   int64_t fused_groups = 0;    ///< fused kernels launched (two or more ops each)
   int64_t program_groups = 0;  ///< of those, run as one elementwise program (cpu::vec::run_program)
+  int64_t post_steps = 0;      ///< scalar +, -, *, / run inside the op before them (PInstr::Post)
   int64_t fused_ops = 0;       ///< ops run inside fused kernels
   int64_t single_ops = 0;      ///< queued ops run alone
   int64_t flushes = 0;

@@ -56,9 +56,86 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
     return false;
   };
   auto is_splat = [&](size_t v) { return v < nl && loads[v].kind == LoadKind::Scalar; };
+  // Step k as the post step of the Op just emitted (PInstr::Post): an f32 +, -, * or / of that
+  // Op's result, which nothing else reads, and a scalar. Returns the post code (kNoPost: no)
+  // and in *scalar_v the scalar's value id.
+  auto post_of = [&](size_t k, size_t* scalar_v) {
+    const ir::Op& o = s[g.steps[k]].op;
+    if (k == 0 || prog.code.empty() || prog.code.back().code != PInstr::Op || prog.code.back().post != PInstr::kNoPost)
+      return PInstr::kNoPost;
+    const ir::Op& prev = s[g.steps[k - 1]].op;
+    if (prev.outputs[0].dtype != DType::F32 || o.outputs[0].dtype != DType::F32 || src[k].size() != 2 ||
+        !o.attrs.ints.empty() || !o.attrs.reals.empty() || last[nl + k - 1] != static_cast<int64_t>(k))
+      return PInstr::kNoPost;
+    for (const auto& t : o.inputs)
+      if (t.dtype != DType::F32) return PInstr::kNoPost;
+    const bool first = src[k][0].step == static_cast<int>(k - 1);
+    const Src& other = src[k][first ? 1 : 0];
+    if (src[k][first ? 0 : 1].step != static_cast<int>(k - 1) || other.step >= 0 || !is_splat(vid(other)))
+      return PInstr::kNoPost;
+    *scalar_v = vid(other);
+    switch (o.kind) {
+      case OpKind::Add:
+        return PInstr::kAdd;
+      case OpKind::Sub:
+        return first ? PInstr::kSub : PInstr::kRSub;
+      case OpKind::Mul:
+        return PInstr::kMul;
+      case OpKind::Div:
+        return first ? PInstr::kDiv : PInstr::kRDiv;
+      default:
+        return PInstr::kNoPost;
+    }
+  };
+  // After the Op of step k (op, the last instruction so far): its result goes straight to
+  // memory when it is stored, then its Store, the tail's copy, and its register is freed when
+  // nothing reads it.
+  auto finish_step = [&](size_t k, PInstr& op) {
+    const bool bool_out = s[g.steps[k]].op.outputs[0].dtype == DType::Bool;
+    if (store[k] && !bool_out && !loaded_buf(s[g.steps[k]].out[0])) {
+      op.flags = PInstr::kDirect;
+      op.slot = static_cast<int32_t>(nl + prog.stored.size());
+    }
+    const PInstr done = op;  // op is in prog.code, which grows below
+    if (store[k]) {
+      PInstr st;
+      st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
+      st.flags = done.flags;
+      st.a = done.dst;
+      st.slot = static_cast<int32_t>(nl + prog.stored.size());
+      prog.stored.push_back(k);
+      prog.code.push_back(st);
+    }
+    if (static_cast<int>(k) == tail_in) {
+      PInstr st;
+      st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
+      st.a = done.dst;
+      st.slot = static_cast<int32_t>(nl + nstored);
+      prog.tail_slot = st.slot;
+      prog.code.push_back(st);
+    }
+    if (last[nl + k] < 0) free_regs.push_back(done.dst);  // never read again in the group
+  };
   prog.stored.clear();
   prog.code.clear();
   for (size_t k = 0; k < ns; ++k) {
+    size_t sv = 0;
+    if (const PInstr::Post post = post_of(k, &sv); post != PInstr::kNoPost) {
+      if (reg[sv] < 0) {  // the scalar's splat, ahead of the Op
+        PInstr ld;
+        ld.code = PInstr::Splat;
+        ld.slot = static_cast<int32_t>(sv);
+        ld.dst = reg[sv] = static_cast<int16_t>(nregs++);
+        prog.code.insert(prog.code.end() - 1, ld);
+      }
+      PInstr& op = prog.code.back();
+      op.post = post;
+      op.p = reg[sv];
+      reg[nl + k] = op.dst;  // step k's value is the Op's register now
+      reg[nl + k - 1] = -2;
+      finish_step(k, op);
+      continue;
+    }
     PInstr op = ops[k];
     int16_t* operand[3] = {&op.a, &op.b, &op.c};
     for (size_t q = 0; q < src[k].size(); ++q) {
@@ -79,11 +156,6 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
       *operand[q] = reg[v];
     }
     op.dst = reg[nl + k] = alloc();
-    const bool bool_out = s[g.steps[k]].op.outputs[0].dtype == DType::Bool;
-    if (store[k] && !bool_out && !loaded_buf(s[g.steps[k]].out[0])) {
-      op.flags = PInstr::kDirect;
-      op.slot = static_cast<int32_t>(nl + prog.stored.size());
-    }
     prog.code.push_back(op);
     for (size_t q = 0; q < src[k].size(); ++q) {  // inputs read for the last time
       const size_t v = vid(src[k][q]);
@@ -92,24 +164,7 @@ void build_program(const std::vector<Rec>& s, const Group& g, int tail_in, Group
         reg[v] = -2;  // freed (a value read twice by this step is freed once)
       }
     }
-    if (store[k]) {
-      PInstr st;
-      st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
-      st.flags = op.flags;
-      st.a = op.dst;
-      st.slot = static_cast<int32_t>(nl + prog.stored.size());
-      prog.stored.push_back(k);
-      prog.code.push_back(st);
-    }
-    if (static_cast<int>(k) == tail_in) {
-      PInstr st;
-      st.code = bool_out ? PInstr::StoreBool : PInstr::Store;
-      st.a = op.dst;
-      st.slot = static_cast<int32_t>(nl + nstored);
-      prog.tail_slot = st.slot;
-      prog.code.push_back(st);
-    }
-    if (last[nl + k] < 0) free_regs.push_back(op.dst);  // never read again in the group
+    finish_step(k, prog.code.back());
   }
   prog.nregs = nregs;
   prog.nslots = nl + nstored + 1;
@@ -355,7 +410,14 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
   ProgramCode& prog = w.prog;
   prog.ok = false;
   if (program_enabled()) build_program(s, g, tail_in, w);
-  if (prog.ok) bump(&Stats::program_groups);
+  if (prog.ok) {
+    bump(&Stats::program_groups);
+    int64_t posts = 0;
+    for (const cpu::vec::PInstr& in : prog.code) posts += in.post != cpu::vec::PInstr::kNoPost ? 1 : 0;
+    if (posts) bump(&Stats::post_steps, posts);
+    if (debug_on() && posts)
+      dbg("    " + std::to_string(posts) + " scalar op(s) run inside the op before (post steps)");
+  }
   if (debug_on() && !prog.ok) dbg("    (runs op by op: a step or load has no program form)");
   if (debug_on() && matmul)
     dbg("    the epilogue of MatMul " + desc_str(matmul->op.outputs[0]) + ", run per row block of the product");

@@ -242,3 +242,55 @@ TEST(FusionProgram, LongChainsReuseRegisters) {
       },
       5000, 13);
 }
+
+TEST(FusionProgram, ScalarPostStepsMatchBitwise) {
+  // A scalar +, -, *, / after an op runs as that op's post step (PInstr::Post), in both operand
+  // orders, after a unary op with a vector form, a guarded one (sin: lanes outside its range go
+  // through the scalar function and the post step), a binary op and where; the bits are those
+  // of the ops run apart (no FMA of a product and the sum after it).
+  using F = Tensor (*)(const Tensor&);
+  const F heads[] = {
+      [](const Tensor& x) { return tanh(x); },
+      [](const Tensor& x) { return sin(x); },
+      [](const Tensor& x) { return x * x; },
+      [](const Tensor& x) { return where(gt(x, 0.5), x, x * 2.0); },
+  };
+  const F posts[] = {
+      [](const Tensor& y) { return y + 0.25; },      [](const Tensor& y) { return y - 0.25; },
+      [](const Tensor& y) { return 0.25 - y; },      [](const Tensor& y) { return y * 1.7; },
+      [](const Tensor& y) { return y / 3.0; },       [](const Tensor& y) { return 3.0 / y; },
+      [](const Tensor& y) { return y * 1.5 + 0.1; },  // the second op: a post step of the first
+  };
+  for (size_t h = 0; h < std::size(heads); ++h)
+    for (size_t p = 0; p < std::size(posts); ++p)
+      for (int64_t n : {1, 300, 4096 + 17}) {
+        check(
+            "head " + std::to_string(h) + " post " + std::to_string(p),
+            [&](const Tensor& x) { return std::vector<Tensor>{posts[p](heads[h](x * 1.25))}; }, n);
+      }
+  // A 0-d tensor as the scalar; the counter sees the post steps.
+  Tensor s = scalar_tensor(0.3).to(plain());
+  fusion::reset_stats();
+  {
+    const test::SmallLimit all(0);
+    Tensor x = tensor(inputs(1000, 21), {1000}).to(fused());
+    Tensor y = (tanh(x) * s.to(fused())) - 1.0;
+    EXPECT_TRUE(same_bits(y, (tanh(x.to(plain())) * s) - 1.0));
+  }
+  EXPECT_GE(fusion::stats().post_steps, 1);
+  // Not a post step: a result that is also stored, or read twice.
+  check(
+      "stored",
+      [](const Tensor& x) {
+        Tensor t = tanh(x);
+        return std::vector<Tensor>{t, t * 2.0};
+      },
+      500);
+  check(
+      "read twice",
+      [](const Tensor& x) {
+        Tensor t = tanh(x);
+        return std::vector<Tensor>{t * 2.0 + t};
+      },
+      500);
+}

@@ -49,6 +49,73 @@ HWY_INLINE V NoContract(V x) {
 #endif
   return x;
 }
+/// An Op's post step (PInstr::Post) on a vector and on one float (the guarded ops' scalar
+/// lanes); K = kNoPost is the identity. The result is opaque first, so that a product and the
+/// sum after it are not contracted into an FMA.
+template <int K>
+struct PostStep {
+  V v;
+  float f;
+  HWY_INLINE V operator()(V x) const {
+    if constexpr (K == PInstr::kNoPost) {
+      return x;
+    } else {
+      x = NoContract(x);
+      if constexpr (K == PInstr::kAdd) return hn::Add(x, v);
+      if constexpr (K == PInstr::kSub) return hn::Sub(x, v);
+      if constexpr (K == PInstr::kRSub) return hn::Sub(v, x);
+      if constexpr (K == PInstr::kMul) return hn::Mul(x, v);
+      if constexpr (K == PInstr::kDiv) return hn::Div(x, v);
+      if constexpr (K == PInstr::kRDiv) return hn::Div(v, x);
+    }
+  }
+  HWY_INLINE float operator()(float x) const {
+    if constexpr (K == PInstr::kNoPost) {
+      return x;
+    } else {
+#if HWY_ARCH_X86
+      asm("" : "+x"(x));
+#endif
+      if constexpr (K == PInstr::kAdd) return x + f;
+      if constexpr (K == PInstr::kSub) return x - f;
+      if constexpr (K == PInstr::kRSub) return f - x;
+      if constexpr (K == PInstr::kMul) return x * f;
+      if constexpr (K == PInstr::kDiv) return x / f;
+      if constexpr (K == PInstr::kRDiv) return f / x;
+    }
+  }
+};
+
+/// Calls body(post) with the PostStep of in (s: its splat register, null without a post).
+template <class B>
+HWY_INLINE void WithPost(D d, const PInstr& in, const float* s, const B& body) {
+  const float f = s ? s[0] : 0.0f;
+  const V v = hn::Set(d, f);
+  switch (in.post) {
+    case PInstr::kNoPost:
+      body(PostStep<PInstr::kNoPost>{v, f});
+      break;
+    case PInstr::kAdd:
+      body(PostStep<PInstr::kAdd>{v, f});
+      break;
+    case PInstr::kSub:
+      body(PostStep<PInstr::kSub>{v, f});
+      break;
+    case PInstr::kRSub:
+      body(PostStep<PInstr::kRSub>{v, f});
+      break;
+    case PInstr::kMul:
+      body(PostStep<PInstr::kMul>{v, f});
+      break;
+    case PInstr::kDiv:
+      body(PostStep<PInstr::kDiv>{v, f});
+      break;
+    case PInstr::kRDiv:
+      body(PostStep<PInstr::kRDiv>{v, f});
+      break;
+  }
+}
+
 HWY_INLINE hn::Mask<D> NonZero(D d, V x) { return hn::Not(hn::Eq(x, hn::Zero(d))); }  // NaN: true
 
 /// The ops without a VisitUnary entry: returns false when kind is not one of them.
@@ -159,6 +226,59 @@ HWY_INLINE bool OtherOp(D d, const PInstr& in, const M1& map1, const M2& map2, c
 }
 }  // namespace
 
+/// One Op instruction over a chunk: np elements (nv in full vectors, len real ones) of its
+/// operands a, b, c into dst, each result through post.
+template <class P>
+HWY_INLINE void RunOpWith(D d, const PInstr& in, const P& post, const float* a, const float* b, const float* c,
+                          float* dst, int64_t np, int64_t nv, int64_t len) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto map1 = [&](const auto& f) {
+    for (int64_t j = 0; j < np; j += N) hn::StoreU(post(f(hn::LoadU(d, a + j))), d, dst + j);
+  };
+  auto map2 = [&](const auto& f) {
+    for (int64_t j = 0; j < np; j += N) hn::StoreU(post(f(hn::LoadU(d, a + j), hn::LoadU(d, b + j))), d, dst + j);
+  };
+  auto map3 = [&](const auto& f) {
+    for (int64_t j = 0; j < np; j += N)
+      hn::StoreU(post(f(hn::LoadU(d, a + j), hn::LoadU(d, b + j), hn::LoadU(d, c + j))), d, dst + j);
+  };
+  const bool unary = VisitUnary(
+      in.kind, in.r,
+      [&](const auto& f) {
+        for (int64_t j = 0; j < np; j += N) hn::StoreU(post(f(d, hn::LoadU(d, a + j))), d, dst + j);
+      },
+      [&](float lo, float hi, const auto& f, const auto& scalar) {  // as MapGuarded
+        const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+        int64_t j = 0;
+        for (; j < nv; j += N) {
+          const V x = hn::LoadU(d, a + j);
+          hn::StoreU(post(f(d, x)), d, dst + j);
+          if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
+            for (int64_t q = j; q < j + N; ++q) dst[q] = post(scalar(a[q]));
+        }
+        for (; j < len; ++j) dst[j] = post(scalar(a[j]));
+      });
+  if (!unary) OtherOp(d, in, map1, map2, map3);
+}
+
+/// RunOpWith out of line, for the Ops with a post step: inlined six more times, the op
+/// table made the interpreter's common loops slower (registers spilled across one function).
+template <class P>
+HWY_NOINLINE void RunOpOutOfLine(D d, const PInstr& in, const P& post, const float* a, const float* b, const float* c,
+                                 float* dst, int64_t np, int64_t nv, int64_t len) {
+  RunOpWith(d, in, post, a, b, c, dst, np, nv, len);
+}
+
+/// Runs the Op instruction in with its post step (s: the post's splat register).
+HWY_INLINE void RunOp(D d, const PInstr& in, const float* s, const float* a, const float* b, const float* c, float* dst,
+                      int64_t np, int64_t nv, int64_t len) {
+  if (in.post == PInstr::kNoPost) {
+    RunOpWith(d, in, PostStep<PInstr::kNoPost>{}, a, b, c, dst, np, nv, len);
+    return;
+  }
+  WithPost(d, in, s, [&](const auto& post) { RunOpOutOfLine(d, in, post, a, b, c, dst, np, nv, len); });
+}
+
 void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, int64_t n, bool stream) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -239,33 +359,7 @@ void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, 
             for (int64_t j = 0; j < kC; j += 16) __builtin_prefetch(dst + j + kPrefetch, 1);
           }
           rp[in.dst] = dst;
-          auto map1 = [&](const auto& f) {
-            for (int64_t j = 0; j < np; j += N) hn::StoreU(f(hn::LoadU(d, a + j)), d, dst + j);
-          };
-          auto map2 = [&](const auto& f) {
-            for (int64_t j = 0; j < np; j += N) hn::StoreU(f(hn::LoadU(d, a + j), hn::LoadU(d, b + j)), d, dst + j);
-          };
-          auto map3 = [&](const auto& f) {
-            for (int64_t j = 0; j < np; j += N)
-              hn::StoreU(f(hn::LoadU(d, a + j), hn::LoadU(d, b + j), hn::LoadU(d, c + j)), d, dst + j);
-          };
-          const bool unary = VisitUnary(
-              in.kind, in.r,
-              [&](const auto& f) {
-                for (int64_t j = 0; j < np; j += N) hn::StoreU(f(d, hn::LoadU(d, a + j)), d, dst + j);
-              },
-              [&](float lo, float hi, const auto& f, const auto& scalar) {  // as MapGuarded
-                const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
-                int64_t j = 0;
-                for (; j < nv; j += N) {
-                  const V x = hn::LoadU(d, a + j);
-                  hn::StoreU(f(d, x), d, dst + j);
-                  if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
-                    for (int64_t q = j; q < j + N; ++q) dst[q] = scalar(a[q]);
-                }
-                for (; j < len; ++j) dst[j] = scalar(a[j]);
-              });
-          if (!unary) OtherOp(d, in, map1, map2, map3);
+          RunOp(d, in, in.post ? rp[in.p] : nullptr, a, b, c, dst, np, nv, len);
           break;
         }
       }

@@ -44,12 +44,18 @@ struct PInstr {
   /// program writes that buffer); on an Op, the result goes straight to the memory of the
   /// Store that follows it (ptrs[slot]), which then has nothing to do (full chunks, no stream).
   static constexpr uint8_t kDirect = 1;
+  /// An Op's post step: an f32 add, subtract, multiply or divide with the splat register p,
+  /// applied to each vector of the result before it is written (kRSub: p - r, kRDiv: p / r).
+  /// It stands for the next op of a chain that reads the result alone with a scalar, which then
+  /// costs no pass over the chunk of its own; the bits are those of the two ops run apart.
+  enum Post : uint8_t { kNoPost, kAdd, kSub, kRSub, kMul, kDiv, kRDiv };
   Code code = Op;
   uint8_t flags = 0;
+  Post post = kNoPost;
   ir::OpKind kind{};
-  int16_t dst = 0, a = 0, b = 0, c = 0;  ///< registers
-  int32_t slot = 0;                      ///< Load/Splat/Store (and a kDirect Op): index into run_program's pointers
-  double r[3] = {};                      ///< Op: the op's real attributes (Clamp: lo, hi)
+  int16_t dst = 0, a = 0, b = 0, c = 0, p = 0;  ///< registers
+  int32_t slot = 0;  ///< Load/Splat/Store (and a kDirect Op): index into run_program's pointers
+  double r[3] = {};  ///< Op: the op's real attributes (Clamp: lo, hi)
 };
 /// Whether op can be an Op instruction: f32/bool operands and an op with a vector form whose
 /// results are bitwise those of the CPU kernel. Fills the instruction's kind and r.

@@ -54,10 +54,13 @@ HWY_INLINE void Map1(const float* in, float* out, int64_t n, const F& f) {
 // exp(x) to ~1 ulp (Cephes' expf polynomial after a two-constant ln 2 reduction). The scale
 // 2^n is applied in two halves so that results down to the subnormal range and up to +inf come
 // out of the arithmetic itself; NaN passes through.
-HWY_INLINE V ExpSafe(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
-  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+//
+// Every vector's lanes are checked first (Abs and a compare, a few cycles): when all are within
+// +-87.5 (no clamp, no NaN, 2^n a normal float) the reduction and polynomial run alone and the
+// scale is one multiply, which gives the same bits as the two halves there. Elementwise chains
+// are bound by these vector instructions, so the checks the common case skips are its time.
+HWY_INLINE V ExpPoly(D d, V xc, V& n) {
+  n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), xc);
   r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
   V p = hn::Set(d, 1.9875691500e-4f);
@@ -66,7 +69,18 @@ HWY_INLINE V ExpSafe(D d, V x) {
   p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
   p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
+  return hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
+}
+
+HWY_INLINE V ExpSafe(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  V n;
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(hn::Abs(x), hn::Set(d, 87.5f))))) {
+    const V p = ExpPoly(d, x, n);
+    return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)))));
+  }
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 89.0f));
+  const V p = ExpPoly(d, xc, n);
   const auto ni = hn::ConvertTo(di, n);
   const auto n1 = hn::ShiftRight<1>(ni);
   const auto n2 = hn::Sub(ni, n1);
@@ -100,6 +114,22 @@ HWY_INLINE V Poly(D d, V y, const float (&c)[kN]) {
 
 // tanh and erf as odd rational functions x P(x^2) / Q(x^2) on a clamped range (within 4e-7
 // relative of the exact values, checked against std::tanh / std::erf in the tests); NaN passes.
+// As in ExpSafe, a vector whose lanes are all inside the range (no NaN) skips the clamp and the
+// fix-ups, with the same bits.
+template <size_t kNP, size_t kNQ>
+HWY_INLINE V OddRational(D d, V x, const float (&p)[kNP], const float (&q)[kNQ]) {
+  const V x2 = hn::Mul(x, x);
+  return hn::Div(hn::Mul(x, Poly(d, x2, p)), Poly(d, x2, q));
+}
+
+// Clamps x to +-lim, evaluates f, and gives +-1 where |x| >= one and NaN where x is NaN.
+template <class F>
+HWY_INLINE V SaturatingOdd(D d, V x, V lim, V one, const F& f) {
+  V r = f(hn::Min(hn::Max(x, hn::Neg(lim)), lim));
+  r = hn::IfThenElse(hn::Ge(hn::Abs(x), one), hn::CopySign(hn::Set(d, 1.0f), x), r);  // f32 rounds to 1
+  return hn::IfThenElse(hn::Eq(x, x), r, x);
+}
+
 HWY_INLINE V Tanh(D d, V x) {
   static constexpr float kP[] = {4.89352455891786e-03f, 6.37261928875436e-04f,  1.48572235717979e-05f,
                                  5.12229709037114e-08f, -8.60467152213735e-11f, 2.00018790482477e-13f,
@@ -107,11 +137,8 @@ HWY_INLINE V Tanh(D d, V x) {
   static constexpr float kQ[] = {4.89352518554385e-03f, 2.26843463243900e-03f, 1.18534705686654e-04f,
                                  1.19825839466702e-06f};
   const V lim = hn::Set(d, 7.90531110763549805f);
-  const V xc = hn::Min(hn::Max(x, hn::Neg(lim)), lim);
-  const V x2 = hn::Mul(xc, xc);
-  V r = hn::Div(hn::Mul(xc, Poly(d, x2, kP)), Poly(d, x2, kQ));
-  r = hn::IfThenElse(hn::Ge(hn::Abs(x), hn::Set(d, 9.0f)), hn::CopySign(hn::Set(d, 1.0f), x), r);  // f32 rounds to 1
-  return hn::IfThenElse(hn::Eq(x, x), r, x);
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(hn::Abs(x), lim)))) return OddRational(d, x, kP, kQ);
+  return SaturatingOdd(d, x, lim, hn::Set(d, 9.0f), [&](V xc) { return OddRational(d, xc, kP, kQ); });
 }
 
 HWY_INLINE V Erf(D d, V x) {
@@ -121,11 +148,8 @@ HWY_INLINE V Erf(D d, V x) {
   static constexpr float kQ[] = {-1.42647390514189e-02f, -7.37332916720468e-03f, -1.68282697438203e-03f,
                                  -2.13374055278905e-04f, -1.45660718464996e-05f};
   const V lim = hn::Set(d, 4.0f);
-  const V xc = hn::Min(hn::Max(x, hn::Neg(lim)), lim);
-  const V x2 = hn::Mul(xc, xc);
-  V r = hn::Div(hn::Mul(xc, Poly(d, x2, kP)), Poly(d, x2, kQ));
-  r = hn::IfThenElse(hn::Ge(hn::Abs(x), lim), hn::CopySign(hn::Set(d, 1.0f), x), r);  // f32 rounds to 1
-  return hn::IfThenElse(hn::Eq(x, x), r, x);
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(hn::Abs(x), lim)))) return OddRational(d, x, kP, kQ);
+  return SaturatingOdd(d, x, lim, lim, [&](V xc) { return OddRational(d, xc, kP, kQ); });
 }
 
 HWY_INLINE V LogSafe(D d, V x) {
