@@ -17,10 +17,7 @@
 #include "backends/cpu/conv_impl.h"
 #include "backends/cpu/onednn.h"
 #include "restore_onednn.h"
-
-#if KILN_TEST_HWY_TARGETS
-#include <hwy/targets.h>
-#endif
+#include "simd_levels.h"
 
 using namespace kiln;
 using Act = nn::FusedConvOptions::Act;
@@ -210,29 +207,6 @@ TEST(ConvKept, WritesBetweenTheOpsAreSeen) {
   }
 }
 
-/// Runs f at each SIMD level this machine has (SSE4, AVX2, AVX-512) where the build can pick
-/// them, else once.
-template <class F>
-void at_every_simd_level(const F& f) {
-#if KILN_TEST_HWY_TARGETS
-  struct Restore {
-    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  int ran = 0;
-  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
-    if (!(supported & t)) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    f();
-    ++ran;
-  }
-  EXPECT_GE(ran, 1);
-#else
-  f();
-#endif
-}
-
 // The blocked-to-plain copy (unblock16_f32) and the epilogue that writes both layouts
 // (post_blocked16_f32 with a plain output) against index arithmetic, at every SIMD level: planes
 // of whole 16-position tiles and of partial ones, block ranges that start past 0.
@@ -274,14 +248,14 @@ TEST(ConvKept, UnblockMatchesIndexArithmetic) {
         }
       }
   };
-  at_every_simd_level(cases);
+  test::at_every_simd_level(cases);
 }
 
 // The epilogue over many planes in one call (post_planes_f32: per-channel scale and shift,
 // residual, clamp) against the scalar steps, each rounded, at every SIMD level: planes shorter
 // than a vector, with a partial last vector, and of whole vectors; NaN passes the clamp.
 TEST(ConvKept, EpilogueOverPlanesMatchesScalarSteps) {
-  at_every_simd_level([] {
+  test::at_every_simd_level([] {
     std::mt19937 rng(9);
     std::uniform_real_distribution<float> u(-3.f, 3.f);
     for (int64_t plane : {1, 3, 16, 17, 49})

@@ -16,11 +16,8 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "simd_levels.h"
 #include "test_util.h"
-
-#if KILN_TEST_HWY_TARGETS
-#include <hwy/targets.h>
-#endif
 
 namespace {
 
@@ -227,25 +224,7 @@ void simd_cases() {
           }
 }
 
-TEST(PoolFast, EverySimdTargetMatchesNaive) {
-#if KILN_TEST_HWY_TARGETS
-  struct Restore {
-    ~Restore() { hwy::SetSupportedTargetsForTest(0); }
-  } restore;
-  const int64_t supported = hwy::SupportedTargets();
-  int ran = 0;
-  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
-    if (!(supported & t)) continue;
-    hwy::SetSupportedTargetsForTest(t);
-    SCOPED_TRACE(hwy::TargetName(t));
-    simd_cases();
-    ++ran;
-  }
-  EXPECT_GE(ran, 1);
-#else
-  simd_cases();
-#endif
-}
+TEST(PoolFast, EverySimdTargetMatchesNaive) { kiln::test::at_every_simd_level(simd_cases); }
 
 TEST(PoolFast, OtherGeometriesMatchNaive) {
   // Height dilation (fast path), width dilation / stride 1 / kernel 4 (generic), f64, 1-d, 3-d.
