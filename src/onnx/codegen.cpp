@@ -182,6 +182,7 @@ const std::set<std::string>& rank_preserving() {
                                           "Conv",
                                           "ConvTranspose",
                                           "LayerNormalization",
+                                          "RMSNormalization",
                                           "Upsample",
                                           "Pad",
                                           "InstanceNormalization",

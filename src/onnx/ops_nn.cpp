@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // ONNX neural-network ops: Conv, ConvTranspose, MaxPool, AveragePool, Global*Pool, LpPool,
-// MaxUnpool, BatchNormalization, InstanceNormalization, LayerNormalization, GroupNormalization,
+// MaxUnpool, BatchNormalization, InstanceNormalization, LayerNormalization, RMSNormalization, GroupNormalization,
 // LRN, MeanVarianceNormalization, Gemm, MatMul. Asymmetric and auto pads become explicit pads.
 #include <algorithm>
 #include <cmath>
@@ -647,6 +647,17 @@ void register_nn(Registry& r) {
     c.set(0, y);
     c.set(1, mu);
     c.set(2, inv);
+  };
+  // opset 23: y = x / sqrt(mean(x^2 over axes [axis, rank)) + epsilon) * scale, computed in f32
+  // (stash_type 1) or f64 for f64 inputs, scale broadcast against x.
+  r["RMSNormalization"] = [](OpContext& c) {
+    const Tensor& x = c.x(0);
+    const int64_t a = axis_of(c, c.attr_i("axis", -1), x.dim());
+    const double eps = c.attr_f("epsilon", 1e-5f);
+    Dims d;
+    for (int64_t i = a; i < x.dim(); ++i) d.push_back(i);
+    const Tensor xf = x.dtype() == f64 ? x : x.to(f32);
+    c.set(0, (xf * rsqrt(mean(square(xf), d, true) + eps)).to(x.dtype()) * c.x(1));
   };
   r["GroupNormalization"] = [](OpContext& c) {
     const Tensor& x = c.x(0);

@@ -9,6 +9,7 @@
 
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
+#include "kiln/nn/functional/norm.h"
 #include "kiln/nn/functional/pool.h"
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
@@ -365,4 +366,23 @@ TEST(OnnxFastPaths, ConvMaxPoolFusionMatchesUnfused) {
       }
     set_num_threads(saved);
   }
+}
+
+// RMSNormalization (opset 23) against nn::functional::rms_norm over the last axis and against
+// f64 arithmetic over the trailing axes from 1, with a scale broadcast from [5]; f16 computes in
+// f32 (stash_type 1) and returns f16.
+TEST(OnnxFastPaths, RmsNormalizationMatchesRmsNorm) {
+  manual_seed(5);
+  Tensor x = randn({2, 3, 4, 5}) * 3, scale = randn({5});
+  Tensor last = O::call("RMSNormalization", 23, {x, scale}, {{"epsilon", 1e-4f}})[0];
+  Tensor ref = nn::functional::rms_norm(x, Shape{5}, scale, 1e-4f);
+  EXPECT_LT(max_abs_diff(last, ref), 1e-5);
+  Tensor from1 = O::call("RMSNormalization", 23, {x, scale}, {{"axis", int64_t{1}}})[0];
+  Tensor xd = x.to(f64);
+  Tensor want = xd / sqrt(mean(square(xd), {1, 2, 3}, true) + 1e-5) * scale.to(f64);
+  EXPECT_LT(max_abs_diff(from1.to(f64), want), 1e-5);
+  Tensor h = O::call("RMSNormalization", 23, {x.to(f16), scale.to(f16)}, {{"axis", int64_t{-2}}})[0];
+  EXPECT_EQ(h.dtype(), f16);
+  Tensor want_h = xd / sqrt(mean(square(xd), {2, 3}, true) + 1e-5) * scale.to(f64);
+  EXPECT_LT(max_abs_diff(h.to(f64), want_h), 0.05);
 }
