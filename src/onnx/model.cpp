@@ -213,6 +213,7 @@ const Registry& registry() {
     register_control(x);
     register_resize(x);
     register_recurrent(x);
+    register_attention(x);
     return x;
   }();
   return r;

@@ -8,12 +8,14 @@
 #include <limits>
 
 #include "kiln/matmul.h"
+#include "kiln/nn/functional/attention.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/norm.h"
 #include "kiln/nn/functional/pool.h"
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
 #include "onnx/onnx_builder.h"
+#include "test_util.h"
 
 using namespace kiln;
 namespace O = kiln::onnx::ops;
@@ -385,4 +387,48 @@ TEST(OnnxFastPaths, RmsNormalizationMatchesRmsNorm) {
   EXPECT_EQ(h.dtype(), f16);
   Tensor want_h = xd / sqrt(mean(square(xd), {2, 3}, true) + 1e-5) * scale.to(f64);
   EXPECT_LT(max_abs_diff(h.to(f64), want_h), 0.05);
+}
+
+// Attention (opset 23) against nn::functional::scaled_dot_product_attention: 4-D and 3-D
+// inputs, grouped-query heads, bool and additive masks, causal masking without and with a
+// key/value cache (then aligned to the cache's end), the present outputs, the probabilities
+// as the fourth output, and a row whose keys are all masked (zeros).
+TEST(OnnxFastPaths, AttentionMatchesSdpa) {
+  namespace NF = nn::functional;
+  manual_seed(9);
+  const int64_t B = 2, H = 4, L = 5, S = 7, E = 8;
+  Tensor q = randn({B, H, L, E}), k = randn({B, H, S, E}), v = randn({B, H, S, E});
+  auto att = [](const std::vector<Tensor>& in, const O::Attrs& a = {}) { return O::call("Attention", 23, in, a, 4); };
+  EXPECT_LT(max_abs_diff(att({q, k, v})[0], NF::scaled_dot_product_attention(q, k, v)), 1e-5);
+  Tensor bmask = rand({L, S}) > 0.3, fmask = randn({B, 1, L, S});
+  EXPECT_LT(max_abs_diff(att({q, k, v, bmask})[0], NF::scaled_dot_product_attention(q, k, v, {.attn_mask = bmask})),
+            1e-5);
+  EXPECT_LT(max_abs_diff(att({q, k, v, fmask}, {{"scale", 0.3f}})[0],
+                         NF::scaled_dot_product_attention(q, k, v, {.attn_mask = fmask, .scale = 0.3})),
+            1e-5);
+  Tensor qc = randn({B, H, S, E});
+  EXPECT_LT(max_abs_diff(att({qc, k, v}, {{"is_causal", int64_t{1}}})[0],
+                         NF::scaled_dot_product_attention(qc, k, v, {.is_causal = true})),
+            1e-5);
+  // 3-D inputs, 4 query heads over 2 key/value heads.
+  Tensor q3 = randn({B, L, H * E}), k3 = randn({B, S, 2 * E}), v3 = randn({B, S, 2 * E});
+  Tensor y3 = att({q3, k3, v3}, {{"q_num_heads", int64_t{H}}, {"kv_num_heads", int64_t{2}}})[0];
+  auto heads = [](const Tensor& t, int64_t h) { return t.reshape({B, t.size(1), h, E}).permute({0, 2, 1, 3}); };
+  Tensor want3 = NF::scaled_dot_product_attention(heads(q3, H), heads(k3, 2), heads(v3, 2), {.enable_gqa = true});
+  EXPECT_LT(max_abs_diff(y3, want3.permute({0, 2, 1, 3}).reshape({B, L, H * E})), 1e-5);
+  // A cache of 3 keys: causal masking lets query i see the cache and new keys up to i.
+  Tensor pk = randn({B, H, 3, E}), pv = randn({B, H, 3, E}), kn = randn({B, H, L, E}), vn = randn({B, H, L, E});
+  auto out = att({q, kn, vn, Tensor{}, pk, pv}, {{"is_causal", int64_t{1}}, {"qk_matmul_output_mode", int64_t{3}}});
+  Tensor kall = cat({pk, kn}, 2), vall = cat({pv, vn}, 2);
+  EXPECT_EQ(max_abs_diff(out[1], kall), 0.0);
+  EXPECT_EQ(max_abs_diff(out[2], vall), 0.0);
+  Tensor allowed = arange(L + 3).reshape({1, L + 3}) <= arange(L).reshape({L, 1}) + 3;
+  EXPECT_LT(max_abs_diff(out[0], NF::scaled_dot_product_attention(q, kall, vall, {.attn_mask = allowed})), 1e-5);
+  EXPECT_LT(max_abs_diff(out[3].sum({-1}), ones({B, H, L})), 1e-5);
+  // A fully masked query row attends to nothing.
+  Tensor none = ones({L, S}, {.dtype = bool_});
+  none = where(arange(L).reshape({L, 1}) == 2, zeros_like(none), none);
+  Tensor yz = att({q, k, v, none})[0];
+  EXPECT_EQ(yz.select(2, 2).abs().max().item<double>(), 0.0);
+  EXPECT_ERROR(att({q3, k3, v3}), "q_num_heads");
 }
