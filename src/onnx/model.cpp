@@ -214,6 +214,7 @@ const Registry& registry() {
     register_resize(x);
     register_recurrent(x);
     register_attention(x);
+    register_detection(x);
     return x;
   }();
   return r;

@@ -432,3 +432,29 @@ TEST(OnnxFastPaths, AttentionMatchesSdpa) {
   EXPECT_EQ(yz.select(2, 2).abs().max().item<double>(), 0.0);
   EXPECT_ERROR(att({q3, k3, v3}), "q_num_heads");
 }
+
+// NonMaxSuppression on boxes whose overlaps are worked out by hand: box 1 overlaps box 0 with
+// IoU 81/119 (about 0.68), box 2 is apart, box 3 overlaps box 2 with IoU 1/3.
+TEST(OnnxFastPaths, NonMaxSuppressionKeepsTheBestOfOverlappingBoxes) {
+  // [y1, x1, y2, x2]; box 3 with its corners swapped.
+  Tensor boxes = tensor(std::vector<float>{0, 0, 10, 10, 1, 1, 11, 11, 20, 20, 30, 30, 30, 25, 20, 35}, {1, 4, 4});
+  Tensor scores = tensor(std::vector<float>{0.9f, 0.95f, 0.5f, 0.6f, 0.1f, 0.2f, 0.3f, 0.4f}, {1, 2, 4});
+  auto nms = [&](const Tensor& b, float iou, std::optional<float> min_score, int64_t max_out, int64_t center = 0) {
+    std::vector<Tensor> in = {b, scores, tensor(std::vector<int64_t>{max_out}, {1}),
+                              tensor(std::vector<float>{iou}, {1})};
+    if (min_score) in.push_back(tensor(std::vector<float>{*min_score}, {1}));
+    return O::call("NonMaxSuppression", 11, in, {{"center_point_box", center}})[0].to_vector<int64_t>();
+  };
+  // IoU threshold 0.5: box 0 is suppressed by box 1 in both classes; boxes 2 and 3 stay.
+  EXPECT_EQ(nms(boxes, 0.5f, std::nullopt, 10),
+            (std::vector<int64_t>{0, 0, 1, 0, 0, 3, 0, 0, 2, 0, 1, 3, 0, 1, 2, 0, 1, 1}));
+  // Threshold 0.7: nothing overlaps that much; the score threshold drops class 1's low scores.
+  EXPECT_EQ(nms(boxes, 0.7f, 0.35f, 10), (std::vector<int64_t>{0, 0, 1, 0, 0, 0, 0, 0, 3, 0, 0, 2, 0, 1, 3}));
+  // At most 2 per class; IoU threshold 0.1 lets box 3 suppress box 2.
+  EXPECT_EQ(nms(boxes, 0.1f, std::nullopt, 2), (std::vector<int64_t>{0, 0, 1, 0, 0, 3, 0, 1, 3, 0, 1, 1}));
+  // The same boxes as [x_center, y_center, width, height].
+  Tensor centered = tensor(std::vector<float>{5, 5, 10, 10, 6, 6, 10, 10, 25, 25, 10, 10, 30, 25, 10, 10}, {1, 4, 4});
+  EXPECT_EQ(nms(centered, 0.5f, std::nullopt, 10, 1), nms(boxes, 0.5f, std::nullopt, 10));
+  EXPECT_TRUE(nms(boxes, 0.5f, std::nullopt, 0).empty());
+  EXPECT_ERROR(O::call("NonMaxSuppression", 11, {boxes.reshape({4, 4}), scores}), "boxes [batches, n, 4]");
+}
