@@ -215,6 +215,7 @@ const Registry& registry() {
     register_recurrent(x);
     register_attention(x);
     register_detection(x);
+    register_set(x);
     return x;
   }();
   return r;

@@ -458,3 +458,33 @@ TEST(OnnxFastPaths, NonMaxSuppressionKeepsTheBestOfOverlappingBoxes) {
   EXPECT_TRUE(nms(boxes, 0.5f, std::nullopt, 0).empty());
   EXPECT_ERROR(O::call("NonMaxSuppression", 11, {boxes.reshape({4, 4}), scores}), "boxes [batches, n, 4]");
 }
+
+// Unique, sorted and in order of first occurrence, over elements (NaNs grouped, as NumPy) and
+// over slices along an axis; the expectations are worked out by hand.
+TEST(OnnxFastPaths, UniqueGroupsElementsAndSlices) {
+  using V = std::vector<int64_t>;
+  auto run = [](const Tensor& x, const O::Attrs& a) { return O::call("Unique", 11, {x}, a, 4); };
+  Tensor x = tensor(std::vector<float>{2, 1, 1, 3, 4, 3}, {6});
+  auto s = run(x, {});
+  EXPECT_EQ(s[0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(s[1].to_vector<int64_t>(), (V{1, 0, 3, 4}));
+  EXPECT_EQ(s[2].to_vector<int64_t>(), (V{1, 0, 0, 2, 3, 2}));
+  EXPECT_EQ(s[3].to_vector<int64_t>(), (V{2, 1, 2, 1}));
+  auto u = run(x, {{"sorted", int64_t{0}}});
+  EXPECT_EQ(u[0].to_vector<float>(), (std::vector<float>{2, 1, 3, 4}));
+  EXPECT_EQ(u[1].to_vector<int64_t>(), (V{0, 1, 3, 4}));
+  EXPECT_EQ(u[2].to_vector<int64_t>(), (V{0, 1, 1, 2, 3, 2}));
+  EXPECT_EQ(u[3].to_vector<int64_t>(), (V{1, 2, 2, 1}));
+  auto n = run(tensor(std::vector<float>{NAN, 1, NAN}, {3}), {});
+  auto nv = n[0].to_vector<float>();
+  ASSERT_EQ(nv.size(), 2u);
+  EXPECT_EQ(nv[0], 1.0f);
+  EXPECT_TRUE(std::isnan(nv[1]));
+  EXPECT_EQ(n[3].to_vector<int64_t>(), (V{1, 2}));
+  auto rows = run(tensor(std::vector<int64_t>{1, 0, 0, 1, 0, 0, 2, 3, 4}, {3, 3}), {{"axis", int64_t{0}}});
+  EXPECT_EQ(rows[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(rows[0].to_vector<int64_t>(), (V{1, 0, 0, 2, 3, 4}));
+  EXPECT_EQ(rows[2].to_vector<int64_t>(), (V{0, 0, 1}));
+  EXPECT_EQ(rows[3].to_vector<int64_t>(), (V{2, 1}));
+  EXPECT_EQ(run(zeros({0}), {})[0].numel(), 0);
+}
