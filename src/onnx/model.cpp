@@ -216,6 +216,7 @@ const Registry& registry() {
     register_attention(x);
     register_detection(x);
     register_set(x);
+    register_quant(x);
     return x;
   }();
   return r;

@@ -488,3 +488,50 @@ TEST(OnnxFastPaths, UniqueGroupsElementsAndSlices) {
   EXPECT_EQ(rows[3].to_vector<int64_t>(), (V{2, 1}));
   EXPECT_EQ(run(zeros({0}), {})[0].numel(), 0);
 }
+
+// Integer and quantized products against loops over the integers (MatMulInteger,
+// QLinearMatMul) and against conv2d of the zero-point-shifted values (ConvInteger,
+// QLinearConv with a per-channel weight scale and a bias).
+TEST(OnnxFastPaths, IntegerAndQuantizedProductsMatchLoops) {
+  manual_seed(13);
+  const int64_t M = 3, K = 5, N = 4;
+  Tensor a = randint(0, 256, {M, K}).to(u8), b = randint(-128, 128, {K, N}).to(i8);
+  Tensor azp = tensor(std::vector<uint8_t>{3, 200, 17}, {M}), bzp = scalar_tensor(-5.0, i8);
+  auto av = a.to(i64).to_vector<int64_t>(), bv = b.to(i64).to_vector<int64_t>();
+  std::vector<int64_t> want(static_cast<size_t>(M * N));
+  const int64_t az[] = {3, 200, 17};
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t k = 0; k < K; ++k) want[i * N + j] += (av[i * K + k] - az[i]) * (bv[k * N + j] + 5);
+  Tensor y = O::call("MatMulInteger", 10, {a, b, azp, bzp})[0];
+  EXPECT_EQ(y.dtype(), i32);
+  EXPECT_EQ(y.to(i64).to_vector<int64_t>(), want);
+  // QLinearMatMul: scales 0.02 * 0.05 / 0.1, output zero point 128, saturated to uint8.
+  Tensor q = O::call("QLinearMatMul", 10,
+                     {a, scalar_tensor(0.02, f32), azp, b, scalar_tensor(0.05, f32), bzp, scalar_tensor(0.1, f32),
+                      scalar_tensor(128.0, u8)})[0];
+  EXPECT_EQ(q.dtype(), u8);
+  const float m = 0.02f * 0.05f / 0.1f;
+  auto qv = q.to(i64).to_vector<int64_t>();
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(qv[i], std::clamp<int64_t>(std::llrint(static_cast<double>(want[i]) * m + 128), 0, 255)) << i;
+  // Convolutions, 2 output channels, padding 1.
+  Tensor x = randint(0, 256, {1, 2, 5, 5}).to(u8), w = randint(-128, 128, {2, 2, 3, 3}).to(i8);
+  Tensor xzp = scalar_tensor(10.0, u8), wzp = tensor(std::vector<int8_t>{1, -2}, {2});
+  Tensor ref =
+      nn::functional::conv2d(x.to(f64) - 10.0, w.to(f64) - wzp.to(f64).reshape({2, 1, 1, 1}), Tensor{}, {.padding = 1});
+  Tensor ci = O::call("ConvInteger", 10, {x, w, xzp, wzp}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})[0];
+  EXPECT_EQ(ci.dtype(), i32);
+  EXPECT_EQ(max_abs_diff(ci.to(f64), ref), 0.0);
+  Tensor bias = tensor(std::vector<int32_t>{100, -100}, {2});
+  Tensor wscale = tensor(std::vector<float>{0.01f, 0.03f}, {2});
+  Tensor qc =
+      O::call("QLinearConv", 10,
+              {x, scalar_tensor(0.1, f32), xzp, w, wscale, wzp, scalar_tensor(0.5, f32), scalar_tensor(0.0, i8), bias},
+              {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})[0];
+  Tensor mult = (scalar_tensor(0.1, f32) * wscale / 0.5f).to(f64).reshape({1, 2, 1, 1});
+  Tensor want_c = clamp(round((ref + bias.to(f64).reshape({1, 2, 1, 1})) * mult), -128.0, 127.0);
+  EXPECT_EQ(qc.dtype(), i8);
+  EXPECT_EQ(max_abs_diff(qc.to(f64), want_c), 0.0);
+  EXPECT_ERROR(O::call("MatMulInteger", 10, {a.to(f32), b}), "uint8 or int8");
+}
