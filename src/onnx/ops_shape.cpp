@@ -376,8 +376,24 @@ void register_shape(Registry& r) {
     std::vector<Tensor> parts;
     for (int64_t i = 0; i < k; ++i) parts.push_back(fix_negative(idx.select(-1, i), x.size(i)));
     std::string red = c.attr_s("reduction", "none");
-    c.check(red == "none" || red == "add", "reduction '" + red + "' is not supported");
-    c.set(0, index_put(x, parts, c.x(2), red == "add"));
+    if (red == "none" || red == "add") {
+      c.set(0, index_put(x, parts, c.x(2), red == "add"));
+      return;
+    }
+    c.check(red == "mul" || red == "max" || red == "min", "unknown reduction '" + red + "'");
+    // mul / max / min: x as [rows of the first k dims, the rest], each index tuple one row.
+    int64_t rows = 1;
+    Tensor linear = zeros_like(parts.empty() ? idx.select(-1, 0) : parts[0]).to(i64);
+    for (int64_t i = 0; i < k; ++i) {
+      linear = linear * x.size(i) + parts[static_cast<size_t>(i)].to(i64);
+      rows *= x.size(i);
+    }
+    const int64_t rest = rows ? x.numel() / rows : 0, q = linear.numel();
+    Tensor index = linear.reshape({q, 1}).expand({q, rest});
+    Tensor u = c.x(2).reshape({q, rest}), x2 = x.reshape({rows, rest});
+    Tensor y = red == "mul" ? scatter(x2, 0, index, u, "multiply")
+                            : scatter_reduce(x2, 0, index, u, red == "max" ? "amax" : "amin");
+    c.set(0, y.reshape(x.shape()));
   };
   r["GatherND"] = [](OpContext& c) {
     const Tensor& x = c.x(0);

@@ -535,3 +535,17 @@ TEST(OnnxFastPaths, IntegerAndQuantizedProductsMatchLoops) {
   EXPECT_EQ(max_abs_diff(qc.to(f64), want_c), 0.0);
   EXPECT_ERROR(O::call("MatMulInteger", 10, {a.to(f32), b}), "uint8 or int8");
 }
+
+// ScatterND with reduction mul, max and min: duplicate index tuples combine with the data and
+// with each other (worked out by hand), over rows of a [3, 2] tensor.
+TEST(OnnxFastPaths, ScatterNdReductionsCombineDuplicates) {
+  Tensor x = tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor idx = tensor(std::vector<int64_t>{2, 0, 2}, {3, 1});
+  Tensor upd = tensor(std::vector<float>{2, 10, 3, -1, 0.5f, 7}, {3, 2});
+  auto run = [&](const char* red) {
+    return O::call("ScatterND", 18, {x, idx, upd}, {{"reduction", red}})[0].to_vector<float>();
+  };
+  EXPECT_EQ(run("mul"), (std::vector<float>{3, -2, 3, 4, 5, 420}));
+  EXPECT_EQ(run("max"), (std::vector<float>{3, 2, 3, 4, 5, 10}));
+  EXPECT_EQ(run("min"), (std::vector<float>{1, -1, 3, 4, 0.5f, 6}));
+}
