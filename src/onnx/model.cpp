@@ -217,6 +217,7 @@ const Registry& registry() {
     register_detection(x);
     register_set(x);
     register_quant(x);
+    register_signal(x);
     return x;
   }();
   return r;

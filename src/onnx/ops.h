@@ -166,6 +166,7 @@ void register_attention(Registry& r);
 void register_detection(Registry& r);
 void register_set(Registry& r);
 void register_quant(Registry& r);
+void register_signal(Registry& r);
 
 /// A Conv followed by a second Conv (`second`, with its fused activation post2 / lo2 / hi2) that
 /// alone reads the first one's output, fused by the run-time plan: inputs x, w1, b1, w2, b2

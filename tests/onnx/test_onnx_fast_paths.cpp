@@ -549,3 +549,39 @@ TEST(OnnxFastPaths, ScatterNdReductionsCombineDuplicates) {
   EXPECT_EQ(run("max"), (std::vector<float>{3, 2, 3, 4, 5, 10}));
   EXPECT_EQ(run("min"), (std::vector<float>{1, -1, 3, 4, 0.5f, 6}));
 }
+
+// DFT and STFT: a delta's spectrum is all ones and a constant's only its DC bin (by hand); the
+// inverse undoes the forward transform (complex, and real from one-sided bins, odd and even
+// lengths); the one-sided bins are the first of the full spectrum; an STFT frame is the DFT of
+// the windowed frame.
+TEST(OnnxFastPaths, DftAndStftInvertAndAgree) {
+  manual_seed(17);
+  auto dft = [](const Tensor& x, int64_t axis, bool inverse, bool onesided, int64_t len = 0) {
+    std::vector<Tensor> in = {x, len ? tensor(std::vector<int64_t>{len}, Shape{}) : Tensor{},
+                              tensor(std::vector<int64_t>{axis}, Shape{})};
+    return O::call("DFT", 20, in, {{"inverse", int64_t{inverse}}, {"onesided", int64_t{onesided}}})[0];
+  };
+  Tensor delta = zeros({1, 8, 1});
+  delta = where(arange(8).reshape({1, 8, 1}) == 0, ones_like(delta), delta);
+  Tensor d = dft(delta, 1, false, false);
+  EXPECT_LT(max_abs_diff(d.select(-1, 0), ones({1, 8})), 1e-6);
+  EXPECT_LT(d.select(-1, 1).abs().max().item<double>(), 1e-6);
+  Tensor k = dft(full({1, 6, 1}, 2.0), 1, false, false);
+  EXPECT_NEAR(k.select(-1, 0).select(1, 0).item<double>(), 12.0, 1e-5);
+  EXPECT_LT(k.narrow(1, 1, 5).abs().max().item<double>(), 1e-5);
+  for (int64_t n : {7, 8}) {
+    Tensor z = randn({2, n, 3, 2});
+    EXPECT_LT(max_abs_diff(dft(dft(z, 1, false, false), 1, true, false), z), 1e-5) << n;
+    Tensor r = randn({2, 3, n, 1});
+    Tensor half = dft(r, 2, false, true);
+    EXPECT_EQ(half.size(2), n / 2 + 1);
+    EXPECT_LT(max_abs_diff(half, dft(r, 2, false, false).narrow(2, 0, n / 2 + 1)), 1e-5);
+    EXPECT_LT(max_abs_diff(dft(half, 2, true, true, n), r), 1e-5) << n;
+  }
+  // STFT: frames of 6 every 4 samples, a Hann-like window.
+  Tensor sig = randn({1, 22, 1}), win = tensor(std::vector<float>{0.1f, 0.5f, 1.0f, 1.0f, 0.5f, 0.1f}, {6});
+  Tensor st = O::call("STFT", 17, {sig, tensor(std::vector<int64_t>{4}, Shape{}), win})[0];
+  EXPECT_EQ(st.shape(), (Shape{1, 5, 4, 2}));
+  Tensor frame2 = sig.narrow(1, 8, 6) * win.reshape({1, 6, 1});
+  EXPECT_LT(max_abs_diff(st.select(1, 2), dft(frame2, 1, false, true)), 1e-5);
+}
