@@ -585,3 +585,37 @@ TEST(OnnxFastPaths, DftAndStftInvertAndAgree) {
   Tensor frame2 = sig.narrow(1, 8, 6) * win.reshape({1, 6, 1});
   EXPECT_LT(max_abs_diff(st.select(1, 2), dft(frame2, 1, false, true)), 1e-5);
 }
+
+// RoiAlign on planes that are linear in y and x (10 y + x, and its negative in channel 1):
+// bilinear samples of a linear function are exact, so the average over a cell is the function
+// at the cell's centre (half_pixel shifts the region by half a pixel); max mode takes, per
+// sample, the largest weighted corner, checked on one cell by hand.
+TEST(OnnxFastPaths, RoiAlignAveragesLinearPlanesExactly) {
+  const int64_t H = 12, W = 10;
+  std::vector<float> v;
+  for (int c = 0; c < 2; ++c)
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x) v.push_back((c ? -1.0f : 1.0f) * static_cast<float>(10 * y + x));
+  Tensor X = tensor(v, {1, 2, H, W});
+  Tensor rois = tensor(std::vector<float>{2, 3, 6, 9, 1.5f, 1.5f, 4.5f, 7.5f}, {2, 4});
+  Tensor bi = tensor(std::vector<int64_t>{0, 0}, {2});
+  Tensor y = O::call("RoiAlign", 16, {X, rois, bi},
+                     {{"output_height", int64_t{3}}, {"output_width", int64_t{2}}, {"sampling_ratio", int64_t{2}}})[0];
+  ASSERT_EQ(y.shape(), (Shape{2, 2, 3, 2}));
+  auto yv = y.to_vector<float>();
+  const float box[2][4] = {{2, 3, 6, 9}, {1.5f, 1.5f, 4.5f, 7.5f}};
+  for (int r = 0; r < 2; ++r)
+    for (int ph = 0; ph < 3; ++ph)
+      for (int pw = 0; pw < 2; ++pw) {
+        const double bh = (box[r][3] - box[r][1]) / 3.0, bw = (box[r][2] - box[r][0]) / 2.0;
+        const double yc = box[r][1] - 0.5 + (ph + 0.5) * bh, xc = box[r][0] - 0.5 + (pw + 0.5) * bw;
+        EXPECT_NEAR(yv[((r * 2 + 0) * 3 + ph) * 2 + pw], 10 * yc + xc, 1e-4) << r << ph << pw;
+        EXPECT_NEAR(yv[((r * 2 + 1) * 3 + ph) * 2 + pw], -(10 * yc + xc), 1e-4) << r << ph << pw;
+      }
+  // Max mode, one sample per cell at (y, x) = (2.5, 3.5): corners 23, 24, 33, 34 weighted 1/4 each.
+  Tensor m = O::call(
+      "RoiAlign", 16, {X.narrow(1, 0, 1), tensor(std::vector<float>{3, 2, 4, 3}, {1, 4}), bi.narrow(0, 0, 1)},
+      {{"mode", "max"}, {"sampling_ratio", int64_t{1}}, {"coordinate_transformation_mode", "output_half_pixel"}})[0];
+  EXPECT_NEAR(m.item<double>(), 34.0 / 4, 1e-5);
+  EXPECT_ERROR(O::call("RoiAlign", 16, {X, rois.narrow(1, 0, 3), bi}), "rois [R, 4]");
+}
