@@ -5,6 +5,7 @@
 // and only the program's loads and stores touch memory. Loads prefetch ahead, so memory streams
 // while the arithmetic of a chunk runs. Unary ops take their vector functions from VisitUnary
 // (vec_math-inl.h), the table the row kernels use: results are bitwise the unfused ones.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -49,13 +50,11 @@ HWY_INLINE V NoContract(V x) {
 #endif
   return x;
 }
-/// An Op's post step (PInstr::Post) on a vector and on one float (the guarded ops' scalar
-/// lanes); K = kNoPost is the identity. The result is opaque first, so that a product and the
-/// sum after it are not contracted into an FMA.
+/// An Op's post step (PInstr::Post) on a vector; K = kNoPost is the identity. The result is
+/// opaque first, so that a product and the sum after it are not contracted into an FMA.
 template <int K>
 struct PostStep {
   V v;
-  float f;
   HWY_INLINE V operator()(V x) const {
     if constexpr (K == PInstr::kNoPost) {
       return x;
@@ -69,52 +68,7 @@ struct PostStep {
       if constexpr (K == PInstr::kRDiv) return hn::Div(v, x);
     }
   }
-  HWY_INLINE float operator()(float x) const {
-    if constexpr (K == PInstr::kNoPost) {
-      return x;
-    } else {
-#if HWY_ARCH_X86
-      asm("" : "+x"(x));
-#endif
-      if constexpr (K == PInstr::kAdd) return x + f;
-      if constexpr (K == PInstr::kSub) return x - f;
-      if constexpr (K == PInstr::kRSub) return f - x;
-      if constexpr (K == PInstr::kMul) return x * f;
-      if constexpr (K == PInstr::kDiv) return x / f;
-      if constexpr (K == PInstr::kRDiv) return f / x;
-    }
-  }
 };
-
-/// Calls body(post) with the PostStep of in (s: its splat register, null without a post).
-template <class B>
-HWY_INLINE void WithPost(D d, const PInstr& in, const float* s, const B& body) {
-  const float f = s ? s[0] : 0.0f;
-  const V v = hn::Set(d, f);
-  switch (in.post) {
-    case PInstr::kNoPost:
-      body(PostStep<PInstr::kNoPost>{v, f});
-      break;
-    case PInstr::kAdd:
-      body(PostStep<PInstr::kAdd>{v, f});
-      break;
-    case PInstr::kSub:
-      body(PostStep<PInstr::kSub>{v, f});
-      break;
-    case PInstr::kRSub:
-      body(PostStep<PInstr::kRSub>{v, f});
-      break;
-    case PInstr::kMul:
-      body(PostStep<PInstr::kMul>{v, f});
-      break;
-    case PInstr::kDiv:
-      body(PostStep<PInstr::kDiv>{v, f});
-      break;
-    case PInstr::kRDiv:
-      body(PostStep<PInstr::kRDiv>{v, f});
-      break;
-  }
-}
 
 HWY_INLINE hn::Mask<D> NonZero(D d, V x) { return hn::Not(hn::Eq(x, hn::Zero(d))); }  // NaN: true
 
@@ -248,15 +202,19 @@ HWY_INLINE void RunOpWith(D d, const PInstr& in, const P& post, const float* a, 
         for (int64_t j = 0; j < np; j += N) hn::StoreU(post(f(d, hn::LoadU(d, a + j))), d, dst + j);
       },
       [&](float lo, float hi, const auto& f, const auto& scalar) {  // as MapGuarded
+        // Lanes outside [lo, hi] (and the partial last vector) take the scalar function first;
+        // the post step then runs on the whole vector.
         const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
-        int64_t j = 0;
-        for (; j < nv; j += N) {
+        for (int64_t j = 0; j < np; j += N) {
           const V x = hn::LoadU(d, a + j);
-          hn::StoreU(post(f(d, x)), d, dst + j);
-          if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
-            for (int64_t q = j; q < j + N; ++q) dst[q] = post(scalar(a[q]));
+          V y = f(d, x);
+          if (j >= nv || !hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi)))) {
+            hn::StoreU(y, d, dst + j);
+            for (int64_t q = j; q < std::min(j + N, len); ++q) dst[q] = scalar(a[q]);
+            y = hn::LoadU(d, dst + j);
+          }
+          hn::StoreU(post(y), d, dst + j);
         }
-        for (; j < len; ++j) dst[j] = post(scalar(a[j]));
       });
   if (!unary) OtherOp(d, in, map1, map2, map3);
 }
@@ -276,7 +234,24 @@ HWY_INLINE void RunOp(D d, const PInstr& in, const float* s, const float* a, con
     RunOpWith(d, in, PostStep<PInstr::kNoPost>{}, a, b, c, dst, np, nv, len);
     return;
   }
-  WithPost(d, in, s, [&](const auto& post) { RunOpOutOfLine(d, in, post, a, b, c, dst, np, nv, len); });
+  const V v = hn::Set(d, *s);
+  auto run = [&](const auto& post) { RunOpOutOfLine(d, in, post, a, b, c, dst, np, nv, len); };
+  switch (in.post) {
+    case PInstr::kAdd:
+      return run(PostStep<PInstr::kAdd>{v});
+    case PInstr::kSub:
+      return run(PostStep<PInstr::kSub>{v});
+    case PInstr::kRSub:
+      return run(PostStep<PInstr::kRSub>{v});
+    case PInstr::kMul:
+      return run(PostStep<PInstr::kMul>{v});
+    case PInstr::kDiv:
+      return run(PostStep<PInstr::kDiv>{v});
+    case PInstr::kRDiv:
+      return run(PostStep<PInstr::kRDiv>{v});
+    case PInstr::kNoPost:
+      break;
+  }
 }
 
 void RunProgram(const PInstr* prog, size_t count, int nregs, void* const* ptrs, int64_t n, bool stream) {

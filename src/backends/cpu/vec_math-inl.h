@@ -122,10 +122,10 @@ HWY_INLINE V OddRational(D d, V x, const float (&p)[kNP], const float (&q)[kNQ])
   return hn::Div(hn::Mul(x, Poly(d, x2, p)), Poly(d, x2, q));
 }
 
-// Clamps x to +-lim, evaluates f, and gives +-1 where |x| >= one and NaN where x is NaN.
-template <class F>
-HWY_INLINE V SaturatingOdd(D d, V x, V lim, V one, const F& f) {
-  V r = f(hn::Min(hn::Max(x, hn::Neg(lim)), lim));
+// OddRational on x clamped to +-lim, giving +-1 where |x| >= one and NaN where x is NaN.
+template <size_t kNP, size_t kNQ>
+HWY_INLINE V SaturatingOdd(D d, V x, V lim, V one, const float (&p)[kNP], const float (&q)[kNQ]) {
+  V r = OddRational(d, hn::Min(hn::Max(x, hn::Neg(lim)), lim), p, q);
   r = hn::IfThenElse(hn::Ge(hn::Abs(x), one), hn::CopySign(hn::Set(d, 1.0f), x), r);  // f32 rounds to 1
   return hn::IfThenElse(hn::Eq(x, x), r, x);
 }
@@ -138,7 +138,7 @@ HWY_INLINE V Tanh(D d, V x) {
                                  1.19825839466702e-06f};
   const V lim = hn::Set(d, 7.90531110763549805f);
   if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(hn::Abs(x), lim)))) return OddRational(d, x, kP, kQ);
-  return SaturatingOdd(d, x, lim, hn::Set(d, 9.0f), [&](V xc) { return OddRational(d, xc, kP, kQ); });
+  return SaturatingOdd(d, x, lim, hn::Set(d, 9.0f), kP, kQ);
 }
 
 HWY_INLINE V Erf(D d, V x) {
@@ -149,7 +149,7 @@ HWY_INLINE V Erf(D d, V x) {
                                  -2.13374055278905e-04f, -1.45660718464996e-05f};
   const V lim = hn::Set(d, 4.0f);
   if (HWY_LIKELY(hn::AllTrue(d, hn::Lt(hn::Abs(x), lim)))) return OddRational(d, x, kP, kQ);
-  return SaturatingOdd(d, x, lim, lim, [&](V xc) { return OddRational(d, xc, kP, kQ); });
+  return SaturatingOdd(d, x, lim, lim, kP, kQ);
 }
 
 HWY_INLINE V LogSafe(D d, V x) {
