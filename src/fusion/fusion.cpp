@@ -603,6 +603,20 @@ void set_small_limit(int64_t elements) {
   g_small.store(std::max<int64_t>(0, elements), std::memory_order_relaxed);
 }
 
+int64_t jit_min_elements() {
+  int64_t v = g_jit_min.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* e = std::getenv("KILN_FUSION_JIT_MIN");
+    v = e && *e ? std::max<int64_t>(0, std::atoll(e)) : kDefaultJitMin;
+    g_jit_min.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+void set_jit_min_elements(int64_t elements) {
+  g_jit_min.store(std::max<int64_t>(0, elements), std::memory_order_relaxed);
+}
+
 // The counters are bumped with relaxed atomic adds (no lock per recorded op) and read field by
 // field the same way.
 #define KILN_FUSION_STATS(X) \
@@ -612,6 +626,7 @@ void set_small_limit(int64_t elements) {
   X(fused_groups)            \
   X(program_groups)          \
   X(post_steps)              \
+  X(compiled_groups)         \
   X(fused_ops)               \
   X(single_ops)              \
   X(flushes)                 \

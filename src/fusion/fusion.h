@@ -33,16 +33,24 @@ void set_program_enabled(bool on);
 int64_t small_limit();
 void set_small_limit(int64_t elements);
 
+/// Elementwise programs over at least this many elements run as compiled kernels
+/// (cpu::vec::compiled_program: values stay in registers across the ops) once their kernel is
+/// built; smaller ones, and all until then, run in the interpreter. Same bits either way.
+/// Default 65536; KILN_FUSION_JIT_MIN sets it; KILN_FUSION_JIT=0 turns compiling off.
+int64_t jit_min_elements();
+void set_jit_min_elements(int64_t elements);
+
 /// Counters over all fusion decorators since the last reset.
 struct Stats {
-  int64_t recorded = 0;        ///< ops queued lazily
-  int64_t eager = 0;           ///< ops that could not be queued (flush, then run directly)
-  int64_t dead = 0;            ///< queued ops never computed (no reader, no live tensor)
-  int64_t fused_groups = 0;    ///< fused kernels launched (two or more ops each)
-  int64_t program_groups = 0;  ///< of those, run as one elementwise program (cpu::vec::run_program)
-  int64_t post_steps = 0;      ///< scalar +, -, *, / run inside the op before them (PInstr::Post)
-  int64_t fused_ops = 0;       ///< ops run inside fused kernels
-  int64_t single_ops = 0;      ///< queued ops run alone
+  int64_t recorded = 0;         ///< ops queued lazily
+  int64_t eager = 0;            ///< ops that could not be queued (flush, then run directly)
+  int64_t dead = 0;             ///< queued ops never computed (no reader, no live tensor)
+  int64_t fused_groups = 0;     ///< fused kernels launched (two or more ops each)
+  int64_t program_groups = 0;   ///< of those, run as one elementwise program (cpu::vec::run_program)
+  int64_t post_steps = 0;       ///< scalar +, -, *, / run inside the op before them (PInstr::Post)
+  int64_t compiled_groups = 0;  ///< program groups run by a compiled kernel (jit_min_elements)
+  int64_t fused_ops = 0;        ///< ops run inside fused kernels
+  int64_t single_ops = 0;       ///< queued ops run alone
   int64_t flushes = 0;
   int64_t plans_built = 0;           ///< plan cache misses
   int64_t plan_hits = 0;             ///< plan cache hits

@@ -419,6 +419,20 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
       dbg("    " + std::to_string(posts) + " scalar op(s) run inside the op before (post steps)");
   }
   if (debug_on() && !prog.ok) dbg("    (runs op by op: a step or load has no program form)");
+  // Large programs run as compiled kernels once built (cpu::vec::compiled_program).
+  cpu::vec::ProgramFn kernel = nullptr;
+  if (prog.ok && N >= jit_min_elements()) {
+    kernel = cpu::vec::compiled_program(prog.code.data(), prog.code.size());
+    if (kernel) bump(&Stats::compiled_groups);
+    if (debug_on()) {
+      const std::string why = cpu::vec::jit_unavailable_reason();
+      dbg(kernel                                            ? "    runs as a compiled kernel"
+          : cpu::vec::jit_mode() == cpu::vec::JitMode::kOff ? "    interpreted (KILN_FUSION_JIT=0)"
+          : why.empty() ? "    interpreted (its kernel is compiling, or failed: see the .log in the cache folder)"
+                        : "    interpreted (no compiled kernels: " + why + ")");
+    }
+  }
+
   if (debug_on() && matmul)
     dbg("    the epilogue of MatMul " + desc_str(matmul->op.outputs[0]) + ", run per row block of the product");
   // Tiles [tb, te) of the elements [range0, range1); `block`: where element range0 of the
@@ -482,8 +496,11 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
           ptrs[static_cast<size_t>(prog.tail_slot)] = tmp;
           val[static_cast<size_t>(tail_in)] = tmp;
         }
-        cpu::vec::run_program(prog.code.data(), prog.code.size(), prog.nregs, ptrs.data(), len,
-                              streaming && len == tile && aligned_out);
+        const bool stream = streaming && len == tile && aligned_out;
+        if (kernel)
+          kernel(ptrs.data(), len, stream ? 1 : 0);
+        else
+          cpu::vec::run_program(prog.code.data(), prog.code.size(), prog.nregs, ptrs.data(), len, stream);
       }
       for (size_t k = 0; k < ns && !prog.ok; ++k) {
         ir::Op& op = ops[k];

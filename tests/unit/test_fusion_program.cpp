@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/vec.h"
 #include "fusion/fusion.h"
+#include "fusion_jit_mode.h"
 #include "fusion_small_limit.h"
 
 using namespace kiln;
@@ -55,22 +57,28 @@ std::vector<float> inputs(int64_t n, uint32_t seed, float scale = 3.0f) {
 
 using Chain = std::function<std::vector<Tensor>(const Tensor&)>;
 
-/// Runs chain on the CPU, then fused as a program and fused op by op; all three must agree
-/// bitwise, and the program path must have run.
+/// Runs chain on the CPU, then fused as an interpreted program, as a compiled one
+/// (cpu::vec::compiled_program) and op by op; all four must agree bitwise, and the program and
+/// compiled paths must have run.
 void check(const std::string& name, const Chain& chain, int64_t n, uint32_t seed = 1, float scale = 3.0f) {
   SCOPED_TRACE(name + " n=" + std::to_string(n));
   const test::SmallLimit all(0);  // small tensors: every op queued
+  const test::JitMode interpreted(cpu::vec::JitMode::kOff);
   const std::vector<float> v = inputs(n, seed, scale);
   Tensor xc = tensor(v, {n}).to(plain());
   std::vector<Tensor> ref = chain(xc);
-  for (bool prog : {true, false}) {
-    fusion::set_program_enabled(prog);
+  enum { kProgram, kCompiled, kOpByOp };
+  for (int mode : {kProgram, kCompiled, kOpByOp}) {
+    const char* what = mode == kProgram ? " (program)" : mode == kCompiled ? " (compiled)" : " (op by op)";
+    fusion::set_program_enabled(mode != kOpByOp);
+    const test::JitMode jit(mode == kCompiled ? cpu::vec::JitMode::kSync : cpu::vec::JitMode::kOff);
     fusion::reset_stats();
     std::vector<Tensor> got = chain(xc.to(fused()));
     ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_TRUE(same_bits(got[i], ref[i])) << "output " << i << (prog ? " (program)" : " (op by op)");
-    if (prog) EXPECT_GE(fusion::stats().program_groups, 1) << "the group did not run as a program";
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], ref[i])) << "output " << i << what;
+    if (mode != kOpByOp) EXPECT_GE(fusion::stats().program_groups, 1) << "the group did not run as a program";
+    if (mode == kCompiled && test::jit_expected())
+      EXPECT_GE(fusion::stats().compiled_groups, 1) << "no compiled kernel ran: " << cpu::vec::jit_unavailable_reason();
   }
   fusion::set_program_enabled(true);
 }

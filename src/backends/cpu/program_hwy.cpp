@@ -25,10 +25,13 @@
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "backends/cpu/vec_math-inl.h"
+#include "backends/cpu/program_ops-inl.h"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::vec::HWY_NAMESPACE {
+
+int64_t ProgramTarget() { return HWY_TARGET; }
 
 bool UnaryHasVector(ir::OpKind kind, const double* r) {
   return VisitUnary(
@@ -37,147 +40,6 @@ bool UnaryHasVector(ir::OpKind kind, const double* r) {
 
 namespace {
 constexpr int64_t kC = kProgramChunk;
-
-// std::max / std::min as the scalar kernels write them: (a < b ? b : a), (b < a ? b : a).
-HWY_INLINE V StdMax(V a, V b) { return hn::IfThenElse(hn::Lt(a, b), b, a); }
-HWY_INLINE V StdMin(V a, V b) { return hn::IfThenElse(hn::Lt(b, a), b, a); }
-HWY_INLINE V Bool01(D d, hn::Mask<D> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
-/// x, opaque to the optimiser: a product passed through it is not contracted into an FMA (the
-/// scalar kernels, built without FMA, round the product and the sum separately).
-HWY_INLINE V NoContract(V x) {
-#if HWY_ARCH_X86
-  asm("" : "+v"(x.raw));
-#endif
-  return x;
-}
-/// An Op's post step (PInstr::Post) on a vector; K = kNoPost is the identity. The result is
-/// opaque first, so that a product and the sum after it are not contracted into an FMA.
-template <int K>
-struct PostStep {
-  V v;
-  HWY_INLINE V operator()(V x) const {
-    if constexpr (K == PInstr::kNoPost) {
-      return x;
-    } else {
-      x = NoContract(x);
-      if constexpr (K == PInstr::kAdd) return hn::Add(x, v);
-      if constexpr (K == PInstr::kSub) return hn::Sub(x, v);
-      if constexpr (K == PInstr::kRSub) return hn::Sub(v, x);
-      if constexpr (K == PInstr::kMul) return hn::Mul(x, v);
-      if constexpr (K == PInstr::kDiv) return hn::Div(x, v);
-      if constexpr (K == PInstr::kRDiv) return hn::Div(v, x);
-    }
-  }
-};
-
-HWY_INLINE hn::Mask<D> NonZero(D d, V x) { return hn::Not(hn::Eq(x, hn::Zero(d))); }  // NaN: true
-
-/// The ops without a VisitUnary entry: returns false when kind is not one of them.
-template <class M1, class M2, class M3>
-HWY_INLINE bool OtherOp(D d, const PInstr& in, const M1& map1, const M2& map2, const M3& map3) {
-  using ir::OpKind;
-  switch (in.kind) {
-    case OpKind::Rsqrt:
-      map1([d](V x) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)); });
-      return true;
-    case OpKind::Sign:
-      map1([d](V x) {
-        return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), hn::Set(d, 1.0f),
-                              hn::IfThenElseZero(hn::Lt(x, hn::Zero(d)), hn::Set(d, -1.0f)));
-      });
-      return true;
-    case OpKind::Hardsigmoid:
-      map1([d](V x) {
-        const V t = hn::Add(hn::Div(x, hn::Set(d, 6.0f)), hn::Set(d, 0.5f));
-        return StdMin(StdMax(t, hn::Zero(d)), hn::Set(d, 1.0f));
-      });
-      return true;
-    case OpKind::Clamp: {
-      const V lo = hn::Set(d, static_cast<float>(in.r[0])), hi = hn::Set(d, static_cast<float>(in.r[1]));
-      map1([lo, hi](V x) { return StdMin(StdMax(x, lo), hi); });
-      return true;
-    }
-    case OpKind::IsNan:
-      map1([d](V x) { return Bool01(d, hn::Not(hn::Eq(x, x))); });
-      return true;
-    case OpKind::IsFinite:
-      map1([d](V x) { return Bool01(d, hn::Lt(hn::Abs(x), hn::Set(d, HUGE_VALF))); });
-      return true;
-    case OpKind::LogicalNot:
-      map1([d](V x) { return Bool01(d, hn::Eq(x, hn::Zero(d))); });
-      return true;
-    case OpKind::Cast:  // f32/bool -> f32/bool; r[0] != 0: the target is bool
-      if (in.r[0] != 0)
-        map1([d](V x) { return Bool01(d, NonZero(d, x)); });
-      else
-        map1([](V x) { return x; });
-      return true;
-    case OpKind::Copy:
-      map1([](V x) { return x; });
-      return true;
-    case OpKind::Add:
-      map2([](V x, V y) { return hn::Add(x, y); });
-      return true;
-    case OpKind::Sub:
-      map2([](V x, V y) { return hn::Sub(x, y); });
-      return true;
-    case OpKind::Mul:
-      map2([](V x, V y) { return hn::Mul(x, y); });
-      return true;
-    case OpKind::Div:
-      map2([](V x, V y) { return hn::Div(x, y); });
-      return true;
-    case OpKind::Maximum:
-    case OpKind::Minimum: {
-      const bool mx = in.kind == OpKind::Maximum;
-      map2([mx](V x, V y) {  // NaN in either: x + y (a NaN), as the scalar kernel
-        const V r = mx ? hn::IfThenElse(hn::Gt(x, y), x, y) : hn::IfThenElse(hn::Lt(x, y), x, y);
-        return hn::IfThenElse(hn::And(hn::Eq(x, x), hn::Eq(y, y)), r, hn::Add(x, y));
-      });
-      return true;
-    }
-    case OpKind::Eq:
-      map2([d](V x, V y) { return Bool01(d, hn::Eq(x, y)); });
-      return true;
-    case OpKind::Ne:
-      map2([d](V x, V y) { return Bool01(d, hn::Not(hn::Eq(x, y))); });
-      return true;
-    case OpKind::Lt:
-      map2([d](V x, V y) { return Bool01(d, hn::Lt(x, y)); });
-      return true;
-    case OpKind::Le:
-      map2([d](V x, V y) { return Bool01(d, hn::Le(x, y)); });
-      return true;
-    case OpKind::Gt:
-      map2([d](V x, V y) { return Bool01(d, hn::Gt(x, y)); });
-      return true;
-    case OpKind::Ge:
-      map2([d](V x, V y) { return Bool01(d, hn::Ge(x, y)); });
-      return true;
-    case OpKind::LogicalAnd:
-      map2([d](V x, V y) { return Bool01(d, hn::And(NonZero(d, x), NonZero(d, y))); });
-      return true;
-    case OpKind::LogicalOr:
-      map2([d](V x, V y) { return Bool01(d, hn::Or(NonZero(d, x), NonZero(d, y))); });
-      return true;
-    case OpKind::LogicalXor:
-      map2([d](V x, V y) { return Bool01(d, hn::Xor(NonZero(d, x), NonZero(d, y))); });
-      return true;
-    case OpKind::Where:
-      map3([d](V c, V x, V y) { return hn::IfThenElse(NonZero(d, c), x, y); });
-      return true;
-    case OpKind::Lerp:  // the kernel's formula, exact at both ends; products never fused into FMAs
-      map3([d](V a, V b, V t) {
-        const V diff = hn::Sub(b, a);
-        const V lo = hn::Add(a, NoContract(hn::Mul(t, diff)));
-        const V hi = hn::Sub(b, NoContract(hn::Mul(diff, hn::Sub(hn::Set(d, 1.0f), t))));
-        return hn::IfThenElse(hn::Lt(hn::Abs(t), hn::Set(d, 0.5f)), lo, hi);
-      });
-      return true;
-    default:
-      return false;
-  }
-}
 }  // namespace
 
 /// One Op instruction over a chunk: np elements (nv in full vectors, len real ones) of its
@@ -216,7 +78,7 @@ HWY_INLINE void RunOpWith(D d, const PInstr& in, const P& post, const float* a, 
           hn::StoreU(post(y), d, dst + j);
         }
       });
-  if (!unary) OtherOp(d, in, map1, map2, map3);
+  if (!unary) OtherOp(d, in.kind, in.r, map1, map2, map3);
 }
 
 /// RunOpWith out of line, for the Ops with a post step: inlined six more times, the op
@@ -348,6 +210,9 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kiln::cpu::vec {
 HWY_EXPORT(UnaryHasVector);
+HWY_EXPORT(ProgramTarget);
+
+int64_t program_target() { return HWY_DYNAMIC_DISPATCH(ProgramTarget)(); }
 HWY_EXPORT(RunProgram);
 
 bool program_supports(const ir::Op& op, PInstr* ins) {
@@ -441,6 +306,7 @@ void run_program(const PInstr* prog, size_t count, int nregs, void* const* ptrs,
 #else  // !KILN_WITH_HWY: no programs; the fusion decorator runs each op's kernel per tile.
 namespace kiln::cpu::vec {
 bool program_supports(const ir::Op&, PInstr*) { return false; }
+int64_t program_target() { return 0; }
 void run_program(const PInstr*, size_t, int, void* const*, int64_t, bool) {
   KILN_CHECK(false, "run_program", "built without Highway");
 }

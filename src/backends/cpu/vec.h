@@ -3,6 +3,7 @@
 // Vectorised (Highway, runtime-dispatched) paths for contiguous f32 rows. Each returns false
 // when it has no fast path for the op, and the caller falls back to scalar code.
 #include <cstdint>
+#include <string>
 
 #include "ir/op.h"
 
@@ -64,5 +65,42 @@ bool program_supports(const ir::Op& op, PInstr* ins = nullptr);
 /// is at offset i; a Splat pointer holds one value. stream: Store writes with non-temporal
 /// stores (the Store pointers are 64-byte aligned and n is a multiple of kProgramChunk).
 void run_program(const PInstr* prog, size_t count, int nregs, void* const* ptrs, int64_t n, bool stream);
+/// The Highway target run_program runs (an HWY_* bit; 0 without Highway).
+int64_t program_target();
+
+/// A program compiled to machine code (program_jit.cpp): run_program's work and bits for one
+/// program, with every value kept in vector registers across its instructions (no pass over a
+/// chunk per instruction). stream != 0: as run_program's stream.
+using ProgramFn = void (*)(void* const* ptrs, int64_t n, int stream);
+/// When programs are compiled: kOff never; kAsync (the default) in a background thread, the
+/// interpreter running the program until its kernel is loaded; kSync at once, the caller
+/// waiting. KILN_FUSION_JIT=0 / sync / 1 sets it at start-up.
+enum class JitMode : int { kOff, kAsync, kSync };
+JitMode jit_mode();
+void set_jit_mode(JitMode mode);
+/// The compiled kernel of the count instructions of prog; nullptr while it is compiling, when
+/// compiling is off or impossible here (no compiler or no Kiln source tree), or when it
+/// failed. The first call for a program starts its compile; kernels are cached in memory and
+/// on disk (KILN_CACHE_DIR, else ~/.cache/kiln) under a hash of their source and flags.
+ProgramFn compiled_program(const PInstr* prog, size_t count);
+/// The C++ source compiled_program compiles for prog (for tests and the debug output).
+std::string program_source(const PInstr* prog, size_t count);
+/// Waits until no compile is queued or running.
+void wait_for_compiles();
+/// Why programs cannot be compiled here ("" when they can).
+std::string jit_unavailable_reason();
+/// The folder of the disk cache.
+std::string jit_cache_dir();
+/// Compiles with cxx into cache_dir from now on ("": the defaults) and forgets every kernel
+/// (for tests: a missing compiler, a fresh or damaged cache).
+void set_jit_compiler(const std::string& cxx, const std::string& cache_dir);
+struct JitStats {
+  int64_t compiled = 0;   ///< kernels compiled by this process
+  int64_t from_disk = 0;  ///< kernels loaded from the disk cache
+  int64_t failed = 0;     ///< compiles or loads that failed (the interpreter runs those)
+  double compile_s = 0;   ///< seconds spent compiling (wall time of the compiler runs)
+  double last_compile_s = 0;
+};
+JitStats jit_stats();
 
 }  // namespace kiln::cpu::vec

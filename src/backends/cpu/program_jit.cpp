@@ -1,0 +1,589 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Compiled elementwise programs (vec.h: compiled_program). The interpreter (program_hwy.cpp)
+// runs each instruction over a chunk of 256 floats, so every instruction loads and stores its
+// operands through L1; a program with a few cheap ops spends more time there than in its
+// arithmetic. Here a program becomes C++ in which each vector of the output goes through every
+// instruction in registers: the arithmetic is the interpreter's own (OpVector, PostStep from
+// program_ops-inl.h, VisitUnary from vec_math-inl.h, compiled for the target the interpreter
+// runs), so the results are the same bits. The system compiler builds it into a shared object
+// in a background thread; the interpreter runs the program until it is loaded. Objects are
+// cached on disk under a hash of the source, the flags and the headers it includes, and written
+// to a temporary name first, so a crash or a concurrent process never leaves a half-written one.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/vec.h"
+
+#if KILN_WITH_HWY
+#include "hwy/detect_targets.h"
+#endif
+
+extern char** environ;
+
+namespace kiln::cpu::vec {
+
+/// The C++ text of a program, which includes the header named preamble first.
+std::string source_for(const PInstr* prog, size_t count, const std::string& preamble);
+
+namespace {
+
+// ---- configuration (baked in by CMake; KILN_JIT_CXX overrides the compiler) -------------------
+
+#if KILN_JIT_CONFIG
+#include "kiln_jit_config.h"
+#endif
+#ifndef KILN_JIT_CXX
+#define KILN_JIT_CXX "c++"
+#endif
+#ifndef KILN_JIT_FLAGS
+#define KILN_JIT_FLAGS "-O3 -DNDEBUG"
+#endif
+#ifndef KILN_JIT_INCLUDES
+#define KILN_JIT_INCLUDES ""
+#endif
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream is(s);
+  while (std::getline(is, cur, sep))
+    if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+/// The -m flags that make `target` Highway's static target (its HWY_TARGET_STR list).
+std::string target_flags(int64_t target) {
+#if KILN_WITH_HWY && HWY_ARCH_X86
+  const std::string sse4 = "-msse2 -mssse3 -msse4.1 -msse4.2 -mpclmul -maes";
+  const std::string avx2 = sse4 + " -mavx -mavx2 -mbmi -mbmi2 -mfma -mf16c";
+  if (target == HWY_SSE4) return sse4;
+  if (target == HWY_AVX2) return avx2;
+  if (target == HWY_AVX3) return avx2 + " -mavx512f -mavx512vl -mavx512dq -mavx512bw";
+#endif
+  (void)target;
+  return "";
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream os;
+  if (f) os << f.rdbuf();
+  return f ? os.str() : std::string();
+}
+
+/// An object's checksum file: its size and hash.
+std::string checksum(const std::string& bytes) { return std::to_string(bytes.size()) + " " + hex(fnv1a(bytes)) + "\n"; }
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/programs";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kiln/programs";
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/kiln/programs";
+  return "/tmp/kiln-" + std::to_string(getuid()) + "/programs";
+}
+
+bool make_dirs(const std::string& path) {
+  std::string cur;
+  for (const std::string& part : split(path, '/')) {
+    cur += "/" + part;
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// Whether `cmd` names an executable (a path, or a name found on PATH).
+bool executable(const std::string& cmd) {
+  if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  for (const std::string& d : split(path ? path : "", ':'))
+    if (access((d + "/" + cmd).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// ---- the compiler and the cache ---------------------------------------------------------------
+
+/// The text of the header every program includes first (precompiled once per cache folder).
+const std::string& preamble_text() {
+  static const std::string text =
+      "// Kiln: the headers of every compiled elementwise program (src/backends/cpu/program_jit.cpp).\n"
+      "#define HWY_COMPILE_ONLY_STATIC 1\n"
+      "#include <cmath>\n#include <cstdint>\n#include <cstring>\n\n"
+      "#include \"hwy/highway.h\"\n#include \"hwy/contrib/math/math-inl.h\"\n"
+      "#include \"backends/cpu/vec_math-inl.h\"\n#include \"backends/cpu/program_ops-inl.h\"\n";
+  return text;
+}
+
+constexpr const char* kHashDecl = "extern \"C\" const uint64_t kiln_program_source_hash";
+
+struct Entry {
+  std::string source, base;  ///< the C++ text; the cache path without extension
+  ProgramFn fn = nullptr;
+  enum State { kQueued, kReady, kFailed } state = kQueued;
+};
+
+class Jit {
+ public:
+  Jit() {
+    const char* m = std::getenv("KILN_FUSION_JIT");
+    const std::string ms = m ? m : "";
+    mode_ = ms == "0" || ms == "off" ? JitMode::kOff : ms == "sync" ? JitMode::kSync : JitMode::kAsync;
+    const char* cxx = std::getenv("KILN_JIT_CXX");
+    configure(cxx && *cxx ? cxx : KILN_JIT_CXX, cache_dir());
+  }
+  /// Sets the compiler and the cache folder, and forgets every kernel (loaded ones stay mapped).
+  void configure(const std::string& cxx, const std::string& dir) {
+    wait();
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& [key, e] : entries_) retired_.push_back(std::move(e));
+    entries_.clear();
+    target_ = program_target();
+    tflags_ = target_flags(target_);
+    cxx_ = cxx;
+    includes_ = split(KILN_JIT_INCLUDES, ':');
+    dir_ = dir;
+    // The headers the kernels include: their text is part of every cache key, so a kernel built
+    // against other arithmetic is never loaded.
+    std::string headers;
+    for (const std::string& inc : includes_)
+      for (const char* h : {"/backends/cpu/vec_math-inl.h", "/backends/cpu/program_ops-inl.h", "/backends/cpu/vec.h"})
+        headers += read_file(inc + h);
+    why_.clear();
+    if (tflags_.empty())
+      why_ = "no compiled-kernel flags for this CPU's Highway target";
+    else if (headers.find("OpVector") == std::string::npos)
+      why_ = "the Kiln source tree (" + std::string(KILN_JIT_INCLUDES) + ") is not readable";
+    else if (!executable(cxx_))
+      why_ = "no C++ compiler (" + cxx_ + "; KILN_JIT_CXX names another)";
+    else if (!make_dirs(dir_))
+      why_ = "cannot create the cache folder " + dir_;
+    flags_ = "-std=c++20 " + std::string(KILN_JIT_FLAGS) + " " + tflags_ + " -fPIC -w -DKILN_WITH_HWY=1";
+    for (const std::string& inc : includes_) flags_ += " -I" + inc;
+    salt_ = cxx_ + "\n" + flags_ + "\n" + headers;
+    preamble_ = "kiln_program_" + hex(fnv1a(salt_)) + ".h";
+    preamble_tried_ = false;
+  }
+  ~Jit() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+      queue_.clear();
+      if (child_ > 0) kill(child_, SIGTERM);
+    }
+    cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  JitMode mode() const { return mode_; }
+  void set_mode(JitMode m) { mode_ = m; }
+  std::string why() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return why_;
+  }
+  std::string dir() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return dir_;
+  }
+  std::string preamble_name() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return preamble_;
+  }
+
+  ProgramFn get(const PInstr* prog, size_t count) {
+    if (mode_ == JitMode::kOff) return nullptr;
+    std::string key;
+    for (size_t k = 0; k < count; ++k) {  // field by field (PInstr has padding)
+      const PInstr& in = prog[k];
+      const int64_t f[] = {in.code, in.flags, in.post, static_cast<int64_t>(in.kind), in.dst, in.a, in.b,
+                           in.c,    in.p,     in.slot};
+      key.append(reinterpret_cast<const char*>(f), sizeof f);
+      key.append(reinterpret_cast<const char*>(in.r), sizeof in.r);
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!why_.empty()) return nullptr;
+    auto it = entries_.find(key);
+    Entry* e = nullptr;
+    if (it != entries_.end()) {
+      e = it->second.get();
+    } else {
+      auto owned = std::make_unique<Entry>();
+      e = owned.get();
+      entries_.emplace(key, std::move(owned));
+      e->source = source_for(prog, count, preamble_);
+      const std::string h = hex(fnv1a(e->source + salt_)) + hex(fnv1a(salt_ + e->source, 0x9e3779b97f4a7c15ull));
+      e->base = dir_ + "/p" + h;
+      if (load(e, e->base + ".so")) {
+        ++stats_.from_disk;
+      } else {
+        queue_.push_back(e);
+        if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+        cv_.notify_all();
+      }
+    }
+    if (mode_ == JitMode::kSync) done_cv_.wait(lk, [&] { return e->state != Entry::kQueued || stop_; });
+    return e->state == Entry::kReady ? e->fn : nullptr;
+  }
+
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] { return (queue_.empty() && !busy_) || stop_; });
+  }
+
+  JitStats stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return stats_;
+  }
+
+ private:
+  /// Loads the object at path into e (true), after checking that it is the kernel of e's source.
+  /// The object's bytes must match its checksum file first: the loader maps a cut-short or
+  /// damaged object without checking it, and would crash.
+  bool load(Entry* e, const std::string& path) {
+    const std::string bytes = read_file(path);
+    if (bytes.empty() || read_file(e->base + ".sum") != checksum(bytes)) return false;
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) return false;
+    auto key = reinterpret_cast<const uint64_t*>(dlsym(h, "kiln_program_source_hash"));
+    auto fn = reinterpret_cast<ProgramFn>(dlsym(h, "kiln_program"));
+    const size_t cut = e->source.rfind(kHashDecl);
+    if (!key || !fn || cut == std::string::npos || *key != fnv1a(e->source.substr(0, cut))) {
+      dlclose(h);
+      return false;
+    }
+    e->fn = fn;
+    e->state = Entry::kReady;
+    return true;  // never closed: kernels may run until the process ends
+  }
+
+  /// Runs the compiler with `args` after the flags, its output to log, the lock released
+  /// meanwhile; true when it exits with 0. *secs: its wall time.
+  bool run_compiler(const std::vector<std::string>& extra, const std::string& log, std::unique_lock<std::mutex>& lk,
+                    double* secs = nullptr) {
+    std::vector<std::string> args{cxx_};
+    for (const std::string& a : split(flags_, ' ')) args.push_back(a);
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = -1;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = -1;
+    if (rc == 0) {
+      child_ = pid;
+      lk.unlock();
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      lk.lock();
+      child_ = -1;
+    }
+    if (secs) *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+
+  /// Writes `text` to path through a temporary name.
+  static bool write_file(const std::string& path, const std::string& text) {
+    const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary);
+      f << text;
+      if (!f.good()) {
+        std::remove(tmp.c_str());
+        return false;
+      }
+    }
+    return std::rename(tmp.c_str(), path.c_str()) == 0;
+  }
+
+  /// The header every program includes (preamble_), once per cache folder and flags, and
+  /// its precompiled form beside it, which takes a kernel's compile from about 1.2 s to 0.5 s.
+  /// Without it (a failed build) the header is read as text.
+  void ensure_preamble(std::unique_lock<std::mutex>& lk) {
+    if (preamble_tried_) return;
+    preamble_tried_ = true;
+    const std::string h = dir_ + "/" + preamble_, gch = h + ".gch";
+    if (read_file(h) != preamble_text()) write_file(h, preamble_text());
+    if (access(gch.c_str(), R_OK) == 0) return;
+    const std::string tmp = h + "." + std::to_string(getpid()) + ".tmp.gch";
+    if (run_compiler({"-x", "c++-header", h, "-o", tmp}, h + ".log", lk) && std::rename(tmp.c_str(), gch.c_str()) == 0)
+      std::remove((h + ".log").c_str());
+    std::remove(tmp.c_str());
+  }
+
+  /// Runs the compiler on e's source; true when the object was built and loaded.
+  bool compile(Entry* e, std::unique_lock<std::mutex>& lk) {
+    ensure_preamble(lk);
+    const std::string tag = "." + std::to_string(getpid()) + ".tmp";
+    const std::string src = e->base + tag + ".cpp", obj = e->base + tag + ".so", log = e->base + ".log";
+    if (!write_file(src, e->source)) return false;
+    double secs = 0;
+    bool ok = run_compiler({"-shared", src, "-o", obj}, log, lk, &secs);
+    const std::string gch = dir_ + "/" + preamble_ + ".gch";
+    if (!ok && access(gch.c_str(), R_OK) == 0) {  // a damaged precompiled header: without it
+      std::remove(gch.c_str());
+      ok = run_compiler({"-shared", src, "-o", obj}, log, lk, &secs);
+    }
+    if (ok) {
+      stats_.compile_s += secs;
+      stats_.last_compile_s = secs;
+      ++stats_.compiled;
+      // the source beside the object, for reading; the object and its checksum under their
+      // final names
+      std::rename(src.c_str(), (e->base + ".cpp").c_str());
+      const std::string sum = checksum(read_file(obj));
+      ok = std::rename(obj.c_str(), (e->base + ".so").c_str()) == 0 && write_file(e->base + ".sum", sum) &&
+           load(e, e->base + ".so");
+      if (ok) std::remove(log.c_str());
+    }
+    std::remove(src.c_str());
+    std::remove(obj.c_str());
+    return ok;
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      Entry* e = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+      if (!compile(e, lk)) {
+        e->state = Entry::kFailed;
+        ++stats_.failed;
+      }
+      busy_ = false;
+      done_cv_.notify_all();
+    }
+  }
+
+  std::atomic<JitMode> mode_{JitMode::kAsync};
+  int64_t target_ = 0;
+  std::string tflags_, cxx_, dir_, why_, flags_, salt_;
+  std::vector<std::string> includes_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
+  std::vector<std::unique_ptr<Entry>> retired_;  ///< forgotten by configure
+  std::deque<Entry*> queue_;
+  std::thread worker_;
+  pid_t child_ = -1;
+  bool busy_ = false, stop_ = false, preamble_tried_ = false;
+  std::string preamble_;  ///< the name of the header the programs include (salted)
+  JitStats stats_;
+};
+
+Jit& jit() {
+  static Jit j;
+  return j;
+}
+
+// ---- the source --------------------------------------------------------------------------------
+
+std::string real(double v) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%a", v);
+  if (std::strcmp(b, "inf") == 0) return "HUGE_VAL";
+  if (std::strcmp(b, "-inf") == 0) return "-HUGE_VAL";
+  if (std::strstr(b, "nan")) return "NAN";
+  return b;
+}
+
+const char* post_name(PInstr::Post p) {
+  switch (p) {
+    case PInstr::kAdd:
+      return "kAdd";
+    case PInstr::kSub:
+      return "kSub";
+    case PInstr::kRSub:
+      return "kRSub";
+    case PInstr::kMul:
+      return "kMul";
+    case PInstr::kDiv:
+      return "kDiv";
+    case PInstr::kRDiv:
+      return "kRDiv";
+    case PInstr::kNoPost:
+      break;
+  }
+  return "kNoPost";
+}
+
+}  // namespace
+
+std::string source_for(const PInstr* prog, size_t count, const std::string& preamble) {
+  std::ostringstream o;
+  o << "// A Kiln elementwise program, compiled by src/backends/cpu/program_jit.cpp.\n"
+    << "#include \"" << preamble << "\"\n\n"
+    << "static_assert(HWY_TARGET == " << program_target() << "LL, \"the interpreter's target\");\n\n"
+    << "namespace kiln::cpu::vec::HWY_NAMESPACE {\nnamespace {\n";
+  for (size_t k = 0; k < count; ++k)
+    if (prog[k].code == PInstr::Op)
+      o << "constexpr double kR" << k << "[3] = {" << real(prog[k].r[0]) << ", " << real(prog[k].r[1]) << ", "
+        << real(prog[k].r[2]) << "};\n";
+  o << "\ntemplate <bool kStream>\nvoid Run(void* const* ptrs, int64_t n) {\n"
+    << "  const D d;\n  const int64_t N = static_cast<int64_t>(hn::Lanes(d));\n"
+    << "  constexpr size_t kMax = HWY_MAX_BYTES / sizeof(float);\n";
+  // pointers and splats, once
+  std::map<int32_t, PInstr::Code> slots;
+  for (size_t k = 0; k < count; ++k)
+    if (prog[k].code != PInstr::Op || (prog[k].flags & PInstr::kDirect)) slots[prog[k].slot] = prog[k].code;
+  for (const auto& [slot, code] : slots) {
+    const std::string s = std::to_string(slot), p = "ptrs[" + s + "]";
+    switch (code) {
+      case PInstr::Load:
+        o << "  const float* f" << s << " = static_cast<const float*>(" << p << ");\n";
+        break;
+      case PInstr::LoadBool:
+        o << "  const uint8_t* b" << s << " = static_cast<const uint8_t*>(" << p << ");\n";
+        break;
+      case PInstr::Splat:
+        o << "  const V s" << s << " = hn::Set(d, *static_cast<const float*>(" << p << "));\n";
+        break;
+      case PInstr::SplatBool:
+        o << "  const V s" << s << " = hn::Set(d, *static_cast<const uint8_t*>(" << p << ") ? 1.0f : 0.0f);\n";
+        break;
+      case PInstr::Store:
+        o << "  float* o" << s << " = static_cast<float*>(" << p << ");\n";
+        break;
+      case PInstr::StoreBool:
+        o << "  uint8_t* ob" << s << " = static_cast<uint8_t*>(" << p << ");\n";
+        break;
+      case PInstr::Op:
+        break;
+    }
+  }
+  // The body over one vector at i (tail: the padded buffers t*, partial lanes len).
+  auto body = [&](bool tail) {
+    std::ostringstream b;
+    std::map<int, std::string> reg;  // register -> the variable holding it now
+    auto name = [&](int r, int fallback) { return reg.count(r) ? reg[r] : reg[fallback]; };
+    for (size_t k = 0; k < count; ++k) {
+      const PInstr& in = prog[k];
+      const std::string s = std::to_string(in.slot), v = "x" + std::to_string(k);
+      switch (in.code) {
+        case PInstr::Load:
+          b << "    const V " << v << " = " << (tail ? "hn::Load(d, tf" + s + ")" : "hn::LoadU(d, f" + s + " + i)")
+            << ";\n";
+          reg[in.dst] = v;
+          break;
+        case PInstr::LoadBool:
+          b << "    const V " << v << " = LoadBoolVector(d, " << (tail ? "tb" + s : "b" + s + " + i") << ");\n";
+          reg[in.dst] = v;
+          break;
+        case PInstr::Splat:
+        case PInstr::SplatBool:
+          reg[in.dst] = "s" + s;
+          break;
+        case PInstr::Op: {
+          const std::string post = in.post == PInstr::kNoPost
+                                       ? "PostStep<PInstr::kNoPost>{}"
+                                       : "PostStep<PInstr::" + std::string(post_name(in.post)) + ">{" + reg[in.p] + "}";
+          b << "    const V " << v << " = NoContract(OpVector(d, ir::OpKind::" << ir::op_name(in.kind) << ", kR" << k
+            << ", " << post << ", " << reg[in.a] << ", " << name(in.b, in.a) << ", " << name(in.c, in.a) << ", "
+            << (tail ? "len" : "0") << "));\n";
+          reg[in.dst] = v;
+          break;
+        }
+        case PInstr::Store:
+          if (tail)
+            b << "    hn::Store(" << reg[in.a] << ", d, to" << s << ");\n";
+          else
+            b << "    if constexpr (kStream) hn::Stream(" << reg[in.a] << ", d, o" << s << " + i);\n"
+              << "    else hn::StoreU(" << reg[in.a] << ", d, o" << s << " + i);\n";
+          break;
+        case PInstr::StoreBool:
+          b << "    StoreBoolVector(d, " << reg[in.a] << ", " << (tail ? "tob" + s : "ob" + s + " + i") << ");\n";
+          break;
+      }
+    }
+    return b.str();
+  };
+  o << "  int64_t i = 0;\n  for (; i + N <= n; i += N) {\n";
+  for (const auto& [slot, code] : slots) {
+    const std::string s = std::to_string(slot);
+    if (code == PInstr::Load) o << "    __builtin_prefetch(f" << s << " + i + kPrefetch);\n";
+    if (code == PInstr::Store)
+      o << "    if constexpr (!kStream) __builtin_prefetch(o" << s << " + i + kPrefetch, 1);\n";
+  }
+  o << body(false) << "  }\n  if (i == n) return;\n  const int64_t len = n - i;\n";
+  for (const auto& [slot, code] : slots) {
+    const std::string s = std::to_string(slot);
+    if (code == PInstr::Load)
+      o << "  HWY_ALIGN float tf" << s << "[kMax] = {};\n  std::memcpy(tf" << s << ", f" << s
+        << " + i, static_cast<size_t>(len) * 4);\n";
+    if (code == PInstr::LoadBool)
+      o << "  uint8_t tb" << s << "[kMax] = {};\n  std::memcpy(tb" << s << ", b" << s
+        << " + i, static_cast<size_t>(len));\n";
+    if (code == PInstr::Store) o << "  HWY_ALIGN float to" << s << "[kMax];\n";
+    if (code == PInstr::StoreBool) o << "  uint8_t tob" << s << "[kMax];\n";
+  }
+  o << "  {\n" << body(true) << "  }\n";
+  for (const auto& [slot, code] : slots) {
+    const std::string s = std::to_string(slot);
+    if (code == PInstr::Store) o << "  std::memcpy(o" << s << " + i, to" << s << ", static_cast<size_t>(len) * 4);\n";
+    if (code == PInstr::StoreBool) o << "  std::memcpy(ob" << s << " + i, tob" << s << ", static_cast<size_t>(len));\n";
+  }
+  o << "}\n\n}  // namespace\n}  // namespace kiln::cpu::vec::HWY_NAMESPACE\n\n";
+  std::string text = o.str();
+  // The loader checks this hash: an object under a stale or colliding name is never run.
+  std::ostringstream tail;
+  tail << kHashDecl << " = 0x" << hex(fnv1a(text)) << "ull;\n"
+       << "extern \"C\" void kiln_program(void* const* ptrs, int64_t n, int stream) {\n"
+       << "  if (stream)\n    kiln::cpu::vec::HWY_NAMESPACE::Run<true>(ptrs, n);\n"
+       << "  else\n    kiln::cpu::vec::HWY_NAMESPACE::Run<false>(ptrs, n);\n}\n";
+  return text + tail.str();
+}
+
+std::string program_source(const PInstr* prog, size_t count) { return source_for(prog, count, jit().preamble_name()); }
+
+JitMode jit_mode() { return jit().mode(); }
+void set_jit_mode(JitMode mode) { jit().set_mode(mode); }
+ProgramFn compiled_program(const PInstr* prog, size_t count) { return jit().get(prog, count); }
+void wait_for_compiles() { jit().wait(); }
+std::string jit_unavailable_reason() { return jit().why(); }
+JitStats jit_stats() { return jit().stats(); }
+std::string jit_cache_dir() { return jit().dir(); }
+void set_jit_compiler(const std::string& cxx, const std::string& dir) {
+  const char* env = std::getenv("KILN_JIT_CXX");
+  jit().configure(!cxx.empty() ? cxx : env && *env ? env : KILN_JIT_CXX, dir.empty() ? cache_dir() : dir);
+}
+
+}  // namespace kiln::cpu::vec
