@@ -19,6 +19,7 @@
 #include <kiln/nn.h>
 #include <kiln/nn/functional/conv.h>
 #include <kiln/nn/functional/norm.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,11 +27,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "fusion/fusion.h"  // small_limit: small ops run at once unless it is 0
+#include "backends/cpu/vec.h"  // compiled programs: a fresh cache, their compile cost
+#include "fusion/fusion.h"     // small_limit: small ops run at once unless it is 0
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -95,6 +98,11 @@ int main(int argc, char** argv) {
       small_only = true;
   }
   kiln::set_num_threads(threads);
+  // Compiled programs are built in a fresh cache folder, so that their compile cost is measured
+  // (fusion_jit_compile: seconds per kernel; fusion_jit_preamble: the precompiled header, once).
+  const std::filesystem::path jit_dir =
+      std::filesystem::temp_directory_path() / ("kiln_bench_jit_" + std::to_string(::getpid()));
+  kiln::cpu::vec::set_jit_compiler("", jit_dir.string());
 #ifdef _OPENMP
   omp_set_num_threads(threads);
 #endif
@@ -137,16 +145,28 @@ int main(int argc, char** argv) {
         kiln::Tensor y = c.f(xc);
         kiln::sync(cpu);
       });
-      double tf = best_of(reps, [&] {
+      // fused: the first run starts the compile of the chain's kernel (in the background);
+      // timed once it is loaded. Interpreted: the same with compiling off.
+      auto fused_run = [&] {
         kiln::Tensor y = c.f(xf);
         kiln::sync(fus);
-      });
+      };
+      fused_run();
+      kiln::cpu::vec::wait_for_compiles();
+      double tf = best_of(reps, fused_run);
+      double ti = -1;
+      if (c.f == gelu_erf || c.f == chain5) {
+        kiln::cpu::vec::set_jit_mode(kiln::cpu::vec::JitMode::kOff);
+        ti = best_of(reps, fused_run);
+        kiln::cpu::vec::set_jit_mode(kiln::cpu::vec::JitMode::kAsync);
+      }
       // the two agree
       float yu = c.f(xc).to_vector<float>()[static_cast<size_t>(n / 3)];
       float yf = c.f(xf).to_vector<float>()[static_cast<size_t>(n / 3)];
       std::printf("fusion_%s_%s_unfused\t%.6g\t%.0f\tok\n", c.name, mtag.c_str(), tu, bytes);
       std::printf("fusion_%s_%s_fused\t%.6g\t%.0f\t%s\n", c.name, mtag.c_str(), tf, bytes,
                   yu == yf ? "ok" : "MISMATCH");
+      if (ti >= 0) std::printf("fusion_%s_%s_interp\t%.6g\t%.0f\tok\n", c.name, mtag.c_str(), ti, bytes);
     }
   }
   // Matmul epilogues: relu(x @ w + b) with a short inner dim, where the product's result is
@@ -286,5 +306,14 @@ int main(int argc, char** argv) {
     std::printf("fusion_record_per_op\t%.6g\t0\tok\n", rec);
     std::printf("fusion_launch_cached_plan\t%.6g\t0\tok\n", launch);
   }
+  kiln::cpu::vec::wait_for_compiles();
+  const kiln::cpu::vec::JitStats js = kiln::cpu::vec::jit_stats();
+  if (js.compiled > 0) {
+    std::printf("fusion_jit_compile\t%.6g\t%lld\tok\n", js.compile_s / static_cast<double>(js.compiled),
+                static_cast<long long>(js.compiled));
+    std::printf("fusion_jit_preamble\t%.6g\t0\tok\n", js.preamble_s);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(jit_dir, ec);
   return 0;
 }

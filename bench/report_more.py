@@ -293,14 +293,16 @@ def fusion_section(raw, threads, data):
     out.append("### Fusion\n")
     out.append(
         "`bench/kiln_bench_fusion.cpp`: chains written as separate ops on the plain CPU, `Device::cpu().without_fusion()` (one kernel per op), "
-        "and on `Device::cpu().fusion()` (one elementwise program per chain), next to a `memcpy` of the same "
+        "and on `Device::cpu().fusion()` (one elementwise program per chain: *fused* runs it as a compiled kernel, "
+        "*interpreted* with `KILN_FUSION_JIT=0`), next to a `memcpy` of the same "
         "bytes in the same run; `bench/torch_fusion_bench.py` runs the chains in PyTorch eager. % of copy counts "
         "one read and one write per element (what a fused kernel must move). Targets: fused ≥ 4× unfused, "
         "≥ 70% of copy bandwidth, faster than PyTorch eager; recording ≤ 0.5 µs per op, a cached plan "
         "found and launched in ≤ 5 µs.\n"
     )
-    out.append("| threads | chain | unfused | fused | fused vs unfused | % of copy | PyTorch eager | vs PyTorch |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    out.append("| threads | chain | unfused | fused | fused vs unfused | % of copy | interpreted | its % of copy "
+               "| PyTorch eager | vs PyTorch |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in threads:
         k, tt, _ = rows[t]
         for key in sorted(k):
@@ -317,7 +319,18 @@ def fusion_section(raw, threads, data):
             pt = f"{p[0] * 1e3:.2f} ms" if p else "–"
             vp = f"{p[0] / f[0]:.1f}×" if p and f[0] > 0 else "–"
             us = f"{u[0] * 1e3:.2f} ms" if u else "–"
-            out.append(f"| {t} | {chain} ({size}) | {us} | {f[0] * 1e3:.2f} ms | {sp} | {pc} | {pt} | {vp} |")
+            i = k.get(f"fusion_{base}_interp")
+            it = f"{i[0] * 1e3:.2f} ms" if i else "–"
+            ic = f"{100 * c[0] / i[0]:.0f}%" if i and c and i[0] > 0 else "–"
+            out.append(f"| {t} | {chain} ({size}) | {us} | {f[0] * 1e3:.2f} ms | {sp} | {pc} | {it} | {ic} | {pt} | {vp} |")
+    out.append("")
+    for t in threads:
+        k = rows[t][0]
+        if "fusion_jit_compile" in k:
+            c, pre = k["fusion_jit_compile"], k.get("fusion_jit_preamble")
+            out.append(f"Compiling ({t} thread{'s' if t > 1 else ''}, a fresh cache): {c[0]:.2f} s per kernel over "
+                       f"{c[1]:.0f} kernels" + (f", after {pre[0]:.2f} s once for the precompiled header" if pre else "")
+                       + "; later runs load them from the disk cache.\n")
     out.append("")
     out.append("Overhead on 4-element tensors. By default an op whose results have at most "
                "`kiln::fusion::small_limit()` elements (4096) runs at once when no queued op names its buffers; "

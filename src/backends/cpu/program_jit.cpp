@@ -342,8 +342,10 @@ class Jit {
     if (read_file(h) != preamble_text()) write_file(h, preamble_text());
     if (access(gch.c_str(), R_OK) == 0) return;
     const std::string tmp = h + "." + std::to_string(getpid()) + ".tmp.gch";
-    if (run_compiler({"-x", "c++-header", h, "-o", tmp}, h + ".log", lk) && std::rename(tmp.c_str(), gch.c_str()) == 0)
-      std::remove((h + ".log").c_str());
+    double secs = 0;
+    const bool ok = run_compiler({"-x", "c++-header", h, "-o", tmp}, h + ".log", lk, &secs);
+    stats_.preamble_s += secs;
+    if (ok && std::rename(tmp.c_str(), gch.c_str()) == 0) std::remove((h + ".log").c_str());
     std::remove(tmp.c_str());
   }
 

@@ -100,6 +100,7 @@ struct JitStats {
   int64_t failed = 0;     ///< compiles or loads that failed (the interpreter runs those)
   double compile_s = 0;   ///< seconds spent compiling (wall time of the compiler runs)
   double last_compile_s = 0;
+  double preamble_s = 0;  ///< seconds spent precompiling the header the kernels include
 };
 JitStats jit_stats();
 
