@@ -6,8 +6,11 @@
 // test_fusion_program.cpp, whose every case also runs compiled.
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -188,4 +191,40 @@ TEST(FusionJit, OffAndBelowTheSizeLimitInterpret) {
   fusion::reset_stats();
   EXPECT_TRUE(same(run_chain(-0.5, true), ref));
   EXPECT_EQ(fusion::stats().compiled_groups, 0);
+}
+
+TEST(FusionJit, ForkedChildInterpretsAndExits) {
+  // A child forked while the parent's worker thread waits for work, and one forked while it
+  // compiles: the child's programs (queued or new, even in sync mode) run in the interpreter,
+  // and it exits without waiting for a thread it does not have.
+  if (!test::jit_expected()) GTEST_SKIP() << "no compiled kernels on this target";
+  const test::SmallLimit all(0);
+  const FreshCache cache("fork");
+  const test::JitMode jit(cpu::vec::JitMode::kAsync);
+  auto fork_and_check = [](double lo_queued, double lo_new) {
+    const std::vector<float> ref = run_chain(lo_queued, false), ref2 = run_chain(lo_new, false);
+    EXPECT_TRUE(same(run_chain(lo_queued, true), ref));  // its compile starts
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      cpu::vec::set_jit_mode(cpu::vec::JitMode::kSync);
+      fusion::reset_stats();
+      const bool ok = same(run_chain(lo_queued, true), ref) && same(run_chain(lo_new, true), ref2);
+      std::exit(ok ? 0 : 1);  // static destructors run
+    }
+    int status = -1;
+    for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(100000);
+    if (::waitpid(pid, &status, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "the forked child did not exit within 60 s";
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    cpu::vec::wait_for_compiles();
+    EXPECT_TRUE(same(run_chain(lo_queued, true), ref));
+  };
+  EXPECT_TRUE(same(run_chain(-0.9375, true), run_chain(-0.9375, false)));
+  cpu::vec::wait_for_compiles();  // the worker waits for work
+  fork_and_check(-0.9375, -0.8125);
+  fork_and_check(-0.6875, -0.5625);  // the worker compiles -0.6875's kernel
 }

@@ -11,6 +11,7 @@
 // to a temporary name first, so a crash or a concurrent process never leaves a half-written one.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -162,6 +164,24 @@ class Jit {
     mode_ = ms == "0" || ms == "off" ? JitMode::kOff : ms == "sync" ? JitMode::kSync : JitMode::kAsync;
     const char* cxx = std::getenv("KILN_JIT_CXX");
     configure(cxx && *cxx ? cxx : KILN_JIT_CXX, cache_dir());
+    // A forked child has no worker thread: it keeps the kernels loaded so far, and programs
+    // that were queued or are new run in the interpreter (its lock is released, not left held).
+    static Jit* self = this;
+    pthread_atfork([] { self->mu_.lock(); }, [] { self->mu_.unlock(); },
+                   [] {
+                     self->worker_.release();  // the thread is the parent's
+                     for (auto& [key, e] : self->entries_)
+                       if (e->state == Entry::kQueued) e->state = Entry::kFailed;
+                     self->queue_.clear();
+                     self->busy_ = false;
+                     self->child_ = -1;
+                     self->forked_ = true;
+                     // The parent's worker may be a waiter of these: a notify would wait for
+                     // it forever. No thread of the child waits on them yet.
+                     new (&self->cv_) std::condition_variable;
+                     new (&self->done_cv_) std::condition_variable;
+                     self->mu_.unlock();
+                   });
   }
   /// Sets the compiler and the cache folder, and forgets every kernel (loaded ones stay mapped).
   void configure(const std::string& cxx, const std::string& dir) {
@@ -203,7 +223,7 @@ class Jit {
       if (child_ > 0) kill(child_, SIGTERM);
     }
     cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    if (worker_ && worker_->joinable()) worker_->join();
   }
 
   JitMode mode() const { return mode_; }
@@ -247,8 +267,12 @@ class Jit {
       if (load(e, e->base + ".so")) {
         ++stats_.from_disk;
       } else {
+        if (forked_) {
+          e->state = Entry::kFailed;
+          return nullptr;
+        }
         queue_.push_back(e);
-        if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+        if (!worker_) worker_ = std::make_unique<std::thread>([this] { work(); });
         cv_.notify_all();
       }
     }
@@ -405,7 +429,8 @@ class Jit {
   std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;
   std::vector<std::unique_ptr<Entry>> retired_;  ///< forgotten by configure
   std::deque<Entry*> queue_;
-  std::thread worker_;
+  std::unique_ptr<std::thread> worker_;
+  bool forked_ = false;  ///< in a forked child: nothing is compiled
   pid_t child_ = -1;
   bool busy_ = false, stop_ = false, preamble_tried_ = false;
   std::string preamble_;  ///< the name of the header the programs include (salted)
