@@ -314,7 +314,7 @@ class Jit {
   /// Runs the compiler with `args` after the flags, its output to log, the lock released
   /// meanwhile; true when it exits with 0. *secs: its wall time.
   bool run_compiler(const std::vector<std::string>& extra, const std::string& log, std::unique_lock<std::mutex>& lk,
-                    double* secs = nullptr) {
+                    double* secs = nullptr, const std::string& input = "") {
     std::vector<std::string> args{cxx_};
     for (const std::string& a : split(flags_, ' ')) args.push_back(a);
     args.insert(args.end(), extra.begin(), extra.end());
@@ -323,6 +323,7 @@ class Jit {
     argv.push_back(nullptr);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    if (!input.empty()) posix_spawn_file_actions_addopen(&fa, 0, input.c_str(), O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     pid_t pid = -1;
@@ -380,11 +381,15 @@ class Jit {
     const std::string src = e->base + tag + ".cpp", obj = e->base + tag + ".so", log = e->base + ".log";
     if (!write_file(src, e->source)) return false;
     double secs = 0;
-    bool ok = run_compiler({"-shared", src, "-o", obj}, log, lk, &secs);
+    // The source comes in on stdin, so no file name of this process goes into the object: two
+    // processes compiling one program write the same bytes, and the object and checksum they
+    // rename into place agree whichever renames last.
+    const std::vector<std::string> args{"-shared", "-iquote", dir_, "-x", "c++", "-", "-o", obj};
+    bool ok = run_compiler(args, log, lk, &secs, src);
     const std::string gch = dir_ + "/" + preamble_ + ".gch";
     if (!ok && access(gch.c_str(), R_OK) == 0) {  // a damaged precompiled header: without it
       std::remove(gch.c_str());
-      ok = run_compiler({"-shared", src, "-o", obj}, log, lk, &secs);
+      ok = run_compiler(args, log, lk, &secs, src);
     }
     if (ok) {
       stats_.compile_s += secs;
