@@ -527,17 +527,24 @@ std::string source_for(const PInstr* prog, size_t count, const std::string& prea
     std::ostringstream b;
     std::map<int, std::string> reg;  // register -> the variable holding it now
     auto name = [&](int r, int fallback) { return reg.count(r) ? reg[r] : reg[fallback]; };
+    // The memory of a slot: its padded buffer in the tail ("t" + prefix + slot), else the
+    // pointer at i.
+    auto at = [&](const char* prefix, const std::string& slot) {
+      std::string r = tail ? "t" : "";
+      r.append(prefix).append(slot);
+      if (!tail) r.append(" + i");
+      return r;
+    };
     for (size_t k = 0; k < count; ++k) {
       const PInstr& in = prog[k];
-      const std::string s = std::to_string(in.slot), v = "x" + std::to_string(k);
+      const std::string s = std::to_string(in.slot), v = std::string("x").append(std::to_string(k));
       switch (in.code) {
         case PInstr::Load:
-          b << "    const V " << v << " = " << (tail ? "hn::Load(d, tf" + s + ")" : "hn::LoadU(d, f" + s + " + i)")
-            << ";\n";
+          b << "    const V " << v << " = " << (tail ? "hn::Load(d, " : "hn::LoadU(d, ") << at("f", s) << ");\n";
           reg[in.dst] = v;
           break;
         case PInstr::LoadBool:
-          b << "    const V " << v << " = LoadBoolVector(d, " << (tail ? "tb" + s : "b" + s + " + i") << ");\n";
+          b << "    const V " << v << " = LoadBoolVector(d, " << at("b", s) << ");\n";
           reg[in.dst] = v;
           break;
         case PInstr::Splat:
@@ -562,7 +569,7 @@ std::string source_for(const PInstr* prog, size_t count, const std::string& prea
               << "    else hn::StoreU(" << reg[in.a] << ", d, o" << s << " + i);\n";
           break;
         case PInstr::StoreBool:
-          b << "    StoreBoolVector(d, " << reg[in.a] << ", " << (tail ? "tob" + s : "ob" + s + " + i") << ");\n";
+          b << "    StoreBoolVector(d, " << reg[in.a] << ", " << at("ob", s) << ");\n";
           break;
       }
     }
