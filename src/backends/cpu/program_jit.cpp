@@ -44,15 +44,7 @@
 
 extern char** environ;
 
-namespace kiln::cpu::vec {
-
-/// The C++ text of a program, which includes the header named preamble first.
-std::string source_for(const PInstr* prog, size_t count, const std::string& preamble);
-
-namespace {
-
-// ---- configuration (baked in by CMake; KILN_JIT_CXX overrides the compiler) -------------------
-
+// Configuration, baked in by CMake (KILN_JIT_CXX in the environment overrides the compiler).
 #if KILN_JIT_CONFIG
 #include "kiln_jit_config.h"
 #endif
@@ -65,6 +57,13 @@ namespace {
 #ifndef KILN_JIT_INCLUDES
 #define KILN_JIT_INCLUDES ""
 #endif
+
+namespace kiln::cpu::vec {
+
+/// The C++ text of a program, which includes the header named preamble first.
+std::string source_for(const PInstr* prog, size_t count, const std::string& preamble);
+
+namespace {
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -126,13 +125,20 @@ bool make_dirs(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/// Whether `cmd` names an executable (a path, or a name found on PATH).
-bool executable(const std::string& cmd) {
-  if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0;
+/// The executable `cmd` names (a path, or a name found on PATH); "" when there is none.
+std::string find_executable(const std::string& cmd) {
+  if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0 ? cmd : "";
   const char* path = std::getenv("PATH");
   for (const std::string& d : split(path ? path : "", ':'))
-    if (access((d + "/" + cmd).c_str(), X_OK) == 0) return true;
-  return false;
+    if (access((d + "/" + cmd).c_str(), X_OK) == 0) return d + "/" + cmd;
+  return "";
+}
+
+/// Size and modification time of a file (the compiler: an upgrade changes its cache keys).
+std::string file_stamp(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_size) + "@" + std::to_string(st.st_mtime);
 }
 
 // ---- the compiler and the cache ---------------------------------------------------------------
@@ -194,24 +200,27 @@ class Jit {
     cxx_ = cxx;
     includes_ = split(KILN_JIT_INCLUDES, ':');
     dir_ = dir;
-    // The headers the kernels include: their text is part of every cache key, so a kernel built
-    // against other arithmetic is never loaded.
+    // The headers the kernels include (Kiln's and Highway's version and math) and the compiler's
+    // stamp are part of every cache key, so a kernel built against other arithmetic or by
+    // another compiler is never loaded.
     std::string headers;
     for (const std::string& inc : includes_)
-      for (const char* h : {"/backends/cpu/vec_math-inl.h", "/backends/cpu/program_ops-inl.h", "/backends/cpu/vec.h"})
+      for (const char* h : {"/backends/cpu/vec_math-inl.h", "/backends/cpu/program_ops-inl.h", "/backends/cpu/vec.h",
+                            "/hwy/highway.h", "/hwy/contrib/math/math-inl.h"})
         headers += read_file(inc + h);
+    const std::string compiler = find_executable(cxx_);
     why_.clear();
     if (tflags_.empty())
       why_ = "no compiled-kernel flags for this CPU's Highway target";
     else if (headers.find("OpVector") == std::string::npos)
       why_ = "the Kiln source tree (" + std::string(KILN_JIT_INCLUDES) + ") is not readable";
-    else if (!executable(cxx_))
+    else if (compiler.empty())
       why_ = "no C++ compiler (" + cxx_ + "; KILN_JIT_CXX names another)";
     else if (!make_dirs(dir_))
       why_ = "cannot create the cache folder " + dir_;
     flags_ = "-std=c++20 " + std::string(KILN_JIT_FLAGS) + " " + tflags_ + " -fPIC -w -DKILN_WITH_HWY=1";
     for (const std::string& inc : includes_) flags_ += " -I" + inc;
-    salt_ = cxx_ + "\n" + flags_ + "\n" + headers;
+    salt_ = cxx_ + " " + file_stamp(compiler) + "\n" + flags_ + "\n" + headers;
     preamble_ = "kiln_program_" + hex(fnv1a(salt_)) + ".h";
     preamble_tried_ = false;
   }
