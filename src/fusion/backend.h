@@ -55,7 +55,7 @@ inline std::atomic<int> g_enabled{-1};
 constexpr int64_t kDefaultSmall = 4096;
 inline std::atomic<int64_t> g_small{-1};
 inline std::atomic<int64_t> g_jit_min{-1};  // -1: from KILN_FUSION_JIT_MIN on first use
-constexpr int64_t kDefaultJitMin = 65536;
+constexpr int64_t kDefaultJitMin = 16384;
 alignas(64) inline Stats g_stats;  // updated through std::atomic_ref
 
 inline bool debug_on() {

@@ -36,7 +36,7 @@ void set_small_limit(int64_t elements);
 /// Elementwise programs over at least this many elements run as compiled kernels
 /// (cpu::vec::compiled_program: values stay in registers across the ops) once their kernel is
 /// built; smaller ones, and all until then, run in the interpreter. Same bits either way.
-/// Default 65536; KILN_FUSION_JIT_MIN sets it; KILN_FUSION_JIT=0 turns compiling off.
+/// Default 16384; KILN_FUSION_JIT_MIN sets it; KILN_FUSION_JIT=0 turns compiling off.
 int64_t jit_min_elements();
 void set_jit_min_elements(int64_t elements);
 
