@@ -81,9 +81,10 @@ void set_jit_mode(JitMode mode);
 /// The compiled kernel of the count instructions of prog; nullptr while it is compiling, when
 /// compiling is off or impossible here (no compiler or no Kiln source tree), or when it
 /// failed. The first call for a program starts its compile; kernels are cached in memory and
-/// on disk (KILN_CACHE_DIR, else ~/.cache/kiln) under a hash of their source and flags.
+/// on disk (KILN_CACHE_DIR/programs, else ~/.cache/kiln/programs) under a hash of their source,
+/// the flags, the headers they include and the compiler.
 ProgramFn compiled_program(const PInstr* prog, size_t count);
-/// The C++ source compiled_program compiles for prog (for tests and the debug output).
+/// The C++ source compiled_program compiles for prog (for reading and tests).
 std::string program_source(const PInstr* prog, size_t count);
 /// Waits until no compile is queued or running.
 void wait_for_compiles();
