@@ -18,6 +18,7 @@
 #include "fusion/fusion.h"
 #include "fusion_jit_mode.h"
 #include "fusion_small_limit.h"
+#include "simd_levels.h"
 
 using namespace kiln;
 
@@ -301,4 +302,24 @@ TEST(FusionProgram, ScalarPostStepsMatchBitwise) {
         return std::vector<Tensor>{t * 2.0 + t};
       },
       500);
+}
+
+TEST(FusionProgram, CompiledKernelsAtEverySimdLevel) {
+  // The compiled kernels are built for the target the interpreter dispatches to: at SSE4 and
+  // AVX2 too (where tanh and erf divide), each matches that level's interpreter and kernels.
+  test::at_every_simd_level([] {
+    check(
+        "tanh chain", [](const Tensor& x) { return std::vector<Tensor>{tanh(relu(x * 1.5 + 0.25) - x) * 0.5}; },
+        4096 + 17);
+    check(
+        "erf-GELU", [](const Tensor& x) { return std::vector<Tensor>{x * 0.5 * (erf(x / std::sqrt(2.0)) + 1.0)}; },
+        300);
+    check(
+        "sin, compare, where",
+        [](const Tensor& x) {
+          Tensor m = gt(sin(x) * 2.0, 0.5);
+          return std::vector<Tensor>{m, where(m, exp(x * 0.1), x - 1.0)};
+        },
+        1000);
+  });
 }

@@ -60,8 +60,9 @@ extern char** environ;
 
 namespace kiln::cpu::vec {
 
-/// The C++ text of a program, which includes the header named preamble first.
-std::string source_for(const PInstr* prog, size_t count, const std::string& preamble);
+/// The C++ text of a program for Highway target `target`, which includes the header named
+/// preamble first.
+std::string source_for(const PInstr* prog, size_t count, const std::string& preamble, int64_t target);
 
 namespace {
 
@@ -156,8 +157,19 @@ const std::string& preamble_text() {
 
 constexpr const char* kHashDecl = "extern \"C\" const uint64_t kiln_program_source_hash";
 
+/// What the kernels of one Highway target are built with (targets change only in tests, which
+/// restrict the dispatch to each SIMD level in turn).
+struct Target {
+  std::string flags;     ///< the compiler's flags
+  std::string salt;      ///< flags, compiler stamp and header texts: part of every cache key
+  std::string preamble;  ///< the name of the header the programs include (salted)
+  std::string why;       ///< why this target has no kernels ("" when it has)
+  bool preamble_tried = false;
+};
+
 struct Entry {
   std::string source, base;  ///< the C++ text; the cache path without extension
+  Target* target = nullptr;
   ProgramFn fn = nullptr;
   enum State { kQueued, kReady, kFailed } state = kQueued;
 };
@@ -195,34 +207,41 @@ class Jit {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& [key, e] : entries_) retired_.push_back(std::move(e));
     entries_.clear();
-    target_ = program_target();
-    tflags_ = target_flags(target_);
+    targets_.clear();
     cxx_ = cxx;
     includes_ = split(KILN_JIT_INCLUDES, ':');
     dir_ = dir;
     // The headers the kernels include (Kiln's and Highway's version and math) and the compiler's
     // stamp are part of every cache key, so a kernel built against other arithmetic or by
     // another compiler is never loaded.
-    std::string headers;
+    headers_.clear();
     for (const std::string& inc : includes_)
       for (const char* h : {"/backends/cpu/vec_math-inl.h", "/backends/cpu/program_ops-inl.h", "/backends/cpu/vec.h",
                             "/hwy/highway.h", "/hwy/contrib/math/math-inl.h"})
-        headers += read_file(inc + h);
+        headers_ += read_file(inc + h);
     const std::string compiler = find_executable(cxx_);
+    stamp_ = file_stamp(compiler);
     why_.clear();
-    if (tflags_.empty())
-      why_ = "no compiled-kernel flags for this CPU's Highway target";
-    else if (headers.find("OpVector") == std::string::npos)
+    if (headers_.find("OpVector") == std::string::npos)
       why_ = "the Kiln source tree (" + std::string(KILN_JIT_INCLUDES) + ") is not readable";
     else if (compiler.empty())
       why_ = "no C++ compiler (" + cxx_ + "; KILN_JIT_CXX names another)";
     else if (!make_dirs(dir_))
       why_ = "cannot create the cache folder " + dir_;
-    flags_ = "-std=c++20 " + std::string(KILN_JIT_FLAGS) + " " + tflags_ + " -fPIC -w -DKILN_WITH_HWY=1";
-    for (const std::string& inc : includes_) flags_ += " -I" + inc;
-    salt_ = cxx_ + " " + file_stamp(compiler) + "\n" + flags_ + "\n" + headers;
-    preamble_ = "kiln_program_" + hex(fnv1a(salt_)) + ".h";
-    preamble_tried_ = false;
+  }
+
+  /// The settings of Highway target t (made at its first use).
+  Target& target(int64_t t) {
+    auto it = targets_.find(t);
+    if (it != targets_.end()) return it->second;
+    Target& tg = targets_[t];
+    const std::string tflags = target_flags(t);
+    if (tflags.empty()) tg.why = "no compiled-kernel flags for this CPU's Highway target";
+    tg.flags = "-std=c++20 " + std::string(KILN_JIT_FLAGS) + " " + tflags + " -fPIC -w -DKILN_WITH_HWY=1";
+    for (const std::string& inc : includes_) tg.flags += " -I" + inc;
+    tg.salt = cxx_ + " " + stamp_ + "\n" + tg.flags + "\n" + headers_;
+    tg.preamble = "kiln_program_" + hex(fnv1a(tg.salt)) + ".h";
+    return tg;
   }
   ~Jit() {
     {
@@ -239,7 +258,7 @@ class Jit {
   void set_mode(JitMode m) { mode_ = m; }
   std::string why() {
     std::lock_guard<std::mutex> lk(mu_);
-    return why_;
+    return why_.empty() ? target(program_target()).why : why_;
   }
   std::string dir() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -247,12 +266,13 @@ class Jit {
   }
   std::string preamble_name() {
     std::lock_guard<std::mutex> lk(mu_);
-    return preamble_;
+    return target(program_target()).preamble;
   }
 
   ProgramFn get(const PInstr* prog, size_t count) {
     if (mode_ == JitMode::kOff) return nullptr;
-    std::string key;
+    const int64_t t = program_target();
+    std::string key(reinterpret_cast<const char*>(&t), sizeof t);
     for (size_t k = 0; k < count; ++k) {  // field by field (PInstr has padding)
       const PInstr& in = prog[k];
       const int64_t f[] = {in.code, in.flags, in.post, static_cast<int64_t>(in.kind), in.dst, in.a, in.b,
@@ -261,7 +281,8 @@ class Jit {
       key.append(reinterpret_cast<const char*>(in.r), sizeof in.r);
     }
     std::unique_lock<std::mutex> lk(mu_);
-    if (!why_.empty()) return nullptr;
+    Target& tg = target(t);
+    if (!why_.empty() || !tg.why.empty()) return nullptr;
     auto it = entries_.find(key);
     Entry* e = nullptr;
     if (it != entries_.end()) {
@@ -270,8 +291,9 @@ class Jit {
       auto owned = std::make_unique<Entry>();
       e = owned.get();
       entries_.emplace(key, std::move(owned));
-      e->source = source_for(prog, count, preamble_);
-      const std::string h = hex(fnv1a(e->source + salt_)) + hex(fnv1a(salt_ + e->source, 0x9e3779b97f4a7c15ull));
+      e->target = &tg;
+      e->source = source_for(prog, count, tg.preamble, t);
+      const std::string h = hex(fnv1a(e->source + tg.salt)) + hex(fnv1a(tg.salt + e->source, 0x9e3779b97f4a7c15ull));
       e->base = dir_ + "/p" + h;
       if (load(e, e->base + ".so")) {
         ++stats_.from_disk;
@@ -322,10 +344,10 @@ class Jit {
 
   /// Runs the compiler with `args` after the flags, its output to log, the lock released
   /// meanwhile; true when it exits with 0. *secs: its wall time.
-  bool run_compiler(const std::vector<std::string>& extra, const std::string& log, std::unique_lock<std::mutex>& lk,
-                    double* secs = nullptr, const std::string& input = "") {
+  bool run_compiler(const Target& tg, const std::vector<std::string>& extra, const std::string& log,
+                    std::unique_lock<std::mutex>& lk, double* secs = nullptr, const std::string& input = "") {
     std::vector<std::string> args{cxx_};
-    for (const std::string& a : split(flags_, ' ')) args.push_back(a);
+    for (const std::string& a : split(tg.flags, ' ')) args.push_back(a);
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -366,18 +388,18 @@ class Jit {
     return std::rename(tmp.c_str(), path.c_str()) == 0;
   }
 
-  /// The header every program includes (preamble_), once per cache folder and flags, and
+  /// The header every program of tg includes (tg.preamble), once per cache folder and flags, and
   /// its precompiled form beside it, which takes a kernel's compile from about 1.2 s to 0.5 s.
   /// Without it (a failed build) the header is read as text.
-  void ensure_preamble(std::unique_lock<std::mutex>& lk) {
-    if (preamble_tried_) return;
-    preamble_tried_ = true;
-    const std::string h = dir_ + "/" + preamble_, gch = h + ".gch";
+  void ensure_preamble(Target& tg, std::unique_lock<std::mutex>& lk) {
+    if (tg.preamble_tried) return;
+    tg.preamble_tried = true;
+    const std::string h = dir_ + "/" + tg.preamble, gch = h + ".gch";
     if (read_file(h) != preamble_text()) write_file(h, preamble_text());
     if (access(gch.c_str(), R_OK) == 0) return;
     const std::string tmp = h + "." + std::to_string(getpid()) + ".tmp.gch";
     double secs = 0;
-    const bool ok = run_compiler({"-x", "c++-header", h, "-o", tmp}, h + ".log", lk, &secs);
+    const bool ok = run_compiler(tg, {"-x", "c++-header", h, "-o", tmp}, h + ".log", lk, &secs);
     stats_.preamble_s += secs;
     if (ok && std::rename(tmp.c_str(), gch.c_str()) == 0) std::remove((h + ".log").c_str());
     std::remove(tmp.c_str());
@@ -385,7 +407,8 @@ class Jit {
 
   /// Runs the compiler on e's source; true when the object was built and loaded.
   bool compile(Entry* e, std::unique_lock<std::mutex>& lk) {
-    ensure_preamble(lk);
+    Target& tg = *e->target;
+    ensure_preamble(tg, lk);
     const std::string tag = "." + std::to_string(getpid()) + ".tmp";
     const std::string src = e->base + tag + ".cpp", obj = e->base + tag + ".so", log = e->base + ".log";
     if (!write_file(src, e->source)) return false;
@@ -394,11 +417,11 @@ class Jit {
     // processes compiling one program write the same bytes, and the object and checksum they
     // rename into place agree whichever renames last.
     const std::vector<std::string> args{"-shared", "-iquote", dir_, "-x", "c++", "-", "-o", obj};
-    bool ok = run_compiler(args, log, lk, &secs, src);
-    const std::string gch = dir_ + "/" + preamble_ + ".gch";
+    bool ok = run_compiler(tg, args, log, lk, &secs, src);
+    const std::string gch = dir_ + "/" + tg.preamble + ".gch";
     if (!ok && access(gch.c_str(), R_OK) == 0) {  // a damaged precompiled header: without it
       std::remove(gch.c_str());
-      ok = run_compiler(args, log, lk, &secs, src);
+      ok = run_compiler(tg, args, log, lk, &secs, src);
     }
     if (ok) {
       stats_.compile_s += secs;
@@ -435,8 +458,8 @@ class Jit {
   }
 
   std::atomic<JitMode> mode_{JitMode::kAsync};
-  int64_t target_ = 0;
-  std::string tflags_, cxx_, dir_, why_, flags_, salt_;
+  std::string cxx_, dir_, why_, stamp_, headers_;
+  std::map<int64_t, Target> targets_;  ///< by Highway target (nodes stay put: entries point in)
   std::vector<std::string> includes_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
@@ -446,8 +469,7 @@ class Jit {
   std::unique_ptr<std::thread> worker_;
   bool forked_ = false;  ///< in a forked child: nothing is compiled
   pid_t child_ = -1;
-  bool busy_ = false, stop_ = false, preamble_tried_ = false;
-  std::string preamble_;  ///< the name of the header the programs include (salted)
+  bool busy_ = false, stop_ = false;
   JitStats stats_;
 };
 
@@ -489,11 +511,11 @@ const char* post_name(PInstr::Post p) {
 
 }  // namespace
 
-std::string source_for(const PInstr* prog, size_t count, const std::string& preamble) {
+std::string source_for(const PInstr* prog, size_t count, const std::string& preamble, int64_t target) {
   std::ostringstream o;
   o << "// A Kiln elementwise program, compiled by src/backends/cpu/program_jit.cpp.\n"
     << "#include \"" << preamble << "\"\n\n"
-    << "static_assert(HWY_TARGET == " << program_target() << "LL, \"the interpreter's target\");\n\n"
+    << "static_assert(HWY_TARGET == " << target << "LL, \"the interpreter's target\");\n\n"
     << "namespace kiln::cpu::vec::HWY_NAMESPACE {\nnamespace {\n";
   for (size_t k = 0; k < count; ++k)
     if (prog[k].code == PInstr::Op)
@@ -620,7 +642,9 @@ std::string source_for(const PInstr* prog, size_t count, const std::string& prea
   return text + tail.str();
 }
 
-std::string program_source(const PInstr* prog, size_t count) { return source_for(prog, count, jit().preamble_name()); }
+std::string program_source(const PInstr* prog, size_t count) {
+  return source_for(prog, count, jit().preamble_name(), program_target());
+}
 
 JitMode jit_mode() { return jit().mode(); }
 void set_jit_mode(JitMode mode) { jit().set_mode(mode); }
