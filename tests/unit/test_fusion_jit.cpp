@@ -167,6 +167,14 @@ TEST(FusionJit, NoCompilerOrAFailingOneLeavesTheInterpreter) {
   EXPECT_EQ(cpu::vec::jit_stats().failed, s0.failed + 1);
 }
 
+TEST(FusionJit, UnwritableCacheFolderFallsBackToTmp) {
+  if (!test::jit_expected()) GTEST_SKIP() << "no compiled kernels on this target";
+  cpu::vec::set_jit_compiler("", "/proc/kiln_no_such_folder/programs");  // cannot be made
+  EXPECT_EQ(cpu::vec::jit_cache_dir(), "/tmp/kiln-" + std::to_string(::getuid()) + "/programs");
+  EXPECT_EQ(cpu::vec::jit_unavailable_reason(), "");
+  cpu::vec::set_jit_compiler("", "");
+}
+
 TEST(FusionJit, BackgroundCompileThenTheKernelRuns) {
   if (!test::jit_expected()) GTEST_SKIP() << "no compiled kernels on this target";
   const test::SmallLimit all(0);

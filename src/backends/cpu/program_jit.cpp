@@ -109,11 +109,14 @@ std::string read_file(const std::string& path) {
 /// An object's checksum file: its size and hash.
 std::string checksum(const std::string& bytes) { return std::to_string(bytes.size()) + " " + hex(fnv1a(bytes)) + "\n"; }
 
+/// The folder of last resort, when the configured one cannot be made (a read-only home).
+std::string tmp_cache_dir() { return "/tmp/kiln-" + std::to_string(getuid()) + "/programs"; }
+
 std::string cache_dir() {
   if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/programs";
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kiln/programs";
   if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/kiln/programs";
-  return "/tmp/kiln-" + std::to_string(getuid()) + "/programs";
+  return tmp_cache_dir();
 }
 
 bool make_dirs(const std::string& path) {
@@ -226,8 +229,12 @@ class Jit {
       why_ = "the Kiln source tree (" + std::string(KILN_JIT_INCLUDES) + ") is not readable";
     else if (compiler.empty())
       why_ = "no C++ compiler (" + cxx_ + "; KILN_JIT_CXX names another)";
-    else if (!make_dirs(dir_))
-      why_ = "cannot create the cache folder " + dir_;
+    else if (!make_dirs(dir_)) {
+      if (make_dirs(tmp_cache_dir()))
+        dir_ = tmp_cache_dir();  // a read-only home: the temporary folder
+      else
+        why_ = "cannot create the cache folder " + dir_;
+    }
   }
 
   /// The settings of Highway target t (made at its first use).
