@@ -585,15 +585,21 @@ bool program_enabled() {
 
 void set_program_enabled(bool on) { g_program.store(on ? 1 : 0); }
 
-int64_t small_limit() {
-  int64_t v = g_small.load(std::memory_order_relaxed);
+namespace {
+/// An element count set by the environment variable `name` on first use (default def), then by
+/// its setter (-1 in `slot`: not read yet).
+int64_t env_count(std::atomic<int64_t>& slot, const char* name, int64_t def) {
+  int64_t v = slot.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("KILN_FUSION_SMALL");
-    v = e && *e ? std::max<int64_t>(0, std::atoll(e)) : kDefaultSmall;
-    g_small.store(v, std::memory_order_relaxed);
+    const char* e = std::getenv(name);
+    v = e && *e ? std::max<int64_t>(0, std::atoll(e)) : def;
+    slot.store(v, std::memory_order_relaxed);
   }
   return v;
 }
+}  // namespace
+
+int64_t small_limit() { return env_count(g_small, "KILN_FUSION_SMALL", kDefaultSmall); }
 
 void set_small_limit(int64_t elements) {
   {
@@ -603,15 +609,7 @@ void set_small_limit(int64_t elements) {
   g_small.store(std::max<int64_t>(0, elements), std::memory_order_relaxed);
 }
 
-int64_t jit_min_elements() {
-  int64_t v = g_jit_min.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* e = std::getenv("KILN_FUSION_JIT_MIN");
-    v = e && *e ? std::max<int64_t>(0, std::atoll(e)) : kDefaultJitMin;
-    g_jit_min.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
+int64_t jit_min_elements() { return env_count(g_jit_min, "KILN_FUSION_JIT_MIN", kDefaultJitMin); }
 
 void set_jit_min_elements(int64_t elements) {
   g_jit_min.store(std::max<int64_t>(0, elements), std::memory_order_relaxed);

@@ -64,7 +64,6 @@ using Chain = std::function<std::vector<Tensor>(const Tensor&)>;
 void check(const std::string& name, const Chain& chain, int64_t n, uint32_t seed = 1, float scale = 3.0f) {
   SCOPED_TRACE(name + " n=" + std::to_string(n));
   const test::SmallLimit all(0);  // small tensors: every op queued
-  const test::JitMode interpreted(cpu::vec::JitMode::kOff);
   const std::vector<float> v = inputs(n, seed, scale);
   Tensor xc = tensor(v, {n}).to(plain());
   std::vector<Tensor> ref = chain(xc);

@@ -26,7 +26,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +36,9 @@
 #include <vector>
 
 #include "backends/cpu/vec.h"
+#include "kiln/error.h"
+#include "kiln/store.h"
+#include "store/file_util.h"
 
 #if KILN_WITH_HWY
 #include "hwy/detect_targets.h"
@@ -99,11 +101,24 @@ std::string hex(uint64_t v) {
   return b;
 }
 
+/// The bytes of a file, "" when it cannot be read (a missing cache file or header).
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream os;
-  if (f) os << f.rdbuf();
-  return f ? os.str() : std::string();
+  try {
+    const std::vector<uint8_t> b = store::read_file(path, SIZE_MAX, "fusion.jit");
+    return std::string(b.begin(), b.end());
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+/// Writes text to path through store::write_atomic (a temporary file, renamed); false on error.
+bool write_file(const std::string& path, const std::string& text) {
+  try {
+    store::write_atomic(path, [&](int fd) { store::write_all(fd, text.data(), text.size(), path); });
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 /// An object's checksum file: its size and hash.
@@ -271,10 +286,6 @@ class Jit {
     std::lock_guard<std::mutex> lk(mu_);
     return dir_;
   }
-  std::string preamble_name() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return target(program_target()).preamble;
-  }
 
   ProgramFn get(const PInstr* prog, size_t count) {
     if (mode_ == JitMode::kOff) return nullptr;
@@ -381,20 +392,6 @@ class Jit {
     return rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
 
-  /// Writes `text` to path through a temporary name.
-  static bool write_file(const std::string& path, const std::string& text) {
-    const std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f << text;
-      if (!f.good()) {
-        std::remove(tmp.c_str());
-        return false;
-      }
-    }
-    return std::rename(tmp.c_str(), path.c_str()) == 0;
-  }
-
   /// The header every program of tg includes (tg.preamble), once per cache folder and flags, and
   /// its precompiled form beside it, which takes a kernel's compile from about 1.2 s to 0.5 s.
   /// Without it (a failed build) the header is read as text.
@@ -497,23 +494,8 @@ std::string real(double v) {
 }
 
 const char* post_name(PInstr::Post p) {
-  switch (p) {
-    case PInstr::kAdd:
-      return "kAdd";
-    case PInstr::kSub:
-      return "kSub";
-    case PInstr::kRSub:
-      return "kRSub";
-    case PInstr::kMul:
-      return "kMul";
-    case PInstr::kDiv:
-      return "kDiv";
-    case PInstr::kRDiv:
-      return "kRDiv";
-    case PInstr::kNoPost:
-      break;
-  }
-  return "kNoPost";
+  static const char* const kNames[] = {"kNoPost", "kAdd", "kSub", "kRSub", "kMul", "kDiv", "kRDiv"};
+  return kNames[p];
 }
 
 }  // namespace
@@ -534,7 +516,7 @@ std::string source_for(const PInstr* prog, size_t count, const std::string& prea
   // pointers and splats, once
   std::map<int32_t, PInstr::Code> slots;
   for (size_t k = 0; k < count; ++k)
-    if (prog[k].code != PInstr::Op || (prog[k].flags & PInstr::kDirect)) slots[prog[k].slot] = prog[k].code;
+    if (prog[k].code != PInstr::Op) slots[prog[k].slot] = prog[k].code;
   for (const auto& [slot, code] : slots) {
     const std::string s = std::to_string(slot), p = "ptrs[" + s + "]";
     switch (code) {
@@ -647,10 +629,6 @@ std::string source_for(const PInstr* prog, size_t count, const std::string& prea
        << "  if (stream)\n    kiln::cpu::vec::HWY_NAMESPACE::Run<true>(ptrs, n);\n"
        << "  else\n    kiln::cpu::vec::HWY_NAMESPACE::Run<false>(ptrs, n);\n}\n";
   return text + tail.str();
-}
-
-std::string program_source(const PInstr* prog, size_t count) {
-  return source_for(prog, count, jit().preamble_name(), program_target());
 }
 
 JitMode jit_mode() { return jit().mode(); }

@@ -84,8 +84,6 @@ void set_jit_mode(JitMode mode);
 /// on disk (KILN_CACHE_DIR/programs, else ~/.cache/kiln/programs) under a hash of their source,
 /// the flags, the headers they include and the compiler.
 ProgramFn compiled_program(const PInstr* prog, size_t count);
-/// The C++ source compiled_program compiles for prog (for reading and tests).
-std::string program_source(const PInstr* prog, size_t count);
 /// Waits until no compile is queued or running.
 void wait_for_compiles();
 /// Why programs cannot be compiled here ("" when they can).
