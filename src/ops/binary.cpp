@@ -40,9 +40,19 @@ Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Tensor b) {
 
 Tensor scalar_like(const Tensor& t, Scalar s, DType dt) { return detail::scalar_constant(s, dt, t.device()); }
 
+/// Integer division or remainder by a scalar 0 raises at the call (PyTorch's ZeroDivisionError)
+/// on every device, the shape-only null device included; a zero inside a divisor tensor is
+/// found by the backend's kernel.
+void refuse_int_div_by_zero(const char* api, OpKind k, DType t, Scalar divisor) {
+  const bool int_div = k == OpKind::FloorDiv || k == OpKind::TruncDiv || k == OpKind::Remainder || k == OpKind::Fmod;
+  KILN_CHECK(!(int_div && is_integral(t, false) && divisor.to_double() == 0.0), api,
+             "integer division by zero (" << dtype_name(t).data() << " divided by the scalar 0)");
+}
+
 Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Scalar b) {
   detail::check_defined(api, a);
   DType t = common_dtype(api, rule, detail::result_type(a, b));
+  refuse_int_div_by_zero(api, k, t, b);
   ir::Op op = make_op(k);
   if (a.dtype() != t) a = cast(a, t);
   Tensor s = scalar_like(a, b, t);

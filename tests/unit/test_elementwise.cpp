@@ -98,8 +98,8 @@ TEST(Elementwise, SpecialValues) {
   EXPECT_EQ(isinf(x).to_vector<bool>(), (std::vector<bool>{false, false, true, true, false, false}));
   EXPECT_EQ(isposinf(x).to_vector<bool>(), (std::vector<bool>{false, false, true, false, false, false}));
   EXPECT_EQ(isnan(x).to_vector<bool>(), (std::vector<bool>{false, false, false, false, true, false}));
-  // Integer division by zero is defined here (0) instead of a crash.
-  EXPECT_EQ(div(tensor({5}, {1}), tensor({0}, {1}), "floor").to_vector<int32_t>()[0], 0);
+  // Integer division by zero raises (PyTorch's ZeroDivisionError) instead of returning 0.
+  EXPECT_ERROR(div(tensor({5}, {1}), tensor({0}, {1}), "floor").to_vector<int32_t>(), "[div] integer division by zero");
 }
 
 TEST(Elementwise, StridedInputsMatchScalarReference) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Binary and ternary elementwise kernels (inputs share one dtype; the frontend promotes).
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -222,11 +223,16 @@ A floordiv(A a, A b) {
   else
     return math::floor_div(a, b);
 }
+// Integer division and remainder: a zero divisor gives 0 here and the kernel raises (see
+// KILN_INT_DIV_KERNEL); INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0 (two's complement;
+// the hardware instruction would trap).
 template <class A>
 A truncdiv(A a, A b) {
-  if constexpr (is_int_v<A>)
+  if constexpr (is_int_v<A>) {
+    if constexpr (std::is_signed_v<A>)
+      if (b == A(-1)) return math::wrap_neg(a);
     return b == 0 ? A(0) : A(a / b);
-  else if constexpr (std::is_same_v<A, bool>)
+  } else if constexpr (std::is_same_v<A, bool>)
     return a;
   else
     return std::trunc(a / b);
@@ -240,9 +246,11 @@ A remainder(A a, A b) {
 }
 template <class A>
 A fmod(A a, A b) {
-  if constexpr (is_int_v<A>)
+  if constexpr (is_int_v<A>) {
+    if constexpr (std::is_signed_v<A>)
+      if (b == A(-1)) return A(0);
     return b == 0 ? A(0) : A(a % b);
-  else if constexpr (std::is_same_v<A, bool>)
+  } else if constexpr (std::is_same_v<A, bool>)
     return false;
   else
     return std::fmod(a, b);
@@ -387,10 +395,36 @@ KILN_BINARY_KERNEL(Add, KILN_SWITCH_ALL, add, void)
 KILN_BINARY_KERNEL(Sub, KILN_SWITCH_ALL, sub, void)
 KILN_BINARY_KERNEL(Mul, KILN_SWITCH_ALL, mul, void)
 KILN_BINARY_KERNEL(Div, KILN_SWITCH_FLOAT, div, void)
-KILN_BINARY_KERNEL(FloorDiv, KILN_SWITCH_ALL, floordiv, void)
-KILN_BINARY_KERNEL(TruncDiv, KILN_SWITCH_ALL, truncdiv, void)
-KILN_BINARY_KERNEL(Remainder, KILN_SWITCH_ALL, remainder, void)
-KILN_BINARY_KERNEL(Fmod, KILN_SWITCH_ALL, fmod, void)
+// Integer division and remainder raise kiln::Error("[api] ...") when a divisor is 0 (PyTorch's
+// ZeroDivisionError): each element that divides by 0 raises a flag (the loop may run in
+// parallel, so nothing is thrown inside it) and the kernel throws once the loop is done. The
+// output then holds 0 there, but the error reaches the caller before it can be read.
+#define KILN_INT_DIV_KERNEL(Name, fn, api)                                                                    \
+  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {                                        \
+    std::atomic<bool> zero{false};                                                                            \
+    KILN_SWITCH_ALL(op.inputs[0].dtype, #Name, T, {                                                           \
+      using A = acc_t<T>;                                                                                     \
+      if constexpr (is_int_v<A>) {                                                                            \
+        apply2<T, T>(op, in, out, [&zero](A a, A b) {                                                         \
+          if (b == A(0)) [[unlikely]] {                                                                       \
+            zero.store(true, std::memory_order_relaxed);                                                      \
+            return A(0);                                                                                      \
+          }                                                                                                   \
+          return f::fn<A>(a, b);                                                                              \
+        });                                                                                                   \
+      } else {                                                                                                \
+        apply2<T, T>(op, in, out, [](A a, A b) { return f::fn<A>(a, b); });                                   \
+      }                                                                                                       \
+    });                                                                                                       \
+    KILN_CHECK(!zero.load(), api,                                                                             \
+               "integer division by zero (" << dtype_name(op.inputs[0].dtype).data() << " divisor holds 0)"); \
+  }
+
+KILN_INT_DIV_KERNEL(FloorDiv, floordiv, "div")
+KILN_INT_DIV_KERNEL(TruncDiv, truncdiv, "div")
+KILN_INT_DIV_KERNEL(Remainder, remainder, "remainder")
+KILN_INT_DIV_KERNEL(Fmod, fmod, "fmod")
+#undef KILN_INT_DIV_KERNEL
 KILN_BINARY_KERNEL(Pow, KILN_SWITCH_ALL, pow, void)
 KILN_BINARY_KERNEL(Atan2, KILN_SWITCH_FLOAT, atan2, void)
 KILN_BINARY_KERNEL(Maximum, KILN_SWITCH_ALL, maximum, void)

@@ -3,6 +3,7 @@
 // Scalar math shared by CPU kernels (the reference for the vectorised paths).
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace kiln::cpu::math {
 
@@ -76,11 +77,21 @@ inline T round_decimals(T x, int64_t decimals) {
   return std::nearbyint(x / s) * s;
 }
 
-/// Python-style remainder (sign of the divisor).
+/// -a with two's-complement wrap: -INT_MIN is INT_MIN (no signed overflow).
+template <class T>
+inline T wrap_neg(T a) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(U(0) - static_cast<U>(a));
+}
+
+/// Python-style remainder (sign of the divisor). Integers: b == 0 gives 0 (the kernel raises
+/// before the result is seen), b == -1 gives 0 (INT_MIN % -1 traps in hardware).
 template <class T>
 inline T remainder(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>)
+      if (b == T(-1)) return 0;
     T r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else {
@@ -89,10 +100,14 @@ inline T remainder(T a, T b) {
   }
 }
 
+/// Floor division (PyTorch's rounding_mode="floor"). Integers: b == 0 gives 0 (the kernel
+/// raises before the result is seen), INT_MIN / -1 wraps to INT_MIN (two's complement).
 template <class T>
 inline T floor_div(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     if (b == 0) return 0;
+    if constexpr (std::is_signed_v<T>)
+      if (b == T(-1)) return wrap_neg(a);
     T q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
   } else {
