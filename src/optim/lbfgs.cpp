@@ -166,6 +166,13 @@ LSResult strong_wolfe(const std::function<std::pair<double, Vec>(double)>& obj, 
 
 LBFGS::LBFGS(std::vector<Tensor> params, const LBFGSConfig& c)
     : Optimizer(one_group(std::move(params)), c.lr, 0), config(c) {
+  // torch.optim.LBFGS checks the learning rate; the counts and tolerances are checked too, as
+  // a negative one would make the loop or the history meaningless (Note [Optimizer settings]).
+  KILN_CHECK(c.lr >= 0, "LBFGS", "invalid learning rate: " << c.lr << " (must be >= 0)");
+  KILN_CHECK(c.max_iter > 0 && c.history_size > 0, "LBFGS",
+             "max_iter and history_size must be positive, got " << c.max_iter << " and " << c.history_size);
+  KILN_CHECK(c.tolerance_grad >= 0 && c.tolerance_change >= 0, "LBFGS",
+             "tolerances must be >= 0, got " << c.tolerance_grad << " and " << c.tolerance_change);
   if (config.max_eval < 0) config.max_eval = config.max_iter * 5 / 4;
   KILN_CHECK(config.line_search_fn.empty() || config.line_search_fn == "strong_wolfe", "LBFGS",
              "LBFGS: line_search_fn must be \"\" or \"strong_wolfe\", got '" << config.line_search_fn << "'");

@@ -99,6 +99,7 @@ void LRScheduler::load_state_dict(const SchedulerState& state) {
 ConstantLR::ConstantLR(Optimizer& opt, double factor, int64_t total_iters)
     : LRScheduler(opt), factor(factor), total_iters(total_iters) {
   KILN_CHECK(factor >= 0 && factor <= 1, "ConstantLR", "ConstantLR: factor must be in [0, 1], got " << factor);
+  KILN_CHECK(total_iters >= 0, "ConstantLR", "ConstantLR: total_iters must be >= 0, got " << total_iters);
   initial_step();
 }
 double ConstantLR::lr_at(double base, int64_t e) const { return e < total_iters ? base * factor : base; }
@@ -129,6 +130,7 @@ LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64
   KILN_CHECK(
       start_factor > 0 && start_factor <= 1 && end_factor >= 0 && end_factor <= 1, "LinearLR",
       "LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got " << start_factor << ", " << end_factor);
+  KILN_CHECK(total_iters > 0, "LinearLR", "LinearLR: total_iters must be positive, got " << total_iters);
   initial_step();
 }
 double LinearLR::lr_at(double base, int64_t e) const {
@@ -138,6 +140,8 @@ double LinearLR::lr_at(double base, int64_t e) const {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
     : LRScheduler(opt), T_max(T_max), eta_min(eta_min) {
+  // torch divides by T_max at the first step (ZeroDivisionError); checked here at construction.
+  KILN_CHECK(T_max > 0, "CosineAnnealingLR", "CosineAnnealingLR: T_max must be positive, got " << T_max);
   initial_step();
 }
 double CosineAnnealingLR::lr_at(double base, int64_t e) const {
@@ -177,6 +181,11 @@ double* momentum_slot(Optimizer& opt) {
 OneCycleLR::OneCycleLR(Optimizer& opt, const OneCycleConfig& c) : LRScheduler(opt), config(c) {
   KILN_CHECK(c.total_steps > 0 && c.max_lr > 0, "OneCycleLR",
              "OneCycleLR: max_lr and total_steps must be positive, got " << c.max_lr << ", " << c.total_steps);
+  KILN_CHECK(c.pct_start >= 0 && c.pct_start <= 1, "OneCycleLR",
+             "OneCycleLR: pct_start must be in [0, 1], got " << c.pct_start);
+  KILN_CHECK(c.div_factor > 0 && c.final_div_factor > 0, "OneCycleLR",
+             "OneCycleLR: div_factor and final_div_factor must be positive, got " << c.div_factor << ", "
+                                                                                  << c.final_div_factor);
   KILN_CHECK(c.anneal_strategy == "cos" || c.anneal_strategy == "linear", "OneCycleLR",
              "OneCycleLR: anneal_strategy must be \"cos\" or \"linear\", got '" << c.anneal_strategy << "'");
   KILN_CHECK(
@@ -237,6 +246,7 @@ void OneCycleLR::load_state_dict(const SchedulerState& state) {
 
 PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
     : LRScheduler(opt), total_iters(total_iters), power(power) {
+  KILN_CHECK(total_iters > 0, "PolynomialLR", "PolynomialLR: total_iters must be positive, got " << total_iters);
   initial_step();
 }
 double PolynomialLR::lr_at(double base, int64_t e) const {
@@ -244,6 +254,7 @@ double PolynomialLR::lr_at(double base, int64_t e) const {
 }
 
 LambdaLR::LambdaLR(Optimizer& opt, std::function<double(int64_t)> f) : LRScheduler(opt), lr_lambda(std::move(f)) {
+  KILN_CHECK(static_cast<bool>(lr_lambda), "LambdaLR", "LambdaLR: lr_lambda is empty");
   initial_step();
 }
 double LambdaLR::lr_at(double base, int64_t e) const { return base * lr_lambda(e); }
@@ -264,6 +275,9 @@ LinearWarmup::LinearWarmup(Optimizer& opt, std::unique_ptr<LRScheduler> inner, i
                            double start_factor)
     : LRScheduler(opt), inner(std::move(inner)), warmup_steps(warmup_steps), start_factor(start_factor) {
   KILN_CHECK(this->inner != nullptr, "LinearWarmup", "LinearWarmup: the inner scheduler is null");
+  KILN_CHECK(warmup_steps >= 0 && start_factor >= 0 && start_factor <= 1, "LinearWarmup",
+             "LinearWarmup: warmup_steps must be >= 0 and start_factor in [0, 1], got " << warmup_steps << ", "
+                                                                                        << start_factor);
   initial_step();
 }
 double LinearWarmup::lr_at(double base, int64_t e) const {
@@ -278,6 +292,10 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauConf
   KILN_CHECK(c.threshold_mode == "rel" || c.threshold_mode == "abs", "ReduceLROnPlateau",
              "ReduceLROnPlateau: threshold_mode must be \"rel\" or \"abs\", got '" << c.threshold_mode << "'");
   KILN_CHECK(c.factor < 1, "ReduceLROnPlateau", "ReduceLROnPlateau: factor must be < 1, got " << c.factor);
+  KILN_CHECK(c.patience >= 0 && c.cooldown >= 0, "ReduceLROnPlateau",
+             "ReduceLROnPlateau: patience and cooldown must be >= 0, got " << c.patience << ", " << c.cooldown);
+  KILN_CHECK(c.min_lr >= 0 && c.eps >= 0, "ReduceLROnPlateau",
+             "ReduceLROnPlateau: min_lr and eps must be >= 0, got " << c.min_lr << ", " << c.eps);
   best_ = c.mode == "min" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
   for (auto& g : opt.param_groups()) last_lr_.push_back(*g.lr);
 }

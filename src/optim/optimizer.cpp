@@ -24,17 +24,59 @@ const double* StateDict::scalar(const std::string& name) const {
   return nullptr;
 }
 
+// Note [Optimizer settings]: every optimizer checks its settings when constructed, as torch.optim
+// raises ValueError: learning rates, weight decays, eps and momenta must be >= 0 (NaN fails),
+// betas in [0, 1). The base constructor only fills the groups in; each subclass then checks
+// every group and its config under its own name. add_param_group checks the new group.
+namespace {
+
+/// Throws "[op] invalid <what>: v (must be >= 0)" unless v >= 0.
+void check_nonneg(const std::string& op, const char* what, double v) {
+  KILN_CHECK(v >= 0, op, "invalid " << what << ": " << v << " (must be >= 0)");
+}
+
+/// Throws unless every beta is in [0, 1) (closed at 1 when `one_ok`).
+template <size_t N>
+void check_betas(const std::string& op, const std::array<double, N>& betas, const char* what = "beta",
+                 bool one_ok = false) {
+  for (size_t i = 0; i < N; ++i)
+    KILN_CHECK(betas[i] >= 0 && (betas[i] < 1 || (one_ok && betas[i] == 1)), op,
+               "invalid " << what << " parameter at index " << static_cast<long long>(i) << ": " << betas[i]
+                          << " (must be in [0, 1" << (one_ok ? "]" : ")") << ")");
+}
+
+/// The learning rate and weight decay of one group.
+void check_group(const std::string& op, const ParamGroup& g) {
+  check_nonneg(op, "learning rate", *g.lr);
+  check_nonneg(op, "weight_decay value", *g.weight_decay);
+}
+
+void check_groups(const std::string& op, const std::vector<ParamGroup>& gs) {
+  for (const ParamGroup& g : gs) check_group(op, g);
+}
+
+/// Fills in the group's unset options and appends it with one empty state per parameter.
+template <class State>
+void append_group(std::vector<ParamGroup>& groups, std::vector<State>& state, ParamGroup g, double lr, double wd) {
+  if (!g.lr) g.lr = lr;
+  if (!g.weight_decay) g.weight_decay = wd;
+  for (auto& p : g.params) KILN_CHECK(p.defined(), "optim", "a parameter given to the optimizer is undefined");
+  state.resize(state.size() + g.params.size());
+  groups.push_back(std::move(g));
+}
+
+}  // namespace
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay)
     : default_lr_(lr), default_wd_(weight_decay) {
-  for (auto& g : groups) add_param_group(std::move(g));
+  for (auto& g : groups) append_group(groups_, state_, std::move(g), lr, weight_decay);
 }
 
 void Optimizer::add_param_group(ParamGroup g) {
   if (!g.lr) g.lr = default_lr_;
   if (!g.weight_decay) g.weight_decay = default_wd_;
-  for (auto& p : g.params) KILN_CHECK(p.defined(), "optim", "a parameter given to the optimizer is undefined");
-  state_.resize(state_.size() + g.params.size());
-  groups_.push_back(std::move(g));
+  check_group(name(), g);
+  append_group(groups_, state_, std::move(g), default_lr_, default_wd_);
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -115,6 +157,8 @@ void Optimizer::load_state_dict(const StateDict& sd) {
 
 SGD::SGD(std::vector<ParamGroup> groups, const SGDConfig& c)
     : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("SGD", groups_);
+  check_nonneg("SGD", "momentum value", c.momentum);
   KILN_CHECK(!c.nesterov || (c.momentum > 0 && c.dampening == 0), "SGD",
              "SGD: nesterov momentum requires a momentum and zero dampening");
 }
@@ -178,7 +222,12 @@ void adam_update(Tensor& p, Tensor g, std::map<std::string, Tensor>& s, double& 
 }  // namespace
 
 Adam::Adam(std::vector<ParamGroup> groups, const AdamConfig& c)
-    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {}
+    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  const std::string op = c.decoupled_weight_decay ? "AdamW" : "Adam";
+  check_groups(op, groups_);
+  check_nonneg(op, "epsilon value", c.eps);
+  check_betas(op, c.betas);
+}
 
 void Adam::step(const Gradients& grads) {
   for_each(grads, [&](const ParamGroup& grp, Tensor& p, const Tensor& grad, ParamState& st) {
@@ -190,7 +239,12 @@ void Adam::step(const Gradients& grads) {
 // ---- Adagrad ------------------------------------------------------------------------------
 
 Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradConfig& c)
-    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {}
+    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("Adagrad", groups_);
+  check_nonneg("Adagrad", "lr_decay value", c.lr_decay);
+  check_nonneg("Adagrad", "initial_accumulator_value", c.initial_accumulator_value);
+  check_nonneg("Adagrad", "epsilon value", c.eps);
+}
 
 void Adagrad::step(const Gradients& grads) {
   for_each(grads, [&](const ParamGroup& grp, Tensor& p, const Tensor& grad, ParamState& st) {
@@ -209,7 +263,11 @@ void Adagrad::step(const Gradients& grads) {
 // ---- Adadelta -----------------------------------------------------------------------------
 
 Adadelta::Adadelta(std::vector<ParamGroup> groups, const AdadeltaConfig& c)
-    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {}
+    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("Adadelta", groups_);
+  KILN_CHECK(c.rho >= 0 && c.rho <= 1, "Adadelta", "invalid rho value: " << c.rho << " (must be in [0, 1])");
+  check_nonneg("Adadelta", "epsilon value", c.eps);
+}
 
 void Adadelta::step(const Gradients& grads) {
   for_each(grads, [&](const ParamGroup& grp, Tensor& p, const Tensor& grad, ParamState& st) {
@@ -233,7 +291,12 @@ void Adadelta::step(const Gradients& grads) {
 // ---- RMSprop ------------------------------------------------------------------------------
 
 RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropConfig& c)
-    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {}
+    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("RMSprop", groups_);
+  check_nonneg("RMSprop", "epsilon value", c.eps);
+  check_nonneg("RMSprop", "momentum value", c.momentum);
+  check_nonneg("RMSprop", "alpha value", c.alpha);
+}
 
 void RMSprop::step(const Gradients& grads) {
   for_each(grads, [&](const ParamGroup& grp, Tensor& p, const Tensor& grad, ParamState& st) {
@@ -270,7 +333,11 @@ void RMSprop::step(const Gradients& grads) {
 // ---- Adan ---------------------------------------------------------------------------------
 
 Adan::Adan(std::vector<ParamGroup> groups, const AdanConfig& c)
-    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {}
+    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("Adan", groups_);
+  check_nonneg("Adan", "epsilon value", c.eps);
+  check_betas("Adan", c.betas);
+}
 
 void Adan::step(const Gradients& grads) {
   for_each(grads, [&](const ParamGroup& grp, Tensor& p, const Tensor& g, ParamState& st) {
@@ -307,7 +374,10 @@ void Adan::step(const Gradients& grads) {
 // ---- Lion ---------------------------------------------------------------------------------
 
 Lion::Lion(std::vector<ParamGroup> groups, const LionConfig& c)
-    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {}
+    : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("Lion", groups_);
+  check_betas("Lion", c.betas, "beta", /*one_ok=*/true);  // lion-pytorch: 0 <= beta <= 1
+}
 
 void Lion::step(const Gradients& grads) {
   for_each(grads, [&](const ParamGroup& grp, Tensor& p, const Tensor& g, ParamState& st) {
@@ -340,6 +410,13 @@ Tensor zeropower_via_newtonschulz(const Tensor& G, std::array<double, 3> abc, in
 
 Muon::Muon(std::vector<ParamGroup> groups, const MuonConfig& c)
     : Optimizer(std::move(groups), c.lr, c.weight_decay), config(c) {
+  check_groups("Muon", groups_);
+  check_nonneg("Muon", "momentum value", c.momentum);
+  check_nonneg("Muon", "epsilon value", c.eps);
+  check_nonneg("Muon", "adam_eps value", c.adam_eps);
+  check_betas("Muon", c.adam_betas, "adam_betas");
+  KILN_CHECK(c.ns_steps >= 0 && c.ns_steps < 100, "Muon",
+             "invalid ns_steps: " << c.ns_steps << " (must be in [0, 100), as torch)");
   KILN_CHECK(c.adjust_lr_fn == "original" || c.adjust_lr_fn == "match_rms_adamw" ||
                  c.adjust_lr_fn == "spectral_unclamped" || c.adjust_lr_fn == "none",
              "Muon", "Muon: unknown adjust_lr_fn '" << c.adjust_lr_fn << "'");
