@@ -263,7 +263,11 @@ Device Device::without_autodiff() const {
 Tensor Tensor::require_grad(bool on) const {
   detail::check_defined("require_grad", *this);
   if (!on) {
-    if (impl().autograd && !impl().autograd->grad_fn) impl().autograd.reset();
+    // PyTorch: "you can only change requires_grad flags of leaf variables".
+    KILN_CHECK(!impl().autograd || !impl().autograd->grad_fn, "require_grad",
+               "you can only change requires_grad flags of leaf tensors; this one is the result of an op. Use "
+               "detach() for a copy that does not track gradients");
+    impl().autograd.reset();
     return *this;
   }
   KILN_CHECK(autodiff::is_autodiff(device()), "require_grad",

@@ -25,6 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string slurp(const std::string& path) {
+  std::error_code ec;  // a directory opens as an empty stream: name the real cause
+  KILN_CHECK(!std::filesystem::is_directory(path, ec), "onnx", "'" << path << "' is a directory, not a model file");
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
   std::ostringstream ss;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -189,6 +190,8 @@ Tensor tensor_from_proto(std::string_view bytes, const Device& device) {
 
 namespace {
 std::string read_file(const std::string& path) {
+  std::error_code ec;  // a directory opens as an empty stream: name the real cause
+  KILN_CHECK(!std::filesystem::is_directory(path, ec), "onnx", "'" << path << "' is a directory, not a model file");
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
   std::ostringstream ss;

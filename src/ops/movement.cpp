@@ -164,6 +164,21 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
 }
 
 // ---- joining --------------------------------------------------------------------------------
+namespace {
+/// Throws "[api] ..." when the concatenation of ins along d would have more elements or bytes
+/// than int64_t holds (the sizes are summed and multiplied in overflow-checked arithmetic).
+void check_cat_size(const char* api, const std::vector<Tensor>& ins, int64_t d, DType dt) {
+  int64_t total = 0;
+  for (const Tensor& x : ins)
+    KILN_CHECK(!__builtin_add_overflow(total, x.size(d), &total), api,
+               "the result's size in dimension " << d << " overflows int64 (shapes " << shapes_of(ins) << ")");
+  int64_t elems = static_cast<int64_t>(dtype_size(dt));
+  for (int64_t j = 0; j < ins[0].dim(); ++j)
+    KILN_CHECK(!__builtin_mul_overflow(elems, j == d ? total : ins[0].size(j), &elems), api,
+               "the result would hold more bytes than int64 counts (shapes " << shapes_of(ins) << ")");
+}
+}  // namespace
+
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   const char* api = "cat";
   check_all_defined(api, xs);
@@ -199,6 +214,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
                      << ")");
     ins.push_back(detail::cast_if_needed(x, dt));
   }
+  check_cat_size(api, ins, d, dt);
   ir::Op op = make_op(OpKind::Cat, {d});
   return detail::run(api, op, xs[0].device(), ins)[0];
 }

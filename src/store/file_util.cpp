@@ -43,6 +43,7 @@ int open_read(const std::string& path, const char* component) {
 size_t regular_size(int fd, const std::string& path, const char* component) {
   struct stat st {};
   KILN_CHECK(::fstat(fd, &st) == 0, component, path << ": cannot stat: " << errno_text(errno));
+  KILN_CHECK(!S_ISDIR(st.st_mode), component, path << ": is a directory, not a file");
   KILN_CHECK(S_ISREG(st.st_mode), component, path << ": not a regular file");
   return static_cast<size_t>(st.st_size);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // TensorMap lookups and store::read (format chosen by magic bytes).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +24,11 @@ namespace {
 Format sniff(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   KILN_CHECK(fd >= 0, "store.read", path << ": cannot open: " << errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    KILN_CHECK(false, "store.read", path << ": is a directory, not a file");
+  }
   unsigned char b[9] = {};
   ssize_t got = 0;
   while (got < 9) {
