@@ -24,17 +24,30 @@ inline constexpr DType bf16 = DType::BF16;
 inline constexpr DType f32 = DType::F32;
 inline constexpr DType f64 = DType::F64;
 
-/// Size of one element in bytes.
+/// True when t is one of the enumerators above (a DType cast from an arbitrary integer may not be).
+constexpr bool is_valid_dtype(DType t) { return static_cast<unsigned>(t) < static_cast<unsigned>(kNumDTypes); }
+namespace detail {
+/// Throws kiln::Error("[op] invalid dtype value N"); defined in src/core/dtype.cpp.
+[[noreturn]] void throw_invalid_dtype(DType t, const char* op);
+}  // namespace detail
+/// Throws kiln::Error("[op] invalid dtype value N") unless t is a valid DType.
+inline void check_dtype(DType t, const char* op) {
+  if (!is_valid_dtype(t)) [[unlikely]]
+    detail::throw_invalid_dtype(t, op);
+}
+/// Size of one element in bytes; throws kiln::Error for a DType outside the enumerators.
 constexpr size_t dtype_size(DType t) {
   constexpr size_t s[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
-  return s[static_cast<int>(t)];
+  if (!is_valid_dtype(t)) [[unlikely]]
+    detail::throw_invalid_dtype(t, "dtype_size");
+  return s[static_cast<unsigned>(t)];
 }
 constexpr bool is_floating(DType t) { return t >= DType::F16; }
 constexpr bool is_integral(DType t, bool include_bool = false) {
   return (t >= DType::U8 && t <= DType::I64) || (include_bool && t == DType::Bool);
 }
 constexpr bool is_signed(DType t) { return t != DType::Bool && t != DType::U8; }
-/// "f32", "i64", ... as used in error messages and printing.
+/// "f32", "i64", ... as used in error messages and printing ("dtype(N)" for an invalid value).
 std::string_view dtype_name(DType t);
 std::string to_string(DType t);
 /// Result type of a binary op between tensors of types a and b (PyTorch's promote_types).

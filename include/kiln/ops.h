@@ -14,15 +14,20 @@
 namespace kiln {
 
 // ---- creation (src/ops/creation.cpp) ---------------------------------------------------------
-/// A tensor holding `values` with the given shape (numel must match); dtype from T.
+/// A tensor holding a copy of shape_numel(shape) elements of `dtype` read from `data`.
 Tensor from_blob_copy(const void* data, const Shape& shape, DType dtype, const Device& device);
+/// As above, where `data` holds `count` elements: throws kiln::Error("[tensor] ...") unless
+/// count == shape_numel(shape).
+Tensor from_blob_copy(const void* data, size_t count, const Shape& shape, DType dtype, const Device& device);
+/// A tensor holding `values` with the given shape (values.size() must equal the shape's numel,
+/// else kiln::Error); dtype from T.
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape, const Device& device = Device::default_device()) {
-  return from_blob_copy(values.data(), shape, dtype_of_v<T>, device);
+  return from_blob_copy(values.data(), values.size(), shape, dtype_of_v<T>, device);
 }
 template <class T>
 Tensor tensor(std::initializer_list<T> values, const Shape& shape, const Device& device = Device::default_device()) {
-  return from_blob_copy(values.begin(), shape, dtype_of_v<T>, device);
+  return from_blob_copy(values.begin(), values.size(), shape, dtype_of_v<T>, device);
 }
 /// A 1-d tensor of the values.
 template <class T>
@@ -32,12 +37,12 @@ Tensor tensor(std::initializer_list<T> values, const Device& device = Device::de
 template <>
 inline Tensor tensor<bool>(std::initializer_list<bool> values, const Shape& shape, const Device& device) {
   std::vector<uint8_t> b(values.begin(), values.end());
-  return from_blob_copy(b.data(), shape, DType::Bool, device);
+  return from_blob_copy(b.data(), b.size(), shape, DType::Bool, device);
 }
 template <>
 inline Tensor tensor<bool>(const std::vector<bool>& values, const Shape& shape, const Device& device) {
   std::vector<uint8_t> b(values.begin(), values.end());
-  return from_blob_copy(b.data(), shape, DType::Bool, device);
+  return from_blob_copy(b.data(), b.size(), shape, DType::Bool, device);
 }
 /// A 0-d tensor holding s (dtype defaults to the scalar's natural dtype).
 Tensor scalar_tensor(Scalar s, std::optional<DType> dtype = {}, const Device& device = Device::default_device());

@@ -5,12 +5,49 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/checked.h"
+#include "kiln/error.h"
+
 namespace kiln {
 
 CachingAllocator::~CachingAllocator() { empty_cache(); }
 
+namespace detail {
+namespace {
+thread_local const char* tl_op = nullptr;
+}  // namespace
+OpScope::OpScope(const char* op) noexcept : prev_(tl_op) {
+  if (!tl_op) tl_op = op;  // the outermost scope names the op the user called
+}
+OpScope::~OpScope() { tl_op = prev_; }
+const char* OpScope::current(const char* fallback) noexcept { return tl_op ? tl_op : fallback; }
+}  // namespace detail
+
+namespace {
+/// Requests above this are refused without asking the system (no address space holds them, and
+/// the size classes above it would overflow size_t).
+constexpr size_t kMaxRequest = size_t{1} << 62;
+
+[[noreturn]] void throw_out_of_memory(size_t nbytes, const MemoryStats& st) {
+  detail::MsgBuilder m;
+  m << "[" << detail::OpScope::current("allocate") << "] out of memory: cannot allocate "
+    << static_cast<unsigned long>(nbytes) << " bytes on cpu, even after emptying the allocator's cache "
+    << "(memory_stats: " << static_cast<long long>(st.in_use) << " bytes in use, " << static_cast<long long>(st.cached)
+    << " cached, peak " << static_cast<long long>(st.peak) << ", " << static_cast<long long>(st.allocations)
+    << " allocations)";
+  detail::throw_error(m.str());
+}
+
+/// 64-byte aligned memory of sz bytes (a multiple of 64), or nullptr, never an exception.
+void* system_alloc(size_t sz) noexcept {
+  if (sz > kMaxRequest) return nullptr;
+  return std::aligned_alloc(64, sz);
+}
+}  // namespace
+
 size_t CachingAllocator::round_size(size_t n) {
   if (n <= 512) return 512;
+  if (n > kMaxRequest) return n;  // refused by allocate(); no class above 2^62
   // Size classes 2^k and 1.5 * 2^k keep waste under 33% and make reuse likely.
   size_t p = 1;
   while (p < n) p <<= 1;
@@ -33,11 +70,11 @@ void* CachingAllocator::allocate(size_t nbytes) {
       return p;
     }
   }
-  void* p = std::aligned_alloc(64, sz);
+  void* p = system_alloc(sz);
   if (!p) {
     empty_cache();
-    p = std::aligned_alloc(64, sz);
-    if (!p) throw std::bad_alloc();
+    p = system_alloc(sz);
+    if (!p) throw_out_of_memory(nbytes, stats());
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.in_use += static_cast<int64_t>(sz);

@@ -3,16 +3,44 @@
 
 #include <string>
 
+#include "kiln/error.h"
+
 namespace kiln {
 
 std::string_view dtype_name(DType t) {
   constexpr std::string_view names[] = {"bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"};
-  return names[static_cast<int>(t)];
+  if (is_valid_dtype(t)) return names[static_cast<unsigned>(t)];
+  // An invalid value (a cast from an arbitrary integer) prints as "dtype(N)", never past the table.
+  static constexpr auto make = [] {
+    struct Table {
+      char text[256][12] = {};
+    } tab;
+    for (int v = 0; v < 256; ++v) {
+      char* p = tab.text[v];
+      const char* pre = "dtype(";
+      while (*pre) *p++ = *pre++;
+      if (v >= 100) *p++ = static_cast<char>('0' + v / 100);
+      if (v >= 10) *p++ = static_cast<char>('0' + v / 10 % 10);
+      *p++ = static_cast<char>('0' + v % 10);
+      *p = ')';
+    }
+    return tab;
+  }();
+  return std::string_view(make.text[static_cast<uint8_t>(t)]);
 }
+
+namespace detail {
+void throw_invalid_dtype(DType t, const char* op) {
+  throw_error(std::string("[") + op + "] invalid dtype value " + std::to_string(static_cast<unsigned>(t)) +
+              " (valid dtypes are 0.." + std::to_string(kNumDTypes - 1) + ")");
+}
+}  // namespace detail
 
 std::string to_string(DType t) { return std::string(dtype_name(t)); }
 
 DType promote_types(DType a, DType b) {
+  check_dtype(a, "promote_types");
+  check_dtype(b, "promote_types");
   if (a == b) return a;
   // PyTorch's table: bool < ints < floats; u8 with a signed int widens to the next signed type;
   // f16 with bf16 gives f32.

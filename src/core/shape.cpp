@@ -1,22 +1,82 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "kiln/shape.h"
 
+#include <limits>
+
+#include "core/checked.h"
 #include "kiln/error.h"
 
 namespace kiln {
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
+namespace detail {
+
+void throw_overflow(const char* op, int64_t a, char sym, int64_t b) {
+  MsgBuilder m;
+  m << "[" << op << "] integer overflow: " << static_cast<long long>(a) << ' ' << sym << ' '
+    << static_cast<long long>(b) << " does not fit in int64 (a size, offset or stride is too large)";
+  throw_error(m.str());
 }
+
+int64_t checked_numel(const Shape& s, const char* op) {
+  int64_t n = 1;
+  bool zero = false;
+  for (auto d : s) {
+    if (d == 0) {
+      zero = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(n, d, &n)) [[unlikely]]
+      KILN_CHECK(false, op, "shape " << s << " has more elements than fit in int64");
+  }
+  return zero ? 0 : n;
+}
+
+size_t checked_nbytes(const Shape& s, DType dtype, const char* op) {
+  check_dtype(dtype, op);
+  for (auto d : s) KILN_CHECK(d >= 0, op, "negative size in shape " << s);
+  const int64_t n = checked_numel(s, op);
+  int64_t bytes;
+  KILN_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(dtype_size(dtype)), &bytes), op,
+             "shape " << s << " of dtype " << dtype_name(dtype) << " needs more than INT64_MAX bytes (" << n
+                      << " elements of " << static_cast<long long>(dtype_size(dtype)) << " bytes)");
+  return static_cast<size_t>(bytes);
+}
+
+void check_view_in_storage(const Shape& shape, const Strides& strides, int64_t offset, DType dtype,
+                           size_t storage_nbytes, const char* op) {
+  KILN_CHECK(shape.size() == strides.size(), op, "shape " << shape << " and strides " << strides << " differ in rank");
+  bool empty = false;
+  for (auto d : shape) {
+    KILN_CHECK(d >= 0, op, "negative size in shape " << shape);
+    empty |= d == 0;
+  }
+  checked_numel(shape, op);  // a view's numel (and contiguous strides) must be representable too
+  // lo / hi: the nearest and furthest element reachable, in elements from the storage's start.
+  int64_t lo = offset, hi = offset;
+  bool ok = offset >= 0;
+  for (size_t i = 0; i < shape.size() && ok && !empty; ++i) {
+    int64_t ext;
+    ok = !__builtin_mul_overflow(strides[i], shape[i] - 1, &ext) &&
+         !__builtin_add_overflow(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi);
+  }
+  const int64_t cap = static_cast<int64_t>(storage_nbytes / dtype_size(dtype));
+  ok = ok && (empty || (lo >= 0 && hi < cap));
+  KILN_CHECK(ok, op,
+             "view of shape " << shape << ", strides " << strides << " and storage offset "
+                              << static_cast<long long>(offset) << " reaches outside its storage of "
+                              << static_cast<long long>(cap) << " elements");
+}
+
+}  // namespace detail
+
+int64_t shape_numel(const Shape& s) { return detail::checked_numel(s, "numel"); }
 
 Strides contiguous_strides(const Shape& s) {
   Strides st(s.size());
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    acc = detail::checked_mul(acc, std::max<int64_t>(s[i], 1), "contiguous_strides");
   }
   return st;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "autodiff/rules.h"
+#include "core/checked.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -27,6 +28,7 @@ void Tensor::check_one_element(const char* op) const {
 // ---- copies ---------------------------------------------------------------------------------
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  detail::OpScope scope("contiguous");  // names the op if the copy cannot be allocated
   return clone();
 }
 
@@ -49,7 +51,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor Tensor::to(DType t) const { return detail::cast_if_needed(*this, t); }
+Tensor Tensor::to(DType t) const {
+  check_dtype(t, "to");
+  return detail::cast_if_needed(*this, t);
+}
 Tensor Tensor::to(const Device& d, DType t) const { return to(d).to(t); }
 
 Tensor Tensor::to(const Device& d) const {
@@ -91,23 +96,31 @@ Scalar Tensor::item() const {
 
 // ---- views ----------------------------------------------------------------------------------
 namespace {
+/// base + index * stride (an element offset), or kiln::Error("[op] ...") when it overflows.
+int64_t view_offset(int64_t base, int64_t index, int64_t stride, const char* op) {
+  return detail::checked_add(base, detail::checked_mul(index, stride, op), op);
+}
+
 Shape infer_size(const char* op, const Shape& shape, int64_t numel) {
   Shape out = shape;
-  int64_t known = 1, infer = -1;
+  int64_t known = 1, infer = -1;  // known: product of the nonzero given sizes, overflow-checked
+  bool zero = false;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       KILN_CHECK(infer < 0, op, "only one dimension can be -1 in " << shape);
       infer = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(out[i] >= 0, op, "invalid size " << out[i] << " in " << shape);
-      known *= out[i];
+      zero |= out[i] == 0;
+      if (out[i] != 0 && __builtin_mul_overflow(known, out[i], &known)) [[unlikely]]
+        KILN_CHECK(false, op, "shape " << shape << " has more elements than fit in int64");
     }
   }
   if (infer >= 0) {
-    KILN_CHECK(known != 0 && numel % known == 0, op, "shape " << shape << " is invalid for input of size " << numel);
+    KILN_CHECK(!zero && numel % known == 0, op, "shape " << shape << " is invalid for input of size " << numel);
     out[static_cast<size_t>(infer)] = numel / known;
   } else {
-    KILN_CHECK(known == numel, op, "shape " << shape << " is invalid for input of size " << numel);
+    KILN_CHECK((zero ? 0 : known) == numel, op, "shape " << shape << " is invalid for input of size " << numel);
   }
   return out;
 }
@@ -184,7 +197,7 @@ Tensor Tensor::view(const Shape& s) const {
              "cannot view a tensor of shape " << shape() << " and strides " << strides() << " as " << ns
                                               << " without a copy; use reshape");
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "view",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "view"), "view",
                  [base](const Tensor& g) { return g.reshape(base); });
 }
 
@@ -193,7 +206,7 @@ Tensor Tensor::reshape(const Shape& s) const {
   Strides st;
   if (view_strides(shape(), strides(), ns, st)) {
     Shape base = shape();
-    return tracked(*this, make_view(*this, ns, st, storage_offset()), "reshape",
+    return tracked(*this, make_view(*this, ns, st, storage_offset(), "reshape"), "reshape",
                    [base](const Tensor& g) { return g.reshape(base); });
   }
   return clone().view(ns);
@@ -237,11 +250,11 @@ Tensor Tensor::permute(const Dims& dims) const {
     ns[i] = shape()[static_cast<size_t>(d)];
     st[i] = strides()[static_cast<size_t>(d)];
   }
-  if (!autodiff::requires_grad(*this)) return make_view(*this, ns, st, storage_offset());
+  if (!autodiff::requires_grad(*this)) return make_view(*this, ns, st, storage_offset(), "permute");
   Dims inv(dims.size());
   for (size_t i = 0; i < dims.size(); ++i)
     inv[static_cast<size_t>(wrap_dim(dims[i], dim(), "permute"))] = static_cast<int64_t>(i);
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "permute",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "permute"), "permute",
                  [inv](const Tensor& g) { return g.permute(inv); });
 }
 
@@ -252,7 +265,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Strides st = strides();
   std::swap(ns[static_cast<size_t>(a)], ns[static_cast<size_t>(b)]);
   std::swap(st[static_cast<size_t>(a)], st[static_cast<size_t>(b)]);
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "transpose",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "transpose"), "transpose",
                  [a, b](const Tensor& g) { return g.transpose(a, b); });
 }
 
@@ -295,7 +308,7 @@ Tensor Tensor::squeeze() const {
       st.push_back(strides()[static_cast<size_t>(i)]);
     }
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "squeeze",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "squeeze"), "squeeze",
                  [base](const Tensor& g) { return g.reshape(base); });
 }
 
@@ -318,7 +331,7 @@ Tensor Tensor::squeeze(const Dims& dims) const {
       st.push_back(strides()[static_cast<size_t>(i)]);
     }
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "squeeze",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "squeeze"), "squeeze",
                  [base](const Tensor& g) { return g.reshape(base); });
 }
 
@@ -326,10 +339,10 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t w = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape ns = shape();
   Strides st = strides();
-  int64_t s = w < dim() ? st[static_cast<size_t>(w)] * ns[static_cast<size_t>(w)] : 1;
+  int64_t s = w < dim() ? detail::checked_mul(st[static_cast<size_t>(w)], ns[static_cast<size_t>(w)], "unsqueeze") : 1;
   ns.insert(static_cast<size_t>(w), 1);
   st.insert(static_cast<size_t>(w), s);
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "unsqueeze",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "unsqueeze"), "unsqueeze",
                  [w](const Tensor& g) { return g.squeeze(Dims{w}); });
 }
 
@@ -355,7 +368,7 @@ Tensor Tensor::expand(const Shape& s) const {
     st[i] = (want == have) ? strides()[i - lead] : 0;
   }
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, st, storage_offset()), "expand",
+  return tracked(*this, make_view(*this, ns, st, storage_offset(), "expand"), "expand",
                  [base](const Tensor& g) { return autodiff::sum_to(g, base); });
 }
 
@@ -365,13 +378,14 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   int64_t n = shape()[static_cast<size_t>(w)];
   if (start < 0) start += n;
   KILN_CHECK(
-      start >= 0 && length >= 0 && start + length <= n, "narrow",
+      start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow",
       "start " << start << " and length " << length << " are out of range for dim " << w << " of shape " << shape());
   Shape ns = shape();
   ns[static_cast<size_t>(w)] = length;
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, strides(), storage_offset() + start * strides()[static_cast<size_t>(w)]),
-                 "narrow", [base, w, start](const Tensor& g) { return unnarrow(g, base, w, start); });
+  const int64_t off = view_offset(storage_offset(), start, strides()[static_cast<size_t>(w)], "narrow");
+  return tracked(*this, make_view(*this, ns, strides(), off, "narrow"), "narrow",
+                 [base, w, start](const Tensor& g) { return unnarrow(g, base, w, start); });
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) const {
@@ -382,14 +396,17 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
   int64_t b = start ? clampi(*start) : 0;
   int64_t e = stop ? clampi(*stop) : n;
-  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  int64_t len = e > b ? (e - b - 1) / step + 1 : 0;  // no overflow for any step
   Shape ns = shape();
   Strides st = strides();
   ns[static_cast<size_t>(w)] = len;
-  int64_t off = storage_offset() + b * st[static_cast<size_t>(w)];
-  st[static_cast<size_t>(w)] *= step;
+  int64_t off = view_offset(storage_offset(), b, st[static_cast<size_t>(w)], "slice");
+  int64_t& sw = st[static_cast<size_t>(w)];
+  if (__builtin_mul_overflow(sw, step, &sw)) [[unlikely]]  // harmless when at most one element is taken
+    sw = len <= 1 ? strides()[static_cast<size_t>(w)]
+                  : detail::checked_mul(strides()[static_cast<size_t>(w)], step, "slice");
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, st, off), "slice", [base, w, b, step](const Tensor& g) {
+  return tracked(*this, make_view(*this, ns, st, off, "slice"), "slice", [base, w, b, step](const Tensor& g) {
     if (step == 1) return unnarrow(g, base, w, b);
     Tensor idx = arange(b, b + g.size(w) * step, step, DType::I64, g.device());
     return kiln::index_copy(zeros(base, TensorOptions{.dtype = g.dtype(), .device = g.device()}), w, idx, g);
@@ -405,11 +422,11 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   if (index < 0) index += n;
   Shape ns = shape();
   Strides st = strides();
-  int64_t off = storage_offset() + index * st[static_cast<size_t>(w)];
+  int64_t off = view_offset(storage_offset(), index, st[static_cast<size_t>(w)], "select");
   ns.erase(static_cast<size_t>(w));
   st.erase(static_cast<size_t>(w));
   Shape base = shape();
-  return tracked(*this, make_view(*this, ns, st, off), "select",
+  return tracked(*this, make_view(*this, ns, st, off, "select"), "select",
                  [base, w, index](const Tensor& g) { return unnarrow(g.unsqueeze(w), base, w, index); });
 }
 
@@ -420,10 +437,11 @@ Tensor Tensor::flip(const Dims& dims) const {
   int64_t off = storage_offset();
   for (auto d : nd) {
     int64_t n = shape()[static_cast<size_t>(d)];
-    if (n > 0) off += (n - 1) * st[static_cast<size_t>(d)];
+    if (n > 0) off = view_offset(off, n - 1, st[static_cast<size_t>(d)], "flip");
     st[static_cast<size_t>(d)] = -st[static_cast<size_t>(d)];
   }
-  return tracked(*this, make_view(*this, shape(), st, off), "flip", [nd](const Tensor& g) { return g.flip(nd); });
+  return tracked(*this, make_view(*this, shape(), st, off, "flip"), "flip",
+                 [nd](const Tensor& g) { return g.flip(nd); });
 }
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
@@ -435,7 +453,8 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
       offset >= 0 ? std::max<int64_t>(0, std::min(na, nb - offset)) : std::max<int64_t>(0, std::min(na + offset, nb));
   int64_t off = storage_offset();
   if (len > 0)
-    off += offset >= 0 ? offset * strides()[static_cast<size_t>(b)] : -offset * strides()[static_cast<size_t>(a)];
+    off = offset >= 0 ? view_offset(off, offset, strides()[static_cast<size_t>(b)], "diagonal")
+                      : view_offset(off, -offset, strides()[static_cast<size_t>(a)], "diagonal");
   Shape ns;
   Strides st;
   for (int64_t i = 0; i < dim(); ++i)
@@ -444,8 +463,8 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
       st.push_back(strides()[static_cast<size_t>(i)]);
     }
   ns.push_back(len);
-  st.push_back(strides()[static_cast<size_t>(a)] + strides()[static_cast<size_t>(b)]);
-  if (!autodiff::requires_grad(*this)) return make_view(*this, ns, st, off);
+  st.push_back(detail::checked_add(strides()[static_cast<size_t>(a)], strides()[static_cast<size_t>(b)], "diagonal"));
+  if (!autodiff::requires_grad(*this)) return make_view(*this, ns, st, off, "diagonal");
   Shape base = shape();
   Strides cst = contiguous_strides(base);
   Strides vst;
@@ -454,33 +473,21 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   vst.push_back(cst[static_cast<size_t>(a)] + cst[static_cast<size_t>(b)]);
   int64_t rel =
       len > 0 ? (offset >= 0 ? offset * cst[static_cast<size_t>(b)] : -offset * cst[static_cast<size_t>(a)]) : 0;
-  return tracked(*this, make_view(*this, ns, st, off), "diagonal", [base, ns, vst, rel](const Tensor& g) {
+  return tracked(*this, make_view(*this, ns, st, off, "diagonal"), "diagonal", [base, ns, vst, rel](const Tensor& g) {
     return unview_contiguous(g, base, ns, vst, rel, "diagonal");
   });
 }
 
 Tensor Tensor::as_strided(const Shape& s, const Strides& st, int64_t offset) const {
   KILN_CHECK(s.size() == st.size(), "as_strided", "shape " << s << " and strides " << st << " differ in rank");
-  int64_t lo = offset, hi = offset;
-  for (size_t i = 0; i < s.size(); ++i) {
-    KILN_CHECK(s[i] >= 0, "as_strided", "negative size in " << s);
-    if (s[i] == 0) {
-      lo = hi = offset;
-      break;
-    }
-    (st[i] >= 0 ? hi : lo) += st[i] * (s[i] - 1);
-  }
-  int64_t cap = static_cast<int64_t>(impl().storage->nbytes / element_size());
-  KILN_CHECK(lo >= 0 && (shape_numel(s) == 0 || hi < cap), "as_strided",
-             "view of shape " << s << ", strides " << st << " and offset " << offset << " exceeds the storage of "
-                              << cap << " elements");
-  if (!autodiff::requires_grad(*this)) return make_view(*this, s, st, offset);
+  // make_view checks that the view stays inside the storage (Note [Checked sizes]).
+  if (!autodiff::requires_grad(*this)) return make_view(*this, s, st, offset, "as_strided");
   KILN_CHECK(is_contiguous(), "as_strided",
              "gradients of as_strided are supported for contiguous inputs only, got shape "
                  << shape() << " and strides " << strides() << "; call contiguous() first");
   Shape base = shape();
   int64_t rel = offset - storage_offset();
-  return tracked(*this, make_view(*this, s, st, offset), "as_strided",
+  return tracked(*this, make_view(*this, s, st, offset, "as_strided"), "as_strided",
                  [base, s, st, rel](const Tensor& g) { return unview_contiguous(g, base, s, st, rel, "as_strided"); });
 }
 

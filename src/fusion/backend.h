@@ -21,6 +21,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/vec.h"
+#include "core/checked.h"
 #include "core/parallel.h"
 #include "fusion/fusion.h"
 #include "fusion/tiles.h"
@@ -522,6 +523,9 @@ class FusionBackend final : public Backend {
       }
     } drop{this, s, released_};
     released_ = &released;
+    // Queued work completes at a sync point: a buffer that cannot be allocated now is reported
+    // as "[sync] out of memory ..." unless a user op (whose call flushed) is already named.
+    detail::OpScope scope("sync");
     run_stream(s);
   }
 

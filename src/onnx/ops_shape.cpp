@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/backend.h"
+#include "core/checked.h"
 #include "kiln/onnx.h"
 #include "onnx/ops.h"
 
@@ -464,12 +465,17 @@ void register_shape(Registry& r) {
     if (is_floating(dt)) {
       double st = s.to(f64).item<double>(), li = l.to(f64).item<double>(), de = d.to(f64).item<double>();
       c.check(de != 0, "delta must not be 0");
-      int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((li - st) / de)));
+      const double nd = std::ceil((li - st) / de);
+      c.check(std::isfinite(nd) && nd < 0x1p63, "start, limit and delta give more elements than fit in int64");
+      int64_t n = std::max<int64_t>(0, static_cast<int64_t>(nd));
       c.set(0, (arange(n, f64, c.device) * de + st).to(dt));
     } else {
       int64_t st = s.to(i64).item<int64_t>(), li = l.to(i64).item<int64_t>(), de = d.to(i64).item<int64_t>();
       c.check(de != 0, "delta must not be 0");
-      int64_t n = std::max<int64_t>(0, (li - st + de + (de > 0 ? -1 : 1)) / de);
+      // In 128 bits: extreme start / limit / delta must not wrap.
+      const __int128 n128 = (static_cast<__int128>(li) - st + de + (de > 0 ? -1 : 1)) / de;
+      c.check(n128 <= INT64_MAX, "start, limit and delta give more elements than fit in int64");
+      int64_t n = std::max<int64_t>(0, static_cast<int64_t>(n128));
       c.set(0, cast(arange(n, i64, c.device) * de + st, dt));
     }
   };
@@ -521,8 +527,11 @@ void register_shape(Registry& r) {
   r["DepthToSpace"] = [](OpContext& c) {
     const Tensor& x = c.x(0);
     int64_t b = c.attr_i("blocksize", 1);
-    c.check(x.dim() == 4 && b > 0 && x.size(1) % (b * b) == 0, "needs a 4-d input with C divisible by blocksize^2");
+    c.check(x.dim() == 4 && b > 0, "needs a 4-d input and a positive blocksize");
+    const int64_t bb = detail::checked_mul(b, b, "onnx");
+    c.check(x.size(1) % bb == 0, "needs a 4-d input with C divisible by blocksize^2");
     int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+    detail::checked_numel({n, ch, h, w, bb}, "onnx");  // the result's dims below cannot overflow
     Tensor y;
     if (c.attr_s("mode", "DCR") == "DCR")
       y = x.reshape({n, b, b, ch / (b * b), h, w}).permute({0, 3, 4, 1, 5, 2});
@@ -535,6 +544,7 @@ void register_shape(Registry& r) {
     int64_t b = c.attr_i("blocksize", 1);
     c.check(x.dim() == 4 && b > 0 && x.size(2) % b == 0 && x.size(3) % b == 0, "bad input for blocksize");
     int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+    detail::checked_numel({n, ch, h, w, b, b}, "onnx");  // ch * b * b below cannot overflow
     Tensor y = x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4});
     c.set(0, y.reshape({n, ch * b * b, h / b, w / b}));
   };

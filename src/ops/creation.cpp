@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -67,22 +68,42 @@ void scalar_bytes(Scalar s, DType dt, void* out) {
   }
 }
 
-void check_shape(const char* api, const Shape& shape) {
-  for (auto d : shape) KILN_CHECK(d >= 0, api, "negative size in shape " << shape);
+/// Throws kiln::Error("[api] ...") for a negative size, an invalid dtype or a shape whose bytes
+/// overflow int64; returns the byte count.
+size_t check_shape(const char* api, const Shape& shape, DType dtype) {
+  return detail::checked_nbytes(shape, dtype, api);
+}
+
+/// full / zeros / ones / eye: a Fill op reported under `api`.
+Tensor full_impl(const char* api, const Shape& shape, Scalar value, const TensorOptions& o) {
+  detail::OpScope scope(api);
+  check_shape(api, shape, o.dtype);
+  ir::Op op = make_op(OpKind::Fill, {value.is_floating() ? 0 : 1, value.to_int()}, {value.to_double()}, o.dtype);
+  for (auto d : shape) op.attrs.ints.push_back(d);
+  return detail::run(api, op, o.device, {})[0];
 }
 }  // namespace
 
 Tensor from_blob_copy(const void* data, const Shape& shape, DType dtype, const Device& device) {
-  check_shape("tensor", shape);
-  Tensor t = detail::alloc(shape, dtype, device);
-  size_t n = static_cast<size_t>(t.numel()) * dtype_size(dtype);
+  detail::OpScope scope("tensor");
+  const size_t n = check_shape("tensor", shape, dtype);
+  Tensor t = detail::alloc(shape, dtype, device, "tensor");
   if (n) device.backend()->write(*t.impl().storage, 0, data, n);
   return t;
 }
 
+Tensor from_blob_copy(const void* data, size_t count, const Shape& shape, DType dtype, const Device& device) {
+  check_shape("tensor", shape, dtype);
+  const int64_t n = shape_numel(shape);
+  KILN_CHECK(static_cast<uint64_t>(n) == count, "tensor",
+             "got " << static_cast<unsigned long>(count) << " values for shape " << shape << ", which holds " << n
+                    << " elements");
+  return from_blob_copy(data, shape, dtype, device);
+}
+
 Tensor scalar_tensor(Scalar s, std::optional<DType> dtype, const Device& device) {
   DType dt = dtype ? *dtype : s.natural_dtype();
-  Tensor t = detail::alloc({}, dt, device);
+  Tensor t = detail::alloc({}, dt, device, "scalar_tensor");
   uint64_t bytes = 0;
   scalar_bytes(s, dt, &bytes);
   device.backend()->write(*t.impl().storage, 0, &bytes, dtype_size(dt));
@@ -124,19 +145,13 @@ Tensor scalar_constant(Scalar s, DType dt, const Device& device) {
 }  // namespace detail
 
 Tensor empty(const Shape& shape, const TensorOptions& o) {
-  check_shape("empty", shape);
-  return detail::alloc(shape, o.dtype, o.device);
+  check_shape("empty", shape, o.dtype);
+  return detail::alloc(shape, o.dtype, o.device, "empty");
 }
 
-Tensor full(const Shape& shape, Scalar value, const TensorOptions& o) {
-  check_shape("full", shape);
-  ir::Op op = make_op(OpKind::Fill, {value.is_floating() ? 0 : 1, value.to_int()}, {value.to_double()}, o.dtype);
-  for (auto d : shape) op.attrs.ints.push_back(d);
-  return detail::run("full", op, o.device, {})[0];
-}
-
-Tensor zeros(const Shape& shape, const TensorOptions& o) { return full(shape, 0, o); }
-Tensor ones(const Shape& shape, const TensorOptions& o) { return full(shape, 1, o); }
+Tensor full(const Shape& shape, Scalar value, const TensorOptions& o) { return full_impl("full", shape, value, o); }
+Tensor zeros(const Shape& shape, const TensorOptions& o) { return full_impl("zeros", shape, 0, o); }
+Tensor ones(const Shape& shape, const TensorOptions& o) { return full_impl("ones", shape, 1, o); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
@@ -152,20 +167,31 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
              "upper bound and step sign are inconsistent: start " << s << ", end " << e << ", step " << st);
   bool all_int = !start.is_floating() && !end.is_floating() && !step.is_floating();
   DType dt = dtype ? *dtype : all_int ? DType::I64 : kDefaultFloat;
-  int64_t n;
+  check_dtype(dt, "arange");
+  // The count in 128-bit (integers) or double arithmetic: extreme bounds must not wrap.
+  __int128 n128;
   if (all_int) {
-    int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
-    n = c > 0 ? (b - a + c - 1) / c : (a - b + (-c) - 1) / (-c);
+    __int128 a = start.to_int(), b = end.to_int(), c = step.to_int();
+    n128 = c > 0 ? (b - a + c - 1) / c : (a - b + (-c) - 1) / (-c);
   } else {
-    n = static_cast<int64_t>(std::ceil((e - s) / st));
+    double nd = std::ceil((e - s) / st);
+    KILN_CHECK(std::isfinite(nd) && nd < 0x1p63, "arange",
+               "start " << s << ", end " << e << " and step " << st << " give more elements than fit in int64");
+    n128 = static_cast<__int128>(nd);
   }
-  n = std::max<int64_t>(n, 0);
+  KILN_CHECK(n128 <= INT64_MAX, "arange",
+             "start " << s << ", end " << e << " and step " << st << " give more elements than fit in int64");
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(n128), 0);
+  check_shape("arange", {n}, dt);
   ir::Op op = make_op(OpKind::Arange, {n}, {s, st}, dt);
   return detail::run("arange", op, device, {})[0];
 }
 
 Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o) {
   KILN_CHECK(steps >= 0, "linspace", "number of steps must be non-negative, got " << steps);
+  detail::OpScope scope("linspace");
+  check_shape("linspace", {steps}, o.dtype);
+  check_shape("linspace", {steps}, DType::F64);  // the f64 ramp it is computed in
   if (steps == 0) return empty({0}, o);
   if (steps == 1) return full({1}, start, o);
   // PyTorch fills the first half from start and the second half from end (symmetric error).
@@ -186,7 +212,8 @@ Tensor logspace(double start, double end, int64_t steps, double base, const Tens
 Tensor eye(int64_t n, std::optional<int64_t> m, const TensorOptions& o) {
   int64_t cols = m ? *m : n;
   KILN_CHECK(n >= 0 && cols >= 0, "eye", "sizes must be non-negative, got " << n << " x " << cols);
-  Tensor r = zeros({n, cols}, o);
+  detail::OpScope scope("eye");
+  Tensor r = full_impl("eye", {n, cols}, 0, o);
   if (n && cols) r.diagonal().fill_(1);
   return r;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "autodiff/graph.h"
+#include "core/checked.h"
 
 namespace kiln::detail {
 
@@ -23,13 +24,17 @@ Tensor wrap(const ir::TensorDesc& d, const Device& dev, std::shared_ptr<Storage>
   return Tensor(std::move(impl));
 }
 
-Tensor alloc(const Shape& shape, DType dtype, const Device& dev) {
-  for (auto d : shape) KILN_CHECK(d >= 0, "empty", "negative size in shape " << shape);
-  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+Tensor alloc(const Shape& shape, DType dtype, const Device& dev, const char* op) {
+  if (!op) op = OpScope::current("empty");
+  const size_t nbytes = checked_nbytes(shape, dtype, op);
+  OpScope scope(op);  // names the op in an allocation failure (allocator.cpp)
   return wrap(ir::contiguous_desc(shape, dtype), dev, dev.backend()->allocate(nbytes));
 }
 
-Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset) {
+Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset, const char* op) {
+  const Storage* s = t.impl().storage.get();
+  KILN_ASSERT(s != nullptr);
+  check_view_in_storage(shape, strides, offset, t.dtype(), s->nbytes, op);
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
@@ -101,6 +106,7 @@ SmallVec<Storage*, 4> gather_inputs(const char* api, ir::Op& op, const Device& d
 /// Runs op, appending its results to outs (a std::vector, or an InlineVec for one result).
 template <class It, class Outs>
 void run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last, Outs& outs) {
+  OpScope scope(api);
   SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, first, last);
   ir::infer(op);
   outs.reserve(op.outputs.size());

@@ -17,13 +17,17 @@ namespace kiln::detail {
 ir::TensorDesc desc_of(const Tensor& t);
 /// A new tensor handle for descriptor d over storage s.
 Tensor wrap(const ir::TensorDesc& d, const Device& dev, std::shared_ptr<Storage> s);
-/// A fresh contiguous tensor (uninitialised data).
-Tensor alloc(const Shape& shape, DType dtype, const Device& dev);
+/// A fresh contiguous tensor (uninitialised data). Throws kiln::Error("[op] ...") for a negative
+/// size, an invalid dtype, a byte count past int64 or a failed allocation; op defaults to the
+/// op being run on this thread (OpScope), else "empty".
+Tensor alloc(const Shape& shape, DType dtype, const Device& dev, const char* op = nullptr);
 /// A 0-d tensor of s as dtype on dev for an op's input, shared with other calls (Note [Scalar
 /// constants] in creation.cpp): never hand it to user code or write into it.
 Tensor scalar_constant(Scalar s, DType dtype, const Device& dev);
-/// A view of t with new shape/strides/offset sharing its storage.
-Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset);
+/// A view of t with new shape/strides/offset sharing its storage. Throws kiln::Error("[op] ...")
+/// unless every element the view can reach (nearest and furthest, for strides of any sign) lies
+/// inside t's storage (see check_view_in_storage in core/checked.h).
+Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset, const char* op = "view");
 
 /// Throws "[op] expected all tensors on one device, got X and Y" unless they match.
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -97,12 +98,16 @@ std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& xs) {
 }
 
 // ---- repeats --------------------------------------------------------------------------------
-Tensor repeat(const Tensor& x, const Shape& repeats) {
-  detail::check_defined("repeat", x);
+namespace {
+/// repeat, reported as `api` (repeat or tile): the result's shape is computed with checked
+/// arithmetic before anything is allocated.
+Tensor repeat_impl(const char* api, const Tensor& x, const Shape& repeats) {
+  detail::check_defined(api, x);
+  detail::OpScope scope(api);
   KILN_CHECK(
-      static_cast<int64_t>(repeats.size()) >= x.dim(), "repeat",
+      static_cast<int64_t>(repeats.size()) >= x.dim(), api,
       "number of repeat dims " << to_string(repeats) << " can not be smaller than the rank of shape " << x.shape());
-  for (auto r : repeats) KILN_CHECK(r >= 0, "repeat", "repeats must be non-negative, got " << to_string(repeats));
+  for (auto r : repeats) KILN_CHECK(r >= 0, api, "repeats must be non-negative, got " << to_string(repeats));
   size_t k = repeats.size(), lead = k - static_cast<size_t>(x.dim());
   // [1, s0, 1, s1, ...] viewed, expanded to [r0, s0, r1, s1, ...], copied, then merged pairwise.
   Shape inter, expanded, final_shape;
@@ -112,16 +117,20 @@ Tensor repeat(const Tensor& x, const Shape& repeats) {
     inter.push_back(s);
     expanded.push_back(repeats[i]);
     expanded.push_back(s);
-    final_shape.push_back(repeats[i] * s);
+    final_shape.push_back(detail::checked_mul(repeats[i], s, api));
   }
+  detail::checked_nbytes(final_shape, x.dtype(), api);  // the result's numel and bytes fit
   return x.reshape(inter).expand(expanded).clone().view(final_shape);
 }
+}  // namespace
+
+Tensor repeat(const Tensor& x, const Shape& repeats) { return repeat_impl("repeat", x, repeats); }
 
 Tensor tile(const Tensor& x, const Shape& reps) {
   detail::check_defined("tile", x);
   Shape r = reps;
   while (static_cast<int64_t>(r.size()) < x.dim()) r.insert(0, 1);
-  return repeat(x, r);
+  return repeat_impl("tile", x, r);
 }
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
@@ -154,9 +163,12 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   // Row i of v along d appears r[i] times: gather the rows by a host-built index.
   std::vector<int64_t> r = repeats.to_vector<int64_t>();
   std::vector<int64_t> idx;
+  int64_t total = 0;
   for (int64_t i = 0; i < n; ++i) {
     int64_t ri = r[static_cast<size_t>(i)];
     KILN_CHECK(ri >= 0, api, "repeats can not be negative, got " << ri);
+    total = detail::checked_add(total, ri, api);
+    detail::checked_nbytes({total}, DType::I64, api);
     idx.insert(idx.end(), static_cast<size_t>(ri), i);
   }
   Tensor index = from_blob_copy(idx.data(), {static_cast<int64_t>(idx.size())}, DType::I64, v.device());

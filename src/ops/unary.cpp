@@ -192,6 +192,7 @@ Tensor bitwise_not(const Tensor& x) {
 
 Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined("cast", x);
+  check_dtype(dtype, "cast");
   if (x.dtype() == dtype) return x;
   ir::Op op = make_op(OpKind::Cast, {}, {}, dtype);
   return run1("cast", op, {x});

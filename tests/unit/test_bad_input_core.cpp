@@ -1,0 +1,377 @@
+// Hostile sizes and values at the core (issue 40, part A): element and byte counts that overflow,
+// views that would escape their storage, tensor() with the wrong number of values, allocations
+// that cannot succeed and out-of-range DType values. Each must raise a kiln::Error whose text
+// starts with the op's "[name]" (Note [Checked sizes] in src/core/checked.h), on the fused CPU,
+// the plain CPU and the null device, and leave the process and the allocator usable.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+
+/// The devices every case runs on: fused CPU, plain CPU and the null device (shapes only).
+std::vector<Device> devices() { return {Device::cpu(), Device::cpu().without_fusion(), Device::null()}; }
+
+/// The devices that hold data (the null device allocates nothing, so it never runs out).
+std::vector<Device> data_devices() { return {Device::cpu(), Device::cpu().without_fusion()}; }
+
+/// Runs f; expects a kiln::Error whose message starts with "[op] " and contains `part`.
+template <class F>
+void expect_prefixed(F&& f, const std::string& op, const std::string& part = "") {
+  std::string msg;
+  try {
+    f();
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "expected a kiln::Error from [" << op << "]";
+  EXPECT_EQ(msg.rfind("[" + op + "] ", 0), 0u) << "message: " << msg;
+  if (!part.empty()) EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg;
+}
+
+#define EXPECT_BAD(stmt, op, ...) expect_prefixed([&] { (void)(stmt); }, op, ##__VA_ARGS__)
+
+TensorOptions on(const Device& d, DType t = f32) { return {.dtype = t, .device = d}; }
+
+}  // namespace
+
+// ---- 1. element and byte counts -------------------------------------------------------------
+
+TEST(BadInputCore, ZerosOfTwoToThe62Elements) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    // 2^62 f32 elements are 2^64 bytes: the byte count overflows int64.
+    EXPECT_BAD(zeros({int64_t{1} << 62}, on(d)), "zeros", "bytes");
+    EXPECT_BAD(empty({int64_t{1} << 62}, on(d, f64)), "empty", "bytes");
+    EXPECT_BAD(ones({int64_t{1} << 61}, on(d, f64)), "ones");
+    EXPECT_BAD(full({kMax}, 1.5, on(d, i16)), "full");
+  }
+}
+
+TEST(BadInputCore, ElementCountOverflow) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    EXPECT_BAD(zeros({int64_t{1} << 40, int64_t{1} << 40}, on(d)), "zeros", "more elements than fit in int64");
+    EXPECT_BAD(empty({int64_t{1} << 32, int64_t{1} << 32, 0}, on(d)), "empty", "more elements");
+    EXPECT_BAD(zeros({kMax, 2}, on(d, u8)), "zeros");
+    EXPECT_BAD(ones({3, 3, 3, kMax / 4}, on(d, bool_)), "ones");
+    EXPECT_BAD(empty({-1, 4}, on(d)), "empty", "negative");
+    EXPECT_BAD(zeros({4, kMin}, on(d)), "zeros", "negative");
+  }
+}
+
+TEST(BadInputCore, LargestRepresentableShapesStillWorkOnTheNullDevice) {
+  Device n = Device::null();
+  Tensor a = zeros({int64_t{1} << 40, int64_t{1} << 20}, on(n, u8));
+  EXPECT_EQ(a.numel(), int64_t{1} << 60);
+  Tensor b = empty({0, int64_t{1} << 62}, on(n));  // no elements, representable strides
+  EXPECT_EQ(b.numel(), 0);
+  EXPECT_EQ(b.strides(), (Strides{int64_t{1} << 62, 1}));
+  EXPECT_EQ(shape_numel({0, kMax}), 0);
+  EXPECT_BAD(shape_numel({kMax, 2}), "numel");
+  EXPECT_BAD(contiguous_strides({kMax, 2}), "contiguous_strides");
+}
+
+TEST(BadInputCore, ReshapeOfEmptyToAnOverflowingShape) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor e = zeros({0}, on(d));
+    EXPECT_BAD(e.reshape({int64_t{1} << 32, int64_t{1} << 32}), "reshape", "more elements than fit in int64");
+    EXPECT_BAD(e.view({int64_t{1} << 32, int64_t{1} << 32}), "view");
+    EXPECT_BAD(e.reshape({int64_t{1} << 32, int64_t{1} << 32, 0}), "reshape");
+    EXPECT_BAD(e.reshape({kMax, kMax, -1}), "reshape");
+    EXPECT_BAD(reshape(e, {int64_t{1} << 62, 8}), "reshape");
+    EXPECT_EQ(e.reshape({0, int64_t{1} << 40}).shape(), (Shape{0, int64_t{1} << 40}));
+    Tensor x = zeros({4}, on(d));
+    EXPECT_BAD(x.reshape({kMax, kMax}), "reshape");
+    EXPECT_BAD(x.unflatten(0, {kMax, kMax}), "unflatten");
+  }
+}
+
+TEST(BadInputCore, RepeatAndTileToHugeShapes) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = ones({4}, on(d));
+    EXPECT_BAD(x.repeat({int64_t{1} << 62}), "repeat");
+    EXPECT_BAD(repeat(x, {int64_t{1} << 32, int64_t{1} << 32}), "repeat");
+    EXPECT_BAD(tile(x, {int64_t{1} << 62}), "tile");
+    EXPECT_BAD(tile(x, {kMax, 1}), "tile");
+    EXPECT_BAD(x.repeat({-1}), "repeat");
+    EXPECT_EQ(x.repeat({2, 0}).shape(), (Shape{2, 0}));
+  }
+}
+
+TEST(BadInputCore, EyeArangeLinspaceOfHugeSizes) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    EXPECT_BAD(eye(int64_t{1} << 32, std::nullopt, on(d)), "eye");
+    EXPECT_BAD(eye(int64_t{1} << 31, int64_t{1} << 31, on(d)), "eye");
+    EXPECT_BAD(eye(kMax, 2, on(d)), "eye");
+    EXPECT_BAD(arange(0, kMax, 1, i64, d), "arange");
+    EXPECT_BAD(arange(kMin, kMax, 1, i64, d), "arange");
+    EXPECT_BAD(arange(kMax, kMin, -1, i64, d), "arange");
+    EXPECT_BAD(arange(0.0, 1e300, 1.0, f32, d), "arange");
+    EXPECT_BAD(arange(0.0, 1e300, 1e-300, f64, d), "arange");
+    EXPECT_BAD(linspace(0, 1, int64_t{1} << 62, on(d)), "linspace");
+    EXPECT_BAD(linspace(0, 1, kMax, on(d)), "linspace");
+    EXPECT_BAD(logspace(0, 1, kMax, 10.0, on(d)), "linspace");
+  }
+}
+
+TEST(BadInputCore, ExpandOfHugeShapes) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor one = ones({1}, on(d));
+    Tensor big = one.expand({int64_t{1} << 62});  // a view of stride 0 is fine
+    EXPECT_EQ(big.numel(), int64_t{1} << 62);
+    EXPECT_BAD(big.contiguous(), "contiguous", "bytes");
+    EXPECT_BAD(big.clone(), "clone");
+    EXPECT_BAD(one.expand({int64_t{1} << 40, int64_t{1} << 40}), "expand", "more elements");
+    EXPECT_BAD(one.expand({kMax, kMax, 1}), "expand");
+    EXPECT_BAD(broadcast_to(one, {int64_t{1} << 32, int64_t{1} << 32}), "expand");
+  }
+}
+
+TEST(BadInputCore, ArangeWithExtremeButValidBoundsWorks) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    EXPECT_EQ(arange(kMin, kMax, kMax, i64, d).shape(), (Shape{3}));
+    EXPECT_EQ(arange(kMax, kMin, kMin + 1, i64, d).shape(), (Shape{3}));
+    EXPECT_EQ(arange(kMax - 1, kMax, 1, i64, d).shape(), (Shape{1}));
+  }
+}
+
+// ---- 2. views inside their storage --------------------------------------------------------
+
+TEST(BadInputCore, NarrowPastTheEndOverflows) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = zeros({1000}, on(d));
+    EXPECT_BAD(x.narrow(0, kMax - 5, 10), "narrow");
+    EXPECT_BAD(x.narrow(0, 995, kMax), "narrow");
+    EXPECT_BAD(x.narrow(0, -5, kMax), "narrow");
+    EXPECT_BAD(x.narrow(0, kMin, 1), "narrow");
+    EXPECT_BAD(narrow(x, 0, 1000, 1), "narrow");
+    EXPECT_EQ(x.narrow(0, 1000, 0).numel(), 0);
+    EXPECT_EQ(x.narrow(0, 990, 10).storage_offset(), 990);
+  }
+}
+
+TEST(BadInputCore, NarrowPastTheEndCannotWrite) {
+  Tensor x = zeros({1000}, on(Device::cpu().without_fusion()));
+  EXPECT_BAD(x.narrow(0, kMax - 5, 10).fill_(7), "narrow");
+  EXPECT_EQ(x.sum().item<double>(), 0.0);
+}
+
+TEST(BadInputCore, AsStridedMustStayInsideItsStorage) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = zeros({1000}, on(d));
+    EXPECT_BAD(x.as_strided({3}, {int64_t{1} << 62}, 0), "as_strided", "outside its storage");
+    EXPECT_BAD(x.as_strided({2}, {kMax}, 0), "as_strided");
+    EXPECT_BAD(x.as_strided({3}, {kMax / 2 + 1}, 0), "as_strided");
+    EXPECT_BAD(x.as_strided({2, 2}, {kMax, kMax}, 1), "as_strided");
+    EXPECT_BAD(x.as_strided({1}, {1}, 1000), "as_strided");
+    EXPECT_BAD(x.as_strided({1}, {1}, -1), "as_strided");
+    EXPECT_BAD(x.as_strided({1}, {1}, kMax), "as_strided");
+    EXPECT_BAD(x.as_strided({3}, {-1}, 1), "as_strided");  // reaches element -1
+    EXPECT_BAD(x.as_strided({2}, {kMin}, 0), "as_strided");
+    EXPECT_BAD(x.as_strided({2}, {kMin}, kMax), "as_strided");
+    EXPECT_BAD(x.as_strided({1001}, {1}, 0), "as_strided");
+    EXPECT_BAD(x.as_strided({10, 10, 11}, {100, 10, 1}, 0), "as_strided");
+    EXPECT_BAD(x.as_strided({-1}, {1}, 0), "as_strided");
+    EXPECT_BAD(x.as_strided({2}, {1, 1}, 0), "as_strided");
+    // In bounds: negative strides from a high offset, stride 0, empty views anywhere >= 0.
+    EXPECT_EQ(x.as_strided({3}, {-1}, 2).numel(), 3);
+    EXPECT_EQ(x.as_strided({1000}, {1}, 0).numel(), 1000);
+    EXPECT_EQ(x.as_strided({5, 7}, {0, 1}, 993).numel(), 35);
+    EXPECT_EQ(x.as_strided({0, 3}, {kMax, 1}, 5000).numel(), 0);
+    EXPECT_EQ(x.as_strided({1}, {kMax}, 999).numel(), 1);
+  }
+}
+
+TEST(BadInputCore, ViewsOfViewsStayInside) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = zeros({10, 10}, on(d));
+    Tensor v = x.narrow(0, 5, 5);
+    EXPECT_BAD(v.as_strided({6, 10}, {10, 1}, v.storage_offset()), "as_strided");
+    EXPECT_EQ(v.as_strided({5, 10}, {10, 1}, v.storage_offset()).numel(), 50);
+    EXPECT_BAD(v.narrow(0, kMax, 1), "narrow");
+    EXPECT_BAD(x.select(0, kMax), "select");
+    EXPECT_BAD(x.select(1, kMin), "select");
+    Tensor f = x.flip({0, 1});
+    EXPECT_EQ(f.storage_offset(), 99);
+    EXPECT_BAD(f.as_strided({11}, {-10}, 99), "as_strided");
+    EXPECT_EQ(f.as_strided({10}, {-10}, 99).numel(), 10);
+  }
+}
+
+TEST(BadInputCore, DiagonalWithAHugeOffsetIsEmpty) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = zeros({4, 5}, on(d));
+    EXPECT_EQ(x.diagonal(kMax).numel(), 0);
+    EXPECT_EQ(x.diagonal(kMin).numel(), 0);
+    EXPECT_EQ(x.diagonal(-3).numel(), 1);
+  }
+}
+
+TEST(BadInputCore, SliceWithHugeStepsAndBounds) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = zeros({10, 3}, on(d));
+    Tensor s = x.slice(0, 0, std::nullopt, kMax);
+    EXPECT_EQ(s.shape(), (Shape{1, 3}));
+    EXPECT_EQ(x.slice(0, kMin, kMax, 3).shape(), (Shape{4, 3}));
+    EXPECT_EQ(x.slice(0, kMax, kMin).shape(), (Shape{0, 3}));
+    EXPECT_EQ(x.slice(1, 1, std::nullopt, kMax / 2).shape(), (Shape{10, 1}));
+    EXPECT_BAD(x.slice(0, 0, 10, 0), "slice");
+    EXPECT_BAD(x.slice(0, 0, 10, kMin), "slice");
+  }
+}
+
+TEST(BadInputCore, UnsqueezeAndPermuteOfHugeStrideViews) {
+  Tensor x = zeros({1000}, on(Device::null()));
+  Tensor v = x.as_strided({1, 2}, {kMax, 1}, 0);  // one row: the huge stride is never used
+  EXPECT_EQ(v.unsqueeze(2).shape(), (Shape{1, 2, 1}));
+  EXPECT_EQ(v.t().shape(), (Shape{2, 1}));
+  EXPECT_BAD(v.unsqueeze(0).as_strided({2, 2}, {kMax, 1}, 0), "as_strided");
+}
+
+// ---- 3. tensor(values, shape) --------------------------------------------------------------
+
+TEST(BadInputCore, TensorValuesMustMatchTheShape) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    EXPECT_BAD(tensor(std::vector<float>{1, 2, 3}, {4096, 4096}, d), "tensor", "3 values");
+    EXPECT_BAD(tensor(std::vector<float>{1, 2, 3}, {2, 2}, d), "tensor", "[2, 2]");
+    EXPECT_BAD(tensor(std::vector<float>{1, 2, 3, 4, 5}, {2, 2}, d), "tensor");
+    EXPECT_BAD(tensor(std::vector<int64_t>{}, {1}, d), "tensor");
+    EXPECT_BAD(tensor({1.f, 2.f}, {3}, d), "tensor");
+    EXPECT_BAD(tensor({1, 2, 3}, Shape{}, d), "tensor");
+    EXPECT_BAD(tensor(std::vector<bool>{true, false}, {3}, d), "tensor");
+    EXPECT_BAD(tensor({true}, {2}, d), "tensor");
+    EXPECT_BAD(tensor(std::vector<float>{1}, {int64_t{1} << 62, 4}, d), "tensor");
+    EXPECT_BAD(tensor(std::vector<float>{1}, {-1}, d), "tensor", "negative");
+    EXPECT_BAD(from_blob_copy(nullptr, 1, {2}, f32, d), "tensor");
+    EXPECT_EQ(tensor(std::vector<float>{}, {0, 5}, d).shape(), (Shape{0, 5}));
+    EXPECT_EQ(tensor({7.f}, Shape{}, d).shape(), Shape{});
+    EXPECT_EQ(tensor(std::vector<double>{1, 2, 3, 4}, {2, 2}, d).numel(), 4);
+  }
+  EXPECT_EQ(tensor({1.f, 2.f, 3.f, 4.f}, {2, 2}).to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
+// ---- 4. out of memory ----------------------------------------------------------------------
+// Sizes are chosen to fail at allocation (2^47 bytes and more exceed the address space of
+// x86-64 user space and any machine's memory), so nothing is ever touched.
+
+TEST(BadInputCore, EmptyTooLargeForMemoryOnThePlainCpu) {
+  Device d = Device::cpu().without_fusion();
+  const MemoryStats before = memory_stats(d);
+  EXPECT_BAD(empty({int64_t{1} << 45}, on(d)), "empty", "out of memory");
+  EXPECT_BAD(empty({int64_t{1} << 45}, on(d)), "empty", "memory_stats");
+  EXPECT_BAD(zeros({int64_t{1} << 50}, on(d, u8)), "zeros", "1125899906842624 bytes");
+  EXPECT_BAD(ones({int64_t{1} << 59}, on(d, f64)), "ones", "out of memory");
+  EXPECT_BAD(ones({int64_t{1} << 60}, on(d, f64)), "ones", "INT64_MAX bytes");
+  EXPECT_EQ(memory_stats(d).in_use, before.in_use);
+  // The allocator still serves ordinary requests afterwards.
+  Tensor ok = ones({1000}, on(d));
+  EXPECT_EQ(ok.sum().item<double>(), 1000.0);
+}
+
+TEST(BadInputCore, ZerosTooLargeForMemoryOnTheFusedCpu) {
+  Device d = Device::cpu();
+  // The fused CPU may allocate lazily: the error surfaces at creation or at the sync point.
+  std::string msg = test::error_of([&] {
+    Tensor t = zeros({int64_t{1} << 45}, on(d));
+    sync(d);
+    (void)t.narrow(0, 0, 1).item<float>();
+  });
+  EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("140737488355328 bytes"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.rfind("[zeros] ", 0) == 0 || msg.rfind("[sync] ", 0) == 0) << msg;
+  EXPECT_EQ(ones({4}, on(d)).sum().item<float>(), 4.f);
+}
+
+TEST(BadInputCore, CastToAWiderDtypeTooLargeForMemory) {
+  for (const Device& d : data_devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = ones({1}, on(d, u8)).expand({int64_t{1} << 45});
+    std::string msg = test::error_of([&] {
+      Tensor y = x.to(f64);
+      sync(d);
+      (void)y.narrow(0, 0, 1).item<double>();
+    });
+    EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("[", 0), 0u) << msg;
+  }
+  // The plain CPU allocates at the call: the error names the op the user called.
+  Tensor x = ones({1}, on(Device::cpu().without_fusion(), u8)).expand({int64_t{1} << 45});
+  EXPECT_BAD(x.contiguous(), "contiguous", "out of memory");
+  EXPECT_BAD(x.to(f64), "cast", "out of memory");
+  // On the null device nothing is allocated, so a huge cast is only a shape.
+  Tensor n = ones({1}, on(Device::null(), u8)).expand({int64_t{1} << 45}).to(f64);
+  EXPECT_EQ(n.dtype(), f64);
+}
+
+// ---- 6. out-of-range DType values ----------------------------------------------------------
+
+TEST(BadInputCore, OutOfRangeDtypesInCreation) {
+  const DType bad = static_cast<DType>(200);
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    EXPECT_BAD(zeros({2}, on(d, bad)), "zeros", "invalid dtype value 200");
+    EXPECT_BAD(empty({2}, on(d, bad)), "empty", "invalid dtype");
+    EXPECT_BAD(ones({}, on(d, static_cast<DType>(kNumDTypes))), "ones", "invalid dtype value 10");
+    EXPECT_BAD(full({3}, 1.0, on(d, static_cast<DType>(255))), "full", "255");
+    EXPECT_BAD(eye(3, std::nullopt, on(d, bad)), "eye");
+    EXPECT_BAD(arange(0, 5, 1, static_cast<DType>(42), d), "arange");
+    EXPECT_BAD(linspace(0, 1, 5, on(d, bad)), "linspace");
+    EXPECT_BAD(scalar_tensor(1.0, static_cast<DType>(99), d), "scalar_tensor");
+    EXPECT_BAD(from_blob_copy("abcd", {4}, static_cast<DType>(77), d), "tensor");
+  }
+}
+
+TEST(BadInputCore, OutOfRangeDtypesInCasts) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = ones({2, 3}, on(d));
+    EXPECT_BAD(x.to(static_cast<DType>(42)), "to", "invalid dtype value 42");
+    EXPECT_BAD(cast(x, static_cast<DType>(42)), "cast", "42");
+    EXPECT_BAD(x.to(d, static_cast<DType>(77)), "to", "77");
+    EXPECT_BAD(x.to(Device::null(), static_cast<DType>(77)), "to");
+    EXPECT_BAD(x.copy_(ones({2, 3}, on(d, static_cast<DType>(77)))), "ones");
+    EXPECT_EQ(x.to(f64).dtype(), f64);  // still fine afterwards
+  }
+}
+
+TEST(BadInputCore, DtypeTablesAreSafeForAnyValue) {
+  for (int v = kNumDTypes; v < 256; v += 7) {
+    const DType t = static_cast<DType>(v);
+    EXPECT_FALSE(is_valid_dtype(t));
+    EXPECT_EQ(dtype_name(t), "dtype(" + std::to_string(v) + ")");
+    EXPECT_EQ(to_string(t), "dtype(" + std::to_string(v) + ")");
+    EXPECT_BAD(dtype_size(t), "dtype_size", "invalid dtype value " + std::to_string(v));
+    EXPECT_BAD(promote_types(t, f32), "promote_types");
+    EXPECT_BAD(promote_types(f32, t), "promote_types");
+    EXPECT_BAD(check_dtype(t, "my_op"), "my_op");
+  }
+  EXPECT_EQ(dtype_name(static_cast<DType>(255)), "dtype(255)");
+  for (int v = 0; v < kNumDTypes; ++v) {
+    EXPECT_TRUE(is_valid_dtype(static_cast<DType>(v)));
+    EXPECT_NO_THROW(check_dtype(static_cast<DType>(v), "my_op"));
+  }
+  static_assert(dtype_size(f64) == 8 && dtype_size(bool_) == 1);  // still usable in constant expressions
+}
