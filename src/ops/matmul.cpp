@@ -122,6 +122,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t ra = a.dim(), rb = b.dim();
   KILN_CHECK(ra >= 1 && rb >= 1, api,
              "both arguments to matmul need to be at least 1D, but they are " << ra << "D and " << rb << "D");
+  // The inner sizes are checked here, so that the error names matmul, not the dot or mm it calls.
+  const int64_t ka = a.size(-1), kb = rb == 1 ? b.size(0) : b.size(-2);
+  KILN_CHECK(ka == kb, api,
+             "shapes " << a.shape() << " and " << b.shape() << " cannot be multiplied (" << (ra == 1 ? 1 : a.size(-2))
+                       << "x" << ka << " and " << kb << "x" << (rb == 1 ? 1 : b.size(-1)) << ")");
   if (ra == 1 && rb == 1) return dot(a, b);
   if (ra == 2 && rb == 2) return mm(a, b);
   Tensor a2 = ra == 1 ? a.unsqueeze(0) : a;

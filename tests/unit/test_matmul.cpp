@@ -140,7 +140,7 @@ TEST(Matmul, Errors) {
   expect_error([] { matmul(scalar_tensor(1.f), ones({3})); }, "matmul", "at least 1D");
   expect_error([] { matmul(ones({2, 2, 3}), ones({4, 5})); }, "matmul", "2x3 and 4x5");
   expect_error([] { matmul(ones({2, 2, 3}), ones({3, 3, 4})); }, "matmul", "[2, 2, 3]");
-  expect_error([] { matmul(ones({2, 3}), ones({4, 5})); }, "mm", "2x3 and 4x5");
+  expect_error([] { matmul(ones({2, 3}), ones({4, 5})); }, "matmul", "2x3 and 4x5");
   expect_error([] { mm(ones({3}), ones({3, 2})); }, "mm", "matrix");
   expect_error([] { bmm(ones({2, 3}), ones({2, 3, 4})); }, "bmm", "3D");
   expect_error([] { bmm(ones({2, 3, 4}), ones({3, 4, 5})); }, "bmm", "[2, 4]");
