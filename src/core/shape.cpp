@@ -69,14 +69,17 @@ void check_view_in_storage(const Shape& shape, const Strides& strides, int64_t o
 
 }  // namespace detail
 
-int64_t shape_numel(const Shape& s) { return detail::checked_numel(s, "numel"); }
+// Without an op name of their own, these name the user op running on this thread (OpScope).
+int64_t shape_numel(const Shape& s) { return detail::checked_numel(s, detail::OpScope::current("numel")); }
 
 Strides contiguous_strides(const Shape& s) {
   Strides st(s.size());
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc = detail::checked_mul(acc, std::max<int64_t>(s[i], 1), "contiguous_strides");
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc)) [[unlikely]]
+      KILN_CHECK(false, detail::OpScope::current("contiguous_strides"),
+                 "shape " << s << " has more elements than fit in int64");
   }
   return st;
 }

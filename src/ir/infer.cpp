@@ -2,6 +2,7 @@
 // Shape and dtype inference for every primitive, by family.
 #include <algorithm>
 
+#include "core/checked.h"
 #include "ir/infer_families.h"
 #include "ir/op.h"
 #include "kiln/error.h"
@@ -191,7 +192,7 @@ void infer(Op& op) {
             if (static_cast<int64_t>(j) != d)
               KILN_CHECK(si[j] == s[j], name,
                          "sizes must match except in dim " << d << ": " << op.inputs[0].shape << " vs " << si);
-          s[static_cast<size_t>(d)] += si[static_cast<size_t>(d)];
+          s[static_cast<size_t>(d)] = detail::checked_add(s[static_cast<size_t>(d)], si[static_cast<size_t>(d)], name);
         }
         op.outputs = {contiguous_desc(s, op.inputs[0].dtype)};
       } else {  // Pad
@@ -210,7 +211,7 @@ void infer(Op& op) {
                             ((lo == 0 && hi == 0) ||
                              (n > 0 && (mode != 1 || (lo < n && hi < n)) && (mode != 3 || (lo <= n && hi <= n))))),
               name, "padding (" << lo << ", " << hi << ") is invalid in mode " << mode << " for shape " << x.shape);
-          s[d] += lo + hi;
+          s[d] = detail::checked_add(detail::checked_add(s[d], lo, name), hi, name);
           KILN_CHECK(s[d] >= 0, name,
                      "padding makes dim " << static_cast<long long>(d) << " negative for shape " << x.shape);
         }

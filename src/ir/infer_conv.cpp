@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Shape and dtype inference for the conv family (ops.def documents the attributes).
+#include <algorithm>
+
+#include "core/checked.h"
 #include "ir/infer_families.h"
 #include "kiln/error.h"
 
@@ -79,10 +82,11 @@ void infer_conv(Op& op) {
     out[1] = O;
     for (int64_t i = 0; i < nsp; ++i) {
       const size_t d = static_cast<size_t>(2 + i);
-      const int64_t eff = dil(i) * (w.shape[d] - 1) + 1;
-      KILN_CHECK(x.shape[d] + 2 * pad(i) >= eff, name,
-                 "kernel size " << eff << " (dilated) is larger than the padded input size " << x.shape[d] + 2 * pad(i)
-                                << " (input " << x.shape << ", weight " << w.shape << ")");
+      const int64_t eff = detail::checked_add(detail::checked_mul(dil(i), w.shape[d] - 1, name), 1, name);
+      const int64_t padded = detail::checked_add(x.shape[d], detail::checked_mul(2, pad(i), name), name);
+      KILN_CHECK(padded >= eff, name,
+                 "kernel size " << eff << " (dilated) is larger than the padded input size " << padded << " (input "
+                                << x.shape << ", weight " << w.shape << ")");
       out[d] = conv_out_size(x.shape[d], w.shape[d], stride(i), pad(i), dil(i));
     }
     if (conv_has_bias(op)) {
@@ -102,9 +106,10 @@ void infer_conv(Op& op) {
         KILN_CHECK(k >= 1 && st >= 1 && pd >= 0 && 2 * pd <= k, name,
                    "fused max pool: kernel " << k << ", stride " << st << " and padding " << pd
                                              << " must be positive, positive and at most half the kernel");
-        KILN_CHECK(d + 2 * pd >= k, name,
-                   "fused max pool: kernel " << k << " is larger than the padded convolution output " << d + 2 * pd);
-        out[2 + i] = (d + 2 * pd - k) / st + 1;
+        const int64_t padded = detail::checked_add(d, detail::checked_mul(2, pd, name), name);
+        KILN_CHECK(padded >= k, name,
+                   "fused max pool: kernel " << k << " is larger than the padded convolution output " << padded);
+        out[2 + i] = (padded - k) / st + 1;
       }
     }
   } else if (op.kind == OpKind::ConvTranspose) {
@@ -119,7 +124,12 @@ void infer_conv(Op& op) {
       KILN_CHECK(ext(i) >= 0 && (ext(i) < stride(i) || ext(i) < dil(i)), name,
                  "output_padding " << ext(i) << " must be smaller than either stride " << stride(i) << " or dilation "
                                    << dil(i));
-      out[d] = (x.shape[d] - 1) * stride(i) - 2 * pad(i) + dil(i) * (w.shape[d] - 1) + ext(i) + 1;
+      // In 128 bits, then checked: every term may be as large as int64 allows.
+      const __int128 o = static_cast<__int128>(x.shape[d] - 1) * stride(i) - static_cast<__int128>(2) * pad(i) +
+                         static_cast<__int128>(dil(i)) * (w.shape[d] - 1) + ext(i) + 1;
+      KILN_CHECK(o <= INT64_MAX, name,
+                 "output size does not fit in int64 (input " << x.shape << ", weight " << w.shape << ")");
+      out[d] = static_cast<int64_t>(std::max<__int128>(o, INT64_MIN));
       KILN_CHECK(out[d] >= 1 || x.shape[d] == 0, name,
                  "output size " << out[d] << " is too small (input " << x.shape << ", weight " << w.shape << ")");
       if (out[d] < 0) out[d] = 0;
@@ -140,8 +150,9 @@ void infer_conv(Op& op) {
       const size_t d = static_cast<size_t>(2 + i);
       const int64_t k = ext(i);
       KILN_CHECK(k >= 1, name, "kernel size must be positive, got " << k);
-      const int64_t eff = dil(i) * (k - 1) + 1;
-      KILN_CHECK(x.shape[d] + 2 * pad(i) >= eff && (x.shape[d] + 2 * pad(i) - eff) / stride(i) + 1 == w.shape[d], name,
+      const int64_t eff = detail::checked_add(detail::checked_mul(dil(i), k - 1, name), 1, name);
+      const int64_t padded = detail::checked_add(x.shape[d], detail::checked_mul(2, pad(i), name), name);
+      KILN_CHECK(padded >= eff && (padded - eff) / stride(i) + 1 == w.shape[d], name,
                  "grad_output " << w.shape << " does not match input " << x.shape << " with kernel size " << k);
       out[d] = k;
     }

@@ -11,12 +11,17 @@ namespace {
 
 /// PyTorch's pooling_output_shape: floor or ceil division, and with ceil_mode the last window
 /// must start inside the input or the left padding.
-int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
-  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  int64_t q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
-  int64_t out = q + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+/// Computed in 128 bits (every argument may be as large as int64 allows); a result outside
+/// int64 raises kiln::Error("[name] ...").
+int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode, const char* name) {
+  using I = __int128;
+  I num = I{in} + I{2} * pad - I{dil} * (k - 1) - 1 + (ceil_mode ? I{stride} - 1 : I{0});
+  I q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
+  I out = q + 1;
+  if (ceil_mode && (out - 1) * stride >= I{in} + pad) --out;
+  KILN_CHECK(out <= INT64_MAX && out >= INT64_MIN, name,
+             "output size does not fit in int64 (input size " << in << ", kernel " << k << ", padding " << pad << ")");
+  return static_cast<int64_t>(out);
 }
 
 }  // namespace
@@ -46,7 +51,7 @@ void infer_pool(Op& op) {
                    "kernel, stride and dilation must be positive and padding non-negative");
         KILN_CHECK(p <= k / 2, name,
                    "pad should be at most half of kernel size, but got pad=" << p << ", kernel_size=" << k);
-        int64_t o = pool_out(x.shape[2 + d], k, p, s, dil, ceil_mode);
+        int64_t o = pool_out(x.shape[2 + d], k, p, s, dil, ceil_mode, name);
         KILN_CHECK(o >= 1, name,
                    "input spatial shape " << x.shape << " is too small for the window: output size " << o);
         out.push_back(o);

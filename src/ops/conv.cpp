@@ -8,11 +8,33 @@
 #include <sstream>
 #include <vector>
 
+#include "core/checked.h"
 #include "kiln/autodiff.h"
 #include "ops/conv_epilogue.h"
 #include "ops/dispatch.h"
 
+namespace kiln::detail {
+namespace {
+/// (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1, the output size of a
+/// transposed convolution, in 128 bits; kiln::Error("[api] ...") when it does not fit in int64.
+int64_t transposed_size(const char* api, int64_t in, int64_t k, int64_t stride, int64_t padding, int64_t dilation,
+                        int64_t output_padding) {
+  using I = __int128;
+  const I o = (I{in} - 1) * stride - I{2} * padding + I{dilation} * (I{k} - 1) + output_padding + 1;
+  KILN_CHECK(o <= INT64_MAX && o >= INT64_MIN, api,
+             "output size does not fit in int64 (input size " << in << ", kernel size " << k << ", stride " << stride
+                                                              << ", padding " << padding << ", dilation " << dilation
+                                                              << ")");
+  return static_cast<int64_t>(o);
+}
+}  // namespace
+}  // namespace kiln::detail
+
 namespace kiln::nn::functional {
+
+using detail::checked_add;
+using detail::checked_mul;
+using detail::transposed_size;
 
 using detail::make_op;
 using ir::OpKind;
@@ -137,7 +159,7 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
   KILN_CHECK(O % G == 0, api,
              "Given groups=" << G << ", expected weight to be divisible by " << G
                              << " at dimension 0, but got weight of size " << weight.shape() << " instead");
-  KILN_CHECK(C == weight.size(1) * G, api,
+  KILN_CHECK(C == checked_mul(weight.size(1), G, api), api,
              "Given groups=" << G << ", weight of size " << weight.shape() << ", expected input" << x.shape()
                              << " to have " << weight.size(1) * G << " channels, but got " << C << " channels instead");
   if (bias.defined())
@@ -145,7 +167,8 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
                "Given weight of size " << weight.shape() << ", expected bias to be 1-dimensional with " << O
                                        << " elements, but got bias of size " << bias.shape() << " instead");
   Dims eff(static_cast<size_t>(nsp));
-  for (int64_t i = 0; i < nsp; ++i) eff[i] = p.dilation[i] * (weight.size(2 + i) - 1) + 1;
+  for (int64_t i = 0; i < nsp; ++i)
+    eff[i] = checked_add(checked_mul(p.dilation[i], weight.size(2 + i) - 1, api), 1, api);
   if (mode == Padding::Mode::Same) {
     for (auto s : p.stride) KILN_CHECK(s == 1, api, "padding='same' is not supported for strided convolutions");
     // Total padding eff - 1 per dim: half on each side, the odd one on the right (PyTorch).
@@ -163,7 +186,7 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
   Dims padded(static_cast<size_t>(nsp)), ksz(static_cast<size_t>(nsp));
   bool fits = true;
   for (int64_t i = 0; i < nsp; ++i) {
-    padded[i] = x.size(2 + i) + 2 * p.padding[i];
+    padded[i] = checked_add(x.size(2 + i), checked_mul(2, p.padding[i], api), api);
     ksz[i] = eff[i];
     fits &= padded[i] >= eff[i];
   }
@@ -182,7 +205,7 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
       out.push_back(ir::conv_out_size(x.size(2 + i), weight.size(2 + i), p.stride[i], p.padding[i], p.dilation[i]));
     if (epi->residual.defined() && epi->residual.shape() != out) return {};
     for (size_t i = 0; i < epi->pool_kernel.size() && nsp == 2; ++i)
-      if (out[2 + i] + 2 * epi->pool_padding[i] < epi->pool_kernel[i]) return {};
+      if (checked_add(out[2 + i], checked_mul(2, epi->pool_padding[i], api), api) < epi->pool_kernel[i]) return {};
   }
   Tensor y = epi ? run_epilogue_op(api, op, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
   return batched ? y : y.squeeze({0});
@@ -207,7 +230,7 @@ Tensor conv_transpose_nd(const char* api, int64_t nsp, const Tensor& input, cons
              "Given transposed=1, weight of size " << weight.shape() << ", expected input" << x.shape() << " to have "
                                                    << weight.size(0) << " channels, but got " << C
                                                    << " channels instead");
-  const int64_t O = weight.size(1) * G;
+  const int64_t O = checked_mul(weight.size(1), G, api);
   if (bias.defined())
     KILN_CHECK(bias.dim() == 1 && bias.size(0) == O, api,
                "Given transposed=1, weight of size " << weight.shape() << ", expected bias to be 1-dimensional with "
@@ -220,7 +243,7 @@ Tensor conv_transpose_nd(const char* api, int64_t nsp, const Tensor& input, cons
                "output padding must be smaller than either stride or dilation, but got output_padding "
                    << op_pad << ", stride " << p.stride << ", dilation " << p.dilation);
     in[i] = x.size(2 + i);
-    out[i] = (in[i] - 1) * p.stride[i] - 2 * p.padding[i] + p.dilation[i] * (weight.size(2 + i) - 1) + op_pad[i] + 1;
+    out[i] = transposed_size(api, in[i], weight.size(2 + i), p.stride[i], p.padding[i], p.dilation[i], op_pad[i]);
     positive &= out[i] > 0;
   }
   KILN_CHECK(positive, api,
@@ -301,9 +324,13 @@ Blocks block_params(const char* api, const IntList& kernel_size, const IntList& 
 /// Number of block positions along each dim for a (padded) image of size hw; throws when < 1.
 Dims block_counts(const char* api, const Dims& hw, const Blocks& b) {
   Dims n(2);
-  for (int i = 0; i < 2; ++i) n[i] = (hw[i] + 2 * b.pad[i] - (b.dil[i] * (b.k[i] - 1) + 1)) / b.stride[i] + 1;
-  const bool ok = n[0] >= 1 && n[1] >= 1 && hw[0] + 2 * b.pad[0] >= b.dil[0] * (b.k[0] - 1) + 1 &&
-                  hw[1] + 2 * b.pad[1] >= b.dil[1] * (b.k[1] - 1) + 1;
+  Dims padded(2), eff(2);
+  for (int i = 0; i < 2; ++i) {
+    padded[i] = checked_add(hw[i], checked_mul(2, b.pad[i], api), api);
+    eff[i] = checked_add(checked_mul(b.dil[i], b.k[i] - 1, api), 1, api);
+    n[i] = (padded[i] - eff[i]) / b.stride[i] + 1;
+  }
+  const bool ok = n[0] >= 1 && n[1] >= 1 && padded[0] >= eff[0] && padded[1] >= eff[1];
   KILN_CHECK(ok, api,
              "Given input with spatial size " << hw << ", kernel_size=" << b.k << ", dilation=" << b.dil << ", padding="
                                               << b.pad << ", calculated shape of the array of sliding blocks as "
@@ -354,15 +381,16 @@ Tensor fold(const Tensor& input, IntList output_size, IntList kernel_size, IntLi
           << CK << " and kernel_size=" << b.k);
   const Dims n = block_counts(api, hw, b);
   KILN_CHECK(
-      L == n[0] * n[1], api,
+      L == checked_mul(n[0], n[1], api), api,
       "Given output_size=" << hw << ", kernel_size=" << b.k << ", dilation=" << b.dil << ", padding=" << b.pad
                            << ", stride=" << b.stride
                            << ", expected size of input's dimension 2 to match the calculated number of sliding blocks "
                            << n[0] << " * " << n[1] << " = " << n[0] * n[1] << ", but got input.size(2)=" << L << ".");
-  const int64_t C = CK / K, Hp = hw[0] + 2 * b.pad[0], Wp = hw[1] + 2 * b.pad[1];
+  const int64_t C = CK / K, Hp = checked_add(hw[0], checked_mul(2, b.pad[0], api), api),
+                Wp = checked_add(hw[1], checked_mul(2, b.pad[1], api), api);
   // Flat padded-pixel index of every (ki, kj, i, j), the order unfold lays blocks out in; index_add
   // then sums overlapping blocks in that fixed order.
-  std::vector<int64_t> idx(static_cast<size_t>(K * L));
+  std::vector<int64_t> idx(static_cast<size_t>(checked_mul(K, L, api)));
   size_t t = 0;
   for (int64_t ki = 0; ki < b.k[0]; ++ki)
     for (int64_t kj = 0; kj < b.k[1]; ++kj)
@@ -383,6 +411,10 @@ Tensor fold(const Tensor& input, IntList output_size, IntList kernel_size, IntLi
 // ---- torch.nn.grad ------------------------------------------------------------------------------
 
 namespace kiln::nn::grad {
+
+using detail::checked_add;
+using detail::checked_mul;
+using detail::transposed_size;
 
 namespace {
 
@@ -405,8 +437,8 @@ Tensor conv_input_nd(const char* api, int64_t nsp, const Shape& input_size, cons
                "expected positive stride and dilation and non-negative padding, got stride "
                    << stride << ", padding " << padding << ", dilation " << dilation);
     const int64_t base =
-        (grad_output.size(2 + i) - 1) * stride[i] - 2 * padding[i] + dilation[i] * (weight.size(2 + i) - 1) + 1;
-    op_pad[i] = input_size[static_cast<size_t>(2 + i)] - base;
+        transposed_size(api, grad_output.size(2 + i), weight.size(2 + i), stride[i], padding[i], dilation[i], 0);
+    op_pad[i] = checked_add(input_size[static_cast<size_t>(2 + i)], -base, api);
   }
   Tensor r = functional::conv_transpose_nd(
       api, nsp, grad_output, weight, Tensor(),
@@ -432,19 +464,21 @@ Tensor conv_weight_nd(const char* api, int64_t nsp, const Tensor& input, const S
                  << dtype_name(input.dtype()).data() << " and " << dtype_name(grad_output.dtype()).data());
   const int64_t G = o.groups;
   KILN_CHECK(G > 0, api, "non-positive groups is not supported, got groups=" << G);
-  KILN_CHECK(weight_size[0] == grad_output.size(1) && weight_size[1] * G == input.size(1) && weight_size[0] % G == 0,
+  KILN_CHECK(weight_size[0] == grad_output.size(1) && checked_mul(weight_size[1], G, api) == input.size(1) &&
+                 weight_size[0] % G == 0,
              api,
              "weight_size " << weight_size << " with groups=" << G << " does not match input " << input.shape()
                             << " and grad_output " << grad_output.shape());
   Dims stride = o.stride.expand(nsp, api, "stride"), padding = o.padding.expand(nsp, api, "padding"),
        dilation = o.dilation.expand(nsp, api, "dilation");
   for (int64_t i = 0; i < nsp; ++i) {
-    const int64_t k = weight_size[static_cast<size_t>(2 + i)], eff = dilation[i] * (k - 1) + 1,
-                  padded = input.size(2 + i) + 2 * padding[i];
+    const int64_t k = weight_size[static_cast<size_t>(2 + i)];
     KILN_CHECK(stride[i] > 0 && dilation[i] > 0 && padding[i] >= 0 && k > 0, api,
                "expected positive stride, dilation and kernel size and non-negative padding, got stride "
                    << stride << ", padding " << padding << ", dilation " << dilation << ", weight_size "
                    << weight_size);
+    const int64_t eff = checked_add(checked_mul(dilation[i], k - 1, api), 1, api),
+                  padded = checked_add(input.size(2 + i), checked_mul(2, padding[i], api), api);
     KILN_CHECK(padded >= eff && (padded - eff) / stride[i] + 1 == grad_output.size(2 + i), api,
                "grad_output " << grad_output.shape() << " does not match the output size of input " << input.shape()
                               << " and weight_size " << weight_size);

@@ -364,7 +364,7 @@ Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode, double v
     int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
     int64_t n = x.size(d), lo = pads[2 * i], hi = pads[2 * i + 1];
     if (m == 0) {
-      KILN_CHECK(n + lo + hi >= 0, api,
+      KILN_CHECK(detail::checked_add(detail::checked_add(n, lo, api), hi, api) >= 0, api,
                  "padding (" << lo << ", " << hi << ") makes dim " << d << " of input " << x.shape() << " negative");
       continue;
     }

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "core/checked.h"
 #include "kiln/autodiff.h"
 #include "ops/dispatch.h"
 
@@ -49,13 +50,18 @@ void check_dtype(const char* api, const Tensor& x, bool ints, bool i64_only = fa
                  << (ints ? (i64_only ? "a float dtype or i64" : "a float or integer dtype") : "a float dtype"));
 }
 
-/// PyTorch's pooling_output_shape.
-int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
-  int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  int64_t q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
-  int64_t out = q + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
-  return out;
+/// PyTorch's pooling_output_shape, in 128 bits (any argument may be as large as int64 allows);
+/// kiln::Error("[api] ...") when the result does not fit in int64.
+int64_t pool_out(const char* api, int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+  using I = __int128;
+  I num = I{in} + I{2} * pad - I{dil} * (I{k} - 1) - 1 + (ceil_mode ? I{stride} - 1 : I{0});
+  I q = num >= 0 ? num / stride : -((-num + stride - 1) / stride);
+  I out = q + 1;
+  if (ceil_mode && (out - 1) * stride >= I{in} + pad) --out;
+  KILN_CHECK(out <= INT64_MAX && out >= INT64_MIN, api,
+             "output size does not fit in int64 (input size " << in << ", kernel_size " << k << ", padding " << pad
+                                                              << ", dilation " << dil << ")");
+  return static_cast<int64_t>(out);
 }
 
 struct Window {
@@ -82,7 +88,7 @@ Window window(const char* api, const Tensor& xb, int64_t nsp, const IntList& ker
   Dims out;
   bool ok = true;
   for (int64_t i = 0; i < nsp; ++i) {
-    out.push_back(pool_out(xb.size(2 + i), w.k[i], w.p[i], w.s[i], w.d[i], ceil_mode));
+    out.push_back(pool_out(api, xb.size(2 + i), w.k[i], w.p[i], w.s[i], w.d[i], ceil_mode));
     ok &= out.back() >= 1;
   }
   KILN_CHECK(ok, api,
@@ -157,7 +163,10 @@ Tensor max_unpool(const char* api, int64_t nsp, const Tensor& x, const Tensor& i
     KILN_CHECK(k[i] > 0 && s[i] > 0 && p[i] >= 0, api,
                "kernel_size and stride must be positive and padding non-negative, got kernel_size="
                    << dims_str(k) << ", stride=" << dims_str(s) << ", padding=" << dims_str(p));
-    def.push_back((xb.size(2 + i) - 1) * s[i] + k[i] - 2 * p[i]);
+    // (in - 1) * stride + kernel - 2 * padding, checked: the arguments may be as large as int64 allows.
+    def.push_back(
+        detail::checked_add(detail::checked_add(detail::checked_mul(xb.size(2 + i) - 1, s[i], api), k[i], api),
+                            -detail::checked_mul(2, p[i], api), api));
   }
   Dims out = def;
   if (!o.output_size.empty()) {

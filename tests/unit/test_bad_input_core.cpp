@@ -80,7 +80,7 @@ TEST(BadInputCore, LargestRepresentableShapesStillWorkOnTheNullDevice) {
   EXPECT_EQ(b.strides(), (Strides{int64_t{1} << 62, 1}));
   EXPECT_EQ(shape_numel({0, kMax}), 0);
   EXPECT_BAD(shape_numel({kMax, 2}), "numel");
-  EXPECT_BAD(contiguous_strides({kMax, 2}), "contiguous_strides");
+  EXPECT_BAD(contiguous_strides({kMax, 2}), "contiguous_strides", "more elements than fit in int64");
 }
 
 TEST(BadInputCore, ReshapeOfEmptyToAnOverflowingShape) {
@@ -248,6 +248,41 @@ TEST(BadInputCore, UnsqueezeAndPermuteOfHugeStrideViews) {
   EXPECT_EQ(v.unsqueeze(2).shape(), (Shape{1, 2, 1}));
   EXPECT_EQ(v.t().shape(), (Shape{2, 1}));
   EXPECT_BAD(v.unsqueeze(0).as_strided({2, 2}, {kMax, 1}, 0), "as_strided");
+}
+
+// ---- shape inference of other ops ---------------------------------------------------------
+
+TEST(BadInputCore, CatAndPadSizesThatOverflow) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    // Views of stride 0 make huge inputs cheap: the result's size must not wrap to a small one.
+    Tensor a = ones({1}, on(d)).expand({kMax});
+    Tensor seven = ones({7}, on(d));
+    EXPECT_BAD(cat({a, a, seven}), "cat", "overflow");
+    EXPECT_BAD(cat({a, seven}), "cat");
+    EXPECT_NE(test::error_of([&] { (void)stack({a, a}); }), "");  // named by cat, which stack runs
+    Tensor x = ones({3}, on(d));
+    EXPECT_BAD(pad(x, {kMax, kMax}), "pad");
+    EXPECT_BAD(pad(x, {kMax, 1}), "pad");
+    EXPECT_BAD(pad(x, {kMin, kMin}), "pad");
+    EXPECT_EQ(pad(x, {-1, -2}).shape(), (Shape{0}));
+  }
+}
+
+TEST(BadInputCore, ConvAndPoolGeometryThatOverflows) {
+  namespace F = nn::functional;
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor x = ones({1, 1, 4, 4}, on(d)), w = ones({1, 1, 3, 3}, on(d));
+    EXPECT_BAD(F::conv2d(x, w, {}, {.padding = kMax / 2 + 1}), "conv2d");
+    EXPECT_BAD(F::conv2d(x, w, {}, {.dilation = kMax}), "conv2d");
+    EXPECT_BAD(F::conv2d(x, ones({1, 1, 1, 1}, on(d)).expand({1, 1, kMax, 1}), {}, {.dilation = 2}), "conv2d");
+    EXPECT_BAD(F::conv_transpose2d(x, w, {}, {.stride = kMax}), "conv_transpose2d");
+    EXPECT_BAD(F::conv_transpose2d(x, w, {}, {.dilation = kMax}), "conv_transpose2d");
+    EXPECT_BAD(F::avg_pool2d(x, {kMax, 2}, {.padding = kMax / 2}), "avg_pool2d");
+    EXPECT_BAD(F::max_pool2d(x, {2, 2}, {.dilation = kMax}), "max_pool2d");
+    EXPECT_EQ(F::conv2d(x, w, {}, {.padding = 1}).shape(), (Shape{1, 1, 4, 4}));
+  }
 }
 
 // ---- 3. tensor(values, shape) --------------------------------------------------------------
