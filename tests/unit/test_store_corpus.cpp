@@ -2,7 +2,8 @@
 // Every fuzzing seed (tests/fuzz/corpus/<target>/) and every crasher found by fuzzing and fixed
 // (tests/fuzz/crashers/<target>/) goes through its parser: it must parse or throw kiln::Error,
 // never crash or throw anything else. The folder name picks the parser (the libFuzzer target's).
-// Weights parsers must also name the input in their errors.
+// Weights parsers must also name the input in their errors. fuzz_ops is not a parser: its seeds
+// are op programs (tests/fuzz/fuzz_ops.h) that catch kiln::Error per op.
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 #include <kiln/onnx.h>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+
+#include "fuzz/fuzz_ops.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -44,6 +47,12 @@ const std::map<std::string, Parser>& parsers() {
          (void)m.inputs();
          return false;
        }},
+      {"fuzz_ops",
+       [](const std::vector<uint8_t>& b, const std::string&) {
+         // Ops on tensors built from the bytes; kiln::Error is caught inside, per op.
+         fuzz::run_ops(b.data(), b.size());
+         return false;
+       }},
   };
   return p;
 }
@@ -68,7 +77,8 @@ int run_all(const std::string& kind) {
         it->second(bytes, name);
       } catch (const Error& e) {
         // A weights parser's error must name the input.
-        if (tname != "fuzz_onnx") EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+        if (tname != "fuzz_onnx" && tname != "fuzz_ops")
+          EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
       } catch (const std::exception& e) {
         ADD_FAILURE() << f.path() << " threw a non-kiln exception: " << e.what();
       }
