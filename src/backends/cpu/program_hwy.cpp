@@ -63,18 +63,11 @@ HWY_INLINE void RunOpWith(D d, const PInstr& in, const P& post, const float* a, 
       [&](const auto& f) {
         for (int64_t j = 0; j < np; j += N) hn::StoreU(post(f(d, hn::LoadU(d, a + j))), d, dst + j);
       },
-      [&](float lo, float hi, const auto& f, const auto& scalar) {  // as MapGuarded
+      [&](float lo, float hi, const auto& f, const auto& scalar) {
         // Lanes outside [lo, hi] (and the partial last vector) take the scalar function first;
-        // the post step then runs on the whole vector.
-        const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+        // the post step then runs on the whole vector. dst may be a: GuardedVector reads x only.
         for (int64_t j = 0; j < np; j += N) {
-          const V x = hn::LoadU(d, a + j);
-          V y = f(d, x);
-          if (j >= nv || !hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi)))) {
-            hn::StoreU(y, d, dst + j);
-            for (int64_t q = j; q < std::min(j + N, len); ++q) dst[q] = scalar(a[q]);
-            y = hn::LoadU(d, dst + j);
-          }
+          const V y = GuardedVector(d, hn::LoadU(d, a + j), lo, hi, f, scalar, j >= nv ? len - j : 0);
           hn::StoreU(post(y), d, dst + j);
         }
       });

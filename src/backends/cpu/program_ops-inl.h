@@ -184,15 +184,7 @@ HWY_INLINE V OpVector(D d, ir::OpKind kind, const double* r, const P& post, V a,
   const bool unary = VisitUnary(
       kind, r, [&](const auto& f) { out = f(d, a); },
       [&](float lo, float hi, const auto& f, const auto& scalar) {
-        out = f(d, a);
-        if (partial > 0 || !hn::AllTrue(d, hn::And(hn::Ge(a, hn::Set(d, lo)), hn::Le(a, hn::Set(d, hi))))) {
-          HWY_ALIGN float x[HWY_MAX_BYTES / sizeof(float)], y[HWY_MAX_BYTES / sizeof(float)];
-          hn::Store(a, d, x);
-          hn::Store(out, d, y);
-          const int64_t m = partial > 0 ? partial : static_cast<int64_t>(hn::Lanes(d));
-          for (int64_t q = 0; q < m; ++q) y[q] = scalar(x[q]);
-          out = hn::Load(d, y);
-        }
+        out = GuardedVector(d, a, lo, hi, f, scalar, partial);
       });
   if (!unary)
     OtherOp(

@@ -41,7 +41,8 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   auto run = [&](auto f) {
     int64_t i = 0;
-    const V va0 = hn::Set(d, *a), vb0 = hn::Set(d, *b);
+    // A broadcast operand's one value (a contiguous one may be empty: n == 0 reads nothing).
+    const V va0 = sa ? hn::Zero(d) : hn::Set(d, *a), vb0 = sb ? hn::Zero(d) : hn::Set(d, *b);
     for (; i + N <= n; i += N) {
       if (sa) __builtin_prefetch(a + i + kPrefetch);
       if (sb) __builtin_prefetch(b + i + kPrefetch);

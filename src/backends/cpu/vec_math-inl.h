@@ -171,21 +171,33 @@ HWY_INLINE V LogSafe(D d, V x) {
   return hn::IfThenElse(hn::Eq(x, x), r, x);
 }
 
-// Like Map1, for approximations valid on [lo, hi] only: a vector with any lane outside (or NaN)
-// is recomputed with the scalar reference, so special values stay exact.
+// f(x) for an approximation valid on [lo, hi] only: a vector with any lane outside (or NaN)
+// takes the scalar reference on every lane, so special values stay exact. partial > 0: a padded
+// last vector with that many real lanes, all of which take the scalar function (lanes past them
+// keep f's values). Only the register x is read, so the caller may store the result over the
+// memory x was loaded from (an op run in place).
+template <class F, class S>
+HWY_INLINE V GuardedVector(D d, V x, float lo, float hi, const F& f, const S& scalar, int64_t partial) {
+  const V y = f(d, x);
+  if (partial == 0 && hn::AllTrue(d, hn::And(hn::Ge(x, hn::Set(d, lo)), hn::Le(x, hn::Set(d, hi))))) return y;
+  HWY_ALIGN float xs[HWY_MAX_BYTES / sizeof(float)] = {}, ys[HWY_MAX_BYTES / sizeof(float)] = {};
+  hn::Store(x, d, xs);
+  hn::Store(y, d, ys);
+  const int64_t m = partial > 0 ? partial : static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t q = 0; q < m; ++q) ys[q] = scalar(xs[q]);
+  return hn::Load(d, ys);
+}
+
+// Like Map1, for approximations valid on [lo, hi] only (GuardedVector); in may equal out.
 template <class F, class S>
 HWY_INLINE void MapGuarded(const float* in, float* out, int64_t n, float lo, float hi, const F& f, const S& scalar) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const V vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
   int64_t i = 0;
   for (; i + N <= n; i += N) {
     __builtin_prefetch(in + i + kPrefetch);
     __builtin_prefetch(out + i + kPrefetch, 1);
-    const V x = hn::LoadU(d, in + i);
-    hn::StoreU(f(d, x), d, out + i);
-    if (!hn::AllTrue(d, hn::And(hn::Ge(x, vlo), hn::Le(x, vhi))))
-      for (int64_t j = i; j < i + N; ++j) out[j] = scalar(in[j]);
+    hn::StoreU(GuardedVector(d, hn::LoadU(d, in + i), lo, hi, f, scalar, 0), d, out + i);
   }
   for (; i < n; ++i) out[i] = scalar(in[i]);
 }
