@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/onnx.h"
+#include "onnx/onnx_builder.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -282,6 +284,75 @@ TEST(BadInputCore, ConvAndPoolGeometryThatOverflows) {
     EXPECT_BAD(F::avg_pool2d(x, {kMax, 2}, {.padding = kMax / 2}), "avg_pool2d");
     EXPECT_BAD(F::max_pool2d(x, {2, 2}, {.dilation = kMax}), "max_pool2d");
     EXPECT_EQ(F::conv2d(x, w, {}, {.padding = 1}).shape(), (Shape{1, 1, 4, 4}));
+  }
+}
+
+// ---- ONNX shape computations ----------------------------------------------------------------
+
+namespace {
+/// A model y = op(x, s) with x a graph input of shape x_dims and s an i64 initializer.
+std::string onnx_shape_model(const std::string& op, const std::vector<int64_t>& x_dims, const std::vector<int64_t>& s) {
+  using namespace kiln::onnx::test;
+  Msg g;
+  g.msg(1, node(op, {"x", "s"}, {"y"}, "hostile")).bytes(2, "g");
+  g.msg(5, tensor_i64("s", {static_cast<int64_t>(s.size())}, s));
+  g.msg(11, value_info("x", x_dims)).msg(12, value_info("y", {}));
+  return model(g);
+}
+
+/// Loads the model and runs it on x: the kiln::Error message, or "" when it succeeds.
+std::string onnx_error(const std::string& bytes, const Tensor& x) {
+  return test::error_of([&] {
+    auto m = onnx::Model::from_bytes(bytes, x.device());
+    auto y = m.run({x});
+    (void)y.at(0).numel();
+  });
+}
+}  // namespace
+
+TEST(BadInputCore, OnnxShapeOpsWithHostileShapes) {
+  for (const Device& d : data_devices()) {
+    SCOPED_TRACE(d.str());
+    const int64_t b32 = int64_t{1} << 32, b40 = int64_t{1} << 40, b62 = int64_t{1} << 62;
+    struct Case {
+      int64_t x_size;
+      std::vector<int64_t> s;
+      const char* op;
+    };
+    for (const Case& c : {Case{1, {b40, b40}, "Expand"}, Case{1, {kMax, 2}, "Expand"}, Case{4, {b62}, "Tile"},
+                          Case{4, {kMax}, "Tile"}, Case{0, {b32, b32}, "Reshape"}, Case{4, {kMax, kMax}, "Reshape"}}) {
+      SCOPED_TRACE(c.op);
+      std::string msg = onnx_error(onnx_shape_model(c.op, {c.x_size}, c.s), ones({c.x_size}, on(d)));
+      EXPECT_EQ(msg.rfind("[", 0), 0u) << msg;
+      EXPECT_TRUE(msg.find("int64") != std::string::npos || msg.find("INT64") != std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(BadInputCore, OnnxConstantOfShapeAndRangeWithHostileSizes) {
+  using namespace kiln::onnx::test;
+  for (const Device& d : data_devices()) {
+    SCOPED_TRACE(d.str());
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 40},
+                                       std::vector<int64_t>{int64_t{1} << 62}, std::vector<int64_t>{kMax, kMax}}) {
+      Msg g;
+      g.msg(1, node("ConstantOfShape", {"s"}, {"c"}, "cos")).msg(1, node("Add", {"c", "x"}, {"y"}, "add"));
+      g.bytes(2, "g").msg(5, tensor_i64("s", {static_cast<int64_t>(shape.size())}, shape));
+      g.msg(11, value_info("x", {1})).msg(12, value_info("y", {}));
+      std::string msg = onnx_error(model(g), ones({1}, on(d)));
+      EXPECT_EQ(msg.rfind("[", 0), 0u) << msg;
+      EXPECT_TRUE(msg.find("int64") != std::string::npos || msg.find("INT64") != std::string::npos) << msg;
+    }
+    for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, kMax}, {kMin, kMax}, {kMax, kMin}}) {
+      Msg g;
+      g.msg(1, node("Range", {"lo", "hi", "delta"}, {"r"}, "range")).msg(1, node("Add", {"r", "x"}, {"y"}, "add"));
+      g.bytes(2, "g").msg(5, tensor_i64("lo", {}, {lo})).msg(5, tensor_i64("hi", {}, {hi}));
+      g.msg(5, tensor_i64("delta", {}, {lo < hi ? 1 : -1}));
+      g.msg(11, value_info("x", {1}, 7)).msg(12, value_info("y", {}));
+      std::string msg = onnx_error(model(g), ones({1}, on(d, i64)));
+      EXPECT_EQ(msg.rfind("[", 0), 0u) << msg;
+      EXPECT_TRUE(msg.find("int64") != std::string::npos || msg.find("INT64") != std::string::npos) << msg;
+    }
   }
 }
 
