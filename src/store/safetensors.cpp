@@ -14,12 +14,14 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/checked.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/store.h"
@@ -361,6 +363,7 @@ TensorMap load_with_read(const std::string& path, const Device& device) {
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  detail::OpScope scope(kOp);  // an allocation that fails while staging data names the writer
   std::set<std::string> names;
   ojson header = ojson::object();
   if (!metadata.empty()) {
@@ -368,20 +371,21 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     for (const auto& [k, v] : metadata) m[k] = v;
     header["__metadata__"] = std::move(m);
   }
-  uint64_t offset = 0;
+  int64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     KILN_CHECK(!name.empty(), kOp, path << ": tensor names must not be empty");
     KILN_CHECK(name != "__metadata__", kOp, path << ": \"__metadata__\" cannot name a tensor");
     KILN_CHECK(names.insert(name).second, kOp, path << ": the tensor name " << quote_name(name) << " is used twice");
     KILN_CHECK(t.defined(), kOp, path << ": tensor " << quote_name(name) << " is undefined");
-    uint64_t nbytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    const auto nbytes = static_cast<int64_t>(detail::checked_nbytes(t.shape(), t.dtype(), kOp));
     ojson e = ojson::object();
     e["dtype"] = safetensors_name(t.dtype());
     e["shape"] = ojson::array();
     for (int64_t d : t.shape()) e["shape"].push_back(d);
-    e["data_offsets"] = {offset, offset + nbytes};
+    const int64_t end = detail::checked_add(offset, nbytes, kOp);  // the file's data section must be addressable
+    e["data_offsets"] = {offset, end};
     header[name] = std::move(e);
-    offset += nbytes;
+    offset = end;
   }
   std::string text;
   try {
@@ -406,8 +410,23 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
         const auto* p = base + t.storage_offset() * static_cast<int64_t>(t.element_size());
         write_all(fd, p, nbytes, path);
       } else {
-        buf.resize(nbytes);
-        t.copy_to_host(buf.data(), t.dtype());
+        // A non-contiguous tensor is made contiguous on its device first, so that memory it cannot
+        // get is a kiln::Error from the allocator ("[safetensors] out of memory ..."), not
+        // std::bad_alloc from a host buffer.
+        const Tensor c = t.contiguous();
+        const auto* cb = static_cast<const uint8_t*>(host_storage_data(c));
+        if (cb != nullptr) {
+          write_all(fd, cb + c.storage_offset() * static_cast<int64_t>(c.element_size()), nbytes, path);
+          continue;
+        }
+        try {
+          buf.resize(nbytes);
+        } catch (const std::bad_alloc&) {
+          KILN_CHECK(false, kOp,
+                     path << ": out of memory staging the " << static_cast<unsigned long>(nbytes) << " bytes of tensor "
+                          << quote_name(name));
+        }
+        c.copy_to_host(buf.data(), c.dtype());
         write_all(fd, buf.data(), nbytes, path);
       }
     }

@@ -7,11 +7,13 @@
 #include <kiln/kiln.h>
 
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "kiln/onnx.h"
+#include "kiln/store.h"
 #include "onnx/onnx_builder.h"
 #include "test_util.h"
 
@@ -430,6 +432,20 @@ TEST(BadInputCore, CastToAWiderDtypeTooLargeForMemory) {
   // On the null device nothing is allocated, so a huge cast is only a shape.
   Tensor n = ones({1}, on(Device::null(), u8)).expand({int64_t{1} << 45}).to(f64);
   EXPECT_EQ(n.dtype(), f64);
+}
+
+TEST(BadInputCore, SavingATensorTooLargeForMemory) {
+  const std::string path = ::testing::TempDir() + "kiln_bad_input_core_huge.safetensors";
+  for (const Device& d : data_devices()) {
+    SCOPED_TRACE(d.str());
+    Tensor huge = ones({1}, on(d, u8)).expand({int64_t{1} << 47});  // 128 TiB once contiguous
+    EXPECT_BAD(store::save_safetensors(path, {{"w", huge}}), "safetensors", "out of memory");
+    EXPECT_FALSE(std::ifstream(path).good()) << "a failed save left " << path;
+  }
+  // Byte counts past int64 in the file's layout: refused before anything is written.
+  Tensor big = ones({1}, on(Device::null(), f64)).expand({int64_t{1} << 59});
+  EXPECT_BAD(store::save_safetensors(path, {{"a", big}, {"b", big}}), "safetensors", "overflow");
+  EXPECT_FALSE(std::ifstream(path).good());
 }
 
 // ---- 6. out-of-range DType values ----------------------------------------------------------
