@@ -284,6 +284,7 @@ Tensor decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& name) {
 }
 
 Tensor read_image(const std::string& path) {
+  io::check_not_directory(path, "data::read_image");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   KILN_CHECK(f != nullptr, "data::read_image", "cannot open '" << path << "': " << std::strerror(errno));
   std::vector<uint8_t> bytes;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "data/io_util.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -11,7 +12,14 @@
 
 namespace kiln::data::io {
 
+void check_not_directory(const std::string& path, const char* component) {
+  struct stat st {};
+  KILN_CHECK(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode), component,
+             "'" << path << "' is a directory, not a file");
+}
+
 GzFile::GzFile(const std::string& path, const char* component) : gz_(nullptr), path_(path), component_(component) {
+  check_not_directory(path, component);  // gzopen opens one, and the first read fails oddly
   gzFile f = gzopen(path.c_str(), "rb");
   KILN_CHECK(f != nullptr, component, "cannot open '" << path << "': " << std::strerror(errno));
   gzbuffer(f, 1 << 17);

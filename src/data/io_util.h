@@ -27,6 +27,9 @@ class GzFile {
   const char* component_;
 };
 
+/// Throws kiln::Error("[component] 'path' is a directory, not a file") when path names a directory.
+void check_not_directory(const std::string& path, const char* component);
+
 /// The whole (decompressed) content of a file.
 std::vector<uint8_t> read_file(const std::string& path, const char* component);
 
