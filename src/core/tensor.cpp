@@ -138,10 +138,13 @@ bool view_strides(const Shape& shape, const Strides& strides, const Shape& ns, S
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t td = static_cast<int64_t>(shape.size()) - 1; td >= 0; --td) {
     tensor_numel *= shape[static_cast<size_t>(td)];
-    if (td == 0 || (shape[static_cast<size_t>(td - 1)] != 1 &&
-                    strides[static_cast<size_t>(td - 1)] != tensor_numel * chunk_base_stride)) {
+    int64_t next;  // the stride that continues the chunk; one past int64 continues nothing
+    const bool fits = !__builtin_mul_overflow(tensor_numel, chunk_base_stride, &next);
+    if (td == 0 ||
+        (shape[static_cast<size_t>(td - 1)] != 1 && (!fits || strides[static_cast<size_t>(td - 1)] != next))) {
       while (view_d >= 0 && (view_numel < tensor_numel || ns[static_cast<size_t>(view_d)] == 1)) {
-        out[static_cast<size_t>(view_d)] = view_numel * chunk_base_stride;
+        // A stride past int64 (huge strides of a view of few elements): no view, reshape copies.
+        if (__builtin_mul_overflow(view_numel, chunk_base_stride, &out[static_cast<size_t>(view_d)])) return false;
         view_numel *= ns[static_cast<size_t>(view_d)];
         --view_d;
       }

@@ -358,6 +358,18 @@ TEST(BadInputCore, OnnxConstantOfShapeAndRangeWithHostileSizes) {
   }
 }
 
+TEST(BadInputCore, ReshapeOfAViewWithAHugeStride) {
+  // On the null device a storage of INT64_MAX bytes is only a size: a two-element view may use a
+  // stride near INT64_MAX, and viewing it with a leading 1 would need a stride past int64.
+  Tensor x = zeros({kMax}, on(Device::null(), u8));
+  Tensor v = x.as_strided({2}, {kMax - 1}, 0);
+  EXPECT_BAD(v.view({1, 2}), "view");
+  Tensor r = v.reshape({1, 2});  // copies instead
+  EXPECT_EQ(r.shape(), (Shape{1, 2}));
+  EXPECT_FALSE(r.is_same_storage(x));
+  EXPECT_EQ(v.reshape({2, 1}).strides(), (Strides{kMax - 1, kMax - 1}));
+}
+
 // ---- 3. tensor(values, shape) --------------------------------------------------------------
 
 TEST(BadInputCore, TensorValuesMustMatchTheShape) {
