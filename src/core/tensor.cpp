@@ -66,7 +66,7 @@ Tensor Tensor::to(const Device& d) const {
     impl->device = d;
     return Tensor(std::move(impl));
   }
-  Tensor out = detail::alloc(shape(), dtype(), d);
+  Tensor out = detail::alloc(shape(), dtype(), d, "to");
   if (numel() == 0) return out;
   Tensor src = contiguous();
   size_t nbytes = static_cast<size_t>(numel()) * element_size();
