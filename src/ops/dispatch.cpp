@@ -152,6 +152,13 @@ Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs) {
 
 void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out) {
   check_defined(api, out);
+  // An expanded output (stride 0 over a size > 1) would be written, and read back, once per
+  // copy of each element: PyTorch refuses it too.
+  for (int64_t i = 0; i < out.dim(); ++i)
+    KILN_CHECK(out.strides()[i] != 0 || out.shape()[i] <= 1, api,
+               "unsupported operation: more than one element of the written-to tensor (shape "
+                   << out.shape() << ", strides " << to_string(out.strides())
+                   << ") refers to a single memory location; clone() it before writing");
   const Device dev = out.device();
   SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, inputs.begin(), inputs.end());
   op.outputs = {desc_of(out)};

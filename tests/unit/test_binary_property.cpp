@@ -18,6 +18,7 @@
 #include "fusion_jit_mode.h"
 #include "fusion_small_limit.h"
 #include "simd_levels.h"
+#include "test_util.h"
 
 using namespace kiln;
 using namespace kiln::test::prop;
@@ -373,4 +374,32 @@ TEST(BinaryProperty, WhereAndLerpMatchReference) {
           }
         }
   });
+}
+
+TEST(BinaryProperty, InPlaceWritesWithOverlap) {
+  for (const Device& dev : {plain_cpu(), fused_cpu()}) {
+    // An operand overlapping the written tensor in another layout reads the values from before
+    // the write (Kiln copies it first, where PyTorch refuses).
+    for (int64_t n : edge_lengths()) {
+      const std::vector<float> v = float_values(n + 1, static_cast<uint32_t>(n));
+      Tensor a = tensor(v, {n + 1}, dev);
+      Tensor want = a.slice(0, 1) + a.slice(0, 0, n);
+      Tensor dst = a.slice(0, 1);
+      dst.add_(a.slice(0, 0, n));
+      Tensor flip = tensor(v, {n + 1}, dev);
+      Tensor want_flip = flip * flip.flip({0});
+      flip.mul_(flip.flip({0}));
+      const auto got = dst.to_vector<float>(), exp = want.to_vector<float>();
+      const auto got_f = flip.to_vector<float>(), exp_f = want_flip.to_vector<float>();
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(mismatch(got[i], exp[i], 0, 0).empty()) << n << " " << i;
+      for (size_t i = 0; i < got_f.size(); ++i) ASSERT_TRUE(mismatch(got_f[i], exp_f[i], 0, 0).empty()) << n;
+    }
+    // A written tensor with several elements at one address is refused before anything changes.
+    Tensor base = tensor(std::vector<float>{1, 2, 3, 4}, {4}, dev);
+    Tensor wide = base.expand({3, 4});
+    test::expect_error([&] { wide.add_(1.0); }, "add_", "single memory location");
+    test::expect_error([&] { wide.mul_(wide); }, "mul_", "single memory location");
+    test::expect_error([&] { wide.copy_(ones({3, 4}, {.device = dev})); }, "copy_", "single memory location");
+    EXPECT_EQ(base.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  }
 }
