@@ -47,7 +47,7 @@ size_t checked_nbytes(const Shape& s, DType dtype, const char* op);
 /// offset in elements of dtype) reaches only elements inside a storage of storage_nbytes bytes:
 /// its nearest element (offset plus the negative strides' extents) is >= 0 and its furthest
 /// (offset plus the positive strides' extents) ends within the storage, computed without
-/// overflow. Views without elements only need offset >= 0 and representable extents.
+/// overflow. Views without elements only need offset >= 0.
 void check_view_in_storage(const Shape& shape, const Strides& strides, int64_t offset, DType dtype,
                            size_t storage_nbytes, const char* op);
 

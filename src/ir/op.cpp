@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/checked.h"
 #include "kiln/error.h"
 
 namespace kiln::ir {
@@ -100,6 +101,18 @@ struct Reader {
     KILN_CHECK(d.shape.size() == d.strides.size(), "ir::deserialize", "shape and strides differ in rank");
     d.offset = get<int64_t>();
     d.dtype = get_dtype();
+    // Sizes from bytes are hostile by default: non-negative, with numel, byte count and every
+    // element offset within int64 (which buffer they index is checked where one is bound).
+    const char* op = "ir::deserialize";
+    for (int64_t n : d.shape) KILN_CHECK(n >= 0, op, "negative size in shape " << d.shape);
+    detail::checked_nbytes(d.shape, d.dtype, op);
+    if (detail::checked_numel(d.shape, op) > 0) {
+      int64_t lo = d.offset, hi = d.offset;
+      for (size_t i = 0; i < d.shape.size(); ++i) {
+        const int64_t ext = detail::checked_mul(d.strides[i], d.shape[i] - 1, op);
+        (ext < 0 ? lo : hi) = detail::checked_add(ext < 0 ? lo : hi, ext, op);
+      }
+    }
     return d;
   }
 };

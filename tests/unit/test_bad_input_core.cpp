@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/op.h"
 #include "kiln/onnx.h"
 #include "kiln/store.h"
 #include "onnx/onnx_builder.h"
@@ -287,6 +288,34 @@ TEST(BadInputCore, ConvAndPoolGeometryThatOverflows) {
     EXPECT_BAD(F::max_pool2d(x, {2, 2}, {.dilation = kMax}), "max_pool2d");
     EXPECT_EQ(F::conv2d(x, w, {}, {.padding = 1}).shape(), (Shape{1, 1, 4, 4}));
   }
+}
+
+TEST(BadInputCore, DeserialisedOpsWithHostileDescriptors) {
+  using namespace kiln::ir;
+  auto record = [](TensorDesc d) {
+    Op op;
+    op.kind = OpKind::Neg;
+    op.inputs = {d};
+    op.outputs = {contiguous_desc({1}, DType::F32)};
+    return serialize(op);
+  };
+  auto check = [](const std::vector<uint8_t>& b) { (void)deserialize(b.data(), b.size()); };
+  TensorDesc d = contiguous_desc({4}, DType::F32);
+  EXPECT_NO_THROW(check(record(d)));
+  d.shape = {kMax, 2};
+  d.strides = {2, 1};
+  EXPECT_BAD(check(record(d)), "ir::deserialize", "more elements");
+  d.shape = {int64_t{1} << 62};
+  d.strides = {1};
+  EXPECT_BAD(check(record(d)), "ir::deserialize", "bytes");
+  d.shape = {-3};
+  EXPECT_BAD(check(record(d)), "ir::deserialize", "negative");
+  d.shape = {3};
+  d.strides = {kMax};
+  EXPECT_BAD(check(record(d)), "ir::deserialize", "overflow");
+  d.strides = {1};
+  d.offset = kMax - 1;
+  EXPECT_BAD(check(record(d)), "ir::deserialize", "overflow");
 }
 
 // ---- ONNX shape computations ----------------------------------------------------------------
