@@ -356,10 +356,14 @@ Tensor unfold(const Tensor& input, IntList kernel_size, IntList dilation, IntLis
   const int64_t Hp = x.size(2), Wp = x.size(3);
   // Note [unfold as a view]: block (ki, kj) at position (i, j) reads padded pixel
   // (i*sh + ki*dh, j*sw + kj*dw), so [N, C, kh, kw, oh, ow] is one strided view of x.
-  Tensor v =
-      x.as_strided({N, C, b.k[0], b.k[1], n[0], n[1]},
-                   {C * Hp * Wp, Hp * Wp, b.dil[0] * Wp, b.dil[1], b.stride[0] * Wp, b.stride[1]}, x.storage_offset());
-  Tensor out = v.reshape({N, C * b.k[0] * b.k[1], n[0] * n[1]});
+  // A dim of size 1 gets stride 0: its dilation or stride may be as large as int64 allows (then
+  // the products below would overflow), and it is never stepped. Otherwise they fit (block_counts).
+  auto step = [](int64_t size, int64_t s, int64_t scale) { return size > 1 ? s * scale : 0; };
+  Tensor v = x.as_strided({N, C, b.k[0], b.k[1], n[0], n[1]},
+                          {C * Hp * Wp, Hp * Wp, step(b.k[0], b.dil[0], Wp), step(b.k[1], b.dil[1], 1),
+                           step(n[0], b.stride[0], Wp), step(n[1], b.stride[1], 1)},
+                          x.storage_offset());
+  Tensor out = v.reshape({N, checked_mul(C, checked_mul(b.k[0], b.k[1], api), api), n[0] * n[1]});
   return batched ? out : out.squeeze({0});
 }
 

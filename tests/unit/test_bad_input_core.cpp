@@ -287,6 +287,11 @@ TEST(BadInputCore, ConvAndPoolGeometryThatOverflows) {
     EXPECT_BAD(F::avg_pool2d(x, {kMax, 2}, {.padding = kMax / 2}), "avg_pool2d");
     EXPECT_BAD(F::max_pool2d(x, {2, 2}, {.dilation = kMax}), "max_pool2d");
     EXPECT_EQ(F::conv2d(x, w, {}, {.padding = 1}).shape(), (Shape{1, 1, 4, 4}));
+    // unfold: a window of size 1 or a single block position never steps its huge dilation / stride.
+    EXPECT_EQ(F::unfold(x, {1, 1}, {kMax, kMax}).shape(), (Shape{1, 1, 16}));
+    EXPECT_EQ(F::unfold(x, {4, 4}, 1, 0, {kMax, kMax}).shape(), (Shape{1, 16, 1}));
+    EXPECT_BAD(F::unfold(x, {2, 2}, {kMax, 1}), "unfold");
+    EXPECT_BAD(F::unfold(x, {2, 2}, 1, kMax / 2 + 1), "unfold");
   }
 }
 
