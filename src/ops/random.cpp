@@ -4,8 +4,10 @@
 // Block counts per element follow Note [Random layouts] in backends/cpu/random.cpp.
 #include <cmath>
 #include <limits>
+#include <new>
 #include <numeric>
 
+#include "core/checked.h"
 #include "core/rng.h"
 #include "ops/dispatch.h"
 
@@ -18,6 +20,7 @@ namespace {
 
 void check_shape(const char* api, const Shape& shape) {
   for (auto d : shape) KILN_CHECK(d >= 0, api, "negative size in shape " << shape);
+  detail::checked_numel(shape, api);  // the count must fit in int64 (Note [Checked sizes])
 }
 
 void check_float(const char* api, DType dt) {
@@ -138,11 +141,22 @@ Tensor randn_like(const Tensor& t) {
 
 // Fisher-Yates on the host from Philox numbers (64 bits per swap, two swaps per block), then
 // uploaded. On a device without data only the shape is produced.
+Tensor randperm(int64_t n, const TensorOptions& o) {
+  Tensor p = randperm(n, o.device);
+  return o.dtype == DType::I64 ? p : p.to(o.dtype);
+}
+
 Tensor randperm(int64_t n, const Device& device) {
   KILN_CHECK(n >= 0, "randperm", "n must be non-negative, got " << n);
+  detail::checked_nbytes({n}, DType::I64, "randperm");
   if (!device.backend()->has_data()) return empty({n}, {.dtype = DType::I64, .device = device});
+  std::vector<int64_t> v;
+  try {
+    v.resize(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    KILN_CHECK(false, "randperm", "out of memory: cannot allocate the " << n << " host values of a permutation");
+  }
   rng::GeneratorState st = rng::reserve(static_cast<uint64_t>(n / 2 + 1));
-  std::vector<int64_t> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), int64_t{0});
   uint32_t w[4] = {};
   int64_t cur = -1;

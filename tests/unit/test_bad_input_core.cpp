@@ -157,6 +157,25 @@ TEST(BadInputCore, ArangeWithExtremeButValidBoundsWorks) {
   }
 }
 
+TEST(BadInputCore, RandomCreationOfHugeSizes) {
+  for (const Device& d : devices()) {
+    SCOPED_TRACE(d.str());
+    EXPECT_BAD(randn({int64_t{1} << 40, int64_t{1} << 40}, on(d)), "randn", "more elements");
+    EXPECT_BAD(randn({int64_t{1} << 62}, on(d)), "randn", "bytes");
+    EXPECT_BAD(rand({kMax, 2}, on(d)), "rand");
+    EXPECT_BAD(normal({kMax, 2}, 0, 1, on(d)), "normal");
+    EXPECT_BAD(uniform({kMax, kMax}, 0, 1, on(d)), "uniform");
+    EXPECT_BAD(randint(0, 5, {int64_t{1} << 62}, on(d, i64)), "randint");
+    EXPECT_BAD(bernoulli({int64_t{1} << 32, int64_t{1} << 32}, 0.5, on(d)), "bernoulli");
+    EXPECT_BAD(randperm(int64_t{1} << 62, d), "randperm");
+    EXPECT_BAD(randperm(kMax, d), "randperm");
+  }
+  Device plain = Device::cpu().without_fusion();
+  EXPECT_BAD(rand({int64_t{1} << 45}, on(plain)), "rand", "out of memory");
+  EXPECT_BAD(randperm(int64_t{1} << 45, plain), "randperm", "out of memory");
+  EXPECT_EQ(randperm(int64_t{1} << 45, Device::null()).numel(), int64_t{1} << 45);  // shapes only
+}
+
 // ---- 2. views inside their storage --------------------------------------------------------
 
 TEST(BadInputCore, NarrowPastTheEndOverflows) {
