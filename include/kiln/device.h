@@ -2,6 +2,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -18,8 +20,9 @@ struct AutodiffOptions {
   Checkpointing checkpointing = Checkpointing::None;
 };
 
-/// Kinds of device. Decorators (autodiff, fusion, remote) wrap one of these.
-enum class DeviceType : uint8_t { CPU, Null, Vulkan, CUDA, WebGPU, Remote };
+/// Kinds of device. Decorators (autodiff, fusion, remote) wrap one of these. Subset is the
+/// suite's device that runs only some ops itself (the others fall back to the CPU).
+enum class DeviceType : uint8_t { CPU, Null, Vulkan, CUDA, WebGPU, Remote, Subset };
 
 /// A run-time device: a cheap value naming the backend chain that executes ops.
 /// `Device::cpu()` runs kernels; `Device::null()` tracks shapes and dtypes only, so checks and
@@ -34,10 +37,13 @@ class Device {
   static Device cpu();
   /// A device that allocates nothing and computes nothing; reading values throws.
   static Device null();
-  /// The device named by the environment variable KILN_DEVICE ("cpu", "cpu-fusion", "null"), else the CPU.
+  /// The device named by the environment variable KILN_DEVICE (any name of Device::list()), else the CPU.
   static Device default_device();
-  /// Parses "cpu", "cpu-fusion" or "null"; throws kiln::Error for anything else.
+  /// The device of a name of Device::list() ("cpu", "cpu-fusion", "cpu-plain", "null",
+  /// "subset", ...; an optional ":0" index); throws kiln::Error naming the known ones otherwise.
   static Device from_string(const std::string& name);
+  /// The names of the devices this build and machine can run, for from_string.
+  static std::vector<std::string> list();
 
   DeviceType type() const;
   int index() const { return index_; }
@@ -90,6 +96,13 @@ MemoryStats memory_stats(const Device& device);
 void reset_peak_memory(const Device& device);
 /// Returns cached blocks to the system.
 void empty_cache(const Device& device);
+
+/// How often each op ran on the CPU in place of a device that does not support it (the
+/// fallback of Backend::supports), as ("device: op", count) pairs in first-seen order.
+/// KILN_FALLBACK_DEBUG=1 also prints a line the first time each op falls back on a device.
+std::vector<std::pair<std::string, int64_t>> fallback_counts();
+/// Forgets the counts of fallback_counts().
+void reset_fallback_counts();
 
 /// Number of threads used by intra-op parallel kernels (KILN_NUM_THREADS, default all cores).
 int num_threads();

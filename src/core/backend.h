@@ -49,6 +49,10 @@ class Backend {
   /// Runs one primitive. inputs[i] / outputs[i] hold the buffers that op.inputs[i] /
   /// op.outputs[i] describe (offsets are in the descriptors). Outputs are allocated by the caller.
   virtual void execute(const ir::Op& op, Storage* const* inputs, Storage* const* outputs) = 0;
+  /// Whether this backend runs op itself (per op kind, dtype and attributes). Dispatch runs an
+  /// op it does not support on the CPU, with its buffers copied down and its outputs copied up
+  /// (execute_op). Default: what the wrapped backend supports, else everything.
+  virtual bool supports(const ir::Op& op) { return inner() ? inner()->supports(op) : true; }
   /// Host <-> device byte copies.
   virtual void write(Storage& dst, size_t byte_offset, const void* src, size_t n) = 0;
   virtual void read(const Storage& src, size_t byte_offset, void* dst, size_t n) = 0;
@@ -85,5 +89,12 @@ Tensor tensor_over_storage(std::shared_ptr<Storage> storage, const Shape& shape,
 /// The process-wide backends (created on first use, never destroyed).
 Backend* cpu_backend();
 Backend* null_backend();
+/// The suite's subset backend: its memory behind opaque handles (never a host pointer the
+/// frontend could use), elementwise ops and copies run itself, everything else falls back.
+Backend* subset_backend();
+
+/// Runs op on backend b: b->execute when b supports it, else on the CPU backend with every
+/// input and output buffer copied through b's read and write (counted in fallback_counts).
+void execute_op(Backend* b, const ir::Op& op, Storage* const* inputs, Storage* const* outputs);
 
 }  // namespace kiln

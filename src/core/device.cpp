@@ -86,11 +86,39 @@ Device Device::cpu() {
 }
 Device Device::null() { return Device(null_backend()); }
 
+namespace {
+/// The devices from_string knows: name and maker (one table for from_string and list).
+struct NamedDevice {
+  const char* name;
+  Device (*make)();
+};
+constexpr NamedDevice kDevices[] = {
+    {"cpu", [] { return Device::cpu(); }},
+    {"cpu-fusion", [] { return Device(cpu_backend()).fusion(); }},
+    {"cpu-plain", [] { return Device(cpu_backend()); }},
+    {"null", [] { return Device::null(); }},
+    {"subset", [] { return Device(subset_backend()); }},
+};
+}  // namespace
+
 Device Device::from_string(const std::string& name) {
-  if (name == "cpu") return cpu();
-  if (name == "null") return null();
-  if (name == "cpu-fusion") return cpu().fusion();
-  KILN_CHECK(false, "Device", "unknown device '" << name << "' (known: cpu, cpu-fusion, null)");
+  // "name" or "name:index"; every device here has the one index 0.
+  const size_t colon = name.find(':');
+  const std::string base = name.substr(0, colon);
+  if (colon != std::string::npos)
+    KILN_CHECK(name.substr(colon + 1) == "0", "Device",
+               "device '" << base << "' has only index 0, got '" << name << "'");
+  for (const NamedDevice& d : kDevices)
+    if (base == d.name) return d.make();
+  std::string known;
+  for (const NamedDevice& d : kDevices) known += std::string(known.empty() ? "" : ", ") + d.name;
+  KILN_CHECK(false, "Device", "unknown device '" << name << "' (known: " << known << ")");
+}
+
+std::vector<std::string> Device::list() {
+  std::vector<std::string> names;
+  for (const NamedDevice& d : kDevices) names.push_back(d.name);
+  return names;
 }
 
 Device Device::default_device() {

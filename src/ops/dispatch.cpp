@@ -124,7 +124,7 @@ void run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last,
   }
   bool any_elements = false;
   for (auto& d : op.outputs) any_elements |= d.numel() > 0;
-  if (any_elements) dev.backend()->execute(op, in.data(), out.data());
+  if (any_elements) execute_op(dev.backend(), op, in.data(), out.data());
   if (dev.backend()->autodiff_options())
     autodiff::record(op, dev, &*first, static_cast<size_t>(std::distance(first, last)),
                      std::span<Tensor>(outs.data(), outs.size()));
@@ -168,7 +168,7 @@ void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs,
   std::vector<Tensor> recorded =
       ad ? autodiff::prepare_inplace(op.kind, inputs.begin(), inputs.size(), out) : std::vector<Tensor>{};
   Storage* o = out.impl().storage.get();
-  if (out.numel() > 0) dev.backend()->execute(op, in.data(), &o);
+  if (out.numel() > 0) execute_op(dev.backend(), op, in.data(), &o);
   if (ad)
     autodiff::record_inplace(op, dev, recorded.empty() ? inputs.begin() : recorded.data(), inputs.size(), out);
   else

@@ -1,20 +1,44 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// One test per op and device: Conformance/OpCpu.Matches/<op> compares values with PyTorch's,
-// Conformance/OpNull.Shapes/<op> checks output shapes and dtypes on Device::null().
+// One test per op and device of test::test_devices() (KILN_TEST_DEVICES):
+// Conformance/Op.Matches/<op>_on_<device> compares values with PyTorch's, or on a device
+// without data (null) checks output shapes and dtypes. The number of cases run per device is
+// printed at the end.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
 #include "conformance/golden.h"
+#include "test_devices.h"
 
 namespace kiln::conformance {
 namespace {
 
 constexpr int kMaxReported = 12;  // failing cases printed in full per op
 
-void run_op(const std::string& op, const Device& dev, bool values) {
+/// Cases run and failed per device name, printed when the suite ends.
+struct Tally {
+  std::mutex mu;
+  std::map<std::string, std::pair<int, int>> by_device;
+};
+Tally& tally() {
+  static Tally t;
+  return t;
+}
+class PrintTally : public testing::Environment {
+ public:
+  void TearDown() override {
+    for (const auto& [dev, n] : tally().by_device)
+      std::printf("conformance on %s: %d cases run, %d failed\n", dev.c_str(), n.first, n.second);
+  }
+};
+const bool kTallyRegistered = (testing::AddGlobalTestEnvironment(new PrintTally), true);
+
+void run_op(const std::string& op, const Device& dev, bool values, const std::string& dev_name) {
   auto it = registry().find(op);
   ASSERT_NE(it, registry().end()) << "no registry entry for golden op '" << op << "'";
   std::vector<Case> cases;
@@ -39,20 +63,35 @@ void run_op(const std::string& op, const Device& dev, bool values) {
                     << dev.str() << ":\n"
                     << err;
   }
+  {
+    std::lock_guard<std::mutex> lock(tally().mu);
+    auto& n = tally().by_device[dev_name];
+    n.first += run;
+    n.second += failed;
+  }
   EXPECT_EQ(failed, 0) << op << ": " << failed << " of " << run << " cases fail on " << dev.str()
                        << (failed > kMaxReported ? " (first ones shown)" : "");
 }
 
-std::string param_name(const testing::TestParamInfo<std::string>& info) { return info.param; }
+struct Param {
+  std::string op;
+  test::TestDevice dev;
+};
+std::vector<Param> params() {
+  std::vector<Param> ps;
+  for (const test::TestDevice& d : test::test_devices())
+    for (const std::string& op : golden_ops()) ps.push_back({op, d});
+  return ps;
+}
+std::string param_name(const testing::TestParamInfo<Param>& info) {
+  return info.param.op + "_on_" + info.param.dev.tag();
+}
 
-class OpCpu : public testing::TestWithParam<std::string> {};
-class OpNull : public testing::TestWithParam<std::string> {};
+class Op : public testing::TestWithParam<Param> {};
 
-TEST_P(OpCpu, Matches) { run_op(GetParam(), Device::cpu(), true); }
-TEST_P(OpNull, Shapes) { run_op(GetParam(), Device::null(), false); }
+TEST_P(Op, Matches) { run_op(GetParam().op, GetParam().dev.device, GetParam().dev.values, GetParam().dev.name); }
 
-INSTANTIATE_TEST_SUITE_P(Conformance, OpCpu, testing::ValuesIn(golden_ops()), param_name);
-INSTANTIATE_TEST_SUITE_P(Conformance, OpNull, testing::ValuesIn(golden_ops()), param_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Op, testing::ValuesIn(params()), param_name);
 
 TEST(Conformance, GoldenDataPresent) {
   EXPECT_GE(golden_ops().size(), 150u) << "golden data missing in " << golden_dir()

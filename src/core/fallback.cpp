@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Note [Fallback]: a backend comes up op by op. Backend::supports says what it runs itself;
+// execute_op runs any other op on the CPU backend: each distinct buffer the op reads or writes
+// is copied down whole (so the descriptors' offsets and strides stay valid, and an output that
+// aliases an input stays one buffer), the CPU kernel runs, and the outputs are copied back up.
+// Every fallback is counted per device and op (fallback_counts), so a new backend's list of
+// fallbacks is its to-do list.
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend.h"
+#include "kiln/error.h"
+
+namespace kiln {
+namespace {
+
+std::mutex g_mu;
+std::vector<std::pair<std::string, int64_t>> g_counts;  // few distinct entries: a linear scan
+
+bool debug_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_FALLBACK_DEBUG");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+void count(const Backend& b, const ir::Op& op) {
+  std::string key = b.name() + ": " + std::string(ir::op_name(op.kind));
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (auto& [k, n] : g_counts)
+    if (k == key) {
+      ++n;
+      return;
+    }
+  g_counts.emplace_back(key, 1);
+  if (debug_enabled()) std::fprintf(stderr, "kiln: %s runs on the cpu (not supported there)\n", key.c_str());
+}
+
+/// The CPU copy of buffer s, made (and filled from b) on first use.
+struct Staged {
+  Storage* dev;
+  std::shared_ptr<Storage> host;
+};
+Storage* stage(Backend& b, Storage* s, std::vector<Staged>& staged) {
+  for (const Staged& x : staged)
+    if (x.dev == s) return x.host.get();
+  std::shared_ptr<Storage> h = cpu_backend()->allocate(s->nbytes);
+  if (s->nbytes) b.read(*s, 0, h->data, s->nbytes);
+  h->stamp = s->stamp;  // the same contents: kernels' caches keyed on stamps stay valid
+  staged.push_back({s, std::move(h)});
+  return staged.back().host.get();
+}
+
+}  // namespace
+
+void execute_op(Backend* b, const ir::Op& op, Storage* const* inputs, Storage* const* outputs) {
+  if (b->supports(op)) {
+    b->execute(op, inputs, outputs);
+    return;
+  }
+  KILN_CHECK(b->has_data(), ir::op_name(op.kind).data(),
+             "the " << b->name() << " device neither supports this op nor holds data to run it elsewhere");
+  count(*b, op);
+  std::vector<Staged> staged;
+  SmallVec<Storage*, 4> in, out;
+  for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(stage(*b, inputs[i], staged));
+  for (size_t i = 0; i < op.outputs.size(); ++i) out.push_back(stage(*b, outputs[i], staged));
+  cpu_backend()->execute(op, in.data(), out.data());
+  for (size_t i = 0; i < op.outputs.size(); ++i)
+    if (outputs[i]->nbytes) b->write(*outputs[i], 0, out[i]->data, outputs[i]->nbytes);
+}
+
+std::vector<std::pair<std::string, int64_t>> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_counts.clear();
+}
+
+}  // namespace kiln

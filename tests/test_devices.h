@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The devices the device-generic suites run on (the conformance cases, the elementwise
+// properties): KILN_TEST_DEVICES=cpu,cpu-plain,null,subset names them (any names of
+// Device::list()); the default is every device of this machine, the fused and the plain CPU,
+// null (shapes and dtypes only) and subset (the fallback's test device). Adding a backend to the
+// suites is adding its name.
+#pragma once
+#include <kiln/device.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+struct TestDevice {
+  std::string name;  ///< as Device::from_string takes it
+  Device device;
+  bool values = true;  ///< false where values cannot be read (null): shapes and dtypes only
+  /// The name as a GoogleTest parameter name ("cpu-plain" -> "cpu_plain").
+  std::string tag() const {
+    std::string t = name;
+    for (char& c : t)
+      if (c == '-' || c == ':') c = '_';
+    return t;
+  }
+};
+
+/// The devices of KILN_TEST_DEVICES (comma-separated), else the default list; a device equal
+/// to an earlier one (cpu and cpu-plain under KILN_FUSION=0) is listed once.
+inline std::vector<TestDevice> test_devices() {
+  std::vector<std::string> names;
+  const char* env = std::getenv("KILN_TEST_DEVICES");
+  std::string list = env && *env ? env : "cpu,cpu-plain,null,subset";
+  for (size_t start = 0; start <= list.size();) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > start) names.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::vector<TestDevice> out;
+  for (const std::string& n : names) {
+    const Device d = Device::from_string(n);
+    bool dup = false;
+    for (const TestDevice& t : out) dup |= t.device == d;
+    if (!dup) out.push_back({n, d, !d.is_null()});
+  }
+  return out;
+}
+
+/// The devices of test_devices() that hold values.
+inline std::vector<TestDevice> value_devices() {
+  std::vector<TestDevice> out;
+  for (TestDevice& d : test_devices())
+    if (d.values) out.push_back(std::move(d));
+  return out;
+}
+
+}  // namespace kiln::test

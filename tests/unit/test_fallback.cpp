@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Backend capabilities and the CPU fallback (src/core/fallback.cpp) on the subset device: ops it
+// does not support run on the CPU with their buffers copied through read and write, give the
+// CPU's values, stay on the subset device, are counted per op, and work under autodiff and for
+// writes into an existing tensor.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+Device subset() { return Device::from_string("subset"); }
+
+int64_t fallbacks(const std::string& key) {
+  for (const auto& [k, n] : fallback_counts())
+    if (k == key) return n;
+  return 0;
+}
+
+std::vector<float> values(const Tensor& t) { return t.to(Device::cpu()).to_vector<float>(); }
+
+}  // namespace
+
+TEST(Fallback, DeviceNamesAndList) {
+  const std::vector<std::string> names = Device::list();
+  for (const char* n : {"cpu", "cpu-fusion", "cpu-plain", "null", "subset"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(Device::from_string("cpu-plain"), Device::cpu().without_fusion());
+  EXPECT_EQ(Device::from_string("subset:0"), subset());
+  EXPECT_EQ(subset().str(), "subset");
+  test::expect_error([] { Device::from_string("vulkan"); }, "Device", "known: cpu");
+  test::expect_error([] { Device::from_string("cpu:3"); }, "Device", "only index 0");
+}
+
+TEST(Fallback, SupportsAnswersPerOp) {
+  ir::Op add, mm;
+  add.kind = ir::OpKind::Add;
+  mm.kind = ir::OpKind::MatMul;
+  EXPECT_TRUE(subset().backend()->supports(add));
+  EXPECT_FALSE(subset().backend()->supports(mm));
+  EXPECT_TRUE(subset().autodiff().backend()->supports(add));  // decorators ask the wrapped backend
+  EXPECT_FALSE(subset().autodiff().backend()->supports(mm));
+  EXPECT_TRUE(Device::cpu().backend()->supports(mm));
+}
+
+TEST(Fallback, UnsupportedOpsRunOnTheCpuAndAreCounted) {
+  reset_fallback_counts();
+  manual_seed(3);
+  Tensor a = randn({5, 7}), b = randn({7, 3});
+  Tensor c = matmul(a, b), s = softmax(a, 1), m = a.sum({0});
+  Tensor as = a.to(subset()), bs = b.to(subset());
+  Tensor cs = matmul(as, bs), ss = softmax(as, 1), ms = as.sum({0});
+  EXPECT_EQ(cs.device(), subset());
+  EXPECT_EQ(values(cs), values(c));
+  EXPECT_EQ(values(ss), values(s));
+  EXPECT_EQ(values(ms), values(m));
+  EXPECT_GE(fallbacks("subset: MatMul"), 1);
+  EXPECT_GE(fallbacks("subset: Softmax"), 1);
+  const int64_t before = fallbacks("subset: Add");
+  Tensor e = as + bs.sum();  // Add runs on the device itself (Sum falls back)
+  EXPECT_EQ(fallbacks("subset: Add"), before);
+  EXPECT_EQ(values(e), values(a + b.sum()));
+  reset_fallback_counts();
+  EXPECT_TRUE(fallback_counts().empty());
+}
+
+TEST(Fallback, WritesIntoExistingTensorsAndViews) {
+  Tensor x = arange(0, 24, 1, f32).reshape({4, 6});
+  Tensor xs = x.to(subset());
+  x.index_put_({Slice{1, 3}}, 7.f);
+  xs.index_put_({Slice{1, 3}}, 7.f);
+  EXPECT_EQ(values(xs), values(x));
+  // A view's offset and strides survive the copy down and up (the whole buffer is staged).
+  Tensor v = xs.slice(1, 1, 5, 2).t();
+  EXPECT_EQ(values(v.flip({0}).cumsum(0)), values(x.slice(1, 1, 5, 2).t().flip({0}).cumsum(0)));
+}
+
+TEST(Fallback, AutodiffThroughFallbacks) {
+  std::vector<float> first;
+  for (const Device& dev : {Device::cpu().autodiff(), subset().autodiff()}) {
+    manual_seed(5);
+    Tensor w = randn({4, 3}).to(dev).require_grad();
+    Tensor x = randn({2, 4}).to(dev);
+    Tensor loss = softmax(matmul(x, w), 1).square().sum();
+    Gradients grads = loss.backward();
+    if (dev.type() == DeviceType::CPU)
+      first = values(w.grad(grads));
+    else
+      EXPECT_EQ(values(w.grad(grads)), first);
+  }
+}
