@@ -6,8 +6,8 @@
 // message is computed here, in overflow-checked int64 arithmetic, so that a hostile shape can
 // only ever raise kiln::Error("[op] ...") and never wrap into a small buffer or an offset outside
 // one. The helpers below are the one place for it: shape_numel and contiguous_strides
-// (shape.cpp), alloc and make_view (ops/dispatch.cpp), the allocator (allocator.cpp) and the
-// loaders use them.
+// (shape.cpp), alloc and make_view (ops/dispatch.cpp), the allocator (allocator.cpp, which also
+// holds OpScope), shape inference (src/ir), the ONNX shape ops and the loaders use them.
 #include <cstddef>
 #include <cstdint>
 
@@ -37,6 +37,7 @@ inline int64_t checked_add(int64_t a, int64_t b, const char* op) {
 /// The element count of s (0 when a dim is 0). Throws kiln::Error("[op] shape [...] has more
 /// elements than fit in int64") when the product of its nonzero dims overflows, so that the
 /// contiguous strides of s are representable too. Negative dims are the caller's to reject.
+/// op == nullptr names the op in scope (OpScope), else "numel".
 int64_t checked_numel(const Shape& s, const char* op);
 
 /// Bytes of a contiguous tensor of shape s and dtype: throws kiln::Error("[op] ...") for an

@@ -27,7 +27,7 @@ int64_t checked_numel(const Shape& s, const char* op) {
       continue;
     }
     if (__builtin_mul_overflow(n, d, &n)) [[unlikely]]
-      KILN_CHECK(false, op, "shape " << s << " has more elements than fit in int64");
+      KILN_CHECK(false, op ? op : OpScope::current("numel"), "shape " << s << " has more elements than fit in int64");
   }
   return zero ? 0 : n;
 }
@@ -71,7 +71,7 @@ void check_view_in_storage(const Shape& shape, const Strides& strides, int64_t o
 }  // namespace detail
 
 // Without an op name of their own, these name the user op running on this thread (OpScope).
-int64_t shape_numel(const Shape& s) { return detail::checked_numel(s, detail::OpScope::current("numel")); }
+int64_t shape_numel(const Shape& s) { return detail::checked_numel(s, nullptr); }
 
 Strides contiguous_strides(const Shape& s) {
   Strides st(s.size());
