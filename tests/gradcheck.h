@@ -15,8 +15,9 @@ namespace kiln::test {
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-/// Uses an autodiff CPU device; inputs are moved there as f64 leaves.
-inline Device ad_device() { return Device::cpu().autodiff(); }
+/// Uses the default device (KILN_DEVICE, else the CPU) with autodiff; inputs are moved there as
+/// f64 leaves.
+inline Device ad_device() { return Device::default_device().autodiff(); }
 
 /// Random f64 input of the given shape on the autodiff device (values in [lo, hi)).
 inline Tensor rand_input(const Shape& s, double lo = -1, double hi = 1, uint64_t seed = 1) {

@@ -18,6 +18,7 @@
 #include "fusion_jit_mode.h"
 #include "fusion_small_limit.h"
 #include "simd_levels.h"
+#include "test_devices.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -402,4 +403,14 @@ TEST(BinaryProperty, InPlaceWritesWithOverlap) {
     test::expect_error([&] { wide.copy_(ones({3, 4}, {.device = dev})); }, "copy_", "single memory location");
     EXPECT_EQ(base.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
   }
+}
+
+TEST(BinaryProperty, FloatOpsOnEveryTestDevice) {
+  // The devices of KILN_TEST_DEVICES beyond the two CPUs above (subset: its own elementwise
+  // kernels over handles, the rest through the fallback), at the default SIMD level.
+  for (const test::TestDevice& d : test::value_devices())
+    if (d.device.type() != DeviceType::CPU) {
+      SCOPED_TRACE(d.name);
+      check_float_binaries(d.device, true);
+    }
 }

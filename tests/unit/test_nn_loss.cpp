@@ -207,7 +207,7 @@ TEST(NNLoss, GradRegressionAndBinary) {
 }
 
 TEST(NNLoss, GradClassification) {
-  Tensor t = tensor<int64_t>({0, 2, -100, 1}, {4}, Device::cpu().autodiff());
+  Tensor t = tensor<int64_t>({0, 2, -100, 1}, {4}, kiln::test::ad_device());
   Tensor w = rand_input({3}, 0.5, 2, 20).detach();
   for (const char* r : {"mean", "sum", "none"}) {
     EXPECT_EQ(gradcheck(
@@ -227,7 +227,7 @@ TEST(NNLoss, GradClassification) {
 }
 
 TEST(NNLoss, GradEmbedding) {
-  Tensor y = tensor({1., -1., 1.}, {3}, Device::cpu().autodiff());
+  Tensor y = tensor({1., -1., 1.}, {3}, kiln::test::ad_device());
   EXPECT_EQ(gradcheck([&](const TV& v) { return F::cosine_embedding_loss(v[0], v[1], y, 0.1); },
                       {rand_input({3, 4}, -1, 1, 30), rand_input({3, 4}, -1, 1, 31)}),
             "");
@@ -246,7 +246,7 @@ TEST(NNLoss, GradEmbedding) {
 }
 
 TEST(NNLoss, GradCtc) {
-  const Device ad = Device::cpu().autodiff();
+  const Device ad = kiln::test::ad_device();
   Tensor tg = tensor<int64_t>({1, 2, 2, 3, 1, 0}, {2, 3}, ad);
   for (const char* r : {"mean", "sum", "none"}) {
     EXPECT_EQ(gradcheck(

@@ -17,6 +17,7 @@
 #include "fusion_jit_mode.h"
 #include "fusion_small_limit.h"
 #include "simd_levels.h"
+#include "test_devices.h"
 
 using namespace kiln;
 using namespace kiln::test::prop;
@@ -319,4 +320,14 @@ TEST(UnaryProperty, IntegerOpsExact) {
     check_int_ops<int32_t>(dev);
     check_int_ops<int64_t>(dev);
   }
+}
+
+TEST(UnaryProperty, FloatOpsOnEveryTestDevice) {
+  // The devices of KILN_TEST_DEVICES beyond the two CPUs above (subset: its own elementwise
+  // kernels over handles, the rest through the fallback), at the default SIMD level.
+  for (const test::TestDevice& d : test::value_devices())
+    if (d.device.type() != DeviceType::CPU) {
+      SCOPED_TRACE(d.name);
+      check_float_ops(d.device, true);
+    }
 }
