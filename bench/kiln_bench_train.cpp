@@ -43,9 +43,9 @@ struct Mlp : nn::Module {
   nn::Linear fc1, fc2, fc3;
   bool three;
   Mlp(int64_t h1, int64_t h2, const Device& d)
-      : fc1({.in = 784, .out = h1}, d),
-        fc2({.in = h1, .out = h2 > 0 ? h2 : 10}, d),
-        fc3({.in = h2 > 0 ? h2 : 1, .out = 10}, d),
+      : fc1({.in_features = 784, .out_features = h1}, d),
+        fc2({.in_features = h1, .out_features = h2 > 0 ? h2 : 10}, d),
+        fc3({.in_features = h2 > 0 ? h2 : 1, .out_features = 10}, d),
         three(h2 > 0) {}
   Tensor forward(const Tensor& x) {
     Tensor h = relu(fc1(x));
@@ -64,8 +64,8 @@ struct Cnn : nn::Module {
         conv2({.in_channels = 32, .out_channels = 64, .kernel_size = 3}, d),
         drop1({.p = 0.25}, d),
         drop2({.p = 0.5}, d),
-        fc1({.in = 9216, .out = 128}, d),
-        fc2({.in = 128, .out = 10}, d) {}
+        fc1({.in_features = 9216, .out_features = 128}, d),
+        fc2({.in_features = 128, .out_features = 10}, d) {}
   Tensor forward(const Tensor& x) {
     Tensor h = relu(conv2(relu(conv1(x))));
     h = drop1(F::max_pool2d(h, 2)).flatten(1);

@@ -27,9 +27,9 @@ struct Classifier : nn::Module {
   nn::Linear fc1, fc2, fc3;
   nn::Dropout drop;
   explicit Classifier(const Device& d)
-      : fc1({.in = 784, .out = 512}, d),
-        fc2({.in = 512, .out = 512}, d),
-        fc3({.in = 512, .out = 10}, d),
+      : fc1({.in_features = 784, .out_features = 512}, d),
+        fc2({.in_features = 512, .out_features = 512}, d),
+        fc3({.in_features = 512, .out_features = 10}, d),
         drop({.p = 0.1}, d) {}
   /// x [N, 1, 28, 28] in [0, 1] -> logits [N, 10].
   Tensor forward(const Tensor& x) {

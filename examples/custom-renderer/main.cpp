@@ -38,7 +38,8 @@ class DotsRenderer : public train::Renderer {
 /// A small MLP: 784 -> 128 -> 10.
 struct Mlp : nn::Module {
   nn::Linear fc1, fc2;
-  explicit Mlp(const Device& d) : fc1({.in = 784, .out = 128}, d), fc2({.in = 128, .out = 10}, d) {}
+  explicit Mlp(const Device& d)
+      : fc1({.in_features = 784, .out_features = 128}, d), fc2({.in_features = 128, .out_features = 10}, d) {}
   Tensor forward(const Tensor& x) { return fc2(relu(fc1(x.flatten(1)))); }
   KILN_VISIT(Mlp, fc1, fc2)
 };

@@ -35,8 +35,8 @@ struct Net : nn::Module {
         conv2({.in_channels = 32, .out_channels = 64, .kernel_size = 3, .padding = 1, .bias = false}, d),
         bn1({.num_features = 32}, d),
         bn2({.num_features = 64}, d),
-        fc1({.in = 64 * 7 * 7, .out = 128}, d),
-        fc2({.in = 128, .out = 10}, d),
+        fc1({.in_features = 64 * 7 * 7, .out_features = 128}, d),
+        fc2({.in_features = 128, .out_features = 10}, d),
         drop({.p = 0.25}, d) {}
   /// x [N, 1, 28, 28] in [0, 1] -> logits [N, 10].
   Tensor forward(const Tensor& x) {

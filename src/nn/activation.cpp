@@ -83,9 +83,9 @@ SwiGLU::SwiGLU(const SwiGLUConfig& c, const Device& device) : config(c) {
   KILN_CHECK(c.in > 0 && c.hidden > 0 && c.out >= 0, "SwiGLU",
              "SwiGLU needs in > 0 and hidden > 0, got in=" << c.in << ", hidden=" << c.hidden << ", out=" << c.out);
   if (config.out == 0) config.out = c.in;
-  w1 = Linear({.in = c.in, .out = c.hidden, .bias = c.bias, .dtype = c.dtype}, device);
-  w2 = Linear({.in = c.hidden, .out = config.out, .bias = c.bias, .dtype = c.dtype}, device);
-  w3 = Linear({.in = c.in, .out = c.hidden, .bias = c.bias, .dtype = c.dtype}, device);
+  w1 = Linear({.in_features = c.in, .out_features = c.hidden, .bias = c.bias, .dtype = c.dtype}, device);
+  w2 = Linear({.in_features = c.hidden, .out_features = config.out, .bias = c.bias, .dtype = c.dtype}, device);
+  w3 = Linear({.in_features = c.in, .out_features = c.hidden, .bias = c.bias, .dtype = c.dtype}, device);
 }
 
 Tensor SwiGLU::forward(const Tensor& x) const {

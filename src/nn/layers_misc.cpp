@@ -5,6 +5,7 @@
 #include "kiln/autodiff.h"
 #include "kiln/error.h"
 #include "kiln/matmul.h"
+#include "kiln/nn/functional/activation.h"
 #include "kiln/nn/layers.h"
 #include "kiln/ops.h"
 #include "layers_util.h"
@@ -34,49 +35,50 @@ std::string num(double v) {
   return s;
 }
 
-/// x * mask / (1 - p) with mask ~ Bernoulli(1 - p) of `mask_shape` (broadcast over x).
-Tensor apply_dropout(const Tensor& x, double p, const Shape& mask_shape) {
-  if (p == 1.0) return x * 0.0;
-  const Device plain = x.device().without_autodiff();
-  Tensor mask = bernoulli(mask_shape, 1.0 - p, {.dtype = x.dtype(), .device = plain}) * (1.0 / (1.0 - p));
-  return x * mask.to(x.device());
-}
-
 }  // namespace
 
 // ---- Bilinear ---------------------------------------------------------------------------------
 
-Bilinear::Bilinear(const BilinearConfig& c, const Device& device) : config(c) {
-  KILN_CHECK(c.in1 > 0 && c.in2 > 0 && c.out >= 0, "Bilinear",
-             "in1 and in2 must be positive and out >= 0, got in1=" << c.in1 << ", in2=" << c.in2 << ", out=" << c.out);
-  const double bound = 1.0 / std::sqrt(static_cast<double>(c.in1));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+namespace {
+/// The config with the deprecated .in1/.in2/.out folded into the *_features fields.
+BilinearConfig resolved(BilinearConfig c) {
+  if (c.in1 >= 0) c.in1_features = c.in1;
+  if (c.in2 >= 0) c.in2_features = c.in2;
+  if (c.out >= 0) c.out_features = c.out;
+  c.in1 = c.in2 = c.out = -1;
+  return c;
+}
+}  // namespace
+#pragma GCC diagnostic pop
+
+Bilinear::Bilinear(const BilinearConfig& cfg, const Device& device) : config(resolved(cfg)) {
+  const BilinearConfig& c = config;
+  KILN_CHECK(c.in1_features > 0 && c.in2_features > 0 && c.out_features >= 0, "Bilinear",
+             "in1_features and in2_features must be positive and out_features >= 0, got in1_features="
+                 << c.in1_features << ", in2_features=" << c.in2_features << ", out_features=" << c.out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(c.in1_features));
   const TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
-  weight = make_param(uniform({c.out, c.in1, c.in2}, -bound, bound, o), device);
-  if (c.bias) bias = make_param(uniform({c.out}, -bound, bound, o), device);
+  weight = make_param(uniform({c.out_features, c.in1_features, c.in2_features}, -bound, bound, o), device);
+  if (c.bias) bias = make_param(uniform({c.out_features}, -bound, bound, o), device);
 }
 
 Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) const {
-  const bool ok = x1.defined() && x2.defined() && x1.dim() >= 1 && x1.dim() == x2.dim() && x1.size(-1) == config.in1 &&
-                  x2.size(-1) == config.in2 &&
+  const int64_t in1 = config.in1_features, in2 = config.in2_features;
+  const bool ok = x1.defined() && x2.defined() && x1.dim() >= 1 && x1.dim() == x2.dim() && x1.size(-1) == in1 &&
+                  x2.size(-1) == in2 &&
                   Shape(x1.shape().begin(), x1.shape().end() - 1) == Shape(x2.shape().begin(), x2.shape().end() - 1);
   KILN_CHECK(ok, "Bilinear",
-             describe(*this) << " expects inputs [..., " << config.in1 << "] and [..., " << config.in2
+             describe(*this) << " expects inputs [..., " << in1 << "] and [..., " << in2
                              << "] with the same leading dims, got " << shape_str(x1) << " and " << shape_str(x2));
-  Shape lead(x1.shape().begin(), x1.shape().end() - 1);
-  const int64_t n = shape_numel(lead);
-  Tensor a = x1.reshape({n, config.in1}), b = x2.reshape({n, config.in2});
-  // t[n, o, j] = sum_i a[n, i] W[o, i, j]; y[n, o] = sum_j t[n, o, j] b[n, j].
-  Tensor w = weight.permute({1, 0, 2}).reshape({config.in1, config.out * config.in2});
-  Tensor t = matmul(a, w).reshape({n, config.out, config.in2});
-  Tensor y = sum(t * b.unsqueeze(1), {-1});
-  if (bias.defined()) y = y + bias;
-  lead.push_back(config.out);
-  return y.reshape(lead);
+  return F::bilinear(x1, x2, weight, bias);
 }
 
 std::string Bilinear::extra_repr() const {
-  return "in1=" + std::to_string(config.in1) + ", in2=" + std::to_string(config.in2) +
-         ", out=" + std::to_string(config.out) + ", bias=" + (config.bias ? "true" : "false");
+  return "in1_features=" + std::to_string(config.in1_features) +
+         ", in2_features=" + std::to_string(config.in2_features) +
+         ", out_features=" + std::to_string(config.out_features) + ", bias=" + (config.bias ? "true" : "false");
 }
 
 // ---- Embedding --------------------------------------------------------------------------------
@@ -101,24 +103,8 @@ Tensor Embedding::forward(const Tensor& indices) const {
       describe(*this) << " expects integer indices, got "
                       << (indices.defined() ? std::string(dtype_name(indices.dtype())) : std::string("undefined"))
                       << shape_str(indices));
-  if (config.max_norm && indices.numel() > 0) {
-    // torch.embedding_renorm_: rescale the looked-up rows in place, outside autodiff.
-    NoGradGuard guard;
-    Tensor data = weight.detach();
-    Tensor rows = unique(indices.reshape({-1}).to(i64)).values;
-    Tensor sel = index_select(data, 0, rows);
-    Tensor nrm = norm(sel, config.norm_type, {1}, /*keepdim=*/true);
-    const double mx = *config.max_norm;
-    Tensor scale = where(nrm > mx, mx / (nrm + 1e-7), 1.0);
-    data.index_put_({rows}, sel * scale);
-  }
-  Tensor w = weight;
-  if (config.padding_idx && weight.requires_grad()) {
-    // The padding row reads a detached copy, so it gets no gradient (as PyTorch).
-    Tensor row = (arange(config.num_embeddings, i64, weight.device()) == *config.padding_idx).unsqueeze(1);
-    w = where(row, weight.detach(), weight);
-  }
-  return named(*this, indices, [&] { return embedding(indices, w); });
+  return named(*this, indices,
+               [&] { return F::embedding(indices, weight, config.padding_idx, config.max_norm, config.norm_type); });
 }
 
 std::string Embedding::extra_repr() const {
@@ -138,8 +124,7 @@ Dropout::Dropout(const DropoutConfig& c, const Device&) : config(c) {
 Tensor Dropout::forward(const Tensor& x) const {
   KILN_CHECK(x.defined() && is_floating(x.dtype()), "Dropout",
              describe(*this) << " expects a float input, got " << shape_str(x));
-  if (!is_training() || config.p == 0.0) return x;
-  return apply_dropout(x, config.p, x.shape());
+  return F::dropout(x, config.p, is_training());
 }
 
 std::string Dropout::extra_repr() const { return "p=" + num(config.p); }
@@ -154,12 +139,9 @@ Tensor FeatureDropoutNd<N>::forward(const Tensor& x) const {
   KILN_CHECK(x.defined() && is_floating(x.dtype()) && (x.dim() == N + 1 || x.dim() == N + 2), type_name(),
              describe(*this) << " expects a float input [N, C, " << layers_detail::spatial_names(N) << "] or [C, "
                              << layers_detail::spatial_names(N) << "], got " << shape_str(x));
-  if (!is_training() || config.p == 0.0) return x;
-  // Batched: one draw per (n, c); unbatched: per c. A 3-d input to Dropout2d is [N, C, L] (PyTorch).
-  const int64_t keep = (x.dim() == N + 2 || N == 2) ? 2 : 1;
-  Shape ms(static_cast<size_t>(x.dim()), 1);
-  for (int64_t d = 0; d < keep; ++d) ms[static_cast<size_t>(d)] = x.size(d);
-  return apply_dropout(x, config.p, ms);
+  if constexpr (N == 1) return F::dropout1d(x, config.p, is_training());
+  if constexpr (N == 2) return F::dropout2d(x, config.p, is_training());
+  return F::dropout3d(x, config.p, is_training());
 }
 
 template <int N>

@@ -9,23 +9,43 @@
 
 namespace kiln::nn {
 
-Linear::Linear(const LinearConfig& c, const Device& device) : config(c) {
-  KILN_CHECK(c.in >= 0 && c.out >= 0, "Linear", "in and out must be >= 0, got in=" << c.in << ", out=" << c.out);
-  const double bound = c.in > 0 ? 1.0 / std::sqrt(static_cast<double>(c.in)) : 0.0;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+namespace {
+/// The config with the deprecated .in/.out folded into .in_features/.out_features.
+LinearConfig resolved(LinearConfig c) {
+  KILN_CHECK((c.in < 0 || c.in_features == 0 || c.in == c.in_features) &&
+                 (c.out < 0 || c.out_features == 0 || c.out == c.out_features),
+             "Linear", "give in_features and out_features once (.in and .out are their old spellings)");
+  if (c.in >= 0) c.in_features = c.in;
+  if (c.out >= 0) c.out_features = c.out;
+  c.in = c.out = -1;
+  return c;
+}
+}  // namespace
+#pragma GCC diagnostic pop
+
+Linear::Linear(const LinearConfig& cfg, const Device& device) : config(resolved(cfg)) {
+  const LinearConfig& c = config;
+  KILN_CHECK(c.in_features >= 0 && c.out_features >= 0, "Linear",
+             "in_features and out_features must be >= 0, got in_features=" << c.in_features
+                                                                           << ", out_features=" << c.out_features);
+  const double bound = c.in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(c.in_features)) : 0.0;
   TensorOptions o{.dtype = c.dtype, .device = device.without_autodiff()};
-  weight = make_param(uniform({c.out, c.in}, -bound, bound, o), device);
-  if (c.bias) bias = make_param(uniform({c.out}, -bound, bound, o), device);
+  weight = make_param(uniform({c.out_features, c.in_features}, -bound, bound, o), device);
+  if (c.bias) bias = make_param(uniform({c.out_features}, -bound, bound, o), device);
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == config.in, "Linear",
-             "Linear(in=" << config.in << ", out=" << config.out << ") expects input [..., " << config.in << "], got "
-                          << (x.defined() ? to_string(x.shape()) : std::string("undefined")));
+  KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == config.in_features, "Linear",
+             "Linear(in_features=" << config.in_features << ", out_features=" << config.out_features
+                                   << ") expects input [..., " << config.in_features << "], got "
+                                   << (x.defined() ? to_string(x.shape()) : std::string("undefined")));
   return linear(x, weight, bias);
 }
 
 std::string Linear::extra_repr() const {
-  return "in=" + std::to_string(config.in) + ", out=" + std::to_string(config.out) +
+  return "in_features=" + std::to_string(config.in_features) + ", out_features=" + std::to_string(config.out_features) +
          ", bias=" + (config.bias ? "true" : "false");
 }
 

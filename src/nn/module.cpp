@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "kiln/nn/module.h"
 
+#include <algorithm>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "kiln/autodiff.h"
@@ -53,6 +57,7 @@ class Walker final : public Visitor {
 
 /// Walks tensors with the module that owns each: `f(owner, tensor, is_param)`.
 void walk_owned(Module& m, Walker::OwnedFn f) {
+  m.check_fields();
   Walker w(Walker::Fn{});
   w.owned_ = std::move(f);
   if (w.enter("", m)) {
@@ -61,7 +66,16 @@ void walk_owned(Module& m, Walker::OwnedFn f) {
   }
 }
 
+void walk_unchecked(Module& m, Walker::Fn f, Walker::ModFn mf = {}) {
+  Walker w(std::move(f), std::move(mf));
+  if (w.enter("", m)) {
+    m.visit(w);
+    w.leave("", m);
+  }
+}
+
 void walk(Module& m, Walker::Fn f, Walker::ModFn mf = {}) {
+  m.check_fields();
   Walker w(std::move(f), std::move(mf));
   if (w.enter("", m)) {
     m.visit(w);
@@ -72,6 +86,140 @@ void walk(Module& m, Walker::Fn f, Walker::ModFn mf = {}) {
 std::string strip(const std::string& name) { return name.size() > 0 && name[0] == '.' ? name.substr(1) : name; }
 
 }  // namespace
+
+// Note [Stray fields]
+// A Param, Buffer or module field that KILN_VISIT does not list is invisible to everything that
+// walks the model: it would train with no optimizer step and be neither saved nor loaded. Every
+// Param, Buffer and Module registers its address while it lives. On the first walk over a model,
+// check_fields visits it, and for each module reached (with KILN_VISIT's sizeof, so its bytes are
+// known) looks up the registered objects inside those bytes: each one visit did not reach is a
+// stray field. Objects on the heap (std::vector elements, modules held by pointer) are not inside
+// any module's bytes, so a model may keep a module it does not own behind a pointer.
+namespace detail {
+namespace {
+struct FieldRegistry {
+  std::mutex mu;
+  std::map<const void*, int> live;  // address -> FieldKind
+};
+FieldRegistry& registry() {
+  static auto* r = new FieldRegistry;  // never destroyed: fields may outlive static destructors
+  return *r;
+}
+}  // namespace
+
+void register_field(const void* p, int kind) noexcept {
+  FieldRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  try {
+    r.live[p] = kind;
+  } catch (...) {  // out of memory: the field goes unchecked
+  }
+}
+
+void unregister_field(const void* p) noexcept {
+  FieldRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.live.erase(p);
+}
+}  // namespace detail
+
+namespace {
+/// Collects every module and tensor field that visit reaches, without checking.
+struct Reach final : Visitor {
+  std::set<const void*> tensors;
+  std::vector<Module*> modules;
+  void tensor(std::string_view, Tensor& t, bool) override { tensors.insert(static_cast<const void*>(&t)); }
+  bool enter(std::string_view, Module& m) override {
+    modules.push_back(&m);
+    return true;
+  }
+};
+
+struct Range {
+  const char* begin;
+  const char* end;
+  bool contains(const void* p) const {
+    auto* c = static_cast<const char*>(p);
+    return c >= begin && c < end;
+  }
+};
+
+Range range_of(const Module& m) {
+  auto* b = static_cast<const char*>(dynamic_cast<const void*>(&m));
+  return {b, b + m.visited_object_size()};
+}
+
+/// Parameter tensors and elements of a module, without checking its fields.
+std::pair<int64_t, int64_t> count_params(Module& m) {
+  std::pair<int64_t, int64_t> n{0, 0};
+  walk_unchecked(m, [&](const std::string&, Tensor& t, bool p) {
+    if (!p) return;
+    ++n.first;
+    n.second += t.numel();
+  });
+  return n;
+}
+}  // namespace
+
+void Module::check_fields() {
+  if (fields_checked_) return;
+  Reach reach;
+  reach.enter("", *this);
+  visit(reach);
+  std::set<const void*> reached_modules(reach.modules.begin(), reach.modules.end());
+  // Stray objects: (address, kind), outermost first; the type of the module whose bytes hold each.
+  std::map<const void*, std::pair<int, const Module*>> stray;
+  {
+    detail::FieldRegistry& r = detail::registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const Module* m : reach.modules) {
+      const Range rg = range_of(*m);
+      if (rg.begin == rg.end) continue;
+      for (auto it = r.live.lower_bound(rg.begin); it != r.live.end() && rg.contains(it->first); ++it) {
+        if (it->first == static_cast<const void*>(m) || dynamic_cast<const void*>(m) == it->first) continue;
+        const bool is_module = it->second == detail::kModuleField;
+        if (is_module ? reached_modules.count(it->first) : reach.tensors.count(it->first)) continue;
+        if (!is_module && !static_cast<const Tensor*>(it->first)->defined()) continue;
+        auto [pos, fresh] = stray.try_emplace(it->first, it->second, m);
+        // Keep the innermost module reached that holds it (the one whose KILN_VISIT misses it).
+        if (!fresh && range_of(*pos->second.second).contains(m)) pos->second.second = m;
+      }
+    }
+  }
+  // Drop objects inside a stray module (they are counted with it).
+  std::vector<Range> stray_ranges;
+  for (auto& [p, km] : stray)
+    if (km.first == detail::kModuleField) stray_ranges.push_back(range_of(*static_cast<const Module*>(p)));
+  int64_t tensors = 0, elements = 0, buffers = 0;
+  std::string owner, what;
+  for (auto& [p, km] : stray) {
+    bool inner = false;
+    for (const Range& rg : stray_ranges) inner |= rg.contains(p) && rg.begin != static_cast<const char*>(p);
+    if (inner) continue;
+    if (owner.empty()) owner = km.second->type_name();
+    if (km.first == detail::kModuleField) {
+      auto* sm = const_cast<Module*>(static_cast<const Module*>(p));
+      auto [t, e] = count_params(*sm);
+      tensors += t;
+      elements += e;
+      what += (what.empty() ? "" : ", ") + std::string("a ") + sm->type_name();
+    } else if (km.first == detail::kParamField) {
+      ++tensors;
+      elements += static_cast<const Tensor*>(p)->numel();
+      what += (what.empty() ? "" : ", ") + std::string("a Param");
+    } else {
+      ++buffers;
+      what += (what.empty() ? "" : ", ") + std::string("a Buffer");
+    }
+  }
+  KILN_CHECK(what.empty(), "Module",
+             owner << " has fields that its KILN_VISIT does not list (" << what << "), holding " << elements
+                   << " stray parameters in " << tensors << " tensors and " << buffers
+                   << " buffers: they would not be trained, saved, loaded or moved. List every Param, "
+                      "Buffer and sub-module field in KILN_VISIT("
+                   << owner << ", ...), or hold a module it does not own through a pointer");
+  for (Module* m : reach.modules) m->fields_checked_ = true;
+}
 
 std::vector<Tensor> Module::parameters() {
   std::vector<Tensor> out;

@@ -232,21 +232,21 @@ std::string InstanceNormBase::extra_repr() const {
          ", affine=" + tf(config.affine) + ", track_running_stats=" + tf(config.track_running_stats);
 }
 
-// ---- RmsNorm ------------------------------------------------------------------------------
+// ---- RMSNorm ------------------------------------------------------------------------------
 
-RmsNorm::RmsNorm(const RmsNormConfig& c, const Device& device) : config(c) {
-  KILN_CHECK(!c.normalized_shape.empty(), "RmsNorm", "RmsNorm needs a non-empty normalized_shape");
+RMSNorm::RMSNorm(const RMSNormConfig& c, const Device& device) : config(c) {
+  KILN_CHECK(!c.normalized_shape.empty(), "RMSNorm", "RMSNorm needs a non-empty normalized_shape");
   if (c.elementwise_affine)
     weight = make_param(ones(c.normalized_shape, {.dtype = c.dtype, .device = device.without_autodiff()}), device);
 }
 
-Tensor RmsNorm::forward(const Tensor& x) const {
-  KILN_CHECK(trailing_match(x, config.normalized_shape), "RmsNorm",
-             "RmsNorm(normalized_shape=" << to_string(config.normalized_shape) << ") expects input [*, "
+Tensor RMSNorm::forward(const Tensor& x) const {
+  KILN_CHECK(trailing_match(x, config.normalized_shape), "RMSNorm",
+             "RMSNorm(normalized_shape=" << to_string(config.normalized_shape) << ") expects input [*, "
                                          << to_string(config.normalized_shape) << "], got " << shape_str(x));
   return F::rms_norm(x, config.normalized_shape, weight, config.eps);
 }
-std::string RmsNorm::extra_repr() const {
+std::string RMSNorm::extra_repr() const {
   return to_string(config.normalized_shape) + ", eps=" + (config.eps ? num(*config.eps) : std::string("None")) +
          ", elementwise_affine=" + tf(config.elementwise_affine);
 }

@@ -65,7 +65,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& c, const 
     bias_k = make_param(init::xavier_normal_(empty({1, 1, E}, o)), device);
     bias_v = make_param(init::xavier_normal_(empty({1, 1, E}, o)), device);
   }
-  out_proj = Linear({.in = E, .out = E, .bias = c.bias, .dtype = c.dtype}, device);
+  out_proj = Linear({.in_features = E, .out_features = E, .bias = c.bias, .dtype = c.dtype}, device);
   if (c.bias) out_proj.bias = make_param(zeros({E}, o), device);
 }
 
@@ -254,8 +254,10 @@ Tensor feed_forward(const TransformerLayerConfig& c, const Linear& l1, const Lin
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerConfig& c, const Device& device) : config(c) {
   check_layer_config(c, "TransformerEncoderLayer");
   self_attn = MultiHeadAttention(attn_config(c), device);
-  linear1 = Linear({.in = c.d_model, .out = c.dim_feedforward, .bias = c.bias, .dtype = c.dtype}, device);
-  linear2 = Linear({.in = c.dim_feedforward, .out = c.d_model, .bias = c.bias, .dtype = c.dtype}, device);
+  linear1 =
+      Linear({.in_features = c.d_model, .out_features = c.dim_feedforward, .bias = c.bias, .dtype = c.dtype}, device);
+  linear2 =
+      Linear({.in_features = c.dim_feedforward, .out_features = c.d_model, .bias = c.bias, .dtype = c.dtype}, device);
   norm1 = LayerNorm(norm_config(c), device);
   norm2 = LayerNorm(norm_config(c), device);
 }
@@ -283,8 +285,10 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerConfig& c
   check_layer_config(c, "TransformerDecoderLayer");
   self_attn = MultiHeadAttention(attn_config(c), device);
   multihead_attn = MultiHeadAttention(attn_config(c), device);
-  linear1 = Linear({.in = c.d_model, .out = c.dim_feedforward, .bias = c.bias, .dtype = c.dtype}, device);
-  linear2 = Linear({.in = c.dim_feedforward, .out = c.d_model, .bias = c.bias, .dtype = c.dtype}, device);
+  linear1 =
+      Linear({.in_features = c.d_model, .out_features = c.dim_feedforward, .bias = c.bias, .dtype = c.dtype}, device);
+  linear2 =
+      Linear({.in_features = c.dim_feedforward, .out_features = c.d_model, .bias = c.bias, .dtype = c.dtype}, device);
   norm1 = LayerNorm(norm_config(c), device);
   norm2 = LayerNorm(norm_config(c), device);
   norm3 = LayerNorm(norm_config(c), device);

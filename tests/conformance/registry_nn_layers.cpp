@@ -97,7 +97,7 @@ const RegistryPart part({
   OP(nn_bilinear) {
     const Device ad = dev.autodiff();
     const Tensor& w = in[2].t;
-    nn::Bilinear m({.in1 = w.size(1), .in2 = w.size(2), .out = w.size(0)}, ad);
+    nn::Bilinear m({.in1_features = w.size(1), .in2_features = w.size(2), .out_features = w.size(0)}, ad);
     m.weight = w.to(ad).require_grad();
     m.bias = in[3].t.to(ad).require_grad();
     Tensor x1 = in[0].t.to(ad).require_grad(), x2 = in[1].t.to(ad).require_grad();
@@ -161,7 +161,7 @@ const RegistryPart part({
     const Device ad = dev.autodiff();
     nn::Sequential m(nn::Conv2d({.in_channels = 3, .out_channels = 4, .kernel_size = 3, .padding = 1}),
                      nn::ReLU(), nn::MaxPool2d({.kernel_size = 2}), nn::Flatten(),
-                     nn::Linear({.in = in[3].t.size(1), .out = in[3].t.size(0)}));
+                     nn::Linear({.in_features = in[3].t.size(1), .out_features = in[3].t.size(0)}));
     auto params = m.named_parameters();
     const std::vector<std::string> names = {"0.weight", "0.bias", "4.weight", "4.bias"};
     if (params.size() != names.size()) throw std::runtime_error("nn_sequential: wrong number of parameters");

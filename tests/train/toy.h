@@ -60,7 +60,10 @@ class ToySource : public data::BatchSource {
 struct ToyMlp : nn::Module {
   nn::Linear fc1, fc2;
   nn::Dropout drop;
-  explicit ToyMlp(const Device& d) : fc1({.in = 4, .out = 16}, d), fc2({.in = 16, .out = 3}, d), drop({.p = 0.2}, d) {}
+  explicit ToyMlp(const Device& d)
+      : fc1({.in_features = 4, .out_features = 16}, d),
+        fc2({.in_features = 16, .out_features = 3}, d),
+        drop({.p = 0.2}, d) {}
   Tensor forward(const Tensor& x) { return fc2(drop(relu(fc1(x)))); }
   KILN_VISIT(ToyMlp, fc1, fc2, drop)
 };

@@ -38,20 +38,21 @@ std::string tmp_path(const std::string& name) {
 }  // namespace
 
 TEST(NnConfig, LinearJsonText) {
-  nn::LinearConfig c{.in = 784, .out = 10, .bias = false, .dtype = f64};
+  nn::LinearConfig c{.in_features = 784, .out_features = 10, .bias = false, .dtype = f64};
   EXPECT_EQ(nn::config_type_name<nn::LinearConfig>(), "Linear");
   EXPECT_EQ(nn::to_json(c),
-            "{\n  \"type\": \"Linear\",\n  \"config\": {\n    \"in\": 784,\n    \"out\": 10,\n    \"bias\": false,\n"
+            "{\n  \"type\": \"Linear\",\n  \"config\": {\n    \"in_features\": 784,\n    \"out_features\": 10,\n    "
+            "\"bias\": false,\n"
             "    \"dtype\": \"f64\"\n  }\n}");
   auto back = round_trip(c);
-  EXPECT_EQ(back.in, 784);
-  EXPECT_EQ(back.out, 10);
+  EXPECT_EQ(back.in_features, 784);
+  EXPECT_EQ(back.out_features, 10);
   EXPECT_FALSE(back.bias);
   EXPECT_EQ(back.dtype, f64);
 }
 
 TEST(NnConfig, RoundTripBasicLayers) {
-  round_trip(nn::BilinearConfig{.in1 = 2, .in2 = 3, .out = 4, .bias = false, .dtype = f64});
+  round_trip(nn::BilinearConfig{.in1_features = 2, .in2_features = 3, .out_features = 4, .bias = false, .dtype = f64});
   auto e =
       round_trip(nn::EmbeddingConfig{.num_embeddings = 10, .embedding_dim = 4, .padding_idx = -1, .max_norm = 2.0});
   EXPECT_EQ(e.padding_idx, std::optional<int64_t>(-1));
@@ -119,7 +120,7 @@ TEST(NnConfig, RoundTripActivationsNormsRecurrentTransformer) {
   EXPECT_EQ(ln.eps, 1e-6);
   round_trip(nn::GroupNormConfig{.num_groups = 2, .num_channels = 6, .affine = false});
   round_trip(nn::InstanceNormConfig{.num_features = 3, .momentum = 0.2, .affine = true, .track_running_stats = true});
-  auto rms = round_trip(nn::RmsNormConfig{.normalized_shape = {8}, .eps = 1e-6});
+  auto rms = round_trip(nn::RMSNormConfig{.normalized_shape = {8}, .eps = 1e-6});
   EXPECT_EQ(rms.eps, std::optional<double>(1e-6));
   round_trip(nn::RecurrentConfig{.input_size = 3,
                                  .hidden_size = 5,
@@ -188,11 +189,11 @@ TEST(NnConfig, Errors) {
   auto L = [](const std::string& s) { return nn::from_json<nn::LinearConfig>(s); };
   expect_error([&] { L("{\"type\": \"Linear\", "); }, "nn.config", "invalid JSON");
   expect_error([&] { L("[1, 2]"); }, "nn.config", "expected a JSON object");
-  expect_error([&] { L(R"({"type": "Linear", "config": {"in": 3, "outt": 4, "bais": true}})"); }, "nn.config",
+  expect_error([&] { L(R"({"type": "Linear", "config": {"in_features": 3, "outt": 4, "bais": true}})"); }, "nn.config",
                "unknown keys 'outt', 'bais'");
-  expect_error([&] { L(R"({"type": "Linear", "config": {"in": "3"}})"); }, "nn.config",
-               "Linear field 'in': expected an integer, got string");
-  expect_error([&] { L(R"({"type": "Linear", "config": {"in": 3.5}})"); }, "nn.config", "field 'in'");
+  expect_error([&] { L(R"({"type": "Linear", "config": {"in_features": "3"}})"); }, "nn.config",
+               "Linear field 'in_features': expected an integer, got string");
+  expect_error([&] { L(R"({"type": "Linear", "config": {"in_features": 3.5}})"); }, "nn.config", "field 'in_features'");
   expect_error([&] { L(R"({"type": "Linear", "config": {"bias": 1}})"); }, "nn.config",
                "field 'bias': expected a boolean");
   expect_error([&] { L(R"({"type": "Linear", "config": {"dtype": "float99"}})"); }, "nn.config",
@@ -201,7 +202,7 @@ TEST(NnConfig, Errors) {
                "expected a config of type 'Linear', the JSON holds 'Conv'");
   expect_error([&] { L(R"({"config": {}})"); }, "nn.config", "missing \"type\"");
   expect_error([&] { L(R"({"type": "Linear", "extra": 1})"); }, "nn.config", "unknown top-level key 'extra'");
-  expect_error([&] { L(R"({"type": "Linear", "config": {"in": 18446744073709551615}})"); }, "nn.config",
+  expect_error([&] { L(R"({"type": "Linear", "config": {"in_features": 18446744073709551615}})"); }, "nn.config",
                "out of range");
   expect_error(
       [&] {
@@ -219,18 +220,18 @@ TEST(NnConfig, Errors) {
       "nn.config", "field 'output_size'");
   // Hostile nesting is refused before parsing.
   std::string deep =
-      R"({"type": "Linear", "config": {"in": )" + std::string(100000, '[') + std::string(100000, ']') + "}}";
+      R"({"type": "Linear", "config": {"in_features": )" + std::string(100000, '[') + std::string(100000, ']') + "}}";
   expect_error([&] { L(deep); }, "nn.config", "nested deeper");
   expect_error([&] { nn::load_config<nn::LinearConfig>(tmp_path("does_not_exist.json")); }, "nn.config", "cannot open");
 }
 
 TEST(NnConfig, SaveLoadFile) {
   std::string path = tmp_path("linear.json");
-  nn::LinearConfig c{.in = 12, .out = 7};
+  nn::LinearConfig c{.in_features = 12, .out_features = 7};
   nn::save_config(c, path);
   auto back = nn::load_config<nn::LinearConfig>(path);
-  EXPECT_EQ(back.in, 12);
-  EXPECT_EQ(back.out, 7);
+  EXPECT_EQ(back.in_features, 12);
+  EXPECT_EQ(back.out_features, 7);
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, nn::to_json(c) + "\n");
@@ -287,24 +288,25 @@ struct Mlp : nn::Module {
   explicit Mlp(const MlpConfig& c) : config(c) {
     int64_t d = c.in;
     for (int64_t h : c.hidden) {
-      layers.emplace_back(nn::LinearConfig{.in = d, .out = h});
+      layers.emplace_back(nn::LinearConfig{.in_features = d, .out_features = h});
       d = h;
     }
-    layers.emplace_back(nn::LinearConfig{.in = d, .out = c.out});
+    layers.emplace_back(nn::LinearConfig{.in_features = d, .out_features = c.out});
   }
   KILN_VISIT(Mlp, layers)
 };
 }  // namespace user
 
 TEST(NnConfig, UserConfig) {
-  user::MlpConfig c{.in = 6,
-                    .hidden = {16, 32, 8},
-                    .out = 3,
-                    .act = user::Act::Gelu,
-                    .dropout = 0.5,
-                    .scale = 0.1f,
-                    .seed = -7,
-                    .extra_heads = {{.in = 8, .out = 2}, {.in = 8, .out = 5, .bias = false}}};
+  user::MlpConfig c{
+      .in = 6,
+      .hidden = {16, 32, 8},
+      .out = 3,
+      .act = user::Act::Gelu,
+      .dropout = 0.5,
+      .scale = 0.1f,
+      .seed = -7,
+      .extra_heads = {{.in_features = 8, .out_features = 2}, {.in_features = 8, .out_features = 5, .bias = false}}};
   EXPECT_EQ(nn::config_type_name<user::MlpConfig>(), "Mlp");
   std::string j = nn::to_json(c);
   EXPECT_NE(j.find("\"act\": \"gelu\""), std::string::npos) << j;
@@ -315,7 +317,7 @@ TEST(NnConfig, UserConfig) {
   EXPECT_EQ(back.scale, 0.1f);
   EXPECT_EQ(back.seed, -7);
   ASSERT_EQ(back.extra_heads.size(), 2u);
-  EXPECT_EQ(back.extra_heads[1].out, 5);
+  EXPECT_EQ(back.extra_heads[1].out_features, 5);
   EXPECT_FALSE(back.extra_heads[1].bias);
 
   user::Mlp m(back), m0(c);
@@ -328,6 +330,9 @@ TEST(NnConfig, UserConfig) {
   expect_error([] { nn::from_json<user::MlpConfig>(R"({"type": "Mlp", "config": {"seed": 3000000000}})"); },
                "nn.config", "out of range");
   expect_error(
-      [] { nn::from_json<user::MlpConfig>(R"({"type": "Mlp", "config": {"extra_heads": [{"in": 1}, {"inn": 2}]}})"); },
+      [] {
+        nn::from_json<user::MlpConfig>(
+            R"({"type": "Mlp", "config": {"extra_heads": [{"in_features": 1}, {"inn": 2}]}})");
+      },
       "nn.config", "unknown key 'inn' in 'extra_heads.1'");
 }

@@ -149,7 +149,7 @@ TEST(NnInit, Orthogonal) {
 
 TEST(NnInit, FillsParamsInPlaceAndKeepsTracking) {
   const Device ad = Device::cpu().autodiff();
-  nn::Linear lin({.in = 4, .out = 3}, ad);
+  nn::Linear lin({.in_features = 4, .out_features = 3}, ad);
   Tensor before = lin.weight;
   init::constant_(lin.weight, 0.5);
   EXPECT_TRUE(lin.weight.requires_grad());
@@ -230,7 +230,7 @@ TEST(NnLayers, ErrorsNameTheLayer) {
   nn::MaxPool2d mp({.kernel_size = 2});
   const std::string pe = error_of([&] { mp(randn({8})); });
   EXPECT_NE(pe.find("MaxPool2d(kernel_size=(2, 2)"), std::string::npos) << pe;
-  nn::Bilinear bl({.in1 = 3, .in2 = 4, .out = 2});
+  nn::Bilinear bl({.in1_features = 3, .in2_features = 4, .out_features = 2});
   EXPECT_NE(error_of([&] { bl(randn({5, 3}), randn({5, 5})); }).find("[Bilinear]"), std::string::npos);
   nn::Embedding emb({.num_embeddings = 10, .embedding_dim = 3});
   EXPECT_NE(error_of([&] { emb(randn({4})); }).find("[Embedding]"), std::string::npos);
@@ -294,7 +294,7 @@ TEST(NnLayers, ShapeLayers) {
 
 TEST(NnLayers, BilinearMatchesDefinition) {
   manual_seed(9);
-  nn::Bilinear bl({.in1 = 3, .in2 = 4, .out = 2});
+  nn::Bilinear bl({.in1_features = 3, .in2_features = 4, .out_features = 2});
   EXPECT_EQ(bl.weight.shape(), (Shape{2, 3, 4}));
   EXPECT_LE(max_of(bl.weight.abs()), 1.0 / std::sqrt(3.0));
   Tensor x1 = randn({5, 3}), x2 = randn({5, 4});
@@ -375,7 +375,7 @@ TEST(NnContainers, SequentialNamesForwardAndCopies) {
   manual_seed(13);
   nn::Sequential seq(nn::Conv2d({.in_channels = 3, .out_channels = 4, .kernel_size = 3, .padding = 1}), nn::ReLU(),
                      nn::MaxPool2d({.kernel_size = 2}));
-  seq.push_back(nn::Flatten()).push_back(nn::Linear({.in = 64, .out = 10}));
+  seq.push_back(nn::Flatten()).push_back(nn::Linear({.in_features = 64, .out_features = 10}));
   EXPECT_EQ(seq.size(), 5u);
   EXPECT_EQ(names(seq), (std::vector<std::string>{"0.weight", "0.bias", "4.weight", "4.bias"}));
   Tensor x = randn({2, 3, 8, 8});
@@ -397,7 +397,8 @@ TEST(NnContainers, SequentialNamesForwardAndCopies) {
   EXPECT_TRUE(deep(x).allclose(seq(x), 1e-6, 1e-6));
 
   // train/eval reach the children; nested Sequentials name their children with dots.
-  nn::Sequential outer(nn::Sequential(nn::Linear({.in = 4, .out = 4}), nn::Dropout()), nn::Linear({.in = 4, .out = 2}));
+  nn::Sequential outer(nn::Sequential(nn::Linear({.in_features = 4, .out_features = 4}), nn::Dropout()),
+                       nn::Linear({.in_features = 4, .out_features = 2}));
   EXPECT_EQ(names(outer), (std::vector<std::string>{"0.0.weight", "0.0.bias", "1.weight", "1.bias"}));
   outer.eval();
   EXPECT_FALSE(outer.at<nn::Sequential>(0)[1].is_training());
@@ -412,7 +413,7 @@ TEST(NnContainers, ModuleListIsAVector) {
     nn::ModuleList<nn::Linear> layers;
     KILN_VISIT(Stack, layers)
   } s;
-  for (int i = 0; i < 3; ++i) s.layers.emplace_back(nn::LinearConfig{.in = 4, .out = 4});
+  for (int i = 0; i < 3; ++i) s.layers.emplace_back(nn::LinearConfig{.in_features = 4, .out_features = 4});
   EXPECT_EQ(names(s), (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
                                                 "layers.2.weight", "layers.2.bias"}));
 }

@@ -111,7 +111,7 @@ TEST(NnSeq, NormLayersShapes) {
   EXPECT_EQ(names(in2), (std::vector<std::string>{"weight", "bias"}));
   EXPECT_EQ(in2.named_buffers().size(), 3u);
   EXPECT_EQ(in2(randn({2, 2, 3, 3})).shape(), (Shape{2, 2, 3, 3}));
-  nn::RmsNorm r({.normalized_shape = {5}});
+  nn::RMSNorm r({.normalized_shape = {5}});
   Tensor z = randn({4, 5});
   Tensor rz = r(z);
   EXPECT_LT(max_diff(mean(rz * rz, {1}), ones({4})), 1e-4);

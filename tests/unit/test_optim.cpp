@@ -145,7 +145,7 @@ TEST(Optim, SkipsParametersWithoutGradient) {
 }
 
 TEST(Optim, UpdatesModuleParametersInPlace) {
-  nn::Linear lin({.in = 3, .out = 2, .dtype = f64}, ad());
+  nn::Linear lin({.in_features = 3, .out_features = 2, .dtype = f64}, ad());
   auto before = lin.weight.detach().to_vector<double>();
   o::SGD opt(lin.parameters(), {.lr = 0.1});
   Tensor x = tensor<double>({1, 2, 3}, {1, 3}, ad());

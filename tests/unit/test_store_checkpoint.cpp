@@ -27,7 +27,9 @@ struct Mlp : nn::Module {
   nn::Linear fc1, fc2;
   nn::Dropout drop;
   explicit Mlp(int64_t hidden = 16)
-      : fc1({.in = 4, .out = hidden}, ad()), fc2({.in = hidden, .out = 1}, ad()), drop({.p = 0.3}, ad()) {}
+      : fc1({.in_features = 4, .out_features = hidden}, ad()),
+        fc2({.in_features = hidden, .out_features = 1}, ad()),
+        drop({.p = 0.3}, ad()) {}
   Tensor forward(const Tensor& x) const { return fc2(drop(relu(fc1(x)))); }
   KILN_VISIT(Mlp, fc1, fc2, drop)
 };

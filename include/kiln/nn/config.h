@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
 // Configs as JSON. A config is a plain aggregate (designated initialisers:
-// `Linear({.in = 784, .out = 10})`) that lists its fields with KILN_CONFIG:
+// `Linear({.in_features = 784, .out_features = 10})`) that lists its fields with KILN_CONFIG:
 //
 //   struct MlpConfig {
 //     int64_t in = 784;
 //     std::vector<int64_t> hidden = {128, 64};
 //     double dropout = 0.1;
-//     kiln::nn::LinearConfig head{.in = 64, .out = 10};  // nested configs are JSON objects
+//     kiln::nn::LinearConfig head{.in_features = 64, .out_features = 10};  // nested configs are JSON objects
 //     KILN_CONFIG(MlpConfig, in, hidden, dropout, head)
 //   };
 //

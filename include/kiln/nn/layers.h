@@ -23,17 +23,23 @@ namespace kiln::nn {
 
 // ---- Bilinear, Embedding --------------------------------------------------------------------
 
-/// Config of Bilinear: `Bilinear({.in1 = 20, .in2 = 30, .out = 40})`.
+/// Config of Bilinear, with torch.nn.Bilinear's names:
+/// `Bilinear({.in1_features = 20, .in2_features = 30, .out_features = 40})`.
 struct BilinearConfig {
-  int64_t in1 = 0;   ///< features of the first input
-  int64_t in2 = 0;   ///< features of the second input
-  int64_t out = 0;   ///< output features
-  bool bias = true;  ///< add a learnable bias
+  /// Deprecated spellings of in1_features, in2_features, out_features (-1: not given).
+  [[deprecated("use .in1_features")]] int64_t in1 = -1;
+  [[deprecated("use .in2_features")]] int64_t in2 = -1;
+  [[deprecated("use .out_features")]] int64_t out = -1;
+  int64_t in1_features = 0;  ///< features of the first input
+  int64_t in2_features = 0;  ///< features of the second input
+  int64_t out_features = 0;  ///< output features
+  bool bias = true;          ///< add a learnable bias
   DType dtype = f32;
-  KILN_CONFIG(BilinearConfig, in1, in2, out, bias, dtype)
+  KILN_CONFIG(BilinearConfig, in1_features, in2_features, out_features, bias, dtype)
 };
 
-/// y = x1ᵀ A x2 + b: x1 [..., in1], x2 [..., in2] (same leading dims) -> [..., out].
+/// y = x1ᵀ A x2 + b: x1 [..., in1], x2 [..., in2] (same leading dims) -> [..., out]
+/// (in1 = in1_features, ...).
 /// weight [out, in1, in2], bias [out], both U(-1/sqrt(in1), 1/sqrt(in1)) (torch.nn.Bilinear).
 struct Bilinear : Module {
   BilinearConfig config;

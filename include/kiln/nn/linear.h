@@ -6,17 +6,21 @@
 
 namespace kiln::nn {
 
-/// Config of Linear: `Linear({.in = 784, .out = 10})`.
+/// Config of Linear, with torch.nn.Linear's names: `Linear({.in_features = 784, .out_features = 10})`.
 struct LinearConfig {
-  int64_t in = 0;    ///< input features
-  int64_t out = 0;   ///< output features
-  bool bias = true;  ///< add a learnable bias
+  /// Deprecated spellings of in_features / out_features (-1: not given), kept so that older
+  /// code compiles; they come first so either spelling may be followed by .bias and .dtype.
+  [[deprecated("use .in_features")]] int64_t in = -1;
+  [[deprecated("use .out_features")]] int64_t out = -1;
+  int64_t in_features = 0;   ///< size of each input sample
+  int64_t out_features = 0;  ///< size of each output sample
+  bool bias = true;          ///< add a learnable bias
   DType dtype = f32;
-  KILN_CONFIG(LinearConfig, in, out, bias, dtype)
+  KILN_CONFIG(LinearConfig, in_features, out_features, bias, dtype)
 };
 
-/// x [..., in] -> [..., out]. weight [out, in] and bias [out] (PyTorch's layout and names),
-/// initialised like PyTorch: U(-1/sqrt(in), 1/sqrt(in)).
+/// x [..., in_features] -> [..., out_features]. weight [out_features, in_features] and bias
+/// [out_features] (PyTorch's layout and names), initialised like PyTorch: U(-1/sqrt(in), 1/sqrt(in)).
 struct Linear : Module {
   LinearConfig config;
   Param weight, bias;

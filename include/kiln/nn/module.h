@@ -4,8 +4,8 @@
 //
 //   struct Mlp : kiln::nn::Module {
 //     kiln::nn::Linear fc1, fc2;
-//     Mlp(const kiln::Device& d) : fc1({.in = 784, .out = 128}, d), fc2({.in = 128, .out = 10}, d) {}
-//     kiln::Tensor forward(const kiln::Tensor& x) { return fc2(kiln::relu(fc1(x))); }
+//     Mlp(const kiln::Device& d) : fc1({.in_features = 784, .out_features = 128}, d), fc2({.in_features = 128,
+//     .out_features = 10}, d) {} kiln::Tensor forward(const kiln::Tensor& x) { return fc2(kiln::relu(fc1(x))); }
 //     KILN_VISIT(Mlp, fc1, fc2)
 //   };
 //
@@ -14,6 +14,8 @@
 // counting. Fields may be tensors (nn::Param for trainable parameters, nn::Buffer for state
 // such as running statistics), other modules, std::vector of modules (named 0, 1, ... like
 // torch.nn.ModuleList), std::optional of either, or anything else (ignored: configs, ints).
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,19 +28,41 @@
 
 namespace kiln::nn {
 
+namespace detail {
+// Live Param, Buffer and Module objects by address, so that a field that KILN_VISIT does not
+// list can be found (Note [Stray fields] in module.cpp).
+void register_field(const void* p, int kind) noexcept;
+void unregister_field(const void* p) noexcept;
+enum FieldKind : int { kParamField = 0, kBufferField = 1, kModuleField = 2 };
+}  // namespace detail
+
 /// A trainable tensor field of a module (a handle, like Tensor).
 class Param : public Tensor {
  public:
-  Param() = default;
-  Param(Tensor t) : Tensor(std::move(t)) {}  // NOLINT(google-explicit-constructor)
+  Param() { detail::register_field(this, detail::kParamField); }
+  Param(Tensor t) : Tensor(std::move(t)) {  // NOLINT(google-explicit-constructor)
+    detail::register_field(this, detail::kParamField);
+  }
+  Param(const Param& o) : Tensor(o) { detail::register_field(this, detail::kParamField); }
+  Param(Param&& o) noexcept : Tensor(std::move(o)) { detail::register_field(this, detail::kParamField); }
+  Param& operator=(const Param&) = default;
+  Param& operator=(Param&&) noexcept = default;
+  ~Param() { detail::unregister_field(this); }
 };
 
 /// A non-trainable tensor field that belongs to the module's state (running statistics):
 /// saved, loaded and moved with the module, never given to an optimizer.
 class Buffer : public Tensor {
  public:
-  Buffer() = default;
-  Buffer(Tensor t) : Tensor(std::move(t)) {}  // NOLINT(google-explicit-constructor)
+  Buffer() { detail::register_field(this, detail::kBufferField); }
+  Buffer(Tensor t) : Tensor(std::move(t)) {  // NOLINT(google-explicit-constructor)
+    detail::register_field(this, detail::kBufferField);
+  }
+  Buffer(const Buffer& o) : Tensor(o) { detail::register_field(this, detail::kBufferField); }
+  Buffer(Buffer&& o) noexcept : Tensor(std::move(o)) { detail::register_field(this, detail::kBufferField); }
+  Buffer& operator=(const Buffer&) = default;
+  Buffer& operator=(Buffer&&) noexcept = default;
+  ~Buffer() { detail::unregister_field(this); }
 };
 
 class Module;
@@ -59,10 +83,14 @@ class Visitor {
   void field(std::string_view name, Tensor& t) { tensor(name, t, true); }
   void field(std::string_view name, Module& m);
   template <class M>
-  requires std::is_base_of_v<Module, M>
+  requires std::is_base_of_v<Module, M> || std::is_same_v<M, Param> || std::is_same_v<M, Buffer>
   void field(std::string_view name, std::vector<M>& list) {
-    for (size_t i = 0; i < list.size(); ++i)
-      field(std::string(name) + "." + std::to_string(i), static_cast<Module&>(list[i]));
+    for (size_t i = 0; i < list.size(); ++i) field(std::string(name) + "." + std::to_string(i), list[i]);
+  }
+  template <class M, size_t N>
+  requires std::is_base_of_v<Module, M> || std::is_same_v<M, Param> || std::is_same_v<M, Buffer>
+  void field(std::string_view name, std::array<M, N>& list) {
+    for (size_t i = 0; i < N; ++i) field(std::string(name) + "." + std::to_string(i), list[i]);
   }
   template <class T>
   void field(std::string_view name, std::optional<T>& o) {
@@ -77,13 +105,29 @@ class Visitor {
 /// Base of every layer and model. Subclasses list their fields with KILN_VISIT.
 class Module {
  public:
-  virtual ~Module() = default;
+  Module() { detail::register_field(this, detail::kModuleField); }
+  Module(const Module& o) : training_(o.training_), frozen_(o.frozen_) {
+    detail::register_field(this, detail::kModuleField);
+  }
+  Module& operator=(const Module& o) {
+    training_ = o.training_;
+    frozen_ = o.frozen_;
+    return *this;
+  }
+  virtual ~Module() { detail::unregister_field(this); }
   /// Calls v.field(name, member) for every field (KILN_VISIT writes it).
   virtual void visit(Visitor& v) = 0;
   /// The module's type for printing ("Linear").
   virtual std::string type_name() const = 0;
   /// Extra text printed after the type name ("in=784, out=10").
   virtual std::string extra_repr() const { return ""; }
+  /// sizeof the most derived type that wrote visit (KILN_VISIT writes it); 0: unknown, and
+  /// its fields are not checked against visit.
+  virtual size_t visited_object_size() const { return 0; }
+  /// Throws kiln::Error when a Param, Buffer or sub-module field of this module (or of a module
+  /// it visits) is not reached by visit: it would never be trained, saved or moved. Runs once
+  /// per module object, on the first walk over it (parameters(), state(), to(), train(), ...).
+  void check_fields();
 
   /// Trainable parameters, in field order (handles: updating them in place updates the model).
   std::vector<Tensor> parameters();
@@ -123,6 +167,7 @@ class Module {
  private:
   bool training_ = true;
   bool frozen_ = false;
+  bool fields_checked_ = false;
 };
 
 /// A deep copy of a module: `auto copy = nn::deep_copy(model);`.
@@ -140,7 +185,8 @@ requires std::is_base_of_v<Module, M> M deep_copy(const M& m) {
   void visit(::kiln::nn::Visitor& kiln_v) override{KILN_VISIT_FOR_EACH_(KILN_VISIT_FIELD_, __VA_ARGS__)} std::string \
   type_name() const override {                                                                                       \
     return #Type;                                                                                                    \
-  }
+  }                                                                                                                  \
+  size_t visited_object_size() const override { return sizeof(*this); }
 
 #define KILN_VISIT_FIELD_(f) kiln_v.field(#f, f);
 // Applies M to each of up to 32 arguments.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, InstanceNorm1d/2d, RmsNorm
+// Normalisation layers: BatchNorm1d/2d/3d, LayerNorm, GroupNorm, InstanceNorm1d/2d, RMSNorm
 // (torch.nn's names, defaults, parameters and buffers).
 #include <memory>
 #include <optional>
@@ -161,24 +161,27 @@ struct InstanceNorm2d : InstanceNormBase {
   KILN_VISIT(InstanceNorm2d, weight, bias, running_mean, running_var, num_batches_tracked)
 };
 
-/// Config of RmsNorm (torch.nn.RMSNorm): `RmsNorm({.normalized_shape = {512}})`.
-struct RmsNormConfig {
+/// Config of RMSNorm (torch.nn.RMSNorm): `RMSNorm({.normalized_shape = {512}})`.
+struct RMSNormConfig {
   Shape normalized_shape;
   std::optional<double> eps{};     ///< default: machine epsilon of the compute type
   bool elementwise_affine = true;  ///< learnable weight (ones) [normalized_shape]
   DType dtype = f32;
-  KILN_CONFIG(RmsNormConfig, normalized_shape, eps, elementwise_affine, dtype)
+  KILN_CONFIG(RMSNormConfig, normalized_shape, eps, elementwise_affine, dtype)
 };
 /// x [*, normalized_shape] -> same shape, x / rms(x) * weight over the trailing dims.
-struct RmsNorm : Module {
-  RmsNormConfig config;
+struct RMSNorm : Module {
+  RMSNormConfig config;
   Param weight;
-  RmsNorm() = default;
-  explicit RmsNorm(const RmsNormConfig& c, const Device& device = Device::default_device());
+  RMSNorm() = default;
+  explicit RMSNorm(const RMSNormConfig& c, const Device& device = Device::default_device());
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::string extra_repr() const override;
-  KILN_VISIT(RmsNorm, weight)
+  KILN_VISIT(RMSNorm, weight)
 };
+/// Deprecated spellings of RMSNorm and RMSNormConfig.
+using RmsNorm [[deprecated("use RMSNorm")]] = RMSNorm;
+using RmsNormConfig [[deprecated("use RMSNormConfig")]] = RMSNormConfig;
 
 }  // namespace kiln::nn
