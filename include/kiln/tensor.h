@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -121,15 +122,18 @@ class Tensor {
   /// Copies the elements to the host as T (converting from the tensor's dtype).
   template <class T>
   std::vector<T> to_vector() const {
-    if constexpr (std::is_same_v<T, bool>) {
-      std::vector<uint8_t> b(static_cast<size_t>(numel()));
-      copy_to_host(b.data(), DType::Bool);
-      return std::vector<bool>(b.begin(), b.end());
-    } else {
-      std::vector<T> v(static_cast<size_t>(numel()));
-      copy_to_host(v.data(), dtype_of_v<T>);
-      return v;
+    using E = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+    std::vector<E> v;
+    try {
+      v.resize(host_count(sizeof(E)));
+    } catch (const std::bad_alloc&) {
+      host_out_of_memory(sizeof(E));
     }
+    copy_to_host(v.data(), dtype_of_v<T>);
+    if constexpr (std::is_same_v<T, bool>)
+      return std::vector<bool>(v.begin(), v.end());
+    else
+      return v;
   }
   /// The value of a one-element tensor as T.
   template <class T>
@@ -374,6 +378,11 @@ class Tensor {
 
  private:
   void check_one_element(const char* op) const;
+  /// numel() as a host element count for to_vector, after checking that numel() elements of
+  /// elem_size bytes can be allocated on the host (kiln::Error naming to_vector otherwise).
+  size_t host_count(size_t elem_size) const;
+  /// Throws the kiln::Error of a host copy for to_vector that could not be allocated.
+  [[noreturn]] void host_out_of_memory(size_t elem_size) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

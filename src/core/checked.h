@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kiln/dtype.h"
+#include "kiln/error.h"
 #include "kiln/shape.h"
 
 namespace kiln::detail {
@@ -67,5 +68,19 @@ class OpScope {
  private:
   const char* prev_;
 };
+
+/// Raises e again as the error of `api`: "[inner] text" becomes "[api] text".
+[[noreturn]] void rethrow_as(const char* api, const Error& e);
+
+/// f(), where a kiln::Error raised by an op that f calls (a composite's cat, expand or zeros)
+/// names `api`, the op the user called, instead.
+template <class F>
+decltype(auto) as_op(const char* api, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    rethrow_as(api, e);
+  }
+}
 
 }  // namespace kiln::detail

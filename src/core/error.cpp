@@ -2,6 +2,9 @@
 #include "kiln/error.h"
 
 #include <cstdio>
+#include <string>
+
+#include "core/checked.h"
 
 namespace kiln::detail {
 
@@ -13,5 +16,12 @@ MsgBuilder& MsgBuilder::operator<<(double v) {
 }
 
 void throw_error(const std::string& msg) { throw Error(msg); }
+
+void rethrow_as(const char* api, const Error& e) {
+  const std::string msg = e.what(), want = std::string("[") + api + "]";
+  const size_t close = msg.find("] ");
+  if (msg.rfind(want, 0) == 0 || msg.empty() || msg[0] != '[' || close == std::string::npos) throw e;
+  throw Error(want + msg.substr(close + 1));
+}
 
 }  // namespace kiln::detail

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Tensor metadata, zero-copy views, copies and host transfer.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -23,6 +25,27 @@ bool Tensor::is_same_storage(const Tensor& o) const { return impl().storage == o
 
 void Tensor::check_one_element(const char* op) const {
   KILN_CHECK(numel() == 1, op, "expected a tensor with one element, got shape " << shape());
+}
+
+size_t Tensor::host_count(size_t elem_size) const {
+  const int64_t n = numel();
+  // No copy larger than the host's physical memory is attempted (an allocation that still
+  // fails is caught where the vector is made).
+  static const uint64_t host_bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{1} << 62;
+  }();
+  const uint64_t size = elem_size ? elem_size : 1;
+  KILN_CHECK(static_cast<uint64_t>(n) <= host_bytes / size, "to_vector",
+             "cannot copy " << n << " elements of shape " << shape() << " to the host: too many bytes (" << host_bytes
+                            << " bytes of memory)");
+  return static_cast<size_t>(n);
+}
+
+void Tensor::host_out_of_memory(size_t elem_size) const {
+  KILN_CHECK(
+      false, "to_vector",
+      "out of memory: cannot allocate " << numel() << " x " << elem_size << " bytes on the host for shape " << shape());
 }
 
 // ---- copies ---------------------------------------------------------------------------------

@@ -152,10 +152,22 @@ Tensor empty(const Shape& shape, const TensorOptions& o) {
 Tensor full(const Shape& shape, Scalar value, const TensorOptions& o) { return full_impl("full", shape, value, o); }
 Tensor zeros(const Shape& shape, const TensorOptions& o) { return full_impl("zeros", shape, 0, o); }
 Tensor ones(const Shape& shape, const TensorOptions& o) { return full_impl("ones", shape, 1, o); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor full_like(const Tensor& t, Scalar v) { return full(t.shape(), v, {.dtype = t.dtype(), .device = t.device()}); }
+Tensor empty_like(const Tensor& t) {
+  detail::check_defined("empty_like", t);
+  return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
+Tensor zeros_like(const Tensor& t) {
+  detail::check_defined("zeros_like", t);
+  return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
+Tensor ones_like(const Tensor& t) {
+  detail::check_defined("ones_like", t);
+  return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
+Tensor full_like(const Tensor& t, Scalar v) {
+  detail::check_defined("full_like", t);
+  return full(t.shape(), v, {.dtype = t.dtype(), .device = t.device()});
+}
 
 Tensor arange(Scalar end, std::optional<DType> dtype, const Device& device) { return arange(0, end, 1, dtype, device); }
 
@@ -205,7 +217,8 @@ Tensor linspace(double start, double end, int64_t steps, const TensorOptions& o)
 }
 
 Tensor logspace(double start, double end, int64_t steps, double base, const TensorOptions& o) {
-  Tensor e = linspace(start, end, steps, {.dtype = DType::F64, .device = o.device});
+  Tensor e =
+      detail::as_op("logspace", [&] { return linspace(start, end, steps, {.dtype = DType::F64, .device = o.device}); });
   return cast(pow(base, e), o.dtype);
 }
 

@@ -16,10 +16,11 @@ namespace {
 
 const char* dname(DType t) { return dtype_name(t).data(); }
 
-void check_operands(const char* api, const Tensor& a, const Tensor& b) {
+void check_operands(const char* api, const Tensor& a, const Tensor& b, const char* a_name = "input",
+                    const char* b_name = "other") {
   detail::check_defined(api, a);
   detail::check_defined(api, b);
-  detail::check_same_device(api, a, b);
+  detail::check_same_device(api, a, a_name, b, b_name);
   KILN_CHECK(a.dtype() == b.dtype(), api,
              "expected both operands to have the same dtype, but got "
                  << dname(a.dtype()) << " != " << dname(b.dtype()) << " (shapes " << a.shape() << " and " << b.shape()
@@ -223,7 +224,7 @@ Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, 
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* api = "linear";
-  check_operands(api, x, weight);
+  check_operands(api, x, weight, "input", "weight");
   KILN_CHECK(x.dim() >= 1, api, "input must have at least 1 dim, got shape " << x.shape());
   KILN_CHECK(weight.dim() == 1 || weight.dim() == 2, api,
              "weight must be [out, in] or [in], got shape " << weight.shape());
@@ -231,7 +232,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              "input shape " << x.shape() << " and weight shape " << weight.shape()
                             << " cannot be multiplied (in_features " << x.size(-1) << " vs " << weight.size(-1) << ")");
   if (!bias.defined()) return matmul(x, weight.dim() == 2 ? weight.t() : weight);
-  detail::check_same_device(api, x, bias);
+  detail::check_same_device(api, x, "input", bias, "bias");
   KILN_CHECK(bias.dtype() == x.dtype(), api,
              "expected bias to have the input's dtype, but got " << dname(bias.dtype()) << " != " << dname(x.dtype()));
   // A [out] bias of an f32 / f64 product is part of the product (one op, accumulated onto it).

@@ -83,7 +83,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   detail::check_defined("broadcast_to", x);
-  return x.expand(shape);
+  return detail::as_op("broadcast_to", [&] { return x.expand(shape); });
 }
 
 std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& xs) {
@@ -141,7 +141,7 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   Tensor u = v.unsqueeze(d + 1);
   Shape s = u.shape();
   s[static_cast<size_t>(d + 1)] = repeats;
-  return u.expand(s).clone().flatten(d, d + 1);
+  return detail::as_op("repeat_interleave", [&] { return u.expand(s).clone().flatten(d, d + 1); });
 }
 
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
@@ -243,7 +243,7 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   std::vector<Tensor> u;
   u.reserve(xs.size());
   for (const Tensor& x : xs) u.push_back(x.unsqueeze(d));
-  return cat(u, d);
+  return detail::as_op("stack", [&] { return cat(u, d); });
 }
 
 Tensor hstack(const std::vector<Tensor>& xs) {

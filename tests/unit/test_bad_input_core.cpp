@@ -130,7 +130,7 @@ TEST(BadInputCore, EyeArangeLinspaceOfHugeSizes) {
     EXPECT_BAD(arange(0.0, 1e300, 1e-300, f64, d), "arange");
     EXPECT_BAD(linspace(0, 1, int64_t{1} << 62, on(d)), "linspace");
     EXPECT_BAD(linspace(0, 1, kMax, on(d)), "linspace");
-    EXPECT_BAD(logspace(0, 1, kMax, 10.0, on(d)), "linspace");
+    EXPECT_BAD(logspace(0, 1, kMax, 10.0, on(d)), "logspace");
   }
 }
 
@@ -144,7 +144,7 @@ TEST(BadInputCore, ExpandOfHugeShapes) {
     EXPECT_BAD(big.clone(), "clone");
     EXPECT_BAD(one.expand({int64_t{1} << 40, int64_t{1} << 40}), "expand", "more elements");
     EXPECT_BAD(one.expand({kMax, kMax, 1}), "expand");
-    EXPECT_BAD(broadcast_to(one, {int64_t{1} << 32, int64_t{1} << 32}), "expand");
+    EXPECT_BAD(broadcast_to(one, {int64_t{1} << 32, int64_t{1} << 32}), "broadcast_to");
   }
 }
 
@@ -561,4 +561,28 @@ TEST(BadInputCore, DtypeTablesAreSafeForAnyValue) {
     EXPECT_NO_THROW(check_dtype(static_cast<DType>(v), "my_op"));
   }
   static_assert(dtype_size(f64) == 8 && dtype_size(bool_) == 1);  // still usable in constant expressions
+}
+
+TEST(BadInputCore, HostCopiesTooLargeForTheHost) {
+  // An expanded view of one element can name more elements than any host can hold: the copy to
+  // the host is refused before anything is allocated, naming to_vector.
+  for (const Device& dev : {Device::cpu(), Device::cpu().without_fusion()}) {
+    Tensor huge = ones({1}, {.device = dev}).expand({int64_t{1} << 61});
+    test::expect_error([&] { (void)huge.to_vector<float>(); }, "to_vector", "too many bytes");
+    test::expect_error([&] { (void)huge.to_vector<bool>(); }, "to_vector", "too many bytes");
+  }
+}
+
+TEST(BadInputCore, CompositesNameTheOpTheUserCalled) {
+  // Errors raised by the ops a composite calls name the composite.
+  for (const Device& dev : {Device::cpu(), Device::cpu().without_fusion(), Device::null()}) {
+    const TensorOptions o{.device = dev};
+    test::expect_error([&] { broadcast_to(ones({3}, o), {4}); }, "broadcast_to");
+    test::expect_error([&] { repeat_interleave(ones({2}, o), int64_t{1} << 62); }, "repeat_interleave");
+    Tensor big = ones({1}, o).expand({int64_t{1} << 62});
+    test::expect_error([&] { stack({big, big}); }, "stack");
+    test::expect_error([&] { logspace(0, 1, -1, 10.0, o); }, "logspace");
+  }
+  test::expect_error([] { zeros_like(Tensor()); }, "zeros_like");
+  test::expect_error([] { full_like(Tensor(), 1); }, "full_like");
 }

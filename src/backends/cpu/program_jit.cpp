@@ -9,14 +9,19 @@
 // in a background thread; the interpreter runs the program until it is loaded. Objects are
 // cached on disk under a hash of the source, the flags and the headers it includes, and written
 // to a temporary name first, so a crash or a concurrent process never leaves a half-written one.
+// Temporaries live in a folder of their process (tmp-<pid>@<host>), which the next process to
+// open the cache removes once its owner is gone; the cache is kept under a size bound
+// (KILN_JIT_CACHE_MB) by deleting its least recently used entries.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,10 +31,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
@@ -160,6 +167,143 @@ std::string file_stamp(const std::string& path) {
   return std::to_string(st.st_size) + "@" + std::to_string(st.st_mtime);
 }
 
+// ---- the cache folder's housekeeping ------------------------------------------------------------
+
+constexpr double kDefaultCacheMB = 512;     ///< the size bound without KILN_JIT_CACHE_MB
+constexpr double kEvictTo = 0.8;            ///< eviction stops at this share of the bound
+constexpr time_t kStaleTempSeconds = 3600;  ///< a temporary this old is removed, whoever owns it
+
+/// The bound on the cache folder's size in bytes: KILN_JIT_CACHE_MB (0: none), else 512 MB.
+uint64_t cache_bound() {
+  double mb = kDefaultCacheMB;
+  if (const char* e = std::getenv("KILN_JIT_CACHE_MB"); e && *e) {
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (end != e && *end == '\0' && v >= 0) mb = v;
+  }
+  return static_cast<uint64_t>(mb * 1024 * 1024);
+}
+
+const std::string& host_name() {
+  static const std::string name = [] {
+    char b[256] = {};
+    return gethostname(b, sizeof b - 1) == 0 && b[0] ? std::string(b) : std::string("localhost");
+  }();
+  return name;
+}
+
+/// The name of the folder of this process's temporaries in a cache folder.
+std::string temp_folder_name() { return "tmp-" + std::to_string(getpid()) + "@" + host_name(); }
+
+bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+/// The process that owns a temporary, from its name: a folder tmp-<pid>@<host>, or a file with a
+/// "tmp" part beside its pid (<name>.<pid>.tmp.<ext>, store::write_atomic's .<name>.tmp.<pid>.<x>).
+/// pid -1: not a temporary; 0: one whose owner is unknown.
+struct Owner {
+  long pid = -1;
+  std::string host;  ///< "" for a file (this host's)
+};
+Owner temp_owner(const std::string& name) {
+  Owner o;
+  if (name.rfind("tmp-", 0) == 0) {
+    const size_t at = name.find('@');
+    const std::string pid = name.substr(4, at == std::string::npos ? std::string::npos : at - 4);
+    o.pid = all_digits(pid) ? std::strtol(pid.c_str(), nullptr, 10) : 0;
+    o.host = at == std::string::npos ? "" : name.substr(at + 1);
+    return o;
+  }
+  const std::vector<std::string> parts = split(name, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] != "tmp") continue;
+    o.pid = i > 0 && all_digits(parts[i - 1])                  ? std::strtol(parts[i - 1].c_str(), nullptr, 10)
+            : i + 1 < parts.size() && all_digits(parts[i + 1]) ? std::strtol(parts[i + 1].c_str(), nullptr, 10)
+                                                               : 0;
+    return o;
+  }
+  return o;
+}
+
+/// Removes a file or a folder with what it holds; a process still writing into a removed folder
+/// cannot create files there any more.
+void remove_tree(const std::filesystem::path& path) {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 3; ++attempt)
+    if (std::filesystem::remove_all(path, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
+}
+
+/// Removes the temporaries in dir that no process will finish: those of a process of this host
+/// that is gone (killed while it compiled: it could not clean up), and any older than an hour
+/// (a process of another host, or a reused pid). The compilers of a killed process may still be
+/// running: they write into a folder that no longer exists, and fail.
+void remove_stale_temps(const std::string& dir) {
+  const std::string own = temp_folder_name();
+  const time_t now = time(nullptr);
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string();
+    const Owner o = temp_owner(name);
+    struct stat st {};
+    if (o.pid < 0 || name == own || lstat(de.path().c_str(), &st) != 0) continue;
+    const bool here = o.host.empty() || o.host == host_name();
+    const bool gone = here && o.pid > 0 && kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH;
+    if (gone || now - st.st_mtime > kStaleTempSeconds) remove_tree(de.path());
+  }
+}
+
+/// The entry a cache file belongs to (its name up to the first dot: p<32 hex digits> for a
+/// kernel, kiln_program_<16 hex digits> for a header); "" for any other file.
+std::string entry_of(const std::string& name) {
+  const std::string stem = name.substr(0, name.find('.'));
+  auto hex_from = [&](size_t from, size_t n) {
+    return stem.size() == from + n && stem.find_first_not_of("0123456789abcdef", from) == std::string::npos;
+  };
+  if (temp_owner(name).pid >= 0) return "";
+  if ((stem.rfind('p', 0) == 0 && hex_from(1, 32)) || (stem.rfind("kiln_program_", 0) == 0 && hex_from(13, 16)))
+    return stem;
+  return "";
+}
+
+/// Marks a cache file as used now (its entry's place in the eviction order).
+void touch(const std::string& path) { utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+/// When the entries of dir take more than bound bytes, deletes the least recently used ones (the
+/// time of an entry: its newest file's) until they take at most 80% of it. The entries in keep
+/// stay. A process loading a deleted kernel finds it missing or its checksum wrong, and compiles
+/// it again.
+void evict(const std::string& dir, uint64_t bound, const std::set<std::string>& keep) {
+  if (bound == 0) return;
+  struct Group {
+    double used = 0;
+    uint64_t bytes = 0;
+    std::vector<std::string> files;
+  };
+  std::map<std::string, Group> groups;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string(), entry = entry_of(name);
+    struct stat st {};
+    if (entry.empty() || lstat(de.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    Group& g = groups[entry];
+    g.used = std::max(g.used, static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9);
+    g.bytes += static_cast<uint64_t>(st.st_size);
+    g.files.push_back(de.path().string());
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  if (total <= bound) return;
+  std::vector<std::pair<double, const Group*>> order;
+  for (const auto& [entry, g] : groups)
+    if (!keep.count(entry)) order.emplace_back(g.used, &g);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto target = static_cast<uint64_t>(static_cast<double>(bound) * kEvictTo);
+  for (const auto& [used, g] : order) {
+    if (total <= target) break;
+    for (const std::string& f : g->files) std::remove(f.c_str());
+    total -= g->bytes;
+  }
+}
+
 // ---- the compiler and the cache ---------------------------------------------------------------
 
 /// The text of the header every program includes first (precompiled once per cache folder).
@@ -223,12 +367,14 @@ class Jit {
   void configure(const std::string& cxx, const std::string& dir) {
     wait();
     std::lock_guard<std::mutex> lk(mu_);
+    if (!dir_.empty()) remove_tree(dir_ + "/" + temp_folder_name());
     for (auto& [key, e] : entries_) retired_.push_back(std::move(e));
     entries_.clear();
     targets_.clear();
     cxx_ = cxx;
     includes_ = split(KILN_JIT_INCLUDES, ':');
     dir_ = dir;
+    bound_ = cache_bound();
     // The headers the kernels include (Kiln's and Highway's version and math) and the compiler's
     // stamp are part of every cache key, so a kernel built against other arithmetic or by
     // another compiler is never loaded.
@@ -250,6 +396,12 @@ class Jit {
       else
         why_ = "cannot create the cache folder " + dir_;
     }
+    // What a process killed while it compiled left, and the entries past the bound.
+    struct stat st {};
+    if (stat(dir_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      remove_stale_temps(dir_);
+      evict(dir_, bound_, {});
+    }
   }
 
   /// The settings of Highway target t (made at its first use).
@@ -270,10 +422,17 @@ class Jit {
       std::lock_guard<std::mutex> lk(mu_);
       stop_ = true;
       queue_.clear();
-      if (child_ > 0) kill(child_, SIGTERM);
+      // The compiler and the programs it runs (cc1plus, as, ld): a compiler left running would
+      // write its output after this process has removed its temporaries.
+      if (child_ > 0) {
+        kill(-child_, SIGKILL);
+        kill(child_, SIGKILL);
+      }
     }
     cv_.notify_all();
     if (worker_ && worker_->joinable()) worker_->join();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!dir_.empty()) remove_tree(dir_ + "/" + temp_folder_name());
   }
 
   JitMode mode() const { return mode_; }
@@ -315,6 +474,7 @@ class Jit {
       e->base = dir_ + "/p" + h;
       if (load(e, e->base + ".so")) {
         ++stats_.from_disk;
+        touch(e->base + ".so");  // recently used: evicted last
       } else {
         if (forked_) {
           e->state = Entry::kFailed;
@@ -370,14 +530,21 @@ class Jit {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    if (stop_) return false;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    if (!input.empty()) posix_spawn_file_actions_addopen(&fa, 0, input.c_str(), O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 0, input.empty() ? "/dev/null" : input.c_str(), O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    // A process group of its own, so that the destructor can end the compiler and its children.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
     pid_t pid = -1;
     const auto t0 = std::chrono::steady_clock::now();
-    const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     int status = -1;
     if (rc == 0) {
@@ -396,25 +563,45 @@ class Jit {
   /// its precompiled form beside it, which takes a kernel's compile from about 1.2 s to 0.5 s.
   /// Without it (a failed build) the header is read as text.
   void ensure_preamble(Target& tg, std::unique_lock<std::mutex>& lk) {
-    if (tg.preamble_tried) return;
-    tg.preamble_tried = true;
     const std::string h = dir_ + "/" + tg.preamble, gch = h + ".gch";
+    if (tg.preamble_tried) {
+      if (access(h.c_str(), R_OK) != 0) write_file(h, preamble_text());  // evicted by another process
+      touch(gch);
+      return;
+    }
+    tg.preamble_tried = true;
     if (read_file(h) != preamble_text()) write_file(h, preamble_text());
-    if (access(gch.c_str(), R_OK) == 0) return;
-    const std::string tmp = h + "." + std::to_string(getpid()) + ".tmp.gch";
+    if (access(gch.c_str(), R_OK) == 0) return touch(gch);
+    const std::string folder = temp_folder(), tmp = folder + "/" + tg.preamble + ".gch";
     double secs = 0;
-    const bool ok = run_compiler(tg, {"-x", "c++-header", h, "-o", tmp}, h + ".log", lk, &secs);
+    const bool ok = !folder.empty() && run_compiler(tg, {"-x", "c++-header", h, "-o", tmp}, h + ".log", lk, &secs);
     stats_.preamble_s += secs;
-    if (ok && std::rename(tmp.c_str(), gch.c_str()) == 0) std::remove((h + ".log").c_str());
+    if ((ok && std::rename(tmp.c_str(), gch.c_str()) == 0) || stop_) std::remove((h + ".log").c_str());
     std::remove(tmp.c_str());
   }
 
-  /// Runs the compiler on e's source; true when the object was built and loaded.
+  /// The folder of this process's temporaries in the cache folder (made if missing: another
+  /// process removes it when it is an hour old); "" when it cannot be made.
+  std::string temp_folder() {
+    const std::string t = dir_ + "/" + temp_folder_name();
+    return make_dirs(t) ? t : "";
+  }
+
+  /// The entries a compile's eviction keeps: the headers of this process's targets, and `also`.
+  std::set<std::string> in_use(const std::string& also) {
+    std::set<std::string> keep{also};
+    for (const auto& [t, tg] : targets_) keep.insert(tg.preamble.substr(0, tg.preamble.find('.')));
+    return keep;
+  }
+
+  /// Runs the compiler on e's source; true when the object was built and loaded. The source and
+  /// the object are written in this process's temporary folder, then renamed into the cache.
   bool compile(Entry* e, std::unique_lock<std::mutex>& lk) {
     Target& tg = *e->target;
     ensure_preamble(tg, lk);
-    const std::string tag = "." + std::to_string(getpid()) + ".tmp";
-    const std::string src = e->base + tag + ".cpp", obj = e->base + tag + ".so", log = e->base + ".log";
+    const std::string tmp = temp_folder(), name = e->base.substr(e->base.rfind('/') + 1);
+    if (stop_ || tmp.empty()) return false;
+    const std::string src = tmp + "/" + name + ".cpp", obj = tmp + "/" + name + ".so", log = e->base + ".log";
     if (!write_file(src, e->source)) return false;
     double secs = 0;
     // The source comes in on stdin, so no file name of this process goes into the object: two
@@ -423,7 +610,7 @@ class Jit {
     const std::vector<std::string> args{"-shared", "-iquote", dir_, "-x", "c++", "-", "-o", obj};
     bool ok = run_compiler(tg, args, log, lk, &secs, src);
     const std::string gch = dir_ + "/" + tg.preamble + ".gch";
-    if (!ok && access(gch.c_str(), R_OK) == 0) {  // a damaged precompiled header: without it
+    if (!ok && !stop_ && access(gch.c_str(), R_OK) == 0) {  // a damaged precompiled header: without it
       std::remove(gch.c_str());
       ok = run_compiler(tg, args, log, lk, &secs, src);
     }
@@ -438,7 +625,9 @@ class Jit {
       ok = std::rename(obj.c_str(), (e->base + ".so").c_str()) == 0 && write_file(e->base + ".sum", sum) &&
            load(e, e->base + ".so");
       if (ok) std::remove(log.c_str());
+      evict(dir_, bound_, in_use(name));
     }
+    if (stop_) std::remove(log.c_str());  // cut short by the end of the process: no failure to read
     std::remove(src.c_str());
     std::remove(obj.c_str());
     return ok;
@@ -463,6 +652,7 @@ class Jit {
 
   std::atomic<JitMode> mode_{JitMode::kAsync};
   std::string cxx_, dir_, why_, stamp_, headers_;
+  uint64_t bound_ = 0;                 ///< the cache folder's size bound in bytes (0: none)
   std::map<int64_t, Target> targets_;  ///< by Highway target (nodes stay put: entries point in)
   std::vector<std::string> includes_;
   std::mutex mu_;
