@@ -77,8 +77,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
 /// 1 with probability p (elementwise), else 0; same dtype and shape as p.
 Tensor bernoulli(const Tensor& p);
 Tensor bernoulli(const Shape& shape, double p, const TensorOptions& o = {});
-/// A random permutation of 0..n-1 (i64).
-Tensor randperm(int64_t n, const Device& device = Device::default_device());
+/// A random permutation of 0..n-1, like the other creation functions:
+/// `randperm(n, {.dtype = i64, .device = d})`. dtype defaults to i64 when no options are given
+/// (a TensorOptions written out takes its own dtype, f32 unless set, as for randint).
+Tensor randperm(int64_t n, const TensorOptions& o = {.dtype = i64});
+/// randperm(n, {.dtype = i64, .device = device}).
+Tensor randperm(int64_t n, const Device& device);
 
 // ---- unary elementwise (src/ops/unary.cpp) ----------------------------------------------------
 #define KILN_DECLARE_UNARY(name) Tensor name(const Tensor& x);

@@ -48,9 +48,31 @@ void check_defined(const char* op, const Tensor& t) {
   KILN_CHECK(t.defined(), op, "expected a defined tensor, got an undefined one");
 }
 
+// Note [Mixed decorations]
+// Autodiff and fusion are decorators of one base device (the CPU), so tensors on cpu,
+// cpu+fusion and cpu+fusion+autodiff mix in one op, as a tensor that does not require grad
+// mixes with one that does in PyTorch. The op runs on its first input's device, or on the
+// autodiff form of the device of an input that requires grad when that one has none; every
+// other input is brought to that device first (.to(): sharing the data across autodiff, a copy
+// across fusion) and takes part as a constant. Two inputs that both require grad on differently
+// fused devices, or inputs on different base devices, are an error that names the argument
+// and the fix, and prints base devices only (no decorator the user did not ask for).
+namespace {
+Device base_of(const Device& d) { return d.without_autodiff().without_fusion(); }
+}  // namespace
+
+bool same_base_device(const Device& a, const Device& b) { return a == b || base_of(a) == base_of(b); }
+
+void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  if (a.device() == b.device() || same_base_device(a.device(), b.device())) return;
+  KILN_CHECK(false, op,
+             "expected all tensors on one device, but `"
+                 << b_name << "` is on " << base_of(b.device()).str() << " and `" << a_name << "` is on "
+                 << base_of(a.device()).str() << ": move it with " << b_name << ".to(" << a_name << ".device())");
+}
+
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
-  KILN_CHECK(a.device() == b.device(), op,
-             "expected all tensors on one device, got " << a.device().str() << " and " << b.device().str());
+  check_same_device(op, a, "input", b, "other");
 }
 
 namespace {
@@ -94,17 +116,63 @@ SmallVec<Storage*, 4> gather_inputs(const char* api, ir::Op& op, const Device& d
   SmallVec<Storage*, 4> in;
   for (It it = first; it != last; ++it) {
     check_defined(api, *it);
-    KILN_CHECK(it->device() == dev, api,
-               "expected all tensors on one device, got " << dev.str() << " and " << it->device().str());
+    KILN_ASSERT(it->device() == dev);  // mixed devices were brought to dev (adapt_inputs)
     op.inputs.push_back(desc_of(*it));
     in.push_back(it->impl().storage.get());
   }
   return in;
 }
 
+/// Whether every input is on dev (the common case: nothing to adapt).
+template <class It>
+bool all_on(const Device& dev, It first, It last) {
+  for (It it = first; it != last; ++it)
+    if (it->defined() && it->device() != dev) return false;
+  return true;
+}
+
+/// Brings inputs on decorated forms of dev's base device to the device the op runs on, which it
+/// returns (Note [Mixed decorations]); `fixed`: dev cannot change (the output of an in-place op).
+template <class It>
+Device adapt_inputs(const char* api, Device dev, It first, It last, bool fixed, std::vector<Tensor>& out) {
+  size_t i = 0;
+  for (It it = first; it != last; ++it, ++i) {
+    check_defined(api, *it);
+    KILN_CHECK(same_base_device(dev, it->device()), api,
+               "expected all tensors on one device, but input " << i << " is on " << base_of(it->device()).str()
+                                                                << " and the op runs on " << base_of(dev).str()
+                                                                << ": move it with .to(device)");
+  }
+  if (!fixed && !dev.has_autodiff())
+    for (It it = first; it != last; ++it)
+      if (it->device().has_autodiff() && it->requires_grad()) {
+        dev = it->device();
+        break;
+      }
+  i = 0;
+  for (It it = first; it != last; ++it, ++i) {
+    KILN_CHECK(it->device() == dev || !it->requires_grad() || fixed, api,
+               "input " << i << " requires grad on " << it->device().str() << " while the op runs on " << dev.str()
+                        << ": tensors that require grad must share one device; move it with .to(device)");
+    out.push_back(it->to(dev));
+  }
+  return dev;
+}
+
+template <class It, class Outs>
+void run_impl_on(const char* api, ir::Op& op, const Device& dev, It first, It last, Outs& outs);
+
 /// Runs op, appending its results to outs (a std::vector, or an InlineVec for one result).
 template <class It, class Outs>
 void run_impl(const char* api, ir::Op& op, const Device& dev, It first, It last, Outs& outs) {
+  if (all_on(dev, first, last)) return run_impl_on(api, op, dev, first, last, outs);
+  std::vector<Tensor> mixed;
+  const Device d = adapt_inputs(api, dev, first, last, /*fixed=*/false, mixed);
+  run_impl_on(api, op, d, mixed.cbegin(), mixed.cend(), outs);
+}
+
+template <class It, class Outs>
+void run_impl_on(const char* api, ir::Op& op, const Device& dev, It first, It last, Outs& outs) {
   OpScope scope(api);
   SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, first, last);
   ir::infer(op);
@@ -150,6 +218,25 @@ Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs) {
   return std::move(outs[0]);
 }
 
+namespace {
+/// run_into once every input is on out's device.
+void run_into_on(const char* api, ir::Op& op, const Tensor* inputs, size_t nin, const Tensor& out) {
+  const Device dev = out.device();
+  SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, inputs, inputs + nin);
+  op.outputs = {desc_of(out)};
+  op.outputs[0].stamp = 0;  // the write renews out's stamp (bump_version): not known here
+  const bool ad = dev.backend()->autodiff_options() != nullptr;
+  // Refuses unrecordable writes before any data changes; keeps inputs aliasing out that the rule saves.
+  std::vector<Tensor> recorded = ad ? autodiff::prepare_inplace(op.kind, inputs, nin, out) : std::vector<Tensor>{};
+  Storage* o = out.impl().storage.get();
+  if (out.numel() > 0) execute_op(dev.backend(), op, in.data(), &o);
+  if (ad)
+    autodiff::record_inplace(op, dev, recorded.empty() ? inputs : recorded.data(), nin, out);
+  else
+    autodiff::bump_version(out);
+}
+}  // namespace
+
 void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out) {
   check_defined(api, out);
   // An expanded output (stride 0 over a size > 1) would be written, and read back, once per
@@ -160,19 +247,12 @@ void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs,
                    << out.shape() << ", strides " << to_string(out.strides())
                    << ") refers to a single memory location; clone() it before writing");
   const Device dev = out.device();
-  SmallVec<Storage*, 4> in = gather_inputs(api, op, dev, inputs.begin(), inputs.end());
-  op.outputs = {desc_of(out)};
-  op.outputs[0].stamp = 0;  // the write renews out's stamp (bump_version): not known here
-  const bool ad = dev.backend()->autodiff_options() != nullptr;
-  // Refuses unrecordable writes before any data changes; keeps inputs aliasing out that the rule saves.
-  std::vector<Tensor> recorded =
-      ad ? autodiff::prepare_inplace(op.kind, inputs.begin(), inputs.size(), out) : std::vector<Tensor>{};
-  Storage* o = out.impl().storage.get();
-  if (out.numel() > 0) execute_op(dev.backend(), op, in.data(), &o);
-  if (ad)
-    autodiff::record_inplace(op, dev, recorded.empty() ? inputs.begin() : recorded.data(), inputs.size(), out);
-  else
-    autodiff::bump_version(out);
+  if (!all_on(dev, inputs.begin(), inputs.end())) {
+    std::vector<Tensor> mixed;
+    adapt_inputs(api, dev, inputs.begin(), inputs.end(), /*fixed=*/true, mixed);
+    return run_into_on(api, op, mixed.data(), mixed.size(), out);
+  }
+  run_into_on(api, op, inputs.begin(), inputs.size(), out);
 }
 
 ir::Op make_op(ir::OpKind kind, std::initializer_list<int64_t> ints, std::initializer_list<double> reals, DType dtype) {

@@ -29,8 +29,14 @@ Tensor scalar_constant(Scalar s, DType dtype, const Device& dev);
 /// inside t's storage (see check_view_in_storage in core/checked.h).
 Tensor make_view(const Tensor& t, Shape shape, Strides strides, int64_t offset, const char* op = "view");
 
-/// Throws "[op] expected all tensors on one device, got X and Y" unless they match.
+/// Throws kiln::Error naming op unless a and b can take part in one op: the same device, or
+/// decorated forms of one base device (Note [Mixed decorations] in dispatch.cpp).
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+/// The same, naming the arguments in the error: "[index_select] expected all tensors on one
+/// device, but `index` is on null and `input` is on cpu: move it with index.to(input.device())".
+void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name);
+/// Whether tensors on a and b mix in one op: the same device once autodiff and fusion are removed.
+bool same_base_device(const Device& a, const Device& b);
 /// Throws "[op] expected a defined tensor" for an undefined handle.
 void check_defined(const char* op, const Tensor& t);
 

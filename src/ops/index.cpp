@@ -49,7 +49,7 @@ Tensor run_index(const char* api, ir::Op& op, std::initializer_list<Tensor> inpu
 Tensor index_select_as(const char* api, const Tensor& x, int64_t dim, const Tensor& index, bool wrap) {
   check_defined(api, x);
   Tensor i = index_as_i64(api, index);
-  check_same_device(api, x, i);
+  check_same_device(api, x, "input", i, "index");
   KILN_CHECK(i.dim() <= 1, api, "index must be 0-d or 1-d, got shape " << i.shape());
   KILN_CHECK(x.dim() > 0 || i.numel() == 1, api, "indexing a 0-d tensor needs exactly one index, got " << i.numel());
   int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), api);
@@ -79,8 +79,8 @@ Tensor index_update_as(const char* api, OpKind kind, const Tensor& x, int64_t di
   check_defined(api, x);
   check_defined(api, src);
   Tensor i = index_as_i64(api, index);
-  check_same_device(api, x, i);
-  check_same_device(api, x, src);
+  check_same_device(api, x, "input", i, "index");
+  check_same_device(api, x, "input", src, "src");
   KILN_CHECK(i.dim() <= 1, api, "index must be 0-d or 1-d, got shape " << i.shape());
   KILN_CHECK(
       src.dtype() == x.dtype(), api,
@@ -107,8 +107,8 @@ Tensor scatter_as(const char* api, const Tensor& x, int64_t dim, const Tensor& i
   check_defined(api, x);
   check_defined(api, src);
   Tensor i = index_as_i64(api, index);
-  check_same_device(api, x, i);
-  check_same_device(api, x, src);
+  check_same_device(api, x, "input", i, "index");
+  check_same_device(api, x, "input", src, "src");
   KILN_CHECK(
       src.dtype() == x.dtype(), api,
       "source dtype " << dtype_name(src.dtype()).data() << " must equal the input's " << dtype_name(x.dtype()).data());
@@ -132,7 +132,7 @@ Tensor scatter_as(const char* api, const Tensor& x, int64_t dim, const Tensor& i
 Tensor gather_as(const char* api, const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined(api, x);
   Tensor i = index_as_i64(api, index);
-  check_same_device(api, x, i);
+  check_same_device(api, x, "input", i, "index");
   int64_t r = std::max<int64_t>(x.dim(), 1);
   int64_t d = wrap_dim(dim, r, api);
   KILN_CHECK(std::max<int64_t>(i.dim(), 1) == r, api,
