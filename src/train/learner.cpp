@@ -218,13 +218,14 @@ Summary Learner::fit() {
   if (!append) {
     std::fprintf(csv, "split,epoch,iteration,epoch_progress");
     for (auto& n : names) std::fprintf(csv, ",%s", n.c_str());
-    std::fprintf(csv, ",lr,items_per_second,seconds\n");
+    std::fprintf(csv, ",lr,batch_items_per_second,epoch_items_per_second,seconds\n");
   }
+  // batch_ips: the last batch's rate; epoch_ips: items of the split so far over its wall time.
   auto csv_row = [&](const char* split, int64_t epoch, int64_t it, double ep, const MetricValues& v, double lr,
-                     double ips, double secs) {
+                     double batch_ips, double epoch_ips, double secs) {
     std::fprintf(csv, "%s,%lld,%lld,%.6f", split, static_cast<long long>(epoch), static_cast<long long>(it), ep);
     for (auto& [n, x] : v) std::fprintf(csv, ",%.9g", x);
-    std::fprintf(csv, ",%.9g,%.6g,%.3f\n", lr, ips, secs);
+    std::fprintf(csv, ",%.9g,%.6g,%.6g,%.3f\n", lr, batch_ips, epoch_ips, secs);
     std::fflush(csv);
   };
 
@@ -305,6 +306,8 @@ Summary Learner::fit() {
       acc.reset();
       c.train->start_epoch(static_cast<uint64_t>(epoch));
       int64_t it = 0;
+      double epoch_items = 0;  // training items of this epoch, for its rate
+      auto rate = [](double items, double secs) { return secs > 0 ? items / secs : 0.0; };
       for (; it < skip_batches; ++it)
         if (!c.train->next()) break;
       skip_batches = 0;
@@ -320,6 +323,7 @@ Summary Learner::fit() {
         double lv = loss.item<double>();
         int64_t n = x.dim() > 0 ? x.size(0) : 1;
         acc.add(lv, out.detach(), y, n);
+        epoch_items += static_cast<double>(n);
         s.step_losses.push_back(lv);
         ++it;
         ++total_steps;
@@ -331,7 +335,7 @@ Summary Learner::fit() {
         if (csv_every > 0 && it % csv_every == 0 && it < ntrain)
           csv_row("train_step", epoch, it,
                   static_cast<double>(epoch) + static_cast<double>(it) / std::max<int64_t>(1, ntrain), e.values, e.lr,
-                  e.items_per_second, seconds_since(epoch_start));
+                  e.items_per_second, rate(epoch_items, seconds_since(epoch_start)), seconds_since(epoch_start));
         if (g_stop.load() || r.stop_requested() || (c.max_steps > 0 && s.steps >= c.max_steps)) {
           stop = true;
           break;
@@ -353,6 +357,8 @@ Summary Learner::fit() {
       MetricValues train_vals = acc.values();
       double epoch_lr = lr_now();
       double train_ips = last_ips;
+      const double train_epoch_ips = rate(epoch_items, seconds_since(epoch_start));
+      double valid_items = 0, valid_ips = 0, valid_epoch_ips = 0;
 
       // ---- validation ----
       MetricValues valid_vals;
@@ -362,6 +368,7 @@ Summary Learner::fit() {
         acc.reset();
         c.valid->start_epoch(static_cast<uint64_t>(epoch));
         int64_t vit = 0;
+        const auto valid_start = Clock::now();
         while (auto batch = c.valid->next()) {
           auto t0 = Clock::now();
           Tensor x = to_device(batch->input), y = to_device(batch->target);
@@ -369,11 +376,15 @@ Summary Learner::fit() {
           double lv = c.loss(out, y).item<double>();
           int64_t n = x.dim() > 0 ? x.size(0) : 1;
           acc.add(lv, out, y, n);
+          valid_items += static_cast<double>(n);
           ++vit;
           double dt = seconds_since(t0);
           ema(t_valid, dt);
-          r.on_event(make_event(Split::Valid, epoch, vit, nvalid, static_cast<double>(n), dt));
+          MetricEvent ve = make_event(Split::Valid, epoch, vit, nvalid, static_cast<double>(n), dt);
+          valid_ips = ve.items_per_second;
+          r.on_event(ve);
         }
+        valid_epoch_ips = rate(valid_items, seconds_since(valid_start));
         valid_vals = acc.values();
         c.model->train();
       }
@@ -383,9 +394,11 @@ Summary Learner::fit() {
       EpochRecord rec{epoch, to_map(train_vals), to_map(valid_vals), epoch_lr, seconds_since(epoch_start)};
       history.push_back(rec);
       s.epochs.push_back(rec);
-      csv_row("train", epoch, ntrain, static_cast<double>(epoch + 1), train_vals, epoch_lr, train_ips, rec.seconds);
+      csv_row("train", epoch, ntrain, static_cast<double>(epoch + 1), train_vals, epoch_lr, train_ips, train_epoch_ips,
+              rec.seconds);
       if (c.valid)
-        csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), valid_vals, epoch_lr, 0, rec.seconds);
+        csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), valid_vals, epoch_lr, valid_ips,
+                valid_epoch_ips, rec.seconds);
       double bv = monitored(rec, c.best.metric);
       bool is_best = improves(bv, best_value, c.best.mode, 0);
       if (is_best) {

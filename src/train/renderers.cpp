@@ -50,8 +50,10 @@ class PlainRenderer : public Renderer {
   }
   void on_event(const MetricEvent& e) override {
     auto now = std::chrono::steady_clock::now();
-    bool due = std::chrono::duration<double>(now - last_).count() >= every_;
+    // The first step's line comes at once (the run is alive), then one line every `every_` seconds.
+    bool due = first_ || std::chrono::duration<double>(now - last_).count() >= every_;
     if (!due || e.iteration == e.iterations) return;  // epoch ends are printed by on_epoch_end
+    first_ = false;
     last_ = now;
     std::fprintf(out_,
                  "epoch %lld/%lld %s %lld/%lld %3.0f%%  %s  lr %.3g  %.0f items/s  cpu %.0f%%  rss %.0f MB  ETA %s\n",
@@ -81,6 +83,7 @@ class PlainRenderer : public Renderer {
  private:
   std::FILE* out_;
   double every_;
+  bool first_ = true;
   std::chrono::steady_clock::time_point last_;
 };
 

@@ -97,9 +97,25 @@ TEST(Learner, TrainsAndWritesRunFiles) {
   EXPECT_NE(rec->end.find("Finished 4 epochs"), std::string::npos) << rec->end;
   // Files: CSV, PNG chart, checkpoints (the last two epochs, last and best).
   std::string csv = read_text(sum.dir + "/metrics.csv");
-  EXPECT_EQ(csv.rfind("split,epoch,iteration,epoch_progress,loss,accuracy,f1_macro,lr,items_per_second,seconds\n", 0),
+  EXPECT_EQ(csv.rfind("split,epoch,iteration,epoch_progress,loss,accuracy,f1_macro,lr,batch_items_per_second,"
+                      "epoch_items_per_second,seconds\n",
+                      0),
             0u)
       << csv.substr(0, 200);
+  {
+    // Epoch rows carry the epoch's rate: items of the epoch over its wall time (positive).
+    size_t row = csv.find("\ntrain,0,");
+    ASSERT_NE(row, std::string::npos);
+    std::string line = csv.substr(row + 1, csv.find('\n', row + 1) - row - 1);
+    std::vector<std::string> cols;
+    for (size_t a = 0, b; a <= line.size(); a = b + 1) {
+      b = line.find(',', a);
+      if (b == std::string::npos) b = line.size();
+      cols.push_back(line.substr(a, b - a));
+    }
+    ASSERT_EQ(cols.size(), 11u) << line;
+    EXPECT_GT(std::stod(cols[9]), 0.0) << line;
+  }
   EXPECT_NE(csv.find("\nvalid,3,3,4.000000,"), std::string::npos);
   std::string png = read_text(sum.dir + "/metrics.png");
   ASSERT_GT(png.size(), 100u);

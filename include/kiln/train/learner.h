@@ -71,7 +71,8 @@ struct LearnerConfig {
   std::string name = "run";
   std::string runs_dir = "runs";
   /// Checkpoints: <dir>/checkpoints/epoch-<N>.ckpt (the last keep_last kept), last.ckpt and
-  /// best.ckpt (by `best`). keep_last = 0 disables checkpoints.
+  /// best.ckpt (by `best`): up to keep_last + 2 files, each the model with its optimizer state
+  /// (about 3x the model's size with Adam). keep_last = 0 disables checkpoints.
   int64_t keep_last = 2;
   Monitor best;
   /// Early stopping: stop after `patience` epochs without an improvement of `min_delta` in

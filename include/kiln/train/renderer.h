@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -82,6 +83,16 @@ std::unique_ptr<Renderer> dashboard_renderer();
 std::unique_ptr<Renderer> default_renderer();
 /// Forwards every event to each renderer in turn (stop is requested when any requests it).
 std::unique_ptr<Renderer> tee_renderer(std::vector<std::unique_ptr<Renderer>> renderers);
+/// The same for renderers given one by one, built-in or your own:
+/// `tee_renderer(plain_renderer(), std::make_unique<MyRenderer>())`.
+template <class... R>
+requires(sizeof...(R) > 0 && (std::is_convertible_v<R&&, std::unique_ptr<Renderer>> &&
+                              ...)) std::unique_ptr<Renderer> tee_renderer(R&&... renderers) {
+  std::vector<std::unique_ptr<Renderer>> v;
+  v.reserve(sizeof...(R));
+  (v.push_back(std::unique_ptr<Renderer>(std::forward<R>(renderers))), ...);
+  return tee_renderer(std::move(v));
+}
 
 /// One curve of a chart.
 struct Series {
