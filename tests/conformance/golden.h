@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// Conformance harness (DESIGN.md §6): loads the PyTorch reference cases written by
+// Conformance harness (docs/architecture.md, Testing): loads the PyTorch reference cases written by
 // scripts/gen_golden.py (tests/golden/<op>.kgl), rebuilds the inputs with the same views and
 // compares Kiln's results. The file format is documented at the top of gen_golden.py.
 #include <kiln/kiln.h>

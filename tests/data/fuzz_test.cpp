@@ -1,5 +1,5 @@
 // Random corruptions of every parser's input: each must either parse or throw kiln::Error,
-// never crash, hang or throw anything else (DESIGN.md §6: parsers and hostile input).
+// never crash, hang or throw anything else (docs/architecture.md, Testing: hostile input).
 #include <gtest/gtest.h>
 #include <kiln/data.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// Modules: plain structs with named fields and a `visit` that lists them (DESIGN.md §4).
+// Modules: plain structs with named fields and a `visit` that lists them (docs/modules.md).
 //
 //   struct Mlp : kiln::nn::Module {
 //     kiln::nn::Linear fc1, fc2;
