@@ -63,7 +63,7 @@ struct Cnn : kiln::nn::Module {
       : conv1({.in_channels = 3, .out_channels = 8, .kernel_size = 3, .padding = 1}, d),
         conv2({.in_channels = 8, .out_channels = 16, .kernel_size = 3, .padding = 1}, d),
         pool({.kernel_size = 2}),
-        fc({.in = 16 * 6 * 6, .out = 3}, d) {}
+        fc({.in_features = 16 * 6 * 6, .out_features = 3}, d) {}
   // x [N, 3, 24, 24] -> logits [N, 3]
   Tensor forward(const Tensor& x) const {
     Tensor h = pool(kiln::relu(conv1(x)));
@@ -75,7 +75,8 @@ struct Cnn : kiln::nn::Module {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+/// The example; a kiln::Error it raises is reported by main.
+int run(int argc, char** argv) {
   bool quick = false;
   std::filesystem::path dir = "image-folder-data";
   for (int i = 1; i < argc; ++i) {
@@ -131,4 +132,14 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
   return 0;
+}
+
+// A kiln::Error (a wrong shape, a missing file...) says what went wrong: print it, exit 1.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -22,7 +22,9 @@ constexpr const char* kDir = "/usr/lib/python3/dist-packages/sklearn/datasets/da
 struct Mlp : kiln::nn::Module {
   kiln::nn::Linear fc1, fc2, out;
   explicit Mlp(const kiln::Device& d)
-      : fc1({.in = 10, .out = 32}, d), fc2({.in = 32, .out = 32}, d), out({.in = 32, .out = 1}, d) {}
+      : fc1({.in_features = 10, .out_features = 32}, d),
+        fc2({.in_features = 32, .out_features = 32}, d),
+        out({.in_features = 32, .out_features = 1}, d) {}
   // x [N, 10] -> [N, 1]
   Tensor forward(const Tensor& x) const { return out(kiln::relu(fc2(kiln::relu(fc1(x))))); }
   KILN_VISIT(Mlp, fc1, fc2, out)
@@ -44,7 +46,8 @@ double evaluate(const Mlp& model, kd::DataLoader<kd::TabularItem>& loader) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+/// The example; a kiln::Error it raises is reported by main.
+int run(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const std::string features_path = std::string(kDir) + "/diabetes_data_raw.csv.gz";
   const std::string target_path = std::string(kDir) + "/diabetes_target.csv.gz";
@@ -120,4 +123,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// A kiln::Error (a wrong shape, a missing file...) says what went wrong: print it, exit 1.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Uses an installed Kiln: creation, elementwise math, broadcasting, reading values back.
 #include <kiln/kiln.h>
+#ifdef KILN_INSTALL_TEST_TRAIN
+#include <kiln/train.h>
+#endif
 
 #include <cmath>
 #include <iostream>
@@ -27,6 +30,15 @@ int main() {
   } catch (const Error& e) {
     std::cout << "caught: " << e.what() << "\n";
   }
+#ifdef KILN_INSTALL_TEST_TRAIN
+  // kiln::train (and through it kiln::data) links from the package too.
+  auto acc = train::metrics::accuracy();
+  acc->update(tensor({0.f, 1.f, 1.f, 0.f}, {2, 2}, cpu), tensor<int64_t>({1, 0}, {2}));
+  if (acc->value() != 1.0) {
+    std::cerr << "accuracy: got " << acc->value() << "\n";
+    return 1;
+  }
+#endif
   std::cout << "installed Kiln works: " << to_string(c.shape()) << " " << to_string(c.dtype()) << "\n";
   return 0;
 }
