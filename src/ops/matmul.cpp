@@ -24,7 +24,7 @@ void check_operands(const char* api, const Tensor& a, const Tensor& b, const cha
   KILN_CHECK(a.dtype() == b.dtype(), api,
              "expected both operands to have the same dtype, but got "
                  << dname(a.dtype()) << " != " << dname(b.dtype()) << " (shapes " << a.shape() << " and " << b.shape()
-                 << ")");
+                 << "); convert one operand, e.g. " << b_name << ".to(" << dname(a.dtype()) << ")");
   KILN_CHECK(a.dtype() != DType::Bool, api,
              "not implemented for bool (shapes " << a.shape() << " and " << b.shape() << ")");
 }
@@ -232,6 +232,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              "input shape " << x.shape() << " and weight shape " << weight.shape()
                             << " cannot be multiplied (in_features " << x.size(-1) << " vs " << weight.size(-1) << ")");
   if (!bias.defined()) return matmul(x, weight.dim() == 2 ? weight.t() : weight);
+  KILN_CHECK(weight.dim() != 2 || bias.dim() != 1 || bias.size(0) == weight.size(0) || bias.size(0) == 1, api,
+             "bias shape " << bias.shape() << " does not match weight shape " << weight.shape()
+                           << ": bias must be [out_features] = [" << weight.size(0) << "]");
   detail::check_same_device(api, x, "input", bias, "bias");
   KILN_CHECK(bias.dtype() == x.dtype(), api,
              "expected bias to have the input's dtype, but got " << dname(bias.dtype()) << " != " << dname(x.dtype()));

@@ -41,34 +41,10 @@ class CpuBackend final : public Backend {
   CachingAllocator alloc_;
 };
 
-// Tracks shapes and dtypes only: buffers have no memory and ops do nothing.
-class NullBackend final : public Backend {
- public:
-  DeviceType type() const override { return DeviceType::Null; }
-  std::string name() const override { return "null"; }
-  std::shared_ptr<Storage> allocate(size_t nbytes) override {
-    stats_.allocations++;
-    return std::make_shared<Storage>(nullptr, nbytes, this);
-  }
-  void release(void*, size_t) noexcept override {}
-  void execute(const ir::Op&, Storage* const*, Storage* const*) override {}
-  void write(Storage&, size_t, const void*, size_t) override {}
-  void read(const Storage&, size_t, void*, size_t) override {}
-  bool has_data() const override { return false; }
-  MemoryStats memory_stats() const override { return stats_; }
-
- private:
-  MemoryStats stats_;
-};
-
 }  // namespace
 
 Backend* cpu_backend() {
   static CpuBackend* b = new CpuBackend();  // never destroyed: tensors may outlive static dtors
-  return b;
-}
-Backend* null_backend() {
-  static NullBackend* b = new NullBackend();
   return b;
 }
 
