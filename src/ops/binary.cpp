@@ -315,7 +315,10 @@ Tensor& assign_result(const char* api, Tensor& self, const Tensor& result) {
              "output with shape " << self.shape() << " doesn't match the broadcast shape " << result.shape());
   KILN_CHECK(can_cast(result.dtype(), self.dtype()), api,
              "result type " << dtype_name(result.dtype()).data() << " can't be cast to the desired output type "
-                            << dtype_name(self.dtype()).data());
+                            << dtype_name(self.dtype()).data()
+                            << " (an in-place op keeps self's dtype: use the out-of-place op, or convert self first "
+                               "with self.to("
+                            << dtype_name(result.dtype()).data() << "))");
   return self.copy_(result);
 }
 

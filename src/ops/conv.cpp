@@ -59,12 +59,15 @@ DType check_dtypes(const char* api, const Tensor& input, const Tensor& weight, c
                                                      << input.shape());
   KILN_CHECK(weight.dtype() == input.dtype(), api,
              "input type (" << dtype_name(input.dtype()).data() << ") and weight type ("
-                            << dtype_name(weight.dtype()).data() << ") should be the same");
+                            << dtype_name(weight.dtype()).data() << ") should be the same; convert the input (input.to("
+                            << dtype_name(weight.dtype()).data() << ")) or the layer (module.to("
+                            << dtype_name(input.dtype()).data() << "))");
   if (bias.defined()) {
     detail::check_same_device(api, input, bias);
     KILN_CHECK(bias.dtype() == input.dtype(), api,
                "input type (" << dtype_name(input.dtype()).data() << ") and bias type ("
-                              << dtype_name(bias.dtype()).data() << ") should be the same");
+                              << dtype_name(bias.dtype()).data() << ") should be the same; convert one, e.g. bias.to("
+                              << dtype_name(input.dtype()).data() << ")");
   }
   return input.dtype();
 }
