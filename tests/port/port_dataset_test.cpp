@@ -48,7 +48,8 @@ kd::Batch collate(std::vector<WaveItem> items, const Device& device) {
 
 TEST(PortDataset, CustomDatasetLoaderAndStepLRFollowPyTorch) {
   const Device dev = Device::cpu().autodiff();
-  nn::Sequential model(nn::Linear({.in = 3, .out = 8}, dev), nn::Tanh(), nn::Linear({.in = 8, .out = 1}, dev));
+  nn::Sequential model(nn::Linear({.in_features = 3, .out_features = 8}, dev), nn::Tanh(),
+                       nn::Linear({.in_features = 8, .out_features = 1}, dev));
   port::Reference ref = port::reference("dataset");
   ref.load_into(model);
 

@@ -17,8 +17,9 @@ namespace F = kiln::nn::functional;
 // opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
 TEST(PortMlp, SgdMomentumFollowsPyTorch) {
   const Device dev = Device::cpu().autodiff();
-  nn::Sequential model(nn::Linear({.in = 8, .out = 16}, dev), nn::ReLU(), nn::Linear({.in = 16, .out = 16}, dev),
-                       nn::Tanh(), nn::Linear({.in = 16, .out = 3}, dev));
+  nn::Sequential model(nn::Linear({.in_features = 8, .out_features = 16}, dev), nn::ReLU(),
+                       nn::Linear({.in_features = 16, .out_features = 16}, dev), nn::Tanh(),
+                       nn::Linear({.in_features = 16, .out_features = 3}, dev));
   port::Reference ref = port::reference("mlp");
   ref.load_into(model);
   Tensor x = ref.get("data.x", dev), y = ref.get("data.y", dev);
@@ -46,7 +47,7 @@ struct Cnn : nn::Module {
         conv2({.in_channels = 4, .out_channels = 8, .kernel_size = 3, .padding = 1}, d),
         bn1({.num_features = 4}, d),
         pool({.kernel_size = 2}),
-        fc({.in = 8 * 2 * 2, .out = 3}, d) {}
+        fc({.in_features = 8 * 2 * 2, .out_features = 3}, d) {}
   Tensor forward(const Tensor& x) const {
     Tensor h = pool(relu(bn1(conv1(x))));
     h = pool(relu(conv2(h)));
@@ -90,7 +91,7 @@ struct LstmClassifier : nn::Module {
   explicit LstmClassifier(const Device& d)
       : embedding({.num_embeddings = 20, .embedding_dim = 8}, d),
         lstm({.input_size = 8, .hidden_size = 12, .batch_first = true}, d),
-        fc({.in = 12, .out = 3}, d) {}
+        fc({.in_features = 12, .out_features = 3}, d) {}
   // out, (h_n, c_n) = self.lstm(self.embedding(tokens)); return self.fc(h_n[-1])
   Tensor forward(const Tensor& tokens) const {
     nn::RecurrentOutput r = lstm(embedding(tokens));
@@ -125,8 +126,8 @@ struct EncoderRegressor : nn::Module {
   nn::Linear proj, head;
   nn::TransformerEncoderLayer encoder;
   explicit EncoderRegressor(const Device& d)
-      : proj({.in = 4, .out = 16}, d),
-        head({.in = 16, .out = 1}, d),
+      : proj({.in_features = 4, .out_features = 16}, d),
+        head({.in_features = 16, .out_features = 1}, d),
         encoder({.d_model = 16, .nhead = 2, .dim_feedforward = 32, .dropout = 0.0, .batch_first = true}, d) {}
   Tensor forward(const Tensor& x) const { return head(encoder(proj(x)).mean({1})).squeeze({-1}); }
   Tensor operator()(const Tensor& x) const { return forward(x); }
