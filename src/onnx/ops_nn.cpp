@@ -905,7 +905,7 @@ void register_nn(Registry& r) {
     std::vector<std::pair<std::string, Tensor>> st{{"weight", wt}};
     if (b) st.emplace_back("bias", b->reshape({out}));
     std::string m = e.add_module("kiln::nn::Linear",
-                                 "{.in = " + std::to_string(in) + ", .out = " + std::to_string(out) +
+                                 "{.in_features = " + std::to_string(in) + ", .out_features = " + std::to_string(out) +
                                      ", .bias = " + (b ? "true" : "false") + "}",
                                  st);
     e.assign(m + "(" + e.in(0) + ")");
@@ -926,8 +926,8 @@ void register_nn(Registry& r) {
     std::vector<std::pair<std::string, Tensor>> st{{"weight", w->t().contiguous()}};
     if (b) st.emplace_back("bias", *b);
     std::string m = e.add_module("kiln::nn::Linear",
-                                 "{.in = " + std::to_string(w->size(0)) + ", .out = " + std::to_string(w->size(1)) +
-                                     ", .bias = " + (b ? "true" : "false") + "}",
+                                 "{.in_features = " + std::to_string(w->size(0)) + ", .out_features = " +
+                                     std::to_string(w->size(1)) + ", .bias = " + (b ? "true" : "false") + "}",
                                  st);
     e.assign(m + "(" + e.in(0) + ")");
     if (e.rank[0] >= 0) e.out_rank = {e.rank[0]};
