@@ -1,10 +1,12 @@
 // A first look at Kiln tensors: creation, elementwise math, broadcasting, reductions, views,
-// indexing and printing. Run it with `make run`.
+// indexing and printing. Built with the examples: ./build/release/examples/tensor-basics/tensor-basics
 #include <kiln/kiln.h>
 
+#include <cstdio>
 #include <iostream>
 
-int main() {
+/// The example; main reports a kiln::Error it raises.
+int run() {
   using namespace kiln;
   manual_seed(0);
   Device cpu = Device::cpu();
@@ -47,4 +49,14 @@ int main() {
   MemoryStats m = memory_stats(cpu);
   std::cout << "cpu memory in use: " << m.in_use << " bytes, peak " << m.peak << " bytes\n";
   return 0;
+}
+
+// An uncaught kiln::Error would end in std::terminate: print its message and exit 1 instead.
+int main() {
+  try {
+    return run();
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
 }
