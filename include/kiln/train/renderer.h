@@ -4,6 +4,7 @@
 // or your own (derive from Renderer; examples/custom-renderer does).
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -91,6 +92,25 @@ requires(sizeof...(R) > 0 && (std::is_convertible_v<R&&, std::unique_ptr<Rendere
   std::vector<std::unique_ptr<Renderer>> v;
   v.reserve(sizeof...(R));
   (v.push_back(std::unique_ptr<Renderer>(std::forward<R>(renderers))), ...);
+  return tee_renderer(std::move(v));
+}
+
+/// One renderer of a braced list given to tee_renderer; holds it until the tee takes it.
+class RendererArg {
+ public:
+  template <class R>
+  requires std::is_convertible_v<R&&, std::unique_ptr<Renderer>> RendererArg(R&& r)
+      : p_(std::forward<R>(r)) {}  // NOLINT(google-explicit-constructor)
+  std::unique_ptr<Renderer> take() const { return std::move(p_); }
+
+ private:
+  mutable std::unique_ptr<Renderer> p_;  // a list's elements are const: taking moves out
+};
+/// The same for a braced list: `tee_renderer({plain_renderer(), std::make_unique<MyRenderer>()})`.
+inline std::unique_ptr<Renderer> tee_renderer(std::initializer_list<RendererArg> renderers) {
+  std::vector<std::unique_ptr<Renderer>> v;
+  v.reserve(renderers.size());
+  for (const RendererArg& r : renderers) v.push_back(r.take());
   return tee_renderer(std::move(v));
 }
 
