@@ -56,6 +56,8 @@ class AutodiffBackend final : public Backend {
   void reset_peak_memory() override { inner_->reset_peak_memory(); }
   void empty_cache() override { inner_->empty_cache(); }
   Backend* inner() override { return inner_; }
+  Layer layer() const override { return Layer::Autodiff; }
+  Backend* rewrap(Backend* inner) override { return Device(inner).autodiff(options_).backend(); }
   const AutodiffOptions* autodiff_options() const override { return &options_; }
 
  private:
@@ -240,25 +242,23 @@ Gradients backward(const Tensor& root, const Tensor& seed_in, const BackwardOpti
 // ---- Device and Tensor entry points ---------------------------------------------------------
 
 Device Device::autodiff(const AutodiffOptions& o) const {
-  // Wraps the backend below any autodiff layer (other decorators such as fusion stay).
-  Backend* base = backend_;
-  while (base->autodiff_options()) base = base->inner();
-  static std::mutex mu;
-  // Never destroyed, like the backends: tensors may outlive static destructors.
-  static auto* cache = new std::map<std::pair<Backend*, int>, Backend*>();
-  std::lock_guard<std::mutex> lock(mu);
-  Backend*& b = (*cache)[{base, static_cast<int>(o.checkpointing)}];
-  if (!b) b = new autodiff::AutodiffBackend(base, o);
-  return Device(b, index_);
+  // One decorator per (wrapped backend, options), never destroyed, like the backends: tensors
+  // may outlive static destructors.
+  auto make = [](Backend* inner, const void* ctx) -> Backend* {
+    const AutodiffOptions& opts = *static_cast<const AutodiffOptions*>(ctx);
+    static std::mutex mu;
+    static auto* cache = new std::map<std::pair<Backend*, int>, Backend*>();
+    std::lock_guard<std::mutex> lock(mu);
+    Backend*& b = (*cache)[{inner, static_cast<int>(opts.checkpointing)}];
+    if (!b) b = new autodiff::AutodiffBackend(inner, opts);
+    return b;
+  };
+  return with_layer(*this, Layer::Autodiff, make, &o);
 }
 
 bool Device::has_autodiff() const { return backend_->autodiff_options() != nullptr; }
 
-Device Device::without_autodiff() const {
-  Backend* base = backend_;
-  while (base->autodiff_options()) base = base->inner();
-  return Device(base, index_);
-}
+Device Device::without_autodiff() const { return with_layer(*this, Layer::Autodiff, nullptr); }
 
 Tensor Tensor::require_grad(bool on) const {
   detail::check_defined("require_grad", *this);

@@ -33,9 +33,20 @@ struct Storage {
   ~Storage();
 };
 
+/// Where a backend sits in a device's chain of decorators: each layer wraps the lower ones and
+/// appears at most once, so decorators compose in one order whatever order the user asked for
+/// them in (`.fusion().autodiff()` == `.autodiff().fusion()`). Autodiff records on the outside,
+/// fusion queues below it, the base backend runs. A new decorator takes a rank here.
+enum class Layer : uint8_t { Base = 0, Fusion = 1, Autodiff = 2 };
+
 class Backend {
  public:
   virtual ~Backend() = default;
+  /// This backend's layer (Base unless it is a decorator).
+  virtual Layer layer() const { return Layer::Base; }
+  /// A decorator: the same decorator, with the same options, over `inner` instead (used to
+  /// rebuild the layers above one that is added or removed). Base backends return nullptr.
+  virtual Backend* rewrap(Backend* inner) { return nullptr; }
   virtual DeviceType type() const = 0;
   virtual std::string name() const = 0;
   /// A buffer of at least nbytes (contents undefined).
@@ -92,6 +103,13 @@ Backend* null_backend();
 /// The suite's subset backend: its memory behind opaque handles (never a host pointer the
 /// frontend could use), elementwise ops and copies run itself, everything else falls back.
 Backend* subset_backend();
+
+/// The chain of d with its `layer` decorator replaced by make(inner) (added where it was
+/// missing), or removed when make is null; the layers above are rebuilt over it with rewrap.
+Device with_layer(const Device& d, Layer layer, Backend* (*make)(Backend* inner, const void* ctx),
+                  const void* ctx = nullptr);
+/// The backend of d's `layer` decorator, or nullptr when d has none.
+Backend* find_layer(const Device& d, Layer layer);
 
 /// Runs op on backend b: b->execute when b supports it, else on the CPU backend with every
 /// input and output buffer copied through b's read and write (counted in fallback_counts).

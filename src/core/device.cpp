@@ -73,6 +73,25 @@ void* host_storage_data(const Tensor& t) {
   return s && s->backend ? s->backend->host_data(*s) : nullptr;
 }
 
+Device with_layer(const Device& d, Layer layer, Backend* (*make)(Backend* inner, const void* ctx), const void* ctx) {
+  std::vector<Backend*> above;  // the decorators over `layer`, outermost first
+  Backend* below = d.backend();
+  while (below->layer() > layer) {
+    above.push_back(below);
+    below = below->inner();
+  }
+  if (below->layer() == layer && layer != Layer::Base) below = below->inner();  // the one replaced
+  Backend* b = make ? make(below, ctx) : below;
+  for (size_t i = above.size(); i-- > 0;) b = above[i]->rewrap(b);
+  return Device(b, d.index());
+}
+
+Backend* find_layer(const Device& d, Layer layer) {
+  for (Backend* b = d.backend(); b; b = b->inner())
+    if (b->layer() == layer) return b;
+  return nullptr;
+}
+
 Device::Device() : backend_(cpu().backend_) {}
 // The CPU device is the fused CPU (Device::cpu().fusion(), docs/fusion.md); KILN_FUSION=0
 // makes it the plain CPU, whose ops run one kernel each.

@@ -401,6 +401,8 @@ class FusionBackend final : public Backend {
     inner_->empty_cache();
   }
   Backend* inner() override { return inner_; }
+  Layer layer() const override { return Layer::Fusion; }
+  Backend* rewrap(Backend* inner) override { return fusion::fusion_backend(inner); }
 
   void flush_all(const char* why) {
     std::lock_guard<std::recursive_mutex> lock(mu_);

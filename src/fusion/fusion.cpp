@@ -650,27 +650,12 @@ void reset_stats() {
 // ---- Device entry points -------------------------------------------------------------------------
 
 Device Device::fusion() const {
-  Backend* below = backend_;
-  const AutodiffOptions* ad = backend_->autodiff_options();
-  while (below->autodiff_options()) below = below->inner();
-  if (fusion::is_fusion(below)) return *this;
-  Device d(fusion::fusion_backend(below), index_);
-  return ad ? d.autodiff(*ad) : d;
+  if (has_fusion()) return *this;
+  return with_layer(*this, Layer::Fusion, [](Backend* inner, const void*) { return fusion::fusion_backend(inner); });
 }
 
-Device Device::without_fusion() const {
-  if (!has_fusion()) return *this;
-  const AutodiffOptions* ad = backend_->autodiff_options();
-  Backend* below = backend_;
-  while (below->autodiff_options()) below = below->inner();
-  Device d(below->inner(), index_);  // the fusion decorator's inner backend
-  return ad ? d.autodiff(*ad) : d;
-}
+Device Device::without_fusion() const { return with_layer(*this, Layer::Fusion, nullptr); }
 
-bool Device::has_fusion() const {
-  for (Backend* b = backend_; b; b = b->inner())
-    if (fusion::is_fusion(b)) return true;
-  return false;
-}
+bool Device::has_fusion() const { return find_layer(*this, Layer::Fusion) != nullptr; }
 
 }  // namespace kiln
