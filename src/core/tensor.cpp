@@ -94,10 +94,18 @@ Tensor Tensor::to(const Device& d) const {
   Tensor src = contiguous();
   size_t nbytes = static_cast<size_t>(numel()) * element_size();
   if (!device().backend()->has_data() || !d.backend()->has_data()) return out;
-  std::vector<uint8_t> host(nbytes);
-  src.device().backend()->read(*src.impl().storage, static_cast<size_t>(src.storage_offset()) * element_size(),
-                               host.data(), nbytes);
-  d.backend()->write(*out.impl().storage, 0, host.data(), nbytes);
+  const size_t off = static_cast<size_t>(src.storage_offset()) * element_size();
+  // One copy where either side is host memory (the destination's write or the source's read
+  // moves the bytes); two through a host buffer between two devices that are not.
+  if (void* h = host_storage_data(src)) {
+    d.backend()->write(*out.impl().storage, 0, static_cast<const char*>(h) + off, nbytes);
+  } else if (void* h2 = host_storage_data(out)) {
+    src.device().backend()->read(*src.impl().storage, off, h2, nbytes);
+  } else {
+    std::vector<uint8_t> host(nbytes);
+    src.device().backend()->read(*src.impl().storage, off, host.data(), nbytes);
+    d.backend()->write(*out.impl().storage, 0, host.data(), nbytes);
+  }
   return out;
 }
 
