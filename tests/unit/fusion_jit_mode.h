@@ -27,11 +27,16 @@ struct JitMode {
   JitMode& operator=(const JitMode&) = delete;
 };
 
-/// Whether programs must compile here: a Highway target with compiled kernels (x86), and not
-/// turned off with KILN_FUSION_JIT=0. A missing compiler or source tree is then a failure.
+/// Whether the compiler of programs is built in (CMake option KILN_WITH_JIT).
+inline bool jit_built() { return cpu::vec::jit_unavailable_reason().rfind("built without KILN_WITH_JIT", 0) != 0; }
+
+/// Whether programs must compile here: built with KILN_WITH_JIT, a Highway target with compiled
+/// kernels (x86), and not turned off with KILN_FUSION_JIT=0. A missing compiler or source tree
+/// is then a failure.
 inline bool jit_expected() {
   const char* e = std::getenv("KILN_FUSION_JIT");
   if (e && (std::strcmp(e, "0") == 0 || std::strcmp(e, "off") == 0)) return false;
+  if (!jit_built()) return false;
   return cpu::vec::jit_unavailable_reason().rfind("no compiled-kernel flags", 0) != 0;
 }
 

@@ -12,6 +12,13 @@
 // Temporaries live in a folder of their process (tmp-<pid>@<host>), which the next process to
 // open the cache removes once its owner is gone; the cache is kept under a size bound
 // (KILN_JIT_CACHE_MB) by deleting its least recently used entries.
+// Built without KILN_WITH_JIT (WebAssembly, bare metal: no dlopen, no processes, no compiler),
+// the stubs at the end of this file leave every program to the interpreter.
+#ifndef KILN_WITH_JIT
+#define KILN_WITH_JIT 1
+#endif
+
+#if KILN_WITH_JIT
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -834,3 +841,38 @@ void set_jit_compiler(const std::string& cxx, const std::string& dir) {
 }
 
 }  // namespace kiln::cpu::vec
+
+#else  // !KILN_WITH_JIT
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cpu/vec.h"
+
+namespace kiln::cpu::vec {
+
+namespace {
+// The mode is kept (KILN_FUSION_JIT as with the compiler) so that the API behaves the same.
+std::atomic<JitMode>& mode() {
+  static std::atomic<JitMode> m{[] {
+    const char* e = std::getenv("KILN_FUSION_JIT");
+    const std::string v = e ? e : "";
+    return v == "0" || v == "off" ? JitMode::kOff : v == "sync" ? JitMode::kSync : JitMode::kAsync;
+  }()};
+  return m;
+}
+}  // namespace
+
+JitMode jit_mode() { return mode().load(); }
+void set_jit_mode(JitMode m) { mode().store(m); }
+ProgramFn compiled_program(const PInstr*, size_t) { return nullptr; }
+void wait_for_compiles() {}
+std::string jit_unavailable_reason() { return "built without KILN_WITH_JIT"; }
+JitStats jit_stats() { return {}; }
+std::string jit_cache_dir() { return ""; }
+void set_jit_compiler(const std::string&, const std::string&) {}
+
+}  // namespace kiln::cpu::vec
+
+#endif  // KILN_WITH_JIT
