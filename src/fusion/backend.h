@@ -586,6 +586,7 @@ class FusionBackend final : public Backend {
   std::deque<GroupScratch> gs_;  ///< one per stage being set up (row pipelines nest run_group)
   size_t depth_ = 0;             ///< stages set up and not yet run
   std::unordered_map<std::string, std::shared_ptr<Plan>> plans_;
+  struct GroupRun;  ///< one run_group call: its setup and tile loop (group.cpp)
 };
 
 }  // namespace kiln::fusion
