@@ -105,6 +105,8 @@ Device Device::cpu() {
 }
 Device Device::null() { return Device(null_backend()); }
 
+Backend* capture_backend();  // src/capture/backend.cpp (kiln::capture_device)
+
 namespace {
 /// The devices from_string knows: name and maker (one table for from_string and list).
 struct NamedDevice {
@@ -117,6 +119,7 @@ constexpr NamedDevice kDevices[] = {
     {"cpu-plain", [] { return Device(cpu_backend()); }},
     {"null", [] { return Device::null(); }},
     {"subset", [] { return Device(subset_backend()); }},
+    {"capture", [] { return Device(capture_backend()); }},
 };
 }  // namespace
 
