@@ -145,42 +145,97 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-}  // namespace
+double rate(double items, double secs) { return secs > 0 ? items / secs : 0.0; }
+void ema(double& a, double x) { a = a == 0 ? x : 0.9 * a + 0.1 * x; }
 
-void Learner::request_stop() { g_stop.store(true); }
-bool Learner::stop_pending() { return g_stop.load(); }
-
-Learner::Learner(LearnerConfig config) : config_(std::move(config)) {
-  KILN_CHECK(config_.model != nullptr && config_.forward, "Learner", "a model (and its forward) is required");
-  KILN_CHECK(config_.optimizer != nullptr, "Learner", "an optimizer is required");
-  KILN_CHECK(config_.train != nullptr, "Learner", "training data (a data::BatchSource) is required");
-  KILN_CHECK(config_.epochs >= 1, "Learner", "epochs must be >= 1, got " + std::to_string(config_.epochs));
-  KILN_CHECK(config_.keep_last >= 0 && config_.patience >= 0 && config_.max_steps >= 0, "Learner",
-             "keep_last, patience and max_steps must be >= 0");
-  KILN_CHECK(!config_.name.empty() && config_.name.find('/') == std::string::npos && config_.name != "." &&
-                 config_.name != "..",
-             "Learner", "the run name must be a plain folder name, got '" + config_.name + "'");
-  if (!config_.loss)
-    config_.loss = [](const Tensor& out, const Tensor& t) { return nn::functional::cross_entropy(out, t); };
-  if (!config_.renderer) config_.renderer = default_renderer();
-}
-
-Summary Learner::fit() {
-  LearnerConfig& c = config_;
-  Renderer& r = *c.renderer;
+/// One fit() of a Learner: the run's folder and files, the state a checkpoint resumes (epoch,
+/// steps, best and early-stopping values, history) and the loop's rates, shared by its phases:
+/// resume, the CSV, then per epoch training, validation and the epoch's end.
+struct FitRun {
+  LearnerConfig& c;
+  Renderer& r;
   Summary s;
-  s.dir = (fs::path(c.runs_dir) / c.name).string();
-  const fs::path ckdir = fs::path(s.dir) / "checkpoints";
+  fs::path ckdir;
+  std::string last_path, best_path, csv_path, resume;
   std::error_code ec;
-  fs::create_directories(ckdir, ec);
-  KILN_CHECK(!ec, "Learner", "cannot create the run folder " + ckdir.string() + ": " + ec.message());
-  const std::string last_path = (ckdir / "last.ckpt").string(), best_path = (ckdir / "best.ckpt").string();
-
-  // ---- resume ------------------------------------------------------------------------------
+  // resumed state
   int64_t start_epoch = 0, skip_batches = 0, total_steps = 0, bad_epochs = 0;
   double best_value = std::numeric_limits<double>::quiet_NaN(), stop_best = best_value;
   std::vector<EpochRecord> history;
-  std::string resume = c.resume;
+  // the CSV
+  std::vector<std::string> names{"loss"};
+  std::FILE* csv = nullptr;
+  // the loop
+  int64_t ntrain = 0, nvalid = 0, csv_every = 0;
+  Accumulator acc;
+  double t_train = 0, t_valid = 0;  // EMA of seconds per batch
+  double total_batches = 0, last_ips = 0;
+  ProcessStats prev_ps;
+  Clock::time_point prev_ps_time;
+  std::string end_message;
+
+  /// What one epoch's training left for its end: items, the last batch's rate and the rates.
+  struct TrainEnd {
+    MetricValues vals;
+    double lr = 0, ips = 0, epoch_ips = 0;
+  };
+  /// What one epoch's validation left: its values, the last batch's rate and the epoch's rate.
+  struct ValidEnd {
+    MetricValues vals;
+    double ips = 0, epoch_ips = 0;
+  };
+
+  /// Creates the run's folder (and its checkpoints folder); throws when it cannot.
+  explicit FitRun(LearnerConfig& config);
+  ~FitRun() {
+    if (csv) std::fclose(csv);
+  }
+  /// Loads the checkpoint named by c.resume ("last": the run's own, when present) and the state
+  /// its extra fields hold.
+  void load_resume();
+  /// Opens metrics.csv (appended to on resume) and writes its header when new.
+  void open_csv();
+  /// One CSV row. batch_ips: the last batch's rate; epoch_ips: items of the split so far over
+  /// its wall time.
+  void csv_row(const char* split, int64_t epoch, int64_t it, double ep, const MetricValues& v, double lr,
+               double batch_ips, double epoch_ips, double secs);
+  /// The extra fields of a checkpoint: the state resume needs.
+  std::map<std::string, std::string> extra_for(int64_t step_in_epoch) const;
+  /// Writes a checkpoint (atomically) at `path`.
+  void save(const std::string& path, int64_t epoch, int64_t step_in_epoch) const;
+  /// Tells the renderer the run starts; sets the loop's counts.
+  void start();
+  double lr_now() const { return c.optimizer->param_groups().empty() ? 0.0 : c.optimizer->lr(0); }
+  Tensor to_device(const Tensor& t) const { return c.device && t.device() != *c.device ? t.to(*c.device) : t; }
+  /// The renderer's event after batch `it` of `its`: values, rate, ETA and process stats.
+  MetricEvent make_event(Split sp, int64_t epoch, int64_t it, int64_t its, double batch_items, double dt);
+  /// Runs every epoch from start_epoch, until the last, a stop or early stopping.
+  void run_epochs();
+  /// One epoch; false when the loop ends after it.
+  bool run_epoch(int64_t epoch);
+  /// The training steps of one epoch (after the batches a mid-epoch resume skips); sets `it` to
+  /// the batches done and returns true when a stop was requested.
+  bool train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& it, double& epoch_items);
+  /// The validation pass of one epoch (none without validation data).
+  ValidEnd validate(int64_t epoch);
+  /// The epoch's record, CSV rows, best value, early stopping and checkpoints; false when the
+  /// loop ends after it.
+  bool end_epoch(int64_t epoch, Clock::time_point epoch_start, const TrainEnd& t, const ValidEnd& v);
+  /// The closing message, the chart; returns the summary.
+  Summary finish();
+};
+
+FitRun::FitRun(LearnerConfig& config) : c(config), r(*config.renderer), acc{&config.metrics} {
+  s.dir = (fs::path(c.runs_dir) / c.name).string();
+  ckdir = fs::path(s.dir) / "checkpoints";
+  fs::create_directories(ckdir, ec);
+  KILN_CHECK(!ec, "Learner", "cannot create the run folder " + ckdir.string() + ": " + ec.message());
+  last_path = (ckdir / "last.ckpt").string();
+  best_path = (ckdir / "best.ckpt").string();
+}
+
+void FitRun::load_resume() {
+  resume = c.resume;
   if (resume == "last") resume = fs::exists(last_path) ? last_path : "";
   if (!resume.empty()) {
     store::Checkpoint ck;
@@ -203,249 +258,242 @@ Summary Learner::fit() {
     if (fs::exists(best_path)) s.best_checkpoint = best_path;
   }
   s.epochs = history;
+}
 
-  // ---- CSV ---------------------------------------------------------------------------------
-  const std::string csv_path = (fs::path(s.dir) / "metrics.csv").string();
-  std::vector<std::string> names{"loss"};
+void FitRun::open_csv() {
+  csv_path = (fs::path(s.dir) / "metrics.csv").string();
   for (auto& m : c.metrics) names.push_back(m->name());
   bool append = !resume.empty() && fs::exists(csv_path);
-  std::FILE* csv = std::fopen(csv_path.c_str(), append ? "a" : "w");
+  csv = std::fopen(csv_path.c_str(), append ? "a" : "w");
   KILN_CHECK(csv != nullptr, "Learner", "cannot write " + csv_path);
-  struct CsvCloser {
-    std::FILE* f;
-    ~CsvCloser() { std::fclose(f); }
-  } csv_closer{csv};
   if (!append) {
     std::fprintf(csv, "split,epoch,iteration,epoch_progress");
     for (auto& n : names) std::fprintf(csv, ",%s", n.c_str());
     std::fprintf(csv, ",lr,batch_items_per_second,epoch_items_per_second,seconds\n");
   }
-  // batch_ips: the last batch's rate; epoch_ips: items of the split so far over its wall time.
-  auto csv_row = [&](const char* split, int64_t epoch, int64_t it, double ep, const MetricValues& v, double lr,
+}
+
+void FitRun::csv_row(const char* split, int64_t epoch, int64_t it, double ep, const MetricValues& v, double lr,
                      double batch_ips, double epoch_ips, double secs) {
-    std::fprintf(csv, "%s,%lld,%lld,%.6f", split, static_cast<long long>(epoch), static_cast<long long>(it), ep);
-    for (auto& [n, x] : v) std::fprintf(csv, ",%.9g", x);
-    std::fprintf(csv, ",%.9g,%.6g,%.6g,%.3f\n", lr, batch_ips, epoch_ips, secs);
-    std::fflush(csv);
-  };
+  std::fprintf(csv, "%s,%lld,%lld,%.6f", split, static_cast<long long>(epoch), static_cast<long long>(it), ep);
+  for (auto& [n, x] : v) std::fprintf(csv, ",%.9g", x);
+  std::fprintf(csv, ",%.9g,%.6g,%.6g,%.3f\n", lr, batch_ips, epoch_ips, secs);
+  std::fflush(csv);
+}
 
-  // ---- checkpoints -------------------------------------------------------------------------
-  auto extra_for = [&](int64_t step_in_epoch) {
-    std::map<std::string, std::string> x;
-    x["run"] = c.name;
-    x["step_in_epoch"] = std::to_string(step_in_epoch);
-    x["best_value"] = fmt("%.17g", best_value);
-    x["best_epoch"] = std::to_string(s.best_epoch);
-    x["stop_best"] = fmt("%.17g", stop_best);
-    x["bad_epochs"] = std::to_string(bad_epochs);
-    x["history"] = history_json(history).dump();
-    return x;
-  };
-  auto save = [&](const std::string& path, int64_t epoch, int64_t step_in_epoch) {
-    store::Checkpoint ck;
-    ck.model = c.model;
-    ck.optimizer = c.optimizer;
-    ck.scheduler = c.scheduler;
-    ck.epoch = epoch;
-    ck.step = total_steps;
-    ck.extra = extra_for(step_in_epoch);
-    store::save_checkpoint(path, ck);
-  };
+std::map<std::string, std::string> FitRun::extra_for(int64_t step_in_epoch) const {
+  std::map<std::string, std::string> x;
+  x["run"] = c.name;
+  x["step_in_epoch"] = std::to_string(step_in_epoch);
+  x["best_value"] = fmt("%.17g", best_value);
+  x["best_epoch"] = std::to_string(s.best_epoch);
+  x["stop_best"] = fmt("%.17g", stop_best);
+  x["bad_epochs"] = std::to_string(bad_epochs);
+  x["history"] = history_json(history).dump();
+  return x;
+}
 
-  SigintScope sigint(c.handle_sigint);
-  g_stop.store(false);
+void FitRun::save(const std::string& path, int64_t epoch, int64_t step_in_epoch) const {
+  store::Checkpoint ck;
+  ck.model = c.model;
+  ck.optimizer = c.optimizer;
+  ck.scheduler = c.scheduler;
+  ck.epoch = epoch;
+  ck.step = total_steps;
+  ck.extra = extra_for(step_in_epoch);
+  store::save_checkpoint(path, ck);
+}
 
-  const int64_t ntrain = static_cast<int64_t>(c.train->num_batches());
-  const int64_t nvalid = c.valid ? static_cast<int64_t>(c.valid->num_batches()) : 0;
+void FitRun::start() {
+  ntrain = static_cast<int64_t>(c.train->num_batches());
+  nvalid = c.valid ? static_cast<int64_t>(c.valid->num_batches()) : 0;
   RunInfo info{c.name, s.dir, c.epochs, start_epoch, ntrain, nvalid, names};
   r.on_start(info);
+  total_batches = static_cast<double>((ntrain + nvalid) * c.epochs);
+  prev_ps = process_stats();
+  prev_ps_time = Clock::now();
+  csv_every = c.csv_rows_per_epoch > 0 ? std::max<int64_t>(1, ntrain / c.csv_rows_per_epoch) : 0;
+}
 
-  Accumulator acc{&c.metrics};
-  double t_train = 0, t_valid = 0;  // EMA of seconds per batch
-  auto ema = [](double& a, double x) { a = a == 0 ? x : 0.9 * a + 0.1 * x; };
-  const double total_batches = static_cast<double>((ntrain + nvalid) * c.epochs);
-  ProcessStats prev_ps = process_stats();
-  auto prev_ps_time = Clock::now();
-  double last_ips = 0;
-  auto lr_now = [&] { return c.optimizer->param_groups().empty() ? 0.0 : c.optimizer->lr(0); };
-  auto make_event = [&](Split sp, int64_t epoch, int64_t it, int64_t its, double batch_items, double dt) {
-    MetricEvent e;
-    e.split = sp;
-    e.epoch = epoch;
-    e.epochs = c.epochs;
-    e.iteration = it;
-    e.iterations = its;
-    double done = static_cast<double>(epoch * (ntrain + nvalid) + (sp == Split::Train ? it : ntrain + it));
-    e.progress = total_batches > 0 ? std::min(1.0, done / total_batches) : 1.0;
-    e.values = acc.values();
-    e.lr = lr_now();
-    e.items_per_second = dt > 0 ? batch_items / dt : 0;
-    if (sp == Split::Train) last_ips = e.items_per_second;
-    int64_t train_left = (c.epochs - epoch - 1) * ntrain + (sp == Split::Train ? ntrain - it : 0);
-    int64_t valid_left = (c.epochs - epoch - 1) * nvalid + (sp == Split::Train ? nvalid : nvalid - it);
-    e.eta_seconds = static_cast<double>(train_left) * t_train +
-                    static_cast<double>(valid_left) * (t_valid > 0 ? t_valid : t_train * 0.4);
-    ProcessStats ps = process_stats();
-    double wall = seconds_since(prev_ps_time);
-    e.cpu_percent = wall > 0 ? 100.0 * (ps.cpu_seconds - prev_ps.cpu_seconds) / wall : 0;
-    prev_ps = ps;
-    prev_ps_time = Clock::now();
-    e.rss_bytes = ps.rss_bytes;
-    e.kiln_bytes = ps.kiln_in_use;
-    return e;
-  };
-  auto to_device = [&](const Tensor& t) { return c.device && t.device() != *c.device ? t.to(*c.device) : t; };
-  const int64_t csv_every = c.csv_rows_per_epoch > 0 ? std::max<int64_t>(1, ntrain / c.csv_rows_per_epoch) : 0;
+MetricEvent FitRun::make_event(Split sp, int64_t epoch, int64_t it, int64_t its, double batch_items, double dt) {
+  MetricEvent e;
+  e.split = sp;
+  e.epoch = epoch;
+  e.epochs = c.epochs;
+  e.iteration = it;
+  e.iterations = its;
+  double done = static_cast<double>(epoch * (ntrain + nvalid) + (sp == Split::Train ? it : ntrain + it));
+  e.progress = total_batches > 0 ? std::min(1.0, done / total_batches) : 1.0;
+  e.values = acc.values();
+  e.lr = lr_now();
+  e.items_per_second = dt > 0 ? batch_items / dt : 0;
+  if (sp == Split::Train) last_ips = e.items_per_second;
+  int64_t train_left = (c.epochs - epoch - 1) * ntrain + (sp == Split::Train ? ntrain - it : 0);
+  int64_t valid_left = (c.epochs - epoch - 1) * nvalid + (sp == Split::Train ? nvalid : nvalid - it);
+  e.eta_seconds = static_cast<double>(train_left) * t_train +
+                  static_cast<double>(valid_left) * (t_valid > 0 ? t_valid : t_train * 0.4);
+  ProcessStats ps = process_stats();
+  double wall = seconds_since(prev_ps_time);
+  e.cpu_percent = wall > 0 ? 100.0 * (ps.cpu_seconds - prev_ps.cpu_seconds) / wall : 0;
+  prev_ps = ps;
+  prev_ps_time = Clock::now();
+  e.rss_bytes = ps.rss_bytes;
+  e.kiln_bytes = ps.kiln_in_use;
+  return e;
+}
 
-  std::string end_message;
-  try {
-    for (int64_t epoch = start_epoch; epoch < c.epochs; ++epoch) {
-      auto epoch_start = Clock::now();
-      // ---- training ----
-      c.model->train();
-      acc.reset();
-      c.train->start_epoch(static_cast<uint64_t>(epoch));
-      int64_t it = 0;
-      double epoch_items = 0;  // training items of this epoch, for its rate
-      auto rate = [](double items, double secs) { return secs > 0 ? items / secs : 0.0; };
-      for (; it < skip_batches; ++it)
-        if (!c.train->next()) break;
-      skip_batches = 0;
-      bool stop = false;
-      while (auto batch = c.train->next()) {
-        auto t0 = Clock::now();
-        Tensor x = to_device(batch->input), y = to_device(batch->target);
-        Tensor out = c.forward(x);
-        Tensor loss = c.loss(out, y);
-        Gradients grads = loss.backward();
-        c.optimizer->step(grads);
-        if (c.scheduler && c.scheduler_step == SchedulerStep::Step) c.scheduler->step();
-        double lv = loss.item<double>();
-        int64_t n = x.dim() > 0 ? x.size(0) : 1;
-        acc.add(lv, out.detach(), y, n);
-        epoch_items += static_cast<double>(n);
-        s.step_losses.push_back(lv);
-        ++it;
-        ++total_steps;
-        ++s.steps;
-        double dt = seconds_since(t0);
-        ema(t_train, dt);
-        MetricEvent e = make_event(Split::Train, epoch, it, ntrain, static_cast<double>(n), dt);
-        r.on_event(e);
-        if (csv_every > 0 && it % csv_every == 0 && it < ntrain)
-          csv_row("train_step", epoch, it,
-                  static_cast<double>(epoch) + static_cast<double>(it) / std::max<int64_t>(1, ntrain), e.values, e.lr,
-                  e.items_per_second, rate(epoch_items, seconds_since(epoch_start)), seconds_since(epoch_start));
-        if (g_stop.load() || r.stop_requested() || (c.max_steps > 0 && s.steps >= c.max_steps)) {
-          stop = true;
-          break;
-        }
-      }
-      if (stop) {
-        s.stopped = true;
-        bool at_end = it >= ntrain;
-        // A stop on the epoch's last step still runs validation below; otherwise save mid-epoch.
-        if (!at_end) {
-          save(last_path, epoch, it);
-          s.last_checkpoint = last_path;
-          end_message = "Stopped at epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) + ", step " +
-                        std::to_string(it) + "/" + std::to_string(ntrain) + ": checkpoint written to " + last_path +
-                        " (resume to continue)";
-          break;
-        }
-      }
-      MetricValues train_vals = acc.values();
-      double epoch_lr = lr_now();
-      double train_ips = last_ips;
-      const double train_epoch_ips = rate(epoch_items, seconds_since(epoch_start));
-      double valid_items = 0, valid_ips = 0, valid_epoch_ips = 0;
+void FitRun::run_epochs() {
+  for (int64_t epoch = start_epoch; epoch < c.epochs; ++epoch)
+    if (!run_epoch(epoch)) break;
+}
 
-      // ---- validation ----
-      MetricValues valid_vals;
-      if (c.valid) {
-        c.model->eval();
-        NoGradGuard ng;
-        acc.reset();
-        c.valid->start_epoch(static_cast<uint64_t>(epoch));
-        int64_t vit = 0;
-        const auto valid_start = Clock::now();
-        while (auto batch = c.valid->next()) {
-          auto t0 = Clock::now();
-          Tensor x = to_device(batch->input), y = to_device(batch->target);
-          Tensor out = c.forward(x);
-          double lv = c.loss(out, y).item<double>();
-          int64_t n = x.dim() > 0 ? x.size(0) : 1;
-          acc.add(lv, out, y, n);
-          valid_items += static_cast<double>(n);
-          ++vit;
-          double dt = seconds_since(t0);
-          ema(t_valid, dt);
-          MetricEvent ve = make_event(Split::Valid, epoch, vit, nvalid, static_cast<double>(n), dt);
-          valid_ips = ve.items_per_second;
-          r.on_event(ve);
-        }
-        valid_epoch_ips = rate(valid_items, seconds_since(valid_start));
-        valid_vals = acc.values();
-        c.model->train();
-      }
-      if (c.scheduler && c.scheduler_step == SchedulerStep::Epoch) c.scheduler->step();
-
-      // ---- end of epoch: records, best, early stopping, checkpoints ----
-      EpochRecord rec{epoch, to_map(train_vals), to_map(valid_vals), epoch_lr, seconds_since(epoch_start)};
-      history.push_back(rec);
-      s.epochs.push_back(rec);
-      csv_row("train", epoch, ntrain, static_cast<double>(epoch + 1), train_vals, epoch_lr, train_ips, train_epoch_ips,
-              rec.seconds);
-      if (c.valid)
-        csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), valid_vals, epoch_lr, valid_ips,
-                valid_epoch_ips, rec.seconds);
-      double bv = monitored(rec, c.best.metric);
-      bool is_best = improves(bv, best_value, c.best.mode, 0);
-      if (is_best) {
-        best_value = bv;
-        s.best_epoch = epoch;
-      }
-      bool early = false;
-      if (c.patience > 0) {
-        double sv = monitored(rec, c.early_stop.metric);
-        if (improves(sv, stop_best, c.early_stop.mode, c.min_delta)) {
-          stop_best = sv;
-          bad_epochs = 0;
-        } else if (++bad_epochs >= c.patience) {
-          early = true;
-        }
-      }
-      r.on_epoch_end(EpochEnd{epoch, train_vals, valid_vals, epoch_lr, rec.seconds, is_best});
-      if (c.keep_last > 0 || s.stopped) {
-        save(last_path, epoch + 1, 0);
-        s.last_checkpoint = last_path;
-      }
-      if (c.keep_last > 0) {
-        std::string ep_path = (ckdir / ("epoch-" + std::to_string(epoch + 1) + ".ckpt")).string();
-        save(ep_path, epoch + 1, 0);
-        fs::remove(ckdir / ("epoch-" + std::to_string(epoch + 1 - c.keep_last) + ".ckpt"), ec);
-        if (is_best) {
-          save(best_path, epoch + 1, 0);
-          s.best_checkpoint = best_path;
-        }
-        r.on_message("epoch " + std::to_string(epoch + 1) + ": checkpoint " + ep_path + (is_best ? " (best)" : ""));
-      }
-      if (s.stopped) {
-        end_message = "Stopped after epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) +
-                      ": checkpoint written to " + last_path + " (resume to continue)";
-        break;
-      }
-      if (early) {
-        s.early_stopped = true;
-        end_message = "Early stopping after epoch " + std::to_string(epoch + 1) + ": " + c.early_stop.metric +
-                      " did not improve for " + std::to_string(c.patience) + " epochs";
-        break;
-      }
+bool FitRun::run_epoch(int64_t epoch) {
+  auto epoch_start = Clock::now();
+  int64_t it = 0;
+  double epoch_items = 0;  // training items of this epoch, for its rate
+  if (train_epoch(epoch, epoch_start, it, epoch_items)) {
+    s.stopped = true;
+    bool at_end = it >= ntrain;
+    // A stop on the epoch's last step still runs validation below; otherwise save mid-epoch.
+    if (!at_end) {
+      save(last_path, epoch, it);
+      s.last_checkpoint = last_path;
+      end_message = "Stopped at epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) + ", step " +
+                    std::to_string(it) + "/" + std::to_string(ntrain) + ": checkpoint written to " + last_path +
+                    " (resume to continue)";
+      return false;
     }
-  } catch (const std::exception& ex) {
-    r.on_end(std::string("Training failed: ") + ex.what());
-    throw;
   }
+  TrainEnd t;
+  t.vals = acc.values();
+  t.lr = lr_now();
+  t.ips = last_ips;
+  t.epoch_ips = rate(epoch_items, seconds_since(epoch_start));
+  const ValidEnd v = validate(epoch);
+  if (c.scheduler && c.scheduler_step == SchedulerStep::Epoch) c.scheduler->step();
+  return end_epoch(epoch, epoch_start, t, v);
+}
+
+bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& it, double& epoch_items) {
+  c.model->train();
+  acc.reset();
+  c.train->start_epoch(static_cast<uint64_t>(epoch));
+  for (; it < skip_batches; ++it)
+    if (!c.train->next()) break;
+  skip_batches = 0;
+  while (auto batch = c.train->next()) {
+    auto t0 = Clock::now();
+    Tensor x = to_device(batch->input), y = to_device(batch->target);
+    Tensor out = c.forward(x);
+    Tensor loss = c.loss(out, y);
+    Gradients grads = loss.backward();
+    c.optimizer->step(grads);
+    if (c.scheduler && c.scheduler_step == SchedulerStep::Step) c.scheduler->step();
+    double lv = loss.item<double>();
+    int64_t n = x.dim() > 0 ? x.size(0) : 1;
+    acc.add(lv, out.detach(), y, n);
+    epoch_items += static_cast<double>(n);
+    s.step_losses.push_back(lv);
+    ++it;
+    ++total_steps;
+    ++s.steps;
+    double dt = seconds_since(t0);
+    ema(t_train, dt);
+    MetricEvent e = make_event(Split::Train, epoch, it, ntrain, static_cast<double>(n), dt);
+    r.on_event(e);
+    if (csv_every > 0 && it % csv_every == 0 && it < ntrain)
+      csv_row("train_step", epoch, it,
+              static_cast<double>(epoch) + static_cast<double>(it) / std::max<int64_t>(1, ntrain), e.values, e.lr,
+              e.items_per_second, rate(epoch_items, seconds_since(epoch_start)), seconds_since(epoch_start));
+    if (g_stop.load() || r.stop_requested() || (c.max_steps > 0 && s.steps >= c.max_steps)) return true;
+  }
+  return false;
+}
+
+FitRun::ValidEnd FitRun::validate(int64_t epoch) {
+  ValidEnd v;
+  if (!c.valid) return v;
+  double valid_items = 0;
+  c.model->eval();
+  NoGradGuard ng;
+  acc.reset();
+  c.valid->start_epoch(static_cast<uint64_t>(epoch));
+  int64_t vit = 0;
+  const auto valid_start = Clock::now();
+  while (auto batch = c.valid->next()) {
+    auto t0 = Clock::now();
+    Tensor x = to_device(batch->input), y = to_device(batch->target);
+    Tensor out = c.forward(x);
+    double lv = c.loss(out, y).item<double>();
+    int64_t n = x.dim() > 0 ? x.size(0) : 1;
+    acc.add(lv, out, y, n);
+    valid_items += static_cast<double>(n);
+    ++vit;
+    double dt = seconds_since(t0);
+    ema(t_valid, dt);
+    MetricEvent ve = make_event(Split::Valid, epoch, vit, nvalid, static_cast<double>(n), dt);
+    v.ips = ve.items_per_second;
+    r.on_event(ve);
+  }
+  v.epoch_ips = rate(valid_items, seconds_since(valid_start));
+  v.vals = acc.values();
+  c.model->train();
+  return v;
+}
+
+bool FitRun::end_epoch(int64_t epoch, Clock::time_point epoch_start, const TrainEnd& t, const ValidEnd& v) {
+  EpochRecord rec{epoch, to_map(t.vals), to_map(v.vals), t.lr, seconds_since(epoch_start)};
+  history.push_back(rec);
+  s.epochs.push_back(rec);
+  csv_row("train", epoch, ntrain, static_cast<double>(epoch + 1), t.vals, t.lr, t.ips, t.epoch_ips, rec.seconds);
+  if (c.valid)
+    csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), v.vals, t.lr, v.ips, v.epoch_ips, rec.seconds);
+  double bv = monitored(rec, c.best.metric);
+  bool is_best = improves(bv, best_value, c.best.mode, 0);
+  if (is_best) {
+    best_value = bv;
+    s.best_epoch = epoch;
+  }
+  bool early = false;
+  if (c.patience > 0) {
+    double sv = monitored(rec, c.early_stop.metric);
+    if (improves(sv, stop_best, c.early_stop.mode, c.min_delta)) {
+      stop_best = sv;
+      bad_epochs = 0;
+    } else if (++bad_epochs >= c.patience) {
+      early = true;
+    }
+  }
+  r.on_epoch_end(EpochEnd{epoch, t.vals, v.vals, t.lr, rec.seconds, is_best});
+  if (c.keep_last > 0 || s.stopped) {
+    save(last_path, epoch + 1, 0);
+    s.last_checkpoint = last_path;
+  }
+  if (c.keep_last > 0) {
+    std::string ep_path = (ckdir / ("epoch-" + std::to_string(epoch + 1) + ".ckpt")).string();
+    save(ep_path, epoch + 1, 0);
+    fs::remove(ckdir / ("epoch-" + std::to_string(epoch + 1 - c.keep_last) + ".ckpt"), ec);
+    if (is_best) {
+      save(best_path, epoch + 1, 0);
+      s.best_checkpoint = best_path;
+    }
+    r.on_message("epoch " + std::to_string(epoch + 1) + ": checkpoint " + ep_path + (is_best ? " (best)" : ""));
+  }
+  if (s.stopped) {
+    end_message = "Stopped after epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) +
+                  ": checkpoint written to " + last_path + " (resume to continue)";
+    return false;
+  }
+  if (early) {
+    s.early_stopped = true;
+    end_message = "Early stopping after epoch " + std::to_string(epoch + 1) + ": " + c.early_stop.metric +
+                  " did not improve for " + std::to_string(c.patience) + " epochs";
+    return false;
+  }
+  return true;
+}
+
+Summary FitRun::finish() {
   if (end_message.empty())
     end_message = "Finished " + std::to_string(c.epochs) + " epochs" +
                   (s.best_epoch >= 0 ? "; best " + c.best.metric + " " + fmt("%.4f", best_value) + " at epoch " +
@@ -461,6 +509,42 @@ Summary Learner::fit() {
   }
   r.on_end(end_message);
   return s;
+}
+
+}  // namespace
+
+void Learner::request_stop() { g_stop.store(true); }
+bool Learner::stop_pending() { return g_stop.load(); }
+
+Learner::Learner(LearnerConfig config) : config_(std::move(config)) {
+  KILN_CHECK(config_.model != nullptr && config_.forward, "Learner", "a model (and its forward) is required");
+  KILN_CHECK(config_.optimizer != nullptr, "Learner", "an optimizer is required");
+  KILN_CHECK(config_.train != nullptr, "Learner", "training data (a data::BatchSource) is required");
+  KILN_CHECK(config_.epochs >= 1, "Learner", "epochs must be >= 1, got " + std::to_string(config_.epochs));
+  KILN_CHECK(config_.keep_last >= 0 && config_.patience >= 0 && config_.max_steps >= 0, "Learner",
+             "keep_last, patience and max_steps must be >= 0");
+  KILN_CHECK(!config_.name.empty() && config_.name.find('/') == std::string::npos && config_.name != "." &&
+                 config_.name != "..",
+             "Learner", "the run name must be a plain folder name, got '" + config_.name + "'");
+  if (!config_.loss)
+    config_.loss = [](const Tensor& out, const Tensor& t) { return nn::functional::cross_entropy(out, t); };
+  if (!config_.renderer) config_.renderer = default_renderer();
+}
+
+Summary Learner::fit() {
+  FitRun run(config_);
+  run.load_resume();
+  run.open_csv();
+  SigintScope sigint(config_.handle_sigint);
+  g_stop.store(false);
+  run.start();
+  try {
+    run.run_epochs();
+  } catch (const std::exception& ex) {
+    run.r.on_end(std::string("Training failed: ") + ex.what());
+    throw;
+  }
+  return run.finish();
 }
 
 }  // namespace kiln::train
