@@ -3,6 +3,7 @@
 // The internal backend interface: every device (and every decorator) implements it.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/op.h"
 #include "kiln/device.h"
@@ -111,8 +112,16 @@ Device with_layer(const Device& d, Layer layer, Backend* (*make)(Backend* inner,
 /// The backend of d's `layer` decorator, or nullptr when d has none.
 Backend* find_layer(const Device& d, Layer layer);
 
-/// Runs op on backend b: b->execute when b supports it, else on the CPU backend with every
-/// input and output buffer copied through b's read and write (counted in fallback_counts).
+/// A primitive's form in other primitives: op's outputs computed from tensors over its inputs
+/// (on a device without autodiff), each with the dtype and shape of the op's output.
+using Composite = std::vector<Tensor> (*)(const ir::Op& op, const std::vector<Tensor>& inputs);
+/// The composite form of op kind k, or nullptr (src/ops/composites.cpp).
+Composite composite_of(ir::OpKind k);
+
+/// Runs op on backend b: b->execute when b supports it; else its composite form on b's device
+/// when it has one (its pieces run there, falling back one by one as needed); else on the CPU
+/// backend with every input and output buffer copied through b's read and write. Both
+/// fallbacks are counted in fallback_counts.
 void execute_op(Backend* b, const ir::Op& op, Storage* const* inputs, Storage* const* outputs);
 
 }  // namespace kiln

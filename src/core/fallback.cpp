@@ -3,8 +3,9 @@
 // execute_op runs any other op on the CPU backend: each distinct buffer the op reads or writes
 // is copied down whole (so the descriptors' offsets and strides stay valid, and an output that
 // aliases an input stays one buffer), the CPU kernel runs, and the outputs are copied back up.
-// Every fallback is counted per device and op (fallback_counts), so a new backend's list of
-// fallbacks is its to-do list.
+// Before that, an op with a composite form (composite_of, src/ops/composites.cpp) runs as its
+// pieces on the device itself, which keeps the data there. Every fallback is counted per device
+// and op (fallback_counts), so a new backend's list of fallbacks is its to-do list.
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -14,6 +15,7 @@
 
 #include "core/backend.h"
 #include "kiln/error.h"
+#include "kiln/tensor.h"
 
 namespace kiln {
 namespace {
@@ -29,8 +31,8 @@ bool debug_enabled() {
   return on;
 }
 
-void count(const Backend& b, const ir::Op& op) {
-  std::string key = b.name() + ": " + std::string(ir::op_name(op.kind));
+void count(const Backend& b, const ir::Op& op, const char* how) {
+  std::string key = b.name() + ": " + std::string(ir::op_name(op.kind)) + how;
   std::lock_guard<std::mutex> lock(g_mu);
   for (auto& [k, n] : g_counts)
     if (k == key) {
@@ -38,7 +40,9 @@ void count(const Backend& b, const ir::Op& op) {
       return;
     }
   g_counts.emplace_back(key, 1);
-  if (debug_enabled()) std::fprintf(stderr, "kiln: %s runs on the cpu (not supported there)\n", key.c_str());
+  if (debug_enabled())
+    std::fprintf(stderr, "kiln: %s runs %s (not supported there)\n", key.c_str(),
+                 *how ? "as its composite" : "on the cpu");
 }
 
 /// The CPU copy of buffer s, made (and filled from b) on first use.
@@ -56,6 +60,23 @@ Storage* stage(Backend& b, Storage* s, std::vector<Staged>& staged) {
   return staged.back().host.get();
 }
 
+/// A tensor of dev over buffer s (which its caller owns) as descriptor d describes it.
+Tensor view_of(Storage* s, const ir::TensorDesc& d, const Device& dev) {
+  std::shared_ptr<Storage> unowned(std::shared_ptr<Storage>(), s);  // never frees s, never reused
+  return tensor_over_storage(std::move(unowned), d.shape, d.strides, d.offset, d.dtype, dev);
+}
+
+/// Runs op as composite c on b's device: its pieces dispatch there (recording nothing), and
+/// the results are copied into op's output buffers.
+void run_composite(Backend* b, Composite c, const ir::Op& op, Storage* const* inputs, Storage* const* outputs) {
+  const Device dev = Device(b).without_autodiff();
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(view_of(inputs[i], op.inputs[i], dev));
+  std::vector<Tensor> res = c(op, in);
+  KILN_ASSERT(res.size() == op.outputs.size());
+  for (size_t i = 0; i < op.outputs.size(); ++i) view_of(outputs[i], op.outputs[i], dev).copy_(res[i]);
+}
+
 }  // namespace
 
 void execute_op(Backend* b, const ir::Op& op, Storage* const* inputs, Storage* const* outputs) {
@@ -63,9 +84,14 @@ void execute_op(Backend* b, const ir::Op& op, Storage* const* inputs, Storage* c
     b->execute(op, inputs, outputs);
     return;
   }
+  if (Composite c = composite_of(op.kind)) {
+    count(*b, op, " (composite)");
+    run_composite(b, c, op, inputs, outputs);
+    return;
+  }
   KILN_CHECK(b->has_data(), ir::op_name(op.kind).data(),
              "the " << b->name() << " device neither supports this op nor holds data to run it elsewhere");
-  count(*b, op);
+  count(*b, op, "");
   std::vector<Staged> staged;
   SmallVec<Storage*, 4> in, out;
   for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(stage(*b, inputs[i], staged));
