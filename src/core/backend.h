@@ -115,8 +115,8 @@ Backend* find_layer(const Device& d, Layer layer);
 /// A primitive's form in other primitives: op's outputs computed from tensors over its inputs
 /// (on a device without autodiff), each with the dtype and shape of the op's output.
 using Composite = std::vector<Tensor> (*)(const ir::Op& op, const std::vector<Tensor>& inputs);
-/// The composite form of op kind k, or nullptr (src/ops/composites.cpp).
-Composite composite_of(ir::OpKind k);
+/// The composite form of op, or nullptr when it has none (src/ops/composites.cpp).
+Composite composite_of(const ir::Op& op);
 
 /// Runs op on backend b: b->execute when b supports it; else its composite form on b's device
 /// when it has one (its pieces run there, falling back one by one as needed); else on the CPU

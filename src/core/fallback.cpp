@@ -84,7 +84,7 @@ void execute_op(Backend* b, const ir::Op& op, Storage* const* inputs, Storage* c
     b->execute(op, inputs, outputs);
     return;
   }
-  if (Composite c = composite_of(op.kind)) {
+  if (Composite c = composite_of(op)) {
     count(*b, op, " (composite)");
     run_composite(b, c, op, inputs, outputs);
     return;

@@ -5,6 +5,8 @@
 // writes into an existing tensor.
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
+#include <kiln/nn.h>
+#include <kiln/nn/fused.h>
 
 #include <algorithm>
 #include <cmath>
@@ -121,4 +123,32 @@ TEST(Fallback, CompositesKeepTheDataOnTheDevice) {
   EXPECT_EQ(fallbacks("subset: LogSoftmax"), 0);
   EXPECT_GE(fallbacks("subset: Max"), 3);  // a piece the device lacks goes to the CPU alone
   EXPECT_EQ(fallbacks("subset: Exp"), 0);  // the ones it has run there
+}
+
+TEST(Fallback, FusedConvolutionReachesADeviceWithoutItAsTheOpSequence) {
+  // conv_bn's one fused Conv (scale, shift, residual, activation, max pool in its epilogue) is an
+  // optional capability: the subset device gets the plain Conv and the separate ops, with the
+  // same bits as the fused CPU form (which rounds each step as the separate op does).
+  NoGradGuard no_grad;
+  manual_seed(11);
+  nn::Conv2d conv({.in_channels = 3, .out_channels = 4, .kernel_size = 3, .padding = 1}, Device::cpu());
+  nn::BatchNorm2d bn({.num_features = 4}, Device::cpu());
+  bn.eval();
+  Tensor x = randn({2, 3, 8, 8}), res = randn({2, 4, 8, 8});
+  const nn::FusedConvOptions with_res{.residual = res, .act = nn::FusedConvOptions::Act::Relu};
+  const nn::FusedConvOptions with_pool{
+      .act = nn::FusedConvOptions::Act::Clamp, .min = -0.5, .max = 0.5, .pool_kernel_size = Dims{2, 2}};
+  const std::vector<float> want_res = values(nn::conv_bn(conv, bn, x, with_res));
+  const std::vector<float> want_pool = values(nn::conv_bn(conv, bn, x, with_pool));
+  conv.to(subset());
+  bn.to(subset());
+  reset_fallback_counts();
+  nn::FusedConvOptions res_on = with_res;
+  res_on.residual = res.to(subset());
+  EXPECT_EQ(values(nn::conv_bn(conv, bn, x.to(subset()), res_on)), want_res);
+  EXPECT_EQ(values(nn::conv_bn(conv, bn, x.to(subset()), with_pool)), want_pool);
+  EXPECT_EQ(fallbacks("subset: Conv (composite)"), 2);  // the fused form, as its op sequence
+  EXPECT_EQ(fallbacks("subset: Conv"), 2);              // whose plain convolution the CPU runs
+  EXPECT_GE(fallbacks("subset: MaxPool"), 1);
+  EXPECT_EQ(fallbacks("subset: Add"), 0);  // the elementwise steps run on the device
 }
