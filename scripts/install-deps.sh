@@ -15,3 +15,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+# Optional: the ONNX export tests check exported models with onnx.checker and run them with ONNX
+# Runtime when these Python packages are present, and skip those cases without them.
+if ! python3 -c 'import onnx, onnxruntime' 2>/dev/null; then
+  echo "install-deps: installing the Python packages onnx and onnxruntime (optional)"
+  python3 -m pip install -q onnx onnxruntime 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages onnx onnxruntime ||
+    echo "install-deps: pip could not install onnx and onnxruntime; the ONNX Runtime export tests will skip"
+fi

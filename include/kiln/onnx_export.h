@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// ONNX export: a captured graph (kiln/capture.h) written as an ONNX model (docs/export.md).
+//
+//   kiln::onnx::export_model(model, [&](const std::vector<Tensor>& x) {
+//     return std::vector<Tensor>{model.forward(x[0])};
+//   }, {kiln::zeros({1, 784})}, "mlp.onnx", {.dynamic = {{"input", {0}}}});
+//
+// Parameters become initializers named by their state-dict names; views of op inputs become
+// Reshape / Slice / Transpose / Expand nodes; an op without an ONNX form is a kiln::Error naming it.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/capture.h"
+
+namespace kiln::onnx {
+
+/// Options of export_model.
+struct ExportOptions {
+  /// Dynamic axes: input or output name -> its dims whose size may change ({"input", {0}}: a
+  /// dynamic batch). A graph that fixes such a dim (a reshape to its example size) is an error.
+  std::map<std::string, std::vector<int64_t>> dynamic;
+  /// The default-domain opset (17: the ops the exporter writes are those of opset 17).
+  int64_t opset = 17;
+  /// Graph input and output names (default: "input"/"output", or numbered for several).
+  std::vector<std::string> input_names, output_names;
+  std::string producer = "kiln";
+};
+
+/// The ONNX ModelProto bytes of a captured graph.
+std::string export_bytes(const CapturedGraph& graph, const ExportOptions& options = {});
+/// Writes a captured graph as an ONNX model file.
+void export_model(const CapturedGraph& graph, const std::string& path, const ExportOptions& options = {});
+/// Captures fn on module with example_inputs (kiln::capture) and writes the graph to path.
+void export_model(nn::Module& module, const CaptureFunction& fn, const std::vector<Tensor>& example_inputs,
+                  const std::string& path, const ExportOptions& options = {});
+
+}  // namespace kiln::onnx

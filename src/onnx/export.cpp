@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX export: values and views of a captured graph as ONNX tensors, the graph's inputs,
+// initializers and outputs, and the public entry points. The ops are in export_ops.cpp.
+//
+// Note [Exported views]: Kiln ops read strided views of buffers (views never reach a backend),
+// so every op input is (value, shape, strides, offset). A view of a constant is materialised on
+// the host as its own initializer. Any other view is rebuilt from the value's contiguous form:
+// Reshape it to dims whose strides are the view's (sorted, outermost first), Slice the view's
+// window out, Reshape to the kept dims, Transpose them into the view's order, Reshape in its
+// size-1 dims and Expand its stride-0 dims. Dynamic dims (ExportOptions::dynamic) travel as -1
+// in Reshape and as full slices; a view that fixes one (a slice of it, or two in one Reshape)
+// is an error.
+#include "onnx/export.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+
+#include "kiln/error.h"
+#include "kiln/half.h"
+
+namespace kiln::onnx::exporter {
+
+int32_t onnx_type(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return 9;
+    case DType::U8:
+      return 2;
+    case DType::I8:
+      return 3;
+    case DType::I16:
+      return 5;
+    case DType::I32:
+      return 6;
+    case DType::I64:
+      return 7;
+    case DType::F16:
+      return 10;
+    case DType::BF16:
+      return 16;
+    case DType::F32:
+      return 1;
+    case DType::F64:
+      return 11;
+  }
+  return 0;
+}
+
+namespace {
+
+std::string key_of(int64_t v, const ir::TensorDesc& d) {
+  std::string k;
+  for (int64_t x : {v, static_cast<int64_t>(d.dtype), d.offset}) k.append(std::to_string(x)).push_back(':');
+  for (size_t i = 0; i < d.shape.size(); ++i)
+    k.append(std::to_string(d.shape[i])).append("/").append(std::to_string(d.strides[i])).push_back(',');
+  return k;
+}
+
+/// The bytes of view d of a host buffer.
+std::string gather_bytes(const std::vector<uint8_t>& src, const ir::TensorDesc& d) {
+  const size_t es = dtype_size(d.dtype);
+  const int64_t n = d.numel();
+  std::string out(static_cast<size_t>(n) * es, '\0');
+  std::vector<int64_t> idx(d.shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = d.offset;
+    for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * d.strides[k];
+    KILN_CHECK(off >= 0 && static_cast<size_t>(off + 1) * es <= src.size(), kApi, "a constant's view is out of range");
+    std::memcpy(out.data() + static_cast<size_t>(i) * es, src.data() + static_cast<size_t>(off) * es, es);
+    for (size_t k = idx.size(); k-- > 0;) {
+      if (++idx[k] < d.shape[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+std::string shape_str(const Shape& s) { return to_string(s); }
+
+}  // namespace
+
+Exporter::Exporter(const CapturedGraph& g, const ExportOptions& o) : g_(g), o_(o), values_(g.values.size()) {}
+
+std::string Exporter::fresh(const std::string& hint) { return hint + "_" + std::to_string(counter_++); }
+
+std::string Exporter::node(const std::string& op_type, std::vector<std::string> ins, std::vector<Attr> attrs,
+                           std::vector<std::string> outs) {
+  if (outs.empty()) outs.push_back(fresh(op_type));
+  nodes_.push_back(Node{op_type, std::move(ins), outs, std::move(attrs)});
+  return outs[0];
+}
+
+std::string Exporter::initializer(const std::string& hint, DType dtype, const Shape& shape, std::string raw) {
+  Initializer t;
+  t.name = fresh(hint);
+  t.data_type = onnx_type(dtype);
+  t.dims.assign(shape.begin(), shape.end());
+  t.raw = std::move(raw);
+  inits_.push_back(std::move(t));
+  return inits_.back().name;
+}
+
+std::string Exporter::ints(const std::vector<int64_t>& v) {
+  std::string raw(v.size() * 8, '\0');
+  if (!v.empty()) std::memcpy(raw.data(), v.data(), raw.size());
+  const std::string key = "i64:" + raw;
+  auto it = consts_.find(key);
+  if (it != consts_.end()) return it->second;
+  return consts_[key] = initializer("shape", DType::I64, {static_cast<int64_t>(v.size())}, raw);
+}
+
+std::string Exporter::scalar(double x, DType dtype) {
+  std::string raw(dtype_size(dtype), '\0');
+  switch (dtype) {
+    case DType::F32: {
+      const float f = static_cast<float>(x);
+      std::memcpy(raw.data(), &f, 4);
+      break;
+    }
+    case DType::F64:
+      std::memcpy(raw.data(), &x, 8);
+      break;
+    case DType::I64: {
+      const int64_t i = static_cast<int64_t>(x);
+      std::memcpy(raw.data(), &i, 8);
+      break;
+    }
+    case DType::I32: {
+      const int32_t i = static_cast<int32_t>(x);
+      std::memcpy(raw.data(), &i, 4);
+      break;
+    }
+    default:
+      KILN_CHECK(false, kApi, "no scalar constant of dtype " << dtype_name(dtype) << " yet");
+  }
+  const std::string key = std::string("s").append(std::to_string(static_cast<int>(dtype))).append(":").append(raw);
+  auto it = consts_.find(key);
+  if (it != consts_.end()) return it->second;
+  return consts_[key] = initializer("scalar", dtype, {}, raw);
+}
+
+void Exporter::define(int64_t v, std::string name, std::vector<bool> dynamic) {
+  values_[static_cast<size_t>(v)] = Named{std::move(name), std::move(dynamic)};
+}
+
+Named Exporter::view(int64_t v, const ir::TensorDesc& d) {
+  const std::string key = key_of(v, d);
+  auto it = views_.find(key);
+  if (it != views_.end()) return it->second;
+  Named r = lower_view(v, d);
+  views_[key] = r;
+  return r;
+}
+
+Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
+  const CapturedValue& val = g_.values[static_cast<size_t>(v)];
+  if (val.kind == CapturedValue::Kind::Constant)  // folded on the host
+    return Named{initializer("const", d.dtype, d.shape, gather_bytes(val.bytes, d)),
+                 std::vector<bool>(d.shape.size(), false)};
+  const Named& base = values_[static_cast<size_t>(v)];
+  KILN_CHECK(!base.name.empty(), kApi, "value %" << v << " is used before it is defined");
+  KILN_CHECK(d.dtype == val.dtype, kApi,
+             "a view reinterprets a " << dtype_name(val.dtype) << " value as " << dtype_name(d.dtype)
+                                      << ", which ONNX cannot express");
+  const Shape& B = val.shape;
+  if (d.offset == 0 && d.shape == B && d.is_contiguous()) return base;
+  const int64_t N = shape_numel(B);
+  // Kept dims (size > 1, stride > 0), outermost first.
+  std::vector<size_t> kept;
+  bool expanded = false;
+  for (size_t i = 0; i < d.shape.size(); ++i) {
+    if (d.shape[i] > 1 && d.strides[i] > 0) kept.push_back(i);
+    if (d.shape[i] > 1 && d.strides[i] == 0) expanded = true;
+    KILN_CHECK(d.shape[i] <= 1 || d.strides[i] >= 0, kApi, "a view with a negative stride (a flip) is not supported");
+  }
+  std::vector<size_t> sorted = kept;
+  std::stable_sort(sorted.begin(), sorted.end(), [&](size_t a, size_t b) { return d.strides[a] > d.strides[b]; });
+  auto fail = [&] {
+    KILN_CHECK(false, kApi,
+               "a view of shape " << shape_str(d.shape) << ", strides " << to_string(d.strides) << " and offset "
+                                  << d.offset << " over a value of shape " << shape_str(B)
+                                  << " has no ONNX form (overlapping or unaligned strides)");
+  };
+  // The dims R of the base whose strides are the view's, and the window's start in each.
+  std::vector<int64_t> R, starts, sizes, rstride;
+  int64_t rem = d.offset, outer = N;
+  for (size_t j = 0; j < sorted.size(); ++j) {
+    const int64_t t = d.strides[sorted[j]], n = d.shape[sorted[j]];
+    if (outer % t != 0 || outer < t) fail();
+    R.push_back(outer / t);
+    rstride.push_back(t);
+    starts.push_back(rem / t);
+    rem %= t;
+    sizes.push_back(n);
+    if (starts.back() + n > R.back()) fail();
+    outer = t;
+  }
+  if (outer > 1 || sorted.empty()) {  // the innermost chunk, of which the view takes one element
+    R.push_back(outer);
+    rstride.push_back(1);
+    starts.push_back(rem);
+    sizes.push_back(1);
+  }
+  // Which R dims hold a dynamic dim of the base.
+  std::vector<bool> rdyn(R.size(), false);
+  int64_t bstride = 1;
+  for (size_t k = B.size(); k-- > 0;) {
+    if (k < base.dynamic.size() && base.dynamic[k]) {
+      // Only the outermost R dim may hold it, whole: a stride above it would depend on its size.
+      KILN_CHECK(bstride >= rstride[0] && bstride % rstride[0] == 0, kApi,
+                 "the graph fixes a dynamic axis: a view of shape "
+                     << shape_str(d.shape) << ", strides " << to_string(d.strides) << " over a value of shape "
+                     << shape_str(B) << " depends on the size of its dynamic dim " << k);
+      rdyn[0] = true;
+    }
+    bstride *= B[k];
+  }
+  auto reshape_to = [&](const std::string& x, const std::vector<int64_t>& dims, const std::vector<bool>& dyn) {
+    std::vector<int64_t> s = dims;
+    int ndyn = 0;
+    for (size_t i = 0; i < s.size(); ++i)
+      if (dyn[i]) s[i] = -1, ++ndyn;
+    KILN_CHECK(ndyn <= 1, kApi,
+               "a reshape to " << to_string(Shape(dims.begin(), dims.end()))
+                               << " keeps two dynamic dims apart, which ONNX Reshape cannot express with one -1");
+    return node("Reshape", {x, ints(s)});
+  };
+  std::string x = base.name;
+  const std::vector<bool> bdyn(base.dynamic.begin(), base.dynamic.end());
+  if (std::vector<int64_t>(B.begin(), B.end()) != R) x = reshape_to(x, R, rdyn);
+  std::vector<int64_t> ss, se, sa;
+  for (size_t j = 0; j < R.size(); ++j) {
+    if (starts[j] == 0 && sizes[j] == R[j]) continue;
+    KILN_CHECK(!rdyn[j], kApi,
+               "the graph fixes a dynamic axis: a view of shape " << shape_str(d.shape) << " slices a dim of "
+                                                                  << shape_str(B) << " that is marked dynamic");
+    ss.push_back(starts[j]);
+    se.push_back(starts[j] + sizes[j]);
+    sa.push_back(static_cast<int64_t>(j));
+  }
+  if (!sa.empty()) x = node("Slice", {x, ints(ss), ints(se), ints(sa)});
+  // Kept dims in sorted order.
+  std::vector<int64_t> ksz;
+  std::vector<bool> kdyn;
+  for (size_t j = 0; j < sorted.size(); ++j) ksz.push_back(sizes[j]), kdyn.push_back(rdyn[j]);
+  if (R.size() != sorted.size()) x = reshape_to(x, ksz, kdyn);
+  // Into the view's order.
+  std::vector<int64_t> perm;
+  for (size_t i : kept) perm.push_back(std::find(sorted.begin(), sorted.end(), i) - sorted.begin());
+  bool ident = true;
+  for (size_t p = 0; p < perm.size(); ++p) ident &= perm[p] == static_cast<int64_t>(p);
+  std::vector<bool> vdyn(d.shape.size(), false);
+  for (size_t p = 0; p < kept.size(); ++p) vdyn[kept[p]] = kdyn[static_cast<size_t>(perm[p])];
+  if (!ident) x = node("Transpose", {x}, {attr_ints("perm", perm)});
+  // Size-1 and stride-0 dims.
+  std::vector<int64_t> full, unit;
+  for (size_t i = 0; i < d.shape.size(); ++i) {
+    const bool k = std::find(kept.begin(), kept.end(), i) != kept.end();
+    full.push_back(d.shape[i]);
+    unit.push_back(k ? d.shape[i] : 1);
+  }
+  if (d.shape.size() != kept.size()) x = reshape_to(x, unit, vdyn);
+  if (expanded) {
+    std::vector<int64_t> e;
+    for (size_t i = 0; i < d.shape.size(); ++i) e.push_back(d.strides[i] == 0 ? d.shape[i] : 1);
+    x = node("Expand", {x, ints(e)});
+  }
+  (void)bdyn;
+  return Named{x, vdyn};
+}
+
+std::string Exporter::run() {
+  std::vector<ValueInfo> ins, outs;
+  for (size_t i = 0; i < g_.inputs.size(); ++i) {
+    const int64_t v = g_.inputs[i];
+    const CapturedValue& val = g_.values[static_cast<size_t>(v)];
+    const std::string name = i < o_.input_names.size() ? o_.input_names[i] : val.name;
+    ValueInfo vi{name, onnx_type(val.dtype), std::vector<int64_t>(val.shape.begin(), val.shape.end()), {}};
+    std::vector<bool> dyn(val.shape.size(), false);
+    if (auto it = o_.dynamic.find(name); it != o_.dynamic.end()) {
+      vi.dim_params.resize(val.shape.size());
+      for (int64_t a : it->second) {
+        const int64_t r = static_cast<int64_t>(val.shape.size());
+        KILN_CHECK(a >= -r && a < r, kApi,
+                   "dynamic axis " << a << " of input '" << name << "' of shape " << shape_str(val.shape)
+                                   << " is out of range");
+        const size_t k = static_cast<size_t>(a < 0 ? a + r : a);
+        KILN_CHECK(val.shape[k] > 1, kApi,
+                   "dynamic axis " << a << " of input '" << name << "' has size " << val.shape[k]
+                                   << " in the example; give an example size above 1");
+        dyn[k] = true;
+        vi.dim_params[k] = name + "_dim" + std::to_string(k);
+      }
+    }
+    define(v, name, dyn);
+    ins.push_back(vi);
+  }
+  for (int64_t v : g_.params) {
+    const CapturedValue& val = g_.values[static_cast<size_t>(v)];
+    Initializer t{val.name, onnx_type(val.dtype), std::vector<int64_t>(val.shape.begin(), val.shape.end()),
+                  std::string(val.bytes.begin(), val.bytes.end())};
+    inits_.push_back(std::move(t));
+    define(v, val.name, std::vector<bool>(val.shape.size(), false));
+  }
+  for (size_t i = 0; i < g_.nodes.size(); ++i) lower_node(i);
+  for (size_t i = 0; i < g_.outputs.size(); ++i) {
+    const CapturedUse& u = g_.outputs[i];
+    const std::string name = i < o_.output_names.size() ? o_.output_names[i] : g_.output_names[i];
+    Named x = view(u.value, ir::TensorDesc{u.shape, u.strides, u.offset, u.dtype});
+    node("Identity", {x.name}, {}, {name});
+    ValueInfo vi{name, onnx_type(u.dtype), std::vector<int64_t>(u.shape.begin(), u.shape.end()), {}};
+    vi.dim_params.resize(u.shape.size());
+    for (size_t k = 0; k < u.shape.size(); ++k)
+      if (k < x.dynamic.size() && x.dynamic[k]) vi.dim_params[k] = name + "_dim" + std::to_string(k);
+    outs.push_back(vi);
+  }
+  return write_model("kiln", nodes_, inits_, ins, outs, o_.opset, o_.producer);
+}
+
+void Exporter::lower_node(size_t i) {
+  try {
+    lower_op(*this, g_.nodes[i]);
+  } catch (const Error& e) {
+    std::string w = e.what();
+    const std::string tag = std::string("[") + kApi + "] ";
+    if (w.rfind(tag, 0) == 0) w = w.substr(tag.size());
+    KILN_CHECK(false, kApi, "node " << i << " (" << ir::op_name(g_.nodes[i].op->kind) << "): " << w);
+  }
+}
+
+}  // namespace kiln::onnx::exporter
+
+namespace kiln::onnx {
+
+std::string export_bytes(const CapturedGraph& graph, const ExportOptions& options) {
+  KILN_CHECK(options.opset >= 17, exporter::kApi, "opset " << options.opset << " is older than 17, the oldest written");
+  exporter::Exporter e(graph, options);
+  return e.run();
+}
+
+void export_model(const CapturedGraph& graph, const std::string& path, const ExportOptions& options) {
+  const std::string bytes = export_bytes(graph, options);
+  std::ofstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), exporter::kApi, "cannot open '" << path << "' for writing");
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  KILN_CHECK(f.good(), exporter::kApi, "writing '" << path << "' failed");
+}
+
+void export_model(nn::Module& module, const CaptureFunction& fn, const std::vector<Tensor>& example_inputs,
+                  const std::string& path, const ExportOptions& options) {
+  CaptureOptions co;
+  co.input_names = options.input_names;
+  co.output_names = options.output_names;
+  export_model(capture(module, fn, example_inputs, co), path, options);
+}
+
+}  // namespace kiln::onnx

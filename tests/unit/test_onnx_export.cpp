@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// ONNX export: captured models written as ONNX, read back by Kiln's importer and (when the
+// Python packages onnx and onnxruntime are installed) checked by onnx.checker and run by ONNX
+// Runtime at two batch sizes with a dynamic batch axis.
+#include <gtest/gtest.h>
+#include <kiln/capture.h>
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
+#include <kiln/onnx.h>
+#include <kiln/onnx_export.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "../test_util.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Mlp : nn::Module {
+  nn::Linear fc1, fc2;
+  Mlp() : fc1({.in_features = 6, .out_features = 16}), fc2({.in_features = 16, .out_features = 4}) {}
+  Tensor forward(const Tensor& x) const { return softmax(fc2(gelu(fc1(x))), -1); }
+  KILN_VISIT(Mlp, fc1, fc2)
+};
+
+struct Cnn : nn::Module {
+  nn::Conv2d conv1, conv2;
+  nn::MaxPool2d pool;
+  nn::Linear fc;
+  Cnn()
+      : conv1({.in_channels = 1, .out_channels = 4, .kernel_size = 3, .padding = 1}),
+        conv2({.in_channels = 4, .out_channels = 8, .kernel_size = 3}),
+        pool({.kernel_size = 2}),
+        fc({.in_features = 8 * 2 * 2, .out_features = 10}) {}
+  Tensor forward(const Tensor& x) const {
+    Tensor h = pool(relu(conv1(x)));
+    h = relu(conv2(h));
+    return log_softmax(fc(h.flatten(1)), -1);
+  }
+  KILN_VISIT(Cnn, conv1, conv2, pool, fc)
+};
+
+float max_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  return (a.to(Device::cpu()) - b.to(Device::cpu())).abs().max().item<float>();
+}
+
+template <class M>
+std::string export_module(M& m, const Tensor& example, const onnx::ExportOptions& o = {.dynamic = {{"input", {0}}}}) {
+  CapturedGraph g =
+      capture(m, [&](const std::vector<Tensor>& x) { return std::vector<Tensor>{m.forward(x[0])}; }, {example});
+  return onnx::export_bytes(g, o);
+}
+
+bool have_onnxruntime() {
+  static const bool ok = std::system("python3 -c 'import onnx, onnxruntime' > /dev/null 2>&1") == 0;
+  return ok;
+}
+
+/// Checks the model with onnx.checker and runs it with ONNX Runtime on x (f32); the output.
+Tensor run_onnxruntime(const std::string& model, const Tensor& x, const Shape& out_shape) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln_export_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path mp = dir / "model.onnx", ip = dir / "in.bin", op = dir / "out.bin", sp = dir / "run.py";
+  std::ofstream(mp, std::ios::binary).write(model.data(), static_cast<std::streamsize>(model.size()));
+  std::vector<float> xv = x.to(Device::cpu()).to_vector<float>();
+  std::ofstream(ip, std::ios::binary).write(reinterpret_cast<const char*>(xv.data()), xv.size() * 4);
+  std::ofstream(sp) << "import sys, numpy as np, onnx, onnxruntime as ort\n"
+                       "m = onnx.load(sys.argv[1]); onnx.checker.check_model(m, full_check=True)\n"
+                       "shape = [int(s) for s in sys.argv[4].split(',')]\n"
+                       "x = np.fromfile(sys.argv[2], dtype=np.float32).reshape(shape)\n"
+                       "s = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
+                       "y = s.run(None, {s.get_inputs()[0].name: x})[0]\n"
+                       "y.astype(np.float32).tofile(sys.argv[3])\n";
+  std::string shape;
+  for (int64_t d : x.shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+  const std::string cmd =
+      "python3 " + sp.string() + " " + mp.string() + " " + ip.string() + " " + op.string() + " " + shape;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(op, std::ios::binary);
+  std::vector<float> y(static_cast<size_t>(shape_numel(out_shape)));
+  f.read(reinterpret_cast<char*>(y.data()), static_cast<std::streamsize>(y.size() * 4));
+  fs::remove_all(dir);
+  return tensor(y, out_shape);
+}
+
+/// Elementwise ops, views (transpose, narrow, unsqueeze, reshape), cat, reductions, where,
+/// casts, index_select and softmax on x [B, 4, 6].
+std::vector<Tensor> ops_fn(const std::vector<Tensor>& in) {
+  const Tensor& x = in[0];  // [B, 4, 6]
+  const Device d = x.device();
+  Tensor a = exp(x * 0.5) - log(abs(x) + 1.0) + tanh(x) * sigmoid(x) / (sqrt(abs(x)) + 2.0);
+  Tensor b = pow(abs(a) + 0.1, 1.5) + neg(relu(x)) + silu(x) + maximum(x, a) + minimum(x, a);
+  Tensor t = b.transpose(1, 2).contiguous() * 2.0;            // a transpose view
+  Tensor s = x.narrow(2, 1, 3) + x.narrow(2, 3, 3);           // slices
+  Tensor c = cat({s, t.transpose(1, 2).narrow(2, 0, 2)}, 2);  // [B, 4, 5]
+  Tensor w = where(c > 0.0, c, c * 0.1);
+  Tensor r = w.sum(Dims{2}) + w.mean(Dims{2}) + w.amax(Dims{2});  // [B, 4]
+  Tensor k = tensor({1.f, -2.f, 3.f, 0.5f}).to(d);
+  Tensor g = index_select(w, 2, tensor<int64_t>({0, 4, 2}).to(d));
+  Tensor y = softmax(r * k, -1).unsqueeze(2) + g.sum(Dims{2}, true) + x.to(f64).to(f32).sum(Dims{2}, true);
+  return std::vector<Tensor>{y.reshape({-1, 4}), (x > 0.0).to(f32).mean(Dims{1, 2})};
+}
+
+}  // namespace
+
+TEST(OnnxExport, MlpRoundTripsThroughKilnsImporter) {
+  manual_seed(1);
+  Mlp m;
+  const std::string bytes = export_module(m, randn({3, 6}));
+  onnx::Model back = onnx::Model::from_bytes(bytes, Device::cpu());
+  for (int64_t b : {2, 7}) {
+    Tensor x = randn({b, 6});
+    const float d = max_diff(back.run({x})[0], m.forward(x));
+    EXPECT_LE(d, 1e-5f) << "batch " << b;
+    std::cout << "mlp batch " << b << " max deviation " << d << "\n";
+  }
+}
+
+TEST(OnnxExport, CnnRoundTripsThroughKilnsImporter) {
+  manual_seed(2);
+  Cnn m;
+  m.eval();
+  const std::string bytes = export_module(m, randn({2, 1, 8, 8}));
+  onnx::Model back = onnx::Model::from_bytes(bytes, Device::cpu());
+  for (int64_t b : {2, 5}) {
+    Tensor x = randn({b, 1, 8, 8});
+    const float d = max_diff(back.run({x})[0], m.forward(x));
+    EXPECT_LE(d, 1e-5f) << "batch " << b;
+    std::cout << "cnn batch " << b << " max deviation " << d << "\n";
+  }
+}
+
+TEST(OnnxExport, ParametersAreNamedInitializers) {
+  Mlp m;
+  const std::string bytes = export_module(m, randn({2, 6}));
+  for (const char* n : {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"})
+    EXPECT_NE(bytes.find(n), std::string::npos) << n;
+}
+
+TEST(OnnxExport, ElementwiseViewsAndReductions) {
+  manual_seed(3);
+  Tensor ex = randn({3, 4, 6});
+  CapturedGraph g = capture(ops_fn, {ex});
+  onnx::Model back = onnx::Model::from_bytes(onnx::export_bytes(g, {.dynamic = {{"input", {0}}}}), Device::cpu());
+  for (int64_t b : {3, 5}) {
+    Tensor x = randn({b, 4, 6});
+    std::vector<Tensor> want = ops_fn({x}), got = back.run({x});
+    ASSERT_EQ(got.size(), 2u);
+    const float d0 = max_diff(got[0], want[0]), d1 = max_diff(got[1], want[1]);
+    EXPECT_LE(d0, 1e-5f) << g.str();
+    EXPECT_LE(d1, 1e-5f);
+    std::cout << "ops batch " << b << " max deviations " << d0 << " " << d1 << "\n";
+  }
+}
+
+TEST(OnnxExport, GatherAndFill) {
+  manual_seed(5);
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Device d = in[0].device();
+    Tensor idx = tensor<int64_t>({2, 0, 1, 1, 0, 2}, {2, 3}).to(d);
+    Tensor z = full({2, 3}, 0.25, {.device = d}) + arange(0, 3, 1, f32, d);
+    return std::vector<Tensor>{gather(in[0], 1, idx) * z};
+  };
+  Tensor x = randn({2, 3});
+  onnx::Model back = onnx::Model::from_bytes(onnx::export_bytes(capture(fn, {x})), Device::cpu());
+  EXPECT_LE(max_diff(back.run({x})[0], fn({x})[0]), 1e-6f);
+}
+
+TEST(OnnxExport, UnsupportedOpIsNamed) {
+  CapturedGraph g =
+      capture([](const std::vector<Tensor>& x) { return std::vector<Tensor>{cumsum(x[0], 0)}; }, {ones({3})});
+  test::expect_error([&] { onnx::export_bytes(g); }, "onnx export", "the Kiln op CumSum has no ONNX form");
+}
+
+TEST(OnnxExport, ReshapeThatFixesADynamicAxisIsAnError) {
+  CapturedGraph g = capture(
+      [](const std::vector<Tensor>& x) {
+        return std::vector<Tensor>{relu(x[0]).reshape({3, 4})};
+      },
+      {ones({2, 6})});
+  test::expect_error(
+      [&] {
+        onnx::export_bytes(g, {.dynamic = {{"input", {0}}}});
+      },
+      "onnx export", "fixes a dynamic axis");
+  onnx::export_bytes(g);  // fine with a fixed batch
+  CapturedGraph s = capture(
+      [](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0].narrow(0, 0, 1) * 2.0}; }, {ones({2, 6})});
+  test::expect_error(
+      [&] {
+        onnx::export_bytes(s, {.dynamic = {{"input", {0}}}});
+      },
+      "onnx export", "fixes a dynamic axis");
+}
+
+TEST(OnnxExport, OnnxRuntimeRunsMlpAndCnnWithADynamicBatch) {
+  if (!have_onnxruntime())
+    GTEST_SKIP() << "python3 packages onnx and onnxruntime are not installed "
+                    "(pip install onnx onnxruntime; scripts/install-deps.sh does)";
+  manual_seed(4);
+  Mlp mlp;
+  const std::string mb = export_module(mlp, randn({3, 6}));
+  Cnn cnn;
+  cnn.eval();
+  const std::string cb = export_module(cnn, randn({2, 1, 8, 8}));
+  const std::string ob = onnx::export_bytes(capture(ops_fn, {randn({3, 4, 6})}), {.dynamic = {{"input", {0}}}});
+  for (int64_t b : {1, 6}) {
+    Tensor x = randn({b, 6});
+    const float dm = max_diff(run_onnxruntime(mb, x, {b, 4}), mlp.forward(x));
+    Tensor xi = randn({b, 1, 8, 8});
+    const float dc = max_diff(run_onnxruntime(cb, xi, {b, 10}), cnn.forward(xi));
+    Tensor xo = randn({b + 1, 4, 6});
+    const float dop = max_diff(run_onnxruntime(ob, xo, {b + 1, 4}), ops_fn({xo})[0]);
+    EXPECT_LE(dop, 1e-5f) << "ops batch " << b + 1;
+    EXPECT_LE(dm, 1e-5f) << "mlp batch " << b;
+    EXPECT_LE(dc, 1e-5f) << "cnn batch " << b;
+    std::cout << "onnxruntime batch " << b << " max deviation mlp " << dm << " cnn " << dc << " ops " << dop << "\n";
+  }
+}
