@@ -17,6 +17,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <set>
 
 #include "kiln/error.h"
 #include "kiln/half.h"
@@ -229,7 +230,6 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
     return node("Reshape", {x, ints(s)});
   };
   std::string x = base.name;
-  const std::vector<bool> bdyn(base.dynamic.begin(), base.dynamic.end());
   if (std::vector<int64_t>(B.begin(), B.end()) != R) x = reshape_to(x, R, rdyn);
   std::vector<int64_t> ss, se, sa;
   for (size_t j = 0; j < R.size(); ++j) {
@@ -268,7 +268,6 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
     for (size_t i = 0; i < d.shape.size(); ++i) e.push_back(d.strides[i] == 0 ? d.shape[i] : 1);
     x = node("Expand", {x, ints(e)});
   }
-  (void)bdyn;
   return Named{x, vdyn};
 }
 
@@ -317,6 +316,10 @@ std::string Exporter::run() {
       if (k < x.dynamic.size() && x.dynamic[k]) vi.dim_params[k] = name + "_dim" + std::to_string(k);
     outs.push_back(vi);
   }
+  // State the function does not read (a batch norm's num_batches_tracked) is left out.
+  std::set<std::string> used;
+  for (const Node& n : nodes_) used.insert(n.inputs.begin(), n.inputs.end());
+  std::erase_if(inits_, [&](const Initializer& t) { return !used.count(t.name); });
   return write_model("kiln", nodes_, inits_, ins, outs, o_.opset, o_.producer);
 }
 

@@ -46,6 +46,30 @@ struct Cnn : nn::Module {
   KILN_VISIT(Cnn, conv1, conv2, pool, fc)
 };
 
+// The Fashion-MNIST example's model (examples/fashion-mnist): conv-BN-ReLU-pool twice, then
+// fc-dropout-fc.
+struct FashionNet : nn::Module {
+  nn::Conv2d conv1, conv2;
+  nn::BatchNorm2d bn1, bn2;
+  nn::Linear fc1, fc2;
+  nn::Dropout drop;
+  FashionNet()
+      : conv1({.in_channels = 1, .out_channels = 8, .kernel_size = 3, .padding = 1, .bias = false}),
+        conv2({.in_channels = 8, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false}),
+        bn1({.num_features = 8}),
+        bn2({.num_features = 16}),
+        fc1({.in_features = 16 * 7 * 7, .out_features = 32}),
+        fc2({.in_features = 32, .out_features = 10}),
+        drop({.p = 0.25}) {}
+  Tensor forward(const Tensor& x) const {
+    Tensor h = (x - 0.2860f) * (1.0f / 0.3530f);
+    h = nn::functional::max_pool2d(relu(bn1(conv1(h))), 2);
+    h = nn::functional::max_pool2d(relu(bn2(conv2(h))), 2);
+    return fc2(drop(relu(fc1(h.flatten(1)))));
+  }
+  KILN_VISIT(FashionNet, conv1, bn1, conv2, bn2, fc1, fc2, drop)
+};
+
 float max_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   return (a.to(Device::cpu()) - b.to(Device::cpu())).abs().max().item<float>();
@@ -134,6 +158,31 @@ TEST(OnnxExport, CnnRoundTripsThroughKilnsImporter) {
     const float d = max_diff(back.run({x})[0], m.forward(x));
     EXPECT_LE(d, 1e-5f) << "batch " << b;
     std::cout << "cnn batch " << b << " max deviation " << d << "\n";
+  }
+}
+
+TEST(OnnxExport, FashionMnistModelWithBatchNorm) {
+  manual_seed(6);
+  FashionNet m;
+  // Non-trivial running statistics, as after training.
+  m.bn1.running_mean = rand({8});
+  m.bn1.running_var = rand({8}) + 0.5;
+  m.eval();
+  const std::string bytes = export_module(m, rand({2, 1, 28, 28}));
+  EXPECT_NE(bytes.find("bn1.running_mean"), std::string::npos);
+  onnx::Model back = onnx::Model::from_bytes(bytes, Device::cpu());
+  for (int64_t b : {2, 3}) {
+    Tensor x = rand({b, 1, 28, 28});
+    const float d = max_diff(back.run({x})[0], m.forward(x));
+    EXPECT_LE(d, 1e-5f) << "batch " << b;
+    std::cout << "fashion-mnist batch " << b << " max deviation " << d << "\n";
+  }
+  if (!have_onnxruntime()) return;
+  for (int64_t b : {1, 4}) {
+    Tensor x = rand({b, 1, 28, 28});
+    const float d = max_diff(run_onnxruntime(bytes, x, {b, 10}), m.forward(x));
+    EXPECT_LE(d, 1e-5f) << "onnxruntime batch " << b;
+    std::cout << "fashion-mnist onnxruntime batch " << b << " max deviation " << d << "\n";
   }
 }
 
