@@ -28,6 +28,10 @@ def chain5(x):
     return torch.tanh(torch.relu(x * 1.5 + 0.25) - x) * 0.5
 
 
+def gelu_sin_sum(x):
+    return (x * 0.5 * (torch.erf(x * 0.70710678) + 1.0) + torch.sin(x) * 0.1).sum()
+
+
 def softmax_rows(x):
     r = x.reshape(-1, 1024)
     e = (r - r.amax(-1, keepdim=True)).exp()
@@ -55,7 +59,7 @@ def main():
         tag = f"{n >> 20}M"
         x = torch.randn(n)
         nbytes = 2 * n * 4
-        for name, f in (("gelu_erf", gelu_erf), ("chain5", chain5), ("softmax_rows", softmax_rows),
+        for name, f in (("gelu_erf", gelu_erf), ("chain5", chain5), ("gelu_sin_sum", gelu_sin_sum), ("softmax_rows", softmax_rows),
                         ("softmax_grad_rows", softmax_grad_rows), ("layernorm_rows", layernorm_rows)):
             t = best_of(a.reps, lambda: f(x))
             print(f"torch_fusion_{name}_{tag}_eager\t{t:.6g}\t{nbytes}\tok")

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/reduce_full.h"
 #include "backends/cpu/vec.h"
 #include "core/checked.h"
 #include "core/parallel.h"
@@ -244,6 +245,9 @@ struct Group {
   std::vector<size_t> steps;
   ptrdiff_t tail = -1;
   Shape S;
+  /// The tail is a full Sum / Mean longer than a tile (cpu::full): each tile adds its leaves'
+  /// partials, combined after the tiles in the kernel's order (the same bits).
+  bool long_tail = false;
 };
 
 /// A stage of a row pipeline (rows.cpp): a group (with its tail), a row op alone (`lone`, a

@@ -89,7 +89,11 @@ bool FusionBackend::try_tail(const std::vector<Rec>& s, size_t j, Group& g, std:
   const int64_t rk = static_cast<int64_t>(g.S.size());
   int64_t rowlen = 1;
   for (int64_t i = rk - k; i < rk; ++i) rowlen *= g.S[static_cast<size_t>(i)];
-  if (rowlen < 1 || rowlen > kMaxRowLen)
+  // A full Sum / Mean of any length ends the group by leaves (cpu::full); other row ops need
+  // whole rows in a tile.
+  int64_t nfull = 0;
+  const bool long_tail = rowlen > kMaxRowLen && k == rk && cpu::full::supports(r.op, nfull);
+  if (rowlen < 1 || (rowlen > kMaxRowLen && !long_tail))
     return refuse(why,
                   [&] { return std::string("row of " + std::to_string(rowlen) + " elements (too long for a tile)"); });
   for (size_t q = 1; q < r.in.size(); ++q)
@@ -101,6 +105,7 @@ bool FusionBackend::try_tail(const std::vector<Rec>& s, size_t j, Group& g, std:
       return refuse(why, [&] { return std::string("row op output aliases the group's buffers"); });
   }
   g.tail = static_cast<ptrdiff_t>(j);
+  g.long_tail = long_tail;
   return true;
 }
 
@@ -468,7 +473,7 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
       Cut c;
       c.start = head + 1;
       c.end = cut_group(s, order, c.start, c.g, c.hoisted, c.why);
-      if (c.hoisted.empty() && epilogue_fits(s, i, c.g)) {
+      if (c.hoisted.empty() && !c.g.long_tail && epilogue_fits(s, i, c.g)) {
         bump(&Stats::epilogues);
         run_group(s, c.g, &s[i]);
         release(s, i);
@@ -630,7 +635,8 @@ void set_jit_min_elements(int64_t elements) {
   X(flushes)                 \
   X(plans_built)             \
   X(plan_hits)               \
-  X(intermediates_elided) X(epilogues) X(conv_epilogue_ops) X(small_direct) X(row_pipelines) X(pipeline_column_sums)
+  X(intermediates_elided)    \
+  X(epilogues) X(conv_epilogue_ops) X(small_direct) X(row_pipelines) X(pipeline_column_sums) X(long_reductions)
 Stats stats() {
   Stats s;
 #define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);

@@ -60,6 +60,7 @@ struct Stats {
   int64_t small_direct = 0;          ///< small ops run at once (small_limit)
   int64_t row_pipelines = 0;         ///< row ops run per block of rows with the groups reading them
   int64_t pipeline_column_sums = 0;  ///< of their stages, Sums / Means over the rows (leaves per block)
+  int64_t long_reductions = 0;       ///< groups ended by a full Sum / Mean longer than a tile (leaves per tile)
 };
 Stats stats();
 void reset_stats();

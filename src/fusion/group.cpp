@@ -246,6 +246,8 @@ struct FusionBackend::GroupRun {
   int64_t rowlen = 1, k_dims = 0;
   Buf* in_scratch = nullptr;  ///< a product result kept in per-thread blocks, never materialised
   int64_t N = 0, tile = 0, ntiles = 0, grain = 1, total_rows = 0;
+  /// A long tail's leaf partials (Group::long_tail), written by the tiles, one leaf each.
+  mutable std::vector<float> partials;
   int ngather = 0;
   bool streaming = false;
   cpu::vec::ProgramFn kernel = nullptr;
@@ -300,8 +302,11 @@ struct FusionBackend::GroupRun {
   void program_tile(TileState& ts, int64_t s0, int64_t len) const;
   /// Runs the steps one by one over the tile (ops: per-chunk copies, descriptors rewritten).
   void steps_tile(TileState& ts, std::vector<ir::Op>& ops, int64_t s0, int64_t len) const;
-  /// Runs the tail (a row op) over the tile's whole rows.
+  /// Runs the tail (a row op) over the tile's whole rows, or adds its leaves' partials (a
+  /// long tail).
   void tail_tile(TileState& ts, ir::Op& tail_op, int64_t s0, int64_t len) const;
+  /// A long tail's result from the partials of every tile, written where the tail stores it.
+  void finish_long_tail() const;
 };
 
 int64_t FusionBackend::GroupRun::mark_stores() {
@@ -448,6 +453,11 @@ void FusionBackend::GroupRun::size_tiles(bool last) {
   N = shape_numel(S);
   const int64_t rows_per_tile = g.tail >= 0 ? std::max<int64_t>(1, tile_elems() / rowlen) : 0;
   tile = g.tail >= 0 ? std::min(rows_per_tile, N / rowlen) * rowlen : std::min(tile_elems(), N);
+  if (g.long_tail) {  // whole leaves per tile; one partial per leaf
+    const int64_t leaf = cpu::full::leaf_elems();
+    tile = std::max<int64_t>(1, tile_elems() / leaf) * leaf;
+    partials.assign(static_cast<size_t>((N + leaf - 1) / leaf), 0.0f);
+  }
   ntiles = (N + tile - 1) / tile;
   // A thread takes at least kMinElemsPerThread elements of work per step: longer chains split
   // smaller groups (each element costs a pass of every step).
@@ -596,6 +606,11 @@ void FusionBackend::GroupRun::steps_tile(TileState& ts, std::vector<ir::Op>& ops
 }
 
 void FusionBackend::GroupRun::tail_tile(TileState& ts, ir::Op& tail_op, int64_t s0, int64_t len) const {
+  if (g.long_tail) {
+    cpu::full::leaves(reinterpret_cast<const float*>(ts.val[static_cast<size_t>(tail_in)]), s0, s0 + len,
+                      partials.data());
+    return;
+  }
   const Rec& tr = s[static_cast<size_t>(g.tail)];
   const ir::Op& orig = tr.op;
   const int64_t rows = len / rowlen, row0 = s0 / rowlen;
@@ -613,6 +628,13 @@ void FusionBackend::GroupRun::tail_tile(TileState& ts, ir::Op& tail_op, int64_t 
                            : ts.scratch + ts.slot * (ns + static_cast<size_t>(ngather) + std::min<size_t>(q, 3)));
   }
   kKernels[static_cast<int>(tail_op.kind)](tail_op, ts.in_p.data(), ts.out_p.data());
+}
+
+void FusionBackend::GroupRun::finish_long_tail() const {
+  const Rec& tr = s[static_cast<size_t>(g.tail)];
+  const float v = cpu::full::finish(tr.op.kind == OpKind::Mean, N, partials.data());
+  bump(&Stats::long_reductions);
+  if (w.tail_store[0]) std::memcpy(fb.base_of(tr.out[0]), &v, sizeof v);
 }
 
 void FusionBackend::GroupRun::tiles(int64_t range0, int64_t range1, int64_t tb, int64_t te, const char* block) const {
@@ -697,6 +719,7 @@ void FusionBackend::run_group(const std::vector<Rec>& s, const Group& g, const R
   }
   if (!matmul) {
     parallel_for(run.ntiles, run.grain, [&](int64_t tb, int64_t te) { run.tiles(0, run.N, tb, te, nullptr); });
+    if (g.long_tail) run.finish_long_tail();
     return;
   }
   run.run_epilogue();

@@ -133,7 +133,7 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   int64_t k = 0;
   Touched t;
   if (first) {
-    if (first->tail < 0) return 0;
+    if (first->tail < 0 || first->long_tail) return 0;
     stages[0].g = *first;
     S = first->S;
     const Rec& tr = s[static_cast<size_t>(first->tail)];
@@ -213,8 +213,8 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
     }
     if (g.tail >= 0) {
       const Rec& tr = s[static_cast<size_t>(g.tail)];
-      ok = ok && !per_row && row_dims(tr.op) == k && reads_row_local(tr, t, S, k, 1) && !overwrites(tr, t) &&
-           !reads_late(tr);
+      ok = ok && !per_row && !g.long_tail && row_dims(tr.op) == k && reads_row_local(tr, t, S, k, 1) &&
+           !overwrites(tr, t) && !reads_late(tr);
     }
     if (!ok) break;
     stages.push_back(Stage{g, -1, -1, per_row});

@@ -20,6 +20,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/reduce_full.h"
 #include "backends/cpu/reduce_outer.h"
 #include "backends/cpu/reduce_util.h"
 #include "backends/cpu/vec.h"
@@ -572,6 +573,44 @@ void finish(DType t, bool mean, int64_t rows, int64_t width, const void* partial
 }
 
 }  // namespace outer
+
+// ---- the inner layout's full Sum / Mean in two steps (reduce_full.h) -----------------------------
+
+namespace full {
+
+int64_t leaf_elems() { return kLeaf; }
+
+bool supports(const ir::Op& op, int64_t& n) {
+  if ((op.kind != ir::OpKind::Sum && op.kind != ir::OpKind::Mean) || op.inputs.size() != 1) return false;
+  const ir::TensorDesc& x = op.inputs[0];
+  if (x.dtype != DType::F32 || op.outputs[0].dtype != DType::F32 || !x.is_contiguous()) return false;
+  if (op.attrs.ints.size() != x.shape.size() + 1 || x.shape.empty()) return false;  // every dim
+  n = x.numel();
+  return n >= kShort;  // shorter: one accumulator, not leaves
+}
+
+void leaves(const float* x, int64_t e0, int64_t e1, float* partial) {
+  for (int64_t li = e0 / kLeaf; li * kLeaf < e1; ++li) {  // as leaf_inner over a contiguous run
+    const int64_t b = li * kLeaf, e = std::min(e1, b + kLeaf);
+    float lanes[kLanes] = {};
+    lanes[0] += vec::sum_f32(x + (b - e0), e - b);
+    for (int w = kLanes / 2; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) lanes[j] = lanes[j] + lanes[j + w];
+    partial[li] = lanes[0];
+  }
+}
+
+float finish(bool mean, int64_t n, const float* partial) {
+  const int64_t nleaves = (n + kLeaf - 1) / kLeaf;
+  float acc = 0;
+  red::tree_reduce<float>(
+      nleaves, 1, &acc, [&](int64_t li, float* dst) { *dst = partial[li]; },
+      [](float& a, const float& b) { a = a + b; }, false);
+  return mean ? acc / static_cast<float>(n) : acc;
+}
+
+}  // namespace full
+
 void k_Prod(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Prod"); }
 void k_Mean(const ir::Op& op, void* const* in, void* const* out) { sum_dispatch(op, in, out, "Mean"); }
 void k_Max(const ir::Op& op, void* const* in, void* const* out) { ext_dispatch<true>(op, in, out); }
