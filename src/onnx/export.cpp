@@ -143,8 +143,8 @@ std::string Exporter::scalar(double x, DType dtype) {
   return consts_[key] = initializer("scalar", dtype, {}, raw);
 }
 
-void Exporter::define(int64_t v, std::string name, std::vector<bool> dynamic) {
-  values_[static_cast<size_t>(v)] = Named{std::move(name), std::move(dynamic)};
+void Exporter::define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult) {
+  values_[static_cast<size_t>(v)] = Named{std::move(name), std::move(dynamic), mult};
 }
 
 Named Exporter::view(int64_t v, const ir::TensorDesc& d) {
@@ -205,19 +205,21 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
     starts.push_back(rem);
     sizes.push_back(1);
   }
-  // Which R dims hold a dynamic dim of the base.
+  // Whether R dim 0 holds the base's dynamic dim: only the outermost R dim may, whole, since a
+  // stride above the dynamic step would depend on its size.
   std::vector<bool> rdyn(R.size(), false);
-  int64_t bstride = 1;
-  for (size_t k = B.size(); k-- > 0;) {
-    if (k < base.dynamic.size() && base.dynamic[k]) {
-      // Only the outermost R dim may hold it, whole: a stride above it would depend on its size.
-      KILN_CHECK(bstride >= rstride[0] && bstride % rstride[0] == 0, kApi,
-                 "the graph fixes a dynamic axis: a view of shape "
-                     << shape_str(d.shape) << ", strides " << to_string(d.strides) << " over a value of shape "
-                     << shape_str(B) << " depends on the size of its dynamic dim " << k);
-      rdyn[0] = true;
-    }
-    bstride *= B[k];
+  int64_t mult = 1;
+  for (size_t k = 0; k < B.size(); ++k) {
+    if (k >= base.dynamic.size() || !base.dynamic[k]) continue;
+    KILN_CHECK(!rdyn[0], kApi, "a value of shape " << shape_str(B) << " has two dynamic dims; one is exported");
+    int64_t step = base.mult;
+    for (size_t j = k + 1; j < B.size(); ++j) step *= B[j];
+    KILN_CHECK(step >= rstride[0] && step % rstride[0] == 0, kApi,
+               "the graph fixes a dynamic axis: a view of shape "
+                   << shape_str(d.shape) << ", strides " << to_string(d.strides) << " over a value of shape "
+                   << shape_str(B) << " depends on the size of its dynamic dim " << k);
+    rdyn[0] = true;
+    mult = step / rstride[0];
   }
   auto reshape_to = [&](const std::string& x, const std::vector<int64_t>& dims, const std::vector<bool>& dyn) {
     std::vector<int64_t> s = dims;
@@ -268,7 +270,7 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
     for (size_t i = 0; i < d.shape.size(); ++i) e.push_back(d.strides[i] == 0 ? d.shape[i] : 1);
     x = node("Expand", {x, ints(e)});
   }
-  return Named{x, vdyn};
+  return Named{x, vdyn, mult};
 }
 
 std::string Exporter::run() {

@@ -12,10 +12,13 @@
 
 namespace kiln::onnx::exporter {
 
-/// An ONNX tensor name with the dims of it that are dynamic.
+/// An ONNX tensor name with the dims of it that are dynamic (at most one). A dynamic dim may be
+/// a dynamic count times `mult` (a batch merged with the dim after it, [B*T]): the dynamic step
+/// is mult * (the product of the later dims) elements.
 struct Named {
   std::string name;
   std::vector<bool> dynamic;
+  int64_t mult = 1;
 };
 
 /// Errors of the exporter start with this op name.
@@ -40,7 +43,7 @@ class Exporter {
                    std::vector<std::string> outs = {});
   std::string fresh(const std::string& hint);
   /// Names value v (an op output) with its dynamic dims.
-  void define(int64_t v, std::string name, std::vector<bool> dynamic);
+  void define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult = 1);
   /// The ONNX name that value v's op output should take.
   std::string out_name(int64_t v) const { return std::string("v").append(std::to_string(v)); }
   const CapturedGraph& graph() const { return g_; }

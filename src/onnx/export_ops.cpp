@@ -118,7 +118,12 @@ struct Lowering {
   const ir::Op& op;
   Lowering(Exporter& ex, const CapturedNode& node) : e(ex), n(node), op(*node.op) {}
 
-  Named in(size_t i) { return e.view(n.inputs[i], op.inputs[i]); }
+  std::vector<std::pair<Named, Shape>> seen;  ///< the inputs read, for define's mult
+  Named in(size_t i) { return note(e.view(n.inputs[i], op.inputs[i]), op.inputs[i].shape); }
+  Named note(Named x, const Shape& s) {
+    seen.emplace_back(x, s);
+    return x;
+  }
   /// Elementwise input i with its stride-0 dims shrunk to 1 where another input supplies the
   /// size (ONNX broadcasting expands them again, also along dynamic dims).
   Named in_broadcast(size_t i) {
@@ -137,10 +142,22 @@ struct Lowering {
       }
       if (other) d.shape[k] = 1;
     }
-    return e.view(n.inputs[i], d);
+    return note(e.view(n.inputs[i], d), d.shape);
   }
   std::string out(size_t i = 0) { return e.out_name(n.outputs[i]); }
-  void define(std::vector<bool> dyn, size_t i = 0) { e.define(n.outputs[i], out(i), std::move(dyn)); }
+  /// Defines output i with its dynamic dims; a dynamic dim's mult is that of an input's dynamic
+  /// dim of the same size.
+  void define(std::vector<bool> dyn, size_t i = 0) {
+    int64_t mult = 1;
+    const Shape& o = op.outputs[i].shape;
+    for (size_t k = 0; k < dyn.size(); ++k) {
+      if (!dyn[k]) continue;
+      for (const auto& [x, s] : seen)
+        for (size_t j = 0; j < x.dynamic.size() && j < s.size(); ++j)
+          if (x.dynamic[j] && s[j] == o[k]) mult = x.mult;
+    }
+    e.define(n.outputs[i], out(i), std::move(dyn), mult);
+  }
   /// Right-aligned broadcast of the inputs' dynamic dims.
   std::vector<bool> broadcast_dyn(const std::vector<Named>& xs, const std::vector<Shape>& shapes) {
     const Shape& o = op.outputs[0].shape;

@@ -186,6 +186,49 @@ TEST(OnnxExport, FashionMnistModelWithBatchNorm) {
   }
 }
 
+TEST(OnnxExport, TransformerEncoderLayer) {
+  manual_seed(7);
+  nn::TransformerEncoderLayer layer(
+      {.d_model = 16, .nhead = 4, .dim_feedforward = 32, .activation = "gelu", .batch_first = true});
+  layer.eval();
+  CapturedGraph g =
+      capture(layer, [&](const std::vector<Tensor>& x) { return std::vector<Tensor>{layer.forward(x[0])}; },
+              {randn({2, 5, 16})});
+  const std::string bytes = onnx::export_bytes(g, {.dynamic = {{"input", {0}}}});
+  onnx::Model back = onnx::Model::from_bytes(bytes, Device::cpu());
+  for (int64_t b : {2, 3}) {
+    Tensor x = randn({b, 5, 16});
+    const float d = max_diff(back.run({x})[0], layer.forward(x));
+    EXPECT_LE(d, 1e-5f) << "batch " << b << "\n" << g.str();
+    std::cout << "transformer encoder layer batch " << b << " max deviation " << d << "\n";
+  }
+  if (!have_onnxruntime()) return;
+  for (int64_t b : {1, 4}) {
+    Tensor x = randn({b, 5, 16});
+    const float d = max_diff(run_onnxruntime(bytes, x, {b, 5, 16}), layer.forward(x));
+    EXPECT_LE(d, 1e-5f) << "onnxruntime batch " << b;
+    std::cout << "transformer encoder layer onnxruntime batch " << b << " max deviation " << d << "\n";
+  }
+}
+
+TEST(OnnxExport, LstmWithAFixedBatch) {
+  manual_seed(8);
+  nn::LSTM lstm({.input_size = 3, .hidden_size = 5, .batch_first = true});
+  auto fn = [&](const std::vector<Tensor>& x) { return std::vector<Tensor>{lstm.forward(x[0]).output}; };
+  CapturedGraph g = capture(lstm, fn, {randn({2, 4, 3})});
+  // The LSTM steps through time-major rows ([T*B, 4H]): a dynamic batch is refused, not miswritten.
+  test::expect_error(
+      [&] {
+        onnx::export_bytes(g, {.dynamic = {{"input", {0}}}});
+      },
+      "onnx export", "fixes a dynamic axis");
+  onnx::Model back = onnx::Model::from_bytes(onnx::export_bytes(g), Device::cpu());
+  Tensor x = randn({2, 4, 3});
+  const float d = max_diff(back.run({x})[0], lstm.forward(x).output);
+  EXPECT_LE(d, 1e-5f) << g.str();
+  std::cout << "lstm max deviation " << d << "\n";
+}
+
 TEST(OnnxExport, ParametersAreNamedInitializers) {
   Mlp m;
   const std::string bytes = export_module(m, randn({2, 6}));
