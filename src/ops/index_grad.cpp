@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -31,7 +32,7 @@ TensorOptions like(const Tensor& t) { return TensorOptions{.dtype = t.dtype(), .
 /// (ints[1] = wrap) for a dim of size n.
 Tensor flat_index(C c, int64_t n) {
   Tensor idx = c.inputs[1].reshape({-1});
-  const bool wrap = c.op.attrs.ints.size() > 1 && c.op.attrs.ints[1] != 0;
+  const bool wrap = ir::IndexAttrs::decode(c.op).wrap;
   return wrap ? where(lt(idx, 0), idx + n, idx) : idx;
 }
 
@@ -64,9 +65,7 @@ Tensor to_src(const Tensor& g, const Shape& src_shape) {
 /// Scatter (x, index, src) with ints = {dim, reduce, include_self}; reduce 0 none, 1 sum,
 /// 2 prod, 3 mean, 4 amax, 5 amin.
 V scatter_grad(C c) {
-  const int64_t dim = c.op.attrs.ints[0];
-  const int64_t reduce = c.op.attrs.ints.size() > 1 ? c.op.attrs.ints[1] : 0;
-  const bool include_self = c.op.attrs.ints.size() > 2 ? c.op.attrs.ints[2] != 0 : true;
+  const auto [dim, reduce, include_self] = ir::ScatterAttrs::decode(c.op);
   const Tensor& g = c.grads[0];
   const Tensor& index = c.inputs[1];
   const Shape& src_shape = in_shape(c, 2);
@@ -137,7 +136,7 @@ void register_index_grads() {
     const Shape& xs = in_shape(c, 0);
     const Tensor& g = c.grads[0];
     if (xs.empty()) return {g.sum().reshape({})};
-    const int64_t dim = c.op.attrs.ints[0];
+    const int64_t dim = ir::IndexAttrs::decode(c.op).dim;
     Tensor idx = flat_index(c, dim_size(c, 0, dim));
     Shape gs = xs;
     gs[static_cast<size_t>(dim)] = idx.numel();
@@ -148,7 +147,7 @@ void register_index_grads() {
     const Shape& xs = in_shape(c, 0);
     const Tensor& g = c.grads[0];
     if (xs.empty()) return {g.sum().reshape({})};
-    return {scatter_add(zeros(xs, like(g)), c.op.attrs.ints[0], c.inputs[1], g)};
+    return {scatter_add(zeros(xs, like(g)), ir::IndexAttrs::decode(c.op).dim, c.inputs[1], g)};
   });
   rule(K::Scatter, kSaveBoth, scatter_grad);
   // IndexAdd (x, index, src) ints = {dim, wrap}, reals = {alpha}.
@@ -157,8 +156,9 @@ void register_index_grads() {
     Tensor gs;
     if (c.needs(2)) {
       const Shape& xs = in_shape(c, 0);
-      const int64_t dim = c.op.attrs.ints[0];
-      const double alpha = c.op.attrs.reals.empty() ? 1.0 : c.op.attrs.reals[0];
+      const ir::IndexAttrs a = ir::IndexAttrs::decode(c.op);
+      const int64_t dim = a.dim;
+      const double alpha = a.alpha;
       Tensor picked = xs.empty() ? g.reshape({1}) : index_select(g, dim, flat_index(c, dim_size(c, 0, dim)));
       gs = (alpha == 1.0 ? picked : picked * alpha).reshape(in_shape(c, 2));
     }
@@ -168,7 +168,7 @@ void register_index_grads() {
   index_rule(K::IndexCopy, [](C c) -> V {
     const Tensor& g = c.grads[0];
     const Shape& xs = in_shape(c, 0);
-    const int64_t dim = c.op.attrs.ints[0];
+    const int64_t dim = ir::IndexAttrs::decode(c.op).dim;
     Tensor gx, gs;
     if (xs.empty()) {
       if (c.needs(0)) gx = zeros_like(g);

@@ -20,6 +20,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -319,17 +320,16 @@ void index_update_typed(const ir::TensorDesc& out, void* out_data, const ir::Ten
       grain);
 }
 
-bool wrap_flag(const ir::Op& op) { return op.attrs.ints.size() > 1 && op.attrs.ints[1] != 0; }
-
 void index_update(const ir::Op& op, void* const* in, void* const* out, bool add) {
   ir::TensorDesc x = nonempty_rank(op.inputs[0]), src = nonempty_rank(op.inputs[2]);
   ir::TensorDesc o = nonempty_rank(op.outputs[0]);
   const ir::TensorDesc& idx = op.inputs[1];
-  int64_t dim = op.attrs.ints[0];
-  bool wrap = wrap_flag(op);
+  const ir::IndexAttrs a = ir::IndexAttrs::decode(op);
+  const int64_t dim = a.dim;
+  const bool wrap = a.wrap;
+  const double alpha = a.alpha;
   check_indices(op, idx, in[1], o.shape[static_cast<size_t>(dim)], dim, wrap);
   copy_view(x, in[0], o, out[0]);
-  double alpha = op.attrs.reals.empty() ? 1.0 : op.attrs.reals[0];
   KILN_SWITCH_ALL(o.dtype, ir::op_name(op.kind), T,
                   index_update_typed<T>(o, out[0], idx, in[1], src, in[2], dim, wrap, add, alpha));
 }
@@ -340,8 +340,9 @@ void k_IndexSelect(const ir::Op& op, void* const* in, void* const* out) {
   ir::TensorDesc x = nonempty_rank(op.inputs[0]);
   ir::TensorDesc o = nonempty_rank(op.outputs[0]);
   const ir::TensorDesc& idx = op.inputs[1];
-  int64_t dim = op.attrs.ints[0];
-  bool wrap = wrap_flag(op);
+  const ir::IndexAttrs a = ir::IndexAttrs::decode(op);
+  const int64_t dim = a.dim;
+  const bool wrap = a.wrap;
   check_indices(op, idx, in[1], x.shape[static_cast<size_t>(dim)], dim, wrap);
   // The 1-d index seen at out's shape: it moves only along dim.
   ir::TensorDesc iv{o.shape, Strides(o.shape.size(), 0), idx.offset, DType::I64};
@@ -353,7 +354,7 @@ void k_Gather(const ir::Op& op, void* const* in, void* const* out) {
   ir::TensorDesc x = nonempty_rank(op.inputs[0]);
   ir::TensorDesc idx = nonempty_rank(op.inputs[1]);
   ir::TensorDesc o = nonempty_rank(op.outputs[0]);
-  int64_t dim = op.attrs.ints[0];
+  const int64_t dim = ir::IndexAttrs::decode(op).dim;
   check_indices(op, idx, in[1], x.shape[static_cast<size_t>(dim)], dim, false);
   gather_impl(x, in[0], idx, in[1], o, out[0], dim, false);
 }
@@ -361,9 +362,7 @@ void k_Gather(const ir::Op& op, void* const* in, void* const* out) {
 void k_Scatter(const ir::Op& op, void* const* in, void* const* out) {
   ir::TensorDesc x = nonempty_rank(op.inputs[0]), idx = nonempty_rank(op.inputs[1]);
   ir::TensorDesc src = nonempty_rank(op.inputs[2]), o = nonempty_rank(op.outputs[0]);
-  int64_t dim = op.attrs.ints[0];
-  int64_t reduce = op.attrs.ints.size() > 1 ? op.attrs.ints[1] : 0;
-  bool include_self = op.attrs.ints.size() > 2 ? op.attrs.ints[2] != 0 : true;
+  const auto [dim, reduce, include_self] = ir::ScatterAttrs::decode(op);
   KILN_CHECK(reduce >= kNone && reduce <= kAmin, ir::op_name(op.kind), "unknown reduce code " << reduce);
   check_indices(op, idx, in[1], o.shape[static_cast<size_t>(dim)], dim, false);
   copy_view(x, in[0], o, out[0]);
