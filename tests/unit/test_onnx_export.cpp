@@ -16,9 +16,9 @@
 #include <fstream>
 
 #include "../test_util.h"
+#include "onnxruntime_run.h"
 
 using namespace kiln;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -80,38 +80,6 @@ std::string export_module(M& m, const Tensor& example, const onnx::ExportOptions
   CapturedGraph g =
       capture(m, [&](const std::vector<Tensor>& x) { return std::vector<Tensor>{m.forward(x[0])}; }, {example});
   return onnx::export_bytes(g, o);
-}
-
-bool have_onnxruntime() {
-  static const bool ok = std::system("python3 -c 'import onnx, onnxruntime' > /dev/null 2>&1") == 0;
-  return ok;
-}
-
-/// Checks the model with onnx.checker and runs it with ONNX Runtime on x (f32); the output.
-Tensor run_onnxruntime(const std::string& model, const Tensor& x, const Shape& out_shape) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln_export_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path mp = dir / "model.onnx", ip = dir / "in.bin", op = dir / "out.bin", sp = dir / "run.py";
-  std::ofstream(mp, std::ios::binary).write(model.data(), static_cast<std::streamsize>(model.size()));
-  std::vector<float> xv = x.to(Device::cpu()).to_vector<float>();
-  std::ofstream(ip, std::ios::binary).write(reinterpret_cast<const char*>(xv.data()), xv.size() * 4);
-  std::ofstream(sp) << "import sys, numpy as np, onnx, onnxruntime as ort\n"
-                       "m = onnx.load(sys.argv[1]); onnx.checker.check_model(m, full_check=True)\n"
-                       "shape = [int(s) for s in sys.argv[4].split(',')]\n"
-                       "x = np.fromfile(sys.argv[2], dtype=np.float32).reshape(shape)\n"
-                       "s = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
-                       "y = s.run(None, {s.get_inputs()[0].name: x})[0]\n"
-                       "y.astype(np.float32).tofile(sys.argv[3])\n";
-  std::string shape;
-  for (int64_t d : x.shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-  const std::string cmd =
-      "python3 " + sp.string() + " " + mp.string() + " " + ip.string() + " " + op.string() + " " + shape;
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream f(op, std::ios::binary);
-  std::vector<float> y(static_cast<size_t>(shape_numel(out_shape)));
-  f.read(reinterpret_cast<char*>(y.data()), static_cast<std::streamsize>(y.size() * 4));
-  fs::remove_all(dir);
-  return tensor(y, out_shape);
 }
 
 /// Elementwise ops, views (transpose, narrow, unsqueeze, reshape), cat, reductions, where,
@@ -177,10 +145,10 @@ TEST(OnnxExport, FashionMnistModelWithBatchNorm) {
     EXPECT_LE(d, 1e-5f) << "batch " << b;
     std::cout << "fashion-mnist batch " << b << " max deviation " << d << "\n";
   }
-  if (!have_onnxruntime()) return;
+  if (!test::have_onnxruntime()) return;
   for (int64_t b : {1, 4}) {
     Tensor x = rand({b, 1, 28, 28});
-    const float d = max_diff(run_onnxruntime(bytes, x, {b, 10}), m.forward(x));
+    const float d = max_diff(test::run_onnxruntime(bytes, x, {b, 10}), m.forward(x));
     EXPECT_LE(d, 1e-5f) << "onnxruntime batch " << b;
     std::cout << "fashion-mnist onnxruntime batch " << b << " max deviation " << d << "\n";
   }
@@ -202,10 +170,10 @@ TEST(OnnxExport, TransformerEncoderLayer) {
     EXPECT_LE(d, 1e-5f) << "batch " << b << "\n" << g.str();
     std::cout << "transformer encoder layer batch " << b << " max deviation " << d << "\n";
   }
-  if (!have_onnxruntime()) return;
+  if (!test::have_onnxruntime()) return;
   for (int64_t b : {1, 4}) {
     Tensor x = randn({b, 5, 16});
-    const float d = max_diff(run_onnxruntime(bytes, x, {b, 5, 16}), layer.forward(x));
+    const float d = max_diff(test::run_onnxruntime(bytes, x, {b, 5, 16}), layer.forward(x));
     EXPECT_LE(d, 1e-5f) << "onnxruntime batch " << b;
     std::cout << "transformer encoder layer onnxruntime batch " << b << " max deviation " << d << "\n";
   }
@@ -293,7 +261,7 @@ TEST(OnnxExport, ReshapeThatFixesADynamicAxisIsAnError) {
 }
 
 TEST(OnnxExport, OnnxRuntimeRunsMlpAndCnnWithADynamicBatch) {
-  if (!have_onnxruntime())
+  if (!test::have_onnxruntime())
     GTEST_SKIP() << "python3 packages onnx and onnxruntime are not installed "
                     "(pip install onnx onnxruntime; scripts/install-deps.sh does)";
   manual_seed(4);
@@ -305,11 +273,11 @@ TEST(OnnxExport, OnnxRuntimeRunsMlpAndCnnWithADynamicBatch) {
   const std::string ob = onnx::export_bytes(capture(ops_fn, {randn({3, 4, 6})}), {.dynamic = {{"input", {0}}}});
   for (int64_t b : {1, 6}) {
     Tensor x = randn({b, 6});
-    const float dm = max_diff(run_onnxruntime(mb, x, {b, 4}), mlp.forward(x));
+    const float dm = max_diff(test::run_onnxruntime(mb, x, {b, 4}), mlp.forward(x));
     Tensor xi = randn({b, 1, 8, 8});
-    const float dc = max_diff(run_onnxruntime(cb, xi, {b, 10}), cnn.forward(xi));
+    const float dc = max_diff(test::run_onnxruntime(cb, xi, {b, 10}), cnn.forward(xi));
     Tensor xo = randn({b + 1, 4, 6});
-    const float dop = max_diff(run_onnxruntime(ob, xo, {b + 1, 4}), ops_fn({xo})[0]);
+    const float dop = max_diff(test::run_onnxruntime(ob, xo, {b + 1, 4}), ops_fn({xo})[0]);
     EXPECT_LE(dop, 1e-5f) << "ops batch " << b + 1;
     EXPECT_LE(dm, 1e-5f) << "mlp batch " << b;
     EXPECT_LE(dc, 1e-5f) << "cnn batch " << b;
