@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Shape and dtype inference for the fft family (ops.def documents the attributes). Complex
 // operands are real tensors with a trailing dim of 2 (re, im); `dim` indexes the complex shape.
+#include "ir/attrs.h"
 #include "ir/infer_families.h"
 #include "kiln/error.h"
 
@@ -31,15 +32,16 @@ void infer_fft(Op& op) {
   switch (op.kind) {
     case OpKind::Fft: {
       KILN_CHECK(op.attrs.ints.size() >= 2, name, "expects ints {dim, inverse}");
-      check_complex(op, x, op.attrs.ints[0]);
-      KILN_CHECK(x.shape[static_cast<size_t>(op.attrs.ints[0])] >= 1, name,
-                 "invalid number of data points (0) along dim " << op.attrs.ints[0] << " of " << x.shape);
+      const int64_t d = FftAttrs::decode(op).dim;
+      check_complex(op, x, d);
+      KILN_CHECK(x.shape[static_cast<size_t>(d)] >= 1, name,
+                 "invalid number of data points (0) along dim " << d << " of " << x.shape);
       op.outputs = {contiguous_desc(x.shape, x.dtype)};
       return;
     }
     case OpKind::Rfft: {
       KILN_CHECK(op.attrs.ints.size() >= 1, name, "expects ints {dim}");
-      const int64_t r = static_cast<int64_t>(x.shape.size()), d = op.attrs.ints[0];
+      const int64_t r = static_cast<int64_t>(x.shape.size()), d = FftAttrs::decode(op).dim;
       KILN_CHECK(d >= 0 && d < r, name, "dim " << d << " out of range for shape " << x.shape);
       const int64_t n = x.shape[static_cast<size_t>(d)];
       KILN_CHECK(n >= 1, name, "invalid number of data points (0) along dim " << d << " of " << x.shape);
@@ -51,7 +53,8 @@ void infer_fft(Op& op) {
     }
     case OpKind::Irfft: {
       KILN_CHECK(op.attrs.ints.size() >= 2, name, "expects ints {dim, n}");
-      const int64_t d = op.attrs.ints[0], n = op.attrs.ints[1];
+      const FftAttrs a = FftAttrs::decode(op);
+      const int64_t d = a.dim, n = a.n;
       check_complex(op, x, d);
       KILN_CHECK(n >= 1, name, "invalid number of data points (" << n << ") for input " << x.shape);
       Shape s = x.shape;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "ir/attrs.h"
 #include "kiln/ops.h"
 #include "ops/dispatch.h"
 
@@ -69,20 +70,23 @@ Tensor resize_dim(const Tensor& x, int64_t d, int64_t n) {
 Tensor c2c(const char* api, const Tensor& z, int64_t d, const std::string& norm, bool inverse) {
   const int64_t n = z.size(d);
   check_n(api, n);
-  ir::Op op = make_op(OpKind::Fft, {d, inverse ? 1 : 0}, {norm_scale(api, norm, n, inverse)}, z.dtype());
+  ir::Op op = make_op(OpKind::Fft, {}, {}, z.dtype());
+  ir::FftAttrs{.dim = d, .inverse = inverse, .scale = norm_scale(api, norm, n, inverse)}.encode(op);
   return run1(api, op, {z});
 }
 
 Tensor r2c(const char* api, const Tensor& x, int64_t d, const std::string& norm) {
   const int64_t n = x.size(d);
   check_n(api, n);
-  ir::Op op = make_op(OpKind::Rfft, {d}, {norm_scale(api, norm, n, false)}, x.dtype());
+  ir::Op op = make_op(OpKind::Rfft, {}, {}, x.dtype());
+  ir::FftAttrs{.dim = d, .scale = norm_scale(api, norm, n, false)}.encode(op);
   return run1(api, op, {x});
 }
 
 Tensor c2r(const char* api, const Tensor& z, int64_t d, int64_t n, const std::string& norm) {
   check_n(api, n);
-  ir::Op op = make_op(OpKind::Irfft, {d, n}, {norm_scale(api, norm, n, true)}, z.dtype());
+  ir::Op op = make_op(OpKind::Irfft, {}, {}, z.dtype());
+  ir::FftAttrs{.dim = d, .n = n, .scale = norm_scale(api, norm, n, true)}.encode(op);
   return run1(api, op, {z});
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -64,25 +65,26 @@ void register_fft_grads() {
   // Fft(z) ints = {dim, inverse}, reals = {scale}.
   rule(K::Fft, kSaveNothing, [](C c) -> V {
     if (!c.needs(0) || !c.grads[0].defined()) return {Tensor()};
-    const int64_t d = c.op.attrs.ints[0];
-    const bool inverse = c.op.attrs.ints[1] != 0;
-    return {dft(c.grads[0], d, !inverse, c.op.attrs.reals[0])};
+    const ir::FftAttrs a = ir::FftAttrs::decode(c.op);
+    return {dft(c.grads[0], a.dim, !a.inverse, a.scale)};
   });
 
   // Rfft(x real [..., n, ...]) ints = {dim}, reals = {scale} -> complex [..., n/2+1, ..., 2].
   rule(K::Rfft, kSaveNothing, [](C c) -> V {
     if (!c.needs(0) || !c.grads[0].defined()) return {Tensor()};
-    const int64_t d = c.op.attrs.ints[0];
+    const ir::FftAttrs a = ir::FftAttrs::decode(c.op);
+    const int64_t d = a.dim;
     const int64_t n = c.op.inputs[0].shape[static_cast<size_t>(d)];
     Tensor g = resize_dim(c.grads[0], d, n);
-    return {dft(g, d, /*inverse=*/true, c.op.attrs.reals[0]).select(-1, 0)};
+    return {dft(g, d, /*inverse=*/true, a.scale).select(-1, 0)};
   });
 
   // Irfft(z [..., m, ..., 2]) ints = {dim, n}, reals = {scale} -> real [..., n, ...].
   rule(K::Irfft, kSaveNothing, [](C c) -> V {
     if (!c.needs(0) || !c.grads[0].defined()) return {Tensor()};
-    const int64_t d = c.op.attrs.ints[0], n = c.op.attrs.ints[1];
-    const double s = c.op.attrs.reals[0];
+    const ir::FftAttrs a = ir::FftAttrs::decode(c.op);
+    const int64_t d = a.dim, n = a.n;
+    const double s = a.scale;
     const int64_t m = c.op.inputs[0].shape[static_cast<size_t>(d)];
     const Tensor& g = c.grads[0];
     Tensor G = fft::rfft(g, std::nullopt, d, "backward");  // [..., n/2+1, ..., 2], unscaled

@@ -28,6 +28,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/reduce_util.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -475,9 +476,10 @@ template <class S, class C>
 void fft_typed(const ir::Op& op, void* const* in, void* const* out) {
   int64_t ims;
   const ir::TensorDesc cv = complex_view(op.inputs[0], ims);
-  const int64_t dim = op.attrs.ints[0];
-  const bool inverse = op.attrs.ints[1] != 0;
-  const C scale = static_cast<C>(op.attrs.reals[0]);
+  const ir::FftAttrs a = ir::FftAttrs::decode(op);
+  const int64_t dim = a.dim;
+  const bool inverse = a.inverse;
+  const C scale = static_cast<C>(a.scale);
   const C sgn = inverse ? C(-1) : C(1), sc_im = sgn * scale;
   red::LinePlan lp(cv, dim);
   const int64_t n = lp.len, nin = lp.inner.numel, st = lp.stride;
@@ -510,8 +512,9 @@ void fft_typed(const ir::Op& op, void* const* in, void* const* out) {
 template <class S, class C>
 void rfft_typed(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& xd = op.inputs[0];
-  const int64_t dim = op.attrs.ints[0];
-  const C scale = static_cast<C>(op.attrs.reals[0]);
+  const ir::FftAttrs a = ir::FftAttrs::decode(op);
+  const int64_t dim = a.dim;
+  const C scale = static_cast<C>(a.scale);
   red::LinePlan lp(xd, dim);
   const int64_t n = lp.len, nin = lp.inner.numel, mo = n / 2 + 1, st = lp.stride, h = n / 2;
   const bool packed = n % 2 == 0 && n >= 2;
@@ -560,8 +563,9 @@ template <class S, class C>
 void irfft_typed(const ir::Op& op, void* const* in, void* const* out) {
   int64_t ims;
   const ir::TensorDesc cv = complex_view(op.inputs[0], ims);
-  const int64_t dim = op.attrs.ints[0], n = op.attrs.ints[1];
-  const C scale = static_cast<C>(op.attrs.reals[0]);
+  const ir::FftAttrs a = ir::FftAttrs::decode(op);
+  const int64_t dim = a.dim, n = a.n;
+  const C scale = static_cast<C>(a.scale);
   red::LinePlan lp(cv, dim);
   const int64_t nin = lp.inner.numel, h = n / 2, nb = std::min(lp.len, h + 1), st = lp.stride;
   const bool packed = n % 2 == 0 && n >= 2;
@@ -630,15 +634,15 @@ bool needs_f64(int64_t n, bool real) { return !is_smooth(real && n % 2 == 0 ? n 
 }  // namespace
 
 void k_Fft(const ir::Op& op, void* const* in, void* const* out) {
-  const int64_t n = op.inputs[0].shape[static_cast<size_t>(op.attrs.ints[0])];
+  const int64_t n = op.inputs[0].shape[static_cast<size_t>(ir::FftAttrs::decode(op).dim)];
   KILN_FFT_DISPATCH(fft_typed, op.inputs[0].dtype, n, false);
 }
 void k_Rfft(const ir::Op& op, void* const* in, void* const* out) {
-  const int64_t n = op.inputs[0].shape[static_cast<size_t>(op.attrs.ints[0])];
+  const int64_t n = op.inputs[0].shape[static_cast<size_t>(ir::FftAttrs::decode(op).dim)];
   KILN_FFT_DISPATCH(rfft_typed, op.inputs[0].dtype, n, true);
 }
 void k_Irfft(const ir::Op& op, void* const* in, void* const* out) {
-  KILN_FFT_DISPATCH(irfft_typed, op.inputs[0].dtype, op.attrs.ints[1], true);
+  KILN_FFT_DISPATCH(irfft_typed, op.inputs[0].dtype, ir::FftAttrs::decode(op).n, true);
 }
 
 }  // namespace kiln::cpu
