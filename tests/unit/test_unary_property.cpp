@@ -54,6 +54,15 @@ struct FloatOp {
   double atol = 0;
   ir::OpKind kind = ir::OpKind::Copy;  // Copy: no kernel-level run
   std::vector<double> reals = {};
+  /// The op (kind, real attributes, one f32 input and output) for the kernel-level runs.
+  ir::Op ir_op() const {
+    ir::Op k;
+    k.kind = kind;
+    k.attrs.reals.assign(reals.begin(), reals.end());
+    k.inputs = {ir::contiguous_desc({1}, DType::F32)};
+    k.outputs = {ir::contiguous_desc({1}, DType::F32)};
+    return k;
+  }
   std::string check(float got, double x) const {
     return mismatch(got, ref(x), ulps, atol > 0 && std::isfinite(x) ? atol * std::max(1.0, std::fabs(x)) : 0.0);
   }
@@ -224,9 +233,7 @@ TEST(UnaryProperty, VectorKernelInPlace) {
   test::at_every_simd_level([] {
     for (const FloatOp& op : float_ops()) {
       if (op.kind == ir::OpKind::Copy) continue;
-      ir::Op k;
-      k.kind = op.kind;
-      k.attrs.reals.assign(op.reals.begin(), op.reals.end());
+      const ir::Op k = op.ir_op();
       for (int64_t n : lengths()) {
         const std::vector<float> v = float_values(n, static_cast<uint32_t>(n) + 3);
         std::vector<float> in_place = v, out(v.size());
@@ -249,11 +256,7 @@ TEST(UnaryProperty, ProgramInstructionInPlace) {
   test::at_every_simd_level([] {
     for (const FloatOp& op : float_ops()) {
       if (op.kind == ir::OpKind::Copy) continue;
-      ir::Op k;
-      k.kind = op.kind;
-      k.attrs.reals.assign(op.reals.begin(), op.reals.end());
-      k.inputs = {ir::contiguous_desc({1}, DType::F32)};
-      k.outputs = {ir::contiguous_desc({1}, DType::F32)};
+      const ir::Op k = op.ir_op();
       cpu::vec::PInstr ins;
       if (!cpu::vec::program_supports(k, &ins)) continue;
       cpu::vec::PInstr load, store;
