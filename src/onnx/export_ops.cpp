@@ -230,8 +230,29 @@ void Lowering::elementwise() {
       e.node("Mod", names, {attr_int("fmod", 1)}, {out()});
       break;
     case OpKind::Remainder:
-      if (is_floating(dt)) unsupported("for floating dtypes");
-      e.node("Mod", names, {attr_int("fmod", 0)}, {out()});
+      if (is_floating(dt)) {  // a - floor(a / b) * b, the sign of the divisor
+        const std::string q = e.node("Floor", {e.node("Div", names)});
+        e.node("Sub", {names[0], e.node("Mul", {q, names[1]})}, {}, {out()});
+      } else {
+        e.node("Mod", names, {attr_int("fmod", 0)}, {out()});
+      }
+      break;
+    case OpKind::FloorDiv:
+      if (!is_floating(dt)) unsupported("for integer dtypes");
+      e.node("Floor", {e.node("Div", names)}, {}, {out()});
+      break;
+    case OpKind::Hypot:
+      e.node("Sqrt", {e.node("Add", {e.node("Mul", {names[0], names[0]}), e.node("Mul", {names[1], names[1]})})}, {},
+             {out()});
+      break;
+    case OpKind::LogAddExp: {  // max(a, b) + log(1 + exp(-|a - b|))
+      const std::string d = e.node("Neg", {e.node("Abs", {e.node("Sub", names)})});
+      const std::string l = e.node("Log", {e.node("Add", {e.node("Exp", {d}), e.scalar(1, dt)})});
+      e.node("Add", {e.node("Max", names), l}, {}, {out()});
+      break;
+    }
+    case OpKind::Lerp:  // start + weight * (end - start)
+      e.node("Add", {names[0], e.node("Mul", {names[2], e.node("Sub", {names[1], names[0]})})}, {}, {out()});
       break;
     default: {
       const char* d = direct_op(op.kind);
@@ -283,6 +304,26 @@ void Lowering::unary_composite() {
     case OpKind::Mish:
       y = e.node("Mul", {x.name, e.node("Tanh", {e.node("Softplus", {x.name})})}, {}, {out()});
       break;
+    case OpKind::Round:
+      if (!op.attrs.ints.empty() && op.attrs.ints[0] != 0) unsupported("with decimals");
+      y = e.node("Round", {x.name}, {}, {out()});
+      break;
+    case OpKind::IsInf: {
+      const int64_t which = op.attrs.ints.empty() ? 0 : op.attrs.ints[0];
+      y = e.node("IsInf", {x.name}, {attr_int("detect_positive", which >= 0), attr_int("detect_negative", which <= 0)},
+                 {out()});
+      break;
+    }
+    case OpKind::IsFinite:
+      y = e.node("Not", {e.node("Or", {e.node("IsNaN", {x.name}), e.node("IsInf", {x.name})})}, {}, {out()});
+      break;
+    case OpKind::GeluTanh: {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+      const std::string x3 = e.node("Mul", {e.node("Mul", {x.name, x.name}), x.name});
+      const std::string in = e.node("Add", {x.name, e.node("Mul", {x3, c(0.044715)})});
+      const std::string t = e.node("Tanh", {e.node("Mul", {in, c(std::sqrt(2.0 / M_PI))})});
+      y = e.node("Mul", {e.node("Mul", {x.name, c(0.5)}), e.node("Add", {t, c(1)})}, {}, {out()});
+      break;
+    }
     case OpKind::Softplus:
       if (op.attrs.reals[0] != 1) unsupported("with beta != 1");
       y = e.node("Softplus", {x.name}, {}, {out()});
@@ -552,13 +593,18 @@ void Lowering::run() {
     case ir::Family::Unary:
     case ir::Family::Binary:
     case ir::Family::Ternary:
-      if (op.kind == OpKind::Lerp || op.kind == OpKind::Bernoulli) unsupported();
+      if (op.kind == OpKind::Bernoulli) unsupported("(random ops cannot be exported)");
       return elementwise();
     case ir::Family::Reduce:
       return reduce();
     case ir::Family::Scan: {
-      if (op.kind != OpKind::Softmax && op.kind != OpKind::LogSoftmax) unsupported();
       const Named x = in(0);
+      if (op.kind == OpKind::CumSum) {
+        if (op.attrs.dtype != op.inputs[0].dtype) unsupported("with a dtype conversion");
+        e.node("CumSum", {x.name, e.scalar(static_cast<double>(op.attrs.ints[0]), DType::I64)}, {}, {out()});
+        return define(x.dynamic);
+      }
+      if (op.kind != OpKind::Softmax && op.kind != OpKind::LogSoftmax) unsupported();
       e.node(op.kind == OpKind::Softmax ? "Softmax" : "LogSoftmax", {x.name}, {attr_int("axis", op.attrs.ints[0])},
              {out()});
       return define(x.dynamic);

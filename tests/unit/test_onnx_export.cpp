@@ -235,8 +235,9 @@ TEST(OnnxExport, GatherAndFill) {
 
 TEST(OnnxExport, UnsupportedOpIsNamed) {
   CapturedGraph g =
-      capture([](const std::vector<Tensor>& x) { return std::vector<Tensor>{cumsum(x[0], 0)}; }, {ones({3})});
-  test::expect_error([&] { onnx::export_bytes(g); }, "onnx export", "the Kiln op CumSum has no ONNX form");
+      capture([](const std::vector<Tensor>& x) { return std::vector<Tensor>{cumprod(x[0], 0)}; }, {ones({3})});
+  test::expect_error([&] { onnx::export_bytes(g); }, "onnx export",
+                     "node 0 (CumProd): the Kiln op CumProd has no ONNX form");
 }
 
 TEST(OnnxExport, ReshapeThatFixesADynamicAxisIsAnError) {
