@@ -138,7 +138,7 @@ LinalgAttrs LinalgAttrs::decode(const Op& op) {
       break;
     case OpKind::TriangularSolve:
       a.upper = int_at(op, 0) != 0;
-      a.left = int_at(op, 1) != 0;
+      a.left = int_at(op, 1, 1) != 0;
       a.unitriangular = int_at(op, 2) != 0;
       break;
     default:

@@ -2,14 +2,13 @@
 // Shape and dtype inference for the linalg family (ops.def documents the attributes).
 #include <algorithm>
 
+#include "ir/attrs.h"
 #include "ir/infer_families.h"
 #include "kiln/error.h"
 
 namespace kiln::ir {
 
 namespace {
-
-int64_t attr(const Op& op, size_t i, int64_t dflt) { return op.attrs.ints.size() > i ? op.attrs.ints[i] : dflt; }
 
 /// Checks a batched float matrix input and returns its batch shape; m, n are its last two dims.
 Shape matrix_batch(const Op& op, const TensorDesc& a, int64_t& m, int64_t& n) {
@@ -59,7 +58,7 @@ void infer_linalg(Op& op) {
       out(batch, DType::I64);
       return;
     case OpKind::Qr: {
-      int64_t mode = attr(op, 0, 0);
+      const int64_t mode = LinalgAttrs::decode(op).qr_mode;
       KILN_CHECK(mode >= 0 && mode <= 2, name, "mode must be 0 (reduced), 1 (complete) or 2 (r), got " << mode);
       if (mode == 2) {
         out(Shape{0}, dt);
@@ -74,7 +73,8 @@ void infer_linalg(Op& op) {
       return;
     }
     case OpKind::Svd: {
-      bool full = attr(op, 0, 1) != 0, uv = attr(op, 1, 1) != 0;
+      const LinalgAttrs at = LinalgAttrs::decode(op);
+      const bool full = at.full_matrices, uv = at.compute_uv;
       out(uv ? with(batch, {m, full ? m : k}) : Shape{0}, dt);
       out(with(batch, {k}), dt);
       out(uv ? with(batch, {full ? n : k, n}) : Shape{0}, dt);
@@ -83,7 +83,7 @@ void infer_linalg(Op& op) {
     case OpKind::Eigh:
       check_square(op, a, m, n);
       out(with(batch, {n}), dt);
-      out(attr(op, 1, 1) != 0 ? a.shape : Shape{0}, dt);
+      out(LinalgAttrs::decode(op).compute_v ? a.shape : Shape{0}, dt);
       return;
     case OpKind::TriangularSolve: {
       check_square(op, a, m, n);
@@ -91,7 +91,7 @@ void infer_linalg(Op& op) {
       KILN_CHECK(b.dtype == dt, name,
                  "expected b to have a's dtype " << dtype_name(dt).data() << ", got " << dtype_name(b.dtype).data());
       KILN_CHECK(b.shape.size() >= 2, name, "expected b with 2 or more dims, got shape " << b.shape);
-      bool left = attr(op, 1, 1) != 0;
+      const bool left = LinalgAttrs::decode(op).left;
       int64_t br = b.shape[b.shape.size() - 2], bc = b.shape[b.shape.size() - 1];
       KILN_CHECK(left ? br == n : bc == n, name,
                  "incompatible shapes a " << a.shape << " and b " << b.shape << " for a " << (left ? "left" : "right")

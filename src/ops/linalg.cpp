@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/attrs.h"
 #include "kiln/matmul.h"
 #include "ops/dispatch.h"
 
@@ -179,14 +180,16 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
              "incompatible shapes of A " << A.shape() << " and B " << B.shape() << " for the equation "
                                          << (left ? "AX = B" : "XA = B"));
   broadcast_shapes(batch_shape(A), batch_shape(B), api);
-  ir::Op op = make_op(OpKind::TriangularSolve, {upper ? 1 : 0, left ? 1 : 0, unitriangular ? 1 : 0});
+  ir::Op op = make_op(OpKind::TriangularSolve);
+  ir::LinalgAttrs{.upper = upper, .left = left, .unitriangular = unitriangular}.encode(op);
   return detail::run(api, op, A.device(), {A, B})[0];
 }
 
 Tensor cholesky(const Tensor& A, bool upper) {
   const char* api = "linalg.cholesky";
   check_matrix(api, A, true);
-  ir::Op op = make_op(OpKind::Cholesky, {upper ? 1 : 0});
+  ir::Op op = make_op(OpKind::Cholesky);
+  ir::LinalgAttrs{.upper = upper}.encode(op);
   auto r = detail::run(api, op, A.device(), {A});
   auto [b, k] = first_failure(r[1]);
   KILN_CHECK(b < 0, api,
@@ -204,7 +207,8 @@ QrResult qr(const Tensor& A, const std::string& mode) {
              "qr received unrecognized mode '" << mode
                                                << "' but expected one of 'reduced' (default), "
                                                   "'r', or 'complete'");
-  ir::Op op = make_op(OpKind::Qr, {md});
+  ir::Op op = make_op(OpKind::Qr);
+  ir::LinalgAttrs{.qr_mode = md}.encode(op);
   auto r = detail::run(api, op, A.device(), {A});
   return {r[0], r[1]};
 }
@@ -212,7 +216,8 @@ QrResult qr(const Tensor& A, const std::string& mode) {
 SvdResult svd(const Tensor& A, bool full_matrices) {
   const char* api = "linalg.svd";
   check_matrix(api, A, false);
-  ir::Op op = make_op(OpKind::Svd, {full_matrices ? 1 : 0, 1});
+  ir::Op op = make_op(OpKind::Svd);
+  ir::LinalgAttrs{.full_matrices = full_matrices, .compute_uv = true}.encode(op);
   auto r = detail::run(api, op, A.device(), {A});
   return {r[0], r[1], r[2]};
 }
@@ -220,7 +225,8 @@ SvdResult svd(const Tensor& A, bool full_matrices) {
 Tensor svdvals(const Tensor& A) {
   const char* api = "linalg.svdvals";
   check_matrix(api, A, false);
-  ir::Op op = make_op(OpKind::Svd, {0, 0});
+  ir::Op op = make_op(OpKind::Svd);
+  ir::LinalgAttrs{.full_matrices = false, .compute_uv = false}.encode(op);
   return detail::run(api, op, A.device(), {A})[1];
 }
 
@@ -234,7 +240,8 @@ int64_t uplo_flag(const char* api, const std::string& UPLO) {
 EighResult eigh(const Tensor& A, const std::string& UPLO) {
   const char* api = "linalg.eigh";
   check_matrix(api, A, true);
-  ir::Op op = make_op(OpKind::Eigh, {uplo_flag(api, UPLO), 1});
+  ir::Op op = make_op(OpKind::Eigh);
+  ir::LinalgAttrs{.upper = uplo_flag(api, UPLO) != 0, .compute_v = true}.encode(op);
   auto r = detail::run(api, op, A.device(), {A});
   return {r[0], r[1]};
 }
@@ -242,7 +249,8 @@ EighResult eigh(const Tensor& A, const std::string& UPLO) {
 Tensor eigvalsh(const Tensor& A, const std::string& UPLO) {
   const char* api = "linalg.eigvalsh";
   check_matrix(api, A, true);
-  ir::Op op = make_op(OpKind::Eigh, {uplo_flag(api, UPLO), 0});
+  ir::Op op = make_op(OpKind::Eigh);
+  ir::LinalgAttrs{.upper = uplo_flag(api, UPLO) != 0, .compute_v = false}.encode(op);
   return detail::run(api, op, A.device(), {A})[0];
 }
 

@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -183,14 +184,14 @@ void register_linalg_grads() {
   // Cholesky ints = {upper} -> (L or U, info).
   rule(K::Cholesky, kSaveOutputs, [](C c) -> V {
     if (!c.needs(0) || !c.grads[0].defined()) return {Tensor()};
-    return {cholesky_backward(c.grads[0], c.outputs[0], c.op.attrs.ints[0] != 0)};
+    return {cholesky_backward(c.grads[0], c.outputs[0], ir::LinalgAttrs::decode(c.op).upper)};
   });
 
   // Qr ints = {mode: 0 reduced, 1 complete, 2 r} -> (Q, R).
   rule(K::Qr, kSaveOutputs, [](C c) -> V {
     const Tensor &gQ = c.grads[0], &gR = c.grads[1];
     if (!c.needs(0) || (!gQ.defined() && !gR.defined())) return {Tensor()};
-    const int64_t mode = c.op.attrs.ints[0];
+    const int64_t mode = ir::LinalgAttrs::decode(c.op).qr_mode;
     KILN_CHECK(mode != 2, "linalg.qr",
                "the derivative of linalg.qr depends on Q, which is not computed when mode='r'; use mode='reduced' "
                "to differentiate through linalg.qr");
@@ -205,7 +206,8 @@ void register_linalg_grads() {
   // Svd ints = {full_matrices, compute_uv} -> (U, S, Vh). Without compute_uv (svdvals) the rule
   // recomputes the reduced factors from the saved input.
   rule(K::Svd, kSaveBoth, [](C c) -> V {
-    const bool full = c.op.attrs.ints[0] != 0, uv = c.op.attrs.ints[1] != 0;
+    const ir::LinalgAttrs a = ir::LinalgAttrs::decode(c.op);
+    const bool full = a.full_matrices, uv = a.compute_uv;
     Tensor gU = uv ? c.grads[0] : Tensor(), gS = c.grads[1], gVh = uv ? c.grads[2] : Tensor();
     if (!c.needs(0) || (!gU.defined() && !gS.defined() && !gVh.defined())) return {Tensor()};
     Tensor U = c.outputs[0], S = c.outputs[1], Vh = c.outputs[2];
@@ -227,8 +229,8 @@ void register_linalg_grads() {
   // Eigh ints = {upper, compute_v} -> (eigenvalues, eigenvectors). Without compute_v
   // (eigvalsh) the rule recomputes the eigenvectors from the saved input.
   rule(K::Eigh, kSaveBoth, [](C c) -> V {
-    const bool upper = c.op.attrs.ints[0] != 0;
-    const bool cv = c.op.attrs.ints.size() < 2 || c.op.attrs.ints[1] != 0;
+    const ir::LinalgAttrs a = ir::LinalgAttrs::decode(c.op);
+    const bool upper = a.upper, cv = a.compute_v;
     Tensor gw = c.grads[0], gV = cv ? c.grads[1] : Tensor();
     if (!c.needs(0) || (!gw.defined() && !gV.defined())) return {Tensor()};
     Tensor w = c.outputs[0], Vm = c.outputs[1];
@@ -240,7 +242,8 @@ void register_linalg_grads() {
   // TriangularSolve(a, b) ints = {upper, left, unitriangular} -> x (batch dims broadcast).
   // left: gB = A^-T gX, gA = -gB X^T; right: gB = gX A^-T, gA = -X^T gB; gA keeps A's triangle.
   rule(K::TriangularSolve, kSaveBoth, [](C c) -> V {
-    const bool upper = c.op.attrs.ints[0] != 0, left = c.op.attrs.ints[1] != 0, unit = c.op.attrs.ints[2] != 0;
+    const ir::LinalgAttrs a = ir::LinalgAttrs::decode(c.op);
+    const bool upper = a.upper, left = a.left, unit = a.unitriangular;
     if (!c.grads[0].defined() || (!c.needs(0) && !c.needs(1))) return {Tensor(), Tensor()};
     const Tensor& A = c.inputs[0];
     const Tensor& X = c.outputs[0];

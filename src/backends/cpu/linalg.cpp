@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/linalg_util.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -74,7 +75,7 @@ void cholesky(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& a = op.inputs[0];
   const Shape batch = batch_of(a);
   const int64_t n = a.shape.back(), nb = shape_numel(batch);
-  const bool upper = !op.attrs.ints.empty() && op.attrs.ints[0] != 0;
+  const bool upper = ir::LinalgAttrs::decode(op).upper;
   std::vector<int64_t> offs = batch_offsets(a, batch);
   const T* src = reinterpret_cast<const T*>(base_ptr(in[0], a));
   T* res = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
@@ -113,9 +114,8 @@ void triangular_solve(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& od = op.outputs[0];
   const Shape batch = batch_of(od);
   const int64_t nb = shape_numel(batch), n = a.shape.back();
-  const auto& at = op.attrs.ints;
-  const bool upper0 = at.size() > 0 && at[0] != 0, left = at.size() < 2 || at[1] != 0,
-             unit = at.size() > 2 && at[2] != 0;
+  const ir::LinalgAttrs at = ir::LinalgAttrs::decode(op);
+  const bool upper0 = at.upper, left = at.left, unit = at.unitriangular;
   // A right solve x a = b is the left solve a^T x^T = b^T: transpose both on load.
   const bool upper = left ? upper0 : !upper0;
   const int64_t k = left ? od.shape.back() : od.shape[od.shape.size() - 2];
@@ -159,7 +159,7 @@ void qr(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& a = op.inputs[0];
   const Shape batch = batch_of(a);
   const int64_t m = a.shape[a.shape.size() - 2], n = a.shape.back(), k = std::min(m, n), nb = shape_numel(batch);
-  const int64_t mode = op.attrs.ints.empty() ? 0 : op.attrs.ints[0];
+  const int64_t mode = ir::LinalgAttrs::decode(op).qr_mode;
   const int64_t qc = mode == 1 ? m : k;  // columns of Q
   const int64_t rr = mode == 1 ? m : k;  // rows of R
   std::vector<int64_t> offs = batch_offsets(a, batch);

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/linalg_util.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -100,8 +101,8 @@ void svd(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& a = op.inputs[0];
   const Shape batch = batch_of(a);
   const int64_t m = a.shape[a.shape.size() - 2], n = a.shape.back(), k = std::min(m, n), nb = shape_numel(batch);
-  const bool full = op.attrs.ints.empty() || op.attrs.ints[0] != 0;
-  const bool uv = op.attrs.ints.size() < 2 || op.attrs.ints[1] != 0;
+  const ir::LinalgAttrs at = ir::LinalgAttrs::decode(op);
+  const bool full = at.full_matrices, uv = at.compute_uv;
   const int64_t ucols = full ? m : k, vrows = full ? n : k;
   // Work on A (m >= n) or on A^T (m < n): M x N with M >= N, columns contiguous.
   const bool tr = m < n;
@@ -322,8 +323,8 @@ void eigh(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& a = op.inputs[0];
   const Shape batch = batch_of(a);
   const int64_t n = a.shape.back(), nb = shape_numel(batch);
-  const bool upper = !op.attrs.ints.empty() && op.attrs.ints[0] != 0;
-  const bool want_v = op.attrs.ints.size() < 2 || op.attrs.ints[1] != 0;
+  const ir::LinalgAttrs at = ir::LinalgAttrs::decode(op);
+  const bool upper = at.upper, want_v = at.compute_v;
   std::vector<int64_t> offs = batch_offsets(a, batch);
   const T* src = reinterpret_cast<const T*>(base_ptr(in[0], a));
   T* pw = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
