@@ -71,8 +71,6 @@ const char* direct_op(OpKind k) {
       return "Not";
     case OpKind::IsNan:
       return "IsNaN";
-    case OpKind::Copy:
-      return "Identity";
     case OpKind::Add:
       return "Add";
     case OpKind::Sub:
@@ -207,6 +205,18 @@ void Lowering::elementwise() {
     case OpKind::Cast:
       e.node("Cast", names, {attr_int("to", onnx_type(op.attrs.dtype))}, {out()});
       break;
+    case OpKind::Copy: {  // the input, broadcast to the output's shape
+      const Shape& is = shapes[0];
+      const Shape& os = op.outputs[0].shape;
+      if (is == os) return e.define(n.outputs[0], names[0], xs[0].dynamic, xs[0].mult);  // no node
+      std::vector<int64_t> to(os.size(), 1);
+      for (size_t k = 0; k < os.size(); ++k) {
+        const size_t r = os.size() - k;
+        if (r > is.size() || is[is.size() - r] != os[k]) to[k] = os[k];
+      }
+      e.node("Expand", {names[0], e.ints(to)}, {}, {out()});
+      break;
+    }
     case OpKind::LeakyRelu:
       e.node("LeakyRelu", names, {attr_float("alpha", float(op.attrs.reals[0]))}, {out()});
       break;
@@ -554,9 +564,8 @@ void Lowering::creation() {
   } else {
     unsupported("(random ops cannot be exported; call eval() for dropout)");
   }
-  const std::string c = e.initializer("fill", o.dtype, o.shape, std::move(raw));
-  e.node("Identity", {c}, {}, {out()});
-  define(std::vector<bool>(o.shape.size(), false));
+  e.define(this->n.outputs[0], e.initializer("fill", o.dtype, o.shape, std::move(raw)),
+           std::vector<bool>(o.shape.size(), false));
 }
 
 void Lowering::norm() {
