@@ -43,7 +43,7 @@ struct ScatterAttrs {
 /// The Reduce family: ints = {keepdim, dims...}; Var: reals = {correction, sqrt}.
 struct ReduceAttrs {
   bool keepdim = false;
-  Dims dims;
+  Dims dims{};
   double correction = 1;  ///< Var only
   bool sqrt = false;      ///< Var only: the standard deviation
   static ReduceAttrs decode(const Op& op);
@@ -54,7 +54,7 @@ struct ReduceAttrs {
 struct PadAttrs {
   enum Mode : int64_t { kConstant = 0, kReflect = 1, kReplicate = 2, kCircular = 3 };
   int64_t mode = kConstant;
-  Dims pads;
+  Dims pads{};
   double value = 0;
   /// Number of padded dims (pads.size() / 2), counted from the last.
   size_t npad() const { return pads.size() / 2; }
@@ -99,8 +99,8 @@ struct NormAttrs {
 /// AdaptiveAvgPool {nsp, out}; AdaptiveMaxPool {nsp, out, with_indices}; MaxUnpool {nsp, out}.
 struct PoolAttrs {
   int64_t nsp = 0;
-  Dims kernel, stride, padding, dilation;  ///< MaxPool, AvgPool (AvgPool: dilation empty)
-  Dims out;                                ///< the adaptive pools and MaxUnpool
+  Dims kernel{}, stride{}, padding{}, dilation{};  ///< MaxPool, AvgPool (AvgPool: dilation empty)
+  Dims out{};                                      ///< the adaptive pools and MaxUnpool
   bool ceil_mode = false;
   bool with_indices = false;       ///< MaxPool, AdaptiveMaxPool
   bool count_include_pad = false;  ///< AvgPool
@@ -115,13 +115,13 @@ struct PoolAttrs {
 /// clamp's bounds in reals = {lo, hi}.
 struct ConvAttrs {
   int64_t groups = 1, nsp = 1;
-  Dims stride, padding, dilation;
-  Dims output_padding;                          ///< ConvTranspose
-  Dims weight_size;                             ///< ConvWeightGrad: the weight's spatial sizes
-  bool has_epilogue = false;                    ///< Conv: the epilogue int is present (it may be 0)
-  int64_t epilogue = 0;                         ///< kConv* bits
-  Dims pool_kernel, pool_stride, pool_padding;  ///< with kConvMaxPool
-  double clamp_lo = 0, clamp_hi = 0;            ///< with kConvClamp
+  Dims stride{}, padding{}, dilation{};
+  Dims output_padding{};                              ///< ConvTranspose
+  Dims weight_size{};                                 ///< ConvWeightGrad: the weight's spatial sizes
+  bool has_epilogue = false;                          ///< Conv: the epilogue int is present (it may be 0)
+  int64_t epilogue = 0;                               ///< kConv* bits
+  Dims pool_kernel{}, pool_stride{}, pool_padding{};  ///< with kConvMaxPool
+  double clamp_lo = 0, clamp_hi = 0;                  ///< with kConvClamp
 
   /// The number of geometry ints for nsp spatial dims.
   static size_t geometry_ints(int64_t nsp) { return static_cast<size_t>(2 + 3 * nsp); }

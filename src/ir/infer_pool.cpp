@@ -2,6 +2,7 @@
 // Shape and dtype inference for the pool family (ops.def documents the attributes). The
 // frontends in src/ops/pool.cpp check arguments with friendlier messages first; these checks
 // guard ops that arrive by other routes (deserialised, remote).
+#include "ir/attrs.h"
 #include "ir/infer_families.h"
 #include "kiln/error.h"
 
@@ -44,30 +45,31 @@ void infer_pool(Op& op) {
       const bool is_max = op.kind == OpKind::MaxPool;
       const size_t want = 1 + 3 * n + (is_max ? n + 2 : 3);
       KILN_CHECK(a.size() == want, name, "expected " << want << " int attributes, got " << a.size());
-      const bool ceil_mode = a[1 + (is_max ? 4 : 3) * n] != 0;
+      const PoolAttrs pa = PoolAttrs::decode(op);
       for (size_t d = 0; d < n; ++d) {
-        int64_t k = a[1 + d], s = a[1 + n + d], p = a[1 + 2 * n + d], dil = is_max ? a[1 + 3 * n + d] : 1;
+        int64_t k = pa.kernel[d], s = pa.stride[d], p = pa.padding[d], dil = is_max ? pa.dilation[d] : 1;
         KILN_CHECK(k > 0 && s > 0 && dil > 0 && p >= 0, name,
                    "kernel, stride and dilation must be positive and padding non-negative");
         KILN_CHECK(p <= k / 2, name,
                    "pad should be at most half of kernel size, but got pad=" << p << ", kernel_size=" << k);
-        int64_t o = pool_out(x.shape[2 + d], k, p, s, dil, ceil_mode, name);
+        int64_t o = pool_out(x.shape[2 + d], k, p, s, dil, pa.ceil_mode, name);
         KILN_CHECK(o >= 1, name,
                    "input spatial shape " << x.shape << " is too small for the window: output size " << o);
         out.push_back(o);
       }
-      if (is_max) with_indices = a[want - 1] != 0;
+      if (is_max) with_indices = pa.with_indices;
       break;
     }
     case OpKind::AdaptiveAvgPool:
     case OpKind::AdaptiveMaxPool: {
       const size_t want = 1 + n + (op.kind == OpKind::AdaptiveMaxPool ? 1 : 0);
       KILN_CHECK(a.size() == want, name, "expected " << want << " int attributes, got " << a.size());
-      for (size_t d = 0; d < n; ++d) {
-        KILN_CHECK(a[1 + d] >= 0, name, "output size must be non-negative, got " << a[1 + d]);
-        out.push_back(a[1 + d]);
+      const PoolAttrs pa = PoolAttrs::decode(op);
+      for (int64_t o : pa.out) {
+        KILN_CHECK(o >= 0, name, "output size must be non-negative, got " << o);
+        out.push_back(o);
       }
-      if (op.kind == OpKind::AdaptiveMaxPool) with_indices = a[want - 1] != 0;
+      with_indices = pa.with_indices;
       break;
     }
     case OpKind::MaxUnpool: {
@@ -77,9 +79,9 @@ void infer_pool(Op& op) {
       KILN_CHECK(idx.dtype == DType::I64, name, "indices must be int64, got " << dtype_name(idx.dtype).data());
       KILN_CHECK(idx.shape == x.shape, name,
                  "expected indices of the input's shape " << x.shape << ", got " << idx.shape);
-      for (size_t d = 0; d < n; ++d) {
-        KILN_CHECK(a[1 + d] >= 0, name, "output size must be non-negative, got " << a[1 + d]);
-        out.push_back(a[1 + d]);
+      for (int64_t o : PoolAttrs::decode(op).out) {
+        KILN_CHECK(o >= 0, name, "output size must be non-negative, got " << o);
+        out.push_back(o);
       }
       break;
     }

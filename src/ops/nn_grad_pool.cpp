@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 #include "ops/dispatch.h"
 
@@ -58,28 +59,23 @@ Tensor unpool_through(const Tensor& g, const Tensor& indices, const Shape& in, c
   KILN_CHECK(indices.defined() && indices.shape() == g.shape(), op,
              "backward needs the argmax indices, but the op was recorded without them (with_indices = 0)");
   const auto nsp = static_cast<int64_t>(in.size()) - 2;
-  ir::Op u = detail::make_op(ir::OpKind::MaxUnpool, {nsp});
-  for (size_t d = 2; d < in.size(); ++d) u.attrs.ints.push_back(in[d]);
+  ir::Op u = detail::make_op(ir::OpKind::MaxUnpool);
+  ir::PoolAttrs{.nsp = nsp, .out = Dims(in.begin() + 2, in.end())}.encode(u);
   return detail::run1(op, u, {g, indices});
 }
 
 /// Whether no two windows of a MaxPool (attrs as ops.def) share an input element.
-bool max_pool_disjoint(const ir::Attrs& at) {
-  const int64_t nsp = at.ints[0];
-  for (int64_t i = 0; i < nsp; ++i) {
-    const int64_t k = at.ints[static_cast<size_t>(1 + i)], s = at.ints[static_cast<size_t>(1 + nsp + i)];
-    const int64_t dl = at.ints[static_cast<size_t>(1 + 3 * nsp + i)];
-    if (s < dl * (k - 1) + 1) return false;
-  }
+bool max_pool_disjoint(const ir::PoolAttrs& at) {
+  for (int64_t i = 0; i < at.nsp; ++i)
+    if (at.stride[i] < at.dilation[i] * (at.kernel[i] - 1) + 1) return false;
   return true;
 }
 
 /// Whether no two windows of an AdaptiveMaxPool from `in` share an input element (each output
 /// size divides its input size).
-bool adaptive_disjoint(const ir::Attrs& at, const Shape& in) {
-  const int64_t nsp = at.ints[0];
-  for (int64_t i = 0; i < nsp; ++i) {
-    const int64_t o = at.ints[static_cast<size_t>(1 + i)];
+bool adaptive_disjoint(const ir::PoolAttrs& at, const Shape& in) {
+  for (int64_t i = 0; i < at.nsp; ++i) {
+    const int64_t o = at.out[i];
     if (o <= 0 || in[static_cast<size_t>(2 + i)] % o != 0) return false;
   }
   return true;
@@ -98,13 +94,13 @@ Shape spatial_axis(int64_t nsp, int64_t i, int64_t n) {
 }
 
 Tensor avg_pool_grad(C c) {
-  const auto& v = c.op.attrs.ints;
-  const int64_t nsp = v[0];
-  const auto n = static_cast<size_t>(nsp);
-  auto at = [&](size_t block, int64_t i) { return v[1 + block * n + static_cast<size_t>(i)]; };
-  // ints[1 + 3n] = ceil_mode: already reflected in the output size.
-  const bool count_pad = v[2 + 3 * n] != 0;
-  const int64_t divisor = v[3 + 3 * n];
+  const ir::PoolAttrs pa = ir::PoolAttrs::decode(c.op);
+  const int64_t nsp = pa.nsp;
+  const Dims* blocks[3] = {&pa.kernel, &pa.stride, &pa.padding};
+  auto at = [&](size_t block, int64_t i) { return (*blocks[block])[i]; };
+  // ceil_mode is already reflected in the output size.
+  const bool count_pad = pa.count_include_pad;
+  const int64_t divisor = pa.divisor;
   const Shape& in = c.op.inputs[0].shape;
   const Shape& out = c.op.outputs[0].shape;
   Tensor g = c.grads[0];
@@ -148,13 +144,13 @@ Tensor avg_pool_grad(C c) {
 }
 
 Tensor adaptive_avg_pool_grad(C c) {
-  const auto& v = c.op.attrs.ints;
-  const int64_t nsp = v[0];
+  const ir::PoolAttrs pa = ir::PoolAttrs::decode(c.op);
+  const int64_t nsp = pa.nsp;
   const Shape& in = c.op.inputs[0].shape;
   Tensor g = c.grads[0];
   const DType dt = g.dtype();
   for (int64_t i = 0; i < nsp; ++i) {
-    const int64_t L = in[2 + i], O = v[1 + i], d = 2 + i;
+    const int64_t L = in[2 + i], O = pa.out[i], d = 2 + i;
     std::vector<double> a(static_cast<size_t>(O * L), 0.0);  // [O, L]: 1/len over each window
     for (int64_t j = 0; j < O; ++j) {
       const int64_t start = j * L / O, end = ((j + 1) * L + O - 1) / O;
@@ -174,12 +170,14 @@ void register_nn_pool_grads() {
   // Note [Pool gradients].
   rule(K::MaxPool, kSaveOutputs, [](C c) -> V {
     const Shape& in = c.op.inputs[0].shape;
-    if (max_pool_disjoint(c.op.attrs)) return {unpool_through(c.grads[0], c.outputs[1], in, "max_pool")};
+    if (max_pool_disjoint(ir::PoolAttrs::decode(c.op)))
+      return {unpool_through(c.grads[0], c.outputs[1], in, "max_pool")};
     return {scatter_through(c.grads[0], c.outputs[1], in, "max_pool")};
   });
   rule(K::AdaptiveMaxPool, kSaveOutputs, [](C c) -> V {
     const Shape& in = c.op.inputs[0].shape;
-    if (adaptive_disjoint(c.op.attrs, in)) return {unpool_through(c.grads[0], c.outputs[1], in, "adaptive_max_pool")};
+    if (adaptive_disjoint(ir::PoolAttrs::decode(c.op), in))
+      return {unpool_through(c.grads[0], c.outputs[1], in, "adaptive_max_pool")};
     return {scatter_through(c.grads[0], c.outputs[1], in, "adaptive_max_pool")};
   });
   rule(K::MaxUnpool, kSaveInputs, [](C c) -> V {

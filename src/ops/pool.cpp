@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/checked.h"
+#include "ir/attrs.h"
 #include "kiln/autodiff.h"
 #include "ops/dispatch.h"
 
@@ -104,12 +105,16 @@ std::pair<Tensor, Tensor> max_pool(const char* api, int64_t nsp, const Tensor& x
   Tensor xb = fold_batch(api, x, nsp, ub);
   check_dtype(api, x, true);
   Window w = window(api, xb, nsp, kernel, o.stride, o.padding, o.dilation, o.ceil_mode);
-  ir::Op op = make_op(OpKind::MaxPool, {nsp});
-  for (const Dims* v : {&w.k, &w.s, &w.p, &w.d})
-    for (int64_t e : *v) op.attrs.ints.push_back(e);
-  op.attrs.ints.push_back(o.ceil_mode ? 1 : 0);
+  ir::Op op = make_op(OpKind::MaxPool);
   // A tracked input always gets indices: the gradient scatters through them (nn_grad_pool.cpp).
-  op.attrs.ints.push_back(with_indices || (grad_enabled() && xb.requires_grad()) ? 1 : 0);
+  ir::PoolAttrs{.nsp = nsp,
+                .kernel = w.k,
+                .stride = w.s,
+                .padding = w.p,
+                .dilation = w.d,
+                .ceil_mode = o.ceil_mode,
+                .with_indices = with_indices || (grad_enabled() && xb.requires_grad())}
+      .encode(op);
   auto r = detail::run(api, op, xb.device(), {xb});
   return {unfold_batch(r[0], ub), with_indices ? unfold_batch(r[1], ub) : Tensor()};
 }
@@ -120,12 +125,15 @@ Tensor avg_pool(const char* api, int64_t nsp, const Tensor& x, const IntList& ke
   check_dtype(api, x, true, true);
   KILN_CHECK(!o.divisor_override || *o.divisor_override != 0, api, "divisor must be not zero");
   Window w = window(api, xb, nsp, kernel, o.stride, o.padding, IntList(1), o.ceil_mode);
-  ir::Op op = make_op(OpKind::AvgPool, {nsp});
-  for (const Dims* v : {&w.k, &w.s, &w.p})
-    for (int64_t e : *v) op.attrs.ints.push_back(e);
-  op.attrs.ints.push_back(o.ceil_mode ? 1 : 0);
-  op.attrs.ints.push_back(o.count_include_pad ? 1 : 0);
-  op.attrs.ints.push_back(o.divisor_override.value_or(0));
+  ir::Op op = make_op(OpKind::AvgPool);
+  ir::PoolAttrs{.nsp = nsp,
+                .kernel = w.k,
+                .stride = w.s,
+                .padding = w.p,
+                .ceil_mode = o.ceil_mode,
+                .count_include_pad = o.count_include_pad,
+                .divisor = o.divisor_override.value_or(0)}
+      .encode(op);
   return unfold_batch(detail::run1(api, op, {xb}), ub);
 }
 
@@ -135,10 +143,10 @@ std::pair<Tensor, Tensor> adaptive(const char* api, OpKind kind, int64_t nsp, co
   Tensor xb = fold_batch(api, x, nsp, ub);
   check_dtype(api, x, false);
   Dims out = size.resolve(xb.shape(), nsp, api);
-  ir::Op op = make_op(kind, {nsp});
-  for (int64_t e : out) op.attrs.ints.push_back(e);
-  if (kind == OpKind::AdaptiveMaxPool)  // a tracked input always gets indices, as max_pool
-    op.attrs.ints.push_back(with_indices || (grad_enabled() && xb.requires_grad()) ? 1 : 0);
+  ir::Op op = make_op(kind);
+  // A tracked input always gets indices, as max_pool (AdaptiveMaxPool only).
+  ir::PoolAttrs{.nsp = nsp, .out = out, .with_indices = with_indices || (grad_enabled() && xb.requires_grad())}.encode(
+      op);
   auto r = detail::run(api, op, xb.device(), {xb});
   return {unfold_batch(r[0], ub), with_indices ? unfold_batch(r[1], ub) : Tensor()};
 }
@@ -184,8 +192,8 @@ Tensor max_unpool(const char* api, int64_t nsp, const Tensor& x, const Tensor& i
   }
   for (int64_t i = 0; i < nsp; ++i)
     KILN_CHECK(out[i] > 0, api, "the output size " << dims_str(out) << " must be positive");
-  ir::Op op = make_op(OpKind::MaxUnpool, {nsp});
-  for (int64_t e : out) op.attrs.ints.push_back(e);
+  ir::Op op = make_op(OpKind::MaxUnpool);
+  ir::PoolAttrs{.nsp = nsp, .out = out}.encode(op);
   return unfold_batch(detail::run1(api, op, {xb, ib}), ub);
 }
 

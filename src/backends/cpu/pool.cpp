@@ -28,6 +28,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/pool_vec.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -54,14 +55,14 @@ struct Geo {
       xs[lead + d] = x.strides[static_cast<size_t>(2 + d)];
     }
   }
-  /// Reads window attributes: kernel, stride, padding (and dilation) from ints[1..].
-  void window(const ir::Attrs& at, int64_t nsp, bool has_dilation) {
-    const int64_t lead = 3 - nsp;
+  /// Takes the window: kernel, stride, padding (and dilation, when the op has one).
+  void window(const ir::PoolAttrs& at) {
+    const int64_t nsp = at.nsp, lead = 3 - nsp;
     for (int64_t d = 0; d < nsp; ++d) {
-      k[lead + d] = at.ints[static_cast<size_t>(1 + d)];
-      s[lead + d] = at.ints[static_cast<size_t>(1 + nsp + d)];
-      p[lead + d] = at.ints[static_cast<size_t>(1 + 2 * nsp + d)];
-      if (has_dilation) dl[lead + d] = at.ints[static_cast<size_t>(1 + 3 * nsp + d)];
+      k[lead + d] = at.kernel[d];
+      s[lead + d] = at.stride[d];
+      p[lead + d] = at.padding[d];
+      if (!at.dilation.empty()) dl[lead + d] = at.dilation[d];
     }
   }
   int64_t plane_offset(int64_t pl) const { return (pl / C) * xs_n + (pl % C) * xs_c; }
@@ -825,10 +826,11 @@ bool max_pool_kept(const ir::Op& op, void* const* in, void* const* out, const Ge
 }  // namespace
 
 void k_MaxPool(const ir::Op& op, void* const* in, void* const* out) {
-  const int64_t nsp = op.attrs.ints[0];
+  const ir::PoolAttrs at = ir::PoolAttrs::decode(op);
+  const int64_t nsp = at.nsp;
   Geo g(op.inputs[0], op.outputs[0], nsp);
-  g.window(op.attrs, nsp, true);
-  const bool idx = op.attrs.ints.back() != 0;
+  g.window(at);
+  const bool idx = at.with_indices;
   if (op.outputs[0].numel() == 0) return;
   if (!idx && nsp == 2 && max_pool_kept(op, in, out, g)) return;
   KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_pool", T, {
@@ -841,25 +843,25 @@ void k_MaxPool(const ir::Op& op, void* const* in, void* const* out) {
 }
 
 void k_AvgPool(const ir::Op& op, void* const* in, void* const* out) {
-  const int64_t nsp = op.attrs.ints[0];
-  Geo g(op.inputs[0], op.outputs[0], nsp);
-  g.window(op.attrs, nsp, false);
-  const size_t base = static_cast<size_t>(1 + 3 * nsp);
-  const bool cip = op.attrs.ints[base + 1] != 0;
-  const int64_t divisor = op.attrs.ints[base + 2];
+  const ir::PoolAttrs at = ir::PoolAttrs::decode(op);
+  Geo g(op.inputs[0], op.outputs[0], at.nsp);
+  g.window(at);
+  const bool cip = at.count_include_pad;
+  const int64_t divisor = at.divisor;
   if (op.outputs[0].numel() == 0) return;
   KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "avg_pool", T, avg_pool_impl<T>(op, in, out, g, cip, divisor));
 }
 
 void k_AdaptiveAvgPool(const ir::Op& op, void* const* in, void* const* out) {
-  Geo g(op.inputs[0], op.outputs[0], op.attrs.ints[0]);
+  Geo g(op.inputs[0], op.outputs[0], ir::PoolAttrs::decode(op).nsp);
   if (op.outputs[0].numel() == 0) return;
   KILN_SWITCH_FLOAT(op.inputs[0].dtype, "adaptive_avg_pool", T, adaptive_avg_impl<T>(op, in, out, g));
 }
 
 void k_AdaptiveMaxPool(const ir::Op& op, void* const* in, void* const* out) {
-  Geo g(op.inputs[0], op.outputs[0], op.attrs.ints[0]);
-  const bool idx = op.attrs.ints.back() != 0;
+  const ir::PoolAttrs at = ir::PoolAttrs::decode(op);
+  Geo g(op.inputs[0], op.outputs[0], at.nsp);
+  const bool idx = at.with_indices;
   if (op.outputs[0].numel() == 0) return;
   KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "adaptive_max_pool", T, {
     if (idx)
@@ -871,7 +873,8 @@ void k_AdaptiveMaxPool(const ir::Op& op, void* const* in, void* const* out) {
 
 void k_MaxUnpool(const ir::Op& op, void* const* in, void* const* out) {
   if (op.outputs[0].numel() == 0) return;
-  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_unpool", T, max_unpool_impl<T>(op, in, out, op.attrs.ints[0]));
+  KILN_SWITCH_NUMERIC(op.inputs[0].dtype, "max_unpool", T,
+                      max_unpool_impl<T>(op, in, out, ir::PoolAttrs::decode(op).nsp));
 }
 
 }  // namespace kiln::cpu
