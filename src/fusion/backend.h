@@ -26,6 +26,7 @@
 #include "core/parallel.h"
 #include "fusion/fusion.h"
 #include "fusion/tiles.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::fusion {
@@ -163,19 +164,21 @@ inline int64_t row_dims(const ir::Op& op) {
   switch (op.kind) {
     case OpKind::Softmax:
     case OpKind::LogSoftmax: {
-      int64_t d = op.attrs.ints[0] < 0 ? op.attrs.ints[0] + r : op.attrs.ints[0];
+      const int64_t dim = ir::ScanAttrs::decode(op).dim;
+      int64_t d = dim < 0 ? dim + r : dim;
       return d == r - 1 ? 1 : 0;
     }
     case OpKind::LayerNorm: {
-      if (op.attrs.ints.size() > 4 && op.attrs.ints[4] != 0) return 0;
-      return op.attrs.ints[0] >= 1 && op.attrs.ints[0] <= r ? op.attrs.ints[0] : 0;
+      const ir::NormAttrs n = ir::NormAttrs::decode(op);
+      if (n.groups != 0) return 0;
+      return n.ndims >= 1 && n.ndims <= r ? n.ndims : 0;
     }
     default: {
-      const auto& ints = op.attrs.ints;
-      int64_t k = static_cast<int64_t>(ints.size()) - 1;
+      const Dims dims = ir::ReduceAttrs::decode(op).dims;
+      int64_t k = static_cast<int64_t>(dims.size());
       if (k < 1 || k > r) return 0;
       for (int64_t i = 0; i < k; ++i)
-        if (ints[static_cast<size_t>(i + 1)] != r - k + i) return 0;
+        if (dims[static_cast<size_t>(i)] != r - k + i) return 0;
       return k;
     }
   }

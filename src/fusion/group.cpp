@@ -216,7 +216,7 @@ void rows_op(ir::Op& op, const ir::Op& orig, const Shape& S, int64_t k, int64_t 
   op.inputs[0] = ir::contiguous_desc(in_shape, orig.inputs[0].dtype);
   if (orig.kind != OpKind::Softmax && orig.kind != OpKind::LogSoftmax && orig.kind != OpKind::LayerNorm) {
     op.attrs.ints.clear();
-    op.attrs.ints.push_back(orig.attrs.ints[0]);
+    op.attrs.ints.push_back(ir::ReduceAttrs::decode(orig).keepdim ? 1 : 0);
     for (int64_t q = 1; q <= k; ++q) op.attrs.ints.push_back(q);
   } else if (orig.kind != OpKind::LayerNorm) {
     op.attrs.ints[0] = 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/checked.h"
+#include "ir/attrs.h"
 #include "ir/infer_families.h"
 #include "ir/op.h"
 #include "kiln/error.h"
@@ -47,11 +48,11 @@ void infer_reduce(Op& op) {
   expect_inputs(op, 1);
   const TensorDesc& x = op.inputs[0];
   KILN_CHECK(!op.attrs.ints.empty(), op_name(op.kind), "missing keepdim attribute");
-  bool keepdim = op.attrs.ints[0] != 0;
+  const ReduceAttrs a = ReduceAttrs::decode(op);
+  const bool keepdim = a.keepdim;
   int64_t rank = static_cast<int64_t>(x.shape.size());
   SmallVec<bool, 8> reduced(static_cast<size_t>(rank), false);
-  for (size_t i = 1; i < op.attrs.ints.size(); ++i) {
-    int64_t d = op.attrs.ints[i];
+  for (int64_t d : a.dims) {
     KILN_CHECK(d >= 0 && d < std::max<int64_t>(rank, 1), op_name(op.kind),
                "dim " << d << " out of range for shape " << x.shape);
     if (rank > 0) reduced[static_cast<size_t>(d)] = true;
@@ -137,7 +138,7 @@ void infer(Op& op) {
     case Family::Scan: {
       const TensorDesc& x = op.inputs[0];
       KILN_CHECK(!op.attrs.ints.empty(), name, "missing dim attribute");
-      int64_t d = op.attrs.ints[0];
+      int64_t d = ScanAttrs::decode(op).dim;
       KILN_CHECK(d >= 0 && d < std::max<int64_t>(static_cast<int64_t>(x.shape.size()), 1), name,
                  "dim " << d << " out of range for shape " << x.shape);
       switch (op.kind) {
@@ -161,7 +162,7 @@ void infer(Op& op) {
       KILN_CHECK(idx.dtype == DType::I64, name, "index must be i64, got " << dtype_name(idx.dtype).data());
       KILN_CHECK(!op.attrs.ints.empty(), name, "missing dim attribute");
       int64_t rank = static_cast<int64_t>(x.shape.size());
-      int64_t d = op.attrs.ints[0];
+      int64_t d = op.kind == OpKind::Scatter ? ScatterAttrs::decode(op).dim : IndexAttrs::decode(op).dim;
       KILN_CHECK(d >= 0 && d < std::max<int64_t>(rank, 1), name, "dim " << d << " out of range for shape " << x.shape);
       if (op.kind == OpKind::IndexSelect) {
         Shape s = x.shape;
@@ -181,7 +182,7 @@ void infer(Op& op) {
     case Family::Movement: {
       if (op.kind == OpKind::Cat) {
         KILN_CHECK(!op.inputs.empty() && !op.attrs.ints.empty(), name, "needs inputs and a dim");
-        int64_t d = op.attrs.ints[0];
+        int64_t d = ScanAttrs::decode(op).dim;
         Shape s = op.inputs[0].shape;
         KILN_CHECK(d >= 0 && d < static_cast<int64_t>(s.size()), name, "dim " << d << " out of range for shape " << s);
         for (size_t i = 1; i < op.inputs.size(); ++i) {
@@ -197,14 +198,16 @@ void infer(Op& op) {
         op.outputs = {contiguous_desc(s, op.inputs[0].dtype)};
       } else {  // Pad
         const TensorDesc& x = op.inputs[0];
-        size_t npads = op.attrs.ints.size() - 1;
+        KILN_CHECK(!op.attrs.ints.empty(), name, "missing mode attribute");
+        const PadAttrs pa = PadAttrs::decode(op);
+        size_t npads = pa.pads.size();
         KILN_CHECK(npads % 2 == 0 && npads / 2 <= x.shape.size(), name, "bad pads for shape " << x.shape);
-        const int64_t mode = op.attrs.ints[0];
+        const int64_t mode = pa.mode;
         KILN_CHECK(mode >= 0 && mode <= 3, name, "unknown padding mode " << mode);
         Shape s = x.shape;
         for (size_t i = 0; i < npads / 2; ++i) {
           size_t d = s.size() - 1 - i;
-          const int64_t lo = op.attrs.ints[1 + 2 * i], hi = op.attrs.ints[2 + 2 * i], n = s[d];
+          const int64_t lo = pa.pads[2 * i], hi = pa.pads[2 * i + 1], n = s[d];
           // Non-constant modes read inside the input only: reflect needs pad < n, circular pad <= n.
           KILN_CHECK(
               mode == 0 || (lo >= 0 && hi >= 0 &&

@@ -9,15 +9,16 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "ir/attrs.h"
 #include "kiln/nn/functional.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
 namespace {
 
-/// Softmax / LogSoftmax along ints[0], in f32 for f16 and bf16 inputs (as the CPU kernel).
+/// Softmax / LogSoftmax along their dim, in f32 for f16 and bf16 inputs (as the CPU kernel).
 std::vector<Tensor> softmax_composite(const ir::Op& op, const std::vector<Tensor>& in) {
-  const int64_t d = op.attrs.ints[0];
+  const int64_t d = ir::ScanAttrs::decode(op).dim;
   const DType out = op.outputs[0].dtype;
   const Tensor x = (out == DType::F16 || out == DType::BF16) ? in[0].to(DType::F32) : in[0];
   const Tensor shifted = x - amax(x, {d}, /*keepdim=*/true);

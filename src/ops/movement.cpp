@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/checked.h"
+#include "ir/attrs.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -227,7 +228,8 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     ins.push_back(detail::cast_if_needed(x, dt));
   }
   check_cat_size(api, ins, d, dt);
-  ir::Op op = make_op(OpKind::Cat, {d});
+  ir::Op op = make_op(OpKind::Cat);
+  ir::ScanAttrs{.dim = d}.encode(op);
   return detail::run(api, op, xs[0].device(), ins)[0];
 }
 
@@ -381,8 +383,8 @@ Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode, double v
                  "padding (" << lo << ", " << hi << ") wraps around more than once at dimension " << d << " of input "
                              << x.shape());
   }
-  ir::Op op = make_op(OpKind::Pad, {m}, {value});
-  for (auto p : pads) op.attrs.ints.push_back(p);
+  ir::Op op = make_op(OpKind::Pad);
+  ir::PadAttrs{.mode = m, .pads = Dims(pads.begin(), pads.end()), .value = value}.encode(op);
   return detail::run1(api, op, {x});
 }
 

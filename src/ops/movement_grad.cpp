@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -39,7 +40,7 @@ void register_movement_grads() {
   using K = ir::OpKind;
   // Cat along ints[0]: each input gets its slice of the gradient.
   rule(K::Cat, kSaveNothing, [](C c) -> V {
-    const int64_t dim = c.op.attrs.ints[0];
+    const int64_t dim = ir::ScanAttrs::decode(c.op).dim;
     V out;
     int64_t at = 0;
     for (size_t i = 0; i < c.op.inputs.size(); ++i) {
@@ -54,18 +55,18 @@ void register_movement_grads() {
   // The other modes read input positions through a per-dim map, so the gradient is that map's
   // adjoint: an index_add per padded dim.
   rule(K::Pad, kSaveNothing, [](C c) -> V {
-    const auto& ints = c.op.attrs.ints;
-    const int64_t mode = ints[0];
+    const ir::PadAttrs pa = ir::PadAttrs::decode(c.op);
+    const int64_t mode = pa.mode;
     const Shape& in = c.op.inputs[0].shape;
     Tensor g = c.grads[0];
     if (mode == 0) {
       Shape neg;
-      for (size_t i = 1; i < ints.size(); ++i) neg.push_back(-ints[i]);
+      for (int64_t p : pa.pads) neg.push_back(-p);
       return {pad(g, neg)};
     }
     const int64_t rank = static_cast<int64_t>(in.size());
-    for (size_t i = 0; 2 * i + 2 < ints.size(); ++i) {
-      const int64_t lo = ints[1 + 2 * i], hi = ints[2 + 2 * i];
+    for (size_t i = 0; i < pa.npad(); ++i) {
+      const int64_t lo = pa.pads[2 * i], hi = pa.pads[2 * i + 1];
       if (lo == 0 && hi == 0) continue;
       const int64_t d = rank - 1 - static_cast<int64_t>(i);
       const int64_t n = in[static_cast<size_t>(d)];

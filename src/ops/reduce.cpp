@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/attrs.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -14,14 +15,13 @@ using ir::OpKind;
 
 namespace {
 
-/// A Reduce op over the normalised dims (all dims when empty; dim 0 for a 0-d input).
-ir::Op reduce_op(OpKind k, const Dims& nd, bool keepdim, DType dtype = DType::F32,
-                 std::initializer_list<double> reals = {}) {
-  ir::Op op = make_op(k, {keepdim ? 1 : 0}, reals, dtype);
-  if (nd.empty())
-    op.attrs.ints.push_back(0);
-  else
-    for (auto d : nd) op.attrs.ints.push_back(d);
+/// A Reduce op over the normalised dims (all dims when empty; dim 0 for a 0-d input); Var's
+/// correction and sqrt (the standard deviation).
+ir::Op reduce_op(OpKind k, const Dims& nd, bool keepdim, DType dtype = DType::F32, double correction = 1,
+                 bool sqrt = false) {
+  ir::Op op = make_op(k, {}, {}, dtype);
+  ir::ReduceAttrs{.keepdim = keepdim, .dims = nd.empty() ? Dims{0} : nd, .correction = correction, .sqrt = sqrt}.encode(
+      op);
   return op;
 }
 
@@ -81,14 +81,16 @@ Tensor cum_like(const char* api, OpKind k, const Tensor& x, int64_t dim, std::op
   int64_t d = wrap_dim(dim, x.dim(), api);
   DType out = dtype ? *dtype : is_floating(x.dtype()) ? x.dtype() : DType::I64;
   bool direct = out == x.dtype() || (out == DType::I64 && !is_floating(x.dtype()));
-  ir::Op op = make_op(k, {d}, {}, out);
+  ir::Op op = make_op(k, {}, {}, out);
+  ir::ScanAttrs{.dim = d}.encode(op);
   return run1(api, op, {direct ? x : cast(x, out)});
 }
 
 std::pair<Tensor, Tensor> cum_ext(const char* api, OpKind k, const Tensor& x, int64_t dim) {
   detail::check_defined(api, x);
   int64_t d = wrap_dim(dim, x.dim(), api);
-  ir::Op op = make_op(k, {d});
+  ir::Op op = make_op(k);
+  ir::ScanAttrs{.dim = d}.encode(op);
   auto r = detail::run(api, op, x.device(), {x});
   return {r[0], r[1]};
 }
@@ -99,7 +101,8 @@ Tensor softmax_like(const char* api, OpKind k, const Tensor& x, int64_t dim, std
              "dtype must be a floating point type, got " << dtype_name(*dtype).data());
   int64_t d = wrap_dim(dim, x.dim(), api);
   DType dt = dtype ? *dtype : is_floating(x.dtype()) ? x.dtype() : kDefaultFloat;
-  ir::Op op = make_op(k, {d});
+  ir::Op op = make_op(k);
+  ir::ScanAttrs{.dim = d}.encode(op);
   return run1(api, op, {detail::cast_if_needed(x, dt)});
 }
 
@@ -157,14 +160,14 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
   Dims nd = reduce_dims("var", x, dims);
   check_float("var", x);
-  ir::Op op = reduce_op(OpKind::Var, nd, keepdim, x.dtype(), {correction});
+  ir::Op op = reduce_op(OpKind::Var, nd, keepdim, x.dtype(), correction);
   return run1("var", op, {x});
 }
 
 Tensor std(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
   Dims nd = reduce_dims("std", x, dims);
   check_float("std", x);
-  ir::Op op = reduce_op(OpKind::Var, nd, keepdim, x.dtype(), {correction, 1.0});
+  ir::Op op = reduce_op(OpKind::Var, nd, keepdim, x.dtype(), correction, true);
   return run1("std", op, {x});
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -22,16 +23,14 @@ const Shape& in_shape(C c) { return c.op.inputs[0].shape; }
 
 /// The reduced dims of a Reduce op (empty for a 0-d input, where dims = {0}).
 Dims reduced_dims(C c) {
-  Dims d;
-  if (in_shape(c).empty()) return d;
-  for (size_t i = 1; i < c.op.attrs.ints.size(); ++i) d.push_back(c.op.attrs.ints[i]);
-  return d;
+  if (in_shape(c).empty()) return {};
+  return ir::ReduceAttrs::decode(c.op).dims;
 }
 
 /// t (shaped like the op's output) with the reduced dims back as size 1 (keepdim layout), so it
 /// broadcasts against the input.
 Tensor unreduce(C c, Tensor t) {
-  if (c.op.attrs.ints[0] != 0 || in_shape(c).empty()) return t;
+  if (ir::ReduceAttrs::decode(c.op).keepdim || in_shape(c).empty()) return t;
   for (auto d : reduced_dims(c)) t = t.unsqueeze(d);
   return t;
 }
@@ -49,7 +48,7 @@ TensorOptions like(const Tensor& t) { return TensorOptions{.dtype = t.dtype(), .
 /// one-element case).
 std::optional<int64_t> scan_dim(C c) {
   if (in_shape(c).empty()) return std::nullopt;
-  return c.op.attrs.ints[0];
+  return ir::ScanAttrs::decode(c.op).dim;
 }
 
 /// Reverse cumulative sum along dim: out[i] = sum_{k >= i} t[k].
@@ -134,9 +133,9 @@ void register_reduce_rules() {
   // g / (2 std), 0 where std is 0.
   rule(K::Var, kSaveBoth, [](C c) -> V {
     const Tensor& x = c.inputs[0];
-    const auto& reals = c.op.attrs.reals;
-    const double correction = reals.empty() ? 1.0 : reals[0];
-    const bool is_std = reals.size() > 1 && reals[1] != 0;
+    const ir::ReduceAttrs ra = ir::ReduceAttrs::decode(c.op);
+    const double correction = ra.correction;
+    const bool is_std = ra.sqrt;
     const Dims dims = reduced_dims(c);
     Tensor g = unreduce(c, c.grads[0]);
     if (is_std) {

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ir/attrs.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -34,7 +35,8 @@ Line as_line(const char* api, const Tensor& x, int64_t dim) {
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
   detail::check_defined("sort", x);
   int64_t d = wrap_dim(dim, x.dim(), "sort");
-  ir::Op op = make_op(OpKind::Sort, {d, descending ? 1 : 0});
+  ir::Op op = make_op(OpKind::Sort);
+  ir::ScanAttrs{.dim = d, .descending = descending}.encode(op);
   auto r = detail::run("sort", op, x.device(), {x});
   return {r[0], r[1]};
 }

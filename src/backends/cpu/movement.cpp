@@ -8,6 +8,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -55,7 +56,7 @@ void copy_range_any(size_t es, const StridedLoop<2>& loop, int64_t b, int64_t e)
 void k_Cat(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& o = op.outputs[0];
   const size_t es = dtype_size(o.dtype);
-  const size_t d = static_cast<size_t>(op.attrs.ints[0]);
+  const size_t d = static_cast<size_t>(ir::ScanAttrs::decode(op).dim);
   std::vector<StridedLoop<2>> loops;
   loops.reserve(op.inputs.size());
   int64_t along = 0, total = 0, biggest = 0;
@@ -178,18 +179,19 @@ void pad_rows(const ir::Op& op, const std::vector<std::vector<int64_t>>& maps, i
 void k_Pad(const ir::Op& op, void* const* in, void* const* out) {
   const ir::TensorDesc& x = op.inputs[0];
   const ir::TensorDesc& o = op.outputs[0];
-  const int64_t mode = op.attrs.ints[0];
+  const ir::PadAttrs pa = ir::PadAttrs::decode(op);
+  const int64_t mode = pa.mode;
   const size_t r = o.shape.size();
-  const size_t npad = (op.attrs.ints.size() - 1) / 2;
+  const size_t npad = pa.npad();
   std::vector<std::vector<int64_t>> maps(r);
   int64_t last_lo = 0;
   for (size_t d = 0; d < r; ++d) {
     int64_t lo = 0;
-    if (r - 1 - d < npad) lo = op.attrs.ints[1 + 2 * (r - 1 - d)];
+    if (r - 1 - d < npad) lo = pa.pads[2 * (r - 1 - d)];
     maps[d] = pad_map(mode, x.shape[d], lo, o.shape[d]);
     if (d + 1 == r) last_lo = lo;
   }
-  const double v = op.attrs.reals.empty() ? 0.0 : op.attrs.reals[0];
+  const double v = pa.value;
   Bytes<8> value{};
   KILN_SWITCH_ALL(o.dtype, "pad", T, {
     T t;

@@ -24,6 +24,7 @@
 #include "backends/cpu/reduce_outer.h"
 #include "backends/cpu/reduce_util.h"
 #include "backends/cpu/vec.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -49,8 +50,8 @@ Plan make_plan(const ir::Op& op, void* const* in) {
   const ir::TensorDesc& x = op.inputs[0];
   size_t rank = x.shape.size();
   SmallVec<bool, 8> is_red(rank, false);
-  for (size_t i = 1; i < op.attrs.ints.size(); ++i)
-    if (rank) is_red[static_cast<size_t>(op.attrs.ints[i])] = true;
+  if (rank)
+    for (int64_t d : ir::ReduceAttrs::decode(op).dims) is_red[static_cast<size_t>(d)] = true;
   Plan p;
   for (size_t d = 0; d < rank; ++d) (is_red[d] ? p.red : p.kept).push(x.shape[d], x.strides[d]);
   p.kept.finish();
@@ -507,11 +508,11 @@ bool supports(const ir::Op& op, int64_t& rows, int64_t& width) {
   if ((x.dtype != DType::F32 && x.dtype != DType::F64) || op.outputs[0].dtype != x.dtype || !x.is_contiguous())
     return false;
   // ints: {keepdim, reduced dims...}: exactly the leading dims 0..lead-1, in order.
-  const auto& a = op.attrs.ints;
-  const size_t lead = a.size() - 1;
+  const Dims dims = ir::ReduceAttrs::decode(op).dims;
+  const size_t lead = dims.size();
   if (lead == 0 || lead >= x.shape.size()) return false;
   for (size_t i = 0; i < lead; ++i)
-    if (a[i + 1] != static_cast<int64_t>(i)) return false;
+    if (dims[i] != static_cast<int64_t>(i)) return false;
   rows = 1;
   width = 1;
   for (size_t d = 0; d < x.shape.size(); ++d) (d < lead ? rows : width) *= x.shape[d];
@@ -623,8 +624,9 @@ void k_All(const ir::Op& op, void* const* in, void* const* out) { bool_dispatch<
 // Two passes in f64: the mean, then the pairwise sum of squared deviations from it; the square
 // root too for std (reals[1] != 0).
 void k_Var(const ir::Op& op, void* const* in, void* const* out) {
-  const double correction = op.attrs.reals.empty() ? 1.0 : op.attrs.reals[0];
-  const bool take_sqrt = op.attrs.reals.size() > 1 && op.attrs.reals[1] != 0;
+  const ir::ReduceAttrs ra = ir::ReduceAttrs::decode(op);
+  const double correction = ra.correction;
+  const bool take_sqrt = ra.sqrt;
   KILN_SWITCH_FLOAT(op.inputs[0].dtype, "Var", T, {
     using A = double;  // like PyTorch's CPU kernel: no overflow of the squares in f32
     Plan p = make_plan(op, in);

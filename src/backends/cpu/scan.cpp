@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/reduce_util.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -23,7 +24,7 @@ constexpr int kTile = 64;
 template <class T, class State, class Init, class Step>
 void scan_lines(const ir::Op& op, void* const* in, const Init& init, const Step& step) {
   const ir::TensorDesc& x = op.inputs[0];
-  const int64_t dim = op.attrs.ints[0];
+  const int64_t dim = ir::ScanAttrs::decode(op).dim;
   red::LinePlan lp(x, dim);
   const T* base = reinterpret_cast<const T*>(base_ptr(in[0], x));
   const int64_t L = lp.len, inner = lp.inner.numel, nouter = lp.outer.numel;

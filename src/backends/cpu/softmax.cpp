@@ -11,6 +11,7 @@
 #include "backends/cpu/loops.h"
 #include "backends/cpu/reduce_util.h"
 #include "backends/cpu/vec.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -64,7 +65,7 @@ template <class T>
 void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool log) {
   using A = acc_t<T>;
   const ir::TensorDesc& x = op.inputs[0];
-  red::LinePlan lp(x, op.attrs.ints[0]);
+  red::LinePlan lp(x, ir::ScanAttrs::decode(op).dim);
   const T* base = reinterpret_cast<const T*>(base_ptr(in[0], x));
   T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
   const int64_t L = lp.len, inner = lp.inner.numel, nouter = lp.outer.numel;

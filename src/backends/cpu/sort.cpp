@@ -8,6 +8,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/reduce_util.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -25,8 +26,9 @@ template <class T>
 void sort_kernel(const ir::Op& op, void* const* in, void* const* out) {
   using A = acc_t<T>;
   const ir::TensorDesc& x = op.inputs[0];
-  const int64_t dim = op.attrs.ints[0];
-  const bool descending = op.attrs.ints.size() > 1 && op.attrs.ints[1] != 0;
+  const ir::ScanAttrs at = ir::ScanAttrs::decode(op);
+  const int64_t dim = at.dim;
+  const bool descending = at.descending;
   red::LinePlan lp(x, dim);
   const T* base = reinterpret_cast<const T*>(base_ptr(in[0], x));
   T* ov = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
