@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // ONNX export op coverage: every primitive of the elementwise, reduce, scan and pool families
-// (and Pad) is run once through capture -> export -> Kiln's importer and compared with the CPU.
+// (and Pad) is run once through capture -> export -> Kiln's importer and ONNX Runtime (when
+// installed) and compared with the CPU.
 // An op without an ONNX form must say so ("has no ONNX form"), never export a wrong graph.
 //   KILN_ONNX_EXPORT_WRITE_TABLE=docs/onnx-export-ops.md ./kiln_tests --gtest_filter=OnnxExportOps.*
 // writes the coverage table.
@@ -12,12 +13,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 
 #include "ir/op.h"
 #include "onnx/proto.h"
+#include "onnxruntime_run.h"
 #include "ops/dispatch.h"
 
 using namespace kiln;
@@ -172,6 +175,78 @@ std::string model_tested(OpKind k) {
   }
 }
 
+/// One exported probe for ONNX Runtime.
+struct OrtCase {
+  std::string name, model;
+  std::vector<Tensor> inputs;
+  Tensor want;
+};
+
+/// Writes t's elements as numpy reads them (dtype name returned).
+std::string write_raw(const Tensor& t, const std::filesystem::path& p) {
+  std::ofstream f(p, std::ios::binary);
+  if (t.dtype() == DType::Bool || t.dtype() == DType::U8) {
+    std::vector<uint8_t> v = t.to(u8).to_vector<uint8_t>();
+    f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size()));
+    return t.dtype() == DType::Bool ? "bool" : "uint8";
+  }
+  if (t.dtype() == DType::I32) {
+    std::vector<int32_t> v = t.to_vector<int32_t>();
+    f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+    return "int32";
+  }
+  std::vector<float> v = t.to(f32).to_vector<float>();
+  f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return "float32";
+}
+
+/// Checks every case's model with onnx.checker and runs it in ONNX Runtime (one python3 run);
+/// the deviation of each from the CPU.
+std::vector<double> run_all_onnxruntime(const std::vector<OrtCase>& cases) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln_export_ops_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream manifest(dir / "cases.txt");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string c = std::to_string(i);
+    std::ofstream(dir / (c + ".onnx"), std::ios::binary).write(cases[i].model.data(), cases[i].model.size());
+    manifest << c;
+    for (size_t j = 0; j < cases[i].inputs.size(); ++j) {
+      const Tensor& t = cases[i].inputs[j];
+      const std::string path = (dir / (c + "_" + std::to_string(j) + ".bin")).string();
+      manifest << " " << path << ":" << write_raw(t, path) << ":";
+      for (size_t k = 0; k < t.shape().size(); ++k) manifest << (k ? "," : "") << t.shape()[k];
+    }
+    manifest << "\n";
+  }
+  manifest.close();
+  std::ofstream(dir / "run.py") << "import sys, os, numpy as np, onnx, onnxruntime as ort\n"
+                                   "d = sys.argv[1]\n"
+                                   "for line in open(os.path.join(d, 'cases.txt')):\n"
+                                   "    c, *ins = line.split()\n"
+                                   "    m = os.path.join(d, c + '.onnx')\n"
+                                   "    onnx.checker.check_model(onnx.load(m), full_check=True)\n"
+                                   "    s = ort.InferenceSession(m, providers=['CPUExecutionProvider'])\n"
+                                   "    feed = {}\n"
+                                   "    for i, spec in zip(s.get_inputs(), ins):\n"
+                                   "        p, t, sh = spec.split(':')\n"
+                                   "        shape = [int(x) for x in sh.split(',')] if sh else []\n"
+                                   "        feed[i.name] = np.fromfile(p, dtype=t).reshape(shape)\n"
+                                   "    y = s.run(None, feed)[0]\n"
+                                   "    y.astype(np.float64).tofile(os.path.join(d, c + '.out'))\n";
+  const std::string cmd = "python3 " + (dir / "run.py").string() + " " + dir.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::vector<double> devs;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::ifstream f(dir / (std::to_string(i) + ".out"), std::ios::binary);
+    std::vector<double> y(static_cast<size_t>(cases[i].want.numel()));
+    f.read(reinterpret_cast<char*>(y.data()), static_cast<std::streamsize>(y.size() * 8));
+    devs.push_back(f ? deviation(tensor(y, cases[i].want.shape()), cases[i].want) : INFINITY);
+  }
+  fs::remove_all(dir);
+  return devs;
+}
+
 struct Row {
   std::string op, family, onnx, status;
 };
@@ -180,6 +255,8 @@ struct Row {
 
 TEST(OnnxExportOps, EveryProbedOpExportsRightOrSaysSo) {
   std::vector<Row> rows;
+  std::vector<OrtCase> ort_cases;
+  std::vector<size_t> ort_rows;
   int exported = 0, refused = 0;
   for (int i = 0; i < ir::kNumOps; ++i) {
     const auto k = static_cast<OpKind>(i);
@@ -213,19 +290,35 @@ TEST(OnnxExportOps, EveryProbedOpExportsRightOrSaysSo) {
     onnx::Model back = onnx::Model::from_bytes(bytes, Device::cpu());
     const double d = deviation(back.run(p->inputs)[0], run_op(op, p->inputs, Device::cpu()));
     EXPECT_LE(d, 1e-6) << name << " exported as " << form;
+    ort_cases.push_back({name, bytes, p->inputs, run_op(op, p->inputs, Device::cpu())});
+    ort_rows.push_back(rows.size());
     char buf[64];
     std::snprintf(buf, sizeof buf, "exported, deviation %.1e", d);
     rows.push_back({name, "", form, buf});
     ++exported;
   }
   std::cout << exported << " probed ops exported, " << refused << " refused with an error\n";
+  const bool ort = test::have_onnxruntime();
+  if (ort) {
+    std::vector<double> devs = run_all_onnxruntime(ort_cases);
+    for (size_t i = 0; i < devs.size(); ++i) {
+      EXPECT_LE(devs[i], 1e-6) << ort_cases[i].name << " in ONNX Runtime";
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "; ONNX Runtime %.1e", devs[i]);
+      rows[ort_rows[i]].status += buf;
+    }
+  } else {
+    std::cout << "python3 packages onnx and onnxruntime are not installed: the ONNX Runtime half is skipped\n";
+  }
   if (const char* path = std::getenv("KILN_ONNX_EXPORT_WRITE_TABLE")) {
     std::ofstream f(path);
     f << "# ONNX export op coverage\n\n"
          "Generated by `KILN_ONNX_EXPORT_WRITE_TABLE=docs/onnx-export-ops.md ./kiln_tests "
          "--gtest_filter=OnnxExportOps.*` (tests/unit/test_onnx_export_ops.cpp): each primitive of the "
          "elementwise, reduce, scan and pool families, and Pad, is captured, exported (opset 17), read back "
-         "by `kiln::onnx::Model` and compared with the CPU (deviation relative to max(1, |value|)). MatMul, "
+         "by `kiln::onnx::Model` and run by ONNX Runtime (after `onnx.checker`, when the Python packages are "
+         "installed), each compared with the CPU "
+         "(deviation relative to max(1, |value|)). MatMul, "
          "Conv, Cat, Gather, IndexSelect, LayerNorm, Fill and Arange are exported and tested by the models of "
          "tests/unit/test_onnx_export.cpp. See [export.md](export.md).\n\n"
       << exported << " probed ops export, " << refused << " have no ONNX form yet.\n\n"
