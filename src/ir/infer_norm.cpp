@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Shape and dtype inference for the norm family (ops.def documents the attributes).
+#include "ir/attrs.h"
 #include "ir/infer_families.h"
 #include "kiln/error.h"
 
@@ -9,9 +10,9 @@ void infer_norm(Op& op) {
   const char* name = op_name(op.kind).data();
   KILN_CHECK((op.attrs.ints.size() == 4 || op.attrs.ints.size() == 5) && op.attrs.reals.size() == 1, name,
              "expects ints {ndims, has_weight, has_bias, rms[, groups]} and reals {eps}");
-  const int64_t nd = op.attrs.ints[0];
-  const bool has_w = op.attrs.ints[1] != 0, has_b = op.attrs.ints[2] != 0, rms = op.attrs.ints[3] != 0;
-  const int64_t groups = op.attrs.ints.size() == 5 ? op.attrs.ints[4] : 0;
+  const NormAttrs a = NormAttrs::decode(op);
+  const int64_t nd = a.ndims, groups = a.groups;
+  const bool has_w = a.has_weight, has_b = a.has_bias, rms = a.rms;
   KILN_CHECK(!(rms && has_b), name, "RMSNorm takes no bias");
   const size_t nin = 1 + (has_w ? 1 : 0) + (has_b ? 1 : 0);
   KILN_CHECK(op.inputs.size() == nin, name,

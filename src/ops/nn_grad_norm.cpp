@@ -16,6 +16,7 @@
 // weight and bias are per channel [C]. Everything is computed in the statistics' dtype (f32
 // for f16/bf16 inputs, as the forward) and cast back to each input's dtype by the engine.
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -28,10 +29,9 @@ void rule(ir::OpKind k, uint8_t save, GradFn fn) { set_rule(k, GradRule{std::mov
 Tensor add_opt(const Tensor& a, const Tensor& b) { return !a.defined() ? b : !b.defined() ? a : a + b; }
 
 std::vector<Tensor> layer_norm_grad(C c) {
-  const auto& v = c.op.attrs.ints;
-  const int64_t nd = v[0];
-  const bool has_w = v[1] != 0, has_b = v[2] != 0, rms = v[3] != 0;
-  const int64_t groups = v.size() > 4 ? v[4] : 0;
+  const ir::NormAttrs a = ir::NormAttrs::decode(c.op);
+  const int64_t nd = a.ndims, groups = a.groups;
+  const bool has_w = a.has_weight, has_b = a.has_bias, rms = a.rms;
   const Shape& xs = c.op.inputs[0].shape;
   const int64_t rank = static_cast<int64_t>(xs.size());
   const Tensor& rstd0 = c.outputs[2];

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "ir/attrs.h"
 #include "kiln/autodiff.h"
 #include "nn/batch_norm_eval.h"
 #include "ops/dispatch.h"
@@ -61,8 +62,10 @@ LayerNormResult run_layer_norm(const char* api, const Tensor& x, int64_t nd, con
   std::vector<Tensor> inputs{x};
   if (weight.defined()) inputs.push_back(param_input(weight, x.dtype()));
   if (bias.defined()) inputs.push_back(param_input(bias, x.dtype()));
-  ir::Op op = detail::make_op(OpKind::LayerNorm,
-                              {nd, weight.defined() ? 1 : 0, bias.defined() ? 1 : 0, rms ? 1 : 0, groups}, {eps});
+  ir::Op op = detail::make_op(OpKind::LayerNorm);
+  ir::NormAttrs{
+      .ndims = nd, .has_weight = weight.defined(), .has_bias = bias.defined(), .rms = rms, .groups = groups, .eps = eps}
+      .encode(op);
   auto r = detail::run(api, op, x.device(), inputs);
   return {r[0], r[1], r[2]};
 }

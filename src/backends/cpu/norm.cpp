@@ -26,6 +26,7 @@
 #include "backends/cpu/norm_vec.h"
 #include "backends/cpu/reduce_util.h"
 #include "core/parallel.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -220,12 +221,13 @@ template <class T>
 void layer_norm_kernel(const ir::Op& op, void* const* in, void* const* out) {
   using A = acc_t<T>;
   const ir::TensorDesc& xd = op.inputs[0];
-  const int64_t nd = op.attrs.ints[0];
-  const bool has_w = op.attrs.ints[1] != 0, has_b = op.attrs.ints[2] != 0;
+  const ir::NormAttrs a = ir::NormAttrs::decode(op);
+  const int64_t nd = a.ndims;
+  const bool has_w = a.has_weight, has_b = a.has_bias;
   LayerNormPlan<T> p;
-  p.rms = op.attrs.ints[3] != 0;
-  p.eps = op.attrs.reals[0];
-  p.groups = op.attrs.ints.size() > 4 ? op.attrs.ints[4] : 0;
+  p.rms = a.rms;
+  p.eps = a.eps;
+  p.groups = a.groups;
   const size_t rank = xd.shape.size(), lead = rank - static_cast<size_t>(nd);
   if (p.groups > 0) {
     // x [N, C, *] viewed as [N, G, C/G, *]: rows over (N, G), normalised over (C/G, *).
