@@ -23,6 +23,19 @@ constexpr uintptr_t kHandleBits = uintptr_t{0x5a} << 56;
 void* to_handle(void* p) { return p ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) ^ kHandleBits) : p; }
 void* to_memory(void* h) { return to_handle(h); }
 
+/// The device's kernels by op kind, generated from ops.def like every backend's table: the CPU's
+/// kernel for the elementwise families and Fill, and an explicit "not implemented" (nullptr) for
+/// every other op, which supports() reports so that the op falls back.
+constexpr bool kRunsItself(ir::Family f, ir::OpKind k) {
+  return f == ir::Family::Unary || f == ir::Family::Binary || f == ir::Family::Ternary || k == ir::OpKind::Fill;
+}
+constexpr cpu::Kernel kKernels[] = {
+#define KILN_OP(name, family, nin, nout) kRunsItself(ir::Family::family, ir::OpKind::name) ? &cpu::k_##name : nullptr,
+#include "ir/ops.def"
+#undef KILN_OP
+};
+static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == ir::kNumOps, "one entry per op of ops.def");
+
 class SubsetBackend final : public Backend {
  public:
   DeviceType type() const override { return DeviceType::Subset; }
@@ -32,21 +45,12 @@ class SubsetBackend final : public Backend {
   }
   void release(void* data, size_t nbytes) noexcept override { alloc_.release(to_memory(data), nbytes); }
   void* allocate_memory(size_t nbytes) override { return to_handle(alloc_.allocate(nbytes)); }
-  bool supports(const ir::Op& op) override {
-    switch (ir::op_family(op.kind)) {
-      case ir::Family::Unary:
-      case ir::Family::Binary:
-      case ir::Family::Ternary:
-        return true;
-      default:
-        return op.kind == ir::OpKind::Fill;
-    }
-  }
+  bool supports(const ir::Op& op) override { return kKernels[static_cast<int>(op.kind)] != nullptr; }
   void execute(const ir::Op& op, Storage* const* inputs, Storage* const* outputs) override {
     SmallVec<void*, 4> in, out;
     for (size_t i = 0; i < op.inputs.size(); ++i) in.push_back(to_memory(inputs[i]->data));
     for (size_t i = 0; i < op.outputs.size(); ++i) out.push_back(to_memory(outputs[i]->data));
-    cpu::kKernels[static_cast<int>(op.kind)](op, in.data(), out.data());
+    kKernels[static_cast<int>(op.kind)](op, in.data(), out.data());
   }
   void write(Storage& dst, size_t off, const void* src, size_t n) override {
     if (n) std::memcpy(static_cast<char*>(to_memory(dst.data)) + off, src, n);
