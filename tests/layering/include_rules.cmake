@@ -4,6 +4,7 @@
 # 1. The backend-neutral layers include no header of src/backends.
 # 2. No file of src/backends includes kiln/store.h (kernels know nothing of files).
 # 3. No public header (include/kiln) includes a backend header.
+# 4. src/core includes no header of the layers above it.
 # A violation not in the allow-list fails, and so does an allow-list entry that no longer
 # occurs: the list only shrinks (delete its line when the include goes).
 cmake_minimum_required(VERSION 3.22)
@@ -11,7 +12,7 @@ if(NOT SOURCE_DIR)
   get_filename_component(SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../.." ABSOLUTE)
 endif()
 
-set(NEUTRAL_LAYERS autodiff capture core data fusion ir nn onnx ops optim store train)
+set(NEUTRAL_LAYERS autodiff capture core data fusion ir nn onnx ops optim store tensor train)
 
 # Existing violations, "file|included header". The fusion executors (tile interpreter, compiled
 # programs, row pipelines, matmul epilogue) move under src/backends/cpu in a later step, and the
@@ -54,6 +55,8 @@ foreach(layer IN LISTS NEUTRAL_LAYERS)
   scan("src/${layer}" "^backends/")
 endforeach()
 scan("src/backends" "^kiln/store\\.h$")
+# src/core is the ground floor: nothing above it (the Tensor frontend is src/tensor).
+scan("src/core" "^(ops|tensor|autodiff|fusion|nn|optim|store|data|train|onnx|capture)/")
 scan("include/kiln" "^backends/")
 
 set(errors "")

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Backend capabilities and the CPU fallback (src/core/fallback.cpp) on the subset device: ops it
+// Backend capabilities and the CPU fallback (src/ops/fallback.cpp) on the subset device: ops it
 // does not support run on the CPU with their buffers copied through read and write, give the
 // CPU's values, stay on the subset device, are counted per op, and work under autodiff and for
 // writes into an existing tensor.

@@ -4,7 +4,7 @@
 // follow: using one as memory faults), values move only through read and write, and it runs
 // only the elementwise ops (unary, binary, ternary, casts, copies, fills) itself, with the CPU's
 // kernels. Every other op reaches it as "not supported" and runs through the CPU fallback
-// (Note [Fallback], src/core/fallback.cpp). The conformance suite runs on it, which proves the
+// (Note [Fallback], src/ops/fallback.cpp). The conformance suite runs on it, which proves the
 // fallback and the frontend's independence from host pointers.
 #include "core/backend.h"
 
