@@ -186,8 +186,7 @@ inline int64_t row_dims(const ir::Op& op) {
 
 /// A convolution that may take a fused activation: Conv without one yet (ops.def).
 inline bool is_conv_anchor(const ir::Op& op) {
-  return op.kind == OpKind::Conv && op.attrs.ints.size() >= 2 &&
-         op.attrs.ints.size() == ir::conv_geometry_ints(op.attrs.ints[1]);
+  return op.kind == OpKind::Conv && !ir::ConvAttrs::decode(op).has_epilogue;
 }
 
 /// A matrix product that may take an elementwise epilogue: f32 or f64, contiguous result

@@ -290,9 +290,8 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
     } else if (r.op.kind == OpKind::Clamp && floating && sole_reader(order[k], r, 0)) {
       // Bounds as the Clamp kernel reads them (a missing one infinite); min(max(x, lo), hi) is hi
       // everywhere when lo > hi, which the epilogue's clamp gives with lo = hi.
-      const auto& ci = r.op.attrs.ints;
-      const auto& cr = r.op.attrs.reals;
-      double lo = ci[0] ? cr[0] : -INFINITY, hi = ci[1] ? cr[1] : INFINITY;
+      const ir::ClampAttrs c = ir::ClampAttrs::decode(r.op);
+      double lo = c.has_min ? c.min : -INFINITY, hi = c.has_max ? c.max : INFINITY;
       if (lo > hi) lo = hi;
       f.op.attrs.reals.clear();
       f.op.attrs.reals.push_back(lo);

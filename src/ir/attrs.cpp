@@ -242,13 +242,7 @@ void PoolAttrs::encode(Op& op) const {
   }
 }
 
-int64_t ConvAttrs::epilogue_of(const Op& op) {
-  const auto& a = op.attrs.ints;
-  if (op.kind != OpKind::Conv || a.size() < 2) return 0;
-  const size_t g = geometry_ints(a[1]);
-  if (a.size() == g + 1) return a[g];
-  return a.size() == g + 1 + kConvPoolInts && (a[g] & kConvMaxPool) ? a[g] : 0;
-}
+int64_t ConvAttrs::epilogue_of(const Op& op) { return conv_epilogue(op); }
 
 ConvAttrs ConvAttrs::decode(const Op& op) {
   ConvAttrs a;

@@ -124,8 +124,9 @@ struct ConvAttrs {
   double clamp_lo = 0, clamp_hi = 0;                  ///< with kConvClamp
 
   /// The number of geometry ints for nsp spatial dims.
-  static size_t geometry_ints(int64_t nsp) { return static_cast<size_t>(2 + 3 * nsp); }
-  /// The epilogue bits of a Conv op without decoding the rest (0 when absent or malformed).
+  static size_t geometry_ints(int64_t nsp) { return conv_geometry_ints(nsp); }
+  /// The epilogue bits of a Conv op without decoding the rest (0 when absent or malformed;
+  /// ir::conv_epilogue).
   static int64_t epilogue_of(const Op& op);
   bool has_pool() const { return (epilogue & kConvMaxPool) != 0; }
   bool has_residual() const { return (epilogue & kConvResidual) != 0; }

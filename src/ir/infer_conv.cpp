@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/checked.h"
+#include "ir/attrs.h"
 #include "ir/infer_families.h"
 #include "kiln/error.h"
 
@@ -18,12 +19,13 @@ void infer_conv(Op& op) {
   const char* name = op_name(op.kind).data();
   const auto& a = op.attrs.ints;
   KILN_CHECK(a.size() >= 2, name, "expects ints {groups, nsp, ...}, got " << a.size() << " values");
-  const int64_t groups = a[0], nsp = a[1];
+  const ConvAttrs ca = ConvAttrs::decode(op);
+  const int64_t groups = ca.groups, nsp = ca.nsp;
   KILN_CHECK(nsp >= 1 && nsp <= 3, name, "supports 1 to 3 spatial dims, got " << nsp);
   const size_t extra = op.kind == OpKind::Conv ? 0 : static_cast<size_t>(nsp);
-  const size_t geo = conv_geometry_ints(nsp);
+  const size_t geo = ConvAttrs::geometry_ints(nsp);
   if (op.kind == OpKind::Conv && a.size() > geo) {  // + fused epilogue (+ pool window)
-    const int64_t e = a[geo];
+    const int64_t e = a[geo];                       // the raw value: validated before ConvAttrs reads it
     KILN_CHECK(e >= 0 && e <= kConvEpilogueBits, name,
                "fused epilogue must be 0 to 63 (bit 0 relu, bit 1 residual, bit 2 scale, bit 3 shift, bit 4 clamp, "
                "bit 5 max pool), got "
@@ -42,10 +44,12 @@ void infer_conv(Op& op) {
                "expects " << 2 + 3 * nsp + static_cast<int64_t>(extra) << " ints for " << nsp << " spatial dims, got "
                           << a.size());
   KILN_CHECK(groups >= 1, name, "groups must be positive, got " << groups);
-  auto stride = [&](int64_t i) { return a[static_cast<size_t>(2 + i)]; };
-  auto pad = [&](int64_t i) { return a[static_cast<size_t>(2 + nsp + i)]; };
-  auto dil = [&](int64_t i) { return a[static_cast<size_t>(2 + 2 * nsp + i)]; };
-  auto ext = [&](int64_t i) { return a[static_cast<size_t>(2 + 3 * nsp + i)]; };
+  auto stride = [&](int64_t i) { return ca.stride[static_cast<size_t>(i)]; };
+  auto pad = [&](int64_t i) { return ca.padding[static_cast<size_t>(i)]; };
+  auto dil = [&](int64_t i) { return ca.dilation[static_cast<size_t>(i)]; };
+  // output_padding (ConvTranspose) or the weight's spatial sizes (ConvWeightGrad)
+  const Dims& ext_dims = op.kind == OpKind::ConvTranspose ? ca.output_padding : ca.weight_size;
+  auto ext = [&](int64_t i) { return ext_dims[static_cast<size_t>(i)]; };
   for (int64_t i = 0; i < nsp; ++i) {
     KILN_CHECK(stride(i) >= 1, name, "stride must be positive, got " << stride(i));
     KILN_CHECK(pad(i) >= 0, name, "padding must be non-negative, got " << pad(i));
@@ -53,8 +57,8 @@ void infer_conv(Op& op) {
   }
   const size_t rank = static_cast<size_t>(nsp + 2);
   const bool wgrad = op.kind == OpKind::ConvWeightGrad;
-  const size_t res = conv_has_residual(op) ? 1 : 0;
-  const size_t fused = res + (conv_has_scale(op) ? 1 : 0) + (conv_has_shift(op) ? 1 : 0);  // epilogue inputs
+  const size_t res = ca.has_residual() ? 1 : 0;
+  const size_t fused = res + (ca.has_scale() ? 1 : 0) + (ca.has_shift() ? 1 : 0);  // epilogue inputs
   if (wgrad)
     KILN_CHECK(op.inputs.size() == 2, name, "expects 2 inputs, got " << op.inputs.size());
   else
@@ -99,10 +103,9 @@ void infer_conv(Op& op) {
     if (res)
       KILN_CHECK(op.inputs.back().shape == out, name,
                  "residual must have the output's shape " << out << ", got " << op.inputs.back().shape);
-    if (conv_has_pool(op)) {
-      const int64_t* pw = conv_pool_ints(op);  // kernel[2], stride[2], padding[2]
+    if (ca.has_pool()) {
       for (size_t i = 0; i < 2; ++i) {
-        const int64_t k = pw[i], st = pw[2 + i], pd = pw[4 + i], d = out[2 + i];
+        const int64_t k = ca.pool_kernel[i], st = ca.pool_stride[i], pd = ca.pool_padding[i], d = out[2 + i];
         KILN_CHECK(k >= 1 && st >= 1 && pd >= 0 && 2 * pd <= k, name,
                    "fused max pool: kernel " << k << ", stride " << st << " and padding " << pd
                                              << " must be positive, positive and at most half the kernel");

@@ -32,9 +32,11 @@ std::vector<Tensor> softmax_composite(const ir::Op& op, const std::vector<Tensor
 /// sequence it stands for: the plain Conv, then scale, shift, residual, activation and max pool,
 /// each its own op, so a backend without the fused form runs (or falls back for) each piece.
 std::vector<Tensor> conv_epilogue_composite(const ir::Op& op, const std::vector<Tensor>& in) {
-  const size_t geometry = ir::conv_geometry_ints(op.attrs.ints[1]);
+  const ir::ConvAttrs a = ir::ConvAttrs::decode(op);
   ir::Op plain = detail::make_op(ir::OpKind::Conv);
-  plain.attrs.ints.assign(op.attrs.ints.begin(), op.attrs.ints.begin() + static_cast<ptrdiff_t>(geometry));
+  ir::ConvAttrs geometry = a;
+  geometry.has_epilogue = false;
+  geometry.encode(plain);
   const bool bias = ir::conv_has_bias(op);
   std::vector<Tensor> conv_in{in[0], in[1]};
   if (bias) conv_in.push_back(in[2]);
@@ -42,16 +44,14 @@ std::vector<Tensor> conv_epilogue_composite(const ir::Op& op, const std::vector<
   Shape per_channel{y.size(1)};  // [O] as [O, 1, ...] over y's spatial dims
   for (int64_t d = 2; d < y.dim(); ++d) per_channel.push_back(1);
   size_t k = ir::conv_scale_input(op);
-  if (ir::conv_has_scale(op)) y = y * in[k++].view(per_channel);
-  if (ir::conv_has_shift(op)) y = y + in[k++].view(per_channel);
-  if (ir::conv_has_residual(op)) y = y + in[k++];
-  const int64_t act = ir::conv_activation(op);
+  if (a.has_scale()) y = y * in[k++].view(per_channel);
+  if (a.has_shift()) y = y + in[k++].view(per_channel);
+  if (a.has_residual()) y = y + in[k++];
+  const int64_t act = a.activation();
   if (act == 1) y = relu(y);
-  if (act == 2) y = clamp(y, Scalar(op.attrs.reals[0]), Scalar(op.attrs.reals[1]));
-  if (ir::conv_has_pool(op)) {
-    const int64_t* p = ir::conv_pool_ints(op);
-    y = nn::functional::max_pool2d(y, Dims{p[0], p[1]}, {.stride = Dims{p[2], p[3]}, .padding = Dims{p[4], p[5]}});
-  }
+  if (act == 2) y = clamp(y, Scalar(a.clamp_lo), Scalar(a.clamp_hi));
+  if (a.has_pool())
+    y = nn::functional::max_pool2d(y, a.pool_kernel, {.stride = a.pool_stride, .padding = a.pool_padding});
   return {y};
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/checked.h"
+#include "ir/attrs.h"
 #include "kiln/autodiff.h"
 #include "ops/conv_epilogue.h"
 #include "ops/dispatch.h"
@@ -97,10 +98,6 @@ Params expand_params(const char* api, int64_t nsp, const IntList& stride, const 
   return p;
 }
 
-void push_ints(ir::Op& op, const Dims& d) {
-  for (auto v : d) op.attrs.ints.push_back(v);
-}
-
 Tensor run_conv_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w, const Tensor& b) {
   if (b.defined()) return detail::run1(api, op, {x.contiguous(), w.contiguous(), b.contiguous()});
   return detail::run1(api, op, {x.contiguous(), w.contiguous()});
@@ -110,6 +107,7 @@ Tensor run_conv_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w
 /// bias, scale, shift, residual); infer checks their shapes.
 Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w, const Tensor& b,
                        const ConvEpilogue& e) {
+  ir::ConvAttrs a = ir::ConvAttrs::decode(op);
   int64_t bits = 0;
   std::vector<Tensor> in{x.contiguous(), w.contiguous()};
   if (b.defined()) in.push_back(b.contiguous());
@@ -127,19 +125,24 @@ Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& x, const Tenso
   if (e.act == 1) bits |= ir::kConvRelu;
   if (e.act == 2) {
     bits |= ir::kConvClamp;
-    op.attrs.reals = {std::min(e.lo, e.hi), e.hi};  // lo > hi gives hi everywhere (kiln::clamp)
+    a.clamp_lo = std::min(e.lo, e.hi);  // lo > hi gives hi everywhere (kiln::clamp)
+    a.clamp_hi = e.hi;
   }
   const bool pool = !e.pool_kernel.empty();
   if (pool) {
-    KILN_CHECK(op.attrs.ints[1] == 2 && !e.residual.defined() && e.pool_kernel.size() == 2 &&
-                   e.pool_stride.size() == 2 && e.pool_padding.size() == 2,
+    KILN_CHECK(a.nsp == 2 && !e.residual.defined() && e.pool_kernel.size() == 2 && e.pool_stride.size() == 2 &&
+                   e.pool_padding.size() == 2,
                api, "a fused max pool needs 2 spatial dims, a window of 2 sizes and no residual");
     bits |= ir::kConvMaxPool;
   }
-  op.attrs.ints.push_back(bits);
-  if (pool)
-    for (const Dims* d : {&e.pool_kernel, &e.pool_stride, &e.pool_padding})
-      for (int64_t v : *d) op.attrs.ints.push_back(v);
+  a.has_epilogue = true;
+  a.epilogue = bits;
+  if (pool) {
+    a.pool_kernel = e.pool_kernel;
+    a.pool_stride = e.pool_stride;
+    a.pool_padding = e.pool_padding;
+  }
+  a.encode(op);
   if (grad_enabled())
     for (const Tensor& t : in)
       KILN_CHECK(!t.requires_grad(), api, "the fused form records no gradient; an input requires grad");
@@ -196,10 +199,8 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
   KILN_CHECK(fits, api,
              "Calculated padded input size per channel: " << xs(padded) << ". Kernel size: " << xs(ksz)
                                                           << ". Kernel size can't be greater than actual input size");
-  ir::Op op = make_op(OpKind::Conv, {G, nsp});
-  push_ints(op, p.stride);
-  push_ints(op, p.padding);
-  push_ints(op, p.dilation);
+  ir::Op op = make_op(OpKind::Conv);
+  ir::ConvAttrs{.groups = G, .nsp = nsp, .stride = p.stride, .padding = p.padding, .dilation = p.dilation}.encode(op);
   if (epi && (epi->residual.defined() || !epi->pool_kernel.empty())) {
     // A residual of another shape, a pool window larger than the padded output: the caller's
     // separate ops.
@@ -252,11 +253,14 @@ Tensor conv_transpose_nd(const char* api, int64_t nsp, const Tensor& input, cons
   KILN_CHECK(positive, api,
              "Given input size per channel: " << xs(in) << ". Calculated output size per channel: " << xs(out)
                                               << ". Output size is too small");
-  ir::Op op = make_op(OpKind::ConvTranspose, {G, nsp});
-  push_ints(op, p.stride);
-  push_ints(op, p.padding);
-  push_ints(op, p.dilation);
-  push_ints(op, op_pad);
+  ir::Op op = make_op(OpKind::ConvTranspose);
+  ir::ConvAttrs{.groups = G,
+                .nsp = nsp,
+                .stride = p.stride,
+                .padding = p.padding,
+                .dilation = p.dilation,
+                .output_padding = op_pad}
+      .encode(op);
   Tensor y = run_conv_op(api, op, x, weight, bias);
   return batched ? y : y.squeeze({0});
 }
@@ -490,11 +494,14 @@ Tensor conv_weight_nd(const char* api, int64_t nsp, const Tensor& input, const S
                "grad_output " << grad_output.shape() << " does not match the output size of input " << input.shape()
                               << " and weight_size " << weight_size);
   }
-  ir::Op op = detail::make_op(ir::OpKind::ConvWeightGrad, {G, nsp});
-  for (auto v : stride) op.attrs.ints.push_back(v);
-  for (auto v : padding) op.attrs.ints.push_back(v);
-  for (auto v : dilation) op.attrs.ints.push_back(v);
-  for (int64_t i = 0; i < nsp; ++i) op.attrs.ints.push_back(weight_size[static_cast<size_t>(2 + i)]);
+  ir::Op op = detail::make_op(ir::OpKind::ConvWeightGrad);
+  ir::ConvAttrs{.groups = G,
+                .nsp = nsp,
+                .stride = stride,
+                .padding = padding,
+                .dilation = dilation,
+                .weight_size = Dims(weight_size.begin() + 2, weight_size.end())}
+      .encode(op);
   return detail::run1(api, op, {input.contiguous(), grad_output.contiguous()});
 }
 

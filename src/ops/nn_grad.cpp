@@ -15,6 +15,7 @@
 // gradient first (they have no dependence on the input), so the shapes fit Conv exactly. A bias
 // gets the gradient summed over every dim but the channel.
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/kiln.h"
 
 namespace kiln::autodiff {
@@ -30,27 +31,7 @@ namespace NG = kiln::nn::grad;
 [[maybe_unused]] void rule(ir::OpKind k, uint8_t save, GradFn fn) { set_rule(k, GradRule{std::move(fn), save, true}); }
 [[maybe_unused]] void nondiff(ir::OpKind k) { set_rule(k, GradRule{{}, kSaveNothing, false}); }
 
-/// The attributes of a conv primitive: ints = {groups, nsp, stride, padding, dilation, extra}.
-struct ConvAttrs {
-  int64_t groups = 1, nsp = 1;
-  Dims stride, padding, dilation, extra;  ///< extra: output_padding or weight sizes (or empty)
-};
-
-ConvAttrs conv_attrs(const ir::Op& op) {
-  const auto& v = op.attrs.ints;
-  ConvAttrs a;
-  a.groups = v[0];
-  a.nsp = v[1];
-  const auto n = static_cast<size_t>(a.nsp);
-  auto take = [&](size_t at) {
-    return Dims(v.begin() + static_cast<std::ptrdiff_t>(at), v.begin() + static_cast<std::ptrdiff_t>(at + n));
-  };
-  a.stride = take(2);
-  a.padding = take(2 + n);
-  a.dilation = take(2 + 2 * n);
-  if (v.size() >= 2 + 4 * n) a.extra = take(2 + 3 * n);
-  return a;
-}
+using ir::ConvAttrs;
 
 Tensor conv(const ConvAttrs& a, const Tensor& x, const Tensor& w) {
   const F::ConvOptions o{.stride = a.stride, .padding = a.padding, .dilation = a.dilation, .groups = a.groups};
@@ -108,7 +89,7 @@ void register_nn_grads() {
 
   // Note [Convolution gradients].
   rule(K::Conv, kSaveInputs, [](C c) -> V {
-    const ConvAttrs a = conv_attrs(c.op);
+    const ConvAttrs a = ConvAttrs::decode(c.op);
     const Tensor& g = c.grads[0];
     V r(c.op.inputs.size());
     if (c.needs(0)) r[0] = conv_input(a, c.op.inputs[0].shape, c.inputs[1], g);
@@ -117,7 +98,7 @@ void register_nn_grads() {
     return r;
   });
   rule(K::ConvTranspose, kSaveInputs, [](C c) -> V {
-    const ConvAttrs a = conv_attrs(c.op);
+    const ConvAttrs a = ConvAttrs::decode(c.op);
     const Shape& xs = c.op.inputs[0].shape;
     const Shape& ws = c.op.inputs[1].shape;
     V r(c.op.inputs.size());
@@ -128,7 +109,7 @@ void register_nn_grads() {
     for (int64_t i = 0; i < a.nsp; ++i) {
       const int64_t eff = a.dilation[i] * (ws[2 + i] - 1) + 1;
       const int64_t len =
-          (xs[2 + i] - 1) * a.stride[i] - 2 * a.padding[i] + eff + std::min(a.extra[i], a.stride[i] - 1);
+          (xs[2 + i] - 1) * a.stride[i] - 2 * a.padding[i] + eff + std::min(a.output_padding[i], a.stride[i] - 1);
       if (len < g.size(2 + i)) g = g.narrow(2 + i, 0, len);
     }
     if (c.needs(0)) r[0] = conv(a, g, c.inputs[1]);
@@ -136,7 +117,7 @@ void register_nn_grads() {
     return r;
   });
   rule(K::ConvWeightGrad, kSaveInputs, [](C c) -> V {
-    const ConvAttrs a = conv_attrs(c.op);
+    const ConvAttrs a = ConvAttrs::decode(c.op);
     const Tensor& g = c.grads[0];  // [O, C/groups, *k]
     return {c.needs(0) ? conv_input(a, c.op.inputs[0].shape, g, c.inputs[1]) : Tensor(),
             c.needs(1) ? conv(a, c.inputs[0], g) : Tensor()};

@@ -23,6 +23,7 @@
 #include "backends/cpu/loops.h"
 #include "backends/cpu/onednn.h"
 #include "core/parallel.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 namespace kiln::cpu {
@@ -34,22 +35,22 @@ using conv::Geom;
 /// Geometry from the op: Conv/ConvWeightGrad read x = inputs[0]; ConvTranspose's input is the
 /// conv's output and its output the conv's input.
 Geom make_geom(const ir::Op& op) {
-  const auto& a = op.attrs.ints;
+  const ir::ConvAttrs a = ir::ConvAttrs::decode(op);
   Geom g;
-  g.groups = a[0];
-  g.nsp = static_cast<int>(a[1]);
+  g.groups = a.groups;
+  g.nsp = static_cast<int>(a.nsp);
   const int nsp = g.nsp, off = 3 - nsp;
   for (int i = 0; i < nsp; ++i) {
-    g.stride[off + i] = a[static_cast<size_t>(2 + i)];
-    g.pad[off + i] = a[static_cast<size_t>(2 + nsp + i)];
-    g.dil[off + i] = a[static_cast<size_t>(2 + 2 * nsp + i)];
+    g.stride[off + i] = a.stride[static_cast<size_t>(i)];
+    g.pad[off + i] = a.padding[static_cast<size_t>(i)];
+    g.dil[off + i] = a.dilation[static_cast<size_t>(i)];
   }
   const ir::TensorDesc& x = op.inputs[0];
   const ir::TensorDesc& y = op.outputs[0];
   g.N = x.shape[0];
   if (op.kind == ir::OpKind::Conv) {
     const ir::TensorDesc& w = op.inputs[1];
-    const bool pooled = ir::conv_has_pool(op);  // y is pooled: the convolution's size from the formula
+    const bool pooled = a.has_pool();  // y is pooled: the convolution's size from the formula
     g.C = x.shape[1];
     g.O = y.shape[1];
     for (int i = 0; i < nsp; ++i) {
@@ -387,11 +388,19 @@ inline A no_contract(A x) {
 /// the separate op.
 template <class T, class A>
 void max_pool_after(const ir::Op& op, const Geom& g, const A* full, void* out, std::vector<A>& to) {
-  const int64_t* pw = ir::conv_pool_ints(op);
+  const ir::ConvAttrs ca = ir::ConvAttrs::decode(op);
   const DType at = std::is_same_v<A, double> ? DType::F64 : DType::F32;
   ir::Op p;
   p.kind = ir::OpKind::MaxPool;
-  p.attrs.ints = {2, pw[0], pw[1], pw[2], pw[3], pw[4], pw[5], 1, 1, 0, 0};  // dilation 1, floor, values
+  // dilation 1, floor mode, values only
+  ir::PoolAttrs{.nsp = 2,
+                .kernel = ca.pool_kernel,
+                .stride = ca.pool_stride,
+                .padding = ca.pool_padding,
+                .dilation = {1, 1},
+                .ceil_mode = false,
+                .with_indices = false}
+      .encode(p);
   p.inputs = {ir::contiguous_desc(Shape{g.N, g.O, g.out[1], g.out[2]}, at)};
   p.outputs = {ir::contiguous_desc(op.outputs[0].shape, at), ir::contiguous_desc(Shape{0}, DType::I64)};
   A* y = stage_out<T, A>(out, op.outputs[0], to);
@@ -406,8 +415,9 @@ template <class T>
 void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const Geom g = make_geom(op);
-  const bool has_bias = ir::conv_has_bias(op), has_res = ir::conv_has_residual(op);
-  const bool has_scale = ir::conv_has_scale(op), has_shift = ir::conv_has_shift(op);
+  const ir::ConvAttrs ca = ir::ConvAttrs::decode(op);
+  const bool has_bias = ir::conv_has_bias(op), has_res = ca.has_residual();
+  const bool has_scale = ca.has_scale(), has_shift = ca.has_shift();
   Stage<A> t0, t1, t2, t3, t4, t5, to;
   const A* a0 = stage_in<T, A>(in[0], op.inputs[0], t0);
   const A* a1 = stage_in<T, A>(in[1], op.inputs[1], t1);
@@ -418,7 +428,7 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   const A* shift = has_shift ? stage_in<T, A>(in[ti], op.inputs[ti], t5) : nullptr;
   // A fused max pool (ops.def): the convolution and its epilogue run into `full`, then the pool
   // (or oneDNN pools each thread's blocked output, onednn_forward_maxpool).
-  const bool pooled = op.kind == ir::OpKind::Conv && ir::conv_has_pool(op);
+  const bool pooled = op.kind == ir::OpKind::Conv && ca.has_pool();
   // The pooled path's full result is made only when oneDNN's pooled form does not run.
   Stage<A> full;
   A* res = pooled ? nullptr : stage_out<T, A>(out[0], op.outputs[0], to);
@@ -430,10 +440,9 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   };
   // The oneDNN path applies the epilogue itself, per share of images (Note [Convolution
   // activations] in conv_onednn.cpp).
-  const int64_t act = ir::conv_activation(op);  // 1 relu, 2 clamp
+  const int64_t act = ca.activation();  // 1 relu, 2 clamp
   const bool relu = act == 1, clamp = act == 2;
-  const A clo = clamp ? static_cast<A>(op.attrs.reals[0]) : A(0),
-          chi = clamp ? static_cast<A>(op.attrs.reals[1]) : A(0);
+  const A clo = clamp ? static_cast<A>(ca.clamp_lo) : A(0), chi = clamp ? static_cast<A>(ca.clamp_hi) : A(0);
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     // The content stamps of the operands the kernel reads or writes in place (not staged copies).
@@ -456,12 +465,11 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
         post.scale = scale;
         post.shift = shift;
         if (pooled) {
-          const int64_t* pw = ir::conv_pool_ints(op);
           conv::PoolAfter pa;
           for (int i = 0; i < 2; ++i) {
-            pa.k[i] = pw[i];
-            pa.s[i] = pw[2 + i];
-            pa.p[i] = pw[4 + i];
+            pa.k[i] = ca.pool_kernel[static_cast<size_t>(i)];
+            pa.s[i] = ca.pool_stride[static_cast<size_t>(i)];
+            pa.p[i] = ca.pool_padding[static_cast<size_t>(i)];
             pa.out[i] = op.outputs[0].shape[static_cast<size_t>(2 + i)];
           }
           float* y = stage_out<T, A>(out[0], op.outputs[0], to);
