@@ -162,7 +162,11 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
     return Named{initializer("const", d.dtype, d.shape, gather_bytes(val.bytes, d)),
                  std::vector<bool>(d.shape.size(), false)};
   const Named& base = values_[static_cast<size_t>(v)];
-  KILN_CHECK(!base.name.empty(), kApi, "value %" << v << " is used before it is defined");
+  KILN_CHECK(!base.name.empty(), kApi,
+             "value %" << v << " has no ONNX form: it is an output of "
+                       << (val.op >= 0 ? std::string(ir::op_name(g_.nodes[static_cast<size_t>(val.op)].op->kind))
+                                       : std::string("no op"))
+                       << " that the export does not write (the indices of a sort or max pool, a norm's statistics)");
   KILN_CHECK(d.dtype == val.dtype, kApi,
              "a view reinterprets a " << dtype_name(val.dtype) << " value as " << dtype_name(d.dtype)
                                       << ", which ONNX cannot express");

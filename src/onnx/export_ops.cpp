@@ -255,6 +255,19 @@ void Lowering::elementwise() {
       e.node("Sqrt", {e.node("Add", {e.node("Mul", {names[0], names[0]}), e.node("Mul", {names[1], names[1]})})}, {},
              {out()});
       break;
+    case OpKind::Fmax:
+    case OpKind::Fmin: {  // NaN-ignoring: the other operand where one is NaN
+      const std::string m = e.node(op.kind == OpKind::Fmax ? "Max" : "Min", names);
+      const std::string b = e.node("Where", {e.node("IsNaN", {names[1]}), names[0], m});
+      e.node("Where", {e.node("IsNaN", {names[0]}), names[1], b}, {}, {out()});
+      break;
+    }
+    case OpKind::TruncDiv: {
+      if (!is_floating(dt)) unsupported("for integer dtypes");
+      const std::string q = e.node("Div", names);
+      e.node("Where", {e.node("Less", {q, e.scalar(0, dt)}), e.node("Ceil", {q}), e.node("Floor", {q})}, {}, {out()});
+      break;
+    }
     case OpKind::LogAddExp: {  // max(a, b) + log(1 + exp(-|a - b|))
       const std::string d = e.node("Neg", {e.node("Abs", {e.node("Sub", names)})});
       const std::string l = e.node("Log", {e.node("Add", {e.node("Exp", {d}), e.scalar(1, dt)})});
@@ -327,6 +340,29 @@ void Lowering::unary_composite() {
     case OpKind::IsFinite:
       y = e.node("Not", {e.node("Or", {e.node("IsNaN", {x.name}), e.node("IsInf", {x.name})})}, {}, {out()});
       break;
+    case OpKind::Trunc:
+    case OpKind::Frac: {  // trunc: ceil below 0, floor above; frac = x - trunc(x)
+      const std::string t =
+          e.node("Where", {e.node("Less", {x.name, c(0)}), e.node("Ceil", {x.name}), e.node("Floor", {x.name})});
+      y = op.kind == OpKind::Trunc ? e.node("Identity", {t}, {}, {out()}) : e.node("Sub", {x.name, t}, {}, {out()});
+      break;
+    }
+    case OpKind::Logit: {  // log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps >= 0
+      std::string z = x.name;
+      const double eps = op.attrs.reals.empty() ? -1 : op.attrs.reals[0];
+      if (eps >= 0) z = e.node("Clip", {z, c(eps), c(1 - eps)});
+      y = e.node("Log", {e.node("Div", {z, e.node("Sub", {c(1), z})})}, {}, {out()});
+      break;
+    }
+    case OpKind::NanToNum: {
+      const auto& r = op.attrs.reals;
+      const std::string neg =
+          e.node("Where", {e.node("IsInf", {x.name}, {attr_int("detect_positive", 0)}), c(r[2]), x.name});
+      const std::string pos =
+          e.node("Where", {e.node("IsInf", {x.name}, {attr_int("detect_negative", 0)}), c(r[1]), neg});
+      y = e.node("Where", {e.node("IsNaN", {x.name}), c(r[0]), pos}, {}, {out()});
+      break;
+    }
     case OpKind::GeluTanh: {  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
       const std::string x3 = e.node("Mul", {e.node("Mul", {x.name, x.name}), x.name});
       const std::string in = e.node("Add", {x.name, e.node("Mul", {x3, c(0.044715)})});
@@ -382,6 +418,32 @@ void Lowering::reduce() {
     case OpKind::ArgMin:
       e.node(op.kind == OpKind::ArgMax ? "ArgMax" : "ArgMin", {src}, {attr_int("axis", axes[0]), kd}, {out()});
       break;
+    case OpKind::Any:
+    case OpKind::All: {  // on int32 0/1: any = max, all = min
+      const std::string i = e.node("Cast", {e.node("Cast", {src}, {attr_int("to", onnx_type(DType::Bool))})},
+                                   {attr_int("to", onnx_type(DType::I32))});
+      const std::string r =
+          e.node(op.kind == OpKind::Any ? "ReduceMax" : "ReduceMin", {i}, {attr_ints("axes", axes), kd});
+      e.node("Cast", {r}, {attr_int("to", onnx_type(DType::Bool))}, {out()});
+      break;
+    }
+    case OpKind::Var: {  // sum((x - mean)^2) / (n - correction), its root for std
+      int64_t n = 1;
+      for (int64_t a : axes) {
+        KILN_CHECK(!(static_cast<size_t>(a) < x.dynamic.size() && x.dynamic[a]), kApi,
+                   "a variance over a dynamic dim is not exported yet");
+        n *= op.inputs[0].shape[static_cast<size_t>(a)];
+      }
+      const DType dt = op.inputs[0].dtype;
+      const std::string m = e.node("ReduceMean", {src}, {attr_ints("axes", axes), attr_int("keepdims", 1)});
+      const std::string d = e.node("Sub", {src, m});
+      const std::string ss = e.node("ReduceSum", {e.node("Mul", {d, d}), e.ints(axes)}, {kd});
+      const bool root = op.attrs.reals.size() > 1 && op.attrs.reals[1] != 0;
+      const std::string v = e.node("Div", {ss, e.scalar(static_cast<double>(n) - op.attrs.reals[0], dt)}, {},
+                                   root ? std::vector<std::string>{} : std::vector<std::string>{out()});
+      if (root) e.node("Sqrt", {v}, {}, {out()});
+      break;
+    }
     default:
       unsupported();
   }
@@ -402,21 +464,23 @@ void Lowering::matmul() {
 }
 
 void Lowering::conv() {
-  if (op.kind != OpKind::Conv) unsupported();
+  if (op.kind == OpKind::ConvWeightGrad) unsupported();
   if (ir::conv_epilogue(op) != 0) unsupported("with a fused epilogue (export the unfused model)");
+  const bool transposed = op.kind == OpKind::ConvTranspose;
   const auto& a = op.attrs.ints;
   const size_t nsp = static_cast<size_t>(a[1]);
   const Named x = in(0), w = in(1);
   std::vector<std::string> ins{x.name, w.name};
-  if (ir::conv_has_bias(op)) ins.push_back(in(2).name);
+  if (transposed ? op.inputs.size() == 3 : ir::conv_has_bias(op)) ins.push_back(in(2).name);
   std::vector<int64_t> pads = v64(&a[2 + nsp], nsp);
   pads.insert(pads.end(), pads.begin(), pads.end());
   const Shape& ws = op.inputs[1].shape;
-  e.node("Conv", ins,
-         {attr_int("group", a[0]), attr_ints("kernel_shape", std::vector<int64_t>(ws.begin() + 2, ws.end())),
-          attr_ints("strides", v64(&a[2], nsp)), attr_ints("pads", pads),
-          attr_ints("dilations", v64(&a[2 + 2 * nsp], nsp))},
-         {out()});
+  std::vector<Attr> attrs{attr_int("group", a[0]),
+                          attr_ints("kernel_shape", std::vector<int64_t>(ws.begin() + 2, ws.end())),
+                          attr_ints("strides", v64(&a[2], nsp)), attr_ints("pads", pads),
+                          attr_ints("dilations", v64(&a[2 + 2 * nsp], nsp))};
+  if (transposed) attrs.push_back(attr_ints("output_padding", v64(&a[2 + 3 * nsp], nsp)));
+  e.node(transposed ? "ConvTranspose" : "Conv", ins, std::move(attrs), {out()});
   std::vector<bool> dyn(op.outputs[0].shape.size(), false);
   dyn[0] = !x.dynamic.empty() && x.dynamic[0];
   for (size_t k = 1; k < x.dynamic.size(); ++k)
@@ -611,6 +675,15 @@ void Lowering::run() {
       if (op.kind == OpKind::CumSum) {
         if (op.attrs.dtype != op.inputs[0].dtype) unsupported("with a dtype conversion");
         e.node("CumSum", {x.name, e.scalar(static_cast<double>(op.attrs.ints[0]), DType::I64)}, {}, {out()});
+        return define(x.dynamic);
+      }
+      if (op.kind == OpKind::Sort) {  // the values (the indices of equal values may differ: not exported)
+        const int64_t dim = op.attrs.ints[0];
+        KILN_CHECK(!(static_cast<size_t>(dim) < x.dynamic.size() && x.dynamic[dim]), kApi,
+                   "a sort along a dynamic dim is not exported yet");
+        e.node("TopK", {x.name, e.ints({op.inputs[0].shape[static_cast<size_t>(dim)]})},
+               {attr_int("axis", dim), attr_int("largest", op.attrs.ints[1] != 0 ? 1 : 0), attr_int("sorted", 1)},
+               {out(), e.fresh("sort_indices")});
         return define(x.dynamic);
       }
       if (op.kind != OpKind::Softmax && op.kind != OpKind::LogSoftmax) unsupported();

@@ -240,6 +240,12 @@ TEST(OnnxExport, UnsupportedOpIsNamed) {
                      "node 0 (CumProd): the Kiln op CumProd has no ONNX form");
 }
 
+TEST(OnnxExport, UnwrittenOutputIsNamed) {
+  CapturedGraph g = capture([](const std::vector<Tensor>& x) { return std::vector<Tensor>{argsort(x[0]) * 2}; },
+                            {tensor({3.f, 1.f, 2.f})});
+  test::expect_error([&] { onnx::export_bytes(g); }, "onnx export", "an output of Sort that the export does not write");
+}
+
 TEST(OnnxExport, ReshapeThatFixesADynamicAxisIsAnError) {
   CapturedGraph g = capture(
       [](const std::vector<Tensor>& x) {
