@@ -32,7 +32,8 @@ struct ExportOptions {
 std::string export_bytes(const CapturedGraph& graph, const ExportOptions& options = {});
 /// Writes a captured graph as an ONNX model file.
 void export_model(const CapturedGraph& graph, const std::string& path, const ExportOptions& options = {});
-/// Captures fn on module with example_inputs (kiln::capture) and writes the graph to path.
+/// Captures fn on module with example_inputs (kiln::capture) in eval mode (dropout off, batch
+/// norm on its running statistics; the module's mode is restored after) and writes the graph.
 void export_model(nn::Module& module, const CaptureFunction& fn, const std::vector<Tensor>& example_inputs,
                   const std::string& path, const ExportOptions& options = {});
 

@@ -21,6 +21,7 @@
 
 #include "kiln/error.h"
 #include "kiln/half.h"
+#include "kiln/nn/module.h"
 
 namespace kiln::onnx::exporter {
 
@@ -363,7 +364,18 @@ void export_model(nn::Module& module, const CaptureFunction& fn, const std::vect
   CaptureOptions co;
   co.input_names = options.input_names;
   co.output_names = options.output_names;
-  export_model(capture(module, fn, example_inputs, co), path, options);
+  // In eval mode, as torch.onnx.export: dropout off, batch norm on its running statistics.
+  const bool training = module.is_training();
+  module.eval();
+  CapturedGraph g;
+  try {
+    g = capture(module, fn, example_inputs, co);
+  } catch (...) {
+    module.train(training);
+    throw;
+  }
+  module.train(training);
+  export_model(g, path, options);
 }
 
 }  // namespace kiln::onnx

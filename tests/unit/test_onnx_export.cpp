@@ -197,6 +197,20 @@ TEST(OnnxExport, LstmWithAFixedBatch) {
   std::cout << "lstm max deviation " << d << "\n";
 }
 
+TEST(OnnxExport, ExportModelRunsTheModuleInEvalMode) {
+  manual_seed(9);
+  FashionNet m;  // in training mode: dropout would be a random op
+  const std::string path = (std::filesystem::temp_directory_path() / "kiln_export_eval.onnx").string();
+  onnx::export_model(m, [&](const std::vector<Tensor>& x) { return std::vector<Tensor>{m.forward(x[0])}; },
+                     {rand({2, 1, 28, 28})}, path, {.dynamic = {{"input", {0}}}});
+  EXPECT_TRUE(m.is_training());
+  onnx::Model back(path, Device::cpu());
+  std::filesystem::remove(path);
+  m.eval();
+  Tensor x = rand({3, 1, 28, 28});
+  EXPECT_LE(max_diff(back.run({x})[0], m.forward(x)), 1e-5f);
+}
+
 TEST(OnnxExport, ParametersAreNamedInitializers) {
   Mlp m;
   const std::string bytes = export_module(m, randn({2, 6}));
