@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/attrs.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -151,8 +152,12 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   DType dt = x.dtype();
   if (min) dt = detail::result_type(x, *min);
   if (max && detail::result_type(x, *max) != x.dtype()) dt = detail::result_type(x, *max);
-  ir::Op op = make_op(OpKind::Clamp, {min.has_value(), max.has_value()},
-                      {min ? min->to_double() : 0.0, max ? max->to_double() : 0.0});
+  ir::Op op = make_op(OpKind::Clamp);
+  ir::ClampAttrs{.has_min = min.has_value(),
+                 .has_max = max.has_value(),
+                 .min = min ? min->to_double() : 0.0,
+                 .max = max ? max->to_double() : 0.0}
+      .encode(op);
   return run1("clamp", op, {detail::cast_if_needed(x, dt)});
 }
 

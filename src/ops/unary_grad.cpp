@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autodiff/rules.h"
+#include "ir/attrs.h"
 #include "kiln/ops.h"
 
 namespace kiln::autodiff {
@@ -137,10 +138,10 @@ void register_unary_grads() {
   // (boundaries included, NaN excluded).
   rule(K::Clamp, kSaveInputs, [](C c) -> V {
     const Tensor& x = c.inputs[0];
-    const bool has_min = c.op.attrs.ints[0] != 0, has_max = c.op.attrs.ints[1] != 0;
+    const ir::ClampAttrs a = ir::ClampAttrs::decode(c.op);
     Tensor mask;
-    if (has_min) mask = ge(x, real(c, 0));
-    if (has_max) mask = mask.defined() ? logical_and(mask, le(x, real(c, 1))) : le(x, real(c, 1));
+    if (a.has_min) mask = ge(x, a.min);
+    if (a.has_max) mask = mask.defined() ? logical_and(mask, le(x, a.max)) : le(x, a.max);
     if (!mask.defined()) mask = eq(x, x);
     return {keep(mask, c.grads[0])};
   });

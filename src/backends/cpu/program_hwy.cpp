@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/vec.h"
+#include "ir/attrs.h"
 #include "kiln/error.h"
 
 #if KILN_WITH_HWY
@@ -231,8 +232,9 @@ bool program_supports(const ir::Op& op, PInstr* ins) {
     case OpKind::Clamp: {
       ok = all_f32 && op.attrs.ints.size() >= 2 && op.attrs.reals.size() >= 2;
       if (ok) {  // the bounds as the f32 kernel rounds them; a missing bound is infinite
-        p.r[0] = op.attrs.ints[0] ? static_cast<double>(static_cast<float>(op.attrs.reals[0])) : -HUGE_VAL;
-        p.r[1] = op.attrs.ints[1] ? static_cast<double>(static_cast<float>(op.attrs.reals[1])) : HUGE_VAL;
+        const ir::ClampAttrs c = ir::ClampAttrs::decode(op);
+        p.r[0] = c.has_min ? static_cast<double>(static_cast<float>(c.min)) : -HUGE_VAL;
+        p.r[1] = c.has_max ? static_cast<double>(static_cast<float>(c.max)) : HUGE_VAL;
       }
       break;
     }

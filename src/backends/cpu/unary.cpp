@@ -9,6 +9,7 @@
 #include "backends/cpu/loops.h"
 #include "backends/cpu/math.h"
 #include "backends/cpu/vec.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -119,9 +120,10 @@ namespace {
 template <class T>
 void clamp_impl(const ir::Op& op, void* const* in, void* const* out) {
   using A = acc_t<T>;
-  bool has_lo = op.attrs.ints[0] != 0, has_hi = op.attrs.ints[1] != 0;
+  const ir::ClampAttrs at = ir::ClampAttrs::decode(op);
+  bool has_lo = at.has_min, has_hi = at.has_max;
   using C = std::conditional_t<std::is_integral_v<A>, double, A>;
-  C lo = static_cast<C>(op.attrs.reals[0]), hi = static_cast<C>(op.attrs.reals[1]);
+  C lo = static_cast<C>(at.min), hi = static_cast<C>(at.max);
   if constexpr (std::is_floating_point_v<A>) {
     // Branch-free so the loop vectorises: std::max(x, lo) is (x < lo ? lo : x), which keeps a
     // NaN x (the comparison is false), and likewise std::min; a missing bound is infinite.
