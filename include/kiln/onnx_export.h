@@ -26,6 +26,10 @@ struct ExportOptions {
   /// Graph input and output names (default: "input"/"output", or numbered for several).
   std::vector<std::string> input_names, output_names;
   std::string producer = "kiln";
+  /// Fold views of parameters (a linear layer's transposed weight) into initializers of their
+  /// own, named after the parameter ("fc1.weight_3"), instead of Transpose / Reshape nodes over
+  /// the state-dict initializer. Constants are always folded.
+  bool fold_constants = false;
 };
 
 /// The ONNX ModelProto bytes of a captured graph.

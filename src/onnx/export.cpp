@@ -159,8 +159,10 @@ Named Exporter::view(int64_t v, const ir::TensorDesc& d) {
 
 Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
   const CapturedValue& val = g_.values[static_cast<size_t>(v)];
-  if (val.kind == CapturedValue::Kind::Constant)  // folded on the host
-    return Named{initializer("const", d.dtype, d.shape, gather_bytes(val.bytes, d)),
+  const bool param_view =
+      val.kind == CapturedValue::Kind::Param && !(d.offset == 0 && d.shape == val.shape && d.is_contiguous());
+  if (val.kind == CapturedValue::Kind::Constant || (param_view && o_.fold_constants))  // folded on the host
+    return Named{initializer(val.name.empty() ? "const" : val.name, d.dtype, d.shape, gather_bytes(val.bytes, d)),
                  std::vector<bool>(d.shape.size(), false)};
   const Named& base = values_[static_cast<size_t>(v)];
   KILN_CHECK(!base.name.empty(), kApi,

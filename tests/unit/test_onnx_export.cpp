@@ -211,6 +211,19 @@ TEST(OnnxExport, ExportModelRunsTheModuleInEvalMode) {
   EXPECT_LE(max_diff(back.run({x})[0], m.forward(x)), 1e-5f);
 }
 
+TEST(OnnxExport, FoldConstantsFoldsParameterViews) {
+  manual_seed(10);
+  Mlp m;
+  const std::string plain = export_module(m, randn({3, 6}));
+  const std::string folded = export_module(m, randn({3, 6}), {.dynamic = {{"input", {0}}}, .fold_constants = true});
+  EXPECT_NE(plain.find("Transpose"), std::string::npos);
+  EXPECT_EQ(folded.find("Transpose"), std::string::npos);
+  EXPECT_NE(folded.find("fc1.weight_"), std::string::npos);
+  onnx::Model back = onnx::Model::from_bytes(folded, Device::cpu());
+  Tensor x = randn({4, 6});
+  EXPECT_LE(max_diff(back.run({x})[0], m.forward(x)), 1e-5f);
+}
+
 TEST(OnnxExport, ParametersAreNamedInitializers) {
   Mlp m;
   const std::string bytes = export_module(m, randn({2, 6}));
