@@ -283,6 +283,64 @@ void ConvAttrs::encode(Op& op) const {
   if (epilogue & kConvClamp) op.attrs.reals = {clamp_lo, clamp_hi};
 }
 
+size_t CreationAttrs::shape_start(OpKind k) {
+  return k == OpKind::Arange ? 0 : k == OpKind::Fill ? 2 : k == OpKind::RandInt ? 5 : 3;
+}
+
+CreationAttrs CreationAttrs::decode(const Op& op) {
+  CreationAttrs c;
+  const size_t s = shape_start(op.kind);
+  if (op.kind != OpKind::Bernoulli)
+    for (size_t i = s; i < op.attrs.ints.size(); ++i) c.shape.push_back(op.attrs.ints[i]);
+  switch (op.kind) {
+    case OpKind::Fill:
+      c.has_int = int_at(op, 0) != 0;
+      c.int_value = int_at(op, 1);
+      c.value = real_at(op, 0);
+      break;
+    case OpKind::Arange:
+      c.start = real_at(op, 0);
+      c.step = real_at(op, 1, 1);
+      break;
+    default:  // the random ops
+      c.seed = static_cast<uint64_t>(static_cast<uint32_t>(int_at(op, 0))) |
+               (static_cast<uint64_t>(static_cast<uint32_t>(int_at(op, 1))) << 32);
+      c.offset = static_cast<uint64_t>(int_at(op, 2));
+      c.low = int_at(op, 3);
+      c.high = int_at(op, 4);
+      c.a = real_at(op, 0);
+      c.b = real_at(op, 1, 1);
+      break;
+  }
+  return c;
+}
+
+void CreationAttrs::encode(Op& op) const {
+  auto& i = op.attrs.ints;
+  auto& r = op.attrs.reals;
+  i.clear();
+  r.clear();
+  switch (op.kind) {
+    case OpKind::Fill:
+      i = {int64_t{has_int ? 1 : 0}, int_value};
+      r = {value};
+      break;
+    case OpKind::Arange:
+      r = {start, step};
+      break;
+    default:
+      i = {static_cast<int64_t>(seed & 0xffffffffULL), static_cast<int64_t>(seed >> 32), static_cast<int64_t>(offset)};
+      if (op.kind == OpKind::RandInt) {
+        i.push_back(low);
+        i.push_back(high);
+      }
+      if (op.kind == OpKind::RandUniform || op.kind == OpKind::RandNormal) r = {a, b};
+      break;
+  }
+  if (op.kind != OpKind::Bernoulli)
+    for (int64_t d : shape) i.push_back(d);
+}
+
 ClampAttrs ClampAttrs::decode(const Op& op) {
   ClampAttrs a;
   a.has_min = int_at(op, 0) != 0;

@@ -138,6 +138,25 @@ struct ConvAttrs {
   void encode(Op& op) const;
 };
 
+/// The Creation family and Bernoulli: ints = {own ints..., shape...} (Bernoulli: no shape).
+///   Fill {has_int, int_value} reals {value}; Arange {} (its shape is {n}) reals {start, step}; RandUniform and
+///   RandNormal {seed_lo32, seed_hi32, offset} reals {low, high} or {mean, std}; RandInt {seed_lo32,
+///   seed_hi32, offset, low, high}; Bernoulli {seed_lo32, seed_hi32, offset}.
+struct CreationAttrs {
+  Shape shape{};
+  bool has_int = false;           ///< Fill: the value is the integer int_value (exact)
+  int64_t int_value = 0;          ///< Fill
+  double value = 0;               ///< Fill
+  double start = 0, step = 1;     ///< Arange
+  uint64_t seed = 0, offset = 0;  ///< random ops: Philox key and first block
+  int64_t low = 0, high = 0;      ///< RandInt: [low, high)
+  double a = 0, b = 1;            ///< RandUniform {low, high}, RandNormal {mean, std}
+  /// Where the shape starts in ints (the op's own ints before it; Bernoulli: its count).
+  static size_t shape_start(OpKind k);
+  static CreationAttrs decode(const Op& op);
+  void encode(Op& op) const;
+};
+
 /// Clamp: ints = {has_min, has_max}, reals = {min, max}.
 struct ClampAttrs {
   bool has_min = false, has_max = false;

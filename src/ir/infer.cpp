@@ -40,10 +40,6 @@ void expect_inputs(const Op& op, size_t n) {
              "expects " << static_cast<long long>(n) << " inputs, got " << static_cast<long long>(op.inputs.size()));
 }
 
-int64_t creation_shape_start(OpKind k) {
-  return k == OpKind::Arange ? 0 : k == OpKind::Fill ? 2 : k == OpKind::RandInt ? 5 : 3;
-}
-
 void infer_reduce(Op& op) {
   expect_inputs(op, 1);
   const TensorDesc& x = op.inputs[0];
@@ -125,9 +121,8 @@ void infer(Op& op) {
       return;
     }
     case Family::Creation: {
-      int64_t start = creation_shape_start(op.kind);
-      KILN_CHECK(static_cast<int64_t>(op.attrs.ints.size()) >= start, name, "missing attributes");
-      Shape s(op.attrs.ints.begin() + start, op.attrs.ints.end());
+      KILN_CHECK(op.attrs.ints.size() >= CreationAttrs::shape_start(op.kind), name, "missing attributes");
+      const Shape s = CreationAttrs::decode(op).shape;
       for (auto d : s) KILN_CHECK(d >= 0, name, "negative size in shape " << s);
       op.outputs = {contiguous_desc(s, op.attrs.dtype)};
       return;

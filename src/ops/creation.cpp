@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/checked.h"
+#include "ir/attrs.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -78,8 +79,10 @@ size_t check_shape(const char* api, const Shape& shape, DType dtype) {
 Tensor full_impl(const char* api, const Shape& shape, Scalar value, const TensorOptions& o) {
   detail::OpScope scope(api);
   check_shape(api, shape, o.dtype);
-  ir::Op op = make_op(OpKind::Fill, {value.is_floating() ? 0 : 1, value.to_int()}, {value.to_double()}, o.dtype);
-  for (auto d : shape) op.attrs.ints.push_back(d);
+  ir::Op op = make_op(OpKind::Fill, {}, {}, o.dtype);
+  ir::CreationAttrs{
+      .shape = shape, .has_int = !value.is_floating(), .int_value = value.to_int(), .value = value.to_double()}
+      .encode(op);
   return detail::run(api, op, o.device, {})[0];
 }
 }  // namespace
@@ -195,7 +198,8 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
              "start " << s << ", end " << e << " and step " << st << " give more elements than fit in int64");
   const int64_t n = std::max<int64_t>(static_cast<int64_t>(n128), 0);
   check_shape("arange", {n}, dt);
-  ir::Op op = make_op(OpKind::Arange, {n}, {s, st}, dt);
+  ir::Op op = make_op(OpKind::Arange, {}, {}, dt);
+  ir::CreationAttrs{.shape = {n}, .start = s, .step = st}.encode(op);
   return detail::run("arange", op, device, {})[0];
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/checked.h"
 #include "core/rng.h"
+#include "ir/attrs.h"
 #include "ops/dispatch.h"
 
 namespace kiln {
@@ -33,12 +34,16 @@ ir::Op random_op(OpKind k, const Shape& shape, int64_t per_block, std::initializ
                  std::initializer_list<double> reals, DType dt) {
   int64_t n = shape_numel(shape);
   rng::GeneratorState st = rng::reserve(static_cast<uint64_t>((n + per_block - 1) / per_block));
-  ir::Op op = make_op(k,
-                      {static_cast<int64_t>(st.seed & 0xffffffffULL), static_cast<int64_t>(st.seed >> 32),
-                       static_cast<int64_t>(st.offset)},
-                      reals, dt);
-  for (auto v : extra) op.attrs.ints.push_back(v);
-  for (auto d : shape) op.attrs.ints.push_back(d);
+  ir::Op op = make_op(k, {}, {}, dt);
+  ir::CreationAttrs a{.shape = shape, .seed = st.seed, .offset = st.offset};
+  if (k == OpKind::RandInt) {
+    a.low = extra.begin()[0];
+    a.high = extra.begin()[1];
+  } else {
+    a.a = reals.begin()[0];
+    a.b = reals.begin()[1];
+  }
+  a.encode(op);
   return op;
 }
 
@@ -112,8 +117,8 @@ Tensor bernoulli(const Tensor& p) {
   KILN_CHECK(is_floating(p.dtype()), "bernoulli",
              "expects p to be a floating tensor, got " << dtype_name(p.dtype()) << " of shape " << p.shape());
   rng::GeneratorState st = rng::reserve(static_cast<uint64_t>((p.numel() + 1) / 2));
-  ir::Op op = make_op(OpKind::Bernoulli, {static_cast<int64_t>(st.seed & 0xffffffffULL),
-                                          static_cast<int64_t>(st.seed >> 32), static_cast<int64_t>(st.offset)});
+  ir::Op op = make_op(OpKind::Bernoulli);
+  ir::CreationAttrs{.seed = st.seed, .offset = st.offset}.encode(op);
   return detail::run1("bernoulli", op, {p});
 }
 

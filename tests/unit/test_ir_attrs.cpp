@@ -79,7 +79,9 @@ Attrs reencode(const Op& op, bool& typed) {
       ClampAttrs::decode(op).encode(o);
       break;
     default:
-      if (op_family(op.kind) == Family::Reduce) {
+      if (op_family(op.kind) == Family::Creation || op.kind == OpKind::Bernoulli) {
+        CreationAttrs::decode(op).encode(o);
+      } else if (op_family(op.kind) == Family::Reduce) {
         ReduceAttrs::decode(op).encode(o);
       } else if (op_family(op.kind) == Family::Pool) {
         PoolAttrs::decode(op).encode(o);
@@ -176,6 +178,16 @@ TEST(IrAttrs, EncodeThenDecodeGivesTheStruct) {
   cd.encode(again);
   EXPECT_EQ(again.attrs, conv.attrs);
 
+  Op ri = op_of(OpKind::RandInt);
+  CreationAttrs{.shape = {2, 3}, .seed = 0x123456789abcULL, .offset = 7, .low = -5, .high = 9}.encode(ri);
+  EXPECT_EQ(ri.attrs.ints.size(), CreationAttrs::shape_start(OpKind::RandInt) + 2);
+  const CreationAttrs ca = CreationAttrs::decode(ri);
+  EXPECT_EQ(ca.seed, 0x123456789abcULL);
+  EXPECT_EQ(ca.offset, 7u);
+  EXPECT_EQ(ca.low, -5);
+  EXPECT_EQ(ca.high, 9);
+  EXPECT_EQ(ca.shape, (Shape{2, 3}));
+
   Op cl = op_of(OpKind::Clamp);
   ClampAttrs{.has_min = false, .has_max = true, .min = 0, .max = 3}.encode(cl);
   EXPECT_FALSE(ClampAttrs::decode(cl).has_min);
@@ -216,6 +228,13 @@ TEST(IrAttrs, FrontendOpsReencodeToTheirInts) {
         out.push_back(F::conv_transpose2d(x, ones({3, 2, 3, 3}, f), {}, {.stride = 2, .output_padding = 1}));
         out.push_back(fft::rfft(x, {}, 2));
         out.push_back(fft::irfft(fft::fft(fft::rfft(x)), 8, 2));
+        out.push_back(full({2, 2}, 3, f));
+        out.push_back(full({3}, 0.5, f));
+        out.push_back(arange(1, 7, 2, DType::F32, x.device()));
+        out.push_back(rand({4}, f));
+        out.push_back(randn({4}, f));
+        out.push_back(randint(-3, 5, {2}, i64));
+        out.push_back(bernoulli(full({3}, 0.5, f)));
         const Tensor a = x.slice(2, 0, 3).slice(3, 0, 3);
         out.push_back(linalg::cholesky(a, true));
         out.push_back(linalg::qr(a, "complete").Q);
@@ -236,8 +255,28 @@ TEST(IrAttrs, FrontendOpsReencodeToTheirInts) {
     EXPECT_EQ(again.reals, n.op->attrs.reals) << op_name(n.op->kind);
   }
   EXPECT_GE(typed_ops, 30u) << g.str();
-  for (OpKind k : {OpKind::Sum, OpKind::Var, OpKind::Sort, OpKind::Cat, OpKind::Scatter, OpKind::IndexAdd, OpKind::Pad,
-                   OpKind::MaxPool, OpKind::AvgPool, OpKind::AdaptiveMaxPool, OpKind::LayerNorm, OpKind::Conv,
-                   OpKind::ConvTranspose, OpKind::Irfft, OpKind::Fft, OpKind::Svd, OpKind::TriangularSolve})
+  for (OpKind k : {OpKind::Sum,
+                   OpKind::Var,
+                   OpKind::Sort,
+                   OpKind::Cat,
+                   OpKind::Scatter,
+                   OpKind::IndexAdd,
+                   OpKind::Pad,
+                   OpKind::MaxPool,
+                   OpKind::AvgPool,
+                   OpKind::AdaptiveMaxPool,
+                   OpKind::LayerNorm,
+                   OpKind::Conv,
+                   OpKind::ConvTranspose,
+                   OpKind::Irfft,
+                   OpKind::Fft,
+                   OpKind::Svd,
+                   OpKind::TriangularSolve,
+                   OpKind::Clamp,
+                   OpKind::Fill,
+                   OpKind::Arange,
+                   OpKind::RandNormal,
+                   OpKind::RandInt,
+                   OpKind::Bernoulli})
     EXPECT_TRUE(seen.count(k)) << op_name(k) << " was not built";
 }

@@ -7,6 +7,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -148,10 +149,10 @@ void k_Cast(const ir::Op& op, void* const* in, void* const* out) {
 void k_Fill(const ir::Op& op, void* const*, void* const* out) {
   const ir::TensorDesc& d = op.outputs[0];
   int64_t n = d.numel();
-  double v = op.attrs.reals.empty() ? 0.0 : op.attrs.reals[0];
+  const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
   KILN_SWITCH_ALL(d.dtype, "fill", T, {
-    // ints = {has_int, int_value, shape...}: integers travel exactly.
-    T val = op.attrs.ints[0] ? convert<T, int64_t>(op.attrs.ints[1]) : convert<T, double>(v);
+    // Integers travel exactly.
+    T val = a.has_int ? convert<T, int64_t>(a.int_value) : convert<T, double>(a.value);
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = val;
@@ -161,7 +162,8 @@ void k_Fill(const ir::Op& op, void* const*, void* const* out) {
 
 void k_Arange(const ir::Op& op, void* const*, void* const* out) {
   const ir::TensorDesc& d = op.outputs[0];
-  double start = op.attrs.reals[0], step = op.attrs.reals[1];
+  const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
+  double start = a.start, step = a.step;
   int64_t n = d.numel();
   KILN_SWITCH_NUMERIC(d.dtype, "arange", T, {
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));

@@ -22,6 +22,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "core/rng.h"
+#include "ir/attrs.h"
 
 namespace kiln::cpu {
 
@@ -33,10 +34,8 @@ struct Counter {
 };
 
 Counter counter_of(const ir::Op& op) {
-  const auto& a = op.attrs.ints;
-  uint64_t seed =
-      static_cast<uint64_t>(static_cast<uint32_t>(a[0])) | (static_cast<uint64_t>(static_cast<uint32_t>(a[1])) << 32);
-  return {seed, static_cast<uint64_t>(a[2])};
+  const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
+  return {a.seed, a.offset};
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -184,7 +183,8 @@ constexpr double kTwoPi = 6.283185307179586476925286766559;
 void k_RandUniform(const ir::Op& op, void* const*, void* const* out) {
   const ir::TensorDesc& d = op.outputs[0];
   const Counter c = counter_of(op);
-  const double lo = op.attrs.reals[0], hi = op.attrs.reals[1], span = hi - lo;
+  const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
+  const double lo = a.a, hi = a.b, span = hi - lo;
   KILN_SWITCH_FLOAT(d.dtype, "rand", T, {
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
     if constexpr (std::is_same_v<T, double>) {
@@ -216,7 +216,8 @@ void k_RandUniform(const ir::Op& op, void* const*, void* const* out) {
 void k_RandNormal(const ir::Op& op, void* const*, void* const* out) {
   const ir::TensorDesc& d = op.outputs[0];
   const Counter c = counter_of(op);
-  const double mean = op.attrs.reals[0], sd = op.attrs.reals[1];
+  const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
+  const double mean = a.a, sd = a.b;
   KILN_SWITCH_FLOAT(d.dtype, "randn", T, {
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
     if constexpr (std::is_same_v<T, double>) {
@@ -245,7 +246,8 @@ void k_RandNormal(const ir::Op& op, void* const*, void* const* out) {
 void k_RandInt(const ir::Op& op, void* const*, void* const* out) {
   const ir::TensorDesc& d = op.outputs[0];
   const Counter c = counter_of(op);
-  const int64_t low = op.attrs.ints[3], high = op.attrs.ints[4];
+  const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
+  const int64_t low = a.low, high = a.high;
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   KILN_SWITCH_ALL(d.dtype, "randint", T, {
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
