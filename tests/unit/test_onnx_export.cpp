@@ -224,6 +224,24 @@ TEST(OnnxExport, FoldConstantsFoldsParameterViews) {
   EXPECT_LE(max_diff(back.run({x})[0], m.forward(x)), 1e-5f);
 }
 
+TEST(OnnxExport, EmbeddingBagOfTokensWithADynamicBatch) {
+  manual_seed(11);
+  struct Bag : nn::Module {
+    nn::Embedding emb{{.num_embeddings = 10, .embedding_dim = 4}};
+    nn::Linear fc{{.in_features = 4, .out_features = 2}};
+    Tensor forward(const Tensor& tokens) const { return fc(emb(tokens).mean(Dims{1})); }
+    KILN_VISIT(Bag, emb, fc)
+  } m;
+  auto tokens = [](int64_t b) { return randint(0, 10, {b, 5}); };
+  const std::string bytes = export_module(m, tokens(3));
+  onnx::Model back = onnx::Model::from_bytes(bytes, Device::cpu());
+  for (int64_t b : {2, 6}) {
+    Tensor t = tokens(b);
+    const float d = max_diff(back.run({t})[0], m.forward(t));
+    EXPECT_LE(d, 1e-6f) << "batch " << b;
+  }
+}
+
 TEST(OnnxExport, ParametersAreNamedInitializers) {
   Mlp m;
   const std::string bytes = export_module(m, randn({2, 6}));
