@@ -21,7 +21,8 @@ struct ExportOptions {
   /// Dynamic axes: input or output name -> its dims whose size may change ({"input", {0}}: a
   /// dynamic batch). A graph that fixes such a dim (a reshape to its example size) is an error.
   std::map<std::string, std::vector<int64_t>> dynamic;
-  /// The default-domain opset (17: the ops the exporter writes are those of opset 17).
+  /// The default-domain opset, 17 to 21: each op is written in that opset's form (the axes of
+  /// ReduceMean, ReduceMax, ... are an input from 18).
   int64_t opset = 17;
   /// Graph input and output names (default: "input"/"output", or numbered for several).
   std::vector<std::string> input_names, output_names;

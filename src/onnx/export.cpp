@@ -144,6 +144,13 @@ std::string Exporter::scalar(double x, DType dtype) {
   return consts_[key] = initializer("scalar", dtype, {}, raw);
 }
 
+std::string Exporter::reduce(const std::string& op_type, const std::string& x, const std::vector<int64_t>& axes,
+                             bool keep, std::vector<std::string> outs) {
+  const Attr kd = attr_int("keepdims", keep ? 1 : 0);
+  if (op_type == "ReduceSum" || o_.opset >= 18) return node(op_type, {x, ints(axes)}, {kd}, std::move(outs));
+  return node(op_type, {x}, {attr_ints("axes", axes), kd}, std::move(outs));
+}
+
 void Exporter::define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult) {
   values_[static_cast<size_t>(v)] = Named{std::move(name), std::move(dynamic), mult};
 }
@@ -348,7 +355,8 @@ void Exporter::lower_node(size_t i) {
 namespace kiln::onnx {
 
 std::string export_bytes(const CapturedGraph& graph, const ExportOptions& options) {
-  KILN_CHECK(options.opset >= 17, exporter::kApi, "opset " << options.opset << " is older than 17, the oldest written");
+  KILN_CHECK(options.opset >= 17 && options.opset <= 21, exporter::kApi,
+             "opset " << options.opset << " is not written: 17 to 21 are");
   exporter::Exporter e(graph, options);
   return e.run();
 }

@@ -42,6 +42,10 @@ class Exporter {
   std::string node(const std::string& op_type, std::vector<std::string> ins, std::vector<Attr> attrs = {},
                    std::vector<std::string> outs = {});
   std::string fresh(const std::string& hint);
+  /// A Reduce* node over axes: the axes as an attribute or, where the opset takes them so
+  /// (ReduceSum from 13, the others from 18), as an input.
+  std::string reduce(const std::string& op_type, const std::string& x, const std::vector<int64_t>& axes, bool keep,
+                     std::vector<std::string> outs = {});
   /// Names value v (an op output) with its dynamic dims.
   void define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult = 1);
   /// The ONNX name that value v's op output should take.

@@ -403,16 +403,16 @@ void Lowering::reduce() {
       e.node("ReduceSum", {src, e.ints(axes)}, {kd}, {out()});
       break;
     case OpKind::Mean:
-      e.node("ReduceMean", {src}, {attr_ints("axes", axes), kd}, {out()});
+      e.reduce("ReduceMean", src, axes, keep, {out()});
       break;
     case OpKind::Max:
-      e.node("ReduceMax", {src}, {attr_ints("axes", axes), kd}, {out()});
+      e.reduce("ReduceMax", src, axes, keep, {out()});
       break;
     case OpKind::Min:
-      e.node("ReduceMin", {src}, {attr_ints("axes", axes), kd}, {out()});
+      e.reduce("ReduceMin", src, axes, keep, {out()});
       break;
     case OpKind::Prod:
-      e.node("ReduceProd", {src}, {attr_ints("axes", axes), kd}, {out()});
+      e.reduce("ReduceProd", src, axes, keep, {out()});
       break;
     case OpKind::ArgMax:
     case OpKind::ArgMin:
@@ -422,8 +422,7 @@ void Lowering::reduce() {
     case OpKind::All: {  // on int32 0/1: any = max, all = min
       const std::string i = e.node("Cast", {e.node("Cast", {src}, {attr_int("to", onnx_type(DType::Bool))})},
                                    {attr_int("to", onnx_type(DType::I32))});
-      const std::string r =
-          e.node(op.kind == OpKind::Any ? "ReduceMax" : "ReduceMin", {i}, {attr_ints("axes", axes), kd});
+      const std::string r = e.reduce(op.kind == OpKind::Any ? "ReduceMax" : "ReduceMin", i, axes, keep);
       e.node("Cast", {r}, {attr_int("to", onnx_type(DType::Bool))}, {out()});
       break;
     }
@@ -435,7 +434,7 @@ void Lowering::reduce() {
         n *= op.inputs[0].shape[static_cast<size_t>(a)];
       }
       const DType dt = op.inputs[0].dtype;
-      const std::string m = e.node("ReduceMean", {src}, {attr_ints("axes", axes), attr_int("keepdims", 1)});
+      const std::string m = e.reduce("ReduceMean", src, axes, true);
       const std::string d = e.node("Sub", {src, m});
       const std::string ss = e.node("ReduceSum", {e.node("Mul", {d, d}), e.ints(axes)}, {kd});
       const bool root = op.attrs.reals.size() > 1 && op.attrs.reals[1] != 0;

@@ -265,6 +265,17 @@ TEST(OnnxExport, ElementwiseViewsAndReductions) {
   }
 }
 
+TEST(OnnxExport, OpsetsFrom17To21) {
+  manual_seed(12);
+  Tensor ex = randn({3, 4, 6});
+  CapturedGraph g = capture(ops_fn, {ex});
+  for (int64_t opset : {18, 21}) {
+    onnx::Model back = onnx::Model::from_bytes(onnx::export_bytes(g, {.opset = opset}), Device::cpu());
+    EXPECT_LE(max_diff(back.run({ex})[1], ops_fn({ex})[1]), 1e-6f) << "opset " << opset;
+  }
+  test::expect_error([&] { onnx::export_bytes(g, {.opset = 16}); }, "onnx export", "17 to 21");
+}
+
 TEST(OnnxExport, GatherAndFill) {
   manual_seed(5);
   auto fn = [](const std::vector<Tensor>& in) {
@@ -323,6 +334,8 @@ TEST(OnnxExport, OnnxRuntimeRunsMlpAndCnnWithADynamicBatch) {
   cnn.eval();
   const std::string cb = export_module(cnn, randn({2, 1, 8, 8}));
   const std::string ob = onnx::export_bytes(capture(ops_fn, {randn({3, 4, 6})}), {.dynamic = {{"input", {0}}}});
+  const std::string ob21 =
+      onnx::export_bytes(capture(ops_fn, {randn({3, 4, 6})}), {.dynamic = {{"input", {0}}}, .opset = 21});
   for (int64_t b : {1, 6}) {
     Tensor x = randn({b, 6});
     const float dm = max_diff(test::run_onnxruntime(mb, x, {b, 4}), mlp.forward(x));
@@ -331,6 +344,7 @@ TEST(OnnxExport, OnnxRuntimeRunsMlpAndCnnWithADynamicBatch) {
     Tensor xo = randn({b + 1, 4, 6});
     const float dop = max_diff(test::run_onnxruntime(ob, xo, {b + 1, 4}), ops_fn({xo})[0]);
     EXPECT_LE(dop, 1e-5f) << "ops batch " << b + 1;
+    EXPECT_LE(max_diff(test::run_onnxruntime(ob21, xo, {b + 1, 4}), ops_fn({xo})[0]), 1e-5f) << "opset 21";
     EXPECT_LE(dm, 1e-5f) << "mlp batch " << b;
     EXPECT_LE(dc, 1e-5f) << "cnn batch " << b;
     std::cout << "onnxruntime batch " << b << " max deviation mlp " << dm << " cnn " << dc << " ops " << dop << "\n";
