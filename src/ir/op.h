@@ -100,7 +100,8 @@ inline constexpr int64_t kConvRelu = 1, kConvResidual = 2, kConvScale = 4, kConv
 inline constexpr int64_t kConvEpilogueBits = 63;
 /// The ints after a fused max pool's epilogue int: kernel[2], stride[2], padding[2].
 inline constexpr size_t kConvPoolInts = 6;
-/// Conv's fused epilogue (ops.def): the int after the geometry, 0 (none) when absent.
+/// Conv's fused epilogue (ops.def): the int after the geometry, 0 (none) when absent. The one
+/// raw read of the epilogue bits; ir::ConvAttrs (ir/attrs.h) decodes the rest of the layout.
 inline int64_t conv_epilogue(const Op& op) {
   const auto& a = op.attrs.ints;
   if (op.kind != OpKind::Conv || a.size() < 2) return 0;
@@ -108,12 +109,8 @@ inline int64_t conv_epilogue(const Op& op) {
   if (a.size() == g + 1) return a[g];
   return a.size() == g + 1 + kConvPoolInts && (a[g] & kConvMaxPool) ? a[g] : 0;
 }
-/// Whether Conv's result is max pooled (2 spatial dims; conv_pool_ints holds the window).
+/// Whether Conv's result is max pooled (2 spatial dims; ConvAttrs::pool_kernel etc. hold the window).
 inline bool conv_has_pool(const Op& op) { return (conv_epilogue(op) & kConvMaxPool) != 0; }
-/// The fused max pool's ints (kernel[2], stride[2], padding[2]); valid when conv_has_pool.
-inline const int64_t* conv_pool_ints(const Op& op) {
-  return op.attrs.ints.data() + conv_geometry_ints(op.attrs.ints[1]) + 1;
-}
 /// Conv's fused activation: 1 relu, 2 clamp to [attrs.reals[0], attrs.reals[1]], 0 none.
 inline int64_t conv_activation(const Op& op) {
   const int64_t e = conv_epilogue(op);
