@@ -341,6 +341,73 @@ void CreationAttrs::encode(Op& op) const {
     for (int64_t d : shape) i.push_back(d);
 }
 
+UnaryAttrs UnaryAttrs::decode(const Op& op) {
+  UnaryAttrs u;
+  switch (op.kind) {
+    case OpKind::Round:
+      u.decimals = int_at(op, 0);
+      break;
+    case OpKind::IsInf:
+      u.which = int_at(op, 0);
+      break;
+    case OpKind::Logit:
+      u.eps = real_at(op, 0, -1);
+      break;
+    case OpKind::LeakyRelu:
+      u.slope = real_at(op, 0, 0.01);
+      break;
+    case OpKind::Elu:
+      u.alpha = real_at(op, 0, 1);
+      u.scale = real_at(op, 1, 1);
+      u.input_scale = real_at(op, 2, 1);
+      break;
+    case OpKind::Softplus:
+      u.beta = real_at(op, 0, 1);
+      u.threshold = real_at(op, 1, 20);
+      break;
+    case OpKind::NanToNum:
+      u.nan = real_at(op, 0);
+      u.posinf = real_at(op, 1);
+      u.neginf = real_at(op, 2);
+      break;
+    default:
+      break;
+  }
+  return u;
+}
+
+void UnaryAttrs::encode(Op& op) const {
+  auto& i = op.attrs.ints;
+  auto& r = op.attrs.reals;
+  i.clear();
+  r.clear();
+  switch (op.kind) {
+    case OpKind::Round:
+      i = {decimals};
+      break;
+    case OpKind::IsInf:
+      i = {which};
+      break;
+    case OpKind::Logit:
+      r = {eps};
+      break;
+    case OpKind::LeakyRelu:
+      r = {slope};
+      break;
+    case OpKind::Elu:
+      r = {alpha, scale, input_scale};
+      break;
+    case OpKind::Softplus:
+      r = {beta, threshold};
+      break;
+    case OpKind::NanToNum:
+      r = {nan, posinf, neginf};
+      break;
+    default:
+      break;
+  }
+}
+
 ClampAttrs ClampAttrs::decode(const Op& op) {
   ClampAttrs a;
   a.has_min = int_at(op, 0) != 0;

@@ -157,6 +157,21 @@ struct CreationAttrs {
   void encode(Op& op) const;
 };
 
+/// Unary parameters: Round ints {decimals}; IsInf ints {which: 0 both signs, 1 +inf, -1 -inf};
+/// Logit reals {eps} (< 0: none); LeakyRelu {slope}; Elu {alpha, scale, input_scale}; Softplus
+/// {beta, threshold}; NanToNum {nan, posinf, neginf}. Other unary ops carry none.
+struct UnaryAttrs {
+  int64_t decimals = 0;                          ///< Round
+  int64_t which = 0;                             ///< IsInf
+  double eps = -1;                               ///< Logit
+  double slope = 0.01;                           ///< LeakyRelu
+  double alpha = 1, scale = 1, input_scale = 1;  ///< Elu
+  double beta = 1, threshold = 20;               ///< Softplus
+  double nan = 0, posinf = 0, neginf = 0;        ///< NanToNum
+  static UnaryAttrs decode(const Op& op);
+  void encode(Op& op) const;
+};
+
 /// Clamp: ints = {has_min, has_max}, reals = {min, max}.
 struct ClampAttrs {
   bool has_min = false, has_max = false;

@@ -15,26 +15,27 @@ using ir::OpKind;
 namespace {
 
 /// Float ops: integer and bool inputs compute in the default float dtype (PyTorch's rule).
-Tensor float_unary(const char* api, OpKind k, const Tensor& x, std::initializer_list<int64_t> ints = {},
-                   std::initializer_list<double> reals = {}) {
+Tensor float_unary(const char* api, OpKind k, const Tensor& x, const ir::UnaryAttrs& a = {}) {
   detail::check_defined(api, x);
-  ir::Op op = make_op(k, ints, reals);
+  ir::Op op = make_op(k);
+  a.encode(op);
   return run1(api, op, {is_floating(x.dtype()) ? x : cast(x, kDefaultFloat)});
 }
 
 /// Ops on any numeric dtype, keeping it; bool inputs are refused like PyTorch does.
-Tensor numeric_unary(const char* api, OpKind k, const Tensor& x, std::initializer_list<int64_t> ints = {},
-                     std::initializer_list<double> reals = {}) {
+Tensor numeric_unary(const char* api, OpKind k, const Tensor& x, const ir::UnaryAttrs& a = {}) {
   detail::check_defined(api, x);
   KILN_CHECK(x.dtype() != DType::Bool, api, "not supported for bool tensors (shape " << x.shape() << ")");
-  ir::Op op = make_op(k, ints, reals);
+  ir::Op op = make_op(k);
+  a.encode(op);
   return run1(api, op, {x});
 }
 
 /// Predicates with a bool result on any dtype.
-Tensor bool_unary(const char* api, OpKind k, const Tensor& x, std::initializer_list<int64_t> ints = {}) {
+Tensor bool_unary(const char* api, OpKind k, const Tensor& x, const ir::UnaryAttrs& a = {}) {
   detail::check_defined(api, x);
-  ir::Op op = make_op(k, ints);
+  ir::Op op = make_op(k);
+  a.encode(op);
   return run1(api, op, {x});
 }
 
@@ -100,28 +101,30 @@ Tensor round(const Tensor& x, int64_t decimals) {
   KILN_CHECK(decimals == 0 || (x.defined() && is_floating(x.dtype())), "round",
              "decimals are only supported for float tensors, got "
                  << (x.defined() ? dtype_name(x.dtype()).data() : "undefined"));
-  return numeric_unary("round", OpKind::Round, x, {decimals});
+  return numeric_unary("round", OpKind::Round, x, {.decimals = decimals});
 }
 
 Tensor logit(const Tensor& x, std::optional<double> eps) {
   KILN_CHECK(!eps || (*eps >= 0 && *eps <= 0.5), "logit", "eps must be in [0, 0.5], got " << *eps);
-  return float_unary("logit", OpKind::Logit, x, {}, {eps ? *eps : -1.0});
+  return float_unary("logit", OpKind::Logit, x, {.eps = eps ? *eps : -1.0});
 }
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  return float_unary("leaky_relu", OpKind::LeakyRelu, x, {}, {negative_slope});
+  return float_unary("leaky_relu", OpKind::LeakyRelu, x, {.slope = negative_slope});
 }
 
-Tensor elu(const Tensor& x, double alpha) { return float_unary("elu", OpKind::Elu, x, {}, {alpha, 1.0, 1.0}); }
+Tensor elu(const Tensor& x, double alpha) {
+  return float_unary("elu", OpKind::Elu, x, {.alpha = alpha, .scale = 1.0, .input_scale = 1.0});
+}
 
 Tensor selu(const Tensor& x) {
   constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
-  return float_unary("selu", OpKind::Elu, x, {}, {alpha, scale, 1.0});
+  return float_unary("selu", OpKind::Elu, x, {.alpha = alpha, .scale = scale, .input_scale = 1.0});
 }
 
 Tensor celu(const Tensor& x, double alpha) {
   KILN_CHECK(alpha != 0, "celu", "alpha must not be 0");
-  return float_unary("celu", OpKind::Elu, x, {}, {alpha, 1.0, 1.0 / alpha});
+  return float_unary("celu", OpKind::Elu, x, {.alpha = alpha, .scale = 1.0, .input_scale = 1.0 / alpha});
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
@@ -131,7 +134,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  return float_unary("softplus", OpKind::Softplus, x, {}, {beta, threshold});
+  return float_unary("softplus", OpKind::Softplus, x, {.beta = beta, .threshold = threshold});
 }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
@@ -174,16 +177,18 @@ Tensor clamp_max(const Tensor& x, Scalar max) { return clamp(x, std::nullopt, ma
 Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf, std::optional<double> neginf) {
   detail::check_defined("nan_to_num", x);
   if (!is_floating(x.dtype())) return x.clone();
-  ir::Op op = make_op(OpKind::NanToNum, {},
-                      {nan, posinf ? *posinf : std::numeric_limits<double>::max(),
-                       neginf ? *neginf : std::numeric_limits<double>::lowest()});
+  ir::Op op = make_op(OpKind::NanToNum);
+  ir::UnaryAttrs{.nan = nan,
+                 .posinf = posinf ? *posinf : std::numeric_limits<double>::max(),
+                 .neginf = neginf ? *neginf : std::numeric_limits<double>::lowest()}
+      .encode(op);
   return run1("nan_to_num", op, {x});
 }
 
 Tensor isnan(const Tensor& x) { return bool_unary("isnan", OpKind::IsNan, x); }
-Tensor isinf(const Tensor& x) { return bool_unary("isinf", OpKind::IsInf, x, {0}); }
-Tensor isposinf(const Tensor& x) { return bool_unary("isposinf", OpKind::IsInf, x, {1}); }
-Tensor isneginf(const Tensor& x) { return bool_unary("isneginf", OpKind::IsInf, x, {-1}); }
+Tensor isinf(const Tensor& x) { return bool_unary("isinf", OpKind::IsInf, x, {.which = 0}); }
+Tensor isposinf(const Tensor& x) { return bool_unary("isposinf", OpKind::IsInf, x, {.which = 1}); }
+Tensor isneginf(const Tensor& x) { return bool_unary("isneginf", OpKind::IsInf, x, {.which = -1}); }
 Tensor isfinite(const Tensor& x) { return bool_unary("isfinite", OpKind::IsFinite, x); }
 Tensor logical_not(const Tensor& x) { return bool_unary("logical_not", OpKind::LogicalNot, x); }
 

@@ -24,7 +24,6 @@ constexpr double kLn10 = 2.30258509299404568402;
 
 /// g where mask holds, 0 elsewhere.
 Tensor keep(const Tensor& mask, const Tensor& g) { return where(mask, g, 0); }
-double real(C c, size_t i) { return c.op.attrs.reals[i]; }
 }  // namespace
 
 void register_unary_grads() {
@@ -73,20 +72,22 @@ void register_unary_grads() {
   // gradient is 0 (PyTorch's logit_backward).
   rule(K::Logit, kSaveInputs, [](C c) -> V {
     const Tensor& x = c.inputs[0];
-    const double eps = real(c, 0);
+    const double eps = ir::UnaryAttrs::decode(c.op).eps;
     Tensor g = c.grads[0] / (x * (1 - x));
     if (eps < 0) return {g};
     return {keep(logical_and(ge(x, eps), le(x, 1 - eps)), g)};
   });
   // ---- activations -----------------------------------------------------------------------------
   rule(K::Relu, kSaveOutputs, [](C c) -> V { return {keep(gt(c.outputs[0], 0), c.grads[0])}; });
-  rule(K::LeakyRelu, kSaveInputs,
-       [](C c) -> V { return {where(gt(c.inputs[0], 0), c.grads[0], c.grads[0] * real(c, 0))}; });
+  rule(K::LeakyRelu, kSaveInputs, [](C c) -> V {
+    return {where(gt(c.inputs[0], 0), c.grads[0], c.grads[0] * ir::UnaryAttrs::decode(c.op).slope)};
+  });
   // Elu reals={alpha, scale, input_scale}: scale * x for x > 0, else
   // scale * alpha * (exp(x * input_scale) - 1).
   rule(K::Elu, kSaveInputs, [](C c) -> V {
     const Tensor& x = c.inputs[0];
-    const double alpha = real(c, 0), scale = real(c, 1), in_scale = real(c, 2);
+    const ir::UnaryAttrs u = ir::UnaryAttrs::decode(c.op);
+    const double alpha = u.alpha, scale = u.scale, in_scale = u.input_scale;
     Tensor neg = c.grads[0] * exp(x * in_scale) * (scale * alpha * in_scale);
     return {where(gt(x, 0), c.grads[0] * scale, neg)};
   });
@@ -120,8 +121,9 @@ void register_unary_grads() {
   // Softplus reals={beta, threshold}: linear (gradient 1) where x * beta > threshold.
   rule(K::Softplus, kSaveInputs, [](C c) -> V {
     const Tensor& x = c.inputs[0];
-    Tensor xb = x * real(c, 0);
-    return {where(gt(xb, real(c, 1)), c.grads[0], c.grads[0] * sigmoid(xb))};
+    const ir::UnaryAttrs u = ir::UnaryAttrs::decode(c.op);
+    Tensor xb = x * u.beta;
+    return {where(gt(xb, u.threshold), c.grads[0], c.grads[0] * sigmoid(xb))};
   });
   rule(K::Softsign, kSaveInputs, [](C c) -> V { return {c.grads[0] / square(abs(c.inputs[0]) + 1)}; });
   rule(K::Hardsigmoid, kSaveInputs, [](C c) -> V {

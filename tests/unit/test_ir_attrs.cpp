@@ -78,6 +78,15 @@ Attrs reencode(const Op& op, bool& typed) {
     case OpKind::Clamp:
       ClampAttrs::decode(op).encode(o);
       break;
+    case OpKind::Round:
+    case OpKind::IsInf:
+    case OpKind::Logit:
+    case OpKind::LeakyRelu:
+    case OpKind::Elu:
+    case OpKind::Softplus:
+    case OpKind::NanToNum:
+      UnaryAttrs::decode(op).encode(o);
+      break;
     default:
       if (op_family(op.kind) == Family::Creation || op.kind == OpKind::Bernoulli) {
         CreationAttrs::decode(op).encode(o);
@@ -228,6 +237,13 @@ TEST(IrAttrs, FrontendOpsReencodeToTheirInts) {
         out.push_back(F::conv_transpose2d(x, ones({3, 2, 3, 3}, f), {}, {.stride = 2, .output_padding = 1}));
         out.push_back(fft::rfft(x, {}, 2));
         out.push_back(fft::irfft(fft::fft(fft::rfft(x)), 8, 2));
+        out.push_back(round(x, 2));
+        out.push_back(isneginf(x));
+        out.push_back(logit(x, 0.1));
+        out.push_back(leaky_relu(x, 0.2));
+        out.push_back(celu(x, 2.0));
+        out.push_back(softplus(x, 2.0, 10.0));
+        out.push_back(nan_to_num(x, 1.0, std::nullopt, -5.0));
         out.push_back(full({2, 2}, 3, f));
         out.push_back(full({3}, 0.5, f));
         out.push_back(arange(1, 7, 2, DType::F32, x.device()));
@@ -277,6 +293,13 @@ TEST(IrAttrs, FrontendOpsReencodeToTheirInts) {
                    OpKind::Arange,
                    OpKind::RandNormal,
                    OpKind::RandInt,
-                   OpKind::Bernoulli})
+                   OpKind::Bernoulli,
+                   OpKind::Round,
+                   OpKind::IsInf,
+                   OpKind::Logit,
+                   OpKind::LeakyRelu,
+                   OpKind::Elu,
+                   OpKind::Softplus,
+                   OpKind::NanToNum})
     EXPECT_TRUE(seen.count(k)) << op_name(k) << " was not built";
 }

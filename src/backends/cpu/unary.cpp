@@ -42,27 +42,25 @@ void apply(const ir::Op& op, void* const* in, void* const* out, const F& f, bool
 }  // namespace
 
 // Float-only ops (the frontend casts integer inputs to f32 first).
-#define KILN_FLOAT_UNARY(Name, expr)                                   \
-  void k_##Name(const ir::Op& op, void* const* in, void* const* out) { \
-    [[maybe_unused]] const auto& R = op.attrs.reals;                   \
-    [[maybe_unused]] const auto& I = op.attrs.ints;                    \
-    KILN_SWITCH_FLOAT(op.inputs[0].dtype, #Name, T, {                  \
-      using A = acc_t<T>;                                              \
-      apply<T, T>(                                                     \
-          op, in, out, [&](A x) -> A { return expr; }, true);          \
-    });                                                                \
+#define KILN_FLOAT_UNARY(Name, expr)                                      \
+  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {    \
+    [[maybe_unused]] const ir::UnaryAttrs P = ir::UnaryAttrs::decode(op); \
+    KILN_SWITCH_FLOAT(op.inputs[0].dtype, #Name, T, {                     \
+      using A = acc_t<T>;                                                 \
+      apply<T, T>(                                                        \
+          op, in, out, [&](A x) -> A { return expr; }, true);             \
+    });                                                                   \
   }
 
 // Ops defined on every numeric dtype (and bool where it makes sense).
-#define KILN_NUMERIC_UNARY(Name, expr)                                 \
-  void k_##Name(const ir::Op& op, void* const* in, void* const* out) { \
-    [[maybe_unused]] const auto& R = op.attrs.reals;                   \
-    [[maybe_unused]] const auto& I = op.attrs.ints;                    \
-    KILN_SWITCH_NUMERIC(op.inputs[0].dtype, #Name, T, {                \
-      using A = acc_t<T>;                                              \
-      apply<T, T>(                                                     \
-          op, in, out, [&](A x) -> A { return expr; }, true);          \
-    });                                                                \
+#define KILN_NUMERIC_UNARY(Name, expr)                                    \
+  void k_##Name(const ir::Op& op, void* const* in, void* const* out) {    \
+    [[maybe_unused]] const ir::UnaryAttrs P = ir::UnaryAttrs::decode(op); \
+    KILN_SWITCH_NUMERIC(op.inputs[0].dtype, #Name, T, {                   \
+      using A = acc_t<T>;                                                 \
+      apply<T, T>(                                                        \
+          op, in, out, [&](A x) -> A { return expr; }, true);             \
+    });                                                                   \
   }
 
 KILN_NUMERIC_UNARY(Abs, x < A(0) ? A(-x) : x)
@@ -95,21 +93,21 @@ KILN_FLOAT_UNARY(Erf, std::erf(x))
 KILN_FLOAT_UNARY(Erfinv, math::erfinv(x))
 KILN_NUMERIC_UNARY(Floor, std::is_integral_v<A> ? x : A(std::floor(x)))
 KILN_NUMERIC_UNARY(Ceil, std::is_integral_v<A> ? x : A(std::ceil(x)))
-KILN_NUMERIC_UNARY(Round, std::is_integral_v<A> ? x : A(math::round_decimals(double(x), I.empty() ? 0 : I[0])))
+KILN_NUMERIC_UNARY(Round, std::is_integral_v<A> ? x : A(math::round_decimals(double(x), P.decimals)))
 KILN_NUMERIC_UNARY(Trunc, std::is_integral_v<A> ? x : A(std::trunc(x)))
 KILN_FLOAT_UNARY(Frac, x - std::trunc(x))
 KILN_FLOAT_UNARY(Sigmoid, math::sigmoid(x))
-KILN_FLOAT_UNARY(Logit, R[0] < 0 ? std::log(x / (A(1) - x))
-                                 : std::log(std::clamp(x, A(R[0]), A(1 - R[0])) /
-                                            (A(1) - std::clamp(x, A(R[0]), A(1 - R[0])))))
+KILN_FLOAT_UNARY(Logit, P.eps < 0 ? std::log(x / (A(1) - x))
+                                  : std::log(std::clamp(x, A(P.eps), A(1 - P.eps)) /
+                                             (A(1) - std::clamp(x, A(P.eps), A(1 - P.eps)))))
 KILN_NUMERIC_UNARY(Relu, x < A(0) ? A(0) : x)  // NaN passes through, as in PyTorch
-KILN_FLOAT_UNARY(LeakyRelu, x > A(0) ? x : A(x * A(R[0])))
-KILN_FLOAT_UNARY(Elu, x > A(0) ? A(R[1]) * x : A(R[1]) * A(R[0]) * std::expm1(x * A(R[2])))
+KILN_FLOAT_UNARY(LeakyRelu, x > A(0) ? x : A(x * A(P.slope)))
+KILN_FLOAT_UNARY(Elu, x > A(0) ? A(P.scale) * x : A(P.scale) * A(P.alpha) * std::expm1(x * A(P.input_scale)))
 KILN_FLOAT_UNARY(Gelu, math::gelu(x))
 KILN_FLOAT_UNARY(GeluTanh, math::gelu_tanh(x))
 KILN_FLOAT_UNARY(Silu, x* math::sigmoid(x))
 KILN_FLOAT_UNARY(Mish, x* std::tanh(math::softplus(x, A(1), A(20))))
-KILN_FLOAT_UNARY(Softplus, math::softplus(x, A(R[0]), A(R[1])))
+KILN_FLOAT_UNARY(Softplus, math::softplus(x, A(P.beta), A(P.threshold)))
 KILN_FLOAT_UNARY(Softsign, x / (A(1) + std::abs(x)))
 KILN_FLOAT_UNARY(Hardsigmoid, std::min(std::max(x / A(6) + A(0.5), A(0)), A(1)))
 KILN_FLOAT_UNARY(Hardswish, x* std::min(std::max(x + A(3), A(0)), A(6)) / A(6))
@@ -154,9 +152,10 @@ void nan_to_num_impl(const ir::Op& op, void* const* in, void* const* out) {
     double tmax = std::is_same_v<T, Half>       ? 65504.0
                   : std::is_same_v<T, BFloat16> ? 3.3895313892515355e38
                                                 : double(std::numeric_limits<A>::max());
-    A nan = static_cast<A>(op.attrs.reals[0]);
-    A pos = static_cast<A>(std::min(op.attrs.reals[1], tmax));
-    A neg = static_cast<A>(std::max(op.attrs.reals[2], -tmax));
+    const ir::UnaryAttrs u = ir::UnaryAttrs::decode(op);
+    A nan = static_cast<A>(u.nan);
+    A pos = static_cast<A>(std::min(u.posinf, tmax));
+    A neg = static_cast<A>(std::max(u.neginf, -tmax));
     apply<T, T>(op, in, out, [&](A x) -> A {
       if (std::isnan(x)) return nan;
       if (std::isinf(x)) return x > 0 ? pos : neg;
@@ -203,7 +202,7 @@ void k_IsNan(const ir::Op& op, void* const* in, void* const* out) {
 }
 
 void k_IsInf(const ir::Op& op, void* const* in, void* const* out) {
-  int64_t which = op.attrs.ints.empty() ? 0 : op.attrs.ints[0];
+  int64_t which = ir::UnaryAttrs::decode(op).which;
   KILN_SWITCH_ALL(op.inputs[0].dtype, "isinf", T, {
     apply<bool, T>(op, in, out, [which](acc_t<T> x) {
       if constexpr (is_float_v<T>)
