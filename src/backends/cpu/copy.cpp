@@ -168,8 +168,15 @@ void k_Arange(const ir::Op& op, void* const*, void* const* out) {
   KILN_SWITCH_NUMERIC(d.dtype, "arange", T, {
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
     if constexpr (std::is_integral_v<T>) {
-      int64_t s = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(s + i * st);
+      // Bounds as integers (saturated: a double of 2^63 is past int64), and start + i * step in
+      // modular arithmetic, exact wherever the element lies in int64 (every element between
+      // start and end does) and never undefined on the way there (start + 2 * step may not fit).
+      auto to_int = [](double v) -> uint64_t {
+        const int64_t r = v >= 0x1p63 ? INT64_MAX : v < -0x1p63 ? INT64_MIN : static_cast<int64_t>(v);
+        return static_cast<uint64_t>(r);
+      };
+      const uint64_t s = to_int(start), st = to_int(step);
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(static_cast<int64_t>(s + static_cast<uint64_t>(i) * st));
     } else {
       for (int64_t i = 0; i < n; ++i) o[i] = convert<T, double>(start + static_cast<double>(i) * step);
     }
