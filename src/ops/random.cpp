@@ -154,7 +154,11 @@ Tensor randperm(int64_t n, const TensorOptions& o) {
 Tensor randperm(int64_t n, const Device& device) {
   KILN_CHECK(n >= 0, "randperm", "n must be non-negative, got " << n);
   detail::checked_nbytes({n}, DType::I64, "randperm");
-  if (!device.backend()->has_data()) return empty({n}, {.dtype = DType::I64, .device = device});
+  detail::OpScope scope("randperm");  // names randperm in an allocation failure
+  // The result first: a size no device can hold fails there, as kiln::Error, before the host
+  // copy of the same size is attempted.
+  Tensor out = empty({n}, {.dtype = DType::I64, .device = device});
+  if (!device.backend()->has_data()) return out;
   std::vector<int64_t> v;
   try {
     v.resize(static_cast<size_t>(n));
@@ -175,7 +179,8 @@ Tensor randperm(int64_t n, const Device& device) {
     int64_t j = static_cast<int64_t>(r % static_cast<uint64_t>(i + 1));
     std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(j)]);
   }
-  return from_blob_copy(v.data(), {n}, DType::I64, device);
+  if (n > 0) device.backend()->write(*out.impl().storage, 0, v.data(), static_cast<size_t>(n) * sizeof(int64_t));
+  return out;
 }
 
 }  // namespace kiln
