@@ -18,11 +18,6 @@ using kiln::test::bad::Env;
 using kiln::test::bad::kCpus;
 using kiln::test::bad::kFused;
 
-#define CASE(name, op, where, ...)                      \
-  Case {                                                \
-#name, op, [](const Env& e) { __VA_ARGS__; }, where \
-  }
-
 namespace {
 
 /// A fresh, empty folder under the test temp dir.

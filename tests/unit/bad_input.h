@@ -13,6 +13,13 @@
 #include <string>
 #include <vector>
 
+/// CASE(name, "op", devices, statements...): a case whose body runs the statements with the
+/// Env `e` in scope (kiln::test::bad::Case and Env must be visible where it is used).
+#define CASE(name, op, where, ...)                      \
+  Case {                                                \
+#name, op, [](const Env& e) { __VA_ARGS__; }, where \
+  }
+
 namespace kiln::test::bad {
 
 /// The devices a case runs on (a bit mask).

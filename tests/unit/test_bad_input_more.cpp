@@ -24,11 +24,6 @@ using kiln::test::bad::kAll;
 using kiln::test::bad::kCpus;
 using kiln::test::bad::kFused;
 
-#define CASE(name, op, where, ...)                      \
-  Case {                                                \
-#name, op, [](const Env& e) { __VA_ARGS__; }, where \
-  }
-
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

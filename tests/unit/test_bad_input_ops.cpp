@@ -12,11 +12,6 @@ using kiln::test::bad::Env;
 using kiln::test::bad::kAll;
 using kiln::test::bad::kCpus;
 
-#define CASE(name, op, where, ...)                      \
-  Case {                                                \
-#name, op, [](const Env& e) { __VA_ARGS__; }, where \
-  }
-
 namespace {
 
 constexpr int64_t kBig = int64_t{1} << 62;
