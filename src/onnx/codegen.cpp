@@ -169,16 +169,6 @@ bool has_subgraph(const proto::NodeP& n) {
 
 }  // namespace
 
-std::string slurp(const std::string& path) {
-  std::error_code ec;  // a directory opens as an empty stream: name the real cause
-  KILN_CHECK(!std::filesystem::is_directory(path, ec), "onnx", "'" << path << "' is a directory, not a model file");
-  std::ifstream f(path, std::ios::binary);
-  KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 const std::set<std::string>& cpp_keywords() {
   static const std::set<std::string> k = {
       "alignas",  "alignof",  "and",      "asm",       "auto",      "bool",     "break",     "case",     "catch",
@@ -257,7 +247,7 @@ std::set<std::string> implicit_inputs(const proto::NodeP& n) {
 Generator::Generator(const std::string& model_path, const GenerateOptions& options)
     : model_path_(model_path),
       options_(options),
-      model_(proto::parse_model(slurp(model_path))),
+      model_(proto::parse_model(proto::read_file(model_path))),
       g_(model_.graph),
       reg_(registry()) {
   KILN_CHECK(model_.has_graph, "onnx", model_path << ": the model has no graph");
@@ -746,7 +736,7 @@ void Generator::write_files() {
 
   auto write = [](const std::string& path, const std::string& text) {
     // Leave an unchanged file alone (no needless rebuilds).
-    if (fs::exists(path) && slurp(path) == text) return;
+    if (fs::exists(path) && proto::read_file(path) == text) return;
     std::ofstream f(path, std::ios::binary);
     KILN_CHECK(f.good(), "onnx", "cannot write '" << path << "'");
     f << text;

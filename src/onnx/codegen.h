@@ -15,8 +15,6 @@
 
 namespace kiln::onnx::gen {
 
-/// The bytes of the file at `path`; throws when it is a directory or cannot be opened.
-std::string slurp(const std::string& path);
 /// C++ keywords and the names generated code reserves (dev, forward, ...).
 const std::set<std::string>& cpp_keywords();
 /// A C++ identifier from an ONNX name: lower case, [a-z0-9_], no leading digit, no keyword.

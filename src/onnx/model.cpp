@@ -189,20 +189,8 @@ Tensor tensor_from_proto(std::string_view bytes, const Device& device) {
   return tensor_from(proto::parse_tensor(bytes), device, "TensorProto");
 }
 
-namespace {
-std::string read_file(const std::string& path) {
-  std::error_code ec;  // a directory opens as an empty stream: name the real cause
-  KILN_CHECK(!std::filesystem::is_directory(path, ec), "onnx", "'" << path << "' is a directory, not a model file");
-  std::ifstream f(path, std::ios::binary);
-  KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-}  // namespace
-
 Tensor load_tensor_proto(const std::string& path, const Device& device) {
-  return tensor_from(proto::parse_tensor(read_file(path)), device, path);
+  return tensor_from(proto::parse_tensor(proto::read_file(path)), device, path);
 }
 
 // ---- registry ----------------------------------------------------------------------------------
@@ -840,7 +828,7 @@ Model Model::from_bytes(std::string_view bytes, const Device& device, const Load
 }
 
 Model::Model(const std::string& path, const Device& device, const LoadOptions& options)
-    : Model(from_bytes(read_file(path), device, options)) {}
+    : Model(from_bytes(proto::read_file(path), device, options)) {}
 
 std::vector<Tensor> Model::run(const std::vector<Tensor>& inputs) const {
   KILN_CHECK(inputs.size() == impl_->inputs.size(), "onnx",

@@ -2,6 +2,9 @@
 #include "onnx/proto.h"
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "kiln/error.h"
 
@@ -422,6 +425,16 @@ ModelP parse_model(std::string_view bytes) {
     }
   }
   return m;
+}
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;  // a directory opens as an empty stream: name the real cause
+  KILN_CHECK(!std::filesystem::is_directory(path, ec), "onnx", "'" << path << "' is a directory, not a model file");
+  std::ifstream f(path, std::ios::binary);
+  KILN_CHECK(f.good(), "onnx", "cannot open '" << path << "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace kiln::onnx::proto

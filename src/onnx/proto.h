@@ -164,6 +164,9 @@ struct ModelP {
 };
 
 ModelP parse_model(std::string_view bytes);
+/// The bytes of the file at `path` (a model or a TensorProto); kiln::Error "[onnx] ..." when it is
+/// a directory or cannot be opened.
+std::string read_file(const std::string& path);
 TensorP parse_tensor(std::string_view bytes);
 GraphP parse_graph(std::string_view bytes, int depth);
 
