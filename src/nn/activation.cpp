@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kiln/error.h"
+#include "kiln/nn/functional/activation.h"
 #include "kiln/ops.h"
 
 namespace kiln::nn {
@@ -31,15 +32,7 @@ Tensor PReLU::forward(const Tensor& x) const {
   KILN_CHECK(
       x.defined() && (n == 1 || (x.dim() >= 2 && x.size(1) == n) || (x.dim() == 1 && x.size(0) == n)), "PReLU",
       "PReLU(num_parameters=" << n << ") expects input [N, " << n << ", *] or [" << n << "], got " << shape_str(x));
-  Tensor w = weight;
-  if (n > 1 && x.dim() >= 2) {
-    Shape s(static_cast<size_t>(x.dim() - 1), 1);
-    s[0] = n;
-    w = w.reshape(s);
-  } else if (n == 1) {
-    w = w.reshape({});
-  }
-  return where(x >= 0, x, x * w);
+  return functional::prelu(x, weight);
 }
 std::string PReLU::extra_repr() const { return "num_parameters=" + std::to_string(config.num_parameters); }
 
