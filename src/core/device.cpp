@@ -74,15 +74,18 @@ void* host_storage_data(const Tensor& t) {
 }
 
 Device with_layer(const Device& d, Layer layer, Backend* (*make)(Backend* inner, const void* ctx), const void* ctx) {
-  std::vector<Backend*> above;  // the decorators over `layer`, outermost first
+  if (!make && !find_layer(d, layer)) return d;  // nothing to remove (without_fusion of a plain device)
+  Backend* above[3];                             // the decorators over `layer`, outermost first (one per rank of Layer)
+  size_t n = 0;
   Backend* below = d.backend();
   while (below->layer() > layer) {
-    above.push_back(below);
+    KILN_ASSERT(n < 3);
+    above[n++] = below;
     below = below->inner();
   }
   if (below->layer() == layer && layer != Layer::Base) below = below->inner();  // the one replaced
   Backend* b = make ? make(below, ctx) : below;
-  for (size_t i = above.size(); i-- > 0;) b = above[i]->rewrap(b);
+  while (n > 0) b = above[--n]->rewrap(b);
   return Device(b, d.index());
 }
 
