@@ -11,7 +11,9 @@
 // Values are buffers: every op input is a view (TensorDesc: shape, strides, offset) of a value,
 // since views never reach a backend in Kiln. A value is a graph input, a parameter (named by its
 // state-dict name), a constant (bytes written from the host inside the function: tensor({...}),
-// the 0-d tensor of `x * 0.5`) or the output of an op.
+// the 0-d tensor of `x * 0.5`) or the output of an op. An op that reads only constants is
+// computed while capturing and its result is a constant (shape arithmetic that the program reads
+// back, as in an imported ONNX model), so the graph holds the ops that depend on the inputs.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -8,8 +8,18 @@
 // from the host, their bytes, so that a constant made inside the function keeps its data. An op
 // must write a whole buffer (in-place writes into a view are refused); a read of a computed
 // value throws, naming the op that computed it.
+//
+// Note [Capture folding]: an op whose inputs are all constants (bytes from the host that are not
+// a graph input or parameter: the shape tensors of an imported ONNX model, tensor({...}) in the
+// function) is computed on the CPU instead of recorded, and its outputs are constants too. So
+// shape arithmetic whose result the program reads back (an ONNX Reshape reading the target shape
+// it computed from Shape, Gather and Concat) captures, and the graph keeps only the ops that
+// depend on the inputs and parameters. Random ops and creation ops (no inputs) are recorded.
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "capture/recorder.h"
 #include "core/checked.h"
@@ -49,6 +59,8 @@ class CaptureBackend final : public Backend {
   void release(void* data, size_t) noexcept override { delete static_cast<Buf*>(data); }
   bool supports(const ir::Op&) override { return true; }
   void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override;
+  /// Computes op on the CPU when all its inputs are constants (Note [Capture folding]).
+  bool fold(const ir::Op& op, Storage* const* in, Storage* const* out);
   void write(Storage& dst, size_t off, const void* src, size_t n) override {
     Buf& b = buf_of(dst);
     if (!b.host) b.bytes.assign(dst.nbytes, 0);
@@ -72,7 +84,53 @@ class CaptureBackend final : public Backend {
   MemoryStats stats_;
 };
 
+/// Whether b holds a value of the current recording that is a graph input or parameter.
+bool is_input_or_param(const Buf& b) {
+  if (!g_active || b.epoch != g_epoch || b.value < 0) return false;
+  const CapturedValue::Kind k = g_active->graph().values[static_cast<size_t>(b.value)].kind;
+  return k == CapturedValue::Kind::Input || k == CapturedValue::Kind::Param;
+}
+
+bool CaptureBackend::fold(const ir::Op& op, Storage* const* in, Storage* const* out) {
+  if (!g_active || op.inputs.empty() || op.kind == ir::OpKind::Bernoulli) return false;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const Buf& b = buf_of(*in[i]);
+    if (!b.host || is_input_or_param(b)) return false;
+  }
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    const Buf& b = buf_of(*out[i]);
+    // A partial write needs the rest of the buffer: only into host bytes.
+    if (is_input_or_param(b) || (!b.host && !covers(op.outputs[i], *out[i]))) return false;
+  }
+  // One CPU buffer per capture buffer (an op may read one twice, or write what it reads).
+  Backend* cpu = cpu_backend();
+  std::vector<std::pair<Storage*, std::shared_ptr<Storage>>> bufs;
+  auto cpu_of = [&](Storage* s) {
+    for (auto& [k, c] : bufs)
+      if (k == s) return c.get();
+    std::shared_ptr<Storage> c = cpu->allocate(s->nbytes);
+    const Buf& b = buf_of(*s);
+    if (b.host && s->nbytes) cpu->write(*c, 0, b.bytes.data(), s->nbytes);
+    bufs.emplace_back(s, c);
+    return c.get();
+  };
+  std::vector<Storage*> ci, co;
+  for (size_t i = 0; i < op.inputs.size(); ++i) ci.push_back(cpu_of(in[i]));
+  for (size_t i = 0; i < op.outputs.size(); ++i) co.push_back(cpu_of(out[i]));
+  execute_op(cpu, op, ci.data(), co.data());
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    Buf& b = buf_of(*out[i]);
+    b.bytes.assign(out[i]->nbytes, 0);
+    if (out[i]->nbytes) cpu->read(*co[i], 0, b.bytes.data(), out[i]->nbytes);
+    b.host = true;
+    b.value = -1;
+    b.origin.clear();
+  }
+  return true;
+}
+
 void CaptureBackend::execute(const ir::Op& op, Storage* const* in, Storage* const* out) {
+  if (fold(op, in, out)) return;
   const std::string name(ir::op_name(op.kind));
   CapturedNode node;
   if (g_active) {

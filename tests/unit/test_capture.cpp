@@ -7,6 +7,7 @@
 #include <kiln/nn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "../test_util.h"
@@ -114,4 +115,34 @@ TEST(Capture, TensorFromOutsideIsAnError) {
   test::expect_error(
       [&] { capture([&](const std::vector<Tensor>& x) { return std::vector<Tensor>{x[0] + outside}; }, {ones({3})}); },
       "Add", "computed outside the captured function (by Relu)");
+}
+
+TEST(Capture, OpsOnConstantsAreFoldedAndReadable) {
+  // Shape arithmetic on constants (as an imported ONNX model's Shape -> Gather -> Concat ->
+  // Reshape) is computed while capturing, so the function may read it back.
+  CapturedGraph g = capture(
+      [](const std::vector<Tensor>& x) {
+        const Device d = x[0].device();
+        Tensor dims = cat({tensor<int64_t>({3}).to(d), tensor<int64_t>({2}).to(d) * 2}, 0);
+        const std::vector<int64_t> v = dims.to_vector<int64_t>();
+        return std::vector<Tensor>{relu(x[0]).reshape({v[0], v[1]}) + tensor({1.f, 2.f, 3.f, 4.f}).to(d).exp()};
+      },
+      {ones({2, 6})});
+  EXPECT_EQ(g.op_names(), (std::vector<std::string>{"Relu", "Add"})) << g.str();
+  const CapturedValue& c = g.values[g.nodes[1].inputs[1]];
+  ASSERT_EQ(c.kind, CapturedValue::Kind::Constant);
+  std::vector<float> e(4);
+  std::memcpy(e.data(), c.bytes.data(), 16);
+  EXPECT_FLOAT_EQ(e[3], std::exp(4.f));
+  // An op that reads an input is still recorded, and reading it is still an error.
+  test::expect_error(
+      [] {
+        capture(
+            [](const std::vector<Tensor>& x) {
+              (void)(x[0] * 2).to_vector<float>();
+              return std::vector<Tensor>{x[0]};
+            },
+            {ones({3})});
+      },
+      "capture", "computed by Mul");
 }
