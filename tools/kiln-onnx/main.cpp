@@ -1,24 +1,125 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// kiln-onnx: ONNX model -> readable Kiln C++ (a kiln::nn::Module) + a safetensors weights file.
+// kiln-onnx: ONNX model -> readable Kiln C++ (a kiln::nn::Module) + a safetensors weights file,
+// and a Kiln model saved as safetensors -> ONNX.
 //   kiln-onnx model.onnx --out gen/ --name MyModel [--stem my_model]
 // Writes gen/my_model.h, gen/my_model.cpp and gen/my_model.safetensors.
+//   kiln-onnx export config.json model.safetensors -o model.onnx [--batch N] [--seq-len T] [--static]
+//                    [--opset N] [--fold-constants]
+// Builds the model type that config.json names (models.h), loads its weights, captures its
+// forward in eval mode and writes it as ONNX with a dynamic batch (docs/export.md).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "kiln/capture.h"
 #include "kiln/error.h"
 #include "kiln/onnx.h"
+#include "kiln/onnx_export.h"
+#include "kiln/store.h"
+#include "models.h"
 
 namespace {
 void usage() {
+  std::string types;
+  for (const std::string& t : kiln::onnx_models::model_types()) types += (types.empty() ? "" : ", ") + t;
   std::fprintf(stderr,
                "usage: kiln-onnx MODEL.onnx [--out DIR] [--name StructName] [--stem file_stem]\n"
-               "Writes DIR/<stem>.h, DIR/<stem>.cpp (a kiln::nn::Module) and DIR/<stem>.safetensors.\n");
+               "Writes DIR/<stem>.h, DIR/<stem>.cpp (a kiln::nn::Module) and DIR/<stem>.safetensors.\n"
+               "\n"
+               "usage: kiln-onnx export CONFIG.json WEIGHTS.safetensors -o OUT.onnx [--batch N] [--seq-len T]\n"
+               "                 [--static] [--opset N] [--fold-constants]\n"
+               "Writes the model that CONFIG.json ({\"type\": ..., \"config\": {...}}, as kiln::nn::save_config\n"
+               "writes it) describes, with the weights of WEIGHTS.safetensors, as an ONNX model whose input\n"
+               "'input' has a dynamic batch axis (--static: fixed at --batch, default 2; --seq-len: the\n"
+               "example length of sequence models, default 8). Known types: %s.\n",
+               types.c_str());
+}
+
+[[noreturn]] void fail_usage(const std::string& why) {
+  std::fprintf(stderr, "kiln-onnx: %s\n", why.c_str());
+  usage();
+  std::exit(2);
+}
+
+int64_t to_int(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < 1) fail_usage(flag + " needs a positive integer, got '" + v + "'");
+  return x;
+}
+
+int export_main(int argc, char** argv) {
+  std::string config, weights, out;
+  int64_t batch = 2, seq_len = 8;
+  bool dynamic = true;
+  kiln::onnx::ExportOptions o;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail_usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--out" || a == "-o")
+      out = value();
+    else if (a == "--batch")
+      batch = to_int(a, value());
+    else if (a == "--seq-len")
+      seq_len = to_int(a, value());
+    else if (a == "--opset")
+      o.opset = to_int(a, value());
+    else if (a == "--static")
+      dynamic = false;
+    else if (a == "--fold-constants")
+      o.fold_constants = true;
+    else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else if (!a.empty() && a[0] == '-')
+      fail_usage("unknown option '" + a + "'");
+    else if (config.empty())
+      config = a;
+    else if (weights.empty())
+      weights = a;
+    else
+      fail_usage("unexpected argument '" + a + "'");
+  }
+  if (config.empty() || weights.empty() || out.empty()) fail_usage("export needs a config, a weights file and --out");
+  try {
+    std::ifstream f(config);
+    KILN_CHECK(f.good(), "kiln-onnx export", "cannot read the config '" << config << "'");
+    std::stringstream text;
+    text << f.rdbuf();
+    kiln::onnx_models::Exportable m = kiln::onnx_models::make_model(text.str(), batch, seq_len);
+    kiln::store::load(*m.module, weights);
+    m.module->eval();
+    if (dynamic) {
+      KILN_CHECK(batch > 1, "kiln-onnx export",
+                 "a dynamic batch needs an example batch above 1 (--batch " << batch << "); or pass --static");
+      o.dynamic = {{"input", {m.batch_axis}}};
+    }
+    const kiln::Tensor example = kiln::zeros(m.input_shape);
+    kiln::CapturedGraph g = kiln::capture(
+        *m.module, [&](const std::vector<kiln::Tensor>& x) { return std::vector<kiln::Tensor>{m.forward(x[0])}; },
+        {example});
+    kiln::onnx::export_model(g, out, o);
+    std::printf("kiln-onnx: wrote %s (%s, input %s, %s, %zu ops)\n", out.c_str(),
+                kiln::onnx_models::config_type(text.str()).c_str(), kiln::to_string(m.input_shape).c_str(),
+                dynamic ? ("dynamic batch axis " + std::to_string(m.batch_axis)).c_str() : "static shape",
+                g.nodes.size());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln-onnx: %s\n", e.what());
+    return 1;
+  }
+  return 0;
 }
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "export") return export_main(argc, argv);
   std::string model;
   kiln::onnx::GenerateOptions o;
   for (int i = 1; i < argc; ++i) {
