@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The kernel IR: a list of operations, each defining at most one SSA value (its own index),
+// grouped into regions for structured control flow (if, for, while). Mutable locals (Var) are
+// slots read and written by LocalLoad and LocalStore, so every region is a plain list.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/kernel.h"
+
+namespace kiln::kernel::ir {
+
+inline constexpr uint32_t kNone = UINT32_MAX;
+
+enum class Kind : uint8_t {
+  Const,       ///< f or i by type
+  Scalar,      ///< scalar parameter `obj`
+  Builtin,     ///< attr: Builtin, axis in `axis`
+  Unary,       ///< attr: UnaryFn
+  Binary,      ///< attr: BinaryFn
+  Compare,     ///< attr: CmpFn; type Bool
+  Select,      ///< in: cond, a, b
+  Cast,        ///< in: x
+  Load,        ///< memory `obj` (shared if `shared`), in: index
+  Store,       ///< in: index, value
+  LoadVec,     ///< lanes in `lanes`, in: index; the value is a vector
+  Extract,     ///< in: vector, lane in `axis`
+  StoreVec,    ///< in: index, lane values...
+  Atomic,      ///< attr: AtomicFn, in: index, value; returns the old value
+  LocalLoad,   ///< local slot `obj`
+  LocalStore,  ///< local slot `obj`, in: value
+  If,          ///< in: cond; regions: then, else (kNone when absent)
+  For,         ///< in: begin, end, step; regions: body; the op's value is the induction variable
+  While,       ///< regions: cond (ends with Yield), body
+  Yield,       ///< in: the condition of a while
+  Barrier,
+  Subgroup,  ///< attr: SubgroupFn, in: value (and lane or mask)
+};
+
+enum class Builtin : uint8_t { ThreadId, GroupId, NumGroups, LaneId };
+enum class UnaryFn : uint8_t { Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Abs, Floor, Ceil, Sin, Cos };
+enum class BinaryFn : uint8_t { Add, Sub, Mul, Div, Mod, And, Or, Xor, Shl, Shr, Min, Max, Pow };
+enum class CmpFn : uint8_t { Lt, Le, Gt, Ge, Eq, Ne };
+enum class AtomicFn : uint8_t { Add, Min, Max };
+enum class SubgroupFn : uint8_t { Add, Min, Max, Shuffle, ShuffleXor };
+
+const char* unary_name(UnaryFn f);
+const char* binary_name(BinaryFn f);
+const char* cmp_name(CmpFn f);
+
+struct Op {
+  Kind kind = Kind::Const;
+  uint8_t attr = 0;
+  Type type = Type::F32;  ///< of the value (element type for a vector)
+  uint8_t lanes = 1;      ///< >1: a vector value (LoadVec) or a vector store
+  uint8_t nin = 0;
+  bool shared = false;  ///< Load/Store/LoadVec/StoreVec/Atomic: on a shared array
+  uint8_t axis = 0;
+  std::array<uint32_t, 5> in{};
+  uint32_t obj = kNone;  ///< buffer, shared array, scalar or local
+  std::array<uint32_t, 2> region{kNone, kNone};
+  double f = 0;            ///< Const of a float type
+  int64_t i = 0;           ///< Const of an integer or Bool type
+  uint32_t loc = kNone;    ///< index into Kernel::locs
+  bool has_value() const;  ///< defines an SSA value
+  bool pure() const;       ///< no effects: may be merged, moved or dropped
+};
+
+struct Region {
+  std::vector<uint32_t> ops;
+};
+
+struct BufferDecl {
+  std::string name;
+  Type type;
+  Access access;
+};
+struct ScalarDecl {
+  std::string name;
+  Type type;
+};
+struct SharedDecl {
+  std::string name;
+  Type type;
+  uint32_t count;
+};
+
+struct Kernel {
+  std::string name, spec;
+  Limits limits;
+  std::array<uint32_t, 3> group{64, 1, 1};
+  std::vector<BufferDecl> buffers;
+  std::vector<ScalarDecl> scalars;
+  std::vector<SharedDecl> shared;
+  std::vector<Type> locals;
+  std::vector<Op> ops;
+  std::vector<Region> regions;    ///< regions[0]: the kernel body
+  std::vector<std::string> locs;  ///< "file:line" of the statements that recorded one
+  bool uses_barrier = false;
+
+  uint32_t threads() const { return group[0] * group[1] * group[2]; }
+  /// "[kernel 'name'] " for error messages.
+  std::string prefix() const { return "[kernel '" + name + "'] "; }
+  std::string where(uint32_t loc) const { return loc == kNone ? "" : " (" + locs[loc] + ")"; }
+};
+
+/// The passes, in the order optimize() runs them.
+void fold_constants(Kernel& k);
+void unroll_loops(Kernel& k, uint32_t max_count);
+void eliminate_common(Kernel& k);
+void eliminate_dead(Kernel& k);
+void lower_subgroups(Kernel& k);  ///< without Limits::subgroups: subgroups of one lane
+void optimize(Kernel& k);
+
+/// Checks run when tracing ends (barriers in divergent control flow, shared memory size).
+void validate(const Kernel& k);
+/// For every op: does its value (or, for control flow, its condition) vary between the threads
+/// of a group? Index: op id.
+std::vector<bool> divergence(const Kernel& k);
+
+/// True when the region (or a region nested in it) contains a barrier.
+bool contains_barrier(const Kernel& k, uint32_t region);
+
+/// Uses of each value (op id -> number of operand uses, in reachable regions).
+std::vector<uint32_t> use_counts(const Kernel& k);
+
+}  // namespace kiln::kernel::ir

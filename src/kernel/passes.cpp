@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Passes over the kernel IR: constant folding, loop unrolling by compile-time count, common
+// subexpressions, dead code, and the lowering of subgroup operations to one-lane subgroups.
+// Each pass keeps op ids stable: a replaced value is redirected (its uses renamed) and the op
+// leaves its region, so ids index `ops` for the kernel's life.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <tuple>
+
+#include "kernel/ir.h"
+
+namespace kiln::kernel::ir {
+namespace {
+
+/// Renames operands through `repl` (chains followed), in every reachable op.
+void apply(Kernel& k, std::vector<uint32_t>& repl) {
+  auto find = [&](uint32_t v) {
+    while (repl[v] != kNone) v = repl[v];
+    return v;
+  };
+  for (Op& op : k.ops)
+    for (uint8_t i = 0; i < op.nin; ++i) op.in[i] = find(op.in[i]);
+}
+
+int64_t wrap(int64_t v, Type t) {
+  if (t == Type::I32) return static_cast<int32_t>(v);
+  if (t == Type::U32) return static_cast<uint32_t>(v);
+  if (t == Type::Bool) return v != 0;
+  return v;
+}
+
+/// Folds `op` whose operands are the constants `a` (and `b`); false when it cannot.
+bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
+  const Type t = a->type;
+  const bool fl = t == Type::F32;
+  auto as_f = [](const Op* o) { return static_cast<float>(o->f); };
+  Op r;
+  r.kind = Kind::Const;
+  r.type = op.type;
+  switch (op.kind) {
+    case Kind::Binary: {
+      auto f = static_cast<BinaryFn>(op.attr);
+      if (fl) {
+        float x = as_f(a), y = as_f(b), z;
+        switch (f) {
+          case BinaryFn::Add:
+            z = x + y;
+            break;
+          case BinaryFn::Sub:
+            z = x - y;
+            break;
+          case BinaryFn::Mul:
+            z = x * y;
+            break;
+          case BinaryFn::Div:
+            z = x / y;
+            break;
+          case BinaryFn::Min:
+            z = std::fmin(x, y);
+            break;
+          case BinaryFn::Max:
+            z = std::fmax(x, y);
+            break;
+          default:
+            return false;
+        }
+        r.f = z;
+      } else {
+        int64_t x = a->i, y = b->i, z;
+        bool u = t == Type::U32;
+        switch (f) {
+          case BinaryFn::Add:
+            z = x + y;
+            break;
+          case BinaryFn::Sub:
+            z = x - y;
+            break;
+          case BinaryFn::Mul:
+            z = static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
+            break;
+          case BinaryFn::Div:
+            if (y == 0 || (y == -1 && t != Type::U32)) return false;
+            z = x / y;
+            break;
+          case BinaryFn::Mod:
+            if (y == 0 || (y == -1 && t != Type::U32)) return false;
+            z = x % y;
+            break;
+          case BinaryFn::And:
+            z = x & y;
+            break;
+          case BinaryFn::Or:
+            z = x | y;
+            break;
+          case BinaryFn::Xor:
+            z = x ^ y;
+            break;
+          case BinaryFn::Shl:
+            if (y < 0 || y >= (t == Type::I64 ? 64 : 32)) return false;
+            z = static_cast<int64_t>(static_cast<uint64_t>(x) << y);
+            break;
+          case BinaryFn::Shr:
+            if (y < 0 || y >= (t == Type::I64 ? 64 : 32)) return false;
+            z = u ? static_cast<int64_t>(static_cast<uint64_t>(x) >> y) : x >> y;
+            break;
+          case BinaryFn::Min:
+            z = std::min(x, y);
+            break;
+          case BinaryFn::Max:
+            z = std::max(x, y);
+            break;
+          default:
+            return false;
+        }
+        r.i = wrap(z, t);
+      }
+      break;
+    }
+    case Kind::Compare: {
+      auto f = static_cast<CmpFn>(op.attr);
+      double x = fl ? a->f : static_cast<double>(a->i), y = fl ? b->f : static_cast<double>(b->i);
+      if (!fl && (a->i > (int64_t{1} << 52) || b->i > (int64_t{1} << 52))) return false;
+      bool z = f == CmpFn::Lt   ? x < y
+               : f == CmpFn::Le ? x <= y
+               : f == CmpFn::Gt ? x > y
+               : f == CmpFn::Ge ? x >= y
+               : f == CmpFn::Eq ? x == y
+                                : x != y;
+      r.i = z;
+      break;
+    }
+    case Kind::Unary: {
+      auto f = static_cast<UnaryFn>(op.attr);
+      if (f == UnaryFn::Neg) {
+        if (fl)
+          r.f = -as_f(a);
+        else
+          r.i = wrap(-a->i, t);
+      } else if (f == UnaryFn::Not && t == Type::Bool) {
+        r.i = !a->i;
+      } else {
+        return false;
+      }
+      break;
+    }
+    case Kind::Select:
+      r = a->i ? *b : *c;
+      break;
+    case Kind::Cast:
+      if (op.type == Type::F32)
+        r.f = fl ? a->f : static_cast<double>(static_cast<float>(a->i));
+      else if (fl) {
+        if (!(std::fabs(a->f) < 2147483647.0)) return false;
+        r.i = wrap(static_cast<int64_t>(a->f), op.type);
+      } else
+        r.i = wrap(a->i, op.type);
+      break;
+    default:
+      return false;
+  }
+  r.loc = op.loc;
+  op = r;
+  return true;
+}
+
+bool is_const(const Kernel& k, uint32_t v) { return k.ops[v].kind == Kind::Const; }
+bool const_is(const Kernel& k, uint32_t v, double x) {
+  const Op& o = k.ops[v];
+  return o.kind == Kind::Const && (o.type == Type::F32 ? o.f == x : static_cast<double>(o.i) == x);
+}
+
+}  // namespace
+
+void fold_constants(Kernel& k) {
+  std::vector<uint32_t> repl(k.ops.size(), kNone);
+  std::function<void(uint32_t)> walk = [&](uint32_t r) {
+    if (r == kNone) return;
+    for (uint32_t id : k.regions[r].ops) {
+      Op& op = k.ops[id];
+      for (uint8_t i = 0; i < op.nin; ++i)
+        while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
+      if (op.pure() && op.kind != Kind::Const && op.nin > 0) {
+        bool all = true;
+        for (uint8_t i = 0; i < op.nin; ++i) all = all && is_const(k, op.in[i]);
+        if (op.kind == Kind::Select && is_const(k, op.in[0])) {
+          repl[id] = k.ops[op.in[0]].i ? op.in[1] : op.in[2];
+        } else if (all) {
+          const Op* a = &k.ops[op.in[0]];
+          const Op* b = op.nin > 1 ? &k.ops[op.in[1]] : nullptr;
+          const Op* c = op.nin > 2 ? &k.ops[op.in[2]] : nullptr;
+          Op copy = op;
+          if (fold(copy, a, b, c)) k.ops[id] = copy;
+        } else if (op.kind == Kind::Binary && op.type != Type::F32) {
+          // integer identities: x+0, x-0, x*1, x/1, x*0
+          auto f = static_cast<BinaryFn>(op.attr);
+          if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0))
+            repl[id] = op.in[1];
+          else if ((f == BinaryFn::Add || f == BinaryFn::Sub || f == BinaryFn::Or || f == BinaryFn::Xor ||
+                    f == BinaryFn::Shl || f == BinaryFn::Shr) &&
+                   const_is(k, op.in[1], 0))
+            repl[id] = op.in[0];
+          else if (f == BinaryFn::Mul && const_is(k, op.in[1], 1))
+            repl[id] = op.in[0];
+          else if (f == BinaryFn::Mul && const_is(k, op.in[0], 1))
+            repl[id] = op.in[1];
+          else if (f == BinaryFn::Div && const_is(k, op.in[1], 1))
+            repl[id] = op.in[0];
+        } else if (op.kind == Kind::Binary && static_cast<BinaryFn>(op.attr) == BinaryFn::Mul) {
+          if (const_is(k, op.in[1], 1))
+            repl[id] = op.in[0];
+          else if (const_is(k, op.in[0], 1))
+            repl[id] = op.in[1];
+        }
+      }
+      walk(op.region[0]);
+      walk(op.region[1]);
+    }
+  };
+  walk(0);
+  apply(k, repl);
+}
+
+namespace {
+
+struct Unroller {
+  Kernel& k;
+  uint32_t max_count;
+
+  size_t size(uint32_t r) {
+    if (r == kNone) return 0;
+    size_t n = 0;
+    for (uint32_t id : k.regions[r].ops) n += 1 + size(k.ops[id].region[0]) + size(k.ops[id].region[1]);
+    return n;
+  }
+
+  /// Copies the ops of region `r` to the end of `out`, renaming through `map`.
+  void clone(uint32_t r, std::map<uint32_t, uint32_t>& map, std::vector<uint32_t>& out) {
+    std::vector<uint32_t> src = k.regions[r].ops;
+    for (uint32_t id : src) {
+      Op op = k.ops[id];
+      for (uint8_t i = 0; i < op.nin; ++i)
+        if (auto it = map.find(op.in[i]); it != map.end()) op.in[i] = it->second;
+      uint32_t nid = static_cast<uint32_t>(k.ops.size());
+      k.ops.push_back(op);
+      map[id] = nid;
+      for (int j = 0; j < 2; ++j) {
+        if (op.region[j] == kNone) continue;
+        uint32_t nr = static_cast<uint32_t>(k.regions.size());
+        k.regions.emplace_back();
+        std::vector<uint32_t> inner;
+        clone(op.region[j], map, inner);
+        k.regions[nr].ops = std::move(inner);
+        k.ops[nid].region[j] = nr;
+      }
+      out.push_back(nid);
+    }
+  }
+
+  void walk(uint32_t r) {
+    if (r == kNone) return;
+    std::vector<uint32_t> out;
+    std::vector<uint32_t> src = k.regions[r].ops;
+    for (uint32_t id : src) {
+      walk(k.ops[id].region[0]);
+      walk(k.ops[id].region[1]);
+      const Op op = k.ops[id];
+      if (op.kind == Kind::For && is_const(k, op.in[0]) && is_const(k, op.in[1]) && is_const(k, op.in[2])) {
+        int64_t b = k.ops[op.in[0]].i, e = k.ops[op.in[1]].i, s = k.ops[op.in[2]].i;
+        int64_t n = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : -1;
+        if (n >= 0 && n <= max_count && static_cast<size_t>(n) * size(op.region[0]) <= 1024) {
+          for (int64_t it = 0; it < n; ++it) {
+            Op c;
+            c.kind = Kind::Const;
+            c.type = op.type;
+            c.i = wrap(b + it * s, op.type);
+            uint32_t cid = static_cast<uint32_t>(k.ops.size());
+            k.ops.push_back(c);
+            out.push_back(cid);
+            std::map<uint32_t, uint32_t> map{{id, cid}};
+            clone(op.region[0], map, out);
+          }
+          continue;
+        }
+      }
+      out.push_back(id);
+    }
+    k.regions[r].ops = std::move(out);
+  }
+};
+
+using CseKey = std::tuple<uint8_t, uint8_t, uint8_t, uint8_t, uint32_t, std::array<uint32_t, 5>, uint64_t, int64_t>;
+
+}  // namespace
+
+void unroll_loops(Kernel& k, uint32_t max_count) { Unroller{k, max_count}.walk(0); }
+
+void eliminate_common(Kernel& k) {
+  std::vector<uint32_t> repl(k.ops.size(), kNone);
+  std::vector<std::map<CseKey, uint32_t>> scopes;
+  std::function<void(uint32_t)> walk = [&](uint32_t r) {
+    if (r == kNone) return;
+    scopes.emplace_back();
+    std::vector<uint32_t> kept;
+    for (uint32_t id : k.regions[r].ops) {
+      Op& op = k.ops[id];
+      for (uint8_t i = 0; i < op.nin; ++i)
+        while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
+      if (op.pure()) {
+        uint64_t fb;
+        std::memcpy(&fb, &op.f, sizeof fb);
+        std::array<uint32_t, 5> in{};
+        for (uint8_t i = 0; i < op.nin; ++i) in[i] = op.in[i];
+        CseKey key{
+            static_cast<uint8_t>(op.kind), op.attr, static_cast<uint8_t>(op.type), op.axis, op.obj, in, fb, op.i};
+        uint32_t found = kNone;
+        for (auto s = scopes.rbegin(); s != scopes.rend() && found == kNone; ++s)
+          if (auto it = s->find(key); it != s->end()) found = it->second;
+        if (found != kNone) {
+          repl[id] = found;
+          continue;
+        }
+        scopes.back()[key] = id;
+      }
+      kept.push_back(id);
+      walk(op.region[0]);
+      walk(op.region[1]);
+    }
+    k.regions[r].ops = std::move(kept);
+    scopes.pop_back();
+  };
+  walk(0);
+  apply(k, repl);
+}
+
+void eliminate_dead(Kernel& k) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<uint32_t> uses = use_counts(k);
+    std::vector<bool> local_read(k.locals.size(), false);
+    for (const Region& r : k.regions)
+      for (uint32_t id : r.ops)
+        if (k.ops[id].kind == Kind::LocalLoad) local_read[k.ops[id].obj] = true;
+    for (Region& r : k.regions) {
+      std::vector<uint32_t> kept;
+      for (uint32_t id : r.ops) {
+        const Op& op = k.ops[id];
+        bool droppable = op.pure() || op.kind == Kind::Load || op.kind == Kind::LoadVec || op.kind == Kind::LocalLoad ||
+                         op.kind == Kind::Subgroup;
+        bool dead = (droppable && uses[id] == 0) || (op.kind == Kind::LocalStore && !local_read[op.obj]) ||
+                    (op.kind == Kind::If && k.regions[op.region[0]].ops.empty() &&
+                     (op.region[1] == kNone || k.regions[op.region[1]].ops.empty()));
+        if (dead)
+          changed = true;
+        else
+          kept.push_back(id);
+      }
+      r.ops = std::move(kept);
+    }
+  }
+}
+
+void lower_subgroups(Kernel& k) {
+  if (k.limits.subgroups) return;
+  std::vector<uint32_t> repl(k.ops.size(), kNone);
+  for (uint32_t id = 0; id < k.ops.size(); ++id) {
+    Op& op = k.ops[id];
+    if (op.kind == Kind::Subgroup) {
+      repl[id] = op.in[0];
+    } else if (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(Builtin::LaneId)) {
+      op = Op{};
+      op.kind = Kind::Const;
+      op.type = Type::I32;
+    }
+  }
+  apply(k, repl);
+}
+
+void optimize(Kernel& k) {
+  lower_subgroups(k);
+  fold_constants(k);
+  unroll_loops(k, 16);
+  fold_constants(k);
+  eliminate_common(k);
+  fold_constants(k);
+  eliminate_dead(k);
+}
+
+}  // namespace kiln::kernel::ir

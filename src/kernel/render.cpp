@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#include "kernel/render.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace kiln::kernel {
+namespace gen {
+
+using ir::Kind;
+using ir::kNone;
+
+Base::Base(const ir::Kernel& kk, Target t) : k(kk), target(t), names(kk.ops.size(), kNone) {
+  atomic_buf.assign(k.buffers.size(), false);
+  atomic_shared.assign(k.shared.size(), false);
+  for (const ir::Region& r : k.regions)
+    for (uint32_t id : r.ops)
+      if (k.ops[id].kind == Kind::Atomic) (k.ops[id].shared ? atomic_shared : atomic_buf)[k.ops[id].obj] = true;
+}
+
+void Base::unsupported(const std::string& what) const {
+  throw Error(k.prefix() + "the " + std::string(target_name(target)) + " target does not support " + what);
+}
+
+void Base::line(const std::string& s) {
+  out.append(static_cast<size_t>(depth) * 2, ' ');
+  out += s;
+  out += '\n';
+}
+
+std::string Base::name(uint32_t id) {
+  if (names[id] == kNone) names[id] = next_name++;
+  return std::string("v") + std::to_string(names[id]);
+}
+
+bool Base::inlined(uint32_t id) const {
+  Kind kd = k.ops[id].kind;
+  return kd == Kind::Const || kd == Kind::Scalar || kd == Kind::Builtin;
+}
+
+std::string Base::ref(uint32_t id) {
+  const ir::Op& op = k.ops[id];
+  if (op.kind == Kind::Const) return lit(op);
+  if (op.kind == Kind::Scalar) return scalar(op.obj);
+  if (op.kind == Kind::Builtin) return builtin(op);
+  return name(id);
+}
+
+std::string Base::float_text(double f) {
+  char b[48];
+  for (int prec = 6; prec <= 9; ++prec) {
+    std::snprintf(b, sizeof b, "%.*g", prec, f);
+    if (static_cast<float>(std::strtod(b, nullptr)) == static_cast<float>(f)) break;
+  }
+  std::string s = b;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+void Base::define(uint32_t id, const std::string& e) {
+  const ir::Op& op = k.ops[id];
+  line("const " + ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
+}
+
+void Base::open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s) {
+  std::string iv = name(id);
+  line("for (" + ty(k.ops[id].type) + " " + iv + " = " + b + "; " + iv + " < " + e + "; " + iv + " += " + s + ") {");
+}
+
+std::string Base::expr(uint32_t id) {
+  const ir::Op& op = k.ops[id];
+  auto in = [&](int i) { return ref(op.in[static_cast<size_t>(i)]); };
+  switch (op.kind) {
+    case Kind::Unary: {
+      auto f = static_cast<ir::UnaryFn>(op.attr);
+      if (f == ir::UnaryFn::Neg) return "(-" + in(0) + ")";
+      if (f == ir::UnaryFn::Not) return std::string(op.type == Type::Bool ? "(!" : "(~") + in(0) + ")";
+      if (f == ir::UnaryFn::Abs && op.type != Type::F32)
+        return binary_fn(ir::BinaryFn::Max, op.type, in(0), "(-" + in(0) + ")");
+      return math(f, in(0));
+    }
+    case Kind::Binary: {
+      auto f = static_cast<ir::BinaryFn>(op.attr);
+      if (f == ir::BinaryFn::Min || f == ir::BinaryFn::Max || f == ir::BinaryFn::Pow)
+        return binary_fn(f, op.type, in(0), in(1));
+      if (op.type == Type::Bool) {
+        const char* o = f == ir::BinaryFn::And ? " && " : f == ir::BinaryFn::Or ? " || " : " != ";
+        return std::string("(") + in(0) + o + in(1) + ")";
+      }
+      if (f == ir::BinaryFn::Shl || f == ir::BinaryFn::Shr)
+        return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + shift_amount(in(1), op.type) + ")";
+      return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + in(1) + ")";
+    }
+    case Kind::Compare:
+      return std::string("(") + in(0) + " " + ir::cmp_name(static_cast<ir::CmpFn>(op.attr)) + " " + in(1) + ")";
+    case Kind::Select:
+      return select(in(0), in(1), in(2));
+    case Kind::Cast:
+      return cast(op.type, k.ops[op.in[0]].type, in(0));
+    case Kind::Extract:
+      return extract(in(0), op.axis);
+    case Kind::Load:
+      return load(op, in(0));
+    case Kind::LoadVec:
+      return load_vec(op, in(0));
+    case Kind::LocalLoad:
+      return local(op.obj);
+    default:
+      return "?";
+  }
+}
+
+void Base::statement(uint32_t id) {
+  const ir::Op& op = k.ops[id];
+  auto in = [&](int i) { return ref(op.in[static_cast<size_t>(i)]); };
+  switch (op.kind) {
+    case Kind::Const:
+    case Kind::Scalar:
+    case Kind::Builtin:
+      return;
+    case Kind::Store:
+      store(op, in(0), {in(1)});
+      return;
+    case Kind::StoreVec: {
+      std::vector<std::string> v;
+      for (int l = 0; l < op.lanes; ++l) v.push_back(in(1 + l));
+      store(op, in(0), v);
+      return;
+    }
+    case Kind::Atomic:
+      define(id, atomic(op, in(0), in(1)));
+      return;
+    case Kind::Subgroup:
+      define(id, subgroup(op, in(0), op.nin > 1 ? in(1) : ""));
+      return;
+    case Kind::LocalStore:
+      line(local(op.obj) + " = " + in(0) + ";");
+      return;
+    case Kind::Barrier:
+      barrier();
+      return;
+    case Kind::If:
+      line("if (" + in(0) + ") {");
+      ++depth;
+      region(op.region[0]);
+      --depth;
+      if (op.region[1] != kNone && !k.regions[op.region[1]].ops.empty()) {
+        line("} else {");
+        ++depth;
+        region(op.region[1]);
+        --depth;
+      }
+      line("}");
+      return;
+    case Kind::For:
+      open_for(id, in(0), in(1), in(2));
+      ++depth;
+      region(op.region[0]);
+      --depth;
+      line("}");
+      return;
+    case Kind::While:
+      open_loop();
+      ++depth;
+      region(op.region[0]);
+      region(op.region[1]);
+      --depth;
+      line("}");
+      return;
+    case Kind::Yield:
+      line("if (!" + in(0) + ") { break; }");
+      return;
+    default:
+      define(id, expr(id));
+  }
+}
+
+void Base::region(uint32_t r) {
+  if (r == kNone) return;
+  for (uint32_t id : k.regions[r].ops) statement(id);
+}
+
+}  // namespace gen
+
+std::string render(const Kernel& kernel, Target t) {
+  if (!kernel) throw Error("[kernel] render: an empty Kernel");
+  const ir::Kernel& k = kernel.ir();
+  std::string text;
+  switch (t) {
+    case Target::Cpp:
+      text = gen::render_cpp(k, false);
+      break;
+    case Target::Cuda:
+      text = gen::render_cuda(k);
+      break;
+    case Target::Glsl:
+      text = gen::render_glsl(k);
+      break;
+    case Target::Wgsl:
+      text = gen::render_wgsl(k);
+      break;
+    default:
+      throw Error(k.prefix() + "unknown target");
+  }
+  detail::dump_rendered(k, t, text);
+  return text;
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The part every renderer shares: naming values, walking regions into statements, and the
+// expressions whose syntax the C-like targets agree on. A target overrides the hooks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kernel/ir.h"
+
+namespace kiln::kernel::gen {
+
+class Base {
+ public:
+  Base(const ir::Kernel& k, Target t);
+  virtual ~Base() = default;
+  /// The whole source text.
+  virtual std::string text() = 0;
+
+ protected:
+  const ir::Kernel& k;
+  Target target;
+  std::string out;
+  int depth = 1;
+  std::vector<uint32_t> names;                  ///< op id -> compact number of its value
+  std::vector<bool> atomic_buf, atomic_shared;  ///< memory used by an atomic
+  uint32_t next_name = 0;
+
+  [[noreturn]] void unsupported(const std::string& what) const;
+  void line(const std::string& s);
+  std::string name(uint32_t id);
+  bool inlined(uint32_t id) const;  ///< Const, Scalar, Builtin: written where used
+
+  /// How a statement refers to a value.
+  virtual std::string ref(uint32_t id);
+  virtual std::string ty(Type t, int lanes = 1) = 0;
+  virtual std::string lit(const ir::Op& op) = 0;
+  virtual std::string builtin(const ir::Op& op) = 0;
+  virtual std::string scalar(uint32_t obj) { return std::string("p") + std::to_string(obj); }
+  virtual std::string math(ir::UnaryFn f, const std::string& x) = 0;
+  virtual std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) = 0;
+  virtual std::string select(const std::string& c, const std::string& a, const std::string& b) {
+    return "(" + c + " ? " + a + " : " + b + ")";
+  }
+  virtual std::string cast(Type to, Type from, const std::string& x) { return ty(to) + "(" + x + ")"; }
+  virtual std::string shift_amount(const std::string& b, Type) { return b; }
+  virtual std::string extract(const std::string& v, int lane) { return v + "." + "xyzw"[lane]; }
+  virtual std::string load(const ir::Op& op, const std::string& idx) = 0;
+  virtual std::string load_vec(const ir::Op& op, const std::string& idx) = 0;
+  virtual void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& vals) = 0;
+  virtual std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) = 0;
+  virtual std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) = 0;
+  virtual void barrier() = 0;
+  virtual void define(uint32_t id, const std::string& e);
+  virtual std::string local(uint32_t slot) { return std::string("l") + std::to_string(slot); }
+  virtual void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s);
+  virtual void open_loop() { line("for (;;) {"); }
+
+  /// The expression of a pure op or a load.
+  std::string expr(uint32_t id);
+  /// Renders one op as statements (control flow recursing into its regions).
+  virtual void statement(uint32_t id);
+  void region(uint32_t r);
+  /// The literal of a float (finite), shortest round-trip form with a '.' or exponent.
+  static std::string float_text(double f);
+};
+
+}  // namespace kiln::kernel::gen
+namespace kiln::kernel::detail {
+/// Writes a rendered source into $KILN_KERNEL_DUMP (when set).
+void dump_rendered(const ir::Kernel& k, Target t, const std::string& text);
+/// Forgets the kernels compile_cpu loaded in this process (they stay mapped): the next call
+/// looks in the disk cache. For tests.
+void forget_loaded_kernels();
+}  // namespace kiln::kernel::detail
+namespace kiln::kernel::gen {
+
+std::string render_cpp(const ir::Kernel& k, bool debug);
+std::string render_cuda(const ir::Kernel& k);
+std::string render_glsl(const ir::Kernel& k);
+std::string render_wgsl(const ir::Kernel& k);
+
+/// Element size in bytes of a storage type.
+inline int type_bytes(Type t) {
+  return t == Type::I64 ? 8 : (t == Type::F16 || t == Type::BF16) ? 2 : t == Type::Bool ? 1 : 4;
+}
+
+}  // namespace kiln::kernel::gen

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The shading-language targets: GLSL 4.50 compute (for SPIR-V and Vulkan) and WGSL (WebGPU).
+// Neither has erf: both get the same polynomial (fractional error below 1.2e-7).
+#include <cmath>
+
+#include "kernel/render.h"
+
+namespace kiln::kernel::gen {
+namespace {
+
+using ir::Kind;
+
+bool uses_type(const ir::Kernel& k, Type t) {
+  for (const auto& b : k.buffers)
+    if (b.type == t) return true;
+  for (const auto& s : k.shared)
+    if (s.type == t) return true;
+  for (const auto& s : k.scalars)
+    if (s.type == t) return true;
+  for (const auto& r : k.regions)
+    for (uint32_t id : r.ops)
+      if (k.ops[id].type == t) return true;
+  return false;
+}
+
+bool uses_unary(const ir::Kernel& k, ir::UnaryFn f) {
+  for (const auto& r : k.regions)
+    for (uint32_t id : r.ops)
+      if (k.ops[id].kind == Kind::Unary && k.ops[id].attr == static_cast<uint8_t>(f)) return true;
+  return false;
+}
+
+bool uses_subgroups(const ir::Kernel& k) {
+  for (const auto& r : k.regions)
+    for (uint32_t id : r.ops) {
+      const ir::Op& op = k.ops[id];
+      if (op.kind == Kind::Subgroup ||
+          (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::LaneId)))
+        return true;
+    }
+  return false;
+}
+
+class Glsl : public Base {
+ public:
+  explicit Glsl(const ir::Kernel& kk) : Base(kk, Target::Glsl) {}
+
+  std::string text() override {
+    out = "#version 450\n// kernel " + k.name + " [" + k.spec + "]\n";
+    bool h = uses_type(k, Type::F16), bf = uses_type(k, Type::BF16);
+    if (h || bf) out += "#extension GL_EXT_shader_16bit_storage : require\n";
+    if (h) out += "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
+    if (bf) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
+    if (uses_type(k, Type::I64)) out += "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    if (uses_subgroups(k)) {
+      out += "#extension GL_KHR_shader_subgroup_basic : require\n";
+      out += "#extension GL_KHR_shader_subgroup_arithmetic : require\n";
+      out += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
+      out += "#extension GL_KHR_shader_subgroup_shuffle_relative : require\n";
+    }
+    out += "layout(local_size_x = " + std::to_string(k.group[0]) + ", local_size_y = " + std::to_string(k.group[1]) +
+           ", local_size_z = " + std::to_string(k.group[2]) + ") in;\n";
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
+      const auto& b = k.buffers[i];
+      std::string n = std::to_string(i);
+      const char* q = b.access == Access::Read ? "readonly " : b.access == Access::Write ? "writeonly " : "";
+      out += "layout(std430, set = 0, binding = " + n + ") " + q + "buffer B" + n + " { " + ty(b.type) + " d[]; } b" +
+             n + ";\n";
+    }
+    if (!k.scalars.empty()) {
+      out += "layout(push_constant) uniform P {";
+      for (size_t i = 0; i < k.scalars.size(); ++i) out += " " + ty(k.scalars[i].type) + " p" + std::to_string(i) + ";";
+      out += " } kk_p;\n";
+    }
+    for (size_t i = 0; i < k.shared.size(); ++i)
+      out += "shared " + ty(k.shared[i].type) + " s" + std::to_string(i) + "[" + std::to_string(k.shared[i].count) +
+             "];\n";
+    if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "float kk_sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }\n";
+    if (uses_unary(k, ir::UnaryFn::Erf))
+      out +=
+          "float kk_erf(float x) {\n"
+          "  float z = abs(x), t = 1.0 / (1.0 + 0.5 * z);\n"
+          "  float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * "
+          "(-0.18628806 +\n"
+          "            t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * "
+          "0.17087277)))))))));\n"
+          "  return x >= 0.0 ? 1.0 - r : r - 1.0;\n"
+          "}\n";
+    if (bf)
+      out +=
+          "uint kk_f2b(float f) {\n  uint u = floatBitsToUint(f);\n  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> "
+          "16) | 0x40u;\n  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n}\n";
+    out += "void main() {\n";
+    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]) + " l" + std::to_string(i) + ";");
+    region(0);
+    out += "}\n";
+    return out;
+  }
+
+ protected:
+  std::string ty(Type t, int lanes = 1) override {
+    static const char* s[] = {"bool", "int", "uint", "int64_t", "float16_t", "uint16_t", "float"};
+    static const char* v[] = {"bvec", "ivec", "uvec", "i64vec", "f16vec", "u16vec", "vec"};
+    return lanes > 1 ? v[static_cast<int>(t)] + std::to_string(lanes) : s[static_cast<int>(t)];
+  }
+  std::string lit(const ir::Op& op) override {
+    switch (op.type) {
+      case Type::Bool:
+        return op.i ? "true" : "false";
+      case Type::I32:
+        return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
+      case Type::U32:
+        return std::to_string(op.i) + "u";
+      case Type::I64:
+        return op.i == INT64_MIN ? "(-9223372036854775807l - 1l)" : std::to_string(op.i) + "l";
+      default:
+        break;
+    }
+    if (std::isfinite(op.f)) return float_text(op.f);
+    return std::isnan(op.f) ? "uintBitsToFloat(0x7fc00000u)"
+           : op.f > 0       ? "uintBitsToFloat(0x7f800000u)"
+                            : "uintBitsToFloat(0xff800000u)";
+  }
+  std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
+  std::string builtin(const ir::Op& op) override {
+    std::string ax(1, "xyz"[op.axis]);
+    switch (static_cast<ir::Builtin>(op.attr)) {
+      case ir::Builtin::ThreadId:
+        return "int(gl_LocalInvocationID." + ax + ")";
+      case ir::Builtin::GroupId:
+        return "int(gl_WorkGroupID." + ax + ")";
+      case ir::Builtin::NumGroups:
+        return "int(gl_NumWorkGroups." + ax + ")";
+      case ir::Builtin::LaneId:
+        return "int(gl_SubgroupInvocationID)";
+    }
+    return "";
+  }
+  std::string math(ir::UnaryFn f, const std::string& x) override {
+    static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inversesqrt", "tanh",
+                              "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
+    return std::string(n[static_cast<int>(f)]) + "(" + x + ")";
+  }
+  std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
+    return std::string(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(") + a + ", " + b + ")";
+  }
+  std::string mem(const ir::Op& op, const std::string& idx) {
+    std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
+    return op.shared ? "s" + std::to_string(op.obj) + "[" + i + "]" : "b" + std::to_string(op.obj) + ".d[" + i + "]";
+  }
+  Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
+  std::string from_storage(Type t, const std::string& x) {
+    return t == Type::F16 ? "float(" + x + ")" : t == Type::BF16 ? "uintBitsToFloat(uint(" + x + ") << 16)" : x;
+  }
+  std::string to_storage(Type t, const std::string& x) {
+    return t == Type::F16 ? "float16_t(" + x + ")" : t == Type::BF16 ? "uint16_t(kk_f2b(" + x + "))" : x;
+  }
+  std::string load(const ir::Op& op, const std::string& idx) override { return from_storage(elem(op), mem(op, idx)); }
+  std::string load_vec(const ir::Op& op, const std::string& idx) override {
+    std::string s = ty(op.type, op.lanes) + "(";
+    for (int l = 0; l < op.lanes; ++l)
+      s += (l ? ", " : "") + from_storage(elem(op), mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx));
+    return s + ")";
+  }
+  void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
+    for (size_t l = 0; l < v.size(); ++l)
+      line(mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx) + " = " + to_storage(elem(op), v[l]) + ";");
+  }
+  std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
+    auto f = static_cast<ir::AtomicFn>(op.attr);
+    return std::string(f == ir::AtomicFn::Add   ? "atomicAdd("
+                       : f == ir::AtomicFn::Min ? "atomicMin("
+                                                : "atomicMax(") +
+           mem(op, idx) + ", " + v + ")";
+  }
+  std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
+    switch (static_cast<ir::SubgroupFn>(op.attr)) {
+      case ir::SubgroupFn::Add:
+        return "subgroupAdd(" + v + ")";
+      case ir::SubgroupFn::Min:
+        return "subgroupMin(" + v + ")";
+      case ir::SubgroupFn::Max:
+        return "subgroupMax(" + v + ")";
+      case ir::SubgroupFn::Shuffle:
+        return "subgroupShuffle(" + v + ", uint(" + other + "))";
+      case ir::SubgroupFn::ShuffleXor:
+        return "subgroupShuffleXor(" + v + ", uint(" + other + "))";
+    }
+    return "";
+  }
+  void barrier() override {
+    line("memoryBarrierShared();");
+    line("memoryBarrierBuffer();");
+    line("barrier();");
+  }
+  void define(uint32_t id, const std::string& e) override {
+    const ir::Op& op = k.ops[id];
+    line(ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
+  }
+  void open_loop() override { line("while (true) {"); }
+};
+
+class Wgsl : public Base {
+ public:
+  explicit Wgsl(const ir::Kernel& kk) : Base(kk, Target::Wgsl) {}
+
+  std::string text() override {
+    if (uses_type(k, Type::I64)) unsupported("i64 (WGSL has no 64-bit integers)");
+    if (uses_type(k, Type::BF16)) unsupported("bf16 buffers (WGSL has no 16-bit integers)");
+    out = "// kernel " + k.name + " [" + k.spec + "]\n";
+    if (uses_type(k, Type::F16)) out += "enable f16;\n";
+    bool sg = uses_subgroups(k);
+    if (sg) out += "enable subgroups;\n";
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
+      const auto& b = k.buffers[i];
+      std::string e = atomic_buf[i] ? "atomic<" + ty(b.type) + ">" : ty(b.type);
+      out += "@group(0) @binding(" + std::to_string(i) + ") var<storage, " +
+             (b.access == Access::Read ? "read" : "read_write") + "> b" + std::to_string(i) + ": array<" + e + ">;\n";
+    }
+    if (!k.scalars.empty()) {
+      out += "struct Params {";
+      for (size_t i = 0; i < k.scalars.size(); ++i)
+        out += (i ? ", " : " ") + std::string("p") + std::to_string(i) + ": " + ty(k.scalars[i].type);
+      out += " }\n@group(0) @binding(" + std::to_string(k.buffers.size()) + ") var<uniform> kk_p: Params;\n";
+    }
+    for (size_t i = 0; i < k.shared.size(); ++i) {
+      std::string e = atomic_shared[i] ? "atomic<" + ty(k.shared[i].type) + ">" : ty(k.shared[i].type);
+      out +=
+          "var<workgroup> s" + std::to_string(i) + ": array<" + e + ", " + std::to_string(k.shared[i].count) + ">;\n";
+    }
+    if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "fn kk_sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }\n";
+    if (uses_unary(k, ir::UnaryFn::Erf))
+      out +=
+          "fn kk_erf(x: f32) -> f32 {\n"
+          "  let z = abs(x);\n  let t = 1.0 / (1.0 + 0.5 * z);\n"
+          "  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * "
+          "(-0.18628806 +\n"
+          "          t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * "
+          "0.17087277)))))))));\n"
+          "  return select(r - 1.0, 1.0 - r, x >= 0.0);\n"
+          "}\n";
+    out += "@compute @workgroup_size(" + std::to_string(k.group[0]) + ", " + std::to_string(k.group[1]) + ", " +
+           std::to_string(k.group[2]) + ")\n";
+    out += "fn main(@builtin(local_invocation_id) kk_lid: vec3<u32>, @builtin(workgroup_id) kk_wid: vec3<u32>,\n";
+    out += "        @builtin(num_workgroups) kk_nwg: vec3<u32>";
+    if (sg) out += ", @builtin(subgroup_invocation_id) kk_lane: u32";
+    out += ") {\n";
+    for (size_t i = 0; i < k.locals.size(); ++i) line("var l" + std::to_string(i) + ": " + ty(k.locals[i]) + ";");
+    region(0);
+    out += "}\n";
+    return out;
+  }
+
+ protected:
+  std::string ty(Type t, int lanes = 1) override {
+    static const char* s[] = {"bool", "i32", "u32", "i64", "f16", "u16", "f32"};
+    std::string e = s[static_cast<int>(t)];
+    return lanes > 1 ? "vec" + std::to_string(lanes) + "<" + e + ">" : e;
+  }
+  std::string lit(const ir::Op& op) override {
+    switch (op.type) {
+      case Type::Bool:
+        return op.i ? "true" : "false";
+      case Type::I32:
+        return op.i == INT32_MIN ? "bitcast<i32>(0x80000000u)" : std::to_string(op.i) + "i";
+      case Type::U32:
+        return std::to_string(op.i) + "u";
+      default:
+        break;
+    }
+    if (std::isfinite(op.f)) return float_text(op.f) + "f";
+    return std::isnan(op.f) ? "bitcast<f32>(0x7fc00000u)"
+           : op.f > 0       ? "bitcast<f32>(0x7f800000u)"
+                            : "bitcast<f32>(0xff800000u)";
+  }
+  std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
+  std::string builtin(const ir::Op& op) override {
+    std::string ax(1, "xyz"[op.axis]);
+    switch (static_cast<ir::Builtin>(op.attr)) {
+      case ir::Builtin::ThreadId:
+        return "i32(kk_lid." + ax + ")";
+      case ir::Builtin::GroupId:
+        return "i32(kk_wid." + ax + ")";
+      case ir::Builtin::NumGroups:
+        return "i32(kk_nwg." + ax + ")";
+      case ir::Builtin::LaneId:
+        return "i32(kk_lane)";
+    }
+    return "";
+  }
+  std::string math(ir::UnaryFn f, const std::string& x) override {
+    static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inverseSqrt", "tanh",
+                              "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
+    return std::string(n[static_cast<int>(f)]) + "(" + x + ")";
+  }
+  std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
+    return std::string(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(") + a + ", " + b + ")";
+  }
+  std::string select(const std::string& c, const std::string& a, const std::string& b) override {
+    return "select(" + b + ", " + a + ", " + c + ")";
+  }
+  std::string mem(const ir::Op& op, const std::string& idx) {
+    return (op.shared ? "s" : "b") + std::to_string(op.obj) + "[" + idx + "]";
+  }
+  bool is_atomic(const ir::Op& op) const { return op.shared ? atomic_shared[op.obj] : atomic_buf[op.obj]; }
+  Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
+  std::string load(const ir::Op& op, const std::string& idx) override {
+    if (is_atomic(op)) return "atomicLoad(&" + mem(op, idx) + ")";
+    return elem(op) == Type::F16 ? "f32(" + mem(op, idx) + ")" : mem(op, idx);
+  }
+  std::string load_vec(const ir::Op& op, const std::string& idx) override {
+    std::string s = ty(op.type, op.lanes) + "(";
+    for (int l = 0; l < op.lanes; ++l) {
+      ir::Op one = op;
+      s += (l ? ", " : "") + load(one, l ? "(" + idx + ") + " + std::to_string(l) : idx);
+    }
+    return s + ")";
+  }
+  void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
+    for (size_t l = 0; l < v.size(); ++l) {
+      std::string m = mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx);
+      std::string x = elem(op) == Type::F16 ? "f16(" + v[l] + ")" : v[l];
+      line(is_atomic(op) ? "atomicStore(&" + m + ", " + x + ");" : m + " = " + x + ";");
+    }
+  }
+  std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
+    auto f = static_cast<ir::AtomicFn>(op.attr);
+    return std::string(f == ir::AtomicFn::Add   ? "atomicAdd(&"
+                       : f == ir::AtomicFn::Min ? "atomicMin(&"
+                                                : "atomicMax(&") +
+           mem(op, idx) + ", " + v + ")";
+  }
+  std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
+    switch (static_cast<ir::SubgroupFn>(op.attr)) {
+      case ir::SubgroupFn::Add:
+        return "subgroupAdd(" + v + ")";
+      case ir::SubgroupFn::Min:
+        return "subgroupMin(" + v + ")";
+      case ir::SubgroupFn::Max:
+        return "subgroupMax(" + v + ")";
+      case ir::SubgroupFn::Shuffle:
+        return "subgroupShuffle(" + v + ", u32(" + other + "))";
+      case ir::SubgroupFn::ShuffleXor:
+        return "subgroupShuffleXor(" + v + ", u32(" + other + "))";
+    }
+    return "";
+  }
+  void barrier() override {
+    line("storageBarrier();");
+    line("workgroupBarrier();");
+  }
+  void define(uint32_t id, const std::string& e) override {
+    const ir::Op& op = k.ops[id];
+    line("let " + name(id) + ": " + ty(op.type, op.lanes) + " = " + e + ";");
+  }
+  void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s) override {
+    std::string iv = name(id);
+    line("for (var " + iv + ": " + ty(k.ops[id].type) + " = " + b + "; " + iv + " < " + e + "; " + iv + " += " + s +
+         ") {");
+  }
+  void open_loop() override { line("loop {"); }
+  std::string shift_amount(const std::string& b, Type t) override { return t == Type::U32 ? b : "u32(" + b + ")"; }
+};
+
+}  // namespace
+
+std::string render_glsl(const ir::Kernel& k) { return Glsl(k).text(); }
+std::string render_wgsl(const ir::Kernel& k) { return Wgsl(k).text(); }
+
+}  // namespace kiln::kernel::gen

@@ -1,0 +1,684 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Tracing: the kernel function runs once with symbolic values, and every operation on them
+// appends an op to the current region of the kernel being traced (one per thread at a time).
+// Type rules, access rules and the detectable shared-memory races are checked here, as the
+// operations happen, so an error names the statement; the rest is checked in validate().
+#include <map>
+#include <tuple>
+
+#include "kernel/ir.h"
+
+namespace kiln::kernel {
+namespace {
+
+using ir::Kind;
+using ir::kNone;
+
+struct Write {
+  uint32_t index;   ///< value id of the index
+  uint32_t region;  ///< the region the write happened in
+  bool divergent;   ///< inside control flow that depends on the thread
+  uint32_t loc;
+};
+
+struct Tracer {
+  ir::Kernel k;
+  std::vector<uint32_t> stack{0};      ///< open regions, innermost last
+  std::vector<bool> stack_div{false};  ///< is each open region inside thread-dependent control
+  std::vector<bool> tdep;              ///< per op: may the value differ between the threads of a group
+  std::vector<bool> local_tdep;
+  size_t hoisted = 0;  ///< constants, parameters and builtins lead region 0
+  std::map<std::tuple<int, uint8_t, uint8_t, int64_t, uint64_t>, uint32_t> interned;
+  std::map<std::pair<bool, uint32_t>, std::vector<Write>> writes;  ///< since the last barrier
+  uint32_t last_loc = kNone;
+  bool group_set = false;
+};
+
+thread_local Tracer* g_tracer = nullptr;
+
+Tracer& tr() {
+  if (!g_tracer) throw Error("[kernel] kernel values are used outside kiln::kernel::trace()");
+  return *g_tracer;
+}
+
+[[noreturn]] void fail(const std::string& what, uint32_t loc = kNone) {
+  Tracer& t = tr();
+  uint32_t l = loc != kNone ? loc : t.last_loc;
+  std::string where = l == kNone ? "" : (loc != kNone ? t.k.where(l) : " (after " + t.k.locs[l] + ")");
+  throw Error(t.k.prefix() + what + where);
+}
+
+uint32_t record(const Loc& loc) {
+  Tracer& t = tr();
+  std::string f = loc.file_name();
+  if (auto s = f.rfind('/'); s != std::string::npos) f = f.substr(s + 1);
+  t.k.locs.push_back(f + ":" + std::to_string(loc.line()));
+  t.last_loc = static_cast<uint32_t>(t.k.locs.size() - 1);
+  return t.last_loc;
+}
+
+bool region_divergent() { return tr().stack_div.back(); }
+
+uint32_t emit(ir::Op op, bool dep) {
+  Tracer& t = tr();
+  uint32_t id = static_cast<uint32_t>(t.k.ops.size());
+  t.k.ops.push_back(op);
+  t.tdep.push_back(dep);
+  t.k.regions[t.stack.back()].ops.push_back(id);
+  return id;
+}
+
+/// Constants, parameters and builtins: interned, and placed at the top of the kernel so that
+/// every region may use them.
+Val hoisted(ir::Op op, bool dep) {
+  Tracer& t = tr();
+  uint64_t fbits = 0;
+  static_assert(sizeof(double) == sizeof(uint64_t));
+  __builtin_memcpy(&fbits, &op.f, sizeof fbits);
+  auto key = std::make_tuple(static_cast<int>(op.kind) * 256 + op.axis, static_cast<uint8_t>(op.type), op.attr,
+                             op.i + (op.obj == kNone ? 0 : (int64_t{op.obj} << 40)), fbits);
+  if (auto it = t.interned.find(key); it != t.interned.end()) return Val(Val::Raw{}, it->second, op.type);
+  uint32_t id = static_cast<uint32_t>(t.k.ops.size());
+  t.k.ops.push_back(op);
+  t.tdep.push_back(dep);
+  auto& body = t.k.regions[0].ops;
+  body.insert(body.begin() + static_cast<std::ptrdiff_t>(t.hoisted++), id);
+  t.interned[key] = id;
+  return Val(Val::Raw{}, id, op.type);
+}
+
+Val value(uint32_t id) { return Val(Val::Raw{}, id, tr().k.ops[id].type); }
+
+void check_value(const Val& v, const char* what) {
+  if (v.id == UINT32_MAX || v.id >= tr().k.ops.size()) fail(std::string("an undefined value used in ") + what);
+}
+
+Val builtin(ir::Builtin b, int axis) {
+  if (axis < 0 || axis > 2) fail("axis " + std::to_string(axis) + " is not 0, 1 or 2");
+  ir::Op op;
+  op.kind = Kind::Builtin;
+  op.attr = static_cast<uint8_t>(b);
+  op.axis = static_cast<uint8_t>(axis);
+  op.type = Type::I32;
+  return hoisted(op, b == ir::Builtin::ThreadId || b == ir::Builtin::LaneId);
+}
+
+Val unary(ir::UnaryFn f, Val x) {
+  check_value(x, ir::unary_name(f));
+  using U = ir::UnaryFn;
+  bool ok = f == U::Not                  ? (x.type == Type::Bool || is_int(x.type))
+            : f == U::Neg || f == U::Abs ? x.type != Type::Bool && x.type != Type::U32
+                                         : x.type == Type::F32;
+  if (!ok) fail(std::string("'") + ir::unary_name(f) + "' does not take " + std::string(type_name(x.type)));
+  ir::Op op;
+  op.kind = Kind::Unary;
+  op.attr = static_cast<uint8_t>(f);
+  op.type = x.type;
+  op.nin = 1;
+  op.in[0] = x.id;
+  return value(emit(op, tr().tdep[x.id]));
+}
+
+Val binary(ir::BinaryFn f, Val a, Val b) {
+  check_value(a, ir::binary_name(f));
+  check_value(b, ir::binary_name(f));
+  using B = ir::BinaryFn;
+  if (a.type != b.type)
+    fail(std::string("type mismatch in '") + ir::binary_name(f) + "': " + std::string(type_name(a.type)) + " and " +
+         std::string(type_name(b.type)) + " (convert one with cast())");
+  bool bits = f == B::And || f == B::Or || f == B::Xor;
+  bool ok = a.type == Type::Bool  ? bits
+            : a.type == Type::F32 ? !bits && f != B::Shl && f != B::Shr && f != B::Mod
+                                  : f != B::Pow;
+  if (!ok) fail(std::string("'") + ir::binary_name(f) + "' does not take " + std::string(type_name(a.type)));
+  ir::Op op;
+  op.kind = Kind::Binary;
+  op.attr = static_cast<uint8_t>(f);
+  op.type = a.type;
+  op.nin = 2;
+  op.in = {a.id, b.id};
+  return value(emit(op, tr().tdep[a.id] || tr().tdep[b.id]));
+}
+
+Val compare(ir::CmpFn f, Val a, Val b) {
+  check_value(a, ir::cmp_name(f));
+  check_value(b, ir::cmp_name(f));
+  if (a.type != b.type)
+    fail(std::string("type mismatch in '") + ir::cmp_name(f) + "': " + std::string(type_name(a.type)) + " and " +
+         std::string(type_name(b.type)) + " (convert one with cast())");
+  ir::Op op;
+  op.kind = Kind::Compare;
+  op.attr = static_cast<uint8_t>(f);
+  op.type = Type::Bool;
+  op.nin = 2;
+  op.in = {a.id, b.id};
+  return value(emit(op, tr().tdep[a.id] || tr().tdep[b.id]));
+}
+
+std::string mem_name(bool shared, uint32_t obj) {
+  const ir::Kernel& k = tr().k;
+  return (shared ? "shared array '" + k.shared[obj].name : "buffer '" + k.buffers[obj].name) + "'";
+}
+
+Type elem_type(bool shared, uint32_t obj) {
+  const ir::Kernel& k = tr().k;
+  return shared ? k.shared[obj].type : k.buffers[obj].type;
+}
+
+/// The value type of an element of the given storage type.
+Type value_of(Type storage) { return storage == Type::F16 || storage == Type::BF16 ? Type::F32 : storage; }
+
+void check_index(Val index, const char* what) {
+  check_value(index, what);
+  if (!is_int(index.type))
+    fail(std::string("an index must be i32, u32 or i64, not ") + std::string(type_name(index.type)));
+}
+
+/// Reading memory that another thread of the group wrote since the last barrier.
+void check_read(bool shared, uint32_t obj, Val index, const Loc& where) {
+  Tracer& t = tr();
+  if (!shared && t.k.buffers[obj].access == Access::Write)
+    fail("reads " + mem_name(shared, obj) + ", which is declared write-only (output)", record(where));
+  auto it = t.writes.find({shared, obj});
+  if (it == t.writes.end()) return;
+  for (const Write& w : it->second) {
+    bool other_index = w.index != index.id && (t.tdep[w.index] || t.tdep[index.id]);
+    bool in_scope = false;
+    for (uint32_t r : t.stack) in_scope |= r == w.region;
+    if (other_index || (w.divergent && !in_scope))
+      fail("reads " + mem_name(shared, obj) + ", written by other threads of the group at " + t.k.locs[w.loc] +
+               ", without a barrier() in between",
+           record(where));
+  }
+}
+
+void note_write(bool shared, uint32_t obj, Val index, uint32_t loc) {
+  Tracer& t = tr();
+  if (!shared && t.k.buffers[obj].access == Access::Read)
+    fail("writes " + mem_name(shared, obj) + ", which is declared read-only (input)", loc);
+  t.writes[{shared, obj}].push_back({index.id, t.stack.back(), region_divergent(), loc});
+}
+
+Val load(bool shared, uint32_t obj, Val index, const Loc& where) {
+  check_index(index, "a load");
+  check_read(shared, obj, index, where);
+  ir::Op op;
+  op.kind = Kind::Load;
+  op.shared = shared;
+  op.obj = obj;
+  op.type = value_of(elem_type(shared, obj));
+  op.nin = 1;
+  op.in[0] = index.id;
+  return value(emit(op, tr().tdep[index.id]));
+}
+
+void store(bool shared, uint32_t obj, Val index, Val v, uint32_t loc) {
+  check_index(index, "a store");
+  check_value(v, "a store");
+  Type want = value_of(elem_type(shared, obj));
+  if (v.type != want)
+    fail("type mismatch: stores " + std::string(type_name(v.type)) + " into " + mem_name(shared, obj) + " of " +
+             std::string(type_name(elem_type(shared, obj))),
+         loc);
+  note_write(shared, obj, index, loc);
+  ir::Op op;
+  op.kind = Kind::Store;
+  op.shared = shared;
+  op.obj = obj;
+  op.type = want;
+  op.nin = 2;
+  op.in = {index.id, v.id};
+  op.loc = loc;
+  emit(op, false);
+}
+
+/// Opens a region for `body`, closes it, and returns its id.
+uint32_t nested(bool divergent, const std::function<void()>& body) {
+  Tracer& t = tr();
+  uint32_t r = static_cast<uint32_t>(t.k.regions.size());
+  t.k.regions.emplace_back();
+  t.stack.push_back(r);
+  t.stack_div.push_back(t.stack_div.back() || divergent);
+  body();
+  t.stack.pop_back();
+  t.stack_div.pop_back();
+  return r;
+}
+
+Val atomic(ir::AtomicFn f, const Ref& r, Val v, const Loc& where) {
+  uint32_t loc = record(where);
+  check_index(r.index(), "an atomic");
+  check_value(v, "an atomic");
+  Type t = elem_type(r.shared(), r.obj());
+  if (t != Type::I32 && t != Type::U32)
+    fail("atomics need an i32 or u32 element, not " + std::string(type_name(t)), loc);
+  if (v.type != t)
+    fail("type mismatch in an atomic: " + std::string(type_name(v.type)) + " into " + std::string(type_name(t)), loc);
+  if (!r.shared() && tr().k.buffers[r.obj()].access != Access::ReadWrite)
+    fail("an atomic on " + mem_name(false, r.obj()) + " needs read-write access (inout)", loc);
+  ir::Op op;
+  op.kind = Kind::Atomic;
+  op.attr = static_cast<uint8_t>(f);
+  op.shared = r.shared();
+  op.obj = r.obj();
+  op.type = t;
+  op.nin = 2;
+  op.in = {r.index().id, v.id};
+  op.loc = loc;
+  return value(emit(op, true));
+}
+
+Val subgroup(ir::SubgroupFn f, Val v, Val other = Val()) {
+  check_value(v, "a subgroup operation");
+  if (v.type == Type::Bool) fail("subgroup operations do not take bool");
+  ir::Op op;
+  op.kind = Kind::Subgroup;
+  op.attr = static_cast<uint8_t>(f);
+  op.type = v.type;
+  op.nin = 1;
+  op.in[0] = v.id;
+  if (other.id != UINT32_MAX) {
+    check_value(other, "a subgroup shuffle");
+    if (other.type != Type::I32) fail("a subgroup lane or mask must be i32");
+    op.nin = 2;
+    op.in[1] = other.id;
+  }
+  return value(emit(op, true));
+}
+
+}  // namespace
+
+// ---- values ------------------------------------------------------------------------------------
+
+Val Val::constant(double v, Type t) {
+  if (t == Type::F16 || t == Type::BF16) t = Type::F32;
+  ir::Op op;
+  op.kind = Kind::Const;
+  op.type = t;
+  if (t == Type::F32)
+    op.f = static_cast<double>(static_cast<float>(v));
+  else if (t == Type::Bool)
+    op.i = v != 0;
+  else if (t == Type::U32)
+    op.i = static_cast<int64_t>(static_cast<uint32_t>(static_cast<int64_t>(v)));
+  else if (t == Type::I32)
+    op.i = static_cast<int32_t>(static_cast<int64_t>(v));
+  else
+    op.i = static_cast<int64_t>(v);
+  return hoisted(op, false);
+}
+Val::Val(float v) : Val(constant(v, Type::F32)) {}
+Val::Val(double v) : Val(constant(v, Type::F32)) {}
+Val::Val(int v) : Val(constant(v, Type::I32)) {}
+Val::Val(unsigned v) : Val(constant(v, Type::U32)) {}
+Val::Val(long v) : Val(constant(static_cast<double>(v), Type::I64)) {}
+Val::Val(long long v) : Val(constant(static_cast<double>(v), Type::I64)) {}
+Val::Val(bool v) : Val(constant(v, Type::Bool)) {}
+
+namespace {
+uint32_t new_local(Type t) {
+  Tracer& tc = tr();
+  if (t == Type::F16 || t == Type::BF16) fail("a Var cannot have the storage type f16 or bf16");
+  tc.k.locals.push_back(t);
+  tc.local_tdep.push_back(false);
+  return static_cast<uint32_t>(tc.k.locals.size() - 1);
+}
+}  // namespace
+
+Var::Var(Type t) : slot_(new_local(t)), type_(t) { *this = Val::constant(0, t); }
+Var::Var(Val init) : slot_(new_local(init.type)), type_(init.type) {
+  check_value(init, "a Var");
+  *this = init;
+}
+
+Var& Var::operator=(Val v) {
+  check_value(v, "an assignment");
+  if (v.type != type_)
+    fail("type mismatch: assigns " + std::string(type_name(v.type)) + " to a Var of " + std::string(type_name(type_)));
+  Tracer& t = tr();
+  ir::Op op;
+  op.kind = Kind::LocalStore;
+  op.obj = slot_;
+  op.type = type_;
+  op.nin = 1;
+  op.in[0] = v.id;
+  emit(op, false);
+  if (t.tdep[v.id] || region_divergent()) t.local_tdep[slot_] = true;
+  return *this;
+}
+Var::operator Val() const {
+  ir::Op op;
+  op.kind = Kind::LocalLoad;
+  op.obj = slot_;
+  op.type = type_;
+  return value(emit(op, tr().local_tdep[slot_]));
+}
+Var& Var::operator+=(Val v) { return *this = Val(*this) + v; }
+Var& Var::operator-=(Val v) { return *this = Val(*this) - v; }
+Var& Var::operator*=(Val v) { return *this = Val(*this) * v; }
+
+Ref::operator Val() const { return load(shared_, obj_, index_, loc_); }
+const Ref& Ref::operator=(Val v) const {
+  store(shared_, obj_, index_, v, record(loc_));
+  return *this;
+}
+const Ref& Ref::operator+=(Val v) const { return *this = Val(*this) + v; }
+Type Ref::value_type() const { return value_of(elem_type(shared_, obj_)); }
+
+namespace {
+std::vector<Val> load_vec(bool shared, uint32_t obj, Val index, uint8_t lanes, const Loc& where) {
+  check_index(index, "a vector load");
+  check_read(shared, obj, index, where);
+  ir::Op op;
+  op.kind = Kind::LoadVec;
+  op.shared = shared;
+  op.obj = obj;
+  op.type = value_of(elem_type(shared, obj));
+  op.lanes = lanes;
+  op.nin = 1;
+  op.in[0] = index.id;
+  uint32_t vec = emit(op, tr().tdep[index.id]);
+  std::vector<Val> out;
+  for (uint8_t l = 0; l < lanes; ++l) {
+    ir::Op e;
+    e.kind = Kind::Extract;
+    e.type = op.type;
+    e.axis = l;
+    e.nin = 1;
+    e.in[0] = vec;
+    out.push_back(value(emit(e, tr().tdep[vec])));
+  }
+  return out;
+}
+void store_vec(bool shared, uint32_t obj, Val index, const Val* v, uint8_t lanes, const Loc& where) {
+  uint32_t loc = record(where);
+  check_index(index, "a vector store");
+  Type want = value_of(elem_type(shared, obj));
+  ir::Op op;
+  op.kind = Kind::StoreVec;
+  op.shared = shared;
+  op.obj = obj;
+  op.type = want;
+  op.lanes = lanes;
+  op.nin = static_cast<uint8_t>(1 + lanes);
+  op.in[0] = index.id;
+  for (uint8_t l = 0; l < lanes; ++l) {
+    check_value(v[l], "a vector store");
+    if (v[l].type != want)
+      fail("type mismatch: stores " + std::string(type_name(v[l].type)) + " into " + mem_name(shared, obj), loc);
+    op.in[1 + l] = v[l].id;
+  }
+  note_write(shared, obj, index, loc);
+  op.loc = loc;
+  emit(op, false);
+}
+}  // namespace
+
+std::array<Val, 2> Memory::load2(Index index) const {
+  auto v = load_vec(shared_, obj_, index.v, 2, index.loc);
+  return {v[0], v[1]};
+}
+std::array<Val, 4> Memory::load4(Index index) const {
+  auto v = load_vec(shared_, obj_, index.v, 4, index.loc);
+  return {v[0], v[1], v[2], v[3]};
+}
+void Memory::store2(Index index, std::array<Val, 2> v) const {
+  store_vec(shared_, obj_, index.v, v.data(), 2, index.loc);
+}
+void Memory::store4(Index index, std::array<Val, 4> v) const {
+  store_vec(shared_, obj_, index.v, v.data(), 4, index.loc);
+}
+
+// ---- builder -----------------------------------------------------------------------------------
+
+uint32_t Builder::add_buffer(std::string name, Type t, Access a) {
+  if (t == Type::Bool) fail("buffer '" + name + "': bool buffers are not supported (use u32)");
+  tr().k.buffers.push_back({std::move(name), t, a});
+  return static_cast<uint32_t>(tr().k.buffers.size() - 1);
+}
+Val Builder::add_scalar(std::string name, Type t) {
+  if (t == Type::F16 || t == Type::BF16 || t == Type::Bool) fail("scalar '" + name + "' must be i32, u32, i64 or f32");
+  Tracer& tc = tr();
+  tc.k.scalars.push_back({std::move(name), t});
+  ir::Op op;
+  op.kind = Kind::Scalar;
+  op.obj = static_cast<uint32_t>(tc.k.scalars.size() - 1);
+  op.type = t;
+  return hoisted(op, false);
+}
+uint32_t Builder::add_shared(std::string name, Type t, uint32_t count) {
+  if (t == Type::Bool) fail("shared array '" + name + "': bool arrays are not supported");
+  if (count == 0) fail("shared array '" + name + "' has no elements");
+  tr().k.shared.push_back({std::move(name), t, count});
+  return static_cast<uint32_t>(tr().k.shared.size() - 1);
+}
+void Builder::group_size(uint32_t x, uint32_t y, uint32_t z) {
+  Tracer& t = tr();
+  if (t.group_set) fail("group_size() must be set once, before group_size(axis) or global_id() read it");
+  if (x == 0 || y == 0 || z == 0 || uint64_t{x} * y * z > t.k.limits.max_group_threads)
+    fail("group size " + std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z) +
+         " is empty or over the limit of " + std::to_string(t.k.limits.max_group_threads) + " threads");
+  t.k.group = {x, y, z};
+  t.group_set = true;
+}
+int64_t Builder::param(const std::string& name, int64_t value) {
+  Tracer& t = tr();
+  if (!t.k.spec.empty()) t.k.spec += ",";
+  t.k.spec += name + "=" + std::to_string(value);
+  return value;
+}
+const Limits& Builder::limits() const { return tr().k.limits; }
+
+// ---- builtins, math, control flow --------------------------------------------------------------
+
+Val thread_id(int axis) { return builtin(ir::Builtin::ThreadId, axis); }
+Val group_id(int axis) { return builtin(ir::Builtin::GroupId, axis); }
+Val num_groups(int axis) { return builtin(ir::Builtin::NumGroups, axis); }
+Val group_size(int axis) {
+  Tracer& t = tr();
+  if (axis < 0 || axis > 2) fail("axis " + std::to_string(axis) + " is not 0, 1 or 2");
+  t.group_set = true;  // the size is read: it may no longer change
+  return Val::constant(t.k.group[axis], Type::I32);
+}
+Val global_id(int axis) { return group_id(axis) * group_size(axis) + thread_id(axis); }
+Val lane_id() { return builtin(ir::Builtin::LaneId, 0); }
+Val subgroup_size() {
+  const Limits& l = tr().k.limits;
+  return Val::constant(l.subgroups ? l.subgroup_size : 1, Type::I32);
+}
+
+Val operator+(Val a, Val b) { return binary(ir::BinaryFn::Add, a, b); }
+Val operator-(Val a, Val b) { return binary(ir::BinaryFn::Sub, a, b); }
+Val operator*(Val a, Val b) { return binary(ir::BinaryFn::Mul, a, b); }
+Val operator/(Val a, Val b) { return binary(ir::BinaryFn::Div, a, b); }
+Val operator%(Val a, Val b) { return binary(ir::BinaryFn::Mod, a, b); }
+Val operator&(Val a, Val b) { return binary(ir::BinaryFn::And, a, b); }
+Val operator|(Val a, Val b) { return binary(ir::BinaryFn::Or, a, b); }
+Val operator^(Val a, Val b) { return binary(ir::BinaryFn::Xor, a, b); }
+Val operator<<(Val a, Val b) { return binary(ir::BinaryFn::Shl, a, b); }
+Val operator>>(Val a, Val b) { return binary(ir::BinaryFn::Shr, a, b); }
+Val operator&&(Val a, Val b) {
+  if (a.type != Type::Bool || b.type != Type::Bool) fail("'&&' takes bool values");
+  return a & b;
+}
+Val operator||(Val a, Val b) {
+  if (a.type != Type::Bool || b.type != Type::Bool) fail("'||' takes bool values");
+  return a | b;
+}
+Val operator<(Val a, Val b) { return compare(ir::CmpFn::Lt, a, b); }
+Val operator<=(Val a, Val b) { return compare(ir::CmpFn::Le, a, b); }
+Val operator>(Val a, Val b) { return compare(ir::CmpFn::Gt, a, b); }
+Val operator>=(Val a, Val b) { return compare(ir::CmpFn::Ge, a, b); }
+Val operator==(Val a, Val b) { return compare(ir::CmpFn::Eq, a, b); }
+Val operator!=(Val a, Val b) { return compare(ir::CmpFn::Ne, a, b); }
+Val operator-(Val a) { return unary(ir::UnaryFn::Neg, a); }
+Val operator!(Val a) { return unary(ir::UnaryFn::Not, a); }
+
+Val exp(Val x) { return unary(ir::UnaryFn::Exp, x); }
+Val log(Val x) { return unary(ir::UnaryFn::Log, x); }
+Val sqrt(Val x) { return unary(ir::UnaryFn::Sqrt, x); }
+Val rsqrt(Val x) { return unary(ir::UnaryFn::Rsqrt, x); }
+Val tanh(Val x) { return unary(ir::UnaryFn::Tanh, x); }
+Val erf(Val x) { return unary(ir::UnaryFn::Erf, x); }
+Val sigmoid(Val x) { return unary(ir::UnaryFn::Sigmoid, x); }
+Val abs(Val x) { return unary(ir::UnaryFn::Abs, x); }
+Val floor(Val x) { return unary(ir::UnaryFn::Floor, x); }
+Val ceil(Val x) { return unary(ir::UnaryFn::Ceil, x); }
+Val sin(Val x) { return unary(ir::UnaryFn::Sin, x); }
+Val cos(Val x) { return unary(ir::UnaryFn::Cos, x); }
+Val min(Val a, Val b) {
+  if (a.type == Type::Bool) fail("'min' does not take bool");
+  return binary(ir::BinaryFn::Min, a, b);
+}
+Val max(Val a, Val b) {
+  if (a.type == Type::Bool) fail("'max' does not take bool");
+  return binary(ir::BinaryFn::Max, a, b);
+}
+Val pow(Val a, Val b) { return binary(ir::BinaryFn::Pow, a, b); }
+
+Val select(Val cond, Val a, Val b) {
+  check_value(cond, "select");
+  check_value(a, "select");
+  check_value(b, "select");
+  if (cond.type != Type::Bool) fail("select() needs a bool condition, not " + std::string(type_name(cond.type)));
+  if (a.type != b.type)
+    fail("type mismatch in select(): " + std::string(type_name(a.type)) + " and " + std::string(type_name(b.type)));
+  ir::Op op;
+  op.kind = Kind::Select;
+  op.type = a.type;
+  op.nin = 3;
+  op.in = {cond.id, a.id, b.id};
+  Tracer& t = tr();
+  return value(emit(op, t.tdep[cond.id] || t.tdep[a.id] || t.tdep[b.id]));
+}
+
+Val cast(Val x, Type to) {
+  check_value(x, "cast");
+  if (to == Type::F16 || to == Type::BF16) fail("f16 and bf16 are storage types: cast to f32 and store");
+  if (x.type == to) return x;
+  ir::Op op;
+  op.kind = Kind::Cast;
+  op.type = to;
+  op.nin = 1;
+  op.in[0] = x.id;
+  return value(emit(op, tr().tdep[x.id]));
+}
+
+IfChain if_(Val cond, const std::function<void()>& body, Loc where) {
+  uint32_t loc = record(where);
+  check_value(cond, "if_");
+  if (cond.type != Type::Bool) fail("if_() needs a bool condition, not " + std::string(type_name(cond.type)), loc);
+  bool div = tr().tdep[cond.id];
+  uint32_t r = nested(div, body);
+  ir::Op op;
+  op.kind = Kind::If;
+  op.nin = 1;
+  op.in[0] = cond.id;
+  op.region = {r, kNone};
+  op.loc = loc;
+  return IfChain(emit(op, false));
+}
+
+void IfChain::else_(const std::function<void()>& body, Loc where) {
+  uint32_t loc = record(where);
+  Tracer& t = tr();
+  const auto& cur = t.k.regions[t.stack.back()].ops;
+  if (cur.empty() || cur.back() != op_ || t.k.ops[op_].region[1] != kNone)
+    fail("else_() must follow its if_() directly", loc);
+  uint32_t r = nested(t.tdep[t.k.ops[op_].in[0]], body);
+  t.k.ops[op_].region[1] = r;
+}
+
+void for_(Val begin, Val end, Val step, const std::function<void(Val)>& body, Loc where) {
+  uint32_t loc = record(where);
+  check_value(begin, "for_");
+  check_value(end, "for_");
+  check_value(step, "for_");
+  if (!is_int(begin.type) || begin.type != end.type || begin.type != step.type)
+    fail("for_() needs integer bounds and step of one type, not " + std::string(type_name(begin.type)) + ", " +
+             std::string(type_name(end.type)) + ", " + std::string(type_name(step.type)),
+         loc);
+  Tracer& t = tr();
+  bool div = t.tdep[begin.id] || t.tdep[end.id] || t.tdep[step.id];
+  ir::Op op;
+  op.kind = Kind::For;
+  op.type = begin.type;
+  op.nin = 3;
+  op.in = {begin.id, end.id, step.id};
+  op.loc = loc;
+  uint32_t id = emit(op, div);
+  Val iv = value(id);
+  uint32_t r = nested(div, [&] { body(iv); });
+  t.k.ops[id].region[0] = r;
+}
+void for_(Val begin, Val end, const std::function<void(Val)>& body, Loc where) {
+  for_(begin, end, Val::constant(1, begin.type), body, where);
+}
+
+void while_(const std::function<Val()>& cond, const std::function<void()>& body, Loc where) {
+  uint32_t loc = record(where);
+  Tracer& t = tr();
+  ir::Op op;
+  op.kind = Kind::While;
+  op.loc = loc;
+  uint32_t id = emit(op, false);
+  bool div = false;
+  uint32_t rc = nested(false, [&] {
+    Val c = cond();
+    check_value(c, "while_");
+    if (c.type != Type::Bool) fail("while_() needs a bool condition, not " + std::string(type_name(c.type)), loc);
+    div = t.tdep[c.id];
+    ir::Op y;
+    y.kind = Kind::Yield;
+    y.nin = 1;
+    y.in[0] = c.id;
+    emit(y, false);
+  });
+  uint32_t rb = nested(div, body);
+  t.k.ops[id].region = {rc, rb};
+}
+
+void barrier(Loc where) {
+  uint32_t loc = record(where);
+  Tracer& t = tr();
+  ir::Op op;
+  op.kind = Kind::Barrier;
+  op.loc = loc;
+  emit(op, false);
+  t.writes.clear();
+  t.k.uses_barrier = true;
+}
+
+Val atomic_add(const Ref& r, Val v, Loc loc) { return atomic(ir::AtomicFn::Add, r, v, loc); }
+Val atomic_min(const Ref& r, Val v, Loc loc) { return atomic(ir::AtomicFn::Min, r, v, loc); }
+Val atomic_max(const Ref& r, Val v, Loc loc) { return atomic(ir::AtomicFn::Max, r, v, loc); }
+
+Val subgroup_add(Val v) { return subgroup(ir::SubgroupFn::Add, v); }
+Val subgroup_min(Val v) { return subgroup(ir::SubgroupFn::Min, v); }
+Val subgroup_max(Val v) { return subgroup(ir::SubgroupFn::Max, v); }
+Val subgroup_shuffle(Val v, Val lane) { return subgroup(ir::SubgroupFn::Shuffle, v, lane); }
+Val subgroup_shuffle_xor(Val v, Val mask) { return subgroup(ir::SubgroupFn::ShuffleXor, v, mask); }
+
+// ---- trace -------------------------------------------------------------------------------------
+
+Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Limits& limits) {
+  Tracer t;
+  t.k.name = std::move(name);
+  t.k.limits = limits;
+  t.k.regions.emplace_back();
+  Tracer* outer = g_tracer;
+  g_tracer = &t;
+  try {
+    Builder b;
+    fn(b);
+  } catch (...) {
+    g_tracer = outer;
+    throw;
+  }
+  g_tracer = outer;
+  ir::validate(t.k);
+  ir::optimize(t.k);
+  return Kernel(std::make_shared<const ir::Kernel>(std::move(t.k)));
+}
+
+}  // namespace kiln::kernel

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The kernel suite on the C++ target, each kernel against a plain C++ reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "kernel_suite.h"
+
+using namespace kiln::kernel;
+namespace suite = kiln::kernel::suite;
+
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -2.f, float hi = 2.f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+uint32_t ceil_div(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+}  // namespace
+
+TEST(KernelCpu, BroadcastStrides) {
+  CpuKernel k = compile_cpu(suite::broadcast(), 0);
+  const int rows = 37, cols = 53;
+  // x is a column (rows x 1) broadcast along j, w a full matrix read transposed (cols x rows).
+  std::vector<float> x = random_floats(rows, 1), w = random_floats(rows * cols, 2), y(rows * cols, 0.f);
+  k({ceil_div(cols, 16), ceil_div(rows, 4)}, {x, w, y, rows, cols, 1, 0, 1, rows});
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      float v = x[i] * w[j * rows + i];
+      float want = v + 1.0f / (1.0f + std::exp(-v)) * 0.5f;
+      ASSERT_NEAR(y[i * cols + j], want, 1e-6f * (1 + std::fabs(want))) << i << "," << j;
+    }
+}
+
+TEST(KernelCpu, BlockSumWithSharedMemoryAndBarriers) {
+  CpuKernel k = compile_cpu(suite::block_sum(), 0);
+  const int n = 100003, groups = 40;
+  std::vector<float> x = random_floats(n, 3), partial(groups, -1.f);
+  k({groups}, {x, partial, n});
+  // Each group sums a grid-stride slice; the total of the partial sums is the sum of x.
+  double total = 0, want = 0;
+  for (float v : partial) total += v;
+  for (float v : x) want += v;
+  EXPECT_NEAR(total, want, 1e-2);
+  double g0 = 0;
+  for (int i = 0; i < n; i += groups * 128)
+    for (int t = 0; t < 128 && i + t < n; ++t) g0 += x[static_cast<size_t>(i + t)];
+  EXPECT_NEAR(partial[0], g0, 1e-3);
+}
+
+TEST(KernelCpu, TiledMatmul) {
+  CpuKernel k = compile_cpu(suite::matmul(), 0);
+  const int m = 45, n = 37, kk = 70;
+  std::vector<float> a = random_floats(m * kk, 4), b = random_floats(kk * n, 5), c(m * n, 0.f);
+  k({ceil_div(n, 16), ceil_div(m, 16)}, {a, b, c, m, n, kk});
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double want = 0;
+      for (int p = 0; p < kk; ++p) want += static_cast<double>(a[i * kk + p]) * b[p * n + j];
+      ASSERT_NEAR(c[i * n + j], want, 1e-4) << i << "," << j;
+    }
+}
+
+TEST(KernelCpu, BlockScan) {
+  CpuKernel k = compile_cpu(suite::block_scan(), 0);
+  const int n = 1000;
+  std::vector<float> x = random_floats(n, 6), y(n, 0.f);
+  k({ceil_div(n, 256)}, {x, y, n});
+  for (int blk = 0; blk < n; blk += 256) {
+    double run = 0;
+    for (int i = blk; i < std::min(n, blk + 256); ++i) {
+      run += x[i];
+      ASSERT_NEAR(y[i], run, 1e-4) << i;
+    }
+  }
+}
+
+TEST(KernelCpu, HistogramWithAtomics) {
+  CpuKernel k = compile_cpu(suite::histogram(), 0);
+  const int n = 50000;
+  std::mt19937 g(7);
+  std::vector<uint32_t> x(n), hist(64, 0), want(64, 0);
+  for (uint32_t& v : x) v = g() % 1000;
+  for (uint32_t v : x) ++want[v % 64];
+  k({13}, {x, hist, n});
+  EXPECT_EQ(hist, want);
+}
+
+TEST(KernelCpu, SoftmaxRows) {
+  CpuKernel k = compile_cpu(suite::softmax(), 0);
+  const int rows = 9, cols = 301;
+  std::vector<float> x = random_floats(rows * cols, 8, -20.f, 20.f), y(rows * cols, 0.f);
+  k({rows}, {x, y, cols});
+  for (int r = 0; r < rows; ++r) {
+    float m = -INFINITY;
+    for (int j = 0; j < cols; ++j) m = std::max(m, x[r * cols + j]);
+    double s = 0;
+    for (int j = 0; j < cols; ++j) s += std::exp(static_cast<double>(x[r * cols + j]) - m);
+    for (int j = 0; j < cols; ++j) {
+      double want = std::exp(static_cast<double>(x[r * cols + j]) - m) / s;
+      ASSERT_NEAR(y[r * cols + j], want, 1e-6 + 1e-5 * want) << r << "," << j;
+    }
+  }
+}
+
+TEST(KernelCpu, HalfStorage) {
+  CpuKernel k = compile_cpu(suite::half_axpy(), 0);
+  const int n = 777;
+  std::vector<float> xf = random_floats(n, 9), yf = random_floats(n, 10), zf = random_floats(n, 11);
+  std::vector<kiln::Half> x(n), y(n), want(n);
+  std::vector<kiln::BFloat16> z(n);
+  for (int i = 0; i < n; ++i) {
+    x[i] = xf[i];
+    y[i] = yf[i];
+    z[i] = zf[i];
+    want[i] = 1.5f * static_cast<float>(x[i]) + static_cast<float>(y[i]) + static_cast<float>(z[i]);
+  }
+  k({ceil_div(n, 64)}, {x, z, y, 1.5f, n});
+  for (int i = 0; i < n; ++i) ASSERT_EQ(y[i].bits, want[i].bits) << i;
+}
+
+TEST(KernelCpu, VectorLoads) {
+  CpuKernel k = compile_cpu(suite::vec4(), 0);
+  const int n4 = 50;
+  std::vector<float> x = random_floats(n4 * 4, 12), y(n4 * 4, 0.f);
+  k({1}, {x, y, n4});
+  for (int i = 0; i < n4; ++i) {
+    const float* v = &x[i * 4];
+    EXPECT_EQ(y[i * 4 + 0], v[0] * 2.0f);
+    EXPECT_EQ(y[i * 4 + 1], v[1] + 1.0f);
+    EXPECT_EQ(y[i * 4 + 2], v[2] * v[3]);
+    EXPECT_EQ(y[i * 4 + 3], v[2] - v[3]);
+  }
+}
+
+TEST(KernelCpu, WhileLoopAndUnsigned) {
+  CpuKernel k = compile_cpu(suite::collatz(), 0);
+  const int n = 100;
+  std::vector<uint32_t> x(n);
+  std::vector<int32_t> steps(n, -1);
+  for (int i = 0; i < n; ++i) x[i] = static_cast<uint32_t>(i + 1);
+  k({ceil_div(n, 32)}, {x, steps, n});
+  for (int i = 0; i < n; ++i) {
+    uint32_t v = x[i];
+    int c = 0;
+    while (v > 1) {
+      v = v % 2 == 0 ? v / 2 : 3 * v + 1;
+      ++c;
+    }
+    ASSERT_EQ(steps[i], c) << x[i];
+  }
+}
+
+TEST(KernelCpu, IntegerMix) {
+  CpuKernel k = compile_cpu(suite::int_mix(), 0);
+  std::vector<int32_t> x = {0, 1, -1, 7, -8, 123456, -99999, 2147483647, -2147483647};
+  const int n = static_cast<int>(x.size());
+  std::vector<int64_t> y(x.size(), 0);
+  k({1}, {x, y, n});
+  for (int i = 0; i < n; ++i) {
+    int32_t v = x[i];
+    int32_t a = std::max(v, static_cast<int32_t>(0u - static_cast<uint32_t>(v)));
+    int32_t sh = static_cast<int32_t>(static_cast<uint32_t>(v) << 3);
+    int64_t w = static_cast<int64_t>(a ^ sh) * 1000003;
+    int64_t f = static_cast<int64_t>(std::floor(static_cast<float>(v) * 0.5f));
+    int64_t want = w + std::min<int64_t>(f, 7) + static_cast<int64_t>(static_cast<uint32_t>(v) >> 28);
+    EXPECT_EQ(y[i], want) << v;
+  }
+}
+
+TEST(KernelCpu, ManyGroupsOverThreads) {
+  // Groups run over Kiln's threads: a large grid gives the same bits as a reference.
+  CpuKernel k = compile_cpu(suite::broadcast(), 0);
+  const int rows = 300, cols = 700;
+  std::vector<float> x = random_floats(rows * cols, 13), w = random_floats(cols, 14), y(rows * cols, 0.f);
+  k({ceil_div(cols, 16), ceil_div(rows, 4)}, {x, w, y, rows, cols, cols, 1, 0, 1});
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      float v = x[i * cols + j] * w[j];
+      ASSERT_EQ(y[i * cols + j], v + 1.0f / (1.0f + std::exp(-v)) * 0.5f);
+    }
+}

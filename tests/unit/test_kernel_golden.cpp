@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Golden text of each renderer for three small kernels, so that a change to generated code shows
+// in review. The expected files live in tests/data/kernel_golden/<kernel>.<ext>; regenerate them
+// with KILN_UPDATE_GOLDEN=1 (then read the diff).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "kiln/kernel.h"
+
+using namespace kiln::kernel;
+
+namespace {
+
+std::string golden_dir() {
+  std::string f = __FILE__;
+  return f.substr(0, f.rfind('/')) + "/../data/kernel_golden";
+}
+
+Kernel saxpy() {
+  return trace("saxpy", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.inout<float>("y");
+    Val a = b.scalar<float>("a"), n = b.scalar<int32_t>("n");
+    b.group_size(64);
+    Val i = global_id();
+    // One load per statement: the operands of one C++ expression are traced in the order the
+    // compiler evaluates them, which differs between compilers.
+    if_(i < n, [&] {
+      Val xi = x[i];
+      Val yi = y[i];
+      y[i] = a * xi + yi;
+    });
+  });
+}
+
+Kernel group_max() {
+  return trace("group_max", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto out = b.output<float>("out");
+    auto sh = b.shared<float>("sh", 4);
+    b.group_size(4);
+    Val t = thread_id();
+    sh[t] = x[global_id()];
+    barrier();
+    for (int s = 2; s > 0; s /= 2) {
+      if_(t < s, [&] {
+        Val mine = sh[t];
+        Val other = sh[t + s];
+        sh[t] = max(mine, other);
+      });
+      barrier();
+    }
+    if_(t == 0, [&] { out[group_id()] = sh[0]; });
+  });
+}
+
+Kernel count_bits() {
+  return trace("count_bits", [](Builder& b) {
+    auto x = b.input<uint32_t>("x");
+    auto total = b.inout<uint32_t>("total");
+    b.group_size(32);
+    Var v{Val(x[global_id()])};
+    Var c(0u);
+    while_([&] { return Val(v) != 0u; },
+           [&] {
+             c += v & 1u;
+             v = Val(v) >> 1u;
+           });
+    atomic_add(total[0], c);
+  });
+}
+
+void check(const std::string& file, const std::string& text) {
+  std::string path = golden_dir() + "/" + file;
+  if (const char* u = std::getenv("KILN_UPDATE_GOLDEN"); u && *u == '1') {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path << " (KILN_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text) << "the rendering of " << file << " changed; KILN_UPDATE_GOLDEN=1 rewrites " << path;
+}
+
+void check_all(const std::string& name, const Kernel& k) {
+  check(name + ".cpp", render(k, Target::Cpp));
+  check(name + ".cu", render(k, Target::Cuda));
+  check(name + ".comp", render(k, Target::Glsl));
+  check(name + ".wgsl", render(k, Target::Wgsl));
+}
+
+}  // namespace
+
+TEST(KernelGolden, Saxpy) { check_all("saxpy", saxpy()); }
+TEST(KernelGolden, GroupMaxWithBarriers) { check_all("group_max", group_max()); }
+TEST(KernelGolden, CountBitsWithWhileAndAtomics) { check_all("count_bits", count_bits()); }
