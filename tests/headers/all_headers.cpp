@@ -14,6 +14,7 @@
 #include <kiln/error.h>
 #include <kiln/fft.h>
 #include <kiln/half.h>
+#include <kiln/kernel.h>
 #include <kiln/kiln.h>
 #include <kiln/linalg.h>
 #include <kiln/matmul.h>
