@@ -10,6 +10,10 @@
 
 namespace kiln {
 
+namespace fusion {
+class Executor;
+}
+
 /// A buffer owned by a backend. `data` is a host pointer only on host backends (CPU); on other
 /// backends it is an opaque handle. Returned to its backend when the last owner drops it.
 /// A fresh content stamp (Storage::stamp); never 0.
@@ -74,6 +78,9 @@ class Backend {
   virtual MemoryStats memory_stats() const { return {}; }
   virtual void reset_peak_memory() {}
   virtual void empty_cache() {}
+  /// What this backend offers the fusion decorator to run fused kernels on its memory
+  /// (fusion/executor.h); null: fusion passes every op through unfused.
+  virtual fusion::Executor* fusion_executor() { return nullptr; }
   /// Decorators: the wrapped backend (null for a base backend).
   virtual Backend* inner() { return nullptr; }
   /// The autodiff decorator's options (null for every other backend).

@@ -3,15 +3,19 @@
 //
 // Note [Fusion design]
 // ~~~~~~~~~~~~~~~~~~~~
-// A FusionBackend wraps a host backend (the CPU). Its buffers are lazy: a Storage's `data` points
-// to a Buf record, whose host memory (`real`) is allocated from the inner backend only when a
-// value must exist in memory. Elementwise ops (Unary/Binary/Ternary families, floating or bool
-// operands, casts from any dtype) and row ops (Sum/Mean/Max/Min/Prod/Var, Softmax, LogSoftmax,
-// LayerNorm) are not run by execute(): they are appended to a stream. Any other op runs at
-// once, so errors raised by kernels (index checks...) stay synchronous; the stream is flushed
-// first unless no queued op names the op's buffers.
-// The stream is also flushed by read (to_vector, item, printing), write into a queued buffer,
-// kiln::sync, set_enabled and a length limit (kMaxStream ops). A recordable op on small
+// A FusionBackend wraps a backend that offers an executor (Backend::fusion_executor, today the
+// CPU's: src/backends/cpu/fusion_*.cpp); over any other it passes every op through. It plans and
+// the executor runs: recording, liveness, cutting groups, stores, signatures, the plan cache and
+// each group's fused program (fusion/program.h) are here and know no backend; the executor runs
+// planned groups, products' epilogues and row pipelines on its memory (fusion/executor.h).
+// Its buffers are lazy: a Storage's `data` points to a Buf record, whose memory (`real`) is
+// allocated from the inner backend only when a value must exist in memory. Elementwise ops
+// (Unary/Binary/Ternary families, floating or bool operands, casts from any dtype) and row ops
+// (Sum/Mean/Max/Min/Prod/Var, Softmax, LogSoftmax, LayerNorm) are not run by execute(): they
+// are appended to a stream. Any other op runs at once, so errors raised by kernels (index
+// checks...) stay synchronous; the stream is flushed first unless no queued op names the op's
+// buffers. The stream is also flushed by read (to_vector, item, printing), write into a queued
+// buffer, kiln::sync, set_enabled and a length limit (kMaxStream ops). A recordable op on small
 // tensors (every result within small_limit() elements) whose buffers no queued op names runs
 // at once instead: fusing it would save no memory traffic, and recording and launching cost
 // more than running it.
@@ -26,12 +30,13 @@
 // when a live tensor holds its buffer or an op after the group reads it; the others live in
 // tile scratch and are never materialised.
 //
-// A group runs over S in tiles of 4096 elements (whole rows when it has a row op): each
-// tile applies every step, in order, by calling the CPU kernel of the op on descriptors of the
-// tile (1-d, contiguous or a broadcast element), so each op is described once (in the kernel)
-// and results are bitwise those of the unfused ops. Tiles are split over the thread pool; a
-// tile's result depends only on its position, so results do not depend on the thread count.
-// Plans (the slot mapping and tile ops of a group) are cached by a shape-relative signature:
+// On the CPU, a group runs over S in tiles of 4096 elements (whole rows when it has a row op):
+// each tile runs the group's program, or applies every step in order by calling the CPU kernel
+// of the op on descriptors of the tile (1-d, contiguous or a broadcast element), so each op is
+// described once (in the kernel) and results are bitwise those of the unfused ops. Tiles are
+// split over the thread pool; a tile's result depends only on its position, so results do not
+// depend on the thread count. Plans (the stores, loads and program of a group) are cached by a
+// shape-relative signature:
 // op kinds, attributes, dtypes, ranks and broadcast pattern, not sizes.
 #include <cmath>
 
@@ -89,10 +94,9 @@ bool FusionBackend::try_tail(const std::vector<Rec>& s, size_t j, Group& g, std:
   const int64_t rk = static_cast<int64_t>(g.S.size());
   int64_t rowlen = 1;
   for (int64_t i = rk - k; i < rk; ++i) rowlen *= g.S[static_cast<size_t>(i)];
-  // A full Sum / Mean of any length ends the group by leaves (cpu::full); other row ops need
-  // whole rows in a tile.
-  int64_t nfull = 0;
-  const bool long_tail = rowlen > kMaxRowLen && k == rk && cpu::full::supports(r.op, nfull);
+  // A full Sum / Mean of any length ends the group by per-tile partials
+  // (Executor::long_reduction); other row ops need whole rows in a tile.
+  const bool long_tail = rowlen > kMaxRowLen && k == rk && exec_->long_reduction(r.op);
   if (rowlen < 1 || (rowlen > kMaxRowLen && !long_tail))
     return refuse(why,
                   [&] { return std::string("row of " + std::to_string(rowlen) + " elements (too long for a tile)"); });
@@ -308,6 +312,7 @@ size_t FusionBackend::try_conv_epilogue(const std::vector<Rec>& s, const std::ve
   f.op.attrs.ints.push_back(epi);
   f.op.outputs[0] = *yd;
   f.out.push_back(y);
+  if (!inner_->supports(f.op)) return 0;  // the epilogue is an optional capability (ops.def)
   if (debug_on()) {
     std::vector<const char*> parts;  // "a", "a and b", "a, b and c"
     for (auto [bit, name] : {std::pair<int64_t, const char*>{ir::kConvScale, "per-channel Mul"},
@@ -399,24 +404,6 @@ bool FusionBackend::epilogue_fits(const std::vector<Rec>& s, size_t i, const Gro
     if (c.shape[2] % rowlen != 0) return false;
   }
   return reads;
-}
-
-/// Runs rows [row0, row1) of the product mm ([B, M, N], rows counted over B * M, within one
-/// batch) into its result's memory, or into dst (contiguous rows) when dst is not null.
-void FusionBackend::run_matmul_rows(const Rec& mm, int64_t row0, int64_t row1, void* dst) {
-  const ir::TensorDesc &a = mm.op.inputs[0], &b = mm.op.inputs[1], &c = mm.op.outputs[0];
-  const int64_t M = c.shape[1], bi = row0 / M, m0 = row0 % M, rows = row1 - row0;
-  ir::Op sub = mm.op;
-  ir::TensorDesc &sa = sub.inputs[0], &sb = sub.inputs[1], &sc = sub.outputs[0];
-  sa.shape = Shape{1, rows, a.shape[2]};
-  sa.offset = a.offset + bi * a.strides[0] + m0 * a.strides[1];
-  sb.shape = Shape{1, b.shape[1], b.shape[2]};
-  sb.offset = b.offset + bi * b.strides[0];
-  sc.shape = Shape{1, rows, c.shape[2]};
-  sc.offset = dst ? 0 : c.offset + bi * c.strides[0] + m0 * c.strides[1];
-  void* in[3] = {mm.in[0]->real, mm.in[1]->real, mm.in.size() > 2 ? mm.in[2]->real : nullptr};  // [, bias]
-  void* out[1] = {dst ? dst : mm.out[0]->real};
-  kKernels[static_cast<size_t>(OpKind::MatMul)](sub, in, out);
 }
 
 void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order) {

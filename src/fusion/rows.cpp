@@ -18,7 +18,6 @@
 // the other, and results are bitwise theirs (each element and each row is computed by the same
 // kernels in the same order). Values that no tensor holds and nothing after the pipeline reads
 // live in per-thread blocks only, never in memory.
-#include "backends/cpu/reduce_outer.h"
 #include "fusion/backend.h"
 
 namespace kiln::fusion {
@@ -165,10 +164,10 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   if (rowlen > kMaxRowLen || (shape_numel(S) / rowlen < num_threads() && shape_numel(S) > kEpilogueBlock)) return 0;
   const size_t r = S.size(), lead = r - static_cast<size_t>(k);
   // A Sum / Mean over the rows (the leading dims) of a full-size value read in place: a bias
-  // gradient, a layer norm's weight gradient (cpu::outer: the kernel's bits).
+  // gradient, a layer norm's weight gradient (Executor::column_reduction: the kernel's bits).
   auto column_fits = [&](const Rec& cr) {
-    int64_t crows = 0, cwidth = 0;
-    if (!cpu::outer::supports(cr.op, crows, cwidth)) return false;  // one input
+    int64_t cwidth = 0;
+    if (!exec_->column_reduction(cr.op, cwidth)) return false;  // one input
     const ir::TensorDesc& x = cr.op.inputs[0];
     if (x.shape != S || x.offset != 0 || cwidth != rowlen) return false;
     Buf* in = cr.in[0];
@@ -233,132 +232,13 @@ size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vec
   return end;
 }
 
-/// Runs the stages per block of whole rows: each group is set up (run_group with a
-/// continuation), then one parallel loop over the blocks runs every stage over each block.
+/// Plans each group stage (into gs_[stage]) and runs the pipeline on the executor.
 void FusionBackend::run_row_pipeline(const std::vector<Rec>& s, const std::vector<Stage>& stages, const Shape& S,
                                      int64_t k) {
-  const Stage& s0 = stages[0];
-  const Rec& head = s[static_cast<size_t>(s0.lone >= 0 ? s0.lone : s0.g.tail)];
-  const int64_t rowlen = row_len(S, k), rows = shape_numel(S) / rowlen;
-  // Blocks of about kEpilogueBlock elements, at least one per thread when there are rows enough.
-  const int64_t nt = std::max(1, num_threads());
-  int64_t per_block = std::max<int64_t>(1, std::min(kEpilogueBlock / rowlen, (rows + nt - 1) / nt));
-  bool columns = false;
-  for (const Stage& st : stages) columns = columns || st.column >= 0;
-  if (columns) {  // whole leaves of the Sums over the rows in each block
-    const int64_t leaf = cpu::outer::leaf_rows();
-    per_block = (per_block + leaf - 1) / leaf * leaf;
-  }
-  const int64_t nblocks = (rows + per_block - 1) / per_block;
-  bump(&Stats::row_pipelines);
-  // Values no live tensor holds and nothing after the pipeline reads live in per-thread blocks
-  // (block elements of each: rowlen per row for full-size values, their per-row count else),
-  // never in memory.
-  int64_t last = -1;
-  std::vector<const Rec*> writers;
-  auto note = [&](size_t idx) {
-    last = std::max(last, static_cast<int64_t>(idx));
-    writers.push_back(&s[idx]);
-  };
-  for (const Stage& st : stages) {
-    if (st.lone >= 0) note(static_cast<size_t>(st.lone));
-    if (st.column >= 0) last = std::max(last, static_cast<int64_t>(st.column));  // written after the blocks
-    for (size_t q : st.g.steps) note(q);
-    if (st.g.tail >= 0) note(static_cast<size_t>(st.g.tail));
-  }
-  internal_.clear();
-  std::vector<size_t> row_bytes;  // per internal value: bytes per row
-  for (const Rec* r : writers)
-    for (size_t q = 0; q < r->out.size(); ++q) {
-      Buf* b = r->out[q];
-      if (b->alive || fl(b).last_reader > last || b->real || is_internal(b)) continue;
-      internal_.push_back(b);
-      const ir::TensorDesc& d = r->op.outputs[q];
-      row_bytes.push_back(static_cast<size_t>(d.numel() / rows) * dtype_size(d.dtype));
-    }
-  struct Clear {
-    std::vector<Buf*>& v;
-    ~Clear() { v.clear(); }
-  } clear{internal_};
-  if (debug_on())
-    dbg("  row pipeline: " + std::to_string(stages.size()) + " stages over " + std::to_string(rows) + " rows of " +
-        std::to_string(rowlen) + ", in blocks of " + std::to_string(per_block) + " rows; " +
-        std::to_string(internal_.size()) + " values only in blocks");
-  std::vector<RangeFn> fns;
-  // A row op alone: its kernel over the rows of the range (input and outputs contiguous).
-  if (s0.lone >= 0) {
-    for (Buf* b : head.in) materialise(b);
-    for (Buf* b : head.out) materialise_unless_internal(b);
-    if (debug_on()) dbg("    stage 1: " + std::string(ir::op_name(head.op.kind)) + " " + desc_str(head.op.inputs[0]));
-    fns.push_back([&](int64_t e0, int64_t e1) {
-      const int64_t r0 = e0 / rowlen, nr = (e1 - e0) / rowlen;
-      ir::Op op = head.op;
-      rows_op(op, head.op, S, k, nr);
-      SmallVec<void*, 4> in, out;
-      const ir::TensorDesc& x = head.op.inputs[0];
-      in.push_back(static_cast<char*>(head.in[0]->real) + static_cast<size_t>(x.offset + e0) * dtype_size(x.dtype));
-      for (size_t q = 1; q < head.in.size(); ++q) in.push_back(head.in[q]->real);
-      for (size_t q = 0; q < head.out.size(); ++q) {
-        const ir::TensorDesc& od = head.op.outputs[q];
-        out.push_back(base_of(head.out[q]) + static_cast<size_t>(r0 * (od.numel() / rows)) * dtype_size(od.dtype));
-      }
-      kKernels[static_cast<int>(op.kind)](op, in.data(), out.data());
-    });
-  }
-  // Sums over the rows: each block's leaves into `partials`, folded after the blocks.
-  std::vector<std::vector<char>> partials(stages.size());
-  // Each group in turn is set up; the innermost continuation runs the blocks.
-  std::function<void(size_t)> setup = [&](size_t i) {
-    if (i == stages.size()) {
-      parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
-        thread_local std::vector<std::vector<char>> blocks;
-        blocks.resize(std::max(blocks.size(), internal_.size()));
-        t_block_bases.assign(internal_.size(), nullptr);
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t r0 = b * per_block, e0 = r0 * rowlen, e1 = std::min(rows, r0 + per_block) * rowlen;
-          for (size_t j = 0; j < internal_.size(); ++j) {
-            // Addressed as the whole buffer would be: row r of the block at base + r * row_bytes.
-            char* p = tiles::aligned(blocks[j], static_cast<size_t>(per_block) * row_bytes[j]);
-            t_block_bases[j] =
-                reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(r0) * row_bytes[j]);
-          }
-          for (const RangeFn& f : fns) f(e0, e1);
-        }
-      });
-      for (size_t q = 0; q < stages.size(); ++q) {
-        if (stages[q].column < 0) continue;
-        const Rec& cr = s[static_cast<size_t>(stages[q].column)];
-        cpu::outer::finish(cr.op.inputs[0].dtype, cr.op.kind == OpKind::Mean, rows, rowlen, partials[q].data(),
-                           cr.out[0]->real);
-      }
-      return;
-    }
-    if (stages[i].lone >= 0) return setup(i + 1);
-    if (stages[i].column >= 0) {
-      const Rec& cr = s[static_cast<size_t>(stages[i].column)];
-      const DType dt = cr.op.inputs[0].dtype;
-      materialise_unless_internal(cr.in[0]);
-      materialise(cr.out[0]);
-      const int64_t leaf = cpu::outer::leaf_rows();
-      partials[i].resize(static_cast<size_t>((rows + leaf - 1) / leaf * rowlen) * dtype_size(dt));
-      if (debug_on())
-        dbg("    stage " + std::to_string(i + 1) + ": " + std::string(ir::op_name(cr.op.kind)) + " over the rows of " +
-            desc_str(cr.op.inputs[0]));
-      fns.push_back([&, i, dt](int64_t e0, int64_t e1) {
-        cpu::outer::leaves(dt, base_of(cr.in[0]), rowlen, e0 / rowlen, e1 / rowlen, partials[i].data());
-      });
-      return setup(i + 1);
-    }
-    const std::function<void(const RangeFn&)> then = [&](const RangeFn& f) {
-      if (stages[i].per_row)  // one element per row
-        fns.push_back([f, rowlen](int64_t e0, int64_t e1) { f(e0 / rowlen, e1 / rowlen); });
-      else
-        fns.push_back(f);
-      setup(i + 1);
-    };
-    run_group(s, stages[i].g, nullptr, &then, i + 1 == stages.size());
-  };
-  setup(0);
+  std::vector<GroupScratch*> scratch(stages.size(), nullptr);
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].lone < 0 && stages[i].column < 0) scratch[i] = &plan_group(s, stages[i].g, i);
+  exec_->run_pipeline(*this, PipelineLaunch{s, stages, scratch, S, k});
 }
 
 }  // namespace kiln::fusion

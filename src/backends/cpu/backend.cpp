@@ -4,12 +4,14 @@
 
 #include <cstring>
 
+#include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/kernels.h"
 #include "core/allocator.h"
 
 namespace kiln {
 namespace {
 
+using cpu::FusionExecutor;
 using cpu::kKernels;
 
 class CpuBackend final : public Backend {
@@ -36,6 +38,10 @@ class CpuBackend final : public Backend {
   MemoryStats memory_stats() const override { return alloc_.stats(); }
   void reset_peak_memory() override { alloc_.reset_peak(); }
   void empty_cache() override { alloc_.empty_cache(); }
+  fusion::Executor* fusion_executor() override {
+    static FusionExecutor exec;  // stateless: shared by every decorator over a CPU backend
+    return &exec;
+  }
 
  private:
   CachingAllocator alloc_;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fusion/program.h"
 #include "ir/op.h"
 
 namespace kiln::cpu::vec {
@@ -31,33 +32,7 @@ void softmax_f32(const float* x, float* y, int64_t n, bool log);
 /// registers of kProgramChunk floats, run chunk by chunk so that every value stays in L1 and
 /// memory is read and written once. Bool values are held as 0.0f / 1.0f.
 constexpr int64_t kProgramChunk = 256;
-struct PInstr {
-  enum Code : uint8_t {
-    Load,       ///< reg dst <- f32 elements of ptrs[slot]
-    LoadBool,   ///< reg dst <- bool bytes of ptrs[slot], as 0/1
-    Splat,      ///< reg dst <- the one f32 at ptrs[slot]
-    SplatBool,  ///< reg dst <- the one bool at ptrs[slot]
-    Op,         ///< reg dst <- kind(a[, b[, c]])
-    Store,      ///< f32 elements of ptrs[slot] <- reg a
-    StoreBool,  ///< bool bytes of ptrs[slot] <- reg a != 0
-  };
-  /// Flags: kDirect on a Load, the register may point at the memory itself (nothing in the
-  /// program writes that buffer); on an Op, the result goes straight to the memory of the
-  /// Store that follows it (ptrs[slot]), which then has nothing to do (full chunks, no stream).
-  static constexpr uint8_t kDirect = 1;
-  /// An Op's post step: an f32 add, subtract, multiply or divide with the splat register p,
-  /// applied to each vector of the result before it is written (kRSub: p - r, kRDiv: p / r).
-  /// It stands for the next op of a chain that reads the result alone with a scalar, which then
-  /// costs no pass over the chunk of its own; the bits are those of the two ops run apart.
-  enum Post : uint8_t { kNoPost, kAdd, kSub, kRSub, kMul, kDiv, kRDiv };
-  Code code = Op;
-  uint8_t flags = 0;
-  Post post = kNoPost;
-  ir::OpKind kind{};
-  int16_t dst = 0, a = 0, b = 0, c = 0, p = 0;  ///< registers
-  int32_t slot = 0;  ///< Load/Splat/Store (and a kDirect Op): index into run_program's pointers
-  double r[3] = {};  ///< Op: the op's real attributes (Clamp: lo, hi)
-};
+using PInstr = fusion::PInstr;  ///< the fused-program instruction (fusion/program.h)
 /// Whether op can be an Op instruction: f32/bool operands and an op with a vector form whose
 /// results are bitwise those of the CPU kernel. Fills the instruction's kind and r.
 bool program_supports(const ir::Op& op, PInstr* ins = nullptr);

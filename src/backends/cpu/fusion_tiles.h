@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// Memory helpers of the fusion decorator's tiles (fusion.cpp): gathering a broadcast or strided
-// operand into a contiguous tile, and streaming stores of large results past the caches.
+// Memory helpers of the CPU fusion executor's tiles (fusion_group.cpp): gathering a broadcast or
+// strided operand into a contiguous tile, and streaming stores of large results past the caches.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "kiln/shape.h"
 
-namespace kiln::fusion::tiles {
+namespace kiln::cpu::tiles {
 
 /// Copies elements [s, s + len) (in row-major order over shape S) of an operand whose element
 /// at index i is at base + (offset + sum_d i_d * bst[d]) * esz into dst, contiguous.
@@ -27,4 +27,4 @@ constexpr int64_t kStreamBytes = int64_t{16} << 20;
 /// A 64-byte aligned pointer to at least n bytes of v (grown as needed).
 char* aligned(std::vector<char>& v, size_t n);
 
-}  // namespace kiln::fusion::tiles
+}  // namespace kiln::cpu::tiles

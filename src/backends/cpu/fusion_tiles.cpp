@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Memory helpers of the fusion decorator's tiles (tiles.h).
-#include "fusion/tiles.h"
+// Memory helpers of the CPU fusion executor's tiles (fusion_tiles.h).
+#include "backends/cpu/fusion_tiles.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +11,7 @@
 
 #include "kiln/small_vector.h"
 
-namespace kiln::fusion::tiles {
+namespace kiln::cpu::tiles {
 
 void gather(const char* base, size_t esz, const Shape& S, const Strides& bst, int64_t offset, int64_t s, int64_t len,
             char* dst) {
@@ -90,4 +90,4 @@ char* aligned(std::vector<char>& v, size_t n) {
   return reinterpret_cast<char*>((p + 63) & ~uintptr_t{63});
 }
 
-}  // namespace kiln::fusion::tiles
+}  // namespace kiln::cpu::tiles
