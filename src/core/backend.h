@@ -92,6 +92,14 @@ class Backend {
   /// A storage of this backend over host memory that `owner` keeps alive (zero-copy loading of
   /// a mapped file); nullptr when this backend cannot use host memory in place.
   virtual std::shared_ptr<Storage> wrap_host(void* data, size_t nbytes, std::shared_ptr<void> owner);
+  /// A hint: bytes [byte_offset, byte_offset + nbytes) of `s` (a storage of this backend) hold a
+  /// constant that nothing writes until the hint is withdrawn (constant = false), such as a loaded
+  /// model's weights. A backend may then prepare derived forms of it once (the CPU reorders such
+  /// a convolution weight into oneDNN's layout on its first use) instead of checking for writes.
+  /// Decorators pass it to the backend they wrap; a base backend ignores it by default.
+  virtual void hint_constant(Storage& s, size_t byte_offset, size_t nbytes, bool constant) {
+    if (Backend* b = inner()) b->hint_constant(s, byte_offset, nbytes, constant);
+  }
 };
 
 class Tensor;

@@ -16,7 +16,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backends/cpu/conv_impl.h"
 #include "core/backend.h"
 #include "kiln/onnx.h"
 #include "onnx/ops.h"
@@ -70,8 +69,12 @@ const GraphP* OpContext::attr_g(std::string_view n) const {
   const AttrP* a = node.attr(n);
   return a ? a->g.get() : nullptr;
 }
+const Tensor& OpContext::value(size_t i) const {
+  if (host && i < host->size() && (*host)[i].defined()) return (*host)[i];
+  return x(i);
+}
 std::vector<int64_t> OpContext::ints_in(size_t i) const {
-  const Tensor& t = x(i);
+  const Tensor& t = value(i);
   check(is_integral(t.dtype()),
         "input " + std::to_string(i) + " must be an integer tensor, got " + to_string(t.dtype()));
   return t.to_vector<int64_t>();
@@ -284,8 +287,15 @@ struct Model::Impl {
   std::vector<UnsupportedOp> unsupported;
   bool optimize = true;
 
-  std::vector<const void*> constants;  // registered with cpu::conv::register_constant
-  Device user_device;                  ///< the device the model was loaded onto: outputs go there
+  /// Initialisers hinted constant to their backend (Backend::hint_constant), withdrawn at the end.
+  std::vector<std::pair<std::shared_ptr<Storage>, std::pair<size_t, size_t>>> constants;
+  Device user_device;  ///< the device the model was loaded onto: outputs go there
+  /// `device` holds no data (the null device): initialisers, folded constants and the steps
+  /// that compute from them and from shapes alone live on the CPU, so shape-like inputs can be
+  /// read; every other step runs on `device` (OpContext::host).
+  bool host = false;
+  /// Where initialisers are loaded and constants folded.
+  Device load_device() const { return host ? Device::cpu().without_fusion() : device; }
 
   /// The outputs of the main graph, on the caller's device.
   std::vector<Tensor> deliver(std::vector<Tensor> outs) const {
@@ -294,19 +304,21 @@ struct Model::Impl {
   }
 
   ~Impl() {
-    for (const void* p : constants) cpu::conv::unregister_constant(p);
+    for (auto& [st, range] : constants) st->backend->hint_constant(*st, range.first, range.second, false);
   }
-  /// Marks the CPU f32 constants of `c` immutable, so the oneDNN convolution reorders constant
-  /// weights once (Note [oneDNN convolution]); they are never written while the model lives.
-  void register_constants(const Compiled& c) {
-    if (!device.is_cpu()) return;
+  /// Hints the floating-point initialisers of `c` with at least 3 dims (convolution weights) to
+  /// their backend as constants: they are never written while the model lives, so the CPU
+  /// reorders such a weight into oneDNN's layout once (Note [oneDNN convolution]).
+  void hint_constants(const Compiled& c) {
     for (const auto& [name, t] : c.inits) {
-      if (!t.defined() || t.dtype() != f32 || t.dim() < 3 || !t.is_contiguous() || !t.impl().storage) continue;
-      const char* base = static_cast<const char*>(host_storage_data(t));
-      if (!base) continue;
-      const void* p = base + t.storage_offset() * 4;
-      cpu::conv::register_constant(p, static_cast<size_t>(t.numel()) * 4);
-      constants.push_back(p);
+      if (!t.defined() || !is_floating(t.dtype()) || t.dim() < 3 || !t.is_contiguous() || !t.impl().storage ||
+          !t.impl().storage->backend)
+        continue;
+      const std::shared_ptr<Storage>& st = t.impl().storage;
+      const size_t off = static_cast<size_t>(t.storage_offset()) * dtype_size(t.dtype());
+      const size_t n = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+      st->backend->hint_constant(*st, off, n, true);
+      constants.emplace_back(st, std::make_pair(off, n));
     }
   }
   std::shared_ptr<Compiled> compile(const GraphP& g, const std::set<std::string>& outer, const std::string& path);
@@ -325,7 +337,7 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
   std::set<std::string> known = outer;
   for (const auto& in : g.inputs) known.insert(in.name);
   for (const auto& t : g.initializers) {
-    c->inits.emplace_back(t.name, tensor_from(t, device, path + " initializer"));
+    c->inits.emplace_back(t.name, tensor_from(t, load_device(), path + " initializer"));
     known.insert(t.name);
   }
   auto node_label = [&](const NodeP& n) { return path + " node '" + n.name + "' (" + n.op_type + ")"; };
@@ -454,7 +466,7 @@ std::shared_ptr<Compiled> Model::Impl::compile(const GraphP& g, const std::set<s
       for (const auto& in : n.input) ins.push_back(in.empty() ? Tensor{} : cv.at(in));
       std::vector<Tensor> outs;
       try {
-        outs = run_node(n, opset, ins, device);
+        outs = run_node(n, opset, ins, load_device());
       } catch (const Error&) {
         continue;  // left to run time, which reports it with the node's context
       }
@@ -579,6 +591,19 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
   const GraphP& g = *c.g;
   std::vector<Tensor> in_buf, out_buf;
   std::vector<int64_t> key;
+  // Host mode (Impl::host): which slots hold CPU values, their copies on `device` (made when a
+  // step there reads them), and per step the CPU values of its inputs (OpContext::host).
+  std::vector<char> on_host;
+  std::vector<Tensor> twin, host_in;
+  if (host) {
+    on_host.assign(v.size(), 0);
+    twin.resize(v.size());
+    for (const auto& [s, t] : c.const_slots) on_host[s] = 1;
+    for (const auto& [k, t] : feeds) {
+      auto it = c.slot_of.find(k);
+      if (it != c.slot_of.end()) on_host[it->second] = t.device() == load_device();
+    }
+  }
   for (size_t k = 0; k < c.steps.size(); ++k) {
     const Step& st = c.steps[k];
     Compiled::StepCache* cache = c.caches[k].get();
@@ -606,11 +631,25 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
           }
       }
       if (hit) {
+        if (host)
+          for (int s : st.out)
+            if (s >= 0) on_host[s] = 1;  // computed from constants and shapes, on the CPU
         for (int s : st.release) v[s] = Tensor{};
         continue;
       }
     }
     const NodeP& n = g.nodes[st.node];
+    // Host mode: a step whose inputs are all CPU values, or that reads only its input's shape,
+    // runs on the CPU; others run on the device, with the CPU values of their inputs beside.
+    bool on_cpu = false;
+    if (host && !st.has_sub) {
+      on_cpu = n.op_type == "Shape" || n.op_type == "Size";
+      if (!on_cpu) {
+        on_cpu = true;
+        for (int s : st.in) on_cpu = on_cpu && (s < 0 || on_host[s]);
+      }
+      host_in.assign(st.in.size(), Tensor{});
+    }
     in_buf.clear();
     for (size_t i = 0; i < st.in.size(); ++i) {
       const int s = st.in[i];
@@ -624,13 +663,22 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
                    e.where() << ": input '" << (i < n.input.size() ? n.input[i] : c.slot_names[s])
                              << "' has no value (a graph input not fed?)");
       }
+      if (host && !on_cpu && on_host[s]) {
+        if (!twin[s].defined()) twin[s] = v[s].to(device);
+        host_in[i] = v[s];
+        in_buf.push_back(twin[s]);
+        continue;
+      }
       in_buf.push_back(v[s]);
     }
     out_buf.clear();
     out_buf.resize(st.out.size());
-    OpContext ctx{n, opset, device, std::move(in_buf), std::move(out_buf), {}, st.post, st.post_lo, st.post_hi};
+    OpContext ctx{
+        n,          opset,     on_cpu ? load_device() : device, std::move(in_buf), std::move(out_buf), {}, st.post,
+        st.post_lo, st.post_hi};
     ctx.res = st.res;
     ctx.res_first = st.res_first;
+    if (host) ctx.host = &host_in;
     KILN_CHECK(st.fn, "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
     std::unordered_map<std::string, Tensor> env;  // the scope a subgraph sees
     if (st.has_sub) {
@@ -667,6 +715,10 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
       if (st.out[i] < 0) continue;
       if (!ctx.out[i].defined()) continue;  // an optional output the op does not produce
       v[st.out[i]] = std::move(ctx.out[i]);
+      if (host) {
+        on_host[st.out[i]] = on_cpu;
+        twin[st.out[i]] = Tensor{};
+      }
     }
     if (cache) {
       std::vector<Tensor> outs(st.out.size());
@@ -676,7 +728,10 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
       if (cache->entries.size() >= 8) cache->entries.erase(cache->entries.begin());
       cache->entries.emplace_back(key, std::move(outs));
     }
-    for (int s : st.release) v[s] = Tensor{};
+    for (int s : st.release) {
+      v[s] = Tensor{};
+      if (host) twin[s] = Tensor{};
+    }
     in_buf = std::move(ctx.in);
     out_buf = std::move(ctx.out);
   }
@@ -802,6 +857,7 @@ Model Model::from_bytes(std::string_view bytes, const Device& device, const Load
   // than it saves on the small tensors of batch-1 inference (BERT-style encoder: +25%).
   const Device exec = device.is_cpu() && device.has_fusion() ? device.without_fusion() : device;
   auto impl = std::make_shared<Impl>(Impl{exec, {}, 0, {}, {}, {}, {}, {}, true, {}, device});
+  impl->host = !exec.backend()->has_data();
   impl->model = proto::parse_model(bytes);
   const auto& m = impl->model;
   KILN_CHECK(m.has_graph, "onnx", "the model has no graph");
@@ -811,7 +867,7 @@ Model Model::from_bytes(std::string_view bytes, const Device& device, const Load
   impl->optimize = options.optimize;
   if (options.optimize) fold_conv_bn(impl->model.graph, impl->opset);
   impl->main = impl->compile(m.graph, {}, "graph '" + m.graph.name + "'");
-  impl->register_constants(*impl->main);
+  impl->hint_constants(*impl->main);
   std::set<std::string> init_names;
   for (const auto& t : m.graph.initializers) init_names.insert(t.name);
   for (const auto& v : m.graph.inputs)

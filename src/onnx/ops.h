@@ -62,6 +62,10 @@ struct OpContext {
   /// the activation; res_first: it was the Add's first operand (whose dtype the Add keeps).
   int res = -1;
   bool res_first = false;
+  /// On a device without data (the null device): per input, its value on the CPU when the plan
+  /// knows it there (constants, shape computations), else undefined; null elsewhere. value()
+  /// reads it.
+  const std::vector<Tensor>* host = nullptr;
 
   std::string where() const;  ///< "node 'name' (Op)" for messages
   [[noreturn]] void fail(const std::string& msg) const;
@@ -71,6 +75,9 @@ struct OpContext {
   size_t n_in() const { return in.size(); }
   bool has(size_t i) const { return i < in.size() && in[i].defined(); }
   const Tensor& x(size_t i) const;
+  /// Input i for reading its values on the host (shape-like inputs, bounds, scales): its CPU
+  /// value when the plan has one (OpContext::host), else x(i).
+  const Tensor& value(size_t i) const;
   bool has_attr(std::string_view n) const { return node.attr(n) != nullptr; }
   int64_t attr_i(std::string_view n, int64_t def) const;
   float attr_f(std::string_view n, float def) const;
@@ -169,14 +176,12 @@ void register_quant(Registry& r);
 void register_signal(Registry& r);
 
 /// A Conv followed by a second Conv (`second`, with its fused activation post2 / lo2 / hi2) that
-/// alone reads the first one's output, fused by the run-time plan: inputs x, w1, b1, w2, b2
-/// (absent biases undefined); output the second conv's. The intermediate stays in oneDNN's
-/// blocked layout when it can; else the two run one by one.
+/// alone reads the first one's output, paired by the run-time plan: inputs x, w1, b1, w2, b2
+/// (absent biases undefined); output the second conv's. Two Conv ops, each with its epilogue.
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2);
 /// A Conv (with its fused activation) followed by a MaxPool (`pool`, values only) that alone reads
-/// its output, fused by the run-time plan: inputs x, w [, b]; output the pool's. The pool reads
-/// the convolution's blocked output when it can (cpu::conv::onednn_forward_maxpool); else the two
-/// run one by one.
+/// its output, fused by the run-time plan: inputs x, w [, b]; output the pool's. One Conv op with
+/// the max pool in its epilogue (ops.def) when the window allows; else the two run one by one.
 void run_conv_pool(OpContext& c, const proto::NodeP& pool);
 /// The Add the plan fused into a Conv (OpContext::res): y + in[res] as that Add computes it.
 Tensor add_residual(const OpContext& c, const Tensor& y);

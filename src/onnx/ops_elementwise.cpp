@@ -126,8 +126,8 @@ void register_elementwise(Registry& r) {
   });
   r["Dropout"] = [](OpContext& c) {
     bool training = false;
-    if (c.has(2)) training = c.x(2).to_vector<bool>().at(0);
-    double ratio = c.has(1) ? c.x(1).to(f64).item<double>() : c.attr_f("ratio", 0.5f);
+    if (c.has(2)) training = c.value(2).to_vector<bool>().at(0);
+    double ratio = c.has(1) ? c.value(1).to(f64).item<double>() : c.attr_f("ratio", 0.5f);
     c.check(!training || ratio == 0, "training mode dropout is random and not supported");
     c.set(0, c.x(0));
     if (c.out.size() > 1) c.set(1, ones(c.x(0).shape(), {.dtype = bool_, .device = c.device}));
@@ -285,7 +285,7 @@ void register_elementwise(Registry& r) {
       std::optional<Scalar> lo, hi;
       // item<T> of the bound's own dtype reads it without a cast op (per-call cost matters here).
       auto bound = [&](size_t i) {
-        const Tensor& b = c.x(i);
+        const Tensor& b = c.value(i);
         return Scalar(b.dtype() == f32 ? static_cast<double>(b.item<float>()) : b.item<double>());
       };
       if (c.has(1)) lo = bound(1);

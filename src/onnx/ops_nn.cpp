@@ -6,16 +6,15 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cpu/conv_impl.h"
-#include "backends/cpu/gemm.h"
-#include "backends/cpu/onednn.h"
 #include "core/backend.h"
 #include "core/parallel.h"
+#include "kiln/autodiff.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
 #include "kiln/nn/functional/norm.h"
 #include "kiln/nn/functional/pool.h"
 #include "onnx/ops.h"
+#include "ops/conv_epilogue.h"
 
 namespace kiln::onnx {
 
@@ -123,74 +122,6 @@ Tensor global_offsets(const Tensor& idx, const Tensor& x) {
   return idx + base;
 }
 
-// Conv straight into oneDNN (f32 CPU, contiguous, symmetric pads), with the plan's fused
-// activation (c.post) as a post-op: no dispatch through the op graph, no separate pass for the
-// activation. False when it does not apply (the general path runs).
-/// The oneDNN geometry of a conv of x by wt (window w, symmetric pads) and its output shape;
-/// false when the direct path does not apply.
-bool conv_geom(const Shape& xs, const Tensor& wt, const Tensor& b, const Window& w, int64_t n, int64_t groups,
-               cpu::conv::Geom& g, Shape& ys) {
-  if (!cpu::onednn::enabled() || !host_f32_ok(wt) || groups < 1) return false;
-  if (b.defined() && (!host_f32_ok(b) || b.numel() != wt.size(0))) return false;
-  for (int64_t i = 0; i < n; ++i)
-    if (w.lo[i] != w.hi[i]) return false;
-  g.nsp = static_cast<int>(n);
-  g.N = xs[0];
-  g.C = xs[1];
-  g.O = wt.size(0);
-  g.groups = groups;
-  if (g.C != wt.size(1) * groups || g.O % groups != 0) return false;
-  ys = Shape{g.N, g.O};
-  const int off = 3 - g.nsp;
-  for (int64_t i = 0; i < n; ++i) {
-    const int j = off + static_cast<int>(i);
-    g.in[j] = xs[2 + i];
-    g.k[j] = wt.size(2 + i);
-    if (g.k[j] != w.k[i]) return false;
-    g.stride[j] = w.s[i];
-    g.pad[j] = w.lo[i];
-    g.dil[j] = w.d[i];
-    g.out[j] = (g.in[j] + 2 * g.pad[j] - g.dil[j] * (g.k[j] - 1) - 1) / g.stride[j] + 1;
-    if (g.out[j] <= 0) return false;
-    ys.push_back(g.out[j]);
-  }
-  return true;
-}
-
-cpu::conv::PostOp post_of(int kind, float lo, float hi) {
-  cpu::conv::PostOp p;
-  p.kind = kind;
-  p.lo = lo;
-  p.hi = hi;
-  return p;
-}
-
-/// The fused residual (OpContext::res) as a oneDNN-path operand: null when there is none; false
-/// when there is one the direct path cannot take (not f32 contiguous on the host, or not the
-/// output's shape: the Add broadcasts).
-bool residual_of(const OpContext& c, const Shape& ys, const float*& r) {
-  r = nullptr;
-  if (c.res < 0) return true;
-  const Tensor& t = c.x(static_cast<size_t>(c.res));
-  if (!host_f32_ok(t) || t.shape() != ys) return false;
-  r = host_f32(t);
-  return true;
-}
-
-bool conv_direct(OpContext& c, const Tensor& x, const Tensor& wt, const Window& w, int64_t n, int64_t groups) {
-  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
-  cpu::conv::Geom g;
-  Shape ys;
-  cpu::conv::PostOp post = post_of(c.post, c.post_lo, c.post_hi);
-  if (!host_f32_ok(x) || !conv_geom(x.shape(), wt, b, w, n, groups, g, ys) || !residual_of(c, ys, post.residual))
-    return false;
-  Tensor y = empty(ys, {.dtype = f32, .device = x.device()});
-  if (!cpu::conv::onednn_forward(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr, host_f32(y), post))
-    return false;
-  c.set(0, y);
-  return true;
-}
-
 #if defined(__GNUC__) && !defined(__clang__)
 #define KILN_NO_TRAP __attribute__((optimize("no-trapping-math")))  // lets GCC vectorize selects
 #else
@@ -246,56 +177,6 @@ bool max_pool2d_direct(OpContext& c, const Tensor& x, const Window& w, bool ceil
   return true;
 }
 
-// MatMul of a contiguous f32 CPU [..., K] by a 2-D [K, N] straight into sgemm, plus a bias the
-// plan fused from a following Add (c.post == 3: bias [N] in input 2). False when it does not
-// apply.
-bool matmul_direct(OpContext& c) {
-  const Tensor &a = c.x(0), &b = c.x(1);
-  if (a.dim() < 2 || b.dim() != 2 || !host_f32_ok(a) || !host_f32_ok(b) || a.size(-1) != b.size(0)) return false;
-  const int64_t K = b.size(0), N = b.size(1), M = a.numel() / std::max<int64_t>(K, 1);
-  const bool bias = c.post == 3;
-  if (bias && (!host_f32_ok(c.x(2)) || c.x(2).numel() != N)) return false;
-  if (K == 0 || M == 0 || N == 0) return false;
-  Shape ys(a.shape().begin(), a.shape().end() - 1);
-  ys.push_back(N);
-  Tensor y = empty(ys, {.dtype = f32, .device = a.device()});
-  cpu::matmul_f32(M, N, K, host_f32(a), K, 1, host_f32(b), N, 1, host_f32(y), N, 1, bias ? host_f32(c.x(2)) : nullptr);
-  c.set(0, y);
-  return true;
-}
-
-// Gemm straight into cpu::gemm_f32 (f32 CPU, 2-D contiguous A and B, C absent or a [N] / [1, N]
-// / [M, N] contiguous f32 tensor). False when it does not apply.
-bool gemm_direct(OpContext& c, bool ta, bool tb, float alpha, float beta) {
-  const Tensor &a = c.x(0), &b = c.x(1);
-  if (a.dim() != 2 || b.dim() != 2 || !host_f32_ok(a) || !host_f32_ok(b)) return false;
-  const int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1);
-  const int64_t N = tb ? b.size(0) : b.size(1);
-  if ((tb ? b.size(1) : b.size(0)) != K) return false;
-  const bool has_c = c.has(2) && beta != 0;
-  Tensor y = empty({M, N}, {.dtype = f32, .device = a.device()});
-  float* yp = host_f32(y);
-  if (has_c) {
-    const Tensor& cc = c.x(2);
-    if (!host_f32_ok(cc)) return false;
-    const float* cp = host_f32(cc);
-    if (cc.numel() == N && (cc.dim() == 1 || (cc.dim() == 2 && cc.size(0) == 1))) {
-      for (int64_t i = 0; i < M; ++i) std::copy(cp, cp + N, yp + i * N);
-    } else if (cc.dim() == 2 && cc.size(0) == M && cc.size(1) == N) {
-      std::copy(cp, cp + M * N, yp);
-    } else {
-      return false;
-    }
-    if (beta != 1.0f)
-      for (int64_t i = 0; i < M * N; ++i) yp[i] *= beta;
-  }
-  const int64_t lda = a.size(1), ldb = b.size(1);
-  cpu::gemm_f32(M, N, K, alpha, host_f32(a), ta ? 1 : lda, ta ? lda : 1, host_f32(b), tb ? 1 : ldb, tb ? ldb : 1,
-                has_c ? 1.0f : 0.0f, yp, N, 1);
-  c.set(0, y);
-  return true;
-}
-
 }  // namespace
 
 Tensor add_residual(const OpContext& c, const Tensor& y) {
@@ -303,104 +184,98 @@ Tensor add_residual(const OpContext& c, const Tensor& y) {
   return c.res_first ? keep_dtype(add(r, y), r.dtype()) : keep_dtype(add(y, r), y.dtype());
 }
 
+namespace {
+
+/// Conv of c's node (inputs x, w [, b]) with what the plan fused into it: its residual Add
+/// (c.res), its activation (c.post) and, when `pool` is given, a MaxPool after them (explicit,
+/// symmetric pads of at most half the window, dilation 1, floor mode, values only; the plan
+/// fuses no other). One Conv op with the IR's epilogue (ops.def) where it takes them, which a
+/// backend without that capability receives as the op sequence (src/ops/composites.cpp); else
+/// the ops one by one (a residual that broadcasts or of another dtype, inputs that record a
+/// gradient, a pool window larger than the convolution's output).
+Tensor conv_fused(const OpContext& c, const Window* pool) {
+  const Tensor &x = c.x(0), &wt = c.x(1);
+  const int64_t n = x.dim() - 2;
+  c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
+  const Window w = window(c, x, n, kernel_from(c, &wt, n));
+  F::ConvOptions o;
+  o.stride = w.s;
+  o.dilation = w.d;
+  o.groups = c.attr_i("group", 1);
+  Tensor xi = x;
+  bool sym = true;
+  for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
+  if (sym)
+    o.padding = w.lo;
+  else
+    xi = pad_spatial(x, w, 0);
+  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
+  const Tensor res = c.res >= 0 ? c.x(static_cast<size_t>(c.res)) : Tensor{};
+  const bool epilogue = c.post == 1 || c.post == 2 || res.defined() || pool;
+  bool fusable = epilogue && (x.dtype() == f32 || x.dtype() == f64) && wt.dtype() == x.dtype() &&
+                 (!b.defined() || b.dtype() == x.dtype()) && (!res.defined() || res.dtype() == x.dtype()) &&
+                 (!pool || (n == 2 && !res.defined()));
+  if (fusable && grad_enabled())
+    for (const Tensor* t : {&x, &wt, &b, &res}) fusable = fusable && !(t->defined() && t->requires_grad());
+  if (fusable) {
+    F::ConvEpilogue e;
+    e.residual = res;
+    e.act = c.post == 1 ? 1 : c.post == 2 ? 2 : 0;
+    e.lo = c.post_lo;
+    e.hi = c.post_hi;
+    if (pool) {
+      e.pool_kernel = pool->k;
+      e.pool_stride = pool->s;
+      e.pool_padding = pool->lo;
+    }
+    Tensor y = F::conv_with_epilogue(n, xi, wt, b, o, e);
+    if (y.defined()) return y;
+  }
+  Tensor y = conv_nd(xi, wt, b, o, n, c);
+  if (res.defined()) y = add_residual(c, y);
+  if (c.post == 1) y = relu(y);
+  if (c.post == 2) y = clamp(y, c.post_lo, c.post_hi);
+  return y;
+}
+
+}  // namespace
+
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2) {
   // Inputs: x, wa, ba (or undefined), wb, bb (or undefined) [, the second's residual (c.res)].
-  const Tensor &x = c.x(0), &wa = c.x(1), &wb = c.x(3);
+  // Two Conv ops; on the CPU the second reads the blocked form the first kept of its output
+  // (Note [Kept blocked outputs] in src/backends/cpu/conv_onednn.cpp).
   const Tensor ba = c.has(2) ? c.x(2) : Tensor{}, bb = c.has(4) ? c.x(4) : Tensor{};
-  OpContext cb{second, c.opset, c.device, {Tensor{}, wb, bb}, {Tensor{}}, {}, post2, lo2, hi2};
+  OpContext ca{c.node, c.opset, c.device, {c.x(0), c.x(1), ba}, {Tensor{}}, {}, c.post, c.post_lo, c.post_hi};
+  OpContext cb{second, c.opset, c.device, {conv_fused(ca, nullptr), c.x(3), bb}, {Tensor{}}, {}, post2, lo2, hi2};
   if (c.res >= 0) {
     cb.in.push_back(c.x(static_cast<size_t>(c.res)));
     cb.res = 3;
     cb.res_first = c.res_first;
   }
-  const int64_t n = x.dim() - 2;
-  if (n >= 1 && n <= 3 && wa.dim() == x.dim() && wb.dim() == x.dim()) {
-    const Window w1 = window(c, x, n, kernel_from(c, &wa, n));
-    cpu::conv::Geom ga, gb;
-    Shape ya, yb;
-    if (host_f32_ok(x) && conv_geom(x.shape(), wa, ba, w1, n, c.attr_i("group", 1), ga, ya)) {
-      // The second conv's window from its attributes (the plan pairs only explicit pads, which do
-      // not depend on the input size), on an input of shape ya.
-      const Window w2 = window(cb, x, n, kernel_from(cb, &wb, n));
-      cpu::conv::PostOp pb = post_of(post2, lo2, hi2);
-      if (conv_geom(ya, wb, bb, w2, n, cb.attr_i("group", 1), gb, yb) && residual_of(cb, yb, pb.residual)) {
-        Tensor y = empty(yb, {.dtype = f32, .device = x.device()});
-        if (cpu::conv::onednn_forward_pair(ga, host_f32(x), host_f32(wa), ba.defined() ? host_f32(ba) : nullptr,
-                                           post_of(c.post, c.post_lo, c.post_hi), gb, host_f32(wb),
-                                           bb.defined() ? host_f32(bb) : nullptr, pb, host_f32(y))) {
-          c.set(0, y);
-          return;
-        }
-      }
-    }
-  }
-  const OpFn& conv = registry().find("Conv")->run;
-  OpContext ca{c.node, c.opset, c.device, {x, wa, ba}, {Tensor{}}, {}, c.post, c.post_lo, c.post_hi};
-  conv(ca);
-  cb.in[0] = ca.out[0];
-  conv(cb);
-  c.set(0, cb.out[0]);
+  c.set(0, conv_fused(cb, nullptr));
 }
 
 void run_conv_pool(OpContext& c, const proto::NodeP& pool) {
-  const Tensor &x = c.x(0), &wt = c.x(1);
-  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
+  const Tensor& x = c.x(0);
   OpContext cp{pool, c.opset, c.device, {Tensor{}}, {Tensor{}}, {}};
-  if (x.dim() == 4 && wt.dim() == 4 && host_f32_ok(x) && cp.attr_i("ceil_mode", 0) == 0) {
-    cpu::conv::Geom g;
-    Shape ys;
+  if (x.dim() == 4 && c.res < 0 && cp.attr_i("ceil_mode", 0) == 0) {
     // The pool's window from its attributes (the plan fuses only explicit pads, which do not
     // depend on the input size).
-    const Window wc = window(c, x, 2, kernel_from(c, &wt, 2)), wp = window(cp, x, 2, kernel_from(cp, nullptr, 2));
-    bool ok = wp.k.size() == 2 && conv_geom(x.shape(), wt, b, wc, 2, c.attr_i("group", 1), g, ys);
-    cpu::conv::PoolAfter pa;
-    for (size_t i = 0; ok && i < 2; ++i) {
-      ok = wp.d[i] == 1 && wp.lo[i] == wp.hi[i];
-      pa.k[i] = wp.k[i];
-      pa.s[i] = wp.s[i];
-      pa.p[i] = wp.lo[i];
-      pa.out[i] = (ys[2 + i] + 2 * pa.p[i] - pa.k[i]) / pa.s[i] + 1;
-      ok = ok && ys[2 + i] + 2 * pa.p[i] >= pa.k[i];  // else MaxPool's own error, below
-    }
+    const Window wp = window(cp, x, 2, kernel_from(cp, nullptr, 2));
+    bool ok = wp.k.size() == 2;
+    for (size_t i = 0; ok && i < 2; ++i) ok = wp.d[i] == 1 && wp.lo[i] == wp.hi[i] && 2 * wp.lo[i] <= wp.k[i];
     if (ok) {
-      Tensor y = empty({ys[0], ys[1], pa.out[0], pa.out[1]}, {.dtype = f32, .device = x.device()});
-      if (cpu::conv::onednn_forward_maxpool(g, host_f32(x), host_f32(wt), b.defined() ? host_f32(b) : nullptr,
-                                            post_of(c.post, c.post_lo, c.post_hi), pa, host_f32(y))) {
-        c.set(0, y);
-        return;
-      }
+      c.set(0, conv_fused(c, &wp));
+      return;
     }
   }
-  registry().find("Conv")->run(c);
-  cp.in[0] = c.out[0];
+  cp.in[0] = conv_fused(c, nullptr);
   registry().find("MaxPool")->run(cp);
   c.set(0, cp.out[0]);
 }
 
 void register_nn(Registry& r) {
-  r["Conv"] = [](OpContext& c) {
-    const Tensor &x = c.x(0), &wt = c.x(1);
-    int64_t n = x.dim() - 2;
-    c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
-    Window w = window(c, x, n, kernel_from(c, &wt, n));
-    F::ConvOptions o;
-    o.stride = w.s;
-    o.dilation = w.d;
-    o.groups = c.attr_i("group", 1);
-    Tensor xi = x;
-    bool sym = true;
-    for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
-    if (sym && conv_direct(c, x, wt, w, n, o.groups)) return;
-    if (sym)
-      o.padding = w.lo;
-    else
-      xi = pad_spatial(x, w, 0);
-    Tensor y = conv_nd(xi, wt, c.has(2) ? c.x(2) : Tensor{}, o, n, c);
-    if (c.res >= 0) y = add_residual(c, y);
-    if (c.post == 1) y = relu(y);
-    if (c.post == 2) y = clamp(y, c.post_lo, c.post_hi);
-    c.set(0, y);
-  };
+  r["Conv"] = [](OpContext& c) { c.set(0, conv_fused(c, nullptr)); };
   r["ConvTranspose"] = [](OpContext& c) {
     const Tensor &x = c.x(0), &wt = c.x(1);
     int64_t n = x.dim() - 2;
@@ -705,18 +580,36 @@ void register_nn(Registry& r) {
     Tensor a = c.x(0), b = c.x(1);
     const bool ta = c.attr_i("transA", 0) != 0, tb = c.attr_i("transB", 0) != 0;
     double alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
-    if (gemm_direct(c, ta, tb, static_cast<float>(alpha), static_cast<float>(beta))) return;
     if (ta) a = a.t();
     if (tb) b = b.t();
+    // A + B C with a [N] or [1, N] C of the product's f32 / f64 dtype: one MatMul op onto C
+    // (addmm), no separate Add.
+    if (c.has(2) && alpha == 1.0 && beta == 1.0 && a.dim() == 2 && b.dim() == 2 && a.dtype() == b.dtype() &&
+        (a.dtype() == f32 || a.dtype() == f64) && c.x(2).dtype() == a.dtype() && c.x(2).numel() == b.size(1) &&
+        (c.x(2).dim() == 1 || (c.x(2).dim() == 2 && c.x(2).size(0) == 1))) {
+      c.set(0, addmm(c.x(2).reshape({b.size(1)}), a, b));
+      return;
+    }
     Tensor y = matmul(a, b);
     if (alpha != 1.0) y = y * alpha;
     if (c.has(2) && beta != 0) y = y + (beta == 1.0 ? c.x(2) : c.x(2) * beta);
     c.set(0, y.to(c.x(0).dtype()));
   };
   r["MatMul"] = [](OpContext& c) {
-    if (matmul_direct(c)) return;
-    Tensor y = matmul(c.x(0), c.x(1));
-    c.set(0, c.post == 3 ? y + c.x(2) : y);
+    const Tensor &a = c.x(0), &b = c.x(1);
+    if (c.post != 3) {
+      c.set(0, matmul(a, b));
+      return;
+    }
+    // The bias the plan fused from a following Add (input 2, a constant [N]): one MatMul op that
+    // accumulates onto it (linear by the transposed view of b) when the dtypes allow.
+    const Tensor& bias = c.x(2);
+    if (b.dim() == 2 && a.dim() >= 1 && bias.dim() == 1 && bias.size(0) == b.size(1) && a.dtype() == b.dtype() &&
+        bias.dtype() == a.dtype() && (a.dtype() == f32 || a.dtype() == f64) && a.size(-1) == b.size(0)) {
+      c.set(0, linear(a, b.t(), bias));
+      return;
+    }
+    c.set(0, matmul(a, b) + bias);
   };
 
   // ---- code generation: ops with constant weights become nn modules -----------------------

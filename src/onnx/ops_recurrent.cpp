@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/gemm.h"
 #include "core/backend.h"
 #include "kiln/matmul.h"
 #include "onnx/ops.h"
@@ -139,9 +138,8 @@ std::pair<Tensor, Tensor> lstm_fused(const Tensor& x, const Tensor& w, const Ten
   const TensorOptions o{.dtype = f32, .device = x.device()};
   const Tensor xc = x.contiguous(), wc = w.contiguous(), rc = r.contiguous();
   // Input projections of all steps (+ both biases): [T, B, 4H].
-  Tensor xw = empty({T, B, G}, o);
+  Tensor xw = matmul(xc.reshape({T * B, I}), wc.t()).contiguous();
   float* gx = host_f32(xw);
-  cpu::gemm_f32(T * B, G, I, 1.0f, host_f32(xc), I, 1, host_f32(wc), 1, I, 0.0f, gx, G, 1);
   if (b.defined()) {
     const Tensor bc = b.contiguous();
     const float* bp = host_f32(bc);

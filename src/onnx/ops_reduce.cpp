@@ -188,7 +188,7 @@ void register_reduce(Registry& r) {
   r["ArgMin"] = arg(false);
   r["CumSum"] = [](OpContext& c) {
     Tensor x = c.x(0);
-    int64_t a = axis_of(c, c.x(1).to(i64).reshape({-1}).to_vector<int64_t>().at(0), x.dim());
+    int64_t a = axis_of(c, c.value(1).to(i64).reshape({-1}).to_vector<int64_t>().at(0), x.dim());
     bool rev = c.attr_i("reverse", 0) != 0, excl = c.attr_i("exclusive", 0) != 0;
     if (rev) x = x.flip({a});
     Tensor y = cumsum(x, a);

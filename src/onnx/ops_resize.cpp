@@ -291,7 +291,7 @@ Tensor resize(const OpContext& c, const Tensor& x, std::vector<double> scales, s
 
 std::vector<double> doubles_in(const OpContext& c, size_t i) {
   if (!c.has(i) || c.x(i).numel() == 0) return {};
-  return c.x(i).to(f64).reshape({-1}).to_vector<double>();
+  return c.value(i).to(f64).reshape({-1}).to_vector<double>();
 }
 
 }  // namespace

@@ -440,7 +440,7 @@ void register_shape(Registry& r) {
       value = c.attr_f("value", 0);
     } else {
       pads = c.ints_in(1);
-      if (c.has(2)) value = c.x(2).to(f64).reshape({-1}).to_vector<double>().at(0);
+      if (c.has(2)) value = c.value(2).to(f64).reshape({-1}).to_vector<double>().at(0);
       if (c.has(3)) axes = c.ints_in(3);
     }
     if (axes.empty())
@@ -460,7 +460,7 @@ void register_shape(Registry& r) {
   };
   r["Constant"] = [](OpContext& c) { c.set(0, constant_from_attrs(c)); };
   r["Range"] = [](OpContext& c) {
-    const Tensor &s = c.x(0), &l = c.x(1), &d = c.x(2);
+    const Tensor &s = c.value(0), &l = c.value(1), &d = c.value(2);
     DType dt = s.dtype();
     if (is_floating(dt)) {
       double st = s.to(f64).item<double>(), li = l.to(f64).item<double>(), de = d.to(f64).item<double>();
@@ -481,7 +481,7 @@ void register_shape(Registry& r) {
   };
   auto window_op = [](int kind) {
     return [kind](OpContext& c) {
-      int64_t n = c.x(0).to(i64).reshape({-1}).to_vector<int64_t>().at(0);
+      int64_t n = c.value(0).to(i64).reshape({-1}).to_vector<int64_t>().at(0);
       c.check(n >= 0 && n <= (int64_t{1} << 30), "bad window size");
       double den = static_cast<double>(c.attr_i("periodic", 1) ? n : n - 1);
       std::vector<double> v(static_cast<size_t>(n));
@@ -507,12 +507,12 @@ void register_shape(Registry& r) {
     c.set(0, cast(tril(triu(o, k), k), dt));
   };
   r["Trilu"] = [](OpContext& c) {
-    int64_t k = c.has(1) ? c.x(1).to(i64).item<int64_t>() : 0;
+    int64_t k = c.has(1) ? c.value(1).to(i64).item<int64_t>() : 0;
     c.set(0, c.attr_i("upper", 1) ? triu(c.x(0), k) : tril(c.x(0), k));
   };
   r["OneHot"] = [](OpContext& c) {
     Tensor idx = c.x(0);
-    int64_t depth = c.x(1).to(f64).reshape({-1}).to(i64).to_vector<int64_t>().at(0);
+    int64_t depth = c.value(1).to(f64).reshape({-1}).to(i64).to_vector<int64_t>().at(0);
     Tensor vals = c.x(2).reshape({-1});
     c.check(vals.numel() == 2, "values must have 2 elements");
     int64_t out_rank = idx.dim() + 1;

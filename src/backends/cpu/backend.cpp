@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/fusion_exec.h"
+#include "backends/cpu/conv_impl.h"
 #include "backends/cpu/kernels.h"
 #include "core/allocator.h"
 
@@ -38,6 +39,13 @@ class CpuBackend final : public Backend {
   MemoryStats memory_stats() const override { return alloc_.stats(); }
   void reset_peak_memory() override { alloc_.reset_peak(); }
   void empty_cache() override { alloc_.empty_cache(); }
+  void hint_constant(Storage& s, size_t byte_offset, size_t nbytes, bool constant) override {
+    const char* p = static_cast<const char*>(s.data) + byte_offset;
+    if (constant)
+      cpu::conv::register_constant(p, nbytes);
+    else
+      cpu::conv::unregister_constant(p);
+  }
   fusion::Executor* fusion_executor() override {
     static FusionExecutor exec;  // stateless: shared by every decorator over a CPU backend
     return &exec;
