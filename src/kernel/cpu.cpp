@@ -13,15 +13,20 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "core/parallel.h"
@@ -125,6 +130,73 @@ int run(const std::vector<std::string>& argv, const std::string& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// Removes the temporaries of compilers whose process is gone (a crash mid-compile), once per
+/// folder and process.
+void sweep_temporaries(const std::string& dir) {
+  static std::mutex mu;
+  static std::set<std::string> swept;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!swept.insert(dir).second) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("tmp-", 0) != 0) continue;
+    long pid = std::strtol(n.c_str() + 4, nullptr, 10);
+    if (pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
+    std::filesystem::remove(e.path(), ec);
+  }
+}
+
+/// Keeps the cache folder under KILN_KERNEL_CACHE_MB (default 256; 0: no bound) by removing the
+/// least recently used kernels (a load touches its files).
+void evict(const std::string& dir, const std::string& keep) {
+  double mb = 256;
+  if (const char* e = std::getenv("KILN_KERNEL_CACHE_MB"); e && *e) mb = std::strtod(e, nullptr);
+  if (!(mb > 0)) return;
+  struct Item {
+    std::filesystem::file_time_type when;
+    std::string base;
+    uintmax_t bytes;
+  };
+  std::map<std::string, Item> items;
+  uintmax_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string(), ext = e.path().extension().string();
+    if (n.rfind("k", 0) != 0 || (ext != ".so" && ext != ".sum")) continue;
+    std::string base = (e.path().parent_path() / e.path().stem()).string();
+    uintmax_t size = e.file_size(ec);
+    Item& it = items[base];
+    it.base = base;
+    it.bytes += size;
+    if (ext == ".so") it.when = e.last_write_time(ec);
+    total += size;
+  }
+  std::vector<Item> order;
+  for (auto& [b, it] : items) order.push_back(it);
+  std::sort(order.begin(), order.end(), [](const Item& a, const Item& b) { return a.when < b.when; });
+  const auto bound = static_cast<uintmax_t>(mb * 1024 * 1024);
+  for (const Item& it : order) {
+    if (total <= bound) break;
+    if (it.base == keep) continue;
+    std::filesystem::remove(it.base + ".so", ec);
+    std::filesystem::remove(it.base + ".sum", ec);
+    total -= it.bytes;
+  }
+}
+
+/// The feature flags of this CPU (the first "flags" line of /proc/cpuinfo), "" where unknown.
+const std::string& cpu_flags() {
+  static const std::string flags = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("flags", 0) == 0) return line;
+    return std::string();
+  }();
+  return flags;
+}
+
 void dump_source(const ir::Kernel& k, const std::string& ext, const std::string& text) {
   const char* d = std::getenv("KILN_KERNEL_DUMP");
   if (!d || !*d || !make_dirs(d)) return;
@@ -181,8 +253,12 @@ CpuKernel compile_cpu(const Kernel& kernel, int debug) {
   std::string cxx = find_executable(cxx_env && *cxx_env ? cxx_env : "c++");
   if (cxx.empty())
     throw Error(k.prefix() + "no C++ compiler (c++ on PATH, or KILN_KERNEL_CXX) to build the CPU kernel");
-  const std::vector<std::string> flags = {"-std=c++17", "-O2", "-fPIC", "-shared", "-w"};
-  std::string salt = cxx + "|" + stamp(cxx);
+  // -ffp-contract=off: a * b + c rounds twice, as written (no fused multiply-add).
+  // -march=native: the cache key holds this CPU's feature flags, so a cache folder shared between
+  // machines never hands one a kernel built for another.
+  const std::vector<std::string> flags = {"-std=c++17", "-O3", "-march=native", "-ffp-contract=off", "-fPIC",
+                                          "-shared",    "-w"};
+  std::string salt = cxx + "|" + stamp(cxx) + "|" + cpu_flags();
   for (const auto& f : flags) salt += "|" + f;
   std::string key = hash128(src + "\n" + salt);
 
@@ -196,6 +272,7 @@ CpuKernel compile_cpu(const Kernel& kernel, int debug) {
 
   std::string dir = cache_dir();
   if (!make_dirs(dir)) throw Error(k.prefix() + "cannot create the kernel cache folder " + dir);
+  sweep_temporaries(dir);
   std::string base = dir + "/k" + key, so = base + ".so", sum = base + ".sum";
   std::string origin = "disk";
   std::string bytes = read_all(so);
@@ -225,6 +302,9 @@ CpuKernel compile_cpu(const Kernel& kernel, int debug) {
       throw Error(k.prefix() + "cannot write the compiled kernel into " + dir);
     }
     origin = "compiled";
+    evict(dir, base);
+  } else {
+    utimensat(AT_FDCWD, so.c_str(), nullptr, 0);  // recently used
   }
   void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) throw Error(k.prefix() + "cannot load " + so + ": " + dlerror());

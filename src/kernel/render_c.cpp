@@ -341,6 +341,7 @@ class Cpp : public CLike {
   std::vector<bool> local_multi;  ///< local used in several phases
   std::vector<bool> group_level;  ///< op runs once per group
   bool in_threads = false;        ///< rendering inside a loop over the threads
+  int open_loops = 0;             ///< loops opened by open_threads()
 
   bool is_group(uint32_t id) const {
     const ir::Op& op = k.ops[id];
@@ -411,20 +412,34 @@ class Cpp : public CLike {
       CLike::define(id, e);
   }
 
+  /// Opens the loops over the group's threads: one per axis of more than one thread, x innermost
+  /// so that consecutive threads are consecutive iterations.
   void open_threads() {
     if (in_threads) return;
     const auto& g = k.group;
-    line("for (int kk_t = 0; kk_t < " + std::to_string(k.threads()) + "; ++kk_t) {");
-    ++depth;
-    line("const int kk_tx = kk_t % " + std::to_string(g[0]) + ", kk_ty = kk_t / " + std::to_string(g[0]) + " % " +
-         std::to_string(g[1]) + ", kk_tz = kk_t / " + std::to_string(g[0] * g[1]) + ";");
-    line("(void)kk_tx; (void)kk_ty; (void)kk_tz;");
+    open_loops = 0;
+    for (int axis = 2; axis >= 0; --axis) {
+      std::string v = std::string("kk_t") + "xyz"[axis];
+      if (g[static_cast<size_t>(axis)] == 1 && axis > 0) continue;
+      // The threads of one phase are independent (what one writes, another reads only after a
+      // barrier, which ends the phase), so the compiler may vectorise across them.
+      if (axis == 0) line("#pragma GCC ivdep");
+      line("for (int " + v + " = 0; " + v + " < " + std::to_string(g[static_cast<size_t>(axis)]) + "; ++" + v + ") {");
+      ++depth;
+      ++open_loops;
+    }
+    if (g[1] == 1) line("const int kk_ty = 0;");
+    if (g[2] == 1) line("const int kk_tz = 0;");
+    line("const int kk_t = (kk_tz * " + std::to_string(g[1]) + " + kk_ty) * " + std::to_string(g[0]) + " + kk_tx;");
+    line("(void)kk_t; (void)kk_ty; (void)kk_tz;");
     in_threads = true;
   }
   void close_threads() {
     if (!in_threads) return;
-    --depth;
-    line("}");
+    for (; open_loops > 0; --open_loops) {
+      --depth;
+      line("}");
+    }
     in_threads = false;
   }
 

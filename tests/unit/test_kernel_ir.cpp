@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "kernel/render.h"
@@ -108,7 +109,12 @@ TEST(KernelIr, DiskCacheAndChecksum) {
     auto y = b.output<float>("y");
     y[global_id()] = 3.0f;
   });
+  // The temporary of a compiler whose process is gone is swept on first use of the folder.
+  fs::create_directories(dir + "/kernels");
+  std::string stale = dir + "/kernels/tmp-999999999-0-deadbeef.cpp";
+  std::ofstream(stale) << "left by a crash";
   EXPECT_EQ(compile_cpu(k, 0).origin(), "compiled");
+  EXPECT_FALSE(fs::exists(stale));
   EXPECT_EQ(compile_cpu(k, 0).origin(), "memory");
   EXPECT_EQ(cache_dir(), dir + "/kernels");
   int so = 0, sums = 0, other = 0;
@@ -147,6 +153,17 @@ TEST(KernelIr, DiskCacheAndChecksum) {
   }
   EXPECT_EQ(origin_in_child(), 11);
   EXPECT_EQ(origin_in_child(), 10);
+  // Under a size bound, the least recently used kernels leave the folder.
+  setenv("KILN_KERNEL_CACHE_MB", "0.000001", 1);
+  Kernel second = trace(name + "_b", [](Builder& b) {
+    auto y = b.output<float>("y");
+    y[global_id()] = 4.0f;
+  });
+  EXPECT_EQ(compile_cpu(second, 0).origin(), "compiled");
+  unsetenv("KILN_KERNEL_CACHE_MB");
+  so = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/kernels")) so += e.path().extension() == ".so";
+  EXPECT_EQ(so, 1);
   if (saved.empty())
     unsetenv("KILN_CACHE_DIR");
   else

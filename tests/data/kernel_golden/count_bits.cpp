@@ -71,9 +71,12 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
     unsigned l0;
     unsigned l1;
-    for (int kk_t = 0; kk_t < 32; ++kk_t) {
-      const int kk_tx = kk_t % 32, kk_ty = kk_t / 32 % 1, kk_tz = kk_t / 32;
-      (void)kk_tx; (void)kk_ty; (void)kk_tz;
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 32; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 32 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
       const int v0 = (kk_gx * 32);
       const int v1 = (v0 + kk_tx);
       const unsigned v2 = b0[v1];

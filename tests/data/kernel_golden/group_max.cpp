@@ -70,18 +70,24 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
     const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long long)kk_nx * kk_ny));
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
     float s0[4];
-    for (int kk_t = 0; kk_t < 4; ++kk_t) {
-      const int kk_tx = kk_t % 4, kk_ty = kk_t / 4 % 1, kk_tz = kk_t / 4;
-      (void)kk_tx; (void)kk_ty; (void)kk_tz;
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 4; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
       const int v0 = (kk_gx * 4);
       const int v1 = (v0 + kk_tx);
       const float v2 = b0[v1];
       s0[kk_tx] = v2;
     }
     // barrier
-    for (int kk_t = 0; kk_t < 4; ++kk_t) {
-      const int kk_tx = kk_t % 4, kk_ty = kk_t / 4 % 1, kk_tz = kk_t / 4;
-      (void)kk_tx; (void)kk_ty; (void)kk_tz;
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 4; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
       const bool v3 = (kk_tx < 2);
       if (v3) {
         const float v4 = s0[kk_tx];
@@ -92,9 +98,12 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       }
     }
     // barrier
-    for (int kk_t = 0; kk_t < 4; ++kk_t) {
-      const int kk_tx = kk_t % 4, kk_ty = kk_t / 4 % 1, kk_tz = kk_t / 4;
-      (void)kk_tx; (void)kk_ty; (void)kk_tz;
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 4; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
       const bool v8 = (kk_tx < 1);
       if (v8) {
         const float v9 = s0[kk_tx];
@@ -105,9 +114,12 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       }
     }
     // barrier
-    for (int kk_t = 0; kk_t < 4; ++kk_t) {
-      const int kk_tx = kk_t % 4, kk_ty = kk_t / 4 % 1, kk_tz = kk_t / 4;
-      (void)kk_tx; (void)kk_ty; (void)kk_tz;
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 4; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
       const bool v13 = (kk_tx == 0);
       if (v13) {
         const float v14 = s0[0];

@@ -71,9 +71,12 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   for (long long kk_g = g0; kk_g < g1; ++kk_g) {
     const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long long)kk_nx * kk_ny));
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
-    for (int kk_t = 0; kk_t < 64; ++kk_t) {
-      const int kk_tx = kk_t % 64, kk_ty = kk_t / 64 % 1, kk_tz = kk_t / 64;
-      (void)kk_tx; (void)kk_ty; (void)kk_tz;
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 64; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 64 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
       const int v0 = (kk_gx * 64);
       const int v1 = (v0 + kk_tx);
       const bool v2 = (v1 < p1);
