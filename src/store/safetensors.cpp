@@ -22,10 +22,10 @@
 
 #include "core/backend.h"
 #include "core/checked.h"
+#include "core/file_util.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/store.h"
-#include "store/file_util.h"
 
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 

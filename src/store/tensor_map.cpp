@@ -6,9 +6,9 @@
 
 #include <cerrno>
 
+#include "core/file_util.h"
 #include "kiln/error.h"
 #include "kiln/store.h"
-#include "store/file_util.h"
 
 namespace kiln::store {
 

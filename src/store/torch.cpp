@@ -12,9 +12,9 @@
 #include <unordered_set>
 
 #include "core/backend.h"
+#include "core/file_util.h"
 #include "kiln/error.h"
 #include "kiln/store.h"
-#include "store/file_util.h"
 #include "store/pickle.h"
 #include "store/zip.h"
 

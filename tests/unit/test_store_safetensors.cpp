@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend.h"
-#include "store/file_util.h"
+#include "core/file_util.h"
 #include "test_util.h"
 
 using namespace kiln;

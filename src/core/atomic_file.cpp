@@ -9,9 +9,9 @@
 #include <chrono>
 #include <random>
 
+#include "core/file_util.h"
 #include "kiln/error.h"
 #include "kiln/store.h"
-#include "store/file_util.h"
 
 namespace kiln::store {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-#include "store/file_util.h"
+#include "core/file_util.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
