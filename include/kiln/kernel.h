@@ -406,6 +406,11 @@ class CpuKernel {
 /// Compiles (or finds in the memory or disk cache) the C++ rendering of `k`. `debug` -1 reads
 /// KILN_KERNEL_DEBUG; 0 or 1 forces it. Throws kiln::Error with the compiler's message.
 CpuKernel compile_cpu(const Kernel& k, int debug = -1);
+/// The SPIR-V (Vulkan 1.2) of the GLSL rendering of `k`, compiled by glslc (or glslangValidator;
+/// KILN_GLSLC names another) and cached in memory and on disk like compile_cpu. `origin`, when
+/// given, receives "compiled", "disk" or "memory". Throws kiln::Error with the compiler's message.
+std::vector<uint32_t> compile_spirv(const Kernel& k, std::string* origin = nullptr);
+
 /// The cache folder of compiled kernels: $KILN_CACHE_DIR/kernels, else
 /// $XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels.
 std::string cache_dir();
