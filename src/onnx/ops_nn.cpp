@@ -8,6 +8,7 @@
 
 #include "core/backend.h"
 #include "core/parallel.h"
+#include "ir/attrs.h"
 #include "kiln/autodiff.h"
 #include "kiln/matmul.h"
 #include "kiln/nn/functional/conv.h"
@@ -15,6 +16,7 @@
 #include "kiln/nn/functional/pool.h"
 #include "onnx/ops.h"
 #include "ops/conv_epilogue.h"
+#include "ops/dispatch.h"
 
 namespace kiln::onnx {
 
@@ -186,6 +188,83 @@ Tensor add_residual(const OpContext& c, const Tensor& y) {
 
 namespace {
 
+/// The Conv op (ops.def) of x by wt with the given epilogue, built here and dispatched as it
+/// stands: what nn::functional::conv_with_epilogue issues, without its argument parsing (a
+/// convolution step of a small model costs little more than its op). Null when an operand or
+/// the geometry is not the plain case (contiguous operands of one float dtype and device, no
+/// gradient to record, sizes that fit); the caller then takes the functional path, which also
+/// raises the errors.
+Tensor conv_op(const Tensor& x, const Tensor& wt, const Tensor& b, const Window& w, bool sym, int64_t groups,
+               const Tensor& res, int act, double lo, double hi, const Window* pool) {
+  const int64_t n = x.dim() - 2;
+  const DType dt = x.dtype();
+  const Device& dev = x.device();
+  const Tensor* ops[] = {&x, &wt, &b, &res};
+  for (const Tensor* t : ops)
+    if (t->defined() &&
+        (t->dtype() != dt || !t->is_contiguous() || t->device() != dev || (t->requires_grad() && grad_enabled())))
+      return {};
+  const int64_t O = wt.size(0);
+  if ((dt != f32 && dt != f64) || groups < 1 || O % groups != 0 || x.size(1) != wt.size(1) * groups ||
+      (b.defined() && (b.dim() != 1 || b.size(0) != O)) || (pool && (n != 2 || res.defined())))
+    return {};
+  Shape out{x.size(0), O};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = sym ? w.lo[i] : 0, eff = w.d[i] * (wt.size(2 + i) - 1) + 1;
+    if (x.size(2 + i) + 2 * p < eff) return {};
+    out.push_back(ir::conv_out_size(x.size(2 + i), wt.size(2 + i), w.s[i], p, w.d[i]));
+  }
+  if (res.defined() && res.shape() != out) return {};
+  for (size_t i = 0; pool && i < 2; ++i)
+    if (out[2 + i] + 2 * pool->lo[i] < pool->k[i]) return {};
+  // ir::ConvAttrs::encode's layout (ops.def), written here without building the attribute record.
+  ir::Op op;
+  op.kind = ir::OpKind::Conv;
+  auto& ints = op.attrs.ints;
+  ints.push_back(groups);
+  ints.push_back(n);
+  for (int64_t i = 0; i < n; ++i) ints.push_back(w.s[i]);
+  for (int64_t i = 0; i < n; ++i) ints.push_back(sym ? w.lo[i] : 0);
+  for (int64_t i = 0; i < n; ++i) ints.push_back(w.d[i]);
+  const int64_t bits = (res.defined() ? ir::kConvResidual : 0) | (act == 1 ? ir::kConvRelu : 0) |
+                       (act == 2 ? ir::kConvClamp : 0) | (pool ? ir::kConvMaxPool : 0);
+  if (bits) ints.push_back(bits);
+  if (pool)
+    for (const Dims* d : {&pool->k, &pool->s, &pool->lo})
+      for (size_t i = 0; i < 2; ++i) ints.push_back((*d)[i]);
+  if (act == 2) {
+    op.attrs.reals.push_back(std::min(lo, hi));  // lo > hi gives hi everywhere (kiln::clamp)
+    op.attrs.reals.push_back(hi);
+  }
+  static const char* const names[] = {"conv1d", "conv2d", "conv3d"};
+  const char* api = names[n - 1];
+  if (b.defined())
+    return res.defined() ? detail::run(api, op, dev, {x, wt, b, res})[0] : detail::run1(api, op, {x, wt, b});
+  return res.defined() ? detail::run(api, op, dev, {x, wt, res})[0] : detail::run1(api, op, {x, wt});
+}
+
+/// a [..., K] times a 2-D b [K, N] (plus bias [N] when defined) as the one MatMul op that matmul
+/// and linear issue for it ([1, M, K] x [1, K, N] views), without their argument parsing; null
+/// when not that plain case (the caller then takes the general path).
+Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias) {
+  const DType dt = a.dtype();
+  if (a.dim() < 2 || b.dim() != 2 || !a.is_contiguous() || b.dtype() != dt || (dt != f32 && dt != f64) ||
+      b.device() != a.device() || a.size(-1) != b.size(0) || a.numel() == 0 || b.numel() == 0)
+    return {};
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != b.size(1) || bias.dtype() != dt ||
+                         bias.device() != a.device() || !bias.is_contiguous()))
+    return {};
+  if (grad_enabled() && (a.requires_grad() || b.requires_grad() || (bias.defined() && bias.requires_grad()))) return {};
+  const int64_t K = b.size(0), N = b.size(1), M = a.numel() / K;
+  Shape ys(a.shape().begin(), a.shape().end() - 1);
+  ys.push_back(N);
+  ir::Op op;
+  op.kind = ir::OpKind::MatMul;
+  const Tensor a3 = a.view({1, M, K}), b3 = b.unsqueeze(0);
+  Tensor y = bias.defined() ? detail::run1("linear", op, {a3, b3, bias}) : detail::run1("matmul", op, {a3, b3});
+  return y.view(ys);
+}
+
 /// Conv of c's node (inputs x, w [, b]) with what the plan fused into it: its residual Add
 /// (c.res), its activation (c.post) and, when `pool` is given, a MaxPool after them (explicit,
 /// symmetric pads of at most half the window, dilation 1, floor mode, values only; the plan
@@ -198,20 +277,20 @@ Tensor conv_fused(const OpContext& c, const Window* pool) {
   const int64_t n = x.dim() - 2;
   c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
   const Window w = window(c, x, n, kernel_from(c, &wt, n));
+  const int64_t groups = c.attr_i("group", 1);
+  bool sym = true;
+  for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
+  const Tensor xi = sym ? x : pad_spatial(x, w, 0);
+  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
+  const Tensor res = c.res >= 0 ? c.x(static_cast<size_t>(c.res)) : Tensor{};
+  const int act = c.post == 1 ? 1 : c.post == 2 ? 2 : 0;
+  if (Tensor y = conv_op(xi, wt, b, w, sym, groups, res, act, c.post_lo, c.post_hi, pool); y.defined()) return y;
   F::ConvOptions o;
   o.stride = w.s;
   o.dilation = w.d;
-  o.groups = c.attr_i("group", 1);
-  Tensor xi = x;
-  bool sym = true;
-  for (int64_t i = 0; i < n; ++i) sym = sym && w.lo[i] == w.hi[i];
-  if (sym)
-    o.padding = w.lo;
-  else
-    xi = pad_spatial(x, w, 0);
-  const Tensor b = c.has(2) ? c.x(2) : Tensor{};
-  const Tensor res = c.res >= 0 ? c.x(static_cast<size_t>(c.res)) : Tensor{};
-  const bool epilogue = c.post == 1 || c.post == 2 || res.defined() || pool;
+  o.groups = groups;
+  if (sym) o.padding = w.lo;
+  const bool epilogue = act != 0 || res.defined() || pool;
   bool fusable = epilogue && (x.dtype() == f32 || x.dtype() == f64) && wt.dtype() == x.dtype() &&
                  (!b.defined() || b.dtype() == x.dtype()) && (!res.defined() || res.dtype() == x.dtype()) &&
                  (!pool || (n == 2 && !res.defined()));
@@ -220,7 +299,7 @@ Tensor conv_fused(const OpContext& c, const Window* pool) {
   if (fusable) {
     F::ConvEpilogue e;
     e.residual = res;
-    e.act = c.post == 1 ? 1 : c.post == 2 ? 2 : 0;
+    e.act = act;
     e.lo = c.post_lo;
     e.hi = c.post_hi;
     if (pool) {
@@ -233,8 +312,8 @@ Tensor conv_fused(const OpContext& c, const Window* pool) {
   }
   Tensor y = conv_nd(xi, wt, b, o, n, c);
   if (res.defined()) y = add_residual(c, y);
-  if (c.post == 1) y = relu(y);
-  if (c.post == 2) y = clamp(y, c.post_lo, c.post_hi);
+  if (act == 1) y = relu(y);
+  if (act == 2) y = clamp(y, c.post_lo, c.post_hi);
   return y;
 }
 
@@ -597,6 +676,10 @@ void register_nn(Registry& r) {
   };
   r["MatMul"] = [](OpContext& c) {
     const Tensor &a = c.x(0), &b = c.x(1);
+    if (Tensor y = matmul_op(a, b, c.post == 3 ? c.x(2) : Tensor{}); y.defined()) {
+      c.set(0, y);
+      return;
+    }
     if (c.post != 3) {
       c.set(0, matmul(a, b));
       return;

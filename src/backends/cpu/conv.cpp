@@ -32,10 +32,9 @@ namespace {
 
 using conv::Geom;
 
-/// Geometry from the op: Conv/ConvWeightGrad read x = inputs[0]; ConvTranspose's input is the
-/// conv's output and its output the conv's input.
-Geom make_geom(const ir::Op& op) {
-  const ir::ConvAttrs a = ir::ConvAttrs::decode(op);
+/// Geometry from the op and its decoded attributes a: Conv/ConvWeightGrad read x = inputs[0];
+/// ConvTranspose's input is the conv's output and its output the conv's input.
+Geom make_geom(const ir::Op& op, const ir::ConvAttrs& a) {
   Geom g;
   g.groups = a.groups;
   g.nsp = static_cast<int>(a.nsp);
@@ -414,8 +413,8 @@ void max_pool_after(const ir::Op& op, const Geom& g, const A* full, void* out, s
 template <class T>
 void run_conv(const ir::Op& op, void* const* in, void* const* out) {
   using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const Geom g = make_geom(op);
   const ir::ConvAttrs ca = ir::ConvAttrs::decode(op);
+  const Geom g = make_geom(op, ca);
   const bool has_bias = ir::conv_has_bias(op), has_res = ca.has_residual();
   const bool has_scale = ca.has_scale(), has_shift = ca.has_shift();
   Stage<A> t0, t1, t2, t3, t4, t5, to;
