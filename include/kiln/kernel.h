@@ -80,6 +80,7 @@ struct Limits {
 struct Val {
   uint32_t id = UINT32_MAX;
   Type type = Type::F32;
+  uint32_t trace = 0;  ///< the trace that made it: a value is used only inside its own trace
   Val() = default;
   Val(float v);                           // NOLINT
   Val(double v);                          // NOLINT
@@ -90,7 +91,7 @@ struct Val {
   Val(bool v);                            // NOLINT
   static Val constant(double v, Type t);  ///< a literal of type t
   struct Raw {};
-  Val(Raw, uint32_t i, Type t) : id(i), type(t) {}
+  Val(Raw, uint32_t i, Type t, uint32_t tr) : id(i), type(t), trace(tr) {}
 };
 
 template <class T>

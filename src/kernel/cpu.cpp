@@ -179,6 +179,9 @@ void CpuKernel::launch(Dim3 groups, const std::vector<Arg>& args) const {
     throw Error(k.prefix() + "the grid has more than 2^63 groups");
   Entry entry = impl_->entry;
   parallel_for(total, 1, [&](int64_t b, int64_t e) { entry(&a, b, e); });
+  if (err.set && err.buf < 0)
+    throw Error(k.prefix() + "integer division by zero (or of the minimum by -1): " + std::to_string(err.index) +
+                " divided");
   if (err.set) {
     bool shared = static_cast<size_t>(err.buf) >= nb;
     std::string what = shared ? "shared array '" + k.shared[static_cast<size_t>(err.buf) - nb].name + "'"

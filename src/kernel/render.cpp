@@ -88,6 +88,8 @@ std::string Base::expr(uint32_t id) {
         const char* o = f == ir::BinaryFn::And ? " && " : f == ir::BinaryFn::Or ? " || " : " != ";
         return std::string("(") + in(0) + o + in(1) + ")";
       }
+      if ((f == ir::BinaryFn::Div || f == ir::BinaryFn::Mod) && op.type != Type::F32)
+        return int_divide(f == ir::BinaryFn::Mod, in(0), in(1));
       if (f == ir::BinaryFn::Shl || f == ir::BinaryFn::Shr)
         return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + shift_amount(in(1), op.type) + ")";
       return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + in(1) + ")";

@@ -42,6 +42,10 @@ class Base {
     return "(" + c + " ? " + a + " : " + b + ")";
   }
   virtual std::string cast(Type to, Type from, const std::string& x) { return ty(to) + "(" + x + ")"; }
+  /// Integer a / b (or a % b).
+  virtual std::string int_divide(bool mod, const std::string& a, const std::string& b) {
+    return std::string("(") + a + (mod ? " % " : " / ") + b + ")";
+  }
   virtual std::string shift_amount(const std::string& b, Type) { return b; }
   virtual std::string extract(const std::string& v, int lane) { return v + "." + "xyzw"[lane]; }
   virtual std::string load(const ir::Op& op, const std::string& idx) = 0;

@@ -3,6 +3,7 @@
 // appends an op to the current region of the kernel being traced (one per thread at a time).
 // Type rules, access rules and the detectable shared-memory races are checked here, as the
 // operations happen, so an error names the statement; the rest is checked in validate().
+#include <atomic>
 #include <map>
 #include <tuple>
 
@@ -32,6 +33,12 @@ struct Tracer {
   std::map<std::pair<bool, uint32_t>, std::vector<Write>> writes;  ///< since the last barrier
   uint32_t last_loc = kNone;
   bool group_set = false;
+  uint32_t serial = next_serial();  ///< tells this trace's values from those of others
+
+  static uint32_t next_serial() {
+    static std::atomic<uint32_t> n{0};
+    return ++n;
+  }
 };
 
 thread_local Tracer* g_tracer = nullptr;
@@ -77,20 +84,23 @@ Val hoisted(ir::Op op, bool dep) {
   __builtin_memcpy(&fbits, &op.f, sizeof fbits);
   auto key = std::make_tuple(static_cast<int>(op.kind) * 256 + op.axis, static_cast<uint8_t>(op.type), op.attr,
                              op.i + (op.obj == kNone ? 0 : (int64_t{op.obj} << 40)), fbits);
-  if (auto it = t.interned.find(key); it != t.interned.end()) return Val(Val::Raw{}, it->second, op.type);
+  if (auto it = t.interned.find(key); it != t.interned.end()) return Val(Val::Raw{}, it->second, op.type, t.serial);
   uint32_t id = static_cast<uint32_t>(t.k.ops.size());
   t.k.ops.push_back(op);
   t.tdep.push_back(dep);
   auto& body = t.k.regions[0].ops;
   body.insert(body.begin() + static_cast<std::ptrdiff_t>(t.hoisted++), id);
   t.interned[key] = id;
-  return Val(Val::Raw{}, id, op.type);
+  return Val(Val::Raw{}, id, op.type, t.serial);
 }
 
-Val value(uint32_t id) { return Val(Val::Raw{}, id, tr().k.ops[id].type); }
+Val value(uint32_t id) { return Val(Val::Raw{}, id, tr().k.ops[id].type, tr().serial); }
 
 void check_value(const Val& v, const char* what) {
-  if (v.id == UINT32_MAX || v.id >= tr().k.ops.size()) fail(std::string("an undefined value used in ") + what);
+  if (v.id == UINT32_MAX) fail(std::string("an undefined value used in ") + what);
+  if (v.trace != tr().serial || v.id >= tr().k.ops.size())
+    fail(std::string("a value of another trace used in ") + what +
+         " (a value lives only inside the trace that made it)");
 }
 
 Val builtin(ir::Builtin b, int axis) {
@@ -599,6 +609,8 @@ void for_(Val begin, Val end, Val step, const std::function<void(Val)>& body, Lo
              std::string(type_name(end.type)) + ", " + std::string(type_name(step.type)),
          loc);
   Tracer& t = tr();
+  if (t.k.ops[step.id].kind == Kind::Const && t.k.ops[step.id].i <= 0)
+    fail("for_() needs a positive step, not " + std::to_string(t.k.ops[step.id].i), loc);
   bool div = t.tdep[begin.id] || t.tdep[end.id] || t.tdep[step.id];
   ir::Op op;
   op.kind = Kind::For;

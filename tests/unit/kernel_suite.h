@@ -256,6 +256,46 @@ inline Kernel int_mix(const Limits& l = {}) {
       l);
 }
 
+/// out[g] = max or sum (by the scalar `mode`) of the group's elements: barriers inside a while_
+/// loop and inside both branches of an if_ on a uniform condition.
+inline Kernel uniform_flow(const Limits& l = {}) {
+  return trace(
+      "uniform_flow",
+      [](Builder& b) {
+        const int gs = 64;
+        auto x = b.input<float>("x");
+        auto out = b.output<float>("out");
+        Val mode = b.scalar<int32_t>("mode");
+        auto sh = b.shared<float>("sh", gs);
+        b.group_size(gs);
+        Val t = thread_id();
+        Val mine = x[global_id()];
+        sh[t] = mine;
+        barrier();
+        Var s(gs / 2);
+        while_([&] { return Val(s) > 0; },
+               [&] {
+                 if_(mode == 0, [&] {
+                   if_(t < s, [&] {
+                     Val a = sh[t];
+                     sh[t] = max(a, sh[t + s]);
+                   });
+                   barrier();
+                 }).else_([&] {
+                   if_(t < s, [&] {
+                     Val a = sh[t];
+                     sh[t] = a + sh[t + s];
+                   });
+                   barrier();
+                 });
+                 s = Val(s) >> 1;
+               });
+        // A value from before the loop, used after it (kept per thread across the phases).
+        if_(t == 0, [&] { out[group_id()] = sh[0] + mine * 0.0f; });
+      },
+      l);
+}
+
 struct Entry {
   std::string name;
   std::function<Kernel(const Limits&)> make;
@@ -273,7 +313,8 @@ inline std::vector<Entry> all() {
           {"half_axpy", half_axpy, false, true},
           {"vec4_mix", vec4},
           {"collatz", collatz},
-          {"int_mix", int_mix, true}};
+          {"int_mix", int_mix, true},
+          {"uniform_flow", uniform_flow}};
 }
 
 }  // namespace kiln::kernel::suite

@@ -188,3 +188,21 @@ TEST(KernelCpu, ManyGroupsOverThreads) {
       ASSERT_EQ(y[i * cols + j], v + 1.0f / (1.0f + std::exp(-v)) * 0.5f);
     }
 }
+
+TEST(KernelCpu, BarriersInUniformWhileAndIfElse) {
+  CpuKernel k = compile_cpu(suite::uniform_flow(), 0);
+  const int groups = 5;
+  std::vector<float> x = random_floats(groups * 64, 15), out(groups, 0.f);
+  for (int32_t mode : {0, 1}) {
+    k({groups}, {x, out, mode});
+    for (int g = 0; g < groups; ++g) {
+      float m = -INFINITY;
+      double sum = 0;
+      for (int t = 0; t < 64; ++t) m = std::max(m, x[g * 64 + t]), sum += x[g * 64 + t];
+      if (mode == 0)
+        EXPECT_EQ(out[g], m) << g;
+      else
+        EXPECT_NEAR(out[g], sum, 1e-4) << g;
+    }
+  }
+}

@@ -172,6 +172,20 @@ TEST(KernelErrors, Access) {
   EXPECT_HAS(m, "[kernel 'atomic_float'] atomics need an i32 or u32 element, not f32");
 }
 
+TEST(KernelErrors, ValuesOfAnotherTraceAndBadSteps) {
+  Val kept;
+  trace("first", [&](Builder&) { kept = thread_id() + 1; });
+  std::string m = error_of([&] {
+    trace("second", [&](Builder& b) {
+      auto y = b.output<int32_t>("y");
+      y[thread_id()] = kept;
+    });
+  });
+  EXPECT_HAS(m, "[kernel 'second'] a value of another trace used in a store");
+  m = error_of([] { trace("zero_step", [](Builder&) { for_(0, 8, 0, [](Val) {}); }); });
+  EXPECT_HAS(m, "[kernel 'zero_step'] for_() needs a positive step, not 0 (test_kernel_errors.cpp:");
+}
+
 TEST(KernelErrors, GroupSizeAndOutsideTrace) {
   std::string m = error_of([] { trace("huge", [](Builder& b) { b.group_size(64, 32); }); });
   EXPECT_HAS(m, "[kernel 'huge'] group size 64x32x1 is empty or over the limit of 1024 threads");
@@ -220,4 +234,20 @@ TEST(KernelErrors, DebugBoundsChecks) {
   std::vector<float> x16(16, 3.f);
   checked({1}, {x16, y});
   EXPECT_EQ(y[15], 6.f);
+}
+
+TEST(KernelErrors, DebugIntegerDivision) {
+  Kernel k = trace("divide", [](Builder& b) {
+    auto x = b.input<int32_t>("x");
+    auto y = b.output<int32_t>("y");
+    Val d = b.scalar<int32_t>("d");
+    b.group_size(4);
+    Val i = global_id();
+    y[i] = x[i] / d + x[i] % d;
+  });
+  std::vector<int32_t> x = {7, 8, 9, 10}, y(4, 0);
+  CpuKernel checked = compile_cpu(k, 1);
+  checked({1}, {x, y, int32_t{3}});
+  EXPECT_EQ(y, (std::vector<int32_t>{3, 4, 3, 4}));
+  EXPECT_HAS(error_of([&] { checked({1}, {x, y, int32_t{0}}); }), "[kernel 'divide'] integer division by zero");
 }

@@ -84,7 +84,14 @@ void check(const std::string& file, const std::string& text) {
   ASSERT_TRUE(in) << "missing " << path << " (KILN_UPDATE_GOLDEN=1 writes it)";
   std::stringstream ss;
   ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "the rendering of " << file << " changed; KILN_UPDATE_GOLDEN=1 rewrites " << path;
+  if (ss.str() == text) return;
+  // The first line that differs, rather than both texts whole.
+  std::istringstream want(ss.str()), got(text);
+  std::string w, g;
+  int line = 1;
+  while (std::getline(want, w) && std::getline(got, g) && w == g) ++line;
+  ADD_FAILURE() << "the rendering of " << file << " changed at line " << line << ":\n  expected: " << w
+                << "\n  actual:   " << g << "\nKILN_UPDATE_GOLDEN=1 rewrites " << path << " (then review the diff)";
 }
 
 void check_all(const std::string& name, const Kernel& k) {

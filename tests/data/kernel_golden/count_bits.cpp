@@ -1,6 +1,8 @@
 // kernel count_bits []
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #define KK_FN static inline
 static inline float kk_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline unsigned kk_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -15,16 +17,21 @@ struct kk_args {
   kk_error* err;
 };
 struct kk_oob {};
-static inline long long kk_chk(long long i, long long n, int buf, const kk_args* a) {
-  if ((unsigned long long)i >= (unsigned long long)n) {
-    int z = 0;
-    if (__atomic_compare_exchange_n(&a->err->set, &z, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      a->err->buf = buf;
-      a->err->index = i;
-    }
-    throw kk_oob{};
+[[noreturn]] static void kk_fail(int buf, long long i, const kk_args* a) {
+  int z = 0;
+  if (__atomic_compare_exchange_n(&a->err->set, &z, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    a->err->buf = buf;
+    a->err->index = i;
   }
+  throw kk_oob{};
+}
+static inline long long kk_chk(long long i, long long n, int buf, const kk_args* a) {
+  if ((unsigned long long)i >= (unsigned long long)n) kk_fail(buf, i, a);
   return i;
+}
+template <class T> static inline T kk_div(T x, T y, bool mod, const kk_args* a) {
+  if (y == 0 || (std::is_signed<T>::value && y == T(-1) && x == std::numeric_limits<T>::min())) kk_fail(-1, (long long)x, a);
+  return mod ? x % y : x / y;
 }
 template <class T> static inline T kk_atomic_min(T* p, T v) {
   T o = __atomic_load_n(p, __ATOMIC_RELAXED);
