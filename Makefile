@@ -26,6 +26,11 @@ build: configure
 bench: build
 	bash bench/run.sh
 
+# Installs the build into a scratch prefix and builds and runs tests/install (an outside project
+# that finds the package and links kiln::kiln, kiln::data and kiln::train) against it.
+install-test: build
+	ctest --preset $(PRESET) -R install_find_package
+
 # The ONNX backend test cases through the run-time path and code generation (kiln-onnx + compile
 # + run; slow, not part of `make test`), on Debian's libonnx-testdata and on the PyPI `onnx`
 # wheel's newer set (pip-installed here when missing; skipped when that fails). Rewrites the

@@ -95,56 +95,9 @@ Backend* find_layer(const Device& d, Layer layer) {
   return nullptr;
 }
 
+// Device::cpu(), Device::null(), from_string and list read the tables that the layers above
+// core fill (core/registry.cpp).
 Device::Device() : backend_(cpu().backend_) {}
-// The CPU device is the fused CPU (Device::cpu().fusion(), docs/fusion.md); KILN_FUSION=0
-// makes it the plain CPU, whose ops run one kernel each.
-Device Device::cpu() {
-  static const Device d = [] {  // decided once: default devices are made per tensor
-    const char* e = std::getenv("KILN_FUSION");
-    const bool fuse = !(e && std::string(e) == "0");
-    return fuse ? Device(cpu_backend()).fusion() : Device(cpu_backend());
-  }();
-  return d;
-}
-Device Device::null() { return Device(null_backend()); }
-
-Backend* capture_backend();  // src/capture/backend.cpp (kiln::capture_device)
-
-namespace {
-/// The devices from_string knows: name and maker (one table for from_string and list).
-struct NamedDevice {
-  const char* name;
-  Device (*make)();
-};
-constexpr NamedDevice kDevices[] = {
-    {"cpu", [] { return Device::cpu(); }},
-    {"cpu-fusion", [] { return Device(cpu_backend()).fusion(); }},
-    {"cpu-plain", [] { return Device(cpu_backend()); }},
-    {"null", [] { return Device::null(); }},
-    {"subset", [] { return Device(subset_backend()); }},
-    {"capture", [] { return Device(capture_backend()); }},
-};
-}  // namespace
-
-Device Device::from_string(const std::string& name) {
-  // "name" or "name:index"; every device here has the one index 0.
-  const size_t colon = name.find(':');
-  const std::string base = name.substr(0, colon);
-  if (colon != std::string::npos)
-    KILN_CHECK(name.substr(colon + 1) == "0", "Device",
-               "device '" << base << "' has only index 0, got '" << name << "'");
-  for (const NamedDevice& d : kDevices)
-    if (base == d.name) return d.make();
-  std::string known;
-  for (const NamedDevice& d : kDevices) known += std::string(known.empty() ? "" : ", ") + d.name;
-  KILN_CHECK(false, "Device", "unknown device '" << name << "' (known: " << known << ")");
-}
-
-std::vector<std::string> Device::list() {
-  std::vector<std::string> names;
-  for (const NamedDevice& d : kDevices) names.push_back(d.name);
-  return names;
-}
 
 Device Device::default_device() {
   static const Device d = [] {

@@ -58,7 +58,9 @@ void check_defined(const char* op, const Tensor& t) {
 // fused devices, or inputs on different base devices, are an error that names the argument
 // and the fix, and prints base devices only (no decorator the user did not ask for).
 namespace {
-Device base_of(const Device& d) { return d.without_autodiff().without_fusion(); }
+// d.without_autodiff().without_fusion(), through core's with_layer: Device::without_fusion is
+// the fusion library's, above this one.
+Device base_of(const Device& d) { return with_layer(d.without_autodiff(), Layer::Fusion, nullptr); }
 }  // namespace
 
 bool same_base_device(const Device& a, const Device& b) { return a == b || base_of(a) == base_of(b); }

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/kernels.h"
 #include "core/allocator.h"
 
@@ -57,9 +57,12 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-Backend* cpu_backend() {
+// The CPU backend, which register_cpu() (register.cpp) puts in core's table for cpu_backend().
+namespace cpu {
+Backend* backend() {
   static CpuBackend* b = new CpuBackend();  // never destroyed: tensors may outlive static dtors
   return b;
 }
+}  // namespace cpu
 
 }  // namespace kiln

@@ -4,6 +4,8 @@
 // without data (and the fuzz targets run fast).
 #include "core/backend.h"
 
+#include "core/registry.h"
+
 namespace kiln {
 namespace {
 
@@ -32,6 +34,10 @@ class NullBackend final : public Backend {
 Backend* null_backend() {
   static NullBackend* b = new NullBackend();  // never destroyed, like the CPU backend
   return b;
+}
+
+void register_null() {
+  register_device("null", [] { return Device(null_backend()); });
 }
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "core/allocator.h"
+#include "core/registry.h"
 
 namespace kiln {
 namespace {
@@ -72,6 +73,10 @@ class SubsetBackend final : public Backend {
 Backend* subset_backend() {
   static SubsetBackend* b = new SubsetBackend();  // never destroyed, like the CPU backend
   return b;
+}
+
+void register_subset() {
+  register_device("subset", [] { return Device(subset_backend()); });
 }
 
 }  // namespace kiln

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The registration tables of core (core/registry.h) and what reads them: the CPU device, the
+// null device, the device names of Device::from_string and Device::list.
+#include "core/registry.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.h"
+
+// Weak: resolved to the umbrella's definition when the program links kiln::kiln (which keeps
+// that object in the program: cmake/kiln_keep_layers.cpp), and null when it links the layer
+// libraries alone.
+#if defined(__GNUC__) || defined(__clang__)
+extern "C" void kiln_register_layers() __attribute__((weak));
+#endif
+
+namespace kiln {
+
+Backend* capture_backend();  // src/capture/backend.cpp (kiln::capture_device), in kiln::core
+
+namespace {
+
+constexpr size_t kLayers = 3;  // one maker per rank of Layer
+
+struct Registry {
+  std::atomic<Backend* (*)()> host{nullptr};
+  std::atomic<LayerMaker> layers[kLayers] = {};
+  std::mutex mu;  // guards devices
+  std::vector<std::pair<std::string, Device (*)()>> devices;
+};
+
+/// The tables as the register functions fill them.
+Registry& table() {
+  static Registry* r = new Registry();  // never destroyed: devices are looked up until exit
+  return *r;
+}
+
+/// The tables once every linked layer has registered (the umbrella's hook runs on first use).
+Registry& registry() {
+  static const bool filled = [] {
+    if (&kiln_register_layers != nullptr) kiln_register_layers();
+    register_device("capture", [] { return Device(capture_backend()); });
+    return true;
+  }();
+  (void)filled;
+  return table();
+}
+
+}  // namespace
+
+void register_cpu_backend(Backend* (*get)()) { table().host.store(get, std::memory_order_release); }
+
+Backend* cpu_backend() {
+  Backend* (*get)() = registry().host.load(std::memory_order_acquire);
+  KILN_CHECK(get, "Device",
+             "no CPU backend in this program: link kiln::kiln (or kiln::cpu and call kiln::register_cpu())");
+  return get();
+}
+
+void register_device(const char* name, Device (*make)()) {
+  Registry& r = table();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& [n, m] : r.devices)
+    if (n == name) {
+      m = make;
+      return;
+    }
+  r.devices.emplace_back(name, make);
+}
+
+void register_layer(Layer layer, LayerMaker make) {
+  const size_t i = static_cast<size_t>(layer);
+  KILN_ASSERT(i < kLayers);
+  table().layers[i].store(make, std::memory_order_release);
+}
+
+LayerMaker layer_maker(Layer layer) {
+  const size_t i = static_cast<size_t>(layer);
+  KILN_ASSERT(i < kLayers);
+  return registry().layers[i].load(std::memory_order_acquire);
+}
+
+// The CPU device is the fused CPU (Device::cpu().fusion(), docs/fusion.md) when the fusion layer
+// is linked; KILN_FUSION=0 makes it the plain CPU, whose ops run one kernel each.
+Device Device::cpu() {
+  static const Device d = [] {  // decided once: default devices are made per tensor
+    const char* e = std::getenv("KILN_FUSION");
+    const bool fuse = !(e && std::string(e) == "0");
+    const Device plain(cpu_backend());
+    const LayerMaker fusion = layer_maker(Layer::Fusion);  // Device::fusion(), without the call up
+    return fuse && fusion ? with_layer(plain, Layer::Fusion, fusion) : plain;
+  }();
+  return d;
+}
+
+Device Device::null() {
+  static const Device d = from_string("null");
+  return d;
+}
+
+Device Device::from_string(const std::string& name) {
+  // "name" or "name:index"; every device here has the one index 0.
+  const size_t colon = name.find(':');
+  const std::string base = name.substr(0, colon);
+  if (colon != std::string::npos)
+    KILN_CHECK(name.substr(colon + 1) == "0", "Device",
+               "device '" << base << "' has only index 0, got '" << name << "'");
+  Device (*make)() = nullptr;
+  std::string known;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& [n, m] : r.devices) {
+      if (base == n) make = m;
+      known += (known.empty() ? "" : ", ") + n;
+    }
+  }
+  KILN_CHECK(make, "Device", "unknown device '" << name << "' (known: " << known << ")");
+  return make();
+}
+
+std::vector<std::string> Device::list() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> names;
+  for (const auto& d : r.devices) names.push_back(d.first);
+  return names;
+}
+
+}  // namespace kiln
