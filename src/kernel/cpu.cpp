@@ -88,11 +88,13 @@ CpuKernel compile_cpu(const Kernel& kernel, int debug) {
   std::string cxx = cache::find_executable(cxx_env && *cxx_env ? cxx_env : "c++");
   if (cxx.empty())
     throw Error(k.prefix() + "no C++ compiler (c++ on PATH, or KILN_KERNEL_CXX) to build the CPU kernel");
-  // -ffp-contract=off: a * b + c rounds twice, as written (no fused multiply-add).
+  // -fwrapv: integer arithmetic wraps, as on the GPU targets (and shifts of negative values are
+  // defined in C++20). -ffp-contract=off: a * b + c rounds twice, as written (no fused
+  // multiply-add).
   // -march=native: the cache key holds this CPU's feature flags, so a cache folder shared between
   // machines never hands one a kernel built for another.
-  const std::vector<std::string> flags = {"-std=c++17", "-O3", "-march=native", "-ffp-contract=off", "-fPIC",
-                                          "-shared",    "-w"};
+  const std::vector<std::string> flags = {"-std=c++20",        "-O3",   "-march=native", "-fwrapv",
+                                          "-ffp-contract=off", "-fPIC", "-shared",       "-w"};
   std::string salt = cxx + "|" + cache::stamp(cxx) + "|" + cache::cpu_flags();
   for (const auto& f : flags) salt += "|" + f;
   std::string key = cache::hash128(src + "\n" + salt);

@@ -71,11 +71,11 @@ bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
         int64_t x = a->i, y = b->i, z;
         bool u = t == Type::U32;
         switch (f) {
-          case BinaryFn::Add:
-            z = x + y;
+          case BinaryFn::Add:  // integers wrap, as on every target
+            z = static_cast<int64_t>(static_cast<uint64_t>(x) + static_cast<uint64_t>(y));
             break;
           case BinaryFn::Sub:
-            z = x - y;
+            z = static_cast<int64_t>(static_cast<uint64_t>(x) - static_cast<uint64_t>(y));
             break;
           case BinaryFn::Mul:
             z = static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y));
@@ -137,7 +137,7 @@ bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
         if (fl)
           r.f = -as_f(a);
         else
-          r.i = wrap(-a->i, t);
+          r.i = wrap(static_cast<int64_t>(0 - static_cast<uint64_t>(a->i)), t);
       } else if (f == UnaryFn::Not && t == Type::Bool) {
         r.i = !a->i;
       } else {

@@ -37,6 +37,34 @@ TEST(KernelIr, ConstantsFold) {
   EXPECT_EQ(count(d, "<<"), 0u) << d;
 }
 
+TEST(KernelIr, ConstantsFoldByType) {
+  Kernel k = trace("fold_types", [](Builder& b) {
+    auto f = b.output<float>("f");
+    auto i = b.output<int32_t>("i");
+    auto u = b.output<uint32_t>("u");
+    f[0] = Val(1.5f) * 2.0f + 0.25f;             // 3.25
+    i[0] = Val(2147483647) + 1;                  // wraps to -2147483648
+    u[0] = Val(0u) - 1u;                         // wraps to 4294967295
+    i[1] = cast(Val(-2.75f), Type::I32) / 2;     // -2 / 2 = -1
+    f[1] = select(Val(3) < 4, Val(1.0f), 2.0f);  // 1
+  });
+  std::string d = dump(k);
+  EXPECT_NE(d.find("const 3.25"), std::string::npos) << d;
+  EXPECT_NE(d.find("const -2147483648"), std::string::npos) << d;
+  EXPECT_NE(d.find("const 4294967295"), std::string::npos) << d;
+  EXPECT_NE(d.find("const -1"), std::string::npos) << d;
+  EXPECT_EQ(count(d, "= +"), 0u) << d;
+  EXPECT_EQ(count(d, "select"), 0u) << d;
+  // The C++ target gives the same values when it runs.
+  std::vector<float> fv(2, 0.f);
+  std::vector<int32_t> iv(2, 0);
+  std::vector<uint32_t> uv(1, 0);
+  compile_cpu(k, 0)({1}, {fv, iv, uv});
+  EXPECT_EQ(fv, (std::vector<float>{3.25f, 1.0f}));
+  EXPECT_EQ(iv, (std::vector<int32_t>{INT32_MIN, -1}));
+  EXPECT_EQ(uv[0], 4294967295u);
+}
+
 TEST(KernelIr, CommonSubexpressionsAndDeadCode) {
   Kernel k = trace("cse", [](Builder& b) {
     auto x = b.input<float>("x");
