@@ -5,19 +5,25 @@
 // Note [Exported views]: Kiln ops read strided views of buffers (views never reach a backend),
 // so every op input is (value, shape, strides, offset). A view of a constant is materialised on
 // the host as its own initializer. Any other view is rebuilt from the value's contiguous form:
-// Reshape it to dims whose strides are the view's (sorted, outermost first), Slice the view's
-// window out, Reshape to the kept dims, Transpose them into the view's order, Reshape in its
-// size-1 dims and Expand its stride-0 dims. Dynamic dims (ExportOptions::dynamic) travel as -1
-// in Reshape and as full slices; a view that fixes one (a slice of it, or two in one Reshape)
-// is an error.
+// Reshape it to dims R cut at the view's strides (sorted, outermost first), Slice the view's
+// window out, Reshape to the kept dims (a kept dim may merge whole R dims above its own),
+// Transpose them into the view's order, Reshape in its size-1 dims and Expand its stride-0
+// dims. Dynamic dims (ExportOptions::dynamic) travel as -1 in Reshape and as full slices. A
+// value's dynamic dim is `outer` blocks of the dynamic count of runs of S elements (Named), so
+// R is also cut at S and at count * S: strides above are in units of whole blocks and scale
+// with the count at run time (time-major rows [T*B, H], a step t slicing the T level). A view
+// that fixes the count (a slice of it, a stride inside it, two dynamic dims in one Reshape) is
+// an error.
 #include "onnx/export.h"
 
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <set>
+#include <utility>
 
 #include "kiln/error.h"
 #include "kiln/half.h"
@@ -84,7 +90,48 @@ std::string shape_str(const Shape& s) { return to_string(s); }
 
 }  // namespace
 
-Exporter::Exporter(const CapturedGraph& g, const ExportOptions& o) : g_(g), o_(o), values_(g.values.size()) {}
+Exporter::Exporter(const CapturedGraph& g, const ExportOptions& o)
+    : g_(g), o_(o), values_(g.values.size()), uniform_(g.values.size()) {}
+
+std::vector<bool> Exporter::uniform(int64_t v, const ir::TensorDesc& d) {
+  const size_t r = d.shape.size();
+  std::vector<bool> u(r);
+  for (size_t i = 0; i < r; ++i) u[i] = d.shape[i] <= 1 || d.strides[i] == 0;
+  const CapturedValue& val = g_.values[static_cast<size_t>(v)];
+  if (val.kind == CapturedValue::Kind::Constant) {  // compare the elements of the view
+    const int64_t n = d.numel();
+    if (n > (int64_t{1} << 16) || d.dtype != val.dtype) return u;
+    const std::string b = gather_bytes(val.bytes, d);
+    const size_t es = dtype_size(d.dtype);
+    std::vector<int64_t> cs(r, 1);
+    for (size_t k = r; k-- > 1;) cs[k - 1] = cs[k] * d.shape[k];
+    for (size_t i = 0; i < r; ++i) {
+      bool same = !u[i];
+      for (int64_t e = 0; same && e < n; ++e) {
+        const int64_t c = (e / cs[i]) % d.shape[i];
+        same = c == 0 || std::memcmp(b.data() + static_cast<size_t>(e) * es,
+                                     b.data() + static_cast<size_t>(e - c * cs[i]) * es, es) == 0;
+      }
+      u[i] = u[i] || same;
+    }
+    return u;
+  }
+  const std::vector<bool>& vu = uniform_[static_cast<size_t>(v)];
+  if (val.kind != CapturedValue::Kind::Op || vu.size() != val.shape.size()) return u;
+  const bool all = std::all_of(vu.begin(), vu.end(), [](bool x) { return x; });
+  const Shape& B = val.shape;
+  std::vector<int64_t> vs(B.size(), 1);
+  for (size_t k = B.size(); k-- > 1;) vs[k - 1] = vs[k] * B[k];
+  for (size_t i = 0; i < r; ++i) {
+    if (u[i] || all) {
+      u[i] = true;
+      continue;
+    }
+    for (size_t j = 0; j < B.size(); ++j)  // the value dim that this view dim walks
+      if (B[j] > 1 && vs[j] == d.strides[i] && d.shape[i] <= B[j]) u[i] = vu[j];
+  }
+  return u;
+}
 
 std::string Exporter::fresh(const std::string& hint) { return hint + "_" + std::to_string(counter_++); }
 
@@ -151,8 +198,8 @@ std::string Exporter::reduce(const std::string& op_type, const std::string& x, c
   return node(op_type, {x}, {attr_ints("axes", axes), kd}, std::move(outs));
 }
 
-void Exporter::define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult) {
-  values_[static_cast<size_t>(v)] = Named{std::move(name), std::move(dynamic), mult};
+void Exporter::define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult, int64_t outer) {
+  values_[static_cast<size_t>(v)] = Named{std::move(name), std::move(dynamic), mult, outer};
 }
 
 Named Exporter::view(int64_t v, const ir::TensorDesc& d) {
@@ -199,41 +246,85 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
                                   << d.offset << " over a value of shape " << shape_str(B)
                                   << " has no ONNX form (overlapping or unaligned strides)");
   };
-  // The dims R of the base whose strides are the view's, and the window's start in each.
-  std::vector<int64_t> R, starts, sizes, rstride;
-  int64_t rem = d.offset, outer = N;
-  for (size_t j = 0; j < sorted.size(); ++j) {
-    const int64_t t = d.strides[sorted[j]], n = d.shape[sorted[j]];
-    if (outer % t != 0 || outer < t) fail();
-    R.push_back(outer / t);
-    rstride.push_back(t);
-    starts.push_back(rem / t);
-    rem %= t;
-    sizes.push_back(n);
-    if (starts.back() + n > R.back()) fail();
-    outer = t;
-  }
-  if (outer > 1 || sorted.empty()) {  // the innermost chunk, of which the view takes one element
-    R.push_back(outer);
-    rstride.push_back(1);
-    starts.push_back(rem);
-    sizes.push_back(1);
-  }
-  // Whether R dim 0 holds the base's dynamic dim: only the outermost R dim may, whole, since a
-  // stride above the dynamic step would depend on its size.
-  std::vector<bool> rdyn(R.size(), false);
-  int64_t mult = 1;
+  // The base's dynamic dim (at most one) as three levels of its memory: `outer` blocks of N0
+  // runs of S elements, N0 the example's dynamic count. Strides from N0 * S up are in units
+  // of those blocks, so they scale with the dynamic size at run time.
+  int64_t S = 0, N0 = 0;
   for (size_t k = 0; k < B.size(); ++k) {
     if (k >= base.dynamic.size() || !base.dynamic[k]) continue;
-    KILN_CHECK(!rdyn[0], kApi, "a value of shape " << shape_str(B) << " has two dynamic dims; one is exported");
-    int64_t step = base.mult;
-    for (size_t j = k + 1; j < B.size(); ++j) step *= B[j];
-    KILN_CHECK(step >= rstride[0] && step % rstride[0] == 0, kApi,
+    KILN_CHECK(S == 0, kApi, "a value of shape " << shape_str(B) << " has two dynamic dims; one is exported");
+    S = base.mult;
+    for (size_t j = k + 1; j < B.size(); ++j) S *= B[j];
+    N0 = B[k] / (base.outer * base.mult);
+    KILN_CHECK(N0 * base.outer * base.mult == B[k], kApi, "inconsistent dynamic dim " << k << " of " << shape_str(B));
+  }
+  // The dims R of the base, cut at the view's strides and at the dynamic dim's levels, and the
+  // window's start in each.
+  auto cuts_of = [&](bool dynamic) {
+    std::vector<int64_t> c{N, 1};
+    for (size_t i : sorted) c.push_back(d.strides[i]);
+    if (dynamic) c.insert(c.end(), {N0 * S, S});
+    std::sort(c.begin(), c.end(), std::greater<>());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+    bool nested = true;  // each cut divides the one above it
+    for (size_t j = 0; j + 1 < c.size(); ++j) nested = nested && c[j + 1] >= 1 && c[j] % c[j + 1] == 0;
+    return std::make_pair(c, nested);
+  };
+  auto [cuts, nested] = cuts_of(S != 0);
+  if (!nested && S && cuts_of(false).second)
+    KILN_CHECK(false, kApi,
                "the graph fixes a dynamic axis: a view of shape "
                    << shape_str(d.shape) << ", strides " << to_string(d.strides) << " over a value of shape "
-                   << shape_str(B) << " depends on the size of its dynamic dim " << k);
-    rdyn[0] = true;
-    mult = step / rstride[0];
+                   << shape_str(B) << " depends on the size of its dynamic dim (a reshape to a constant size)");
+  if (!nested) fail();
+  std::vector<int64_t> R, rstride, starts;
+  int64_t rem = d.offset;
+  for (size_t j = 0; j + 1 < cuts.size(); ++j) {
+    R.push_back(cuts[j] / cuts[j + 1]);
+    rstride.push_back(cuts[j + 1]);
+    starts.push_back(rem / cuts[j + 1]);
+    rem %= cuts[j + 1];
+  }
+  if (R.empty()) {  // a one-element value
+    R = {1};
+    rstride = {1};
+    starts = {0};
+  }
+  if (starts[0] >= R[0]) fail();
+  const size_t nr = R.size();
+  size_t rd = nr;  // the R dim of the dynamic count
+  for (size_t j = 0; j < nr; ++j)
+    if (S && rstride[j] == S && R[j] == N0) rd = j;
+  KILN_CHECK(!S || rd < nr, kApi,
+             "the graph fixes a dynamic axis: a view of shape " << shape_str(d.shape) << ", strides "
+                                                                << to_string(d.strides) << " over a value of shape "
+                                                                << shape_str(B) << " splits its dynamic dim");
+  // Each kept dim takes the R dim of its stride and, when it is longer, whole R dims above it.
+  std::vector<int64_t> take(nr, 1);
+  std::vector<size_t> owner(nr, sorted.size());
+  for (size_t p = 0; p < sorted.size(); ++p) {
+    const size_t i = sorted[p];
+    size_t j = static_cast<size_t>(std::find(rstride.begin(), rstride.end(), d.strides[i]) - rstride.begin());
+    if (j == nr) fail();
+    for (int64_t n = d.shape[i];;) {
+      if (owner[j] != sorted.size()) fail();
+      owner[j] = p;
+      if (starts[j] + n <= R[j]) {
+        take[j] = n;
+        break;
+      }
+      if (starts[j] != 0 || n % R[j] != 0 || j == 0) fail();
+      take[j] = R[j];
+      n /= R[j];
+      --j;
+    }
+  }
+  std::vector<bool> rdyn(nr, false);
+  if (rd < nr) {
+    KILN_CHECK(owner[rd] != sorted.size() && starts[rd] == 0 && take[rd] == R[rd], kApi,
+               "the graph fixes a dynamic axis: a view of shape " << shape_str(d.shape) << " slices a dim of "
+                                                                  << shape_str(B) << " that is marked dynamic");
+    rdyn[rd] = true;
   }
   auto reshape_to = [&](const std::string& x, const std::vector<int64_t>& dims, const std::vector<bool>& dyn) {
     std::vector<int64_t> s = dims;
@@ -248,21 +339,27 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
   std::string x = base.name;
   if (std::vector<int64_t>(B.begin(), B.end()) != R) x = reshape_to(x, R, rdyn);
   std::vector<int64_t> ss, se, sa;
-  for (size_t j = 0; j < R.size(); ++j) {
-    if (starts[j] == 0 && sizes[j] == R[j]) continue;
-    KILN_CHECK(!rdyn[j], kApi,
-               "the graph fixes a dynamic axis: a view of shape " << shape_str(d.shape) << " slices a dim of "
-                                                                  << shape_str(B) << " that is marked dynamic");
+  for (size_t j = 0; j < nr; ++j) {
+    if (starts[j] == 0 && take[j] == R[j]) continue;
     ss.push_back(starts[j]);
-    se.push_back(starts[j] + sizes[j]);
+    se.push_back(starts[j] + take[j]);
     sa.push_back(static_cast<int64_t>(j));
   }
   if (!sa.empty()) x = node("Slice", {x, ints(ss), ints(se), ints(sa)});
-  // Kept dims in sorted order.
-  std::vector<int64_t> ksz;
-  std::vector<bool> kdyn;
-  for (size_t j = 0; j < sorted.size(); ++j) ksz.push_back(sizes[j]), kdyn.push_back(rdyn[j]);
-  if (R.size() != sorted.size()) x = reshape_to(x, ksz, kdyn);
+  // Kept dims in sorted order; the dynamic one's blocks above and below the dynamic count.
+  std::vector<int64_t> ksz(sorted.size(), 1);
+  std::vector<bool> kdyn(sorted.size(), false);
+  int64_t outer = 1, mult = 1;
+  for (size_t j = 0; j < nr; ++j) {
+    if (owner[j] == sorted.size()) continue;
+    ksz[owner[j]] *= take[j];
+    if (rd < nr && owner[j] == owner[rd]) {
+      kdyn[owner[j]] = kdyn[owner[j]] || j == rd;
+      if (j < rd) outer *= take[j];
+      if (j > rd) mult *= take[j];
+    }
+  }
+  if (nr != sorted.size()) x = reshape_to(x, ksz, kdyn);
   // Into the view's order.
   std::vector<int64_t> perm;
   for (size_t i : kept) perm.push_back(std::find(sorted.begin(), sorted.end(), i) - sorted.begin());
@@ -284,7 +381,7 @@ Named Exporter::lower_view(int64_t v, const ir::TensorDesc& d) {
     for (size_t i = 0; i < d.shape.size(); ++i) e.push_back(d.strides[i] == 0 ? d.shape[i] : 1);
     x = node("Expand", {x, ints(e)});
   }
-  return Named{x, vdyn, mult};
+  return Named{x, vdyn, mult, outer};
 }
 
 std::string Exporter::run() {

@@ -12,13 +12,15 @@
 
 namespace kiln::onnx::exporter {
 
-/// An ONNX tensor name with the dims of it that are dynamic (at most one). A dynamic dim may be
-/// a dynamic count times `mult` (a batch merged with the dim after it, [B*T]): the dynamic step
-/// is mult * (the product of the later dims) elements.
+/// An ONNX tensor name with the dims of it that are dynamic (at most one). A dynamic dim may
+/// merge the dynamic count with static dims around it: its size is outer * count * mult, in
+/// that order in memory (a batch merged with the dim after it, [B*T], has mult T; time-major
+/// rows [T*B] have outer T). The dynamic step is mult * (the product of the later dims) elements.
 struct Named {
   std::string name;
   std::vector<bool> dynamic;
   int64_t mult = 1;
+  int64_t outer = 1;
 };
 
 /// Errors of the exporter start with this op name.
@@ -47,7 +49,13 @@ class Exporter {
   std::string reduce(const std::string& op_type, const std::string& x, const std::vector<int64_t>& axes, bool keep,
                      std::vector<std::string> outs = {});
   /// Names value v (an op output) with its dynamic dims.
-  void define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult = 1);
+  void define(int64_t v, std::string name, std::vector<bool> dynamic, int64_t mult = 1, int64_t outer = 1);
+  /// Per dim of view d of value v: whether v is the same along it (a size-1 or stride-0 dim, a
+  /// Fill, a constant with equal values along it, an op whose inputs are), so that a consumer
+  /// may take one slice and let ONNX broadcasting expand it along a dynamic dim.
+  std::vector<bool> uniform(int64_t v, const ir::TensorDesc& d);
+  /// Records along which dims op output v is the same (uniform's source for op outputs).
+  void set_uniform(int64_t v, std::vector<bool> u) { uniform_[static_cast<size_t>(v)] = std::move(u); }
   /// The ONNX name that value v's op output should take.
   std::string out_name(int64_t v) const { return std::string("v").append(std::to_string(v)); }
   const CapturedGraph& graph() const { return g_; }
@@ -59,7 +67,8 @@ class Exporter {
   const ExportOptions& o_;
   std::vector<Node> nodes_;
   std::vector<Initializer> inits_;
-  std::vector<Named> values_;  ///< a value's ONNX name (contiguous, its shape); empty: not yet
+  std::vector<Named> values_;               ///< a value's ONNX name (contiguous, its shape); empty: not yet
+  std::vector<std::vector<bool>> uniform_;  ///< per op output and dim: the same along it
   std::map<std::string, Named> views_;
   std::map<std::string, std::string> consts_;
   int64_t counter_ = 0;

@@ -124,7 +124,8 @@ struct Lowering {
   }
   /// Elementwise input i with its stride-0 dims shrunk to 1 where another input supplies the
   /// size (ONNX broadcasting expands them again, also along dynamic dims).
-  Named in_broadcast(size_t i) {
+  Named in_broadcast(size_t i) { return note(e.view(n.inputs[i], broadcast_desc(i)), broadcast_desc(i).shape); }
+  ir::TensorDesc broadcast_desc(size_t i) {
     ir::TensorDesc d = op.inputs[i];
     const Shape& out = op.outputs[0].shape;
     const size_t r = out.size();
@@ -140,21 +141,21 @@ struct Lowering {
       }
       if (other) d.shape[k] = 1;
     }
-    return note(e.view(n.inputs[i], d), d.shape);
+    return d;
   }
   std::string out(size_t i = 0) { return e.out_name(n.outputs[i]); }
   /// Defines output i with its dynamic dims; a dynamic dim's mult is that of an input's dynamic
   /// dim of the same size.
   void define(std::vector<bool> dyn, size_t i = 0) {
-    int64_t mult = 1;
+    int64_t mult = 1, outer = 1;
     const Shape& o = op.outputs[i].shape;
     for (size_t k = 0; k < dyn.size(); ++k) {
       if (!dyn[k]) continue;
       for (const auto& [x, s] : seen)
         for (size_t j = 0; j < x.dynamic.size() && j < s.size(); ++j)
-          if (x.dynamic[j] && s[j] == o[k]) mult = x.mult;
+          if (x.dynamic[j] && s[j] == o[k]) mult = x.mult, outer = x.outer;
     }
-    e.define(n.outputs[i], out(i), std::move(dyn), mult);
+    e.define(n.outputs[i], out(i), std::move(dyn), mult, outer);
   }
   /// Right-aligned broadcast of the inputs' dynamic dims.
   std::vector<bool> broadcast_dyn(const std::vector<Named>& xs, const std::vector<Shape>& shapes) {
@@ -189,14 +190,39 @@ struct Lowering {
 void Lowering::elementwise() {
   std::vector<Named> xs;
   std::vector<Shape> shapes;
+  std::vector<ir::TensorDesc> descs;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
-    xs.push_back(in_broadcast(i));
-    ir::TensorDesc d = op.inputs[i];
-    shapes.push_back(d.shape);
+    descs.push_back(broadcast_desc(i));
+    xs.push_back(note(e.view(n.inputs[i], descs[i]), descs[i].shape));
+    shapes.push_back(op.inputs[i].shape);
   }
+  std::vector<bool> dyn = broadcast_dyn(xs, shapes);
+  // An input with the example's size along a dynamic dim of the output: one slice of it when it
+  // is the same along that dim (a state made with zeros of the batch size, a bias broadcast by
+  // a matmul), which ONNX broadcasting expands; otherwise the graph fixes the axis.
+  const Shape& os = op.outputs[0].shape;
+  std::vector<bool> uo(os.size(), true);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ir::TensorDesc& d = descs[i];
+    const std::vector<bool> u = e.uniform(n.inputs[i], d);
+    bool shrunk = false;
+    for (size_t k = 0; k < d.shape.size(); ++k) {
+      const size_t ok = os.size() - d.shape.size() + k;
+      uo[ok] = uo[ok] && u[k];
+      if (!dyn[ok] || d.shape[k] <= 1 || (k < xs[i].dynamic.size() && xs[i].dynamic[k])) continue;
+      KILN_CHECK(u[k], kApi,
+                 "the graph fixes a dynamic axis: input " << i << " of shape " << to_string(d.shape)
+                                                          << " has the example's size on dim " << k
+                                                          << ", which is dynamic in the other inputs (a tensor made "
+                                                             "with the example's size, as zeros({x.size(0), 4}))");
+      d.shape[k] = 1;
+      shrunk = true;
+    }
+    if (shrunk) xs[i] = note(e.view(n.inputs[i], d), d.shape);
+  }
+  e.set_uniform(n.outputs[0], uo);
   std::vector<std::string> names;
   for (auto& x : xs) names.push_back(x.name);
-  std::vector<bool> dyn = broadcast_dyn(xs, shapes);
   const DType dt = op.inputs[0].dtype;
   switch (op.kind) {
     case OpKind::Ne:
@@ -207,8 +233,7 @@ void Lowering::elementwise() {
       break;
     case OpKind::Copy: {  // the input, broadcast to the output's shape
       const Shape& is = shapes[0];
-      const Shape& os = op.outputs[0].shape;
-      if (is == os) return e.define(n.outputs[0], names[0], xs[0].dynamic, xs[0].mult);  // no node
+      if (is == os) return e.define(n.outputs[0], names[0], xs[0].dynamic, xs[0].mult, xs[0].outer);  // no node
       std::vector<int64_t> to(os.size(), 1);
       for (size_t k = 0; k < os.size(); ++k) {
         const size_t r = os.size() - k;
@@ -451,6 +476,16 @@ void Lowering::reduce() {
 
 void Lowering::matmul() {
   const Named a = in(0), b = in(1);
+  if (op.inputs[0].shape.size() == 3 && op.inputs[1].shape.size() == 3) {  // rows of a the same: out's too
+    const std::vector<bool> ua = e.uniform(n.inputs[0], op.inputs[0]), ub = e.uniform(n.inputs[1], op.inputs[1]);
+    std::vector<bool> uo{ua[0] && ub[0], ua[1], ub[2]};
+    if (op.inputs.size() == 3) {
+      const std::vector<bool> uc = e.uniform(n.inputs[2], op.inputs[2]);
+      const size_t r = uc.size();
+      for (size_t k = 0; k < r && k < 3; ++k) uo[3 - r + k] = uo[3 - r + k] && uc[k];
+    }
+    e.set_uniform(n.outputs[0], uo);
+  }
   std::vector<bool> dyn{(a.dynamic.size() > 0 && a.dynamic[0]) || (b.dynamic.size() > 0 && b.dynamic[0]),
                         a.dynamic.size() > 1 && a.dynamic[1], b.dynamic.size() > 2 && b.dynamic[2]};
   if (op.inputs.size() == 3) {
@@ -629,6 +664,7 @@ void Lowering::creation() {
   }
   e.define(this->n.outputs[0], e.initializer("fill", o.dtype, o.shape, std::move(raw)),
            std::vector<bool>(o.shape.size(), false));
+  if (op.kind == OpKind::Fill) e.set_uniform(this->n.outputs[0], std::vector<bool>(o.shape.size(), true));
 }
 
 void Lowering::norm() {

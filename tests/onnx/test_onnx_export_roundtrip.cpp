@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Import -> export -> import: the real-architecture ONNX models of test_onnx_models.cpp
-// (resnet, mobilenet, bert, unet), run by kiln::onnx::Model on the capture device,
+// Import -> export -> import: the five real-architecture ONNX models of test_onnx_models.cpp
+// (resnet, mobilenet, bert, lstm, unet), run by kiln::onnx::Model on the capture device,
 // exported again and run by Kiln's importer and by ONNX Runtime against the fixture's outputs
-// (ONNX Runtime's on the original). The shape arithmetic of bert (Shape, Gather,
-// Concat feeding Reshape) is folded while capturing. A model is exported once per input shape
-// of its test sets, with a dynamic batch where the example batch is above 1; that export is
-// also run by ONNX Runtime at two more batch sizes against the original model in ONNX Runtime.
+// (ONNX Runtime's on the original). The shape arithmetic of bert and lstm (Shape, Gather,
+// Concat feeding Reshape, ConstantOfShape) is folded while capturing. A model is exported once
+// per input shape of its test sets, with a dynamic batch where the example batch is above 1;
+// that export is also run by ONNX Runtime at two more batch sizes against the original model in
+// ONNX Runtime. The LSTM's dynamic batch lies inside its time-major rows [T*B, 4H], and its zero
+// initial state, made with the example's batch, is broadcast (docs/export.md).
 #include <gtest/gtest.h>
 #include <kiln/capture.h>
 #include <kiln/onnx_export.h>
@@ -103,5 +105,5 @@ TEST_P(OnnxRoundTrip, ImportExportImport) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(RealArchitectures, OnnxRoundTrip, ::testing::Values("resnet", "mobilenet", "bert", "unet"),
+INSTANTIATE_TEST_SUITE_P(RealArchitectures, OnnxRoundTrip, ::testing::ValuesIn(fx::model_names()),
                          [](const auto& info) { return info.param; });
