@@ -188,7 +188,7 @@ void validate(const Kernel& k) {
       const Op& op = k.ops[id];
       if (op.kind == Kind::Barrier && div_loc != kNone)
         throw Error(k.prefix() + "barrier()" + k.where(op.loc) +
-                    " inside control flow that depends on the thread (the block at " + k.locs[div_loc] +
+                    " inside control flow that depends on the thread (the block at " + k.loc_text(div_loc) +
                     "): every thread of a group must reach it");
       bool d = false;
       if (op.kind == Kind::If || op.kind == Kind::For) d = div[id];

@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -96,14 +97,20 @@ struct Kernel {
   std::vector<SharedDecl> shared;
   std::vector<Type> locals;
   std::vector<Op> ops;
-  std::vector<Region> regions;    ///< regions[0]: the kernel body
-  std::vector<std::string> locs;  ///< "file:line" of the statements that recorded one
+  std::vector<Region> regions;             ///< regions[0]: the kernel body
+  std::vector<std::source_location> locs;  ///< the statements that recorded a place
   bool uses_barrier = false;
 
   uint32_t threads() const { return group[0] * group[1] * group[2]; }
   /// "[kernel 'name'] " for error messages.
   std::string prefix() const { return "[kernel '" + name + "'] "; }
-  std::string where(uint32_t loc) const { return loc == kNone ? "" : " (" + locs[loc] + ")"; }
+  /// "file:line" of a recorded place (the file's name without its folder).
+  std::string loc_text(uint32_t loc) const {
+    std::string f = locs[loc].file_name();
+    if (auto s = f.rfind('/'); s != std::string::npos) f = f.substr(s + 1);
+    return f + ":" + std::to_string(locs[loc].line());
+  }
+  std::string where(uint32_t loc) const { return loc == kNone ? "" : " (" + loc_text(loc) + ")"; }
 };
 
 /// The passes, in the order optimize() runs them.

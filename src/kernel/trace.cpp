@@ -51,15 +51,13 @@ Tracer& tr() {
 [[noreturn]] void fail(const std::string& what, uint32_t loc = kNone) {
   Tracer& t = tr();
   uint32_t l = loc != kNone ? loc : t.last_loc;
-  std::string where = l == kNone ? "" : (loc != kNone ? t.k.where(l) : " (after " + t.k.locs[l] + ")");
+  std::string where = l == kNone ? "" : (loc != kNone ? t.k.where(l) : " (after " + t.k.loc_text(l) + ")");
   throw Error(t.k.prefix() + what + where);
 }
 
 uint32_t record(const Loc& loc) {
   Tracer& t = tr();
-  std::string f = loc.file_name();
-  if (auto s = f.rfind('/'); s != std::string::npos) f = f.substr(s + 1);
-  t.k.locs.push_back(f + ":" + std::to_string(loc.line()));
+  t.k.locs.push_back(loc);
   t.last_loc = static_cast<uint32_t>(t.k.locs.size() - 1);
   return t.last_loc;
 }
@@ -196,7 +194,7 @@ void check_read(bool shared, uint32_t obj, Val index, const Loc& where) {
     bool in_scope = false;
     for (uint32_t r : t.stack) in_scope |= r == w.region;
     if (other_index || (w.divergent && !in_scope))
-      fail("reads " + mem_name(shared, obj) + ", written by other threads of the group at " + t.k.locs[w.loc] +
+      fail("reads " + mem_name(shared, obj) + ", written by other threads of the group at " + t.k.loc_text(w.loc) +
                ", without a barrier() in between",
            record(where));
   }
