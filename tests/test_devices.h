@@ -2,8 +2,9 @@
 // The devices the device-generic suites run on (the conformance cases, the elementwise
 // properties): KILN_TEST_DEVICES=cpu,cpu-plain,null,subset names them (any names of
 // Device::list()); the default is every device of this machine, the fused and the plain CPU,
-// null (shapes and dtypes only) and subset (the fallback's test device). Adding a backend to the
-// suites is adding its name.
+// null (shapes and dtypes only), subset (the fallback's test device) and every other device that
+// Device::list() names (vulkan where there is one). Adding a backend to the suites is
+// registering its name.
 #pragma once
 #include <kiln/device.h>
 
@@ -32,6 +33,10 @@ inline std::vector<TestDevice> test_devices() {
   std::vector<std::string> names;
   const char* env = std::getenv("KILN_TEST_DEVICES");
   std::string list = env && *env ? env : "cpu,cpu-plain,null,subset";
+  if (!(env && *env))  // and every other device that runs ops (a GPU: "vulkan", ...)
+    for (const std::string& n : Device::list())
+      if (n != "cpu" && n != "cpu-fusion" && n != "cpu-plain" && n != "null" && n != "subset" && n != "capture")
+        list += "," + n;
   for (size_t start = 0; start <= list.size();) {
     size_t comma = list.find(',', start);
     if (comma == std::string::npos) comma = list.size();

@@ -37,6 +37,10 @@ class Device {
   static Device cpu();
   /// A device that allocates nothing and computes nothing; reading values throws.
   static Device null();
+  /// The Vulkan device of that index (docs/gpu.md): ops this backend runs natively stay on it,
+  /// the others fall back to the CPU. The same as from_string("vulkan") / ("vulkan:1"); throws
+  /// kiln::Error saying why when this build or machine has no such device.
+  static Device vulkan(int index = 0);
   /// The device named by the environment variable KILN_DEVICE (any name of Device::list()), else the CPU.
   static Device default_device();
   /// The device of a name of Device::list() ("cpu", "cpu-fusion", "cpu-plain", "null",

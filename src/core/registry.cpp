@@ -32,6 +32,12 @@ struct Registry {
   std::atomic<LayerMaker> layers[kLayers] = {};
   std::mutex mu;  // guards devices
   std::vector<std::pair<std::string, Device (*)()>> devices;
+  struct Kind {
+    std::string name;
+    Device (*make)(int index);
+    int (*count)();
+  };
+  std::vector<Kind> kinds;  // register_devices
 };
 
 /// The tables as the register functions fill them.
@@ -73,6 +79,18 @@ void register_device(const char* name, Device (*make)()) {
   r.devices.emplace_back(name, make);
 }
 
+void register_devices(const char* name, Device (*make)(int index), int (*count)()) {
+  Registry& r = table();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& k : r.kinds)
+    if (k.name == name) {
+      k.make = make;
+      k.count = count;
+      return;
+    }
+  r.kinds.push_back(Registry::Kind{name, make, count});
+}
+
 void register_layer(Layer layer, LayerMaker make) {
   const size_t i = static_cast<size_t>(layer);
   KILN_ASSERT(i < kLayers);
@@ -104,13 +122,14 @@ Device Device::null() {
 }
 
 Device Device::from_string(const std::string& name) {
-  // "name" or "name:index"; every device here has the one index 0.
+  // "name" or "name:index"; a device of register_device has the one index 0.
   const size_t colon = name.find(':');
-  const std::string base = name.substr(0, colon);
-  if (colon != std::string::npos)
-    KILN_CHECK(name.substr(colon + 1) == "0", "Device",
-               "device '" << base << "' has only index 0, got '" << name << "'");
+  const std::string base = name.substr(0, colon), idx = colon == std::string::npos ? "0" : name.substr(colon + 1);
+  const bool digits = !idx.empty() && idx.size() < 10 && idx.find_first_not_of("0123456789") == std::string::npos;
+  KILN_CHECK(digits, "Device", "device index '" << idx << "' of '" << name << "' is not a number");
+  const int index = std::stoi(idx);
   Device (*make)() = nullptr;
+  Device (*make_kind)(int) = nullptr;
   std::string known;
   {
     Registry& r = registry();
@@ -119,8 +138,14 @@ Device Device::from_string(const std::string& name) {
       if (base == n) make = m;
       known += (known.empty() ? "" : ", ") + n;
     }
+    for (const auto& k : r.kinds) {
+      if (base == k.name) make_kind = k.make;
+      known += (known.empty() ? "" : ", ") + k.name;
+    }
   }
+  if (make_kind) return make_kind(index);
   KILN_CHECK(make, "Device", "unknown device '" << name << "' (known: " << known << ")");
+  KILN_CHECK(index == 0, "Device", "device '" << base << "' has only index 0, got '" << name << "'");
   return make();
 }
 
@@ -129,6 +154,10 @@ std::vector<std::string> Device::list() {
   std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
   for (const auto& d : r.devices) names.push_back(d.first);
+  for (const auto& k : r.kinds) {
+    const int n = k.count();
+    for (int i = 0; i < n; ++i) names.push_back(i == 0 ? k.name : k.name + ":" + std::to_string(i));
+  }
   return names;
 }
 

@@ -26,6 +26,11 @@ void register_cpu_backend(Backend* (*get)());
 /// Names a device for Device::from_string, Device::list and KILN_DEVICE (listed in the order of
 /// registration; registering a name again replaces its maker).
 void register_device(const char* name, Device (*make)());
+/// Names a kind of device of which a machine may have several or none (a GPU API): "name" and
+/// "name:0" are device 0, "name:i" device i. `count()` says how many this machine has, asked
+/// only when Device::list or from_string need it; Device::list names them ("name", "name:1",
+/// ...); make(i) throws kiln::Error saying why when there is no device i.
+void register_devices(const char* name, Device (*make)(int index), int (*count)());
 
 /// Makes the decorator of a layer over `inner` (with_layer's maker).
 using LayerMaker = Backend* (*)(Backend* inner, const void* ctx);
@@ -40,5 +45,6 @@ void register_cpu();     ///< src/backends/cpu (kiln::cpu): the CPU backend, "cp
 void register_fusion();  ///< src/fusion (kiln::fusion): the fusion layer, "cpu-fusion"
 void register_null();    ///< src/backends/null (kiln::cpu): "null"
 void register_subset();  ///< src/backends/subset (kiln::cpu): "subset"
+void register_vulkan();  ///< src/backends/vulkan (kiln::vulkan): "vulkan", "vulkan:1", ...
 
 }  // namespace kiln

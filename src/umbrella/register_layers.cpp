@@ -10,4 +10,7 @@ extern "C" void kiln_register_layers() {
   kiln::register_fusion();
   kiln::register_null();
   kiln::register_subset();
+#if KILN_WITH_VULKAN
+  kiln::register_vulkan();
+#endif
 }

@@ -13,10 +13,11 @@ declare -A BELOW=(
   [kernel]="core"
   [fusion]="core"
   [cpu]="fusion core"
+  [vulkan]="kernel core"
   [nn]="core"
   [store]="nn core"
   [onnx]="store nn fusion core"
-  [kiln]="onnx store nn cpu fusion kernel core"
+  [kiln]="onnx store nn cpu vulkan fusion kernel core"
   [data]="core"
   [train]="data store nn core"
 )

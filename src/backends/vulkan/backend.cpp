@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The Vulkan backend ("vulkan", "vulkan:N"): device buffers, host copies at sync points, native
+// kernels for the ops kernels.h lists, the CPU for the rest through the fallback. See
+// docs/gpu.md and Note [Vulkan execution] in context.cpp.
+#include "core/backend.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/vulkan/context.h"
+#include "backends/vulkan/kernels.h"
+#include "kiln/error.h"
+#include "kiln/small_vector.h"
+
+namespace kiln {
+namespace vulkan {
+namespace {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(int index) : index_(index), ctx_(Context::get(index)), kernels_(ctx_.limits()) {}
+  DeviceType type() const override { return DeviceType::Vulkan; }
+  std::string name() const override { return index_ == 0 ? "vulkan" : "vulkan:" + std::to_string(index_); }
+
+  std::shared_ptr<Storage> allocate(size_t nbytes) override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    return std::make_shared<Storage>(ctx_.allocate(nbytes), nbytes, this);
+  }
+  void release(void* data, size_t) noexcept override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    ctx_.release(static_cast<Buf*>(data));
+  }
+  bool supports(const ir::Op& op) override { return Kernels::supports(op); }
+  void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {
+    KILN_CHECK(Kernels::supports(op), "vulkan", "op " << ir::op_name(op.kind) << " has no Vulkan kernel");
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    SmallVec<Buf*, 4> bi, bo;
+    for (size_t i = 0; i < op.inputs.size(); ++i) bi.push_back(buf(in[i]));
+    for (size_t i = 0; i < op.outputs.size(); ++i) bo.push_back(buf(out[i]));
+    kernels_.run(ctx_, op, bi.data(), bo.data());
+  }
+  void write(Storage& dst, size_t off, const void* src, size_t n) override {
+    if (n == 0) return;
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    Buf* b = buf(&dst);
+    if (ctx_.pending(b)) ctx_.sync();
+    std::memcpy(b->map + off, src, n);
+  }
+  void read(const Storage& src, size_t off, void* dst, size_t n) override {
+    if (n == 0) return;
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    const Buf* b = buf(&src);
+    if (ctx_.pending(b)) ctx_.sync();
+    std::memcpy(dst, b->map + off, n);
+  }
+  void sync() override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    ctx_.sync();
+  }
+  MemoryStats memory_stats() const override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    return ctx_.memory_stats();
+  }
+  void reset_peak_memory() override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    ctx_.reset_peak();
+  }
+  void empty_cache() override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    ctx_.sync();
+    ctx_.empty_cache();
+  }
+
+ private:
+  Buf* buf(const Storage* s) const {
+    KILN_CHECK(s->backend == this && s->data, "vulkan", "a buffer of another device reached the Vulkan backend");
+    return static_cast<Buf*>(s->data);
+  }
+  int index_;
+  Context& ctx_;
+  Kernels kernels_;
+};
+
+}  // namespace
+
+Backend* backend(int index) {
+  static std::mutex mu;
+  static std::map<int, Backend*> made;  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  Backend*& b = made[index];
+  if (!b) b = new VulkanBackend(index);
+  return b;
+}
+
+}  // namespace vulkan
+}  // namespace kiln

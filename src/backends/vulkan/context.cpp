@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// One Vulkan device (context.h).
+//
+// Note [Vulkan execution]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Ops are recorded into one command buffer, a batch, in the order they are called: each
+// dispatch binds its pipeline and a descriptor set of its buffers, then a global memory barrier
+// orders it before the next one. The batch is submitted, and the caller waits for it, at a sync
+// point: a host read or write of a buffer the batch uses, kiln::sync, or when the batch is full
+// (kMaxBatch dispatches, the descriptor pool or the upload buffer of small parameters). A buffer
+// released while the batch may use it goes back to the cache only after the batch has run.
+// Errors of the device (lost, out of memory) surface at the sync point as kiln::Error.
+// Memory is host-visible and coherent (lavapipe and integrated GPUs have nothing else; on a
+// discrete GPU it is the slow path until device-local memory with staging comes), so host
+// reads and writes are copies through the persistent mapping.
+#include "backends/vulkan/context.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernel/ir.h"
+#include "kiln/error.h"
+
+namespace kiln::vulkan {
+namespace {
+
+constexpr uint32_t kMaxBatch = 256;        // dispatches per command buffer
+constexpr uint32_t kMaxSets = 256;         // descriptor sets per batch
+constexpr uint32_t kMaxBindings = 8;       // buffers per dispatch
+constexpr size_t kUploadBytes = 1u << 20;  // small parameters per batch
+
+void check(VkResult r, const char* what) {
+  if (r != VK_SUCCESS) throw Error(std::string("[vulkan] ") + what + " failed: " + result_name(r));
+}
+
+/// Size classes of the buffer cache: powers of two up to 1 MiB, then multiples of 1 MiB.
+size_t size_class(size_t n) {
+  n = std::max<size_t>(n, 256);
+  if (n > (1u << 20)) return (n + (1u << 20) - 1) & ~((size_t{1} << 20) - 1);
+  size_t c = 256;
+  while (c < n) c <<= 1;
+  return c;
+}
+
+/// The devices of one instance, made once per process.
+struct Instance {
+  VkInstance instance = VK_NULL_HANDLE;
+  std::vector<VkPhysicalDevice> devices;
+  std::string why;  ///< why there is none
+};
+
+Instance& instance() {
+  static Instance inst = [] {
+    Instance in;
+    in.why = load();
+    if (!in.why.empty()) return in;
+    Fns& f = fns();
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "kiln";
+    app.apiVersion = VK_API_VERSION_1_2;  // kernel::compile_spirv targets Vulkan 1.2
+    VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ci.pApplicationInfo = &app;
+    VkResult r = f.vkCreateInstance(&ci, nullptr, &in.instance);
+    if (r != VK_SUCCESS) {
+      in.why = std::string("vkCreateInstance failed: ") + result_name(r);
+      return in;
+    }
+    if (std::string miss = load_instance(in.instance); !miss.empty()) {
+      in.why = "the Vulkan loader lacks " + miss;
+      return in;
+    }
+    uint32_t n = 0;
+    f.vkEnumeratePhysicalDevices(in.instance, &n, nullptr);
+    in.devices.resize(n);
+    if (n) f.vkEnumeratePhysicalDevices(in.instance, &n, in.devices.data());
+    if (n == 0) in.why = "the Vulkan loader found no device (install a driver, e.g. mesa-vulkan-drivers)";
+    return in;
+  }();
+  return inst;
+}
+
+}  // namespace
+
+size_t push_bytes(const kernel::ir::Kernel& k, std::vector<size_t>* offsets) {
+  size_t end = 0;
+  for (const auto& sc : k.scalars) {
+    const size_t sz = sc.type == kernel::Type::I64 ? 8 : 4;  // std430: aligned to their size
+    end = (end + sz - 1) / sz * sz;
+    if (offsets) offsets->push_back(end);
+    end += sz;
+  }
+  return (end + 3) / 4 * 4;
+}
+
+int Context::count(std::string* why) {
+  Instance& in = instance();
+  if (why) *why = in.why;
+  return static_cast<int>(in.devices.size());
+}
+
+Context& Context::get(int index) {
+  static std::mutex mu;
+  static std::map<int, Context*> open;  // never destroyed: tensors may outlive main's locals
+  std::lock_guard<std::mutex> lock(mu);
+  Context*& c = open[index];
+  if (!c) {
+    std::string why;
+    const int n = count(&why);
+    const std::string msg =
+        n == 0 ? "no Vulkan device: " + why
+               : "no Vulkan device " + std::to_string(index) + " (this machine has " + std::to_string(n) + ")";
+    KILN_CHECK(index >= 0 && index < n, "vulkan", msg);
+    c = new Context(index);
+  }
+  return *c;
+}
+
+Context::Context(int index) {
+  Fns& f = fns();
+  instance_ = instance().instance;
+  phys_ = instance().devices[static_cast<size_t>(index)];
+  VkPhysicalDeviceProperties props;
+  f.vkGetPhysicalDeviceProperties(phys_, &props);
+  name_ = props.deviceName;
+  storage_align_ = std::max<VkDeviceSize>(4, props.limits.minStorageBufferOffsetAlignment);
+  limits_.shared_bytes = props.limits.maxComputeSharedMemorySize;
+  limits_.max_group_threads = props.limits.maxComputeWorkGroupInvocations;
+  limits_.subgroups = false;
+  uint32_t nq = 0;
+  f.vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(nq);
+  f.vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, qf.data());
+  family_ = nq;
+  for (uint32_t q = 0; q < nq && family_ == nq; ++q)
+    if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) family_ = q;
+  KILN_CHECK(family_ < nq, "vulkan", "device " << name_ << " has no compute queue");
+  VkPhysicalDeviceMemoryProperties mp;
+  f.vkGetPhysicalDeviceMemoryProperties(phys_, &mp);
+  const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  int best = -1;
+  for (uint32_t t = 0; t < mp.memoryTypeCount; ++t) {
+    const VkMemoryPropertyFlags fl = mp.memoryTypes[t].propertyFlags;
+    if ((fl & want) != want) continue;
+    if (best < 0 || (fl & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) best = static_cast<int>(t);
+  }
+  KILN_CHECK(best >= 0, "vulkan", "device " << name_ << " has no host-visible coherent memory");
+  memory_type_ = static_cast<uint32_t>(best);
+
+  VkPhysicalDeviceFeatures have;
+  f.vkGetPhysicalDeviceFeatures(phys_, &have);
+  VkPhysicalDeviceFeatures on{};
+  on.shaderInt64 = have.shaderInt64;
+  const float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = family_;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &prio;
+  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  di.queueCreateInfoCount = 1;
+  di.pQueueCreateInfos = &qi;
+  di.pEnabledFeatures = &on;
+  check(f.vkCreateDevice(phys_, &di, nullptr, &device_), "vkCreateDevice");
+  if (std::string miss = load_device(device_); !miss.empty()) throw Error("[vulkan] the driver lacks " + miss);
+  f.vkGetDeviceQueue(device_, family_, 0, &queue_);
+
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = family_;
+  check(f.vkCreateCommandPool(device_, &pi, nullptr, &pool_), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  check(f.vkAllocateCommandBuffers(device_, &ai, &cmd_), "vkAllocateCommandBuffers");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  check(f.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * kMaxBindings};
+  VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dpi.maxSets = kMaxSets;
+  dpi.poolSizeCount = 1;
+  dpi.pPoolSizes = &ps;
+  check(f.vkCreateDescriptorPool(device_, &dpi, nullptr, &dpool_), "vkCreateDescriptorPool");
+  VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
+  upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+}
+
+Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage) {
+  Fns& f = fns();
+  auto b = std::make_unique<Buf>();
+  b->size = size;
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.size = size;
+  bi.usage = usage;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  check(f.vkCreateBuffer(device_, &bi, nullptr, &b->buffer), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  f.vkGetBufferMemoryRequirements(device_, b->buffer, &req);
+  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  ai.allocationSize = req.size;
+  ai.memoryTypeIndex = memory_type_;
+  VkResult r = f.vkAllocateMemory(device_, &ai, nullptr, &b->memory);
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
+    empty_cache();  // once, then give up
+    r = f.vkAllocateMemory(device_, &ai, nullptr, &b->memory);
+  }
+  if (r != VK_SUCCESS) {
+    f.vkDestroyBuffer(device_, b->buffer, nullptr);
+    throw Error("[vulkan] out of device memory allocating " + std::to_string(size) + " bytes on " + name_ + " (" +
+                result_name(r) + ")");
+  }
+  f.vkBindBufferMemory(device_, b->buffer, b->memory, 0);
+  void* p = nullptr;
+  check(f.vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+  b->map = static_cast<char*>(p);
+  reserved_ += static_cast<int64_t>(size);
+  return b.release();
+}
+
+void Context::destroy(Buf* b) noexcept {
+  Fns& f = fns();
+  f.vkUnmapMemory(device_, b->memory);
+  f.vkDestroyBuffer(device_, b->buffer, nullptr);
+  f.vkFreeMemory(device_, b->memory, nullptr);
+  reserved_ -= static_cast<int64_t>(b->size);
+  delete b;
+}
+
+Buf* Context::allocate(size_t nbytes) {
+  const size_t c = size_class(nbytes);
+  Buf* b = nullptr;
+  if (auto it = free_.find(c); it != free_.end()) {
+    b = it->second;
+    free_.erase(it);
+  } else {
+    b = new_buffer(
+        c, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT);
+  }
+  b->in_use = nbytes;
+  b->batch = 0;
+  in_use_ += static_cast<int64_t>(nbytes);
+  peak_ = std::max(peak_, in_use_);
+  return b;
+}
+
+void Context::release(Buf* b) noexcept {
+  in_use_ -= static_cast<int64_t>(b->in_use);
+  b->in_use = 0;
+  if (pending(b))
+    retired_.push_back(b);
+  else
+    free_.emplace(b->size, b);
+}
+
+MemoryStats Context::memory_stats() const {
+  MemoryStats m;
+  m.in_use = in_use_;
+  m.peak = peak_;
+  m.cached = reserved_ - static_cast<int64_t>(upload_ ? upload_->size : 0) - in_use_;
+  return m;
+}
+
+void Context::reset_peak() { peak_ = in_use_; }
+
+void Context::empty_cache() {
+  for (auto& [size, b] : free_) destroy(b);
+  free_.clear();
+}
+
+Pipeline& Context::pipeline(const kernel::Kernel& k) {
+  const std::string key = k.key(kernel::Target::Glsl);
+  auto& slot = pipelines_[key];
+  if (slot) return *slot;
+  Fns& f = fns();
+  auto p = std::make_unique<Pipeline>();
+  std::string origin;
+  const std::vector<uint32_t> code = kernel::compile_spirv(k, &origin);
+  ++(origin == "compiled" ? stats_.spirv_compiled : stats_.spirv_from_disk);
+  VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  si.codeSize = code.size() * 4;
+  si.pCode = code.data();
+  check(f.vkCreateShaderModule(device_, &si, nullptr, &p->module), "vkCreateShaderModule");
+  const kernel::ir::Kernel& ir = k.ir();
+  p->nbuffers = static_cast<uint32_t>(ir.buffers.size());
+  p->push_bytes = static_cast<uint32_t>(push_bytes(ir));
+  KILN_CHECK(p->nbuffers <= kMaxBindings, "vulkan",
+             "kernel '" << k.name() << "' has " << p->nbuffers << " buffers (at most " << kMaxBindings << ")");
+  std::vector<VkDescriptorSetLayoutBinding> binds(p->nbuffers);
+  for (uint32_t i = 0; i < p->nbuffers; ++i) {
+    binds[i].binding = i;
+    binds[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    binds[i].descriptorCount = 1;
+    binds[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  li.bindingCount = p->nbuffers;
+  li.pBindings = binds.data();
+  check(f.vkCreateDescriptorSetLayout(device_, &li, nullptr, &p->set_layout), "vkCreateDescriptorSetLayout");
+  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pli.setLayoutCount = 1;
+  pli.pSetLayouts = &p->set_layout;
+  pli.pushConstantRangeCount = p->push_bytes ? 1 : 0;
+  pli.pPushConstantRanges = &pr;
+  check(f.vkCreatePipelineLayout(device_, &pli, nullptr, &p->layout), "vkCreatePipelineLayout");
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = p->module;
+  ci.stage.pName = "main";
+  ci.layout = p->layout;
+  check(f.vkCreateComputePipelines(device_, pcache_, 1, &ci, nullptr, &p->pipeline), "vkCreateComputePipelines");
+  p->group = k.group_size();
+  ++stats_.pipelines;
+  slot = std::move(p);
+  return *slot;
+}
+
+void Context::begin_batch() {
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(fns().vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+}
+
+void Context::reserve(size_t upload_bytes) {
+  if (recorded_ >= kMaxBatch || sets_ >= kMaxSets || upload_used_ + upload_bytes + storage_align_ > kUploadBytes)
+    sync();
+  KILN_CHECK(upload_bytes + storage_align_ <= kUploadBytes, "vulkan",
+             "parameters of " << upload_bytes << " bytes exceed the upload buffer");
+}
+
+Binding Context::upload(const void* data, size_t n) {
+  size_t off = (upload_used_ + storage_align_ - 1) / storage_align_ * storage_align_;
+  std::memcpy(upload_->map + off, data, n);
+  upload_used_ = off + std::max<size_t>(n, 4);
+  upload_->batch = batch_;
+  return Binding{upload_, off};
+}
+
+void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const void* push, size_t push_bytes,
+                       std::array<uint32_t, 3> groups) {
+  Fns& f = fns();
+  KILN_CHECK(bindings.size() == p.nbuffers && push_bytes == p.push_bytes, "vulkan",
+             "a dispatch's " << bindings.size() << " buffers and " << push_bytes
+                             << " bytes of constants do not match its kernel's " << p.nbuffers << " and "
+                             << p.push_bytes);
+  if (recorded_ == 0) begin_batch();
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = dpool_;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &p.set_layout;
+  VkDescriptorSet set;
+  check(f.vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
+  ++sets_;
+  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    infos[i] = VkDescriptorBufferInfo{bindings[i].buf->buffer, bindings[i].offset, VK_WHOLE_SIZE};
+    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    const_cast<Buf*>(bindings[i].buf)->batch = batch_;
+  }
+  f.vkUpdateDescriptorSets(device_, static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
+  f.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  f.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (push_bytes) f.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  f.vkCmdDispatch(cmd_, groups[0], groups[1], groups[2]);
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+  ++recorded_;
+  ++stats_.dispatches;
+}
+
+void Context::sync() {
+  if (recorded_ == 0) return;
+  Fns& f = fns();
+  // Whatever happens, the batch is over: its buffers and descriptor sets are free again.
+  struct Reset {
+    Context& c;
+    ~Reset() {
+      Fns& f = fns();
+      f.vkResetFences(c.device_, 1, &c.fence_);
+      f.vkResetDescriptorPool(c.device_, c.dpool_, 0);
+      f.vkResetCommandBuffer(c.cmd_, 0);
+      for (Buf* b : c.retired_) c.free_.emplace(b->size, b);
+      c.retired_.clear();
+      c.upload_used_ = 0;
+      c.recorded_ = 0;
+      c.sets_ = 0;
+      ++c.batch_;
+    }
+  } reset{*this};
+  check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  check(f.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  ++stats_.submits;
+  check(f.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "waiting for the device");
+}
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// One Vulkan device: its queue, memory, pipelines and the command buffer that records dispatches
+// until the next sync point (Note [Vulkan execution] in context.cpp).
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/vulkan/vk.h"
+#include "kiln/device.h"
+#include "kiln/kernel.h"
+
+namespace kiln::vulkan {
+
+/// A device buffer: host-visible memory, mapped for the life of the buffer.
+struct Buf {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  char* map = nullptr;
+  size_t size = 0;     ///< bytes of the buffer (a size class: reused by the cache)
+  size_t in_use = 0;   ///< bytes asked for by its current owner
+  uint64_t batch = 0;  ///< the last batch that reads or writes it
+};
+
+/// A compute pipeline of one traced kernel.
+struct Pipeline {
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  uint32_t nbuffers = 0;
+  uint32_t push_bytes = 0;
+  std::array<uint32_t, 3> group{1, 1, 1};
+};
+
+/// A buffer binding of a dispatch: buf from byte `offset` on.
+struct Binding {
+  const Buf* buf = nullptr;
+  size_t offset = 0;
+};
+
+/// Counters since the device was opened (Vulkan section of make bench, tests).
+struct Stats {
+  int64_t dispatches = 0;      ///< kernels recorded
+  int64_t submits = 0;         ///< command buffers submitted
+  int64_t pipelines = 0;       ///< pipelines created
+  int64_t spirv_compiled = 0;  ///< GLSL compiled to SPIR-V (glslc ran)
+  int64_t spirv_from_disk = 0;
+};
+
+/// Bytes of a kernel's push constants (its scalars, std430), and each scalar's offset.
+size_t push_bytes(const kernel::ir::Kernel& k, std::vector<size_t>* offsets = nullptr);
+
+class Context {
+ public:
+  /// The device of that index, opened on first use; throws kiln::Error saying why when there
+  /// is no loader or no such device.
+  static Context& get(int index);
+  /// How many Vulkan devices this machine has (0 with no loader); why: the reason when 0.
+  static int count(std::string* why = nullptr);
+
+  const std::string& name() const { return name_; }
+  /// Limits of kernels traced for this device.
+  const kernel::Limits& limits() const { return limits_; }
+
+  Buf* allocate(size_t nbytes);
+  /// Gives b back (reused once the batches that use it have finished).
+  void release(Buf* b) noexcept;
+  /// Bytes of buffers held by tensors, of all buffers, the peak of in_use.
+  MemoryStats memory_stats() const;
+  void reset_peak();
+  /// Frees cached buffers nothing holds.
+  void empty_cache();
+
+  /// The pipeline of k (built on first use: GLSL -> SPIR-V with glslc, cached on disk).
+  Pipeline& pipeline(const kernel::Kernel& k);
+  /// Records one dispatch of p over `groups` into the open batch. `push`: the push constants.
+  void dispatch(Pipeline& p, const std::vector<Binding>& bindings, const void* push, size_t push_bytes,
+                std::array<uint32_t, 3> groups);
+  /// Room in the open batch for one more dispatch with `upload_bytes` of parameters (the batch
+  /// is submitted first when it is full). Call before upload and dispatch.
+  void reserve(size_t upload_bytes);
+  /// Bytes for a dispatch's small parameters (shapes, strides) in this batch's upload buffer;
+  /// returns where they are (bind with the returned binding).
+  Binding upload(const void* data, size_t n);
+  /// Submits the open batch and waits for it. Errors of the device surface here.
+  void sync();
+  /// Whether b is used by the open batch (a host access must sync first).
+  bool pending(const Buf* b) const { return b->batch == batch_ && recorded_ > 0; }
+  Stats stats() const { return stats_; }
+
+  std::recursive_mutex mu;  ///< held by the backend around every call
+
+ private:
+  explicit Context(int index);
+  void begin_batch();
+  Buf* new_buffer(size_t size, VkBufferUsageFlags usage);
+  void destroy(Buf* b) noexcept;
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t family_ = 0;
+  uint32_t memory_type_ = 0;
+  VkDeviceSize storage_align_ = 256;
+  std::string name_;
+  kernel::Limits limits_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkDescriptorPool dpool_ = VK_NULL_HANDLE;
+  VkPipelineCache pcache_ = VK_NULL_HANDLE;
+  uint64_t batch_ = 1;     ///< the open batch
+  uint32_t recorded_ = 0;  ///< dispatches in it
+  uint32_t sets_ = 0;      ///< descriptor sets taken from dpool_ in it
+  Buf* upload_ = nullptr;  ///< small parameters of the open batch
+  size_t upload_used_ = 0;
+  std::multimap<size_t, Buf*> free_;  ///< cached buffers by size
+  std::vector<Buf*> retired_;         ///< released while the open batch may use them
+  std::unordered_map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+  int64_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  Stats stats_;
+};
+
+}  // namespace kiln::vulkan

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The Vulkan library's entry in core's tables (core/registry.h): "vulkan", "vulkan:1", ... for
+// the devices the loader finds, asked only when a program lists or names devices.
+#include "backends/vulkan/context.h"
+#include "core/registry.h"
+
+namespace kiln {
+namespace vulkan {
+Backend* backend(int index);  // backend.cpp
+}
+
+void register_vulkan() {
+  register_devices(
+      "vulkan", [](int index) { return Device(vulkan::backend(index), index); },
+      [] { return vulkan::Context::count(); });
+}
+
+}  // namespace kiln

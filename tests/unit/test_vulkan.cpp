@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The Vulkan backend (src/backends/vulkan) beyond the conformance suite, which runs on "vulkan"
+// through KILN_TEST_DEVICES like on every device: native ops without fallback, batching of
+// dispatches, errors that leave the device usable. On a machine without Vulkan the tests check
+// that the device is absent and says why. Reference: the same ops on the CPU.
+#include <gtest/gtest.h>
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/vulkan/context.h"
+
+using namespace kiln;
+
+namespace {
+
+bool have_vulkan() {
+  const std::vector<std::string> names = Device::list();
+  return std::find(names.begin(), names.end(), "vulkan") != names.end();
+}
+
+/// Skips a test on a machine without a Vulkan device (CI has lavapipe: scripts/install-deps.sh).
+#define REQUIRE_VULKAN()                                                                     \
+  do {                                                                                       \
+    std::string why;                                                                         \
+    if (vulkan::Context::count(&why) == 0) GTEST_SKIP() << "no Vulkan device here: " << why; \
+  } while (0)
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  auto va = a.to(Device::cpu()).to_vector<double>(), vb = b.to(Device::cpu()).to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < va.size(); ++i) m = std::max(m, std::abs(va[i] - vb[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST(Vulkan, ListedExactlyWhenADeviceExists) {
+  std::string why;
+  const int n = vulkan::Context::count(&why);
+  EXPECT_EQ(have_vulkan(), n > 0) << why;
+  if (n == 0) {
+    EXPECT_THROW(Device::vulkan(), Error);
+    return;
+  }
+  const Device d = Device::vulkan();
+  EXPECT_EQ(d, Device::from_string("vulkan"));
+  EXPECT_EQ(d, Device::from_string("vulkan:0"));
+  EXPECT_EQ(d.type(), DeviceType::Vulkan);
+  try {
+    Device::vulkan(n + 3);
+    ADD_FAILURE() << "no error for a device index past the last";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no Vulkan device " + std::to_string(n + 3)), std::string::npos) << e.what();
+  }
+}
+
+TEST(Vulkan, NativeOpsRunWithoutFallback) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  Tensor a = randn({5, 7}), b = randn({7}), c = randn({5, 1});
+  const Tensor av = a.to(vk), bv = b.to(vk), cv = c.to(vk);
+  reset_fallback_counts();
+  // Broadcast operands, a transposed view (strided input and a strided copy), unary ops.
+  Tensor yv = ((av + bv) * cv - av.exp().sqrt()).relu() / (av.abs() + 1.0f);
+  Tensor tv = av.transpose(0, 1).contiguous() * 2.0f;
+  Tensor iv = (arange(0, 12, 1, i32).to(vk) * 3 - 5);
+  EXPECT_TRUE(fallback_counts().empty()) << "an elementwise op fell back to the CPU";
+  Tensor y = ((a + b) * c - a.exp().sqrt()).relu() / (a.abs() + 1.0f);
+  EXPECT_EQ(yv.device(), vk);
+  EXPECT_LE(max_diff(yv, y), 1e-5);
+  EXPECT_EQ(max_diff(tv, a.transpose(0, 1) * 2.0f), 0.0);
+  EXPECT_EQ(iv.to(Device::cpu()).to_vector<int32_t>(), (arange(0, 12, 1, i32) * 3 - 5).to_vector<int32_t>());
+}
+
+TEST(Vulkan, OtherOpsFallBackAndStayOnTheDevice) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  Tensor a = randn({4, 6});
+  reset_fallback_counts();
+  Tensor s = a.to(vk).softmax(-1).sum({0});
+  EXPECT_EQ(s.device(), vk);
+  EXPECT_FALSE(fallback_counts().empty());
+  EXPECT_LE(max_diff(s, a.softmax(-1).sum({0})), 1e-6);
+}
+
+TEST(Vulkan, DispatchesAreBatchedUntilASyncPoint) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  vulkan::Context& ctx = vulkan::Context::get(0);
+  Tensor x = ones({1000}).to(vk);
+  sync(vk);
+  const vulkan::Stats s0 = ctx.stats();
+  for (int i = 0; i < 100; ++i) x = x + 1.0f;
+  const vulkan::Stats s1 = ctx.stats();
+  EXPECT_EQ(s1.dispatches - s0.dispatches, 100);
+  EXPECT_EQ(s1.submits, s0.submits) << "nothing is submitted before a sync point";
+  EXPECT_EQ(x.to(Device::cpu()).to_vector<float>()[999], 101.0f);
+  EXPECT_EQ(ctx.stats().submits - s0.submits, 1) << "one submit for the whole batch";
+}
+
+TEST(Vulkan, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  try {
+    Tensor huge = empty({int64_t{1} << 40}, {.dtype = f32, .device = vk});  // 4 TiB
+    ADD_FAILURE() << "a 4 TiB allocation succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vulkan"), std::string::npos) << e.what();
+  }
+  Tensor y = (ones({8}).to(vk) * 2.0f).to(Device::cpu());
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(8, 2.0f));
+}
+
+TEST(Vulkan, MemoryStatsCountBuffers) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  const int64_t before = memory_stats(vk).in_use;
+  {
+    Tensor t = zeros({256, 256}).to(vk);
+    EXPECT_EQ(memory_stats(vk).in_use - before, 256 * 256 * 4);
+  }
+  EXPECT_EQ(memory_stats(vk).in_use, before);
+}
