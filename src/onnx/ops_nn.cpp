@@ -322,7 +322,7 @@ Tensor conv_fused(const OpContext& c, const Window* pool) {
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2) {
   // Inputs: x, wa, ba (or undefined), wb, bb (or undefined) [, the second's residual (c.res)].
   // Two Conv ops; on the CPU the second reads the blocked form the first kept of its output
-  // (Note [Kept blocked outputs] in src/backends/cpu/conv_onednn.cpp).
+  // (the CPU convolution's Note [Kept blocked outputs]).
   const Tensor ba = c.has(2) ? c.x(2) : Tensor{}, bb = c.has(4) ? c.x(4) : Tensor{};
   OpContext ca{c.node, c.opset, c.device, {c.x(0), c.x(1), ba}, {Tensor{}}, {}, c.post, c.post_lo, c.post_hi};
   OpContext cb{second, c.opset, c.device, {conv_fused(ca, nullptr), c.x(3), bb}, {Tensor{}}, {}, post2, lo2, hi2};
