@@ -215,11 +215,14 @@ void rows_op(ir::Op& op, const ir::Op& orig, const Shape& S, int64_t k, int64_t 
   for (size_t q = r - static_cast<size_t>(k); q < r; ++q) in_shape.push_back(S[q]);
   op.inputs[0] = ir::contiguous_desc(in_shape, orig.inputs[0].dtype);
   if (orig.kind != OpKind::Softmax && orig.kind != OpKind::LogSoftmax && orig.kind != OpKind::LayerNorm) {
-    op.attrs.ints.clear();
-    op.attrs.ints.push_back(ir::ReduceAttrs::decode(orig).keepdim ? 1 : 0);
-    for (int64_t q = 1; q <= k; ++q) op.attrs.ints.push_back(q);
+    ir::ReduceAttrs r = ir::ReduceAttrs::decode(orig);  // over dims 1..k of [rows, row dims...]
+    r.dims.clear();
+    for (int64_t q = 1; q <= k; ++q) r.dims.push_back(q);
+    r.encode(op);
   } else if (orig.kind != OpKind::LayerNorm) {
-    op.attrs.ints[0] = 1;
+    ir::ScanAttrs a = ir::ScanAttrs::decode(orig);
+    a.dim = 1;
+    a.encode(op);
   }
   for (size_t q = 0; q < orig.outputs.size(); ++q) {
     const ir::TensorDesc& od = orig.outputs[q];

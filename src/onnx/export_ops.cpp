@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ir/attrs.h"
 #include "kiln/error.h"
 #include "onnx/export.h"
 
@@ -249,7 +250,8 @@ void Lowering::elementwise() {
       e.node("HardSigmoid", names, {attr_float("alpha", 1.f / 6), attr_float("beta", 0.5f)}, {out()});
       break;
     case OpKind::Clamp: {
-      const bool lo = op.attrs.ints[0] != 0, hi = op.attrs.ints[1] != 0;
+      const ir::ClampAttrs c = ir::ClampAttrs::decode(op);
+      const bool lo = c.has_min, hi = c.has_max;
       e.node(
           "Clip",
           {names[0], lo ? e.scalar(op.attrs.reals[0], dt) : std::string(), hi ? e.scalar(op.attrs.reals[1], dt) : ""},
@@ -353,11 +355,11 @@ void Lowering::unary_composite() {
       y = e.node("Mul", {x.name, e.node("Tanh", {e.node("Softplus", {x.name})})}, {}, {out()});
       break;
     case OpKind::Round:
-      if (!op.attrs.ints.empty() && op.attrs.ints[0] != 0) unsupported("with decimals");
+      if (ir::UnaryAttrs::decode(op).decimals != 0) unsupported("with decimals");
       y = e.node("Round", {x.name}, {}, {out()});
       break;
     case OpKind::IsInf: {
-      const int64_t which = op.attrs.ints.empty() ? 0 : op.attrs.ints[0];
+      const int64_t which = ir::UnaryAttrs::decode(op).which;
       y = e.node("IsInf", {x.name}, {attr_int("detect_positive", which >= 0), attr_int("detect_negative", which <= 0)},
                  {out()});
       break;
@@ -407,8 +409,9 @@ void Lowering::unary_composite() {
 
 void Lowering::reduce() {
   const Named x = in(0);
-  const bool keep = op.attrs.ints[0] != 0;
-  std::vector<int64_t> axes(op.attrs.ints.begin() + 1, op.attrs.ints.end());
+  const ir::ReduceAttrs r = ir::ReduceAttrs::decode(op);
+  const bool keep = r.keepdim;
+  std::vector<int64_t> axes(r.dims.begin(), r.dims.end());
   if (op.inputs[0].shape.empty()) axes.clear();
   std::vector<bool> dyn;
   for (size_t k = 0; k < op.inputs[0].shape.size(); ++k) {
@@ -599,7 +602,7 @@ void Lowering::movement() {
 
 void Lowering::index() {
   const Named x = in(0), idx = in(1);
-  const int64_t dim = op.attrs.ints[0];
+  const int64_t dim = ir::IndexAttrs::decode(op).dim;
   switch (op.kind) {
     case OpKind::Gather:
       e.node("GatherElements", {x.name, idx.name}, {attr_int("axis", dim)}, {out()});
@@ -653,7 +656,8 @@ void Lowering::creation() {
     }
   };
   if (op.kind == OpKind::Fill) {
-    for (int64_t i = 0; i < n; ++i) put(i, op.attrs.reals[0], op.attrs.ints[0] != 0, op.attrs.ints[1]);
+    const ir::CreationAttrs c = ir::CreationAttrs::decode(op);
+    for (int64_t i = 0; i < n; ++i) put(i, c.value, c.has_int, c.int_value);
   } else if (op.kind == OpKind::Arange) {
     for (int64_t i = 0; i < n; ++i) {
       const double v = op.attrs.reals[0] + static_cast<double>(i) * op.attrs.reals[1];
@@ -709,21 +713,23 @@ void Lowering::run() {
       const Named x = in(0);
       if (op.kind == OpKind::CumSum) {
         if (op.attrs.dtype != op.inputs[0].dtype) unsupported("with a dtype conversion");
-        e.node("CumSum", {x.name, e.scalar(static_cast<double>(op.attrs.ints[0]), DType::I64)}, {}, {out()});
+        e.node("CumSum", {x.name, e.scalar(static_cast<double>(ir::ScanAttrs::decode(op).dim), DType::I64)}, {},
+               {out()});
         return define(x.dynamic);
       }
       if (op.kind == OpKind::Sort) {  // the values (the indices of equal values may differ: not exported)
-        const int64_t dim = op.attrs.ints[0];
+        const ir::ScanAttrs sa = ir::ScanAttrs::decode(op);
+        const int64_t dim = sa.dim;
         KILN_CHECK(!(static_cast<size_t>(dim) < x.dynamic.size() && x.dynamic[dim]), kApi,
                    "a sort along a dynamic dim is not exported yet");
         e.node("TopK", {x.name, e.ints({op.inputs[0].shape[static_cast<size_t>(dim)]})},
-               {attr_int("axis", dim), attr_int("largest", op.attrs.ints[1] != 0 ? 1 : 0), attr_int("sorted", 1)},
+               {attr_int("axis", dim), attr_int("largest", sa.descending ? 1 : 0), attr_int("sorted", 1)},
                {out(), e.fresh("sort_indices")});
         return define(x.dynamic);
       }
       if (op.kind != OpKind::Softmax && op.kind != OpKind::LogSoftmax) unsupported();
-      e.node(op.kind == OpKind::Softmax ? "Softmax" : "LogSoftmax", {x.name}, {attr_int("axis", op.attrs.ints[0])},
-             {out()});
+      e.node(op.kind == OpKind::Softmax ? "Softmax" : "LogSoftmax", {x.name},
+             {attr_int("axis", ir::ScanAttrs::decode(op).dim)}, {out()});
       return define(x.dynamic);
     }
     case ir::Family::Contract:
