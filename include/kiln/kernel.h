@@ -136,6 +136,7 @@ struct Index {
 class Ref {
  public:
   Ref(uint32_t obj, bool shared, Index index) : obj_(obj), shared_(shared), index_(index.v), loc_(index.loc) {}
+  Ref(const Ref&) = default;
   operator Val() const;  // NOLINT: a load
   const Ref& operator=(Val v) const;
   const Ref& operator=(const Ref& o) const { return *this = Val(o); }
