@@ -12,28 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "bitwise_same.h"
 #include "core/backend.h"
 #include "fusion/executor.h"
 #include "fusion/fusion.h"
 #include "fusion_small_limit.h"
 
 using namespace kiln;
+using kiln::test::same;
 using kiln::test::SmallLimit;
 
 namespace {
 
-Device plain() { return Device::cpu().without_fusion(); }
-
-/// Bitwise equal (NaNs where the other has NaNs).
-::testing::AssertionResult same(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape())
-    return ::testing::AssertionFailure() << "shapes " << to_string(a.shape()) << " vs " << to_string(b.shape());
-  auto va = a.to(plain()).to_vector<double>(), vb = b.to(plain()).to_vector<double>();
-  for (size_t i = 0; i < va.size(); ++i)
-    if (!(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))))
-      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
-  return ::testing::AssertionSuccess();
-}
+Device plain() { return test::plain_cpu(); }
 
 /// An executor that counts launches and hands them to another (the CPU's).
 class CountingExecutor final : public fusion::Executor {

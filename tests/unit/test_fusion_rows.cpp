@@ -10,26 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "bitwise_same.h"
 #include "fusion/fusion.h"
 #include "fusion_small_limit.h"
 
 using namespace kiln;
+using kiln::test::same;
 
 namespace {
 
-Device plain() { return Device::cpu().without_fusion(); }
+Device plain() { return test::plain_cpu(); }
 Device fused() { return plain().fusion(); }
-
-/// Bitwise equal (NaNs where the other has NaNs).
-::testing::AssertionResult same(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape())
-    return ::testing::AssertionFailure() << "shapes " << to_string(a.shape()) << " vs " << to_string(b.shape());
-  auto va = a.to(plain()).to_vector<double>(), vb = b.to(plain()).to_vector<double>();
-  for (size_t i = 0; i < va.size(); ++i)
-    if (!(va[i] == vb[i] || (std::isnan(va[i]) && std::isnan(vb[i]))))
-      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
-  return ::testing::AssertionSuccess();
-}
 
 struct Case {
   const char* name;
