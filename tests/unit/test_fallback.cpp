@@ -44,7 +44,7 @@ TEST(Fallback, DeviceNamesAndList) {
   EXPECT_EQ(Device::from_string("cpu-plain"), Device::cpu().without_fusion());
   EXPECT_EQ(Device::from_string("subset:0"), subset());
   EXPECT_EQ(subset().str(), "subset");
-  test::expect_error([] { Device::from_string("vulkan"); }, "Device", "known: cpu");
+  test::expect_error([] { Device::from_string("tpu"); }, "Device", "known: cpu");
   test::expect_error([] { Device::from_string("cpu:3"); }, "Device", "only index 0");
 }
 
