@@ -46,14 +46,10 @@ ElemFn unary_f32(OpKind kind) {
     // x < 0 is false for NaN, which passes through as on the CPU.
     case OpKind::Relu:
       return [](const k::Val* x) { return k::select(x[0] < 0.0f, k::Val(0.0f), x[0]); };
-    // Log is not here: drivers may flush denormal inputs to zero (lavapipe does), and log of
-    // a denormal is then log(0) or log(FLT_MIN) instead of the CPU's value.
-    case OpKind::Exp:
-      return [](const k::Val* x) { return k::exp(x[0]); };
-    case OpKind::Tanh:
-      return [](const k::Val* x) { return k::tanh(x[0]); };
-    case OpKind::Sigmoid:
-      return [](const k::Val* x) { return k::sigmoid(x[0]); };
+    // exp, log, tanh and sigmoid are not here yet: the GLSL built-ins they render to are off by
+    // more ulps than the CPU's bounds (tests/unit/test_unary_property.cpp), and drivers may flush
+    // denormal inputs to zero (lavapipe does); they run on the CPU until the kernel language
+    // renders the CPU's polynomial forms.
     default:
       return nullptr;
   }
