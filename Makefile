@@ -55,8 +55,10 @@ fuzz: deps
 	    -artifact_prefix=build/fuzz/crashers/$$t/ build/fuzz/corpus/$$t $$seeds; \
 	done
 
+# tests/data holds generated text compared byte for byte (the kernel renderers' golden files).
 format:
-	find include src tests examples bench -name '*.h' -o -name '*.cpp' | xargs clang-format -i
+	find include src tests examples bench -path tests/data -prune -o \( -name '*.h' -o -name '*.cpp' \) -print | \
+	  xargs clang-format -i
 
 clean:
 	rm -rf build
