@@ -149,6 +149,20 @@ Device Device::from_string(const std::string& name) {
   return make();
 }
 
+Device Device::vulkan(int index) {
+  KILN_CHECK(index >= 0, "vulkan", "device index " << index << " is negative");
+  bool built = false;  // the Vulkan library registered its kind (KILN_WITH_VULKAN)
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& k : r.kinds) built = built || k.name == "vulkan";
+  }
+  KILN_CHECK(built, "vulkan",
+             "this build has no Vulkan backend (configure with the Vulkan headers installed: libvulkan-dev; "
+             "KILN_WITH_VULKAN)");
+  return from_string("vulkan:" + std::to_string(index));
+}
+
 std::vector<std::string> Device::list() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
