@@ -89,7 +89,7 @@ std::string param_name(const testing::TestParamInfo<Param>& info) {
 
 class Op : public testing::TestWithParam<Param> {};
 
-TEST_P(Op, Matches) { run_op(GetParam().op, GetParam().dev.device, GetParam().dev.values, GetParam().dev.name); }
+TEST_P(Op, Matches) { run_op(GetParam().op, GetParam().dev.device(), GetParam().dev.values, GetParam().dev.name); }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, Op, testing::ValuesIn(params()), param_name);
 

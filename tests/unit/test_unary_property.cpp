@@ -329,8 +329,8 @@ TEST(UnaryProperty, FloatOpsOnEveryTestDevice) {
   // The devices of KILN_TEST_DEVICES beyond the two CPUs above (subset: its own elementwise
   // kernels over handles, the rest through the fallback), at the default SIMD level.
   for (const test::TestDevice& d : test::value_devices())
-    if (d.device.type() != DeviceType::CPU) {
+    if (d.device().type() != DeviceType::CPU) {
       SCOPED_TRACE(d.name);
-      check_float_ops(d.device, true);
+      check_float_ops(d.device(), true);
     }
 }

@@ -112,9 +112,43 @@ Context& Context::get(int index) {
         n == 0 ? "no Vulkan device: " + why
                : "no Vulkan device " + std::to_string(index) + " (this machine has " + std::to_string(n) + ")";
     KILN_CHECK(index >= 0 && index < n, "vulkan", msg);
+    if (open.size() == 1)  // the first device: close them all at exit (registered after the
+      std::atexit([] {     // driver loaded, so run before its teardown)
+        std::lock_guard<std::mutex> l(mu);
+        for (auto& [i, ctx] : open)
+          if (ctx) ctx->close();
+      });
     c = new Context(index);
   }
+  KILN_CHECK(!c->closed(), "vulkan", "the device is closed (the process is exiting)");
   return *c;
+}
+
+void Context::close() noexcept {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  if (closed()) return;
+  Fns& f = fns();
+  try {
+    sync();
+  } catch (...) {  // an error of the last batch has no one left to tell
+  }
+  f.vkDeviceWaitIdle(device_);
+  for (auto& [key, p] : pipelines_) {
+    f.vkDestroyPipeline(device_, p->pipeline, nullptr);
+    f.vkDestroyPipelineLayout(device_, p->layout, nullptr);
+    f.vkDestroyDescriptorSetLayout(device_, p->set_layout, nullptr);
+    f.vkDestroyShaderModule(device_, p->module, nullptr);
+  }
+  pipelines_.clear();
+  empty_cache();
+  if (upload_) destroy(upload_);
+  upload_ = nullptr;
+  f.vkDestroyPipelineCache(device_, pcache_, nullptr);
+  f.vkDestroyDescriptorPool(device_, dpool_, nullptr);
+  f.vkDestroyFence(device_, fence_, nullptr);
+  f.vkDestroyCommandPool(device_, pool_, nullptr);
+  f.vkDestroyDevice(device_, nullptr);
+  device_ = VK_NULL_HANDLE;
 }
 
 Context::Context(int index) {
@@ -229,6 +263,7 @@ void Context::destroy(Buf* b) noexcept {
 }
 
 Buf* Context::allocate(size_t nbytes) {
+  KILN_CHECK(!closed(), "vulkan", "the device is closed (the process is exiting)");
   const size_t c = size_class(nbytes);
   Buf* b = nullptr;
   if (auto it = free_.find(c); it != free_.end()) {
@@ -246,6 +281,10 @@ Buf* Context::allocate(size_t nbytes) {
 }
 
 void Context::release(Buf* b) noexcept {
+  if (closed()) {  // the device went at exit; its memory with it
+    delete b;
+    return;
+  }
   in_use_ -= static_cast<int64_t>(b->in_use);
   b->in_use = 0;
   if (pending(b))
@@ -325,6 +364,7 @@ void Context::begin_batch() {
 }
 
 void Context::reserve(size_t upload_bytes) {
+  KILN_CHECK(!closed(), "vulkan", "the device is closed (the process is exiting)");
   if (recorded_ >= kMaxBatch || sets_ >= kMaxSets || upload_used_ + upload_bytes + storage_align_ > kUploadBytes)
     sync();
   KILN_CHECK(upload_bytes + storage_align_ <= kUploadBytes, "vulkan",

@@ -96,6 +96,12 @@ class Context {
 
   std::recursive_mutex mu;  ///< held by the backend around every call
 
+  /// Waits for the device and destroys it (at process exit, before the driver's own teardown,
+  /// so no driver thread still runs then). Buffers released later are only forgotten; any
+  /// other use after it throws.
+  void close() noexcept;
+  bool closed() const { return device_ == VK_NULL_HANDLE; }
+
  private:
   explicit Context(int index);
   void begin_batch();
