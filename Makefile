@@ -8,8 +8,10 @@ BUILD_DIR := build/$(PRESET)
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
 
+# On a failure the failed tests run once more with their output, printed last so that a log's
+# tail shows why; the target fails either way.
 test: build
-	ctest --preset $(PRESET) -j2
+	ctest --preset $(PRESET) -j2 || { ctest --preset $(PRESET) --rerun-failed 2>&1 | tail -200; exit 1; }
 
 test-asan:
 	$(MAKE) test PRESET=asan
