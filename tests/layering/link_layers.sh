@@ -16,8 +16,9 @@ declare -A BELOW=(
   [vulkan]="kernel core"
   [nn]="core"
   [store]="nn core"
-  [onnx]="store nn fusion core"
-  [kiln]="onnx store nn cpu vulkan fusion kernel core"
+  [vision]="nn core"
+  [onnx]="vision store nn fusion core"
+  [kiln]="onnx vision store nn cpu vulkan fusion kernel core"
   [data]="core"
   [train]="data store nn core"
 )
