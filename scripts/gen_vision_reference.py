@@ -2,7 +2,11 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Reference data of kiln::vision's tests (tests/data/vision/*.safetensors).
 
-Run from the repository root:  python3 scripts/gen_vision_reference.py
+Run from the repository root:
+  python3 scripts/gen_vision_reference.py detection   # needs torch (and torchvision)
+  python3 scripts/gen_vision_reference.py image       # needs OpenCV and scikit-image
+(On Debian the apt packages python3-opencv and python3-skimage belong to /usr/bin/python3, which
+may differ from the Python that has torch: run each part with the Python that has its modules.)
 
 Detection ops come from torchvision.ops (pip `torchvision`, installed on demand; the 0.29 wheels
 run on torch 2.15 with `pip install --no-deps torchvision`). Image processing comes from OpenCV
@@ -114,12 +118,127 @@ def detection():
     save("roi", t)
 
 
+def nchw(a):
+    """HWC (or HW) -> [1, C, H, W]."""
+    return (a[None, None] if a.ndim == 2 else a.transpose(2, 0, 1)[None]).copy()
+
+
+def per_image(f, x, out_channels=None):
+    """Applies f (an HWC or HW numpy function) to each image of NCHW x."""
+    outs = []
+    for img in x:
+        a = img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0)
+        outs.append(nchw(np.asarray(f(np.ascontiguousarray(a))))[0])
+    return np.stack(outs)
+
+
+def image():
+    import cv2
+    import skimage.data
+    import skimage.measure
+
+    rng = np.random.default_rng(3636)
+    t = {}
+    rgb_f = rng.uniform(0, 1, (2, 3, 7, 9)).astype(np.float32)
+    rgb_f[0, :, 0, 0] = [0.5, 0.5, 0.5]  # gray: hue 0
+    rgb_f[0, :, 0, 1] = [0, 0, 0]
+    rgb_u8 = rng.integers(0, 256, (2, 3, 7, 9)).astype(np.uint8)
+    cam = cv2.resize(skimage.data.camera(), (23, 17), interpolation=cv2.INTER_AREA)
+    gray_u8 = np.stack([nchw(cam)[0], nchw(np.ascontiguousarray(255 - cam[::-1, ::-1]))[0]])  # [2, 1, 17, 23]
+    gray_f = (gray_u8.astype(np.float32) / 255).astype(np.float32)
+    t["rgb_f"], t["rgb_u8"], t["gray_u8"], t["gray_f"] = rgb_f, rgb_u8, gray_u8, gray_f
+    # Colour.
+    t["gray_of_rgb_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2GRAY), rgb_f)
+    t["gray_of_rgb_u8"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2GRAY), rgb_u8)
+    t["hsv_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2HSV), rgb_f)
+    t["rgb_of_hsv_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_HSV2RGB), t["hsv_f"])
+    t["yuv_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2YUV), rgb_f)
+    t["rgb_of_yuv_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_YUV2RGB), t["yuv_f"])
+    t["bgr_u8"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2BGR), rgb_u8)
+    save("color", t)
+
+    t = {"gray_u8": gray_u8, "gray_f": gray_f, "rgb_f": rgb_f}
+    for k in (3, 5, 7):
+        t[f"gk_{k}_0"] = cv2.getGaussianKernel(k, 0).astype(np.float32)[:, 0]
+        t[f"gk_{k}_13"] = cv2.getGaussianKernel(k, 1.3).astype(np.float32)[:, 0]
+    t["gk_9_0"] = cv2.getGaussianKernel(9, 0).astype(np.float32)[:, 0]
+    for name, x in (("f", gray_f), ("u8", gray_u8)):
+        t[f"gauss_5x3_{name}"] = per_image(lambda a: cv2.GaussianBlur(a, (3, 5), 1.2), x)
+        t[f"gauss_7x7_{name}"] = per_image(lambda a: cv2.GaussianBlur(a, (7, 7), 0), x)
+        t[f"box_3x5_{name}"] = per_image(lambda a: cv2.blur(a, (5, 3)), x)
+        t[f"median_3_{name}"] = per_image(lambda a: cv2.medianBlur(a, 3), x)
+        t[f"median_5_{name}"] = per_image(lambda a: cv2.medianBlur(a, 5), x)
+        t[f"lap_1_{name}"] = per_image(lambda a: cv2.Laplacian(a, cv2.CV_32F, ksize=1), x)
+        t[f"lap_3_{name}"] = per_image(lambda a: cv2.Laplacian(a, cv2.CV_32F, ksize=3), x)
+    t["gauss_rgb_f"] = per_image(lambda a: cv2.GaussianBlur(a, (5, 5), 0.8), rgb_f)
+    t["boxsum_3x3_f"] = per_image(lambda a: cv2.boxFilter(a, -1, (3, 3), normalize=False), gray_f)
+    for dx, dy, k in ((1, 0, 3), (0, 1, 5), (1, 1, 3), (2, 0, 1), (0, 2, 7), (1, 0, 1)):
+        t[f"sobel_{dx}{dy}_{k}"] = per_image(lambda a: cv2.Sobel(a, cv2.CV_32F, dx, dy, ksize=k), gray_f)
+    t["sobel_u8_10_3"] = per_image(lambda a: cv2.Sobel(a, cv2.CV_32F, 1, 0, ksize=3, scale=0.5, delta=3), gray_u8)
+    save("filter", t)
+
+    t = {"gray_u8": gray_u8, "gray_f": gray_f}
+    shapes = {"rect": cv2.MORPH_RECT, "cross": cv2.MORPH_CROSS, "ellipse": cv2.MORPH_ELLIPSE}
+    for sname, sh in shapes.items():
+        for kh, kw in ((5, 5), (3, 5), (7, 5), (4, 6)):
+            t[f"se_{sname}_{kh}x{kw}"] = cv2.getStructuringElement(sh, (kw, kh))
+    custom = (rng.uniform(0, 1, (3, 5)) > 0.4).astype(np.uint8)
+    custom[1, 2] = 1
+    t["se_custom"] = custom
+    ops = {"erode": cv2.MORPH_ERODE, "dilate": cv2.MORPH_DILATE, "open": cv2.MORPH_OPEN,
+           "close": cv2.MORPH_CLOSE, "gradient": cv2.MORPH_GRADIENT, "tophat": cv2.MORPH_TOPHAT,
+           "blackhat": cv2.MORPH_BLACKHAT}
+    for oname, o in ops.items():
+        for kname in ("se_ellipse_5x5", "se_custom"):
+            for name, x in (("f", gray_f), ("u8", gray_u8)):
+                t[f"{oname}_{kname[3:]}_{name}"] = per_image(lambda a: cv2.morphologyEx(a, o, t[kname]), x)
+    t["dilate_cross_it2_u8"] = per_image(lambda a: cv2.dilate(a, t["se_cross_3x5"], iterations=2), gray_u8)
+    save("morph", t)
+
+    t = {"gray_u8": gray_u8, "gray_f": gray_f}
+    types = {"binary": cv2.THRESH_BINARY, "binary_inv": cv2.THRESH_BINARY_INV, "trunc": cv2.THRESH_TRUNC,
+             "tozero": cv2.THRESH_TOZERO, "tozero_inv": cv2.THRESH_TOZERO_INV}
+    for tn, ty in types.items():
+        t[f"th_{tn}_u8"] = per_image(lambda a: cv2.threshold(a, 100.5, 200, ty)[1], gray_u8)
+        t[f"th_{tn}_f"] = per_image(lambda a: cv2.threshold(a, 0.4, 0.9, ty)[1], gray_f)
+    t["otsu_t"] = np.array([[cv2.threshold(img[0], 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)[0]]
+                            for img in gray_u8])
+    t["otsu_u8"] = per_image(lambda a: cv2.threshold(a, 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)[1], gray_u8)
+    for bs, c in ((5, 2), (7, -3.5)):
+        for tn, ty in (("binary", cv2.THRESH_BINARY), ("binary_inv", cv2.THRESH_BINARY_INV)):
+            t[f"adaptive_{bs}_{tn}"] = per_image(
+                lambda a: cv2.adaptiveThreshold(a, 255, cv2.ADAPTIVE_THRESH_MEAN_C, ty, bs, c), gray_u8)
+    t["eq_u8"] = per_image(cv2.equalizeHist, gray_u8)
+    flat = np.full((1, 1, 3, 4), 7, np.uint8)
+    t["flat_u8"] = flat
+    t["otsu_flat_t"] = np.array([[cv2.threshold(flat[0, 0], 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)[0]]])
+    t["otsu_flat"] = per_image(lambda a: cv2.threshold(a, 0, 255, cv2.THRESH_BINARY + cv2.THRESH_OTSU)[1], flat)
+    t["eq_flat"] = per_image(cv2.equalizeHist, flat)
+    save("threshold", t)
+
+    t = {}
+    blobs = (rng.uniform(0, 1, (2, 1, 16, 19)) > 0.55).astype(np.uint8)
+    t["blobs"] = blobs
+    for i, img in enumerate(blobs):
+        for conn in (4, 8):
+            n, labels, stats, cents = cv2.connectedComponentsWithStatsWithAlgorithm(img[0], conn, cv2.CV_32S,
+                                                                                     cv2.CCL_SAUF)
+            # scikit-image numbers components in the same raster order of first pixels.
+            sk = skimage.measure.label(img[0], connectivity=1 if conn == 4 else 2, background=0)
+            assert (sk == labels).all(), "OpenCV and scikit-image disagree"
+            t[f"labels_{i}_{conn}"], t[f"stats_{i}_{conn}"], t[f"cents_{i}_{conn}"] = labels, stats, cents
+    for name, img in (("zeros", np.zeros((3, 4), np.uint8)), ("ones", np.ones((3, 4), np.uint8))):
+        n, labels, stats, cents = cv2.connectedComponentsWithStatsWithAlgorithm(img, 8, cv2.CV_32S, cv2.CCL_SAUF)
+        t[f"labels_{name}"], t[f"stats_{name}"], t[f"cents_{name}"] = labels, stats, cents
+    save("components", t)
+
+
 def main():
     what = sys.argv[1:] or ["detection", "image"]
     if "detection" in what:
         detection()
-    if "image" in what and "image" in globals():
-        globals()["image"]()
+    if "image" in what:
+        image()
 
 
 if __name__ == "__main__":

@@ -4,4 +4,5 @@
 #pragma once
 
 #include "kiln/vision/boxes.h"
+#include "kiln/vision/image.h"
 #include "kiln/vision/roi.h"

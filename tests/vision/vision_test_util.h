@@ -5,6 +5,8 @@
 #include <kiln/kiln.h>
 #include <kiln/store.h>
 
+#include <cmath>
+#include <map>
 #include <string>
 
 namespace kiln::test {
