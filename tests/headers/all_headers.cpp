@@ -49,5 +49,9 @@
 #include <kiln/train/learner.h>
 #include <kiln/train/metrics.h>
 #include <kiln/train/renderer.h>
+#include <kiln/vision.h>
+#include <kiln/vision/boxes.h>
+#include <kiln/vision/image.h>
+#include <kiln/vision/roi.h>
 
 int main() { return 0; }
