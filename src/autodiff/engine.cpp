@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The backward pass (Note [Autodiff design] in graph.h) and the autodiff device decorator.
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "autodiff/grad_ready.h"
 #include "autodiff/graph.h"
 #include "ops/dispatch.h"
 
@@ -73,9 +77,93 @@ Checkpointing checkpointing(const Device& d) {
   return o ? o->checkpointing : Checkpointing::None;
 }
 
+// ---- gradient-ready notifications (grad_ready.h) ----------------------------------------------
+
+namespace {
+thread_local GradReadyScope* t_grad_ready = nullptr;
+}  // namespace
+
+GradReadyScope::GradReadyScope(std::vector<Tensor> leaves, Fn fn)
+    : leaves_(std::move(leaves)), fn_(std::move(fn)), prev_(t_grad_ready) {
+  t_grad_ready = this;
+}
+GradReadyScope::~GradReadyScope() { t_grad_ready = prev_; }
+GradReadyScope* current_grad_ready_scope() { return t_grad_ready; }
+
 // ---- backward -----------------------------------------------------------------------------
 
 namespace {
+
+/// One backward pass's bookkeeping for a GradReadyScope: how many edges from nodes that may
+/// still run reach each watched leaf (grad_ready.h has the argument).
+class GradReadyWatch {
+ public:
+  explicit GradReadyWatch(GradReadyScope& scope) : scope_(scope) {
+    const auto& leaves = scope.leaves();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const Tensor& t = leaves[i];
+      if (!t.defined() || !t.impl().autograd || t.impl().autograd->grad_fn) continue;
+      index_[t.impl().autograd.get()].push_back(i);
+    }
+  }
+
+  /// Counts the edges into watched leaves from every node under `root`.
+  void prepare(const std::shared_ptr<Node>& root) {
+    if (index_.empty()) return;
+    std::unordered_set<const Node*> seen{root.get()};
+    std::vector<Node*> stack{root.get()};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      bool relevant = false;
+      for (const Edge& e : n->next) {
+        if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+        if (e.leaf && index_.count(e.leaf.get())) {
+          ++remaining_[e.leaf.get()];
+          relevant = true;
+        }
+      }
+      if (relevant) nodes_.push_back(n);
+    }
+    std::sort(nodes_.begin(), nodes_.end(), [](const Node* a, const Node* b) { return a->seq > b->seq; });
+  }
+
+  /// The pass has run (or passed over) every node numbered `seq` or above.
+  void finished_through(uint64_t seq, const Gradients& grads) {
+    while (next_ < nodes_.size() && nodes_[next_]->seq >= seq) {
+      for (const Edge& e : nodes_[next_]->next) {
+        if (!e.leaf) continue;
+        auto it = remaining_.find(e.leaf.get());
+        if (it != remaining_.end() && --it->second == 0) fire(e.leaf.get(), grads);
+      }
+      ++next_;
+    }
+  }
+
+  /// The pass is over: reports every watched leaf with a gradient not reported yet.
+  void finish(const Gradients& grads) {
+    finished_through(0, grads);
+    for (const Tensor& t : scope_.leaves())
+      if (t.defined() && t.impl().autograd && index_.count(t.impl().autograd.get()))
+        fire(t.impl().autograd.get(), grads);
+  }
+
+ private:
+  void fire(const AutogradMeta* meta, const Gradients& grads) {
+    if (!fired_.insert(meta).second) return;
+    const std::vector<size_t>& indices = index_.at(meta);
+    Tensor g = grads.get(scope_.leaves()[indices.front()]);
+    if (!g.defined()) return;
+    for (size_t i : indices) scope_.fn()(i, g);
+  }
+
+  GradReadyScope& scope_;
+  std::unordered_map<const AutogradMeta*, std::vector<size_t>> index_;
+  std::unordered_map<const AutogradMeta*, int64_t> remaining_;
+  std::unordered_set<const AutogradMeta*> fired_;
+  std::vector<Node*> nodes_;  // nodes with edges into watched leaves, by decreasing seq
+  size_t next_ = 0;
+};
 
 struct ByseqDesc {
   bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const { return a->seq < b->seq; }
@@ -87,11 +175,24 @@ class Engine {
 
   Gradients run(const Tensor& root, const Tensor& seed, bool retain) {
     Gradients grads;
+    // A GradReadyScope of this thread watches this pass (not the passes its callback may run).
+    std::optional<GradReadyWatch> watch;
+    GradReadyScope* scope = t_grad_ready;
+    struct Reinstate {
+      GradReadyScope* s;
+      ~Reinstate() { t_grad_ready = s; }
+    } reinstate{scope};
+    if (scope) {
+      t_grad_ready = nullptr;
+      watch.emplace(*scope);
+    }
     const auto& meta = root.impl().autograd;
     if (!meta->grad_fn) {
       grads.accumulate(meta, seed);
+      if (watch) watch->finish(grads);
       return grads;
     }
+    if (watch) watch->prepare(meta->grad_fn);
     add(meta->grad_fn, meta->output_nr, seed);
     while (!queue_.empty()) {
       std::shared_ptr<Node> node = queue_.top();
@@ -101,7 +202,9 @@ class Engine {
       process(node, g, grads);
       recomputed_.erase(node.get());  // checkpointing: every user of its recomputed outputs has run
       if (!retain) release(*node);
+      if (watch) watch->finished_through(node->seq, grads);
     }
+    if (watch) watch->finish(grads);
     return grads;
   }
 
