@@ -10,6 +10,7 @@
 #include <kiln/data/loader.h>
 #include <kiln/data/sources.h>
 #include <kiln/device.h>
+#include <kiln/dist.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
 #include <kiln/fft.h>
