@@ -3,10 +3,17 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run test test-asan deps configure build bench fuzz format install-test clean onnx-conformance
+.PHONY: run run-ddp test test-asan deps configure build bench fuzz format install-test clean onnx-conformance
 
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
+
+# The main job data-parallel on 2 processes of this machine (Open MPI's mpirun; docs/distributed.md
+# has the cluster form with srun). Rank 0 prints and writes runs/fashion-mnist-ddp/.
+MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
+DDP_RANKS ?= 2
+run-ddp: build
+	$(MPIRUN) -np $(DDP_RANKS) ./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist --ddp --plain --name fashion-mnist-ddp
 
 # On a failure the failed tests run once more with their output, printed last so that a log's
 # tail shows why; the target fails either way.

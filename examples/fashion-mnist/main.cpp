@@ -2,7 +2,10 @@
 // The main job: a small CNN learns Fashion-MNIST on the CPU with the Learner and its dashboard,
 // is saved, evaluated on the 10k test images, and shows a few predictions.
 //
-//   fashion-mnist [--quick] [--epochs N] [--name NAME] [--runs-dir DIR] [--resume] [--plain]
+//   fashion-mnist [--quick] [--epochs N] [--name NAME] [--runs-dir DIR] [--resume] [--plain] [--ddp]
+//
+// --ddp trains data-parallel on the processes of an MPI job (`make run-ddp`: mpirun -np 2); rank 0
+// writes the run folder and prints, the other ranks print nothing (docs/distributed.md).
 //
 // ^C (or `q` in the dashboard) stops after the current step and writes a checkpoint; run again
 // with --resume to continue. Exit status: 0 done, 130 stopped, 1 error.
@@ -49,7 +52,7 @@ struct Net : nn::Module {
 };
 
 int main(int argc, char** argv) {
-  bool quick = false, resume = false, plain = false;
+  bool quick = false, resume = false, plain = false, ddp = false;
   int64_t epochs = -1;
   std::string name, runs_dir = "runs";
   for (int i = 1; i < argc; ++i) {
@@ -67,6 +70,8 @@ int main(int argc, char** argv) {
       resume = true;
     else if (a == "--plain")
       plain = true;
+    else if (a == "--ddp")
+      ddp = true;
     else if (a == "--epochs")
       epochs = std::atoll(value().c_str());
     else if (a == "--name")
@@ -74,7 +79,8 @@ int main(int argc, char** argv) {
     else if (a == "--runs-dir")
       runs_dir = value();
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--epochs N] [--name NAME] [--runs-dir DIR] [--resume] [--plain]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--epochs N] [--name NAME] [--runs-dir DIR] [--resume] [--plain] [--ddp]\n",
                    argv[0]);
       return a == "--help" || a == "-h" ? 0 : 1;
     }
@@ -82,6 +88,8 @@ int main(int argc, char** argv) {
   if (epochs < 0) epochs = quick ? 1 : 5;
   if (name.empty()) name = quick ? "fashion-mnist-quick" : "fashion-mnist";
   auto t_start = std::chrono::steady_clock::now();
+  // Under --ddp every rank runs this program; only rank 0 prints and saves.
+  const bool main_rank = train::process_rank() == 0;
   try {
     manual_seed(0);
     // 55k images to train on, 5k held out for validation; the 10k test images only at the end.
@@ -104,10 +112,12 @@ int main(int argc, char** argv) {
 
     std::shared_ptr<train::Renderer> renderer =
         plain ? std::shared_ptr<train::Renderer>(train::plain_renderer(stdout)) : train::default_renderer();
-    std::printf("Fashion-MNIST: %zu training, %zu validation, %zu test images; %lld parameters; %lld epochs\n",
-                train->size(), valid->size(), test->size(), static_cast<long long>(net.num_params()),
-                static_cast<long long>(epochs));
-    std::fflush(stdout);
+    if (main_rank) {
+      std::printf("Fashion-MNIST: %zu training, %zu validation, %zu test images; %lld parameters; %lld epochs\n",
+                  train->size(), valid->size(), test->size(), static_cast<long long>(net.num_params()),
+                  static_cast<long long>(epochs));
+      std::fflush(stdout);
+    }
     train::LearnerBuilder b;
     b.model(net)
         .optimizer(opt)
@@ -121,10 +131,12 @@ int main(int argc, char** argv) {
         .name(name)
         .runs_dir(runs_dir)
         .checkpoints(2, {"valid_accuracy", train::Mode::Max})
-        .renderer(renderer);
+        .renderer(renderer)
+        .data_parallel(ddp);  // batch 128 is the global batch: 64 per rank on 2
     if (resume) b.resume();
     train::Summary summary = b.build().fit();
     if (summary.stopped) return 130;  // the renderer has printed where the checkpoint is
+    if (!main_rank) return 0;         // the model is the same on every rank: rank 0 tests and saves it
 
     std::string model_path = summary.dir + "/model.safetensors";
     store::save(net, model_path);

@@ -44,6 +44,11 @@ struct LoaderEngine::State {
   std::vector<size_t> indices_of(size_t b) const {
     size_t begin = b * opt.batch_size;
     size_t end = std::min(begin + opt.batch_size, order.size());
+    if (opt.num_shards > 1) {  // this shard's consecutive part of the batch
+      const size_t m = end - begin, w = opt.num_shards, r = opt.shard_index;
+      end = begin + m * (r + 1) / w;
+      begin = begin + m * r / w;
+    }
     return std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(begin),
                                order.begin() + static_cast<std::ptrdiff_t>(end));
   }
@@ -109,6 +114,9 @@ LoaderEngine::LoaderEngine(size_t dataset_size, const DataLoaderOptions& options
   KILN_CHECK(options.prefetch > 0, "DataLoader", "prefetch must be at least 1");
   KILN_CHECK(options.workers <= 256, "DataLoader",
              "workers must be at most 256, got " << static_cast<long long>(options.workers));
+  KILN_CHECK(options.num_shards >= 1 && options.shard_index < options.num_shards, "DataLoader",
+             "shard_index " << static_cast<long long>(options.shard_index) << " of num_shards "
+                            << static_cast<long long>(options.num_shards) << " does not exist");
   s_->size = dataset_size;
   s_->opt = options;
   s_->produce = std::move(produce);
@@ -118,11 +126,33 @@ LoaderEngine::LoaderEngine(size_t dataset_size, const DataLoaderOptions& options
 LoaderEngine::~LoaderEngine() { s_->shutdown(); }
 
 size_t LoaderEngine::num_batches() const {
-  size_t bs = s_->opt.batch_size;
-  return s_->opt.drop_last ? s_->size / bs : (s_->size + bs - 1) / bs;
+  const size_t bs = s_->opt.batch_size, n = s_->size;
+  size_t nb = s_->opt.drop_last ? n / bs : (n + bs - 1) / bs;
+  // Sharded, a last batch with fewer items than shards is dropped (a shard would be empty).
+  if (s_->opt.num_shards > 1 && nb > 0 && n - (nb - 1) * bs < s_->opt.num_shards) --nb;
+  return nb;
 }
 
-size_t LoaderEngine::num_items() const { return s_->opt.drop_last ? num_batches() * s_->opt.batch_size : s_->size; }
+size_t LoaderEngine::num_items() const {
+  const size_t bs = s_->opt.batch_size, nb = num_batches();
+  const size_t total = std::min(nb * bs, s_->size);  // items of the batches kept
+  if (s_->opt.num_shards <= 1) return total;
+  const size_t w = s_->opt.num_shards, r = s_->opt.shard_index;
+  auto part = [&](size_t m) { return m * (r + 1) / w - m * r / w; };
+  if (nb == 0) return 0;
+  return (nb - 1) * part(bs) + part(total - (nb - 1) * bs);
+}
+
+void LoaderEngine::set_shard(size_t index, size_t count) {
+  KILN_CHECK(count >= 1 && index < count, "DataLoader",
+             "shard " << static_cast<long long>(index) << " of " << static_cast<long long>(count)
+                      << " does not exist (0 <= index < count)");
+  s_->shutdown();
+  s_->opt.num_shards = count;
+  s_->opt.shard_index = index;
+  s_->nb = num_batches();
+  s_->started = false;
+}
 
 void LoaderEngine::start_epoch(uint64_t epoch) {
   State& s = *s_;

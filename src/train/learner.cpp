@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,10 @@
 #include "kiln/optim/lr_scheduler.h"
 #include "kiln/optim/optimizer.h"
 #include "kiln/store.h"
+#if KILN_WITH_MPI
+#include "kiln/dist.h"
+#include "kiln/ops.h"
+#endif
 
 namespace kiln::train {
 namespace fs = std::filesystem;
@@ -148,11 +153,95 @@ std::string fmt(const char* f, double v) {
 double rate(double items, double secs) { return secs > 0 ? items / secs : 0.0; }
 void ema(double& a, double x) { a = a == 0 ? x : 0.9 * a + 0.1 * x; }
 
+/// The renderer of the ranks other than 0 under data parallelism: shows nothing.
+class QuietRenderer final : public Renderer {
+ public:
+  void on_event(const MetricEvent&) override {}
+};
+
+/// Data parallelism of one fit() (LearnerConfig::data_parallel): the process group, the
+/// gradient averaging, and the values the ranks must agree on. Inactive (one process) it does
+/// nothing, and a build without MPI (KILN_WITH_MPI) is always one process.
+struct Parallel {
+  int rank = 0, world = 1;
+#if KILN_WITH_MPI
+  dist::ProcessGroup* pg = nullptr;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+#endif
+  bool active() const { return world > 1; }
+  bool writer() const { return rank == 0; }
+
+  /// Joins the job and shards the training data.
+  void start(LearnerConfig& c) {
+    if (!c.data_parallel) return;
+#if KILN_WITH_MPI
+    pg = &dist::init();
+    rank = pg->rank();
+    world = pg->size();
+    if (active())
+      KILN_CHECK(c.train->shard(static_cast<size_t>(rank), static_cast<size_t>(world)), "Learner",
+                 "data_parallel: the training data cannot be sharded across the ranks (BatchSource::shard "
+                 "returned false); use a data::DataLoader or implement shard()");
+#else
+    const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n) n = std::getenv("PMI_SIZE");
+    KILN_CHECK(!n || std::atoi(n) <= 1, "Learner",
+               "data_parallel on " << n << " processes needs Kiln built with MPI (KILN_WITH_MPI=ON, libopenmpi-dev)");
+#endif
+  }
+  /// After resume: every rank starts from rank 0's parameters and buffers.
+  void make_ddp(LearnerConfig& c) {
+#if KILN_WITH_MPI
+    if (active())
+      ddp = std::make_unique<dist::DistributedDataParallel>(*c.model, *pg,
+                                                            dist::DDPOptions{.bucket_bytes = c.ddp_bucket_bytes});
+#endif
+  }
+  /// Rank 0's buffers (batch-norm statistics) on every rank: before each step, before validation
+  /// (every rank validates alike) and at the end (the replicas end equal).
+  void sync_buffers() {
+#if KILN_WITH_MPI
+    if (ddp) ddp->sync_buffers();
+#endif
+  }
+  /// The gradients of the global batch (this rank holds n of its items).
+  Gradients backward(const Tensor& loss, int64_t n) {
+#if KILN_WITH_MPI
+    if (ddp) return ddp->backward(loss, static_cast<double>(n));
+#endif
+    return loss.backward();
+  }
+  /// The global batch's loss from each rank's (over n items), and whether any rank wants to stop.
+  void agree_step(double& loss, int64_t n, bool& stop) {
+#if KILN_WITH_MPI
+    if (!active()) return;
+    std::vector<double> v{loss * static_cast<double>(n), static_cast<double>(n), stop ? 1.0 : 0.0};
+    Tensor t = tensor(v, {3}, Device::cpu());
+    pg->all_reduce(t, dist::ReduceOp::Sum);
+    v = t.to_vector<double>();
+    loss = v[1] > 0 ? v[0] / v[1] : loss;
+    stop = v[2] > 0;
+#endif
+  }
+  /// Rank 0's values of per-epoch decisions (metrics of its shard could differ on the others).
+  void agree(bool& a, bool& b) {
+#if KILN_WITH_MPI
+    if (!active()) return;
+    Tensor t = tensor(std::vector<int32_t>{a ? 1 : 0, b ? 1 : 0}, {2}, Device::cpu());
+    pg->broadcast(t, 0);
+    std::vector<int32_t> v = t.to_vector<int32_t>();
+    a = v[0] != 0;
+    b = v[1] != 0;
+#endif
+  }
+};
+
 /// One fit() of a Learner: the run's folder and files, the state a checkpoint resumes (epoch,
 /// steps, best and early-stopping values, history) and the loop's rates, shared by its phases:
 /// resume, the CSV, then per epoch training, validation and the epoch's end.
 struct FitRun {
   LearnerConfig& c;
+  Parallel& par;
   Renderer& r;
   Summary s;
   fs::path ckdir;
@@ -185,8 +274,9 @@ struct FitRun {
     double ips = 0, epoch_ips = 0;
   };
 
-  /// Creates the run's folder (and its checkpoints folder); throws when it cannot.
-  explicit FitRun(LearnerConfig& config);
+  /// Creates the run's folder (and its checkpoints folder) on the writing rank; throws when it
+  /// cannot. `renderer`: the config's, or a quiet one on the other ranks.
+  FitRun(LearnerConfig& config, Parallel& parallel, Renderer& renderer);
   ~FitRun() {
     if (csv) std::fclose(csv);
   }
@@ -225,11 +315,14 @@ struct FitRun {
   Summary finish();
 };
 
-FitRun::FitRun(LearnerConfig& config) : c(config), r(*config.renderer), acc{&config.metrics} {
+FitRun::FitRun(LearnerConfig& config, Parallel& parallel, Renderer& renderer)
+    : c(config), par(parallel), r(renderer), acc{&config.metrics} {
   s.dir = (fs::path(c.runs_dir) / c.name).string();
   ckdir = fs::path(s.dir) / "checkpoints";
-  fs::create_directories(ckdir, ec);
-  KILN_CHECK(!ec, "Learner", "cannot create the run folder " + ckdir.string() + ": " + ec.message());
+  if (par.writer()) {
+    fs::create_directories(ckdir, ec);
+    KILN_CHECK(!ec, "Learner", "cannot create the run folder " + ckdir.string() + ": " + ec.message());
+  }
   last_path = (ckdir / "last.ckpt").string();
   best_path = (ckdir / "best.ckpt").string();
 }
@@ -263,6 +356,7 @@ void FitRun::load_resume() {
 void FitRun::open_csv() {
   csv_path = (fs::path(s.dir) / "metrics.csv").string();
   for (auto& m : c.metrics) names.push_back(m->name());
+  if (!par.writer()) return;
   bool append = !resume.empty() && fs::exists(csv_path);
   csv = std::fopen(csv_path.c_str(), append ? "a" : "w");
   KILN_CHECK(csv != nullptr, "Learner", "cannot write " + csv_path);
@@ -275,6 +369,7 @@ void FitRun::open_csv() {
 
 void FitRun::csv_row(const char* split, int64_t epoch, int64_t it, double ep, const MetricValues& v, double lr,
                      double batch_ips, double epoch_ips, double secs) {
+  if (!csv) return;
   std::fprintf(csv, "%s,%lld,%lld,%.6f", split, static_cast<long long>(epoch), static_cast<long long>(it), ep);
   for (auto& [n, x] : v) std::fprintf(csv, ",%.9g", x);
   std::fprintf(csv, ",%.9g,%.6g,%.6g,%.3f\n", lr, batch_ips, epoch_ips, secs);
@@ -294,6 +389,7 @@ std::map<std::string, std::string> FitRun::extra_for(int64_t step_in_epoch) cons
 }
 
 void FitRun::save(const std::string& path, int64_t epoch, int64_t step_in_epoch) const {
+  if (!par.writer()) return;
   store::Checkpoint ck;
   ck.model = c.model;
   ck.optimizer = c.optimizer;
@@ -369,6 +465,7 @@ bool FitRun::run_epoch(int64_t epoch) {
   t.lr = lr_now();
   t.ips = last_ips;
   t.epoch_ips = rate(epoch_items, seconds_since(epoch_start));
+  par.sync_buffers();
   const ValidEnd v = validate(epoch);
   if (c.scheduler && c.scheduler_step == SchedulerStep::Epoch) c.scheduler->step();
   return end_epoch(epoch, epoch_start, t, v);
@@ -384,13 +481,17 @@ bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& 
   while (auto batch = c.train->next()) {
     auto t0 = Clock::now();
     Tensor x = to_device(batch->input), y = to_device(batch->target);
+    int64_t n = x.dim() > 0 ? x.size(0) : 1;
+    par.sync_buffers();
     Tensor out = c.forward(x);
     Tensor loss = c.loss(out, y);
-    Gradients grads = loss.backward();
+    Gradients grads = par.backward(loss, n);
     c.optimizer->step(grads);
     if (c.scheduler && c.scheduler_step == SchedulerStep::Step) c.scheduler->step();
     double lv = loss.item<double>();
-    int64_t n = x.dim() > 0 ? x.size(0) : 1;
+    // Data parallel: the global batch's loss, and a stop only when the ranks agree on it.
+    bool stop_request = par.active() && (g_stop.load() || r.stop_requested());
+    par.agree_step(lv, n, stop_request);
     acc.add(lv, out.detach(), y, n);
     epoch_items += static_cast<double>(n);
     s.step_losses.push_back(lv);
@@ -405,7 +506,8 @@ bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& 
       csv_row("train_step", epoch, it,
               static_cast<double>(epoch) + static_cast<double>(it) / std::max<int64_t>(1, ntrain), e.values, e.lr,
               e.items_per_second, rate(epoch_items, seconds_since(epoch_start)), seconds_since(epoch_start));
-    if (g_stop.load() || r.stop_requested() || (c.max_steps > 0 && s.steps >= c.max_steps)) return true;
+    const bool stop = par.active() ? stop_request : g_stop.load() || r.stop_requested();
+    if (stop || (c.max_steps > 0 && s.steps >= c.max_steps)) return true;
   }
   return false;
 }
@@ -450,10 +552,6 @@ bool FitRun::end_epoch(int64_t epoch, Clock::time_point epoch_start, const Train
     csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), v.vals, t.lr, v.ips, v.epoch_ips, rec.seconds);
   double bv = monitored(rec, c.best.metric);
   bool is_best = improves(bv, best_value, c.best.mode, 0);
-  if (is_best) {
-    best_value = bv;
-    s.best_epoch = epoch;
-  }
   bool early = false;
   if (c.patience > 0) {
     double sv = monitored(rec, c.early_stop.metric);
@@ -463,6 +561,11 @@ bool FitRun::end_epoch(int64_t epoch, Clock::time_point epoch_start, const Train
     } else if (++bad_epochs >= c.patience) {
       early = true;
     }
+  }
+  par.agree(is_best, early);
+  if (is_best) {
+    best_value = bv;
+    s.best_epoch = epoch;
   }
   r.on_epoch_end(EpochEnd{epoch, t.vals, v.vals, t.lr, rec.seconds, is_best});
   if (c.keep_last > 0 || s.stopped) {
@@ -501,17 +604,25 @@ Summary FitRun::finish() {
                                      : std::string());
   s.best_value = best_value;
   s.message = end_message;
-  std::fflush(csv);
-  try {
-    chart_from_csv(csv_path, (fs::path(s.dir) / "metrics.png").string());
-  } catch (const std::exception& ex) {
-    r.on_message(std::string("could not write the chart: ") + ex.what());
+  if (csv) {
+    std::fflush(csv);
+    try {
+      chart_from_csv(csv_path, (fs::path(s.dir) / "metrics.png").string());
+    } catch (const std::exception& ex) {
+      r.on_message(std::string("could not write the chart: ") + ex.what());
+    }
   }
   r.on_end(end_message);
   return s;
 }
 
 }  // namespace
+
+int process_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
 
 void Learner::request_stop() { g_stop.store(true); }
 bool Learner::stop_pending() { return g_stop.load(); }
@@ -532,14 +643,19 @@ Learner::Learner(LearnerConfig config) : config_(std::move(config)) {
 }
 
 Summary Learner::fit() {
-  FitRun run(config_);
+  Parallel par;
+  par.start(config_);
+  QuietRenderer quiet;
+  FitRun run(config_, par, par.writer() ? *config_.renderer : quiet);
   run.load_resume();
+  par.make_ddp(config_);
   run.open_csv();
   SigintScope sigint(config_.handle_sigint);
   g_stop.store(false);
   run.start();
   try {
     run.run_epochs();
+    par.sync_buffers();
   } catch (const std::exception& ex) {
     run.r.on_end(std::string("Training failed: ") + ex.what());
     throw;

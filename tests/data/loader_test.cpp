@@ -224,3 +224,42 @@ TEST(DataLoader, FashionMnistThroughput) {
     std::printf("Fashion-MNIST with normalize + flip, batch 64, %zu workers: %.0f batches/s\n", workers, n / s);
   }
 }
+
+TEST(DataLoader, ShardsTogetherAreTheOneProcessBatches) {
+  // Data parallelism (docs/distributed.md): shard r of W takes a consecutive part of every batch
+  // of one process; 50 items, batch 8 (6 full batches and one of 2).
+  auto src = ints(50);
+  kd::DataLoader<int> whole(src, {.batch_size = 8, .seed = 3}, int_batch);
+  for (size_t w : {1, 2, 3, 4}) {
+    std::vector<std::vector<std::vector<int64_t>>> parts;
+    size_t items = 0;
+    for (size_t r = 0; r < w; ++r) {
+      kd::DataLoader<int> shard(src, {.batch_size = 8, .seed = 3, .workers = r % 2, .num_shards = w, .shard_index = r},
+                                int_batch);
+      parts.push_back(epoch_of(shard, 1));
+      items += shard.num_items();
+      // The same number of batches on every shard; the last batch (2 items) is dropped for 3 or 4.
+      EXPECT_EQ(shard.num_batches(), w <= 2 ? 7u : 6u) << w;
+      EXPECT_EQ(parts.back().size(), shard.num_batches());
+    }
+    auto ref = epoch_of(whole, 1);
+    EXPECT_EQ(items, w <= 2 ? 50u : 48u);
+    for (size_t b = 0; b < parts[0].size(); ++b) {
+      std::vector<int64_t> joined;
+      for (size_t r = 0; r < w; ++r) {
+        EXPECT_FALSE(parts[r][b].empty());
+        joined.insert(joined.end(), parts[r][b].begin(), parts[r][b].end());
+      }
+      EXPECT_EQ(joined, ref[b]) << w << " shards, batch " << b;
+    }
+  }
+  // BatchSource::shard sets the same from a training loop (the Learner).
+  kd::DataLoader<int> later(src, {.batch_size = 8, .seed = 3}, int_batch);
+  kiln::data::BatchSource& bs = later;
+  EXPECT_TRUE(bs.shard(1, 2));
+  auto second = epoch_of(later, 1);
+  auto first_batch = epoch_of(whole, 1)[0];
+  EXPECT_EQ(second[0], std::vector<int64_t>(first_batch.begin() + 4, first_batch.end()));
+  EXPECT_THROW(later.shard(2, 2), kiln::Error);
+  EXPECT_THROW(kd::DataLoader<int>(src, {.batch_size = 8, .num_shards = 2, .shard_index = 2}, int_batch), kiln::Error);
+}

@@ -26,6 +26,10 @@ class BatchSource {
   virtual void start_epoch(uint64_t epoch) = 0;
   /// The next batch of the current epoch, or nullopt at its end.
   virtual std::optional<Batch> next() = 0;
+  /// Data parallelism: from the next start_epoch on, yield only part `index` of `count` of every
+  /// batch (the same batches, so num_batches() is the same on every rank), such that the parts of
+  /// all ranks together are the whole batch. Returns false when this source cannot (the default).
+  virtual bool shard(size_t /*index*/, size_t /*count*/) { return false; }
 };
 
 }  // namespace kiln::data

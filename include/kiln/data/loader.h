@@ -36,6 +36,13 @@ struct DataLoaderOptions {
   size_t prefetch = 2;
   /// Where batches are put.
   Device device = Device::cpu();
+  /// Data parallelism (docs/distributed.md): this process takes part `shard_index` of
+  /// `num_shards` of every batch. The batches are those of one process (the same order from the
+  /// seed; batch_size is the global batch), each cut into num_shards consecutive parts as even as
+  /// possible, so the ranks' parts together are exactly the one process's batch. A last batch with
+  /// fewer items than shards is dropped. The Learner sets them (BatchSource::shard).
+  size_t num_shards = 1;
+  size_t shard_index = 0;
 };
 
 /// Turns items into one batch on a device.
@@ -69,6 +76,8 @@ class LoaderEngine {
   size_t num_items() const;
   void start_epoch(uint64_t epoch);
   std::optional<Batch> next();
+  /// Sets the shard (DataLoaderOptions::num_shards), from the next start_epoch on.
+  void set_shard(size_t index, size_t count);
   /// Batches built and not yet taken (for tests of the prefetch bound).
   size_t ready_batches() const;
   /// Batches built since start_epoch.
@@ -110,6 +119,12 @@ class DataLoader : public BatchSource {
   size_t num_items() const override { return engine_->num_items(); }
   void start_epoch(uint64_t epoch) override { engine_->start_epoch(epoch); }
   std::optional<Batch> next() override { return engine_->next(); }
+  bool shard(size_t index, size_t count) override {
+    engine_->set_shard(index, count);
+    options_.shard_index = index;
+    options_.num_shards = count;
+    return true;
+  }
   const DataLoaderOptions& options() const { return options_; }
   const DatasetPtr<Item>& dataset() const { return dataset_; }
   /// Batches built and waiting (at most workers * prefetch).

@@ -92,6 +92,19 @@ struct LearnerConfig {
   int64_t max_steps = 0;
   /// Rows of running training values written to metrics.csv per epoch (besides epoch rows).
   int64_t csv_rows_per_epoch = 20;
+  /// Data-parallel training over the processes of a job (docs/distributed.md): every process runs
+  /// the same program (`mpirun -np 2 ./train`, `srun ./train`). The parameters and buffers start as
+  /// rank 0's; the training data is sharded (its BatchSource must support shard(), as DataLoader
+  /// does; each batch is cut across the ranks, so the global batch is one process's batch); the
+  /// gradients are averaged over the ranks during backward (kiln::dist::DistributedDataParallel),
+  /// weighted by each rank's share of the batch; the reported training loss is the global batch's.
+  /// Every rank validates on the whole validation set. Only rank 0 writes the run folder
+  /// (checkpoints, metrics, chart) and renders; the others show nothing. A checkpoint resumes on
+  /// any number of processes. Without a launcher this is plain training; on several processes it
+  /// needs Kiln built with MPI (KILN_WITH_MPI).
+  bool data_parallel = false;
+  /// Gradient bytes per all-reduce bucket under data_parallel (dist::DDPOptions::bucket_bytes).
+  size_t ddp_bucket_bytes = size_t{1} << 20;
 };
 
 /// One epoch's final values.
@@ -131,6 +144,10 @@ class Learner {
  private:
   LearnerConfig config_;
 };
+
+/// This process's rank in a job started by a launcher (mpirun, srun), read from the environment;
+/// 0 without one. Programs that train with data_parallel print only on rank 0.
+int process_rank();
 
 /// Fluent construction of a Learner.
 class LearnerBuilder {
@@ -218,6 +235,11 @@ class LearnerBuilder {
   }
   LearnerBuilder& max_steps(int64_t n) {
     c_.max_steps = n;
+    return *this;
+  }
+  /// LearnerConfig::data_parallel.
+  LearnerBuilder& data_parallel(bool on = true) {
+    c_.data_parallel = on;
     return *this;
   }
   /// The configuration so far (to adjust fields without a builder method).
