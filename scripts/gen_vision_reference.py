@@ -216,6 +216,19 @@ def image():
     t["eq_flat"] = per_image(cv2.equalizeHist, flat)
     save("threshold", t)
 
+    t = {"gray_u8": gray_u8, "rgb_f": rgb_f}
+    rot = cv2.getRotationMatrix2D((7.5, 5.0), 33.0, 0.8)
+    t["rot"] = rot
+    shear = np.array([[1.1, 0.3, -2.2], [-0.2, 0.9, 1.7]])
+    t["shear"] = shear
+    for mname, m in (("rot", rot), ("shear", shear)):
+        for iname, inter in (("bilinear", cv2.INTER_LINEAR), ("nearest", cv2.INTER_NEAREST)):
+            t[f"warp_{mname}_{iname}_u8"] = per_image(lambda a: cv2.warpAffine(a, m, (19, 13), flags=inter), gray_u8)
+            t[f"warp_{mname}_{iname}_f"] = per_image(lambda a: cv2.warpAffine(a, m, (11, 8), flags=inter), rgb_f)
+        t[f"warp_{mname}_inverse_f"] = per_image(
+            lambda a: cv2.warpAffine(a, m, (11, 8), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP), rgb_f)
+    save("warp", t)
+
     t = {}
     blobs = (rng.uniform(0, 1, (2, 1, 16, 19)) > 0.55).astype(np.uint8)
     t["blobs"] = blobs

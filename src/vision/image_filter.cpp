@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Linear filters (Gaussian, box, Sobel, Laplacian) as separable depthwise convolutions, and the
-// median filter, all tensor ops (OpenCV's kernels and borders).
+// Linear filters (Gaussian, box, Sobel, Laplacian) as separable sums of shifted views (tensor
+// ops), and the median filter (on the host, or tensor ops when a gradient is needed).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "kiln/nn/functional/conv.h"
 #include "kiln/vision/image.h"
 #include "vision/image_util.h"
 
@@ -17,16 +17,26 @@ void check_ksize(const char* op, int64_t k, const char* what = "ksize") {
 }
 
 /// x [N, C, H, W] (float) filtered by kx along W and ky along H (correlation), borders
-/// padded with `mode` ("reflect": OpenCV's BORDER_REFLECT_101; "replicate").
+/// padded with `mode` ("reflect": OpenCV's BORDER_REFLECT_101; "replicate"). Each pass is a
+/// weighted sum of shifted views (zero taps skipped): elementwise ops, which the CPU fuses,
+/// and far faster than a one-channel convolution.
 Tensor separable(const Tensor& x, const std::vector<double>& kx, const std::vector<double>& ky,
                  const std::string& mode = "reflect") {
   const auto kw = static_cast<int64_t>(kx.size()), kh = static_cast<int64_t>(ky.size());
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-  Tensor y = pad(x.reshape({n * c, 1, h, w}), {kw / 2, kw / 2, kh / 2, kh / 2}, mode);
-  const TensorOptions o{.dtype = x.dtype(), .device = x.device()};
-  y = nn::functional::conv2d(y, tensor(kx, {1, 1, 1, kw}).to(o.device, x.dtype()));
-  y = nn::functional::conv2d(y, tensor(ky, {1, 1, kh, 1}).to(o.device, x.dtype()));
-  return y.reshape({n, c, h, w});
+  const int64_t h = x.size(2), w = x.size(3);
+  auto pass = [](const Tensor& p, const std::vector<double>& k, int64_t dim, int64_t len) {
+    Tensor acc;
+    for (int64_t i = 0; i < static_cast<int64_t>(k.size()); ++i) {
+      const double wt = k[static_cast<size_t>(i)];
+      if (wt == 0) continue;
+      const Tensor v = p.narrow(dim, i, len);
+      const Tensor term = wt == 1 ? v : v * wt;
+      acc = acc.defined() ? acc + term : term;
+    }
+    return acc.defined() ? acc : zeros_like(p.narrow(dim, 0, len));
+  };
+  Tensor y = kw > 1 ? pass(pad(x, {kw / 2, kw / 2, 0, 0}, mode), kx, 3, w) : x * kx[0];
+  return kh > 1 ? pass(pad(y, {0, 0, kh / 2, kh / 2}, mode), ky, 2, h) : y * ky[0];
 }
 
 /// The 1-d Sobel kernel of derivative `order` and size ksize (cv::getDerivKernels).
@@ -104,17 +114,43 @@ Tensor box_filter(const Tensor& x, KSize ksize, bool normalize) {
   return normalize ? detail::back_to(y, x) : y;
 }
 
+namespace {
+
+/// median_blur on the host (no gradient needed): per pixel, nth_element over its window.
+Tensor median_host(const Tensor& x, int64_t ksize) {
+  const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3), r = ksize / 2;
+  const std::vector<double> v = x.to(f64).contiguous().to_vector<double>();
+  std::vector<double> out(v.size()), win(static_cast<size_t>(ksize * ksize));
+  const auto mid = win.begin() + static_cast<std::ptrdiff_t>(win.size() / 2);
+  for (int64_t p = 0; p < planes; ++p) {
+    const double* src = v.data() + p * h * w;
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t xx = 0; xx < w; ++xx) {
+        size_t k = 0;
+        for (int64_t dy = -r; dy <= r; ++dy) {
+          const double* row = src + std::clamp<int64_t>(y + dy, 0, h - 1) * w;
+          for (int64_t dx = -r; dx <= r; ++dx) win[k++] = row[std::clamp<int64_t>(xx + dx, 0, w - 1)];
+        }
+        std::nth_element(win.begin(), mid, win.end());
+        out[static_cast<size_t>(p * h * w + y * w + xx)] = *mid;
+      }
+  }
+  return tensor(out, x.shape()).to(x.device(), x.dtype());
+}
+
+}  // namespace
+
 Tensor median_blur(const Tensor& x, int64_t ksize) {
   const char* op = "vision::median_blur";
   detail::check_image(op, x);
   check_ksize(op, ksize);
+  if (!x.requires_grad()) return median_host(x, ksize);
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), r = ksize / 2;
-  const Tensor p = pad(detail::as_float(x).reshape({n * c, 1, h, w}), {r, r, r, r}, "replicate");
+  const Tensor p = pad(x.reshape({n * c, 1, h, w}), {r, r, r, r}, "replicate");
   std::vector<Tensor> views;
   for (int64_t dy = 0; dy < ksize; ++dy)
     for (int64_t dx = 0; dx < ksize; ++dx) views.push_back(p.narrow(2, dy, h).narrow(3, dx, w));
-  const Tensor m = median(stack(views, 0), 0).first.reshape({n, c, h, w});
-  return detail::back_to(m, x);
+  return median(stack(views, 0), 0).first.reshape({n, c, h, w});
 }
 
 Tensor sobel(const Tensor& x, int64_t dx, int64_t dy, int64_t ksize, double scale, double delta) {

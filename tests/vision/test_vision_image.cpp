@@ -79,6 +79,10 @@ TEST(VisionFilter, GradientsMatchFiniteDifferences) {
                 {x}),
             "");
   EXPECT_EQ(test::gradcheck([](const std::vector<Tensor>& in) { return vision::sobel(in[0], 1, 1, 3); }, {x}), "");
+  // With a gradient, median_blur runs as tensor ops: the same values as the host path.
+  EXPECT_EQ(test::gradcheck([](const std::vector<Tensor>& in) { return vision::median_blur(in[0], 3); }, {x}), "");
+  const Tensor xg = x.detach().require_grad();
+  expect_close(vision::median_blur(xg, 5).detach(), vision::median_blur(x.detach(), 5), 0);
 }
 
 TEST(VisionFilter, EmptyBatchAndBadInput) {

@@ -48,7 +48,8 @@ Tensor gaussian_kernel(int64_t ksize, double sigma);
 Tensor gaussian_blur(const Tensor& x, KSize ksize, double sigma_x, double sigma_y = 0);
 /// Mean (normalize) or sum over ksize windows (cv::boxFilter, cv::blur).
 Tensor box_filter(const Tensor& x, KSize ksize, bool normalize = true);
-/// Median of ksize x ksize windows, edges replicated (cv::medianBlur; odd ksize).
+/// Median of ksize x ksize windows, edges replicated (cv::medianBlur; odd ksize); on the host
+/// unless x requires a gradient (then tensor ops).
 Tensor median_blur(const Tensor& x, int64_t ksize);
 /// Derivative dx, dy (orders 0 to 2) with Sobel kernels of size ksize (1, 3, 5 or 7) times
 /// scale plus delta, as f32 (cv::Sobel with ddepth CV_32F).
@@ -85,6 +86,23 @@ Tensor adaptive_threshold_mean(const Tensor& x, double maxval, int64_t block_siz
                                const std::string& type = "binary");
 /// cv::equalizeHist of each plane of u8 x [N, C, H, W].
 Tensor equalize_hist(const Tensor& x);
+
+// ---- geometric warps ------------------------------------------------------------------------------
+
+/// An image size (height, width).
+struct ImageSize {
+  int64_t height = 0;
+  int64_t width = 0;
+};
+
+/// The [2, 3] f64 matrix rotating by angle degrees (counter-clockwise, the origin at the top
+/// left) about (center_x, center_y) and scaling (cv::getRotationMatrix2D).
+Tensor rotation_matrix_2d(double center_x, double center_y, double angle, double scale = 1);
+/// cv::warpAffine: output [N, C, dsize] with pixel (x, y) read from the input at m^-1 (x, y)
+/// (at m (x, y) with inverse_map), interpolation "bilinear" (OpenCV's 1/32-pixel weights) or
+/// "nearest", zeros outside the input. Differentiable with respect to x.
+Tensor warp_affine(const Tensor& x, const Tensor& m, ImageSize dsize, const std::string& interpolation = "bilinear",
+                   bool inverse_map = false);
 
 // ---- connected components ------------------------------------------------------------------------
 
