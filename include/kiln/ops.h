@@ -77,6 +77,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
 /// 1 with probability p (elementwise), else 0; same dtype and shape as p.
 Tensor bernoulli(const Tensor& p);
 Tensor bernoulli(const Shape& shape, double p, const TensorOptions& o = {});
+/// torch.multinomial: num_samples category indices (i64) drawn from each row of the weights
+/// `probs` [C] or [N, C] (non-negative, finite, each row with a positive sum; they need not sum
+/// to 1) -> [num_samples] or [N, num_samples]. Without replacement the draws of a row are
+/// distinct and num_samples may not exceed its non-zero categories. Seeded by manual_seed; a
+/// composite of rand, cumsum and topk, so it runs on every device.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 /// A random permutation of 0..n-1, like the other creation functions:
 /// `randperm(n, {.dtype = i64, .device = d})`. dtype defaults to i64 when no options are given
 /// (a TensorOptions written out takes its own dtype, f32 unless set, as for randint).

@@ -92,4 +92,23 @@ std::string SwiGLU::extra_repr() const {
          ", out=" + std::to_string(config.out) + ", bias=" + (config.bias ? "true" : "false");
 }
 
+Tensor LogSigmoid::forward(const Tensor& x) const { return functional::logsigmoid(x); }
+Tensor Tanhshrink::forward(const Tensor& x) const { return functional::tanhshrink(x); }
+Tensor Hardshrink::forward(const Tensor& x) const { return functional::hardshrink(x, config.lambd); }
+std::string Hardshrink::extra_repr() const { return num(config.lambd); }
+Tensor Softshrink::forward(const Tensor& x) const { return functional::softshrink(x, config.lambd); }
+std::string Softshrink::extra_repr() const { return num(config.lambd); }
+Tensor Threshold::forward(const Tensor& x) const { return functional::threshold(x, config.threshold, config.value); }
+std::string Threshold::extra_repr() const {
+  return "threshold=" + num(config.threshold) + ", value=" + num(config.value);
+}
+Tensor Hardtanh::forward(const Tensor& x) const { return hardtanh(x, config.min_val, config.max_val); }
+std::string Hardtanh::extra_repr() const {
+  return "min_val=" + num(config.min_val) + ", max_val=" + num(config.max_val);
+}
+Tensor CELU::forward(const Tensor& x) const { return celu(x, config.alpha); }
+std::string CELU::extra_repr() const { return "alpha=" + num(config.alpha); }
+Tensor RReLU::forward(const Tensor& x) const { return functional::rrelu(x, config.lower, config.upper, is_training()); }
+std::string RReLU::extra_repr() const { return "lower=" + num(config.lower) + ", upper=" + num(config.upper); }
+
 }  // namespace kiln::nn

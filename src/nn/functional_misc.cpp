@@ -162,3 +162,58 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
 }
 
 }  // namespace kiln::nn::functional
+
+// ---- further activations (torch.nn.functional's names and NaN behaviour) ---------------------
+
+namespace kiln::nn::functional {
+
+namespace {
+void check_float_input(const char* op, const Tensor& x) {
+  KILN_CHECK(x.defined() && is_floating(x.dtype()), op,
+             "expects a floating-point input, got " << (x.defined() ? dtype_name(x.dtype()).data() : "undefined")
+                                                    << shape_of(x));
+}
+void check_lambd(const char* op, double lambd) {
+  KILN_CHECK(lambd >= 0, op, "lambda must be greater or equal to 0, but found to be " << lambd);
+}
+}  // namespace
+
+Tensor logsigmoid(const Tensor& x) {
+  check_float_input("logsigmoid", x);
+  return minimum(x, 0.0) - log1p(exp(-abs(x)));
+}
+
+Tensor hardshrink(const Tensor& x, double lambd) {
+  check_float_input("hardshrink", x);
+  check_lambd("hardshrink", lambd);
+  return where(abs(x) <= lambd, 0.0, x);  // NaN stays NaN
+}
+
+Tensor softshrink(const Tensor& x, double lambd) {
+  check_float_input("softshrink", x);
+  check_lambd("softshrink", lambd);
+  return where(x > lambd, x - lambd, where(x < -lambd, x + lambd, x * 0.0));
+}
+
+Tensor tanhshrink(const Tensor& x) {
+  check_float_input("tanhshrink", x);
+  return x - tanh(x);
+}
+
+Tensor threshold(const Tensor& x, double threshold, double value) {
+  KILN_CHECK(x.defined(), "threshold", "expects a defined input");
+  // value takes x's dtype (an integer x stays integer, as in PyTorch)
+  const Scalar v = is_floating(x.dtype()) ? Scalar(value) : Scalar(static_cast<int64_t>(value));
+  return where(x <= threshold, v, x);
+}
+
+Tensor rrelu(const Tensor& x, double lower, double upper, bool training) {
+  check_float_input("rrelu", x);
+  KILN_CHECK(lower <= upper, "rrelu", "lower bound " << lower << " must not exceed upper bound " << upper);
+  if (!training) return leaky_relu(x, (lower + upper) / 2);
+  const Device plain = x.device().without_autodiff();
+  Tensor slope = uniform(x.shape(), lower, upper, {.dtype = x.dtype(), .device = plain}).to(x.device());
+  return where(x <= 0.0, x * slope, x);
+}
+
+}  // namespace kiln::nn::functional

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kiln/error.h"
+#include "kiln/nn/functional/distance.h"
 #include "kiln/ops.h"
 #include "loss_util.h"
 
@@ -337,13 +338,6 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double ma
   Tensor out = where(target != 1, margin_clamp, 0.0) + where(target != -1, x, 0.0);
   return reduce(out, reduction);
 }
-
-namespace {
-// PyTorch's pairwise_distance: ||x1 - x2 + eps||_p over the last dim.
-Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps) {
-  return norm(x1 - x2 + eps, p, {-1});
-}
-}  // namespace
 
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            const TripletMarginLossOptions& o) {

@@ -13,34 +13,6 @@ namespace kiln::conformance {
 namespace {
 using namespace reg;
 namespace F = kiln::nn::functional;
-using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-Outs with_grads(A in, At at, D dev, const Fn& f) {
-  const auto ng = static_cast<size_t>(at.i_or("ng", 1));
-  std::vector<Tensor> xs;
-  for (const Arg& a : in) xs.push_back(a.t);
-  if (ng == 0) return {f(xs)};
-  if (dev.is_null()) {
-    Outs o{f(xs)};
-    for (size_t i = 0; i < ng; ++i) o.push_back(empty_like(xs[i]));
-    return o;
-  }
-  const Device ad = dev.autodiff();
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (!xs[i].defined()) continue;
-    xs[i] = xs[i].detach().to(ad);
-    if (i < ng) xs[i] = xs[i].require_grad();
-  }
-  Tensor y = f(xs);
-  Gradients g = y.sum().backward();
-  Outs o{y.detach().to(dev)};
-  for (size_t i = 0; i < ng; ++i) {
-    Tensor gi = xs[i].grad(g);
-    o.push_back(gi.defined() ? gi.detach().to(dev) : zeros_like(in[i].t));
-  }
-  return o;
-}
-
 std::string red(At at) { return at.str("red"); }
 
 const RegistryPart part({

@@ -3,12 +3,14 @@
 // Helpers for the conformance registry files (registry.cpp and registry_<family>.cpp). A
 // family file registers its entries with a file-level
 //   static const RegistryPart part({ OP(name) { return {kiln::...}; } END, ... });
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "conformance/golden.h"
+#include "kiln/autodiff.h"
 
 namespace kiln::conformance {
 
@@ -31,6 +33,37 @@ inline std::vector<Tensor> tensors(A in, size_t from = 0) {
   std::vector<Tensor> v;
   for (size_t i = from; i < in.size(); ++i) v.push_back(in[i].t);
   return v;
+}
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+/// The result of f on the inputs and the gradients of sum(result) with respect to the first
+/// `ng` inputs (attribute, default 1), through dev.autodiff(); on the null device only the
+/// forward runs and the gradients are stand-ins of the inputs' shapes.
+inline Outs with_grads(A in, At at, D dev, const Fn& f) {
+  const auto ng = static_cast<size_t>(at.i_or("ng", 1));
+  std::vector<Tensor> xs;
+  for (const Arg& a : in) xs.push_back(a.t);
+  if (ng == 0) return {f(xs)};
+  if (dev.is_null()) {
+    Outs o{f(xs)};
+    for (size_t i = 0; i < ng; ++i) o.push_back(empty_like(xs[i]));
+    return o;
+  }
+  const Device ad = dev.autodiff();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].defined()) continue;
+    xs[i] = xs[i].detach().to(ad);
+    if (i < ng) xs[i] = xs[i].require_grad();
+  }
+  Tensor y = f(xs);
+  Gradients g = y.sum().backward();
+  Outs o{y.detach().to(dev)};
+  for (size_t i = 0; i < ng; ++i) {
+    Tensor gi = xs[i].grad(g);
+    o.push_back(gi.defined() ? gi.detach().to(dev) : zeros_like(in[i].t));
+  }
+  return o;
 }
 
 }  // namespace reg

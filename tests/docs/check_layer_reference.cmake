@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 # The test `docs_layer_reference`: every module type declared in include/kiln/nn/*.h (each
-# KILN_VISIT(Name, ...), KILN_NN_NO_FIELDS_(Name), `type_name() ... return "Name"; }` and
+# KILN_VISIT(Name, ...), KILN_NN_NO_FIELDS_(Name), KILN_NN_CONFIGURED_ACTIVATION_(Name),
+# KILN_NN_PLAIN_ACTIVATION_(Name), `type_name() ... return "Name"; }` and
 # `using NameNd = ...Nd<N>;`)
 # must appear, in backquotes, in a table row of the Book's layer reference (docs/modules.md)
 # or loss table (docs/losses.md), so the reference cannot drift from the headers. A row may
@@ -11,6 +12,7 @@ cmake_minimum_required(VERSION 3.22)
 file(GLOB headers ${SOURCE_DIR}/include/kiln/nn/*.h)
 set(names "")
 set(patterns "KILN_VISIT\\(([A-Za-z0-9_]+)" "KILN_NN_NO_FIELDS_\\(([A-Za-z0-9_]+)\\)"
+    "KILN_NN_CONFIGURED_ACTIVATION_\\(([A-Za-z0-9_]+)\\)" "KILN_NN_PLAIN_ACTIVATION_\\(([A-Za-z0-9_]+)\\)"
     "type_name\\(\\) const override { return \"([A-Za-z0-9_]+)\" }" "using ([A-Za-z0-9_]+) = [A-Za-z0-9_]+<[0-9]>")
 foreach(h ${headers})
   file(READ ${h} text)

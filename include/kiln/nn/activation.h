@@ -170,6 +170,75 @@ struct ELU : Module {
   KILN_NN_NO_FIELDS_(ELU)
 };
 
+/// Declares a configured activation module: Type(config), forward, operator() and extra_repr.
+#define KILN_NN_CONFIGURED_ACTIVATION_(Type)                                                      \
+  struct Type : Module {                                                                          \
+    Type##Config config;                                                                          \
+    Type() = default;                                                                             \
+    explicit Type(const Type##Config& c, const Device& = Device::default_device()) : config(c) {} \
+    Tensor forward(const Tensor& x) const;                                                        \
+    Tensor operator()(const Tensor& x) const { return forward(x); }                               \
+    std::string extra_repr() const override;                                                      \
+    KILN_NN_NO_FIELDS_(Type)                                                                      \
+  };
+/// Declares an activation module without options.
+#define KILN_NN_PLAIN_ACTIVATION_(Type)                             \
+  struct Type : Module {                                            \
+    Tensor forward(const Tensor& x) const;                          \
+    Tensor operator()(const Tensor& x) const { return forward(x); } \
+    KILN_NN_NO_FIELDS_(Type)                                        \
+  };
+
+/// log(sigmoid(x)); x [*] -> [*].
+KILN_NN_PLAIN_ACTIVATION_(LogSigmoid)
+/// x - tanh(x); x [*] -> [*].
+KILN_NN_PLAIN_ACTIVATION_(Tanhshrink)
+
+/// Config of Hardshrink and Softshrink.
+struct HardshrinkConfig {
+  double lambd = 0.5;  ///< the half-width of the band set to zero (>= 0)
+  KILN_CONFIG(HardshrinkConfig, lambd)
+};
+using SoftshrinkConfig = HardshrinkConfig;
+/// x where |x| > lambd, else 0; x [*] -> [*].
+KILN_NN_CONFIGURED_ACTIVATION_(Hardshrink)
+/// x -+ lambd outside [-lambd, lambd], else 0; x [*] -> [*].
+KILN_NN_CONFIGURED_ACTIVATION_(Softshrink)
+
+/// Config of Threshold.
+struct ThresholdConfig {
+  double threshold = 0.0;  ///< x <= threshold is replaced
+  double value = 0.0;      ///< by this
+  KILN_CONFIG(ThresholdConfig, threshold, value)
+};
+/// x where x > threshold, else value; x [*] -> [*].
+KILN_NN_CONFIGURED_ACTIVATION_(Threshold)
+
+/// Config of Hardtanh.
+struct HardtanhConfig {
+  double min_val = -1.0, max_val = 1.0;
+  KILN_CONFIG(HardtanhConfig, min_val, max_val)
+};
+/// clamp(x, min_val, max_val); x [*] -> [*].
+KILN_NN_CONFIGURED_ACTIVATION_(Hardtanh)
+
+/// Config of CELU.
+struct CELUConfig {
+  double alpha = 1.0;
+  KILN_CONFIG(CELUConfig, alpha)
+};
+/// max(0, x) + min(0, alpha (exp(x / alpha) - 1)); x [*] -> [*].
+KILN_NN_CONFIGURED_ACTIVATION_(CELU)
+
+/// Config of RReLU.
+struct RReLUConfig {
+  double lower = 1.0 / 8, upper = 1.0 / 3;  ///< range of the random negative slope
+  KILN_CONFIG(RReLUConfig, lower, upper)
+};
+/// Randomized leaky ReLU: a slope drawn from [lower, upper] per element in training, their
+/// mean in evaluation; x [*] -> [*].
+KILN_NN_CONFIGURED_ACTIVATION_(RReLU)
+
 /// Gated linear unit: x split in halves a, b along config.dim -> a * sigmoid(b). The size of
 /// that dim must be even; the output has half of it.
 struct GLU : Module {

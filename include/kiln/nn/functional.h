@@ -6,5 +6,7 @@
 #include "kiln/nn/functional/attention.h"
 #include "kiln/nn/functional/common.h"
 #include "kiln/nn/functional/conv.h"
+#include "kiln/nn/functional/distance.h"
 #include "kiln/nn/functional/norm.h"
 #include "kiln/nn/functional/pool.h"
+#include "kiln/nn/functional/sampling.h"

@@ -29,6 +29,20 @@ using ::kiln::softmax;
 using ::kiln::softplus;
 using ::kiln::tanh;
 
+/// log(sigmoid(x)), computed as min(x, 0) - log1p(exp(-|x|)) (no overflow for large |x|).
+Tensor logsigmoid(const Tensor& x);
+/// x where |x| > lambd, else 0 (lambd >= 0).
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+/// x - lambd where x > lambd, x + lambd where x < -lambd, else 0 (lambd >= 0).
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+/// x - tanh(x).
+Tensor tanhshrink(const Tensor& x);
+/// x where x > threshold, else value.
+Tensor threshold(const Tensor& x, double threshold, double value);
+/// Randomized leaky ReLU: in training the negative slope of each element is drawn uniformly
+/// from [lower, upper]; in evaluation it is (lower + upper) / 2.
+Tensor rrelu(const Tensor& x, double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false);
+
 /// max(0, x) + weight * min(0, x); weight [1] or [C] with x [N, C, *] (or [C] unbatched).
 Tensor prelu(const Tensor& x, const Tensor& weight);
 /// a * sigmoid(b) where a, b are the halves of x along dim (its size must be even).
