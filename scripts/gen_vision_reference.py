@@ -115,6 +115,14 @@ def detection():
                 k = f"align_{int(scale * 10)}_{ratio if ratio > 0 else 'a'}_{int(aligned)}"
                 t[k] = tvo.roi_align(tx, tbx, (3, 4), scale, ratio, aligned).numpy()
         t[f"pool_{int(scale * 10)}"] = tvo.roi_pool(tx, tbx, (3, 4), scale).numpy()
+    # Position-sensitive RoI Align: 2 output channels of 2 x 3 cells (no zero-size boxes, which
+    # torchvision averages over no samples into NaN).
+    xp = rng.normal(0, 1, (2, 12, 7, 9)).astype(np.float32)
+    bp = np.concatenate([rng.integers(0, 2, (5, 1)).astype(np.float32), random_boxes(rng, 5, 9.0) * 1.2 - 1], 1)
+    t["ps_x"], t["ps_boxes"] = xp, bp
+    for ratio in (-1, 2):
+        t[f"ps_{ratio if ratio > 0 else 'a'}"] = tvo.ps_roi_align(torch.from_numpy(xp), torch.from_numpy(bp), (2, 3),
+                                                                  0.9, ratio).numpy()
     save("roi", t)
 
 

@@ -131,4 +131,45 @@ Tensor roi_pool(const Tensor& input, const Tensor& boxes, RoiSize output_size, d
   return out.reshape({k, ch, oh, ow});
 }
 
+Tensor ps_roi_align(const Tensor& input, const Tensor& boxes, RoiSize output_size, double spatial_scale,
+                    int64_t sampling_ratio) {
+  const char* op = "vision::ps_roi_align";
+  const auto [rois, batch] = host_boxes(op, input, boxes, output_size);
+  const int64_t oh = output_size.height, ow = output_size.width, cells = oh * ow;
+  const int64_t ch = input.size(1), h = input.size(2), wd = input.size(3);
+  KILN_CHECK(ch % cells == 0, op,
+             "input channels must be a multiple of output height x width (" << oh << " x " << ow << "), got input "
+                                                                            << to_string(input.shape()));
+  const int64_t co = ch / cells;
+  const auto k = static_cast<int64_t>(batch.size());
+  // torchvision's geometry: the box shifted by -0.5 pixel, no minimum size (aligned RoI Align).
+  detail::RoiAlignParams p{oh, ow, spatial_scale, sampling_ratio, true};
+  const detail::RoiAlignSamples s = detail::roi_align_samples(rois.data(), batch.data(), k, h, wd, p);
+  std::vector<int64_t> pos, row;
+  std::vector<double> w;
+  for (int64_t r = 0; r < k; ++r) {
+    const int64_t g = s.grid[static_cast<size_t>(r)], b = batch[static_cast<size_t>(r)];
+    const double scale = 1.0 / static_cast<double>(std::max<int64_t>(g, 1));
+    for (int64_t c = 0; c < co; ++c)
+      for (int64_t cell = 0; cell < cells; ++cell) {
+        // Output channel c of cell (ph, pw) reads input channel c * cells + ph * ow + pw.
+        const int64_t shift = ((b * ch + c * cells + cell) - b) * h * wd;
+        for (int64_t q = 0; q < 4 * g; ++q) {
+          const auto i = static_cast<size_t>(4 * (s.start[static_cast<size_t>(r)] + cell * g) + q);
+          if (s.weight[i] == 0) continue;
+          pos.push_back(s.pos[i] + shift);
+          w.push_back(s.weight[i] * scale);
+          row.push_back((r * co + c) * cells + cell);
+        }
+      }
+  }
+  const auto m = static_cast<int64_t>(pos.size());
+  const Device dev = input.device();
+  const Tensor picked =
+      index_select(input.reshape({-1}), 0, tensor(pos, {m}, dev)) * tensor(w, {m}, dev).to(input.dtype());
+  const Tensor out =
+      index_add(zeros({k * co * cells}, {.dtype = input.dtype(), .device = dev}), 0, tensor(row, {m}, dev), picked);
+  return out.reshape({k, co, oh, ow});
+}
+
 }  // namespace kiln::vision

@@ -30,6 +30,23 @@ TEST(VisionRoi, PoolMatchesTorchvision) {
   expect_close(vision::roi_pool(R("x"), R("boxes"), {3, 4}, 0.5), R("pool_5"));
 }
 
+TEST(VisionRoi, PsAlignMatchesTorchvision) {
+  expect_close(vision::ps_roi_align(R("ps_x"), R("ps_boxes"), {2, 3}, 0.9), R("ps_a"), 1e-5);
+  expect_close(vision::ps_roi_align(R("ps_x"), R("ps_boxes"), {2, 3}, 0.9, 2), R("ps_2"), 1e-5);
+  const Tensor boxes = tensor<double>({0, 1.2, 0.7, 5.3, 4.1}, {1, 5});
+  EXPECT_EQ(test::gradcheck(
+                [&](const std::vector<Tensor>& in) {
+                  return vision::ps_roi_align(in[0], boxes, {2, 2}, 1.0, 2);
+                },
+                {test::rand_input({1, 8, 5, 6})}),
+            "");
+  expect_error(
+      [] {
+        vision::ps_roi_align(zeros({1, 5, 4, 4}), zeros({1, 5}), {2, 2});
+      },
+      "vision::ps_roi_align", "multiple");
+}
+
 TEST(VisionRoi, EmptyBoxesGiveEmptyOutput) {
   EXPECT_EQ(vision::roi_align(R("x"), zeros({0, 5}), {2, 2}).shape(), (Shape{0, 3, 2, 2}));
   EXPECT_EQ(vision::roi_pool(R("x"), zeros({0, 5}), {2, 2}).shape(), (Shape{0, 3, 2, 2}));

@@ -27,4 +27,11 @@ Tensor roi_align(const Tensor& input, const Tensor& boxes, RoiSize output_size, 
 /// an empty bin gives 0.
 Tensor roi_pool(const Tensor& input, const Tensor& boxes, RoiSize output_size, double spatial_scale = 1.0);
 
+/// Position-sensitive RoI Align: input [N, C * oh * ow, H, W] -> [K, C, oh, ow], output
+/// channel c of cell (i, j) averaging the samples of input channel (c * oh + i) * ow + j
+/// (torchvision.ops.ps_roi_align: boxes shifted by -0.5 pixel, no minimum size; a bin with no
+/// samples gives 0 where torchvision gives NaN).
+Tensor ps_roi_align(const Tensor& input, const Tensor& boxes, RoiSize output_size, double spatial_scale = 1.0,
+                    int64_t sampling_ratio = -1);
+
 }  // namespace kiln::vision
