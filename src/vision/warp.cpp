@@ -5,6 +5,7 @@
 // are differentiable with respect to the image.
 #include <array>
 #include <cmath>
+#include <numbers>
 #include <vector>
 
 #include "kiln/vision/image.h"
@@ -28,7 +29,7 @@ std::array<double, 6> invert(const std::array<double, 6>& m) {
 }  // namespace
 
 Tensor rotation_matrix_2d(double center_x, double center_y, double angle, double scale) {
-  const double a = angle * M_PI / 180.0;
+  const double a = angle * std::numbers::pi / 180.0;
   const double alpha = std::cos(a) * scale, beta = std::sin(a) * scale;
   return tensor(std::vector<double>{alpha, beta, (1 - alpha) * center_x - beta * center_y, -beta, alpha,
                                     beta * center_x + (1 - alpha) * center_y},
