@@ -30,6 +30,14 @@ def _ctc(a, at):
                       zero_infinity=bool(at.get("zi", 0)))
 
 
+PY["soft_margin_loss"] = _loss(lambda a, at: F.soft_margin_loss(a[0], a[1], reduction=at["red"]))
+PY["multilabel_soft_margin_loss"] = _loss(lambda a, at: F.multilabel_soft_margin_loss(a[0], a[1], weight=a[2],
+                                                                                      reduction=at["red"]))
+PY["multi_margin_loss"] = _loss(lambda a, at: F.multi_margin_loss(a[0], a[1], p=at.get("p", 1),
+                                                                  margin=at.get("margin", 1.0), weight=a[2],
+                                                                  reduction=at["red"]))
+PY["gaussian_nll_loss"] = _loss(lambda a, at: F.gaussian_nll_loss(a[0], a[1], a[2], full=bool(at.get("full", 0)),
+                                                                  eps=at.get("eps", 1e-6), reduction=at["red"]))
 PY["mse_loss"] = _loss(lambda a, at: F.mse_loss(a[0], a[1], reduction=at["red"]))
 PY["l1_loss"] = _loss(lambda a, at: F.l1_loss(a[0], a[1], reduction=at["red"]))
 PY["smooth_l1_loss"] = _loss(lambda a, at: F.smooth_l1_loss(a[0], a[1], reduction=at["red"], beta=at.get("beta", 1.0)))
@@ -187,3 +195,32 @@ add("ctc_loss", [T([10, 2, 6], "f32", scale=2), T([2, 4], "i64", "i", lo=1, hi=5
                  T([2], "i64", "v", values=[4, 3])], {"red": "mean"}, null=False, tol=20.0)
 add("ctc_loss", [T([7, 5], "f64"), T([3], "i64", "i", lo=1, hi=4), T([], "i64", "v", values=[7]),
                  T([], "i64", "v", values=[3])], {"red": "none"}, null=False, tol=LOSS_TOL)  # unbatched
+
+# ---- soft margin, multi margin, Gaussian NLL ---------------------------------------------------------
+_PM1 = [1, -1, -1, 1, 1, -1, 1, 1, -1, -1, 1, -1]
+for r in REDS:
+    add("soft_margin_loss", [T([3, 4], "f32", scale=3), T([3, 4], "f32", "v", values=_PM1)], {"red": r},
+        null=False, tol=LOSS_TOL)
+    add("multilabel_soft_margin_loss", [T([3, 4], "f32", scale=2), T([3, 4], "f32", "b"), S(None)], {"red": r},
+        null=False, tol=LOSS_TOL)
+    add("multi_margin_loss", [T([4, 5], "f32"), T([4], "i64", "v", values=[0, 4, 2, 2]), S(None)], {"red": r},
+        null=False, tol=LOSS_TOL)
+    add("gaussian_nll_loss", [T([3, 4], "f32"), T([3, 4], "f32"), T([3, 4], "f32", "u", lo=0.1, hi=2)],
+        {"red": r, "ng": 3}, null=False, tol=LOSS_TOL)
+add("soft_margin_loss", [T([6], "f64", scale=40), T([6], "f64", "v", values=[1, -1, 1, -1, 1, -1])],
+    {"red": "none"}, null=False, tol=LOSS_TOL)  # large margins: no overflow
+add("multilabel_soft_margin_loss", [T([5], "f64"), T([5], "f64", "b"), T([5], "f64", "u", lo=0.5, hi=2)],
+    {"red": "mean"}, null=False, tol=LOSS_TOL)
+add("multilabel_soft_margin_loss", [T([2, 3], "f64", "u", "T", -2, 2), T([2, 3], "f64", "b"), S(None)],
+    {"red": "sum"}, null=False, tol=LOSS_TOL)
+for p, m in ((1, 0.5), (2, 1.0), (2, 2.5)):
+    add("multi_margin_loss", [T([3, 6], "f64"), T([3], "i64", "v", values=[5, 0, 3]), T([6], "f64", "u", lo=0.5, hi=2)],
+        {"red": "mean", "p": p, "margin": m}, null=False, tol=LOSS_TOL)
+add("multi_margin_loss", [T([4], "f64"), T([], "i64", "v", values=[2]), S(None)], {"red": "none"}, null=False,
+    tol=LOSS_TOL)
+add("gaussian_nll_loss", [T([3, 4], "f64"), T([3, 4], "f64"), T([3, 1], "f64", "u", lo=0.1, hi=2)],
+    {"red": "mean", "full": 1, "ng": 3}, null=False, tol=LOSS_TOL)  # one variance per row
+add("gaussian_nll_loss", [T([3, 4], "f64"), T([3, 4], "f64"), T([3], "f64", "u", lo=0.1, hi=2)],
+    {"red": "sum", "ng": 3}, null=False, tol=LOSS_TOL)  # the last dim left out
+add("gaussian_nll_loss", [T([5], "f64"), T([5], "f64"), T([5], "f64", "v", values=[0.0, 1e-9, 0.5, 1.0, 2.0])],
+    {"red": "none", "eps": 1e-3, "ng": 3}, null=False, tol=LOSS_TOL)  # the eps clamp

@@ -148,4 +148,32 @@ std::string CTCLoss::extra_repr() const {
          ", zero_infinity=" + (config.zero_infinity ? "true" : "false");
 }
 
+SoftMarginLoss::SoftMarginLoss(const SoftMarginLossConfig& c, const Device&) : config(c) {}
+Tensor SoftMarginLoss::forward(const Tensor& input, const Tensor& target) const {
+  return F::soft_margin_loss(input, target, config.reduction);
+}
+std::string SoftMarginLoss::extra_repr() const { return red(config.reduction); }
+
+MultiMarginLoss::MultiMarginLoss(const MultiMarginLossConfig& c, const Device& device)
+    : config(c), weight(on(c.weight, device)) {
+  config.weight = Tensor();
+}
+Tensor MultiMarginLoss::forward(const Tensor& input, const Tensor& target) const {
+  F::MultiMarginLossOptions o = config;
+  o.weight = weight;
+  return F::multi_margin_loss(input, target, o);
+}
+std::string MultiMarginLoss::extra_repr() const {
+  return "p=" + std::to_string(config.p) + ", margin=" + num(config.margin) + ", " + red(config.reduction);
+}
+
+GaussianNLLLoss::GaussianNLLLoss(const GaussianNLLLossConfig& c, const Device&) : config(c) {}
+Tensor GaussianNLLLoss::forward(const Tensor& input, const Tensor& target, const Tensor& var) const {
+  return F::gaussian_nll_loss(input, target, var, config);
+}
+std::string GaussianNLLLoss::extra_repr() const {
+  return std::string("full=") + (config.full ? "true" : "false") + ", eps=" + num(config.eps) + ", " +
+         red(config.reduction);
+}
+
 }  // namespace kiln::nn

@@ -94,6 +94,27 @@ END, OP(triplet_margin_loss) {
                                    .reduction = red(at)});
   });
 }
+END, OP(soft_margin_loss) {
+  return with_grads(in, at, dev,
+                    [&](const std::vector<Tensor>& x) { return F::soft_margin_loss(x[0], x[1], red(at)); });
+}
+END, OP(multilabel_soft_margin_loss) {
+  return with_grads(in, at, dev, [&](const std::vector<Tensor>& x) {
+    return F::multilabel_soft_margin_loss(x[0], x[1], x[2], red(at));
+  });
+}
+END, OP(multi_margin_loss) {
+  return with_grads(in, at, dev, [&](const std::vector<Tensor>& x) {
+    return F::multi_margin_loss(
+        x[0], x[1], {.p = at.i_or("p", 1), .margin = at.f_or("margin", 1.0), .weight = x[2], .reduction = red(at)});
+  });
+}
+END, OP(gaussian_nll_loss) {
+  return with_grads(in, at, dev, [&](const std::vector<Tensor>& x) {
+    return F::gaussian_nll_loss(x[0], x[1], x[2],
+                                {.full = at.b("full"), .eps = at.f_or("eps", 1e-6), .reduction = red(at)});
+  });
+}
 END, OP(ctc_loss) {
   return with_grads(in, at, dev, [&](const std::vector<Tensor>& x) {
     Tensor lp = log_softmax(x[0], x[0].dim() == 3 ? 2 : 1);

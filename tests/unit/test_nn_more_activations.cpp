@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// The modules of the further activations call their functions with their configs (the
-// functions are checked against PyTorch in the conformance suite), and RReLU draws its slopes
-// only in training.
+// The modules of the further activations and losses call their functions with their configs
+// (the functions are checked against PyTorch in the conformance suite), RReLU draws its slopes
+// only in training, and bad input is a clear error.
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
@@ -39,4 +39,22 @@ TEST(NnActivations, FurtherModulesMatchTheirFunctions) {
   EXPECT_ERROR(F::hardshrink(x, -1), "lambda");
   EXPECT_ERROR(F::rrelu(x, 0.5, 0.1, true), "lower bound");
   EXPECT_ERROR(F::logsigmoid(ones({2}, {.dtype = i64})), "floating");
+}
+
+TEST(NnLosses, MarginAndGaussianModulesMatchTheirFunctionsAndCheckInput) {
+  Tensor x = randn({4, 5}), y = tensor<int64_t>({0, 4, 2, 1}, {4});
+  Tensor w = rand({5}) + 0.5;
+  nn::MultiMarginLoss mm({.p = 2, .margin = 0.5, .weight = w});
+  EXPECT_TRUE(equal(mm(x, y), F::multi_margin_loss(x, y, {.p = 2, .margin = 0.5, .weight = w})));
+  Tensor pm = where(rand({4, 5}) > 0.5, 1.0, -1.0);
+  EXPECT_TRUE(equal(nn::SoftMarginLoss({.reduction = "sum"})(x, pm), F::soft_margin_loss(x, pm, "sum")));
+  Tensor var = rand({4, 5}) + 0.1;
+  EXPECT_TRUE(equal(nn::GaussianNLLLoss({.full = true})(x, x * 0.5, var),
+                    F::gaussian_nll_loss(x, x * 0.5, var, {.full = true})));
+  EXPECT_ERROR(F::multi_margin_loss(x, tensor<int64_t>({0, 5, 0, 0}, {4})), "out of range");
+  EXPECT_ERROR(F::multi_margin_loss(x, y, {.p = 3}), "p == 1 and p == 2");
+  EXPECT_ERROR(F::multi_margin_loss(x, y.to(f32)), "integer class indices");
+  EXPECT_ERROR(F::gaussian_nll_loss(x, x, -var), "negative entries");
+  EXPECT_ERROR(F::gaussian_nll_loss(x, x, rand({4, 2})), "does not fit input");
+  EXPECT_ERROR(F::multilabel_soft_margin_loss(x, x.narrow(1, 0, 2)), "one shape");
 }

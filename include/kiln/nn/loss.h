@@ -126,6 +126,38 @@ struct TripletMarginLossOptions {
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                            const TripletMarginLossOptions& options = {});
 
+/// log(1 + exp(-y x)) for labels y of +-1; input and target broadcast together.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+
+/// -(y log sigmoid(x) + (1 - y) log sigmoid(-x)), times weight [C] when given, averaged over
+/// the C classes: input and target [N, C] (or [C]) -> [N] for "none".
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                                   const std::string& reduction = "mean");
+
+/// Options of multi_margin_loss.
+struct MultiMarginLossOptions {
+  int64_t p = 1;  ///< 1 or 2
+  double margin = 1.0;
+  Tensor weight;  ///< [C] class weights (optional), applied by the target's class
+  std::string reduction = "mean";
+};
+/// Multi-class hinge: sum over i != y of max(0, margin - x[y] + x[i])^p, times weight[y],
+/// divided by C. input [N, C] with target [N] of class indices (or [C] with a 0-d target).
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& options = {});
+
+/// Options of gaussian_nll_loss.
+struct GaussianNLLLossOptions {
+  bool full = false;  ///< add 0.5 log(2 pi)
+  double eps = 1e-6;  ///< var is clamped at eps (the clamp passes no gradient, as in PyTorch)
+  std::string reduction = "mean";
+  KILN_CONFIG(GaussianNLLLossConfig, full, eps, reduction)
+};
+/// 0.5 (log var + (input - target)^2 / var): the negative log-likelihood of target under
+/// N(input, var). var has input's shape, or input's with the last dim 1 or without it
+/// (one variance for a row); negative entries are an error.
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& options = {});
+
 /// Options of ctc_loss.
 struct CTCLossOptions {
   int64_t blank = 0;               ///< index of the blank class
@@ -198,6 +230,13 @@ using CrossEntropyLossConfig = functional::CrossEntropyOptions;
 using NLLLossConfig = functional::NLLLossOptions;
 using BCEWithLogitsLossConfig = functional::BCEWithLogitsOptions;
 using PoissonNLLLossConfig = functional::PoissonNLLLossOptions;
+using GaussianNLLLossConfig = functional::GaussianNLLLossOptions;
+/// Config of SoftMarginLoss.
+struct SoftMarginLossConfig {
+  std::string reduction = "mean";
+  KILN_CONFIG(SoftMarginLossConfig, reduction)
+};
+using MultiMarginLossConfig = functional::MultiMarginLossOptions;
 using TripletMarginLossConfig = functional::TripletMarginLossOptions;
 using CTCLossConfig = functional::CTCLossOptions;
 
@@ -315,6 +354,42 @@ struct PoissonNLLLoss : Module {
   Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
   std::string extra_repr() const override;
   KILN_VISIT(PoissonNLLLoss, config)
+};
+
+/// torch.nn.SoftMarginLoss: input and +-1 labels (broadcast) -> loss.
+struct SoftMarginLoss : Module {
+  SoftMarginLossConfig config;
+  SoftMarginLoss() = default;
+  explicit SoftMarginLoss(const SoftMarginLossConfig& c, const Device& device = Device::default_device());
+  Tensor forward(const Tensor& input, const Tensor& target) const;
+  Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
+  std::string extra_repr() const override;
+  KILN_VISIT(SoftMarginLoss, config)
+};
+
+/// torch.nn.MultiMarginLoss: scores [N, C] and class indices [N] -> loss. Buffer `weight`.
+struct MultiMarginLoss : Module {
+  MultiMarginLossConfig config;
+  Buffer weight;
+  MultiMarginLoss() = default;
+  explicit MultiMarginLoss(const MultiMarginLossConfig& c, const Device& device = Device::default_device());
+  Tensor forward(const Tensor& input, const Tensor& target) const;
+  Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
+  std::string extra_repr() const override;
+  KILN_VISIT(MultiMarginLoss, weight)
+};
+
+/// torch.nn.GaussianNLLLoss: mean, target and variance -> loss.
+struct GaussianNLLLoss : Module {
+  GaussianNLLLossConfig config;
+  GaussianNLLLoss() = default;
+  explicit GaussianNLLLoss(const GaussianNLLLossConfig& c, const Device& device = Device::default_device());
+  Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var) const;
+  Tensor operator()(const Tensor& input, const Tensor& target, const Tensor& var) const {
+    return forward(input, target, var);
+  }
+  std::string extra_repr() const override;
+  KILN_VISIT(GaussianNLLLoss, config)
 };
 
 /// torch.nn.CosineEmbeddingLoss: x1, x2 [N, D] and y [N] of +-1 -> loss.
