@@ -227,6 +227,18 @@ def schedules():
                 milestones=[6],
             ),
         ),
+        run(
+            "sequential_three",
+            lambda o: S.SequentialLR(
+                o, [S.ConstantLR(o, factor=0.5, total_iters=3), S.ExponentialLR(o, gamma=0.9),
+                    S.StepLR(o, step_size=5, gamma=0.5)], milestones=[4, 12],
+            ),
+        ),
+        run("chained_constant_exponential",
+            lambda o: S.ChainedScheduler([S.ConstantLR(o, factor=0.1, total_iters=3), S.ExponentialLR(o, gamma=0.9)])),
+        run("chained_linear_multistep",
+            lambda o: S.ChainedScheduler([S.LinearLR(o, start_factor=0.2, total_iters=5),
+                                          S.MultiStepLR(o, milestones=[8, 20], gamma=0.5)])),
     ]
     metrics = [1.0 / (1 + k) if k < 8 else 0.11 + 0.001 * ((k * 7) % 5) for k in range(30)]
     opt = O.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)

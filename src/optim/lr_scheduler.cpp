@@ -286,6 +286,39 @@ double LinearWarmup::lr_at(double base, int64_t e) const {
   return inner->lr_at(base, e - warmup_steps);
 }
 
+SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::unique_ptr<LRScheduler>> scheds, std::vector<int64_t> ms)
+    : LRScheduler(opt), schedulers(std::move(scheds)), milestones(std::move(ms)) {
+  const char* op = "SequentialLR";
+  KILN_CHECK(!schedulers.empty() && milestones.size() + 1 == schedulers.size(), op,
+             "SequentialLR expects one milestone fewer than schedulers, got " << schedulers.size() << " schedulers and "
+                                                                              << milestones.size() << " milestones");
+  for (size_t i = 0; i < schedulers.size(); ++i)
+    KILN_CHECK(schedulers[i] != nullptr, op, "SequentialLR: scheduler " << i << " is null");
+  for (size_t i = 0; i < milestones.size(); ++i)
+    KILN_CHECK(milestones[i] > (i == 0 ? 0 : milestones[i - 1]), op,
+               "SequentialLR: milestones must be positive and increasing, got " << milestones[i] << " at " << i);
+  initial_step();
+}
+double SequentialLR::lr_at(double base, int64_t e) const {
+  size_t i = 0;
+  while (i < milestones.size() && e >= milestones[i]) ++i;
+  return schedulers[i]->lr_at(base, e - (i == 0 ? 0 : milestones[i - 1]));
+}
+
+ChainedScheduler::ChainedScheduler(Optimizer& opt, std::vector<std::unique_ptr<LRScheduler>> scheds)
+    : LRScheduler(opt), schedulers(std::move(scheds)) {
+  KILN_CHECK(!schedulers.empty(), "ChainedScheduler", "ChainedScheduler expects at least one scheduler");
+  for (size_t i = 0; i < schedulers.size(); ++i)
+    KILN_CHECK(schedulers[i] != nullptr, "ChainedScheduler", "ChainedScheduler: scheduler " << i << " is null");
+  initial_step();
+}
+double ChainedScheduler::lr_at(double base, int64_t e) const {
+  if (base == 0) return 0;
+  double lr = base;
+  for (const auto& s : schedulers) lr *= s->lr_at(base, e) / base;
+  return lr;
+}
+
 ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, const ReduceLROnPlateauConfig& c) : config(c), opt_(&opt) {
   KILN_CHECK(c.mode == "min" || c.mode == "max", "ReduceLROnPlateau",
              "ReduceLROnPlateau: mode must be \"min\" or \"max\", got '" << c.mode << "'");

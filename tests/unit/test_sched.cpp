@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace kiln;
 namespace o = kiln::optim;
 namespace s = kiln::optim::lr_scheduler;
@@ -52,6 +54,24 @@ std::unique_ptr<s::LRScheduler> make(const std::string& name, o::Optimizer& opt)
   if (name == "noam") return std::make_unique<s::Noam>(opt, 16, 8, 2.0);
   if (name == "warmup_cosine")
     return std::make_unique<s::LinearWarmup>(opt, std::make_unique<s::CosineAnnealingLR>(opt, 20), 6, 0.1);
+  if (name == "sequential_three") {
+    std::vector<std::unique_ptr<s::LRScheduler>> v;
+    v.push_back(std::make_unique<s::ConstantLR>(opt, 0.5, 3));
+    v.push_back(std::make_unique<s::ExponentialLR>(opt, 0.9));
+    v.push_back(std::make_unique<s::StepLR>(opt, 5, 0.5));
+    return std::make_unique<s::SequentialLR>(opt, std::move(v), std::vector<int64_t>{4, 12});
+  }
+  if (name == "chained_constant_exponential" || name == "chained_linear_multistep") {
+    std::vector<std::unique_ptr<s::LRScheduler>> v;
+    if (name == "chained_constant_exponential") {
+      v.push_back(std::make_unique<s::ConstantLR>(opt, 0.1, 3));
+      v.push_back(std::make_unique<s::ExponentialLR>(opt, 0.9));
+    } else {
+      v.push_back(std::make_unique<s::LinearLR>(opt, 0.2, 1.0, 5));
+      v.push_back(std::make_unique<s::MultiStepLR>(opt, std::vector<int64_t>{8, 20}, 0.5));
+    }
+    return std::make_unique<s::ChainedScheduler>(opt, std::move(v));
+  }
   return nullptr;
 }
 
@@ -76,7 +96,7 @@ TEST(LRScheduler, CurvesMatchPyTorch) {
     EXPECT_EQ(sched->last_epoch(), 30);
     ++checked;
   }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 15);
 }
 
 TEST(LRScheduler, ReduceLROnPlateauMatchesPyTorch) {
@@ -116,6 +136,15 @@ TEST(LRScheduler, BadArgumentsThrow) {
   one.step();
   EXPECT_THROW(one.step(), Error);
   EXPECT_THROW(s::ReduceLROnPlateau(opt, {.mode = "up"}), Error);
+  auto two = [&] {
+    std::vector<std::unique_ptr<s::LRScheduler>> v;
+    v.push_back(std::make_unique<s::ExponentialLR>(opt, 0.9));
+    v.push_back(std::make_unique<s::StepLR>(opt, 2));
+    return v;
+  };
+  EXPECT_ERROR(s::SequentialLR(opt, two(), {}), "one milestone fewer");
+  EXPECT_ERROR(s::SequentialLR(opt, two(), {0}), "positive and increasing");
+  EXPECT_ERROR(s::ChainedScheduler(opt, {}), "at least one");
 }
 
 TEST(LRScheduler, OneCycleMomentumMatchesPyTorch) {

@@ -197,6 +197,30 @@ class LinearWarmup : public LRScheduler {
   double start_factor;
 };
 
+/// Several schedules one after another (torch's SequentialLR): schedulers[i] runs from
+/// milestones[i - 1] (0 for the first) with its own epoch count restarted there, so
+/// lr(epoch) = schedulers[i].lr_at(base, epoch - milestones[i - 1]). Needs one milestone fewer
+/// than schedulers, increasing and positive; the schedulers are built on the same optimizer.
+class SequentialLR : public LRScheduler {
+ public:
+  SequentialLR(Optimizer& opt, std::vector<std::unique_ptr<LRScheduler>> schedulers, std::vector<int64_t> milestones);
+  double lr_at(double base_lr, int64_t epoch) const override;
+  std::vector<std::unique_ptr<LRScheduler>> schedulers;
+  std::vector<int64_t> milestones;
+};
+
+/// Several schedules at once (torch's ChainedScheduler): the product of their factors,
+/// lr(epoch) = base · prod_i(schedulers[i].lr_at(base, epoch) / base). This is torch's result
+/// for multiplicative schedules (ConstantLR, StepLR, MultiStepLR, ExponentialLR, LinearLR,
+/// PolynomialLR, LambdaLR, cosine annealing with eta_min 0 up to T_max); torch's recursive
+/// update differs from it past a cosine schedule's first T_max.
+class ChainedScheduler : public LRScheduler {
+ public:
+  ChainedScheduler(Optimizer& opt, std::vector<std::unique_ptr<LRScheduler>> schedulers);
+  double lr_at(double base_lr, int64_t epoch) const override;
+  std::vector<std::unique_ptr<LRScheduler>> schedulers;
+};
+
 /// Options of ReduceLROnPlateau (torch's names and defaults).
 struct ReduceLROnPlateauConfig {
   std::string mode = "min";  ///< "min" or "max"
