@@ -311,7 +311,10 @@ void Context::empty_cache() {
 Pipeline& Context::pipeline(const kernel::Kernel& k) {
   const std::string key = k.key(kernel::Target::Glsl);
   auto& slot = pipelines_[key];
-  if (slot) return *slot;
+  if (slot) {
+    ++stats_.pipeline_hits;
+    return *slot;
+  }
   Fns& f = fns();
   auto p = std::make_unique<Pipeline>();
   std::string origin;
@@ -376,6 +379,7 @@ Binding Context::upload(const void* data, size_t n) {
   std::memcpy(upload_->map + off, data, n);
   upload_used_ = off + std::max<size_t>(n, 4);
   upload_->batch = batch_;
+  stats_.upload_bytes += static_cast<int64_t>(n);
   return Binding{upload_, off};
 }
 

@@ -51,6 +51,8 @@ struct Stats {
   int64_t pipelines = 0;       ///< pipelines created
   int64_t spirv_compiled = 0;  ///< GLSL compiled to SPIR-V (glslc ran)
   int64_t spirv_from_disk = 0;
+  int64_t pipeline_hits = 0;  ///< dispatches that found their pipeline built
+  int64_t upload_bytes = 0;   ///< bytes of small parameters (shapes, strides) uploaded
 };
 
 /// Bytes of a kernel's push constants (its scalars, std430), and each scalar's offset.

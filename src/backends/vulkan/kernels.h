@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// The ops the Vulkan backend runs itself: elementwise ops over strided and broadcast f32 and
-// i32 operands, and copies of 4-byte dtypes, each a kernel of the kernel language traced once
-// per op and dtype (kernels.cpp). Backend::supports answers from here.
+// The ops the Vulkan backend runs itself: the kernels of the kernel library (kernel/library.h)
+// for elementwise ops, reductions, matmul and softmax, traced once per op function and
+// storages and rendered to GLSL. Backend::supports answers from here; everything else falls
+// back to the CPU (src/ops/fallback.cpp).
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backends/vulkan/context.h"
 #include "ir/op.h"
@@ -22,10 +25,18 @@ class Kernels {
   void run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
 
  private:
-  const kernel::Kernel& elementwise(const ir::Op& op);
+  /// The kernel named `name`, traced by `make` on first use.
+  const kernel::Kernel& get(const std::string& name, const std::function<kernel::Kernel()>& make);
+  void run_elementwise(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  void run_reduce(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  void run_matmul(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  void run_softmax(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   kernel::Limits limits_;
   std::mutex mu_;
   std::map<std::string, kernel::Kernel> cache_;
 };
+
+/// The push constants of kernel k from args (in declaration order), laid out as push_bytes says.
+std::vector<char> pack_push(const kernel::Kernel& k, const std::vector<kernel::Arg>& args);
 
 }  // namespace kiln::vulkan

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The kernel library: Kiln's primitive ops (src/ir/ops.def) as kernels of the kernel language,
+// written once for every GPU backend (Vulkan today; WebGPU and CUDA render the same kernels).
+// Nothing here knows a device API: a backend binds the buffers in the order a kernel declares
+// them and fills the parameter block each entry documents (docs/kernels.md, The library).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/op.h"
+#include "kiln/kernel.h"
+
+namespace kiln::kernel::lib {
+
+/// How an operand's elements are stored. B8: one byte per element (bool), packed four to a
+/// u32 word: loads extract the byte, stores replace it with two atomics on its word (so any
+/// layout works and neighbours written by other threads are kept). X64 and U8: 8-byte words
+/// and bytes moved as their bits (copies of f64, i64, i8, u8, bool).
+enum class Store : uint8_t { F32, I32, I64, B8, X64, U8 };
+
+/// The storage of dtype t, if the library has one (`copy`: moving bits, any 1-, 4- or 8-byte
+/// dtype).
+std::optional<Store> storage_of(DType t, bool copy);
+
+constexpr int kMaxRank = 8;
+constexpr int kMaxOperands = 4;  ///< the output and up to three inputs
+constexpr int kMaxReals = 3;     ///< f32 attributes of an elementwise op (push constants)
+
+/// The parameter block (int32, one buffer) of an elementwise kernel: rank, element count, an
+/// element offset per operand (output first), the output shape, then the strides of each
+/// operand over the output's dims (0 where it broadcasts).
+enum : int {
+  kRank = 0,
+  kCount = 1,
+  kOffsets = 2,
+  kShape = kOffsets + kMaxOperands,
+  kStrides = kShape + kMaxRank,
+  kMetaInts = kStrides + kMaxOperands * kMaxRank
+};
+
+/// One elementwise op on one set of dtypes: out = fn(inputs..., reals...). Its kernel's
+/// buffers: out, in0.., meta (kMetaInts int32); push constants: `reals` f32 values, then for
+/// creation ops a value of the output's type when `fill`.
+struct Elementwise {
+  std::string name;           ///< the kernel's name (unique per function and storages)
+  std::vector<Store> inputs;  ///< storage of each input
+  Store output = Store::F32;  ///< storage of the output
+  int reals = 0;              ///< f32 push constants (op attributes)
+  std::vector<Arg> push;      ///< this op's push constants, in declaration order
+  /// The output value from the loaded inputs (B8 loads as Bool, X64 as I64) and the reals (a
+  /// fill's value follows them).
+  std::function<Val(const Val* in, const Val* reals)> fn;
+};
+
+/// The elementwise kernel of op (unary, binary, ternary, cast, copy and fill ops over the
+/// storages above), or nothing when the library has none for it.
+std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op);
+/// Traces spec's kernel (256 threads a group; groups over x and y, see elementwise_groups).
+Kernel trace_elementwise(const Elementwise& spec, const Limits& limits);
+/// Fills the parameter block of an elementwise op. False when an index leaves int32.
+bool elementwise_meta(const kiln::ir::Op& op, int32_t* meta);
+/// Groups of an elementwise dispatch over n elements (x at most 65535).
+std::array<uint32_t, 3> elementwise_groups(int64_t n);
+
+/// Whether every index of d fits int32 arithmetic (and its rank the library's).
+bool fits_i32(const kiln::ir::TensorDesc& d);
+
+/// A reduction (Sum, Mean, Prod on f32; Max, Min, ArgMax, ArgMin on f32 and i32) over any
+/// dims of a strided input. Its kernel's buffers: out, in, meta (kReduceMetaInts int32); one
+/// group per output element (reduce_groups).
+struct Reduce {
+  std::string name;
+  kiln::ir::OpKind kind = kiln::ir::OpKind::Sum;
+  Type type = Type::F32;  ///< of the input (and of the output, except the arg forms' i64)
+};
+/// The parameter block of a reduction: output count, reduced count, kept and reduced dim
+/// counts, input and output offsets, the kept dims' shape and input strides, the reduced
+/// dims' shape and input strides, the kept dims' output strides.
+enum : int {
+  kOut = 0,
+  kRed = 1,
+  kKept = 2,
+  kNRed = 3,
+  kInOffset = 4,
+  kOutOffset = 5,
+  kKeptShape = 6,                         // then kept input strides at + kMaxRank
+  kRedShape = kKeptShape + 2 * kMaxRank,  // then reduced input strides at + kMaxRank
+  kOutStrides = kRedShape + 2 * kMaxRank,
+  kReduceMetaInts = kOutStrides + kMaxRank
+};
+std::optional<Reduce> reduce_of(const kiln::ir::Op& op);
+Kernel trace_reduce(const Reduce& spec, const Limits& limits);
+/// Fills the parameter block of a reduction. False when an index leaves int32.
+bool reduce_meta(const kiln::ir::Op& op, int32_t* meta);
+std::array<uint32_t, 3> reduce_groups(int64_t nout);
+
+/// Batched f32 MatMul (a [B, M, K], b [B, K, N], optional bias [N]) over any strides. Buffers:
+/// out, a, b, (bias), meta (kMatMulMetaInts int32); groups from matmul_groups.
+struct MatMul {
+  std::string name;
+  bool bias = false;
+};
+/// M, N, K; then offset, batch, row and column strides of a, b and the output; the bias's
+/// offset and stride.
+enum : int { kM = 0, kN = 1, kK = 2, kMatOff = 3, kBiasOff = kMatOff + 12, kBiasStride, kMatMulMetaInts };
+std::optional<MatMul> matmul_of(const kiln::ir::Op& op);
+void matmul_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_matmul(const MatMul& spec, const Limits& limits);
+std::array<uint32_t, 3> matmul_groups(const kiln::ir::Op& op);
+
+/// Softmax and LogSoftmax of f32 along one dim. Buffers: out, in, meta (the reduction's block:
+/// rows as outputs, the dim as the one reduced dim, its output stride at kRedShape + 1); one
+/// group per row (reduce_groups).
+struct Softmax {
+  std::string name;
+  bool log = false;
+};
+std::optional<Softmax> softmax_of(const kiln::ir::Op& op);
+bool softmax_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_softmax(const Softmax& spec, const Limits& limits);
+
+}  // namespace kiln::kernel::lib

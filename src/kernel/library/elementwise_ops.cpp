@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// What each elementwise op of ops.def computes, in the kernel language, for the storages of
+// kernel/library.h: f32, i32, i64 and bool (and copies of any 1-, 4- or 8-byte dtype). Each
+// function follows the CPU backend's definition (src/backends/cpu/unary.cpp, binary.cpp),
+// including NaN handling. Ops whose GPU built-ins miss the CPU's accuracy are not here.
+#include <limits>
+
+#include "ir/attrs.h"
+#include "kernel/library.h"
+
+namespace kiln::kernel::lib {
+namespace {
+
+using kiln::ir::OpKind;
+using Fn = std::function<Val(const Val*, const Val*)>;
+
+Val is_nan(Val x) { return x != x; }
+/// Zero of x's type (a literal takes the value's type).
+Val zero_of(Val x) { return Val::constant(0, x.type); }
+Val truthy(Val x) { return x.type == Type::Bool ? x : x != zero_of(x); }
+Val trunc(Val x) { return select(x < 0.0f, ceil(x), floor(x)); }
+
+/// Unary functions on a float value.
+Fn unary_float(const kiln::ir::Op& op, int& reals, std::vector<Arg>& push) {
+  switch (op.kind) {
+    case OpKind::Abs:
+      return [](const Val* x, const Val*) { return abs(x[0]); };
+    case OpKind::Neg:
+      return [](const Val* x, const Val*) { return -x[0]; };
+    case OpKind::Square:
+      return [](const Val* x, const Val*) { return x[0] * x[0]; };
+    case OpKind::Reciprocal:
+      return [](const Val* x, const Val*) { return 1.0f / x[0]; };
+    case OpKind::Sqrt:
+      return [](const Val* x, const Val*) { return sqrt(x[0]); };
+    case OpKind::Floor:
+      return [](const Val* x, const Val*) { return floor(x[0]); };
+    case OpKind::Ceil:
+      return [](const Val* x, const Val*) { return ceil(x[0]); };
+    case OpKind::Trunc:
+      return [](const Val* x, const Val*) { return trunc(x[0]); };
+    case OpKind::Frac:
+      return [](const Val* x, const Val*) { return x[0] - trunc(x[0]); };
+    case OpKind::Sign:
+      return [](const Val* x, const Val*) {
+        return select(x[0] > 0.0f, Val(1.0f), select(x[0] < 0.0f, Val(-1.0f), Val(0.0f)));
+      };
+    // x < 0 is false for NaN, which passes through as on the CPU.
+    case OpKind::Relu:
+      return [](const Val* x, const Val*) { return select(x[0] < 0.0f, Val(0.0f), x[0]); };
+    case OpKind::Softsign:
+      return [](const Val* x, const Val*) { return x[0] / (1.0f + abs(x[0])); };
+    case OpKind::LeakyRelu:
+      reals = 1;
+      push = {Arg(static_cast<float>(kiln::ir::UnaryAttrs::decode(op).slope))};
+      return [](const Val* x, const Val* r) { return select(x[0] > 0.0f, x[0], x[0] * r[0]); };
+    case OpKind::Clamp: {
+      // min(max(x, lo), hi) as the CPU writes it: a NaN x stays (its comparisons are false).
+      const kiln::ir::ClampAttrs c = kiln::ir::ClampAttrs::decode(op);
+      const float inf = std::numeric_limits<float>::infinity();
+      reals = 2;
+      push = {Arg(c.has_min ? static_cast<float>(c.min) : -inf), Arg(c.has_max ? static_cast<float>(c.max) : inf)};
+      return [](const Val* x, const Val* r) {
+        const Val lo = select(x[0] < r[0], r[0], x[0]);
+        return select(r[1] < lo, r[1], lo);
+      };
+    }
+    default:
+      return nullptr;
+  }
+}
+
+/// Unary functions on an integer value (i32, i64).
+Fn unary_int(OpKind kind) {
+  switch (kind) {
+    case OpKind::Abs:
+      return [](const Val* x, const Val*) { return select(x[0] < zero_of(x[0]), -x[0], x[0]); };
+    case OpKind::Neg:
+      return [](const Val* x, const Val*) { return -x[0]; };
+    case OpKind::Square:
+      return [](const Val* x, const Val*) { return x[0] * x[0]; };
+    case OpKind::Relu:
+      return [](const Val* x, const Val*) { return select(x[0] < zero_of(x[0]), zero_of(x[0]), x[0]); };
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Trunc:
+      return [](const Val* x, const Val*) { return x[0]; };
+    case OpKind::BitwiseNot:
+      return [](const Val* x, const Val*) { return x[0] ^ Val::constant(-1, x[0].type); };
+    default:
+      return nullptr;
+  }
+}
+
+/// Unary ops whose output is bool, on any storage.
+Fn unary_to_bool(OpKind kind, bool floating) {
+  switch (kind) {
+    case OpKind::LogicalNot:
+      return [](const Val* x, const Val*) { return !truthy(x[0]); };
+    case OpKind::IsNan:
+      if (floating) return [](const Val* x, const Val*) { return is_nan(x[0]); };
+      return [](const Val*, const Val*) { return Val(false); };
+    case OpKind::IsFinite:
+      if (floating) return [](const Val* x, const Val*) { return abs(x[0]) < std::numeric_limits<float>::infinity(); };
+      return [](const Val*, const Val*) { return Val(true); };
+    default:
+      return nullptr;
+  }
+}
+
+/// Binary arithmetic of one numeric type.
+Fn binary_arith(OpKind kind, bool floating) {
+  switch (kind) {
+    case OpKind::Add:
+      return [](const Val* x, const Val*) { return x[0] + x[1]; };
+    case OpKind::Sub:
+      return [](const Val* x, const Val*) { return x[0] - x[1]; };
+    case OpKind::Mul:
+      return [](const Val* x, const Val*) { return x[0] * x[1]; };
+    case OpKind::Div:
+      if (floating) return [](const Val* x, const Val*) { return x[0] / x[1]; };
+      return nullptr;
+    // NaN-propagating (Maximum) and NaN-ignoring (Fmax) extremes, as std::fmax and its kin.
+    case OpKind::Maximum:
+    case OpKind::Minimum: {
+      const bool mx = kind == OpKind::Maximum;
+      return [mx, floating](const Val* x, const Val*) {
+        const Val pick = select(mx ? x[0] > x[1] : x[0] < x[1], x[0], x[1]);
+        return floating ? select(is_nan(x[0]), x[0], select(is_nan(x[1]), x[1], pick)) : pick;
+      };
+    }
+    case OpKind::Fmax:
+    case OpKind::Fmin: {
+      const bool mx = kind == OpKind::Fmax;
+      return [mx, floating](const Val* x, const Val*) {
+        const Val pick = select(mx ? x[0] > x[1] : x[0] < x[1], x[0], x[1]);
+        return floating ? select(is_nan(x[0]), x[1], select(is_nan(x[1]), x[0], pick)) : pick;
+      };
+    }
+    case OpKind::BitwiseAnd:
+      if (!floating) return [](const Val* x, const Val*) { return x[0] & x[1]; };
+      return nullptr;
+    case OpKind::BitwiseOr:
+      if (!floating) return [](const Val* x, const Val*) { return x[0] | x[1]; };
+      return nullptr;
+    case OpKind::BitwiseXor:
+      if (!floating) return [](const Val* x, const Val*) { return x[0] ^ x[1]; };
+      return nullptr;
+    default:
+      return nullptr;
+  }
+}
+
+/// Comparisons and logical ops: any storage in, bool out.
+Fn binary_to_bool(OpKind kind) {
+  switch (kind) {
+    case OpKind::Eq:
+      return [](const Val* x, const Val*) { return x[0] == x[1]; };
+    case OpKind::Ne:
+      return [](const Val* x, const Val*) { return x[0] != x[1]; };
+    case OpKind::Lt:
+      return [](const Val* x, const Val*) { return x[0] < x[1]; };
+    case OpKind::Le:
+      return [](const Val* x, const Val*) { return x[0] <= x[1]; };
+    case OpKind::Gt:
+      return [](const Val* x, const Val*) { return x[0] > x[1]; };
+    case OpKind::Ge:
+      return [](const Val* x, const Val*) { return x[0] >= x[1]; };
+    case OpKind::LogicalAnd:
+      return [](const Val* x, const Val*) { return truthy(x[0]) && truthy(x[1]); };
+    case OpKind::LogicalOr:
+      return [](const Val* x, const Val*) { return truthy(x[0]) || truthy(x[1]); };
+    case OpKind::LogicalXor:
+      return [](const Val* x, const Val*) { return truthy(x[0]) != truthy(x[1]); };
+    default:
+      return nullptr;
+  }
+}
+
+Type value_type(Store s) {
+  switch (s) {
+    case Store::F32:
+      return Type::F32;
+    case Store::I32:
+      return Type::I32;
+    case Store::I64:
+    case Store::X64:
+      return Type::I64;
+    case Store::B8:
+      return Type::Bool;
+    case Store::U8:
+      return Type::U32;
+  }
+  return Type::F32;
+}
+
+/// Cast between value types as the CPU's static_cast (to bool: nonzero, NaN included).
+Fn cast_fn(Store from, Store to) {
+  const Type t = value_type(to);
+  if (to == Store::B8) return [](const Val* x, const Val*) { return truthy(x[0]); };
+  if (from == Store::B8)
+    return [t](const Val* x, const Val*) { return select(x[0], Val::constant(1, t), Val::constant(0, t)); };
+  return [t](const Val* x, const Val*) { return x[0].type == t ? x[0] : cast(x[0], t); };
+}
+
+/// Fill: the value from the push constants (f32 as a real, integers and bool exactly).
+std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
+  if (out == Store::X64) return std::nullopt;
+  const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
+  Elementwise e;
+  e.output = out;
+  const int64_t iv = c.has_int ? c.int_value : static_cast<int64_t>(c.value);
+  switch (out) {
+    case Store::F32:
+      e.reals = 1;
+      e.push = {Arg(static_cast<float>(c.has_int ? static_cast<double>(c.int_value) : c.value))};
+      e.fn = [](const Val*, const Val* r) { return r[0]; };
+      break;
+    case Store::I64:
+      e.push = {Arg(iv)};
+      e.fn = [](const Val*, const Val* r) { return r[0]; };
+      break;
+    case Store::I32:
+      e.push = {Arg(static_cast<int32_t>(iv))};
+      e.fn = [](const Val*, const Val* r) { return r[0]; };
+      break;
+    default:  // bool: nonzero is true
+      e.push = {Arg(static_cast<int32_t>(c.has_int ? iv != 0 : c.value != 0))};
+      e.fn = [](const Val*, const Val* r) { return r[0] != 0; };
+      break;
+  }
+  return e;
+}
+
+const char* store_name(Store s) {
+  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8"};
+  return n[static_cast<int>(s)];
+}
+
+/// The storages of op's operands and the function it computes (no name yet).
+std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
+  if (op.outputs.size() != 1) return std::nullopt;
+  const DType od = op.outputs[0].dtype;
+  const kiln::ir::Family fam = kiln::ir::op_family(op.kind);
+  const bool copy = op.kind == OpKind::Copy || (op.kind == OpKind::Cast && op.inputs[0].dtype == od);
+  const std::optional<Store> out = storage_of(od, copy);
+  if (!out) return std::nullopt;
+  if (op.kind == OpKind::Fill) return fill_of(op, *out);
+  Elementwise e;
+  e.output = *out;
+  for (const auto& d : op.inputs) {
+    const std::optional<Store> s = storage_of(d.dtype, copy);
+    if (!s) return std::nullopt;
+    e.inputs.push_back(*s);
+  }
+  if (copy) {
+    e.fn = [](const Val* x, const Val*) { return x[0]; };
+    return e;
+  }
+  const Store in0 = e.inputs.empty() ? *out : e.inputs[0];
+  const bool floating = in0 == Store::F32;
+  if (op.kind == OpKind::Cast) {
+    e.fn = cast_fn(in0, *out);
+    return e;
+  }
+  if (fam == kiln::ir::Family::Unary && e.inputs.size() == 1) {
+    if (*out == Store::B8 && (e.fn = unary_to_bool(op.kind, floating))) return e;
+    if (*out != in0) return std::nullopt;
+    if (op.kind == OpKind::BitwiseNot && in0 == Store::B8) {
+      e.fn = [](const Val* x, const Val*) { return !x[0]; };
+      return e;
+    }
+    e.fn = floating ? unary_float(op, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
+    if (!floating && !op.attrs.reals.empty()) return std::nullopt;
+  } else if (fam == kiln::ir::Family::Binary && e.inputs.size() == 2) {
+    if (e.inputs[1] != in0) return std::nullopt;
+    const bool ordered =
+        op.kind == OpKind::Lt || op.kind == OpKind::Le || op.kind == OpKind::Gt || op.kind == OpKind::Ge;
+    if (*out == Store::B8 && !(ordered && in0 == Store::B8) && (e.fn = binary_to_bool(op.kind))) return e;
+    if (*out != in0) return std::nullopt;
+    if (in0 == Store::B8) {  // bitwise ops on bools
+      if (op.kind == OpKind::BitwiseAnd) e.fn = [](const Val* x, const Val*) { return x[0] && x[1]; };
+      if (op.kind == OpKind::BitwiseOr) e.fn = [](const Val* x, const Val*) { return x[0] || x[1]; };
+      if (op.kind == OpKind::BitwiseXor) e.fn = [](const Val* x, const Val*) { return x[0] != x[1]; };
+    } else {
+      e.fn = binary_arith(op.kind, floating);
+    }
+  } else if (op.kind == OpKind::Where && e.inputs.size() == 3) {
+    if (e.inputs[0] != Store::B8 || e.inputs[1] != *out || e.inputs[2] != *out) return std::nullopt;
+    e.fn = [](const Val* x, const Val*) { return select(x[0], x[1], x[2]); };
+  } else if (op.kind == OpKind::Lerp && e.inputs.size() == 3 && floating) {
+    if (e.inputs[1] != *out || e.inputs[2] != *out || *out != Store::F32) return std::nullopt;
+    // As the CPU: from the nearer end, so that weight 0 and 1 give start and end exactly.
+    e.fn = [](const Val* x, const Val*) {
+      const Val d = x[1] - x[0];
+      return select(abs(x[2]) < 0.5f, x[0] + x[2] * d, x[1] - d * (1.0f - x[2]));
+    };
+  }
+  if (!e.fn) return std::nullopt;
+  return e;
+}
+
+}  // namespace
+
+std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op) {
+  std::optional<Elementwise> e = spec_of(op);
+  if (!e) return e;
+  e->name = std::string(kiln::ir::op_name(op.kind));
+  for (Store s : e->inputs) e->name += std::string("_") + store_name(s);
+  e->name += std::string("_to_") + store_name(e->output);
+  if (op.kind == OpKind::Copy) e->name = std::string("copy_") + store_name(e->output);
+  return e;
+}
+
+}  // namespace kiln::kernel::lib

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Softmax and log-softmax of the library (kernel/library.h) along one dim of an f32 tensor:
+// one group per row, the row's maximum and then its sum of exp(x - max) combined in fixed
+// shared-memory trees (deterministic), as the CPU computes them: exp(x - max) / sum, and
+// x - max - log(sum). A NaN in the row makes the whole row NaN, as there.
+#include <algorithm>
+#include <limits>
+
+#include "ir/attrs.h"
+#include "kernel/library.h"
+
+namespace kiln::kernel::lib {
+namespace {
+
+constexpr uint32_t kGroup = 128;
+
+/// Tree over sh[0..kGroup) with fn (every thread reaches every barrier).
+void tree(const Shared<float>& sh, Val t, Val (*fn)(Val, Val)) {
+  for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
+    if_(t < static_cast<int>(s), [&] {
+      const Val a = sh[t], b = sh[t + static_cast<int>(s)];
+      sh[t] = fn(a, b);
+    });
+    barrier();
+  }
+}
+
+Val nan_max(Val a, Val b) { return select(a != a, a, select(b != b || b > a, b, a)); }
+Val add(Val a, Val b) { return a + b; }
+
+}  // namespace
+
+std::optional<Softmax> softmax_of(const kiln::ir::Op& op) {
+  using kiln::ir::OpKind;
+  if ((op.kind != OpKind::Softmax && op.kind != OpKind::LogSoftmax) || op.inputs.size() != 1) return std::nullopt;
+  const auto &x = op.inputs[0], &o = op.outputs[0];
+  if (x.dtype != DType::F32 || o.dtype != DType::F32 || !fits_i32(x) || !fits_i32(o) || x.shape != o.shape)
+    return std::nullopt;
+  Softmax s;
+  s.log = op.kind == OpKind::LogSoftmax;
+  s.name = s.log ? "log_softmax_f32" : "softmax_f32";
+  return s;
+}
+
+bool softmax_meta(const kiln::ir::Op& op, int32_t* meta) {
+  const auto &x = op.inputs[0], &o = op.outputs[0];
+  int64_t dim = kiln::ir::ScanAttrs::decode(op).dim;
+  const int64_t r = static_cast<int64_t>(x.shape.size());
+  if (r == 0) return false;
+  if (dim < 0) dim += r;
+  if (dim < 0 || dim >= r) return false;
+  std::fill(meta, meta + kReduceMetaInts, 0);
+  int nk = 0;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < r; ++d) {
+    const size_t u = static_cast<size_t>(d);
+    if (d == dim) continue;
+    meta[kKeptShape + nk] = static_cast<int32_t>(x.shape[u]);
+    meta[kKeptShape + kMaxRank + nk] = static_cast<int32_t>(x.strides[u]);
+    meta[kOutStrides + nk] = static_cast<int32_t>(o.strides[u]);
+    rows *= x.shape[u];
+    ++nk;
+  }
+  const size_t ud = static_cast<size_t>(dim);
+  meta[kOut] = static_cast<int32_t>(rows);
+  meta[kRed] = static_cast<int32_t>(x.shape[ud]);
+  meta[kKept] = nk;
+  meta[kNRed] = 1;
+  meta[kRedShape] = static_cast<int32_t>(x.shape[ud]);
+  meta[kRedShape + kMaxRank] = static_cast<int32_t>(x.strides[ud]);
+  meta[kRedShape + 1] = static_cast<int32_t>(o.strides[ud]);  // the output's stride along dim
+  meta[kInOffset] = static_cast<int32_t>(x.offset);
+  meta[kOutOffset] = static_cast<int32_t>(o.offset);
+  return true;
+}
+
+Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
+  return trace(
+      spec.name,
+      [&](Builder& b) {
+        b.group_size(kGroup);
+        const Buffer<float> out = b.output<float>("out");
+        const Buffer<float> in = b.input<float>("in");
+        const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        const Shared<float> sh = b.shared<float>("sh", kGroup);
+        const Val t = thread_id(0);
+        const Val gid = group_id(1) * num_groups(0) + group_id(0);
+        const Val valid = gid < meta[kOut];
+        Var base(meta[kInOffset]), obase(meta[kOutOffset]);
+        {
+          Var rem(select(valid, gid, Val(0)));
+          const Val nk = meta[kKept];
+          for_(0, nk, [&](Val j) {
+            const Val d = nk - 1 - j;
+            const Val size = meta[kKeptShape + d];
+            const Val idx = rem % size;
+            rem = rem / size;
+            base = base + idx * meta[kKeptShape + kMaxRank + d];
+            obase = obase + idx * meta[kOutStrides + d];
+          });
+        }
+        const Val L = select(valid, meta[kRed], Val(0));
+        const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
+        Var m(-std::numeric_limits<float>::infinity());
+        for_(t, L, static_cast<int>(kGroup), [&](Val i) { m = nan_max(m, in[base + i * sx]); });
+        sh[t] = Val(m);
+        barrier();
+        tree(sh, t, nan_max);
+        const Val mx = sh[0];
+        barrier();
+        Var s(0.0f);
+        for_(t, L, static_cast<int>(kGroup), [&](Val i) {
+          const Val x = in[base + i * sx];
+          s = s + exp(x - mx);
+        });
+        sh[t] = Val(s);
+        barrier();
+        tree(sh, t, add);
+        const Val sum = sh[0];
+        for_(t, L, static_cast<int>(kGroup), [&](Val i) {
+          const Val x = in[base + i * sx];
+          out[obase + i * so] = spec.log ? x - mx - log(sum) : exp(x - mx) / sum;
+        });
+      },
+      limits);
+}
+
+}  // namespace kiln::kernel::lib
