@@ -211,6 +211,13 @@ if [ -x "$BUILD_DIR/bench/dist/kiln_bench_dist" ]; then
   BUILD_DIR="$BUILD_DIR" bash bench/dist/run.sh || echo "run.sh: the distributed benchmarks failed" >&2
 fi
 
+# ---- Vulkan (lavapipe on machines without a GPU): counters, not speed; bench/VULKAN.md ----
+if [ -x "$BUILD_DIR/bench/kiln_bench_vulkan" ]; then
+  echo "run.sh: Vulkan"
+  XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp} "$BUILD_DIR/bench/kiln_bench_vulkan" > bench/VULKAN.md ||
+    echo "run.sh: the Vulkan benchmark failed" >&2
+fi
+
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW/meta.txt"
 # report.py needs only the standard library; with matplotlib importable it also draws the chart.
 "${PY:-python3}" bench/report.py --dir "$RAW" --out "$RESULTS" --chart "$(dirname "$RESULTS")/results.png"

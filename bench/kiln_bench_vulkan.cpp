@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The Vulkan section of make bench (bench/run.sh writes its output to bench/VULKAN.md). On
+// lavapipe (a CPU driver) times say nothing about a GPU, so this measures what a GPU user will
+// feel and what does not depend on the driver's speed: dispatches per submit, submits and
+// dispatches per training step, ops that still fall back to the CPU per step, bytes of
+// parameters uploaded per dispatch, and the pipeline cache (built once, then hits). The one
+// time printed is the host's cost of recording a dispatch, which is the backend's own code.
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "backends/vulkan/context.h"
+
+using namespace kiln;
+namespace F = kiln::nn::functional;
+
+namespace {
+
+struct Mlp : nn::Module {
+  nn::Linear fc1, fc2;
+  explicit Mlp(const Device& d)
+      : fc1({.in_features = 64, .out_features = 128}, d), fc2({.in_features = 128, .out_features = 10}, d) {}
+  Tensor forward(const Tensor& x) { return fc2(relu(fc1(x))); }
+  KILN_VISIT(Mlp, fc1, fc2)
+};
+
+vulkan::Stats diff(const vulkan::Stats& a, const vulkan::Stats& b) {
+  vulkan::Stats d;
+  d.dispatches = b.dispatches - a.dispatches;
+  d.submits = b.submits - a.submits;
+  d.pipelines = b.pipelines - a.pipelines;
+  d.spirv_compiled = b.spirv_compiled - a.spirv_compiled;
+  d.spirv_from_disk = b.spirv_from_disk - a.spirv_from_disk;
+  d.pipeline_hits = b.pipeline_hits - a.pipeline_hits;
+  d.upload_bytes = b.upload_bytes - a.upload_bytes;
+  return d;
+}
+
+int64_t fallback_ops() {
+  int64_t n = 0;
+  for (const auto& [what, c] : fallback_counts())
+    if (what.rfind("vulkan", 0) == 0) n += c;
+  return n;
+}
+
+}  // namespace
+
+int main() {
+  std::string why;
+  if (vulkan::Context::count(&why) == 0) {
+    std::printf("# Vulkan\n\nNo Vulkan device on this machine: %s\n", why.c_str());
+    return 0;
+  }
+  const Device vk = Device::vulkan();
+  vulkan::Context& ctx = vulkan::Context::get(0);
+  std::printf("# Vulkan (%s)\n\nCounters, not speed: this driver may run on the CPU.\n\n", ctx.name().c_str());
+  std::printf("| measure | value |\n|---|---|\n");
+
+  // A chain of 1000 elementwise ops: recorded into batches, submitted at the one sync point
+  // (and whenever a batch fills).
+  Tensor x = ones({4096}).to(vk);
+  sync(vk);
+  vulkan::Stats s0 = ctx.stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) x = x * 1.0001f + 0.5f;
+  const auto t1 = std::chrono::steady_clock::now();
+  sync(vk);
+  vulkan::Stats d = diff(s0, ctx.stats());
+  std::printf("| elementwise chain: dispatches / submits | %lld / %lld (%.0f per submit) |\n",
+              static_cast<long long>(d.dispatches), static_cast<long long>(d.submits),
+              static_cast<double>(d.dispatches) / static_cast<double>(std::max<int64_t>(d.submits, 1)));
+  std::printf("| host time to record one dispatch (op call included) | %.1f us |\n",
+              std::chrono::duration<double, std::micro>(t1 - t0).count() / static_cast<double>(d.dispatches));
+  std::printf("| parameter bytes uploaded per dispatch | %.0f |\n",
+              static_cast<double>(d.upload_bytes) / static_cast<double>(std::max<int64_t>(d.dispatches, 1)));
+
+  // Training steps of an MLP (SGD): one step's submits (the loss read is the sync point).
+  manual_seed(0);
+  Mlp net(Device::cpu().autodiff());
+  net.to(vk.autodiff());
+  optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
+  Tensor xb = randn({64, 64}).to(vk), yb = randint(0, 10, {64}).to(vk);
+  const auto step = [&] {
+    Tensor loss = F::cross_entropy(net.forward(xb), yb);
+    opt.step(loss.backward());
+    return loss.item<double>();
+  };
+  step();  // first use: pipelines built
+  const int steps = 10;
+  reset_fallback_counts();
+  s0 = ctx.stats();
+  for (int i = 0; i < steps; ++i) step();
+  d = diff(s0, ctx.stats());
+  std::printf("| MLP training step: submits | %.1f |\n", static_cast<double>(d.submits) / steps);
+  std::printf("| MLP training step: dispatches | %.1f |\n", static_cast<double>(d.dispatches) / steps);
+  std::printf("| MLP training step: ops run on the CPU (fallback) | %.1f |\n",
+              static_cast<double>(fallback_ops()) / steps);
+  std::printf("| MLP training step: pipelines built / cache hits | %lld / %lld |\n",
+              static_cast<long long>(d.pipelines), static_cast<long long>(d.pipeline_hits));
+  const vulkan::Stats all = ctx.stats();
+  std::printf("| whole run: pipelines built, SPIR-V compiled / from the disk cache | %lld, %lld / %lld |\n",
+              static_cast<long long>(all.pipelines), static_cast<long long>(all.spirv_compiled),
+              static_cast<long long>(all.spirv_from_disk));
+  std::printf("\nFallbacks of one run of the steps:");
+  for (const auto& [what, c] : fallback_counts()) std::printf(" %s x%lld;", what.c_str(), static_cast<long long>(c));
+  std::printf("\n");
+  return 0;
+}
