@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <sstream>
 
 #include "kiln/autodiff.h"
 #include "kiln/error.h"
@@ -104,9 +105,11 @@ double ConfusionMatrix::recall(int64_t c) const {
   return row == 0 ? 0.0 : static_cast<double>(at(c, c)) / static_cast<double>(row);
 }
 
-double ConfusionMatrix::f1(int64_t c) const {
-  double p = precision(c), r = recall(c);
-  return p + r == 0 ? 0.0 : 2 * p * r / (p + r);
+double ConfusionMatrix::f1(int64_t c) const { return fbeta(c, 1.0); }
+
+double ConfusionMatrix::fbeta(int64_t c, double beta) const {
+  const double p = precision(c), r = recall(c), b2 = beta * beta;
+  return b2 * p + r == 0 ? 0.0 : (1 + b2) * p * r / (b2 * p + r);
 }
 
 double ConfusionMatrix::macro_precision() const {
@@ -123,10 +126,12 @@ double ConfusionMatrix::macro_recall() const {
   return s / static_cast<double>(n_);
 }
 
-double ConfusionMatrix::macro_f1() const {
+double ConfusionMatrix::macro_f1() const { return macro_fbeta(1.0); }
+
+double ConfusionMatrix::macro_fbeta(double beta) const {
   if (n_ == 0) return kNaN;
   double s = 0;
-  for (int64_t c = 0; c < n_; ++c) s += f1(c);
+  for (int64_t c = 0; c < n_; ++c) s += fbeta(c, beta);
   return s / static_cast<double>(n_);
 }
 
@@ -173,6 +178,30 @@ double auroc_binary(const std::vector<double>& scores, const std::vector<int64_t
   for (int64_t l : labels) (l == 1 ? pos : neg) += 1;
   if (pos == 0 || neg == 0) return kNaN;
   return (rank_sum - pos * (pos + 1) / 2.0) / (pos * neg);
+}
+
+double average_precision(const std::vector<double>& scores, const std::vector<int64_t>& labels) {
+  KILN_CHECK(scores.size() == labels.size(), "average_precision", "scores and labels differ in length");
+  std::vector<size_t> idx(scores.size());
+  std::iota(idx.begin(), idx.end(), size_t{0});
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  double pos = 0;
+  for (int64_t l : labels) {
+    KILN_CHECK(l == 0 || l == 1, "average_precision", "binary labels must be 0 or 1, got " << l);
+    pos += static_cast<double>(l);
+  }
+  if (pos == 0) return kNaN;
+  double tp = 0, seen = 0, ap = 0, prev_recall = 0;
+  for (size_t i = 0; i < idx.size();) {  // one threshold per distinct score, highest first
+    size_t j = i;
+    for (; j < idx.size() && scores[idx[j]] == scores[idx[i]]; ++j) tp += static_cast<double>(labels[idx[j]]);
+    seen += static_cast<double>(j - i);
+    const double recall = tp / pos;
+    ap += (recall - prev_recall) * (tp / seen);
+    prev_recall = recall;
+    i = j;
+  }
+  return ap;
 }
 
 double auroc_ovr_macro(const std::vector<double>& scores, const std::vector<int64_t>& labels, int64_t num_classes) {
@@ -258,31 +287,41 @@ class TopK : public Metric {
   int64_t n_ = 0;
 };
 
-enum class Kind { Precision, Recall, F1 };
+enum class Kind { Precision, Recall, F1, FBeta };
 
 class PerClass : public Metric {
  public:
-  PerClass(Kind kind, int64_t n, Average avg, int64_t cls) : kind_(kind), avg_(avg), cls_(cls), cm_(n) {
+  PerClass(Kind kind, int64_t n, Average avg, int64_t cls, double beta = 1.0)
+      : kind_(kind), beta_(beta), avg_(avg), cls_(cls), cm_(n) {
     KILN_CHECK(avg == Average::Macro || (cls >= 0 && cls < n), "metrics",
                "class " + std::to_string(cls) + " out of range [0, " + std::to_string(n) + ")");
+    KILN_CHECK(beta > 0, "fbeta", "beta must be positive, got " << beta);
   }
   std::string name() const override {
-    const char* k = kind_ == Kind::Precision ? "precision" : kind_ == Kind::Recall ? "recall" : "f1";
-    return std::string(k) + (avg_ == Average::Macro ? "_macro" : "_" + std::to_string(cls_));
+    std::ostringstream k;
+    k << (kind_ == Kind::Precision ? "precision" : kind_ == Kind::Recall ? "recall" : "f");
+    if (kind_ == Kind::F1) k << "1";
+    if (kind_ == Kind::FBeta) k << "beta" << beta_;
+    return k.str() + (avg_ == Average::Macro ? "_macro" : "_" + std::to_string(cls_));
   }
   void reset() override { cm_.reset(); }
   void update(const Tensor& output, const Tensor& target) override { cm_.add(output, target); }
   double value() const override {
     if (cm_.total() == 0) return kNaN;
-    if (avg_ == Average::Macro)
-      return kind_ == Kind::Precision ? cm_.macro_precision()
-             : kind_ == Kind::Recall  ? cm_.macro_recall()
-                                      : cm_.macro_f1();
-    return kind_ == Kind::Precision ? cm_.precision(cls_) : kind_ == Kind::Recall ? cm_.recall(cls_) : cm_.f1(cls_);
+    const bool macro = avg_ == Average::Macro;
+    switch (kind_) {
+      case Kind::Precision:
+        return macro ? cm_.macro_precision() : cm_.precision(cls_);
+      case Kind::Recall:
+        return macro ? cm_.macro_recall() : cm_.recall(cls_);
+      default:
+        return macro ? cm_.macro_fbeta(beta_) : cm_.fbeta(cls_, beta_);
+    }
   }
 
  private:
   Kind kind_;
+  double beta_;
   Average avg_;
   int64_t cls_;
   ConfusionMatrix cm_;
@@ -323,8 +362,60 @@ class Auroc : public Metric {
   std::vector<int64_t> labels_;
 };
 
+class AveragePrecision : public Metric {
+ public:
+  std::string name() const override { return "average_precision"; }
+  void reset() override {
+    scores_.clear();
+    labels_.clear();
+  }
+  void update(const Tensor& output, const Tensor& target) override {
+    HostBatch b = to_host(output, target, "average_precision");
+    KILN_CHECK(b.c <= 2, "average_precision", "expects [N] scores or [N, 2] logits, got " << output.shape());
+    for (int64_t i = 0; i < b.n; ++i) {
+      const double* row = &b.scores[i * b.c];
+      scores_.push_back(b.c == 1 ? row[0] : row[1] - row[0]);  // softmax is monotone in the logit gap
+      labels_.push_back(b.targets[i]);
+    }
+  }
+  double value() const override { return labels_.empty() ? kNaN : train::average_precision(scores_, labels_); }
+
+ private:
+  std::vector<double> scores_;
+  std::vector<int64_t> labels_;
+};
+
+class HammingScore : public Metric {
+ public:
+  explicit HammingScore(double threshold) : threshold_(threshold) {
+    KILN_CHECK(threshold > 0 && threshold < 1, "hamming_score", "threshold must be in (0, 1), got " << threshold);
+  }
+  std::string name() const override { return "hamming_score"; }
+  void reset() override { right_ = 0, total_ = 0; }
+  void update(const Tensor& output, const Tensor& target) override {
+    NoGradGuard ng;
+    KILN_CHECK(output.defined() && target.defined() && output.dim() == 2 && output.shape() == target.shape(),
+               "hamming_score",
+               "expects logits [N, L] and 0/1 targets [N, L], got "
+                   << (output.defined() ? to_string(output.shape()) : "undefined") << " and "
+                   << (target.defined() ? to_string(target.shape()) : "undefined"));
+    const Tensor pred = sigmoid(output.detach().to(DType::F64)) > threshold_;
+    right_ += (pred == (target.detach() != 0)).sum().item<int64_t>();
+    total_ += output.numel();
+  }
+  double value() const override {
+    return total_ == 0 ? kNaN : static_cast<double>(right_) / static_cast<double>(total_);
+  }
+
+ private:
+  double threshold_;
+  int64_t right_ = 0, total_ = 0;
+};
+
 }  // namespace
 
+std::shared_ptr<Metric> average_precision() { return std::make_shared<AveragePrecision>(); }
+std::shared_ptr<Metric> hamming_score(double threshold) { return std::make_shared<HammingScore>(threshold); }
 std::shared_ptr<Metric> accuracy() { return std::make_shared<Accuracy>(); }
 std::shared_ptr<Metric> top_k_accuracy(int64_t k) { return std::make_shared<TopK>(k); }
 std::shared_ptr<Metric> precision(int64_t n, Average avg, int64_t cls) {
@@ -335,6 +426,9 @@ std::shared_ptr<Metric> recall(int64_t n, Average avg, int64_t cls) {
 }
 std::shared_ptr<Metric> f1(int64_t n, Average avg, int64_t cls) {
   return std::make_shared<PerClass>(Kind::F1, n, avg, cls);
+}
+std::shared_ptr<Metric> fbeta(int64_t n, double beta, Average avg, int64_t cls) {
+  return std::make_shared<PerClass>(Kind::FBeta, n, avg, cls, beta);
 }
 std::shared_ptr<Metric> auroc(int64_t n) { return std::make_shared<Auroc>(n); }
 std::shared_ptr<ConfusionMatrixMetric> confusion_matrix(int64_t n) {

@@ -2,8 +2,8 @@
 # Regenerates metrics_fixture.inc: a small random classification case and scikit-learn's values
 # for it (the second computation test_train_metrics.cpp checks kiln::train's metrics against).
 import numpy as np
-from sklearn.metrics import (accuracy_score, confusion_matrix, f1_score, precision_score, recall_score,
-                             roc_auc_score, top_k_accuracy_score)
+from sklearn.metrics import (accuracy_score, average_precision_score, confusion_matrix, f1_score, fbeta_score,
+                             hamming_loss, precision_score, recall_score, roc_auc_score, top_k_accuracy_score)
 
 rng = np.random.default_rng(7)
 N, C = 40, 4
@@ -38,4 +38,12 @@ out += arr("kBinScores", bin_scores) + arr("kBinLabels", bin_labels, "int64_t")
 out += f"constexpr double kAurocBinary = {roc_auc_score(bin_labels, bin_scores)!r};\n"
 for k in (1, 2, 3):
     out += f"constexpr double kTop{k} = {top_k_accuracy_score(labels, logits, k=k, labels=range(C))!r};\n"
+for beta, tag in ((0.5, "Half"), (2.0, "Two")):
+    out += f"constexpr double kFbeta{tag}Macro = {fbeta_score(labels, pred, beta=beta, average='macro', zero_division=0)!r};\n"
+    out += arr(f"kFbeta{tag}PerClass", fbeta_score(labels, pred, beta=beta, average=None, zero_division=0))
+out += f"constexpr double kAvgPrecision = {average_precision_score(bin_labels, bin_scores)!r};\n"
+ml_logits = np.round(rng.normal(size=(N, 5)), 3)
+ml_targets = (rng.random((N, 5)) < 0.4).astype(int)
+out += arr("kMlLogits", ml_logits) + arr("kMlTargets", ml_targets, "int64_t")
+out += f"constexpr double kHammingScore = {1 - hamming_loss(ml_targets, (ml_logits > 0).astype(int))!r};\n"
 open(__file__.replace("make_metrics_fixture.py", "metrics_fixture.inc"), "w").write(out)

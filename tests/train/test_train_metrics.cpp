@@ -98,6 +98,39 @@ TEST(TrainMetrics, AurocMatchesSklearn) {
   EXPECT_ERROR(auroc_binary({0.1}, {2}), "binary labels");
 }
 
+TEST(TrainMetrics, FbetaAveragePrecisionAndHammingMatchSklearn) {
+  ConfusionMatrix cm(kC);
+  cm.add(kiln::tensor(std::vector<double>(std::begin(kLogits), std::end(kLogits)), {kN, kC}),
+         kiln::tensor(std::vector<int64_t>(std::begin(kLabels), std::end(kLabels)), {kN}));
+  EXPECT_NEAR(cm.macro_fbeta(0.5), kFbetaHalfMacro, 1e-12);
+  EXPECT_NEAR(cm.macro_fbeta(2.0), kFbetaTwoMacro, 1e-12);
+  for (int64_t c = 0; c < kC; ++c) {
+    EXPECT_NEAR(cm.fbeta(c, 0.5), kFbetaHalfPerClass[c], 1e-12);
+    EXPECT_NEAR(cm.fbeta(c, 2.0), kFbetaTwoPerClass[c], 1e-12);
+  }
+  auto fb = metrics::fbeta(kC, 2.0);
+  fb->update(kiln::tensor(std::vector<double>(std::begin(kLogits), std::end(kLogits)), {kN, kC}),
+             kiln::tensor(std::vector<int64_t>(std::begin(kLabels), std::end(kLabels)), {kN}));
+  EXPECT_NEAR(fb->value(), kFbetaTwoMacro, 1e-12);
+  EXPECT_EQ(fb->name(), "fbeta2_macro");
+  std::vector<double> s(std::begin(kBinScores), std::end(kBinScores));
+  std::vector<int64_t> l(std::begin(kBinLabels), std::end(kBinLabels));
+  EXPECT_NEAR(average_precision(s, l), kAvgPrecision, 1e-12);
+  auto ap = metrics::average_precision();
+  ap->update(kiln::tensor(s, {kN}), kiln::tensor(l, {kN}));
+  EXPECT_NEAR(ap->value(), kAvgPrecision, 1e-12);
+  auto h = metrics::hamming_score();
+  const int64_t half = kN / 2;
+  kiln::Tensor ml = kiln::tensor(std::vector<double>(std::begin(kMlLogits), std::end(kMlLogits)), {kN, 5});
+  kiln::Tensor mt = kiln::tensor(std::vector<int64_t>(std::begin(kMlTargets), std::end(kMlTargets)), {kN, 5});
+  h->update(ml.narrow(0, 0, half), mt.narrow(0, 0, half));
+  h->update(ml.narrow(0, half, kN - half), mt.narrow(0, half, kN - half));
+  EXPECT_NEAR(h->value(), kHammingScore, 1e-12);
+  EXPECT_THROW(metrics::fbeta(kC, 0.0), kiln::Error);
+  EXPECT_THROW(h->update(ml, mt.narrow(1, 0, 2)), kiln::Error);
+  EXPECT_TRUE(std::isnan(average_precision({0.3, 0.2}, {0, 0})));
+}
+
 TEST(TrainMetrics, HandDerivedSmallCase) {
   // targets 0 0 1 1 2, predictions 0 1 1 1 0: precision (1/2, 2/3, 0), recall (1/2, 1, 0).
   ConfusionMatrix cm(3);

@@ -53,10 +53,13 @@ class ConfusionMatrix {
   double precision(int64_t c) const;
   double recall(int64_t c) const;
   double f1(int64_t c) const;
+  /// (1 + beta^2) p r / (beta^2 p + r): recall weighs beta times as much as precision.
+  double fbeta(int64_t c, double beta) const;
   /// Unweighted means over classes (sklearn's average="macro").
   double macro_precision() const;
   double macro_recall() const;
   double macro_f1() const;
+  double macro_fbeta(double beta) const;
   /// A text table (rows: true class, columns: predicted class).
   std::string str() const;
 
@@ -65,6 +68,10 @@ class ConfusionMatrix {
   std::vector<int64_t> counts_;
 };
 
+/// Average precision of `scores` for binary `labels` (0 or 1): sum over thresholds of
+/// (R_k - R_{k-1}) P_k, tied scores one threshold (sklearn's average_precision_score). NaN
+/// without positives.
+double average_precision(const std::vector<double>& scores, const std::vector<int64_t>& labels);
 /// Area under the ROC curve of `scores` for binary `labels` (0 or 1), ties counted half
 /// (sklearn's roc_auc_score). NaN when only one class is present.
 double auroc_binary(const std::vector<double>& scores, const std::vector<int64_t>& labels);
@@ -90,6 +97,14 @@ std::shared_ptr<Metric> top_k_accuracy(int64_t k);
 std::shared_ptr<Metric> precision(int64_t num_classes, Average avg = Average::Macro, int64_t cls = 0);
 std::shared_ptr<Metric> recall(int64_t num_classes, Average avg = Average::Macro, int64_t cls = 0);
 std::shared_ptr<Metric> f1(int64_t num_classes, Average avg = Average::Macro, int64_t cls = 0);
+/// Macro (or one class's) F-beta ("fbeta0.5_macro", "fbeta2_3"); beta > 0.
+std::shared_ptr<Metric> fbeta(int64_t num_classes, double beta, Average avg = Average::Macro, int64_t cls = 0);
+/// Area under the precision-recall curve of binary scores: [N] scores or [N, 2] logits (the
+/// score is column 1) against 0/1 targets (sklearn's average_precision_score).
+std::shared_ptr<Metric> average_precision();
+/// Multilabel outputs: logits [N, L] against 0/1 targets [N, L]; a label is predicted where
+/// sigmoid(logit) > threshold. The fraction of labels predicted right (1 - Hamming loss).
+std::shared_ptr<Metric> hamming_score(double threshold = 0.5);
 /// AUROC: binary when num_classes == 2 and the output is [N] scores or [N, 2] logits (the
 /// score is column 1), one-vs-rest macro otherwise (softmax of the logits).
 std::shared_ptr<Metric> auroc(int64_t num_classes);
