@@ -235,6 +235,24 @@ def enc_attrs(at):
 PY = {}
 
 
+def with_grads(fn):
+    """A reference that returns fn's result and the gradients of its sum with respect to the
+    first `ng` inputs (attribute, default 1; 0 for the result only)."""
+    def run(a, at):
+        a = list(a)
+        ng = at.get("ng", 1)
+        if ng == 0:
+            return fn(a, at)
+        xs = []
+        for i in range(ng):
+            a[i] = a[i].detach().clone().requires_grad_(True)
+            xs.append(a[i])
+        out = fn(a, at)
+        out.sum().backward()
+        return (out.detach(),) + tuple(x.grad if x.grad is not None else torch.zeros_like(x) for x in xs)
+    return run
+
+
 def wrap_scalar(v):
     return torch.tensor(v) if isinstance(v, (bool, int, float)) else v
 
