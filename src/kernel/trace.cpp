@@ -319,8 +319,18 @@ Val::Val(float v) : Val(constant(v, Type::F32)) {}
 Val::Val(double v) : Val(constant(v, Type::F32)) {}
 Val::Val(int v) : Val(constant(v, Type::I32)) {}
 Val::Val(unsigned v) : Val(constant(v, Type::U32)) {}
-Val::Val(long v) : Val(constant(static_cast<double>(v), Type::I64)) {}
-Val::Val(long long v) : Val(constant(static_cast<double>(v), Type::I64)) {}
+namespace {
+/// An exact i64 literal (through a double, values past 2^53 would round, and 2^63 overflow).
+Val i64_literal(int64_t v) {
+  ir::Op op;
+  op.kind = Kind::Const;
+  op.type = Type::I64;
+  op.i = v;
+  return hoisted(op, false);
+}
+}  // namespace
+Val::Val(long v) : Val(i64_literal(v)) {}
+Val::Val(long long v) : Val(i64_literal(v)) {}
 Val::Val(bool v) : Val(constant(v, Type::Bool)) {}
 
 namespace {

@@ -65,6 +65,20 @@ TEST(KernelIr, ConstantsFoldByType) {
   EXPECT_EQ(uv[0], 4294967295u);
 }
 
+// i64 literals are exact at the ends of the range (a detour through double made INT64_MAX
+// overflow to INT64_MIN).
+TEST(KernelIr, I64LiteralsAreExact) {
+  Kernel k = trace("i64_ends", [](Builder& b) {
+    auto o = b.output<int64_t>("o");
+    o[0] = Val(static_cast<long long>(INT64_MAX));
+    o[1] = Val(static_cast<long long>(INT64_MIN));
+    o[2] = Val(static_cast<long long>((int64_t{1} << 53) + 1));
+  });
+  std::vector<int64_t> ov(3, 0);
+  compile_cpu(k, 0)({1}, {ov});
+  EXPECT_EQ(ov, (std::vector<int64_t>{INT64_MAX, INT64_MIN, (int64_t{1} << 53) + 1}));
+}
+
 TEST(KernelIr, CommonSubexpressionsAndDeadCode) {
   Kernel k = trace("cse", [](Builder& b) {
     auto x = b.input<float>("x");

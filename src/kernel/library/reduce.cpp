@@ -88,8 +88,7 @@ std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
     case OpKind::Min:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
-      // i64 is not here yet: its min and max gave wrong results on lavapipe (to investigate).
-      if (it != DType::F32 && it != DType::I32) return std::nullopt;
+      if (it != DType::F32 && it != DType::I32 && it != DType::I64) return std::nullopt;
       if (ot != ((op.kind == OpKind::Max || op.kind == OpKind::Min) ? it : DType::I64)) return std::nullopt;
       r.type = it == DType::F32 ? Type::F32 : it == DType::I32 ? Type::I32 : Type::I64;
       break;
