@@ -69,7 +69,7 @@ std::array<uint32_t, 3> elementwise_groups(int64_t n);
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);
 
-/// A reduction (Sum, Mean, Prod on f32; Max, Min, ArgMax, ArgMin on f32 and i32) over any
+/// A reduction (Sum, Mean, Prod on f32; Max, Min, ArgMax, ArgMin on f32, i32, i64) over any
 /// dims of a strided input. Its kernel's buffers: out, in, meta (kReduceMetaInts int32); one
 /// group per output element (reduce_groups).
 struct Reduce {
