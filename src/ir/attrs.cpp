@@ -2,6 +2,8 @@
 // Typed attribute views: decode from and encode to Op::attrs (layouts in ops.def).
 #include "ir/attrs.h"
 
+#include <algorithm>
+
 namespace kiln::ir {
 
 namespace {
@@ -11,9 +13,9 @@ int64_t int_at(const Op& op, size_t i, int64_t dflt = 0) { return i < op.attrs.i
 double real_at(const Op& op, size_t i, double dflt = 0) { return i < op.attrs.reals.size() ? op.attrs.reals[i] : dflt; }
 /// n ints from position at (fewer when the ints end first).
 Dims ints_from(const Op& op, size_t at, size_t n) {
-  Dims d;
-  for (size_t i = at; i < at + n && i < op.attrs.ints.size(); ++i) d.push_back(op.attrs.ints[i]);
-  return d;
+  const auto& ints = op.attrs.ints;
+  if (at >= ints.size()) return {};
+  return Dims(ints.begin() + at, ints.begin() + std::min(at + n, ints.size()));
 }
 void push(Op& op, const Dims& d) {
   for (int64_t v : d) op.attrs.ints.push_back(v);

@@ -38,7 +38,7 @@ void OpContext::fail(const std::string& msg) const {
   __builtin_unreachable();
 }
 const Tensor& OpContext::x(size_t i) const {
-  check(has(i), "missing required input " + std::to_string(i));
+  if (!has(i)) fail("missing required input " + std::to_string(i));
   return in[i];
 }
 int64_t OpContext::attr_i(std::string_view n, int64_t def) const {
@@ -509,6 +509,19 @@ void Model::Impl::build_plan(Compiled& c, const std::set<std::string>& outer) co
   }
   for (const auto& o : g.outputs) c.out_slots.push_back(ref(o.name));
   if (optimize) fuse_activations(c);
+  // Slots for the ops of Conv, MatMul and Gemm steps (Note [Prepared steps]); a Conv pair has two.
+  {
+    int n_prep = 0;
+    for (Step& st : c.steps) {
+      const NodeP& n = g.nodes[st.node];
+      if (!st.fn || st.has_sub || !is_default_domain(n.domain) ||
+          (n.op_type != "Conv" && n.op_type != "MatMul" && n.op_type != "Gemm"))
+        continue;
+      st.prep = n_prep;
+      n_prep += st.pair >= 0 ? 2 : 1;
+    }
+    if (n_prep) c.prepared = std::make_unique<PreparedOp[]>(static_cast<size_t>(n_prep));
+  }
   // Shape-derived steps (see Compiled::caches).
   {
     const size_t n_slots = c.slot_names.size();
@@ -678,6 +691,7 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
         st.post_lo, st.post_hi};
     ctx.res = st.res;
     ctx.res_first = st.res_first;
+    if (st.prep >= 0) ctx.prep = &c.prepared[static_cast<size_t>(st.prep)];
     if (host) ctx.host = &host_in;
     KILN_CHECK(st.fn, "onnx", ctx.where() << ": op '" << n.op_type << "' is not supported");
     std::unordered_map<std::string, Tensor> env;  // the scope a subgraph sees

@@ -16,6 +16,7 @@ namespace kiln::onnx {
 
 struct OpContext;
 struct EmitContext;
+struct PreparedOp;
 using OpFn = std::function<void(OpContext&)>;
 /// Code generation of one node: appends C++ statements to `EmitContext::code` that compute
 /// the node's outputs, and returns true; false leaves the node to the generic emitter (a call
@@ -66,10 +67,17 @@ struct OpContext {
   /// knows it there (constants, shape computations), else undefined; null elsewhere. value()
   /// reads it.
   const std::vector<Tensor>* host = nullptr;
+  /// The run-time plan's slot(s) for the op this step issues (Note [Prepared steps] in
+  /// onnx/prepared.h): Conv, MatMul and Gemm steps, two for a Conv pair; null elsewhere.
+  PreparedOp* prep = nullptr;
 
   std::string where() const;  ///< "node 'name' (Op)" for messages
   [[noreturn]] void fail(const std::string& msg) const;
   void check(bool cond, const std::string& msg) const {
+    if (!cond) fail(msg);
+  }
+  /// The same for a fixed message, which is built only when the check fails.
+  void check(bool cond, const char* msg) const {
     if (!cond) fail(msg);
   }
   size_t n_in() const { return in.size(); }

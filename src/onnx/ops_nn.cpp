@@ -15,6 +15,7 @@
 #include "kiln/nn/functional/norm.h"
 #include "kiln/nn/functional/pool.h"
 #include "onnx/ops.h"
+#include "onnx/prepared.h"
 #include "ops/conv_epilogue.h"
 #include "ops/dispatch.h"
 
@@ -193,9 +194,10 @@ namespace {
 /// convolution step of a small model costs little more than its op). Null when an operand or
 /// the geometry is not the plain case (contiguous operands of one float dtype and device, no
 /// gradient to record, sizes that fit); the caller then takes the functional path, which also
-/// raises the errors.
+/// raises the errors. With `keep`, whose inputs x, wt, b and res are (c.in[0], [1], [2] and
+/// [c.res]), the op is kept in keep->prep for the next run (Note [Prepared steps]).
 Tensor conv_op(const Tensor& x, const Tensor& wt, const Tensor& b, const Window& w, bool sym, int64_t groups,
-               const Tensor& res, int act, double lo, double hi, const Window* pool) {
+               const Tensor& res, int act, double lo, double hi, const Window* pool, const OpContext* keep) {
   const int64_t n = x.dim() - 2;
   const DType dt = x.dtype();
   const Device& dev = x.device();
@@ -238,15 +240,26 @@ Tensor conv_op(const Tensor& x, const Tensor& wt, const Tensor& b, const Window&
   }
   static const char* const names[] = {"conv1d", "conv2d", "conv3d"};
   const char* api = names[n - 1];
+  Tensor y;
   if (b.defined())
-    return res.defined() ? detail::run(api, op, dev, {x, wt, b, res})[0] : detail::run1(api, op, {x, wt, b});
-  return res.defined() ? detail::run(api, op, dev, {x, wt, res})[0] : detail::run1(api, op, {x, wt});
+    y = res.defined() ? detail::run(api, op, dev, {x, wt, b, res})[0] : detail::run1(api, op, {x, wt, b});
+  else
+    y = res.defined() ? detail::run(api, op, dev, {x, wt, res})[0] : detail::run1(api, op, {x, wt});
+  if (keep && keep->prep) {
+    int src[4] = {0, 1}, k = 2;
+    if (b.defined()) src[k++] = 2;
+    if (res.defined()) src[k++] = keep->res;
+    keep_prepared(keep->prep, api, op, dev, keep->in, std::span<const int>(src, static_cast<size_t>(k)), y.shape());
+  }
+  return y;
 }
 
 /// a [..., K] times a 2-D b [K, N] (plus bias [N] when defined) as the one MatMul op that matmul
 /// and linear issue for it ([1, M, K] x [1, K, N] views), without their argument parsing; null
-/// when not that plain case (the caller then takes the general path).
-Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias) {
+/// when not that plain case (the caller then takes the general path). With `keep`, a, b and bias
+/// are views (depending only on their layouts) of c.in[0], [1] and [2], and the op is kept in
+/// keep->prep for the next run (Note [Prepared steps]).
+Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias, const OpContext* keep = nullptr) {
   const DType dt = a.dtype();
   if (a.dim() < 2 || b.dim() != 2 || !a.is_contiguous() || b.dtype() != dt || (dt != f32 && dt != f64) ||
       b.device() != a.device() || a.size(-1) != b.size(0) || a.numel() == 0 || b.numel() == 0)
@@ -261,7 +274,12 @@ Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias) {
   ir::Op op;
   op.kind = ir::OpKind::MatMul;
   const Tensor a3 = a.view({1, M, K}), b3 = b.unsqueeze(0);
-  Tensor y = bias.defined() ? detail::run1("linear", op, {a3, b3, bias}) : detail::run1("matmul", op, {a3, b3});
+  const char* api = bias.defined() ? "linear" : "matmul";
+  Tensor y = bias.defined() ? detail::run1(api, op, {a3, b3, bias}) : detail::run1(api, op, {a3, b3});
+  if (keep && keep->prep) {
+    static constexpr int src[3] = {0, 1, 2};
+    keep_prepared(keep->prep, api, op, a.device(), keep->in, std::span<const int>(src, op.inputs.size()), ys);
+  }
   return y.view(ys);
 }
 
@@ -273,6 +291,7 @@ Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias) {
 /// the ops one by one (a residual that broadcasts or of another dtype, inputs that record a
 /// gradient, a pool window larger than the convolution's output).
 Tensor conv_fused(const OpContext& c, const Window* pool) {
+  if (Tensor y = run_prepared(c.prep, c.in); y.defined()) return y;
   const Tensor &x = c.x(0), &wt = c.x(1);
   const int64_t n = x.dim() - 2;
   c.check(n >= 1 && n <= 3 && wt.dim() == x.dim(), "needs [N, C, *spatial] input and matching weight");
@@ -284,7 +303,9 @@ Tensor conv_fused(const OpContext& c, const Window* pool) {
   const Tensor b = c.has(2) ? c.x(2) : Tensor{};
   const Tensor res = c.res >= 0 ? c.x(static_cast<size_t>(c.res)) : Tensor{};
   const int act = c.post == 1 ? 1 : c.post == 2 ? 2 : 0;
-  if (Tensor y = conv_op(xi, wt, b, w, sym, groups, res, act, c.post_lo, c.post_hi, pool); y.defined()) return y;
+  if (Tensor y = conv_op(xi, wt, b, w, sym, groups, res, act, c.post_lo, c.post_hi, pool, sym ? &c : nullptr);
+      y.defined())
+    return y;
   F::ConvOptions o;
   o.stride = w.s;
   o.dilation = w.d;
@@ -322,10 +343,27 @@ Tensor conv_fused(const OpContext& c, const Window* pool) {
 void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo2, float hi2) {
   // Inputs: x, wa, ba (or undefined), wb, bb (or undefined) [, the second's residual (c.res)].
   // Two Conv ops; on the CPU the second reads the blocked form the first kept of its output
-  // (the CPU convolution's Note [Kept blocked outputs]).
+  // (the CPU convolution's Note [Kept blocked outputs]). Each has its prepared slot (c.prep[0]
+  // and [1]), whose inputs are numbered as ca's and cb's below.
   const Tensor ba = c.has(2) ? c.x(2) : Tensor{}, bb = c.has(4) ? c.x(4) : Tensor{};
+  PreparedOp* const pb = c.prep ? c.prep + 1 : nullptr;
+  if (Tensor ya = run_prepared(c.prep, std::span<const Tensor>(c.in.data(), std::min<size_t>(3, c.in.size())));
+      ya.defined() && c.has(3)) {
+    const Tensor in_b[4] = {std::move(ya), c.in[3], bb, c.res >= 0 ? c.x(static_cast<size_t>(c.res)) : Tensor{}};
+    if (Tensor y = run_prepared(pb, in_b); y.defined()) return c.set(0, std::move(y));
+    OpContext cb{second, c.opset, c.device, {in_b[0], in_b[1], bb}, {Tensor{}}, {}, post2, lo2, hi2};
+    cb.prep = pb;
+    if (c.res >= 0) {
+      cb.in.push_back(in_b[3]);
+      cb.res = 3;
+      cb.res_first = c.res_first;
+    }
+    return c.set(0, conv_fused(cb, nullptr));
+  }
   OpContext ca{c.node, c.opset, c.device, {c.x(0), c.x(1), ba}, {Tensor{}}, {}, c.post, c.post_lo, c.post_hi};
+  ca.prep = c.prep;
   OpContext cb{second, c.opset, c.device, {conv_fused(ca, nullptr), c.x(3), bb}, {Tensor{}}, {}, post2, lo2, hi2};
+  cb.prep = pb;
   if (c.res >= 0) {
     cb.in.push_back(c.x(static_cast<size_t>(c.res)));
     cb.res = 3;
@@ -335,6 +373,8 @@ void run_conv_pair(OpContext& c, const proto::NodeP& second, int post2, float lo
 }
 
 void run_conv_pool(OpContext& c, const proto::NodeP& pool) {
+  // c.prep keeps only the one Conv op with the pool in its epilogue: the whole step.
+  if (Tensor y = run_prepared(c.prep, c.in); y.defined()) return c.set(0, std::move(y));
   const Tensor& x = c.x(0);
   OpContext cp{pool, c.opset, c.device, {Tensor{}}, {Tensor{}}, {}};
   if (x.dim() == 4 && c.res < 0 && cp.attr_i("ceil_mode", 0) == 0) {
@@ -348,6 +388,7 @@ void run_conv_pool(OpContext& c, const proto::NodeP& pool) {
       return;
     }
   }
+  c.prep = nullptr;  // the Conv alone is not the step's result
   cp.in[0] = conv_fused(c, nullptr);
   registry().find("MaxPool")->run(cp);
   c.set(0, cp.out[0]);
@@ -656,6 +697,7 @@ void register_nn(Registry& r) {
     c.set(0, (x - mu) / (sqrt(v) + 1e-9));
   };
   r["Gemm"] = [](OpContext& c) {
+    if (Tensor y = run_prepared(c.prep, c.in); y.defined()) return c.set(0, std::move(y));
     Tensor a = c.x(0), b = c.x(1);
     const bool ta = c.attr_i("transA", 0) != 0, tb = c.attr_i("transB", 0) != 0;
     double alpha = c.attr_f("alpha", 1.0f), beta = c.attr_f("beta", 1.0f);
@@ -666,7 +708,11 @@ void register_nn(Registry& r) {
     if (c.has(2) && alpha == 1.0 && beta == 1.0 && a.dim() == 2 && b.dim() == 2 && a.dtype() == b.dtype() &&
         (a.dtype() == f32 || a.dtype() == f64) && c.x(2).dtype() == a.dtype() && c.x(2).numel() == b.size(1) &&
         (c.x(2).dim() == 1 || (c.x(2).dim() == 2 && c.x(2).size(0) == 1))) {
-      c.set(0, addmm(c.x(2).reshape({b.size(1)}), a, b));
+      const Tensor bias = c.x(2).reshape({b.size(1)});
+      // The MatMul op addmm issues; kept for the next run when the bias is a view of input 2
+      // (matmul_op takes a and b as views).
+      if (Tensor y = matmul_op(a, b, bias, c.x(2).is_contiguous() ? &c : nullptr); y.defined()) return c.set(0, y);
+      c.set(0, addmm(bias, a, b));
       return;
     }
     Tensor y = matmul(a, b);
@@ -675,8 +721,9 @@ void register_nn(Registry& r) {
     c.set(0, y.to(c.x(0).dtype()));
   };
   r["MatMul"] = [](OpContext& c) {
+    if (Tensor y = run_prepared(c.prep, c.in); y.defined()) return c.set(0, std::move(y));
     const Tensor &a = c.x(0), &b = c.x(1);
-    if (Tensor y = matmul_op(a, b, c.post == 3 ? c.x(2) : Tensor{}); y.defined()) {
+    if (Tensor y = matmul_op(a, b, c.post == 3 ? c.x(2) : Tensor{}, &c); y.defined()) {
       c.set(0, y);
       return;
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "onnx/ops.h"
+#include "onnx/prepared.h"
 
 namespace kiln::onnx {
 
@@ -29,6 +30,7 @@ struct Step {
   float post2_lo = 0, post2_hi = 0;
   int res = -1;  // a residual Add fused into this Conv (OpContext::res): its operand's index in `in`
   bool res_first = false;
+  int prep = -1;  // the first of its slots in Compiled::prepared (OpContext::prep), -1: none
   std::vector<int> in, out, release;
 };
 
@@ -46,6 +48,8 @@ struct Compiled {
   std::vector<std::pair<int, Tensor>> const_slots;  // initializers and folded values
   std::vector<std::pair<std::string, int>> outer;   // names taken from the enclosing scope
   std::vector<Step> steps;
+  // The ops that Conv, MatMul and Gemm steps keep (Step::prep; Note [Prepared steps]).
+  std::unique_ptr<PreparedOp[]> prepared;
   std::vector<int> out_slots;  // graph outputs
   // Shape-derived steps: a step whose inputs are constants, shapes (Shape/Size of any value) or
   // outputs of other such steps computes the same outputs for the same shapes (Shape -> Gather

@@ -220,6 +220,23 @@ Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs) {
   return std::move(outs[0]);
 }
 
+void run_prepared(const char* api, ir::Op& op, const Device& dev, Storage* const* inputs,
+                  std::shared_ptr<Storage>* outs) {
+  KILN_ASSERT(!dev.backend()->autodiff_options());
+  OpScope scope(api);  // names the op in an allocation failure, as run() does
+  for (size_t i = 0; i < op.inputs.size(); ++i) op.inputs[i].stamp = inputs[i]->stamp;
+  SmallVec<Storage*, 2> out;
+  bool any_elements = false;
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    ir::TensorDesc& d = op.outputs[i];
+    outs[i] = dev.backend()->allocate(checked_nbytes(d.shape, d.dtype, api));
+    d.stamp = outs[i]->stamp;
+    out.push_back(outs[i].get());
+    any_elements |= d.numel() > 0;
+  }
+  if (any_elements) execute_op(dev.backend(), op, inputs, out.data());
+}
+
 namespace {
 /// run_into once every input is on out's device.
 void run_into_on(const char* api, ir::Op& op, const Tensor* inputs, size_t nin, const Tensor& out) {

@@ -48,6 +48,15 @@ std::vector<Tensor> run(const char* api, ir::Op& op, const Device& dev, const st
 Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs);
 /// Executes op writing into `out` (any view); inputs must already match op's needs.
 void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out);
+/// What run() does after shape inference, for a caller that built and inferred op once and runs
+/// it again over new buffers with the same layouts (the ONNX run-time plan's prepared steps,
+/// Note [Prepared steps] in onnx/prepared.h): inputs[i] holds the data op.inputs[i] describes
+/// (its stamp is refreshed here); the outputs are allocated as op.outputs describe (contiguous,
+/// their stamps set) into outs[i], then op executes on dev. The caller stands for what run()
+/// checks: op came from ir::infer over these layouts and dtypes, every input lives on dev, and
+/// dev records no autodiff (nothing is recorded here).
+void run_prepared(const char* api, ir::Op& op, const Device& dev, Storage* const* inputs,
+                  std::shared_ptr<Storage>* outs);
 
 /// Shorthand to build an op: make_op(OpKind::Sum, {ints}, {reals}, dtype).
 ir::Op make_op(ir::OpKind kind, std::initializer_list<int64_t> ints = {}, std::initializer_list<double> reals = {},

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Plan steps that keep the IR op they issue (Note [Prepared steps] in prepared.h).
+#include "onnx/prepared.h"
+
+#include "kiln/autodiff.h"
+#include "ops/dispatch.h"
+
+namespace kiln::onnx {
+
+namespace {
+
+/// Holds p's slot for one use; `held` is false when another run has it.
+class Hold {
+ public:
+  explicit Hold(PreparedOp* p) : p_(p), held_(p && !p->busy.exchange(true, std::memory_order_acquire)) {}
+  ~Hold() {
+    if (held_) p_->busy.store(false, std::memory_order_release);
+  }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  PreparedOp* p_;
+  bool held_;
+};
+
+bool same_layout(const TensorImpl& t, const ir::TensorDesc& d) {
+  return t.dtype == d.dtype && t.offset == d.offset && t.shape == d.shape && t.strides == d.strides;
+}
+
+}  // namespace
+
+Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in) {
+  Hold hold(p);
+  if (!hold.held() || !p->ready) return {};
+  SmallVec<Storage*, 4> bufs;
+  for (size_t i = 0; i < p->src.size(); ++i) {
+    const size_t s = p->src[i];
+    if (s >= in.size() || !in[s].defined()) return {};
+    const TensorImpl& t = in[s].impl();
+    if (!t.storage || t.device != p->dev || !same_layout(t, p->layout[i])) return {};
+    if (t.autograd && grad_enabled() && in[s].requires_grad()) return {};
+    bufs.push_back(t.storage.get());
+  }
+  std::shared_ptr<Storage> out;
+  detail::run_prepared(p->api, p->op, p->dev, bufs.data(), &out);
+  return detail::wrap(p->result, p->dev, std::move(out));
+}
+
+void keep_prepared(PreparedOp* p, const char* api, const ir::Op& op, const Device& dev, std::span<const Tensor> in,
+                   std::span<const int> src, const Shape& result_shape) {
+  if (!p || dev.backend()->autodiff_options() || op.outputs.size() != 1 || src.size() != op.inputs.size() ||
+      shape_numel(result_shape) != op.outputs[0].numel())
+    return;
+  Hold hold(p);
+  if (!hold.held()) return;
+  p->ready = false;
+  p->src.clear();
+  p->layout.clear();
+  for (int s : src) {
+    if (s < 0 || s > 255 || static_cast<size_t>(s) >= in.size() || !in[static_cast<size_t>(s)].defined()) return;
+    p->src.push_back(static_cast<uint8_t>(s));
+    p->layout.push_back(detail::desc_of(in[static_cast<size_t>(s)]));
+  }
+  p->dev = dev;
+  p->api = api;
+  p->op = op;
+  p->result = ir::contiguous_desc(result_shape, op.outputs[0].dtype);
+  p->ready = true;
+}
+
+}  // namespace kiln::onnx
