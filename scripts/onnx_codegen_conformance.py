@@ -541,6 +541,10 @@ def main():
     o = link.index("-o")
     libs = [x if x.startswith("-") or os.path.isabs(x) else os.path.normpath(
         os.path.join(build, "tests", "onnx", "gen", x)) for x in link[o + 2:]]
+    # The umbrella's interface source (cmake/kiln_keep_layers.cpp), compiled into every program
+    # that links kiln::kiln: it keeps the registration of the CPU backend and the other layers.
+    libs = [os.path.normpath(os.path.join(build, "tests", "onnx", "gen", x))
+            for x in link[1:o] if x.endswith("kiln_keep_layers.cpp.o")] + libs
     cxx = link[0]
 
     rt = run_runtime(build, work, cxx, cxx_flags, libs, src_root, cases, a.jobs)
