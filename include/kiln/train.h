@@ -3,5 +3,5 @@
 // kiln::train: the Learner, metrics, renderers (dashboard, plain lines, CSV and PNG chart).
 #include "kiln/train/learner.h"
 #include "kiln/train/metrics.h"
-#include "kiln/train/text_metrics.h"
 #include "kiln/train/renderer.h"
+#include "kiln/train/text_metrics.h"
