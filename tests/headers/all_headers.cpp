@@ -41,6 +41,11 @@
 #include <kiln/optim.h>
 #include <kiln/optim/lr_scheduler.h>
 #include <kiln/optim/optimizer.h>
+#include <kiln/rl.h>
+#include <kiln/rl/env.h>
+#include <kiln/rl/envs.h>
+#include <kiln/rl/vector_env.h>
+#include <kiln/rl/wrappers.h>
 #include <kiln/scalar.h>
 #include <kiln/shape.h>
 #include <kiln/small_vector.h>

@@ -17,9 +17,10 @@ declare -A BELOW=(
   [nn]="core"
   [store]="nn core"
   [vision]="nn core"
+  [rl]="nn core"
   [onnx]="vision store nn fusion core"
   [dist]="nn core"
-  [kiln]="dist onnx vision store nn cpu vulkan fusion kernel core"
+  [kiln]="dist onnx rl vision store nn cpu vulkan fusion kernel core"
   [data]="core"
   [train]="dist data store nn core"
 )
