@@ -5,6 +5,8 @@
 Run from the repository root:
   python3 scripts/gen_vision_reference.py detection   # needs torch (and torchvision)
   python3 scripts/gen_vision_reference.py image       # needs OpenCV and scikit-image
+  python3 scripts/gen_vision_reference.py deform geometry   # needs torch (and torchvision)
+  python3 scripts/gen_vision_reference.py opencv_extra      # needs OpenCV
 (On Debian the apt packages python3-opencv and python3-skimage belong to /usr/bin/python3, which
 may differ from the Python that has torch: run each part with the Python that has its modules.)
 
@@ -254,12 +256,138 @@ def image():
     save("components", t)
 
 
+def deform():
+    """deform_conv2d (torchvision.ops), its output and the gradients of sum(out * g) in f64."""
+    ensure("torchvision", ["--no-deps", "torchvision"])
+    import torch
+    import torchvision.ops as tvo
+
+    rng = np.random.default_rng(3638)
+    t = {}
+    # (name, B, Cin, H, W, Cout, kh, kw, weight groups, offset groups, stride, padding, dilation, mask, bias)
+    cases = (("a", 2, 4, 7, 9, 6, 3, 3, 2, 2, (1, 2), (1, 1), (1, 1), True, True),
+             ("b", 1, 3, 8, 6, 2, 2, 3, 1, 1, (2, 1), (0, 2), (2, 1), False, False),
+             ("c", 2, 2, 5, 5, 4, 3, 1, 2, 1, (1, 1), (1, 0), (1, 1), True, False))
+    for name, b, cin, h, w, cout, kh, kw, gw, go, st, pd, dl, has_mask, has_bias in cases:
+        oh = (h + 2 * pd[0] - dl[0] * (kh - 1) - 1) // st[0] + 1
+        ow = (w + 2 * pd[1] - dl[1] * (kw - 1) - 1) // st[1] + 1
+        x = rng.normal(0, 1, (b, cin, h, w)).astype(np.float32)
+        off = rng.normal(0, 1.5, (b, 2 * go * kh * kw, oh, ow)).astype(np.float32)
+        wt = rng.normal(0, 0.5, (cout, cin // gw, kh, kw)).astype(np.float32)
+        g = rng.normal(0, 1, (b, cout, oh, ow)).astype(np.float32)
+        ins = {"x": x, "offset": off, "weight": wt, "g": g}
+        if has_mask:
+            ins["mask"] = rng.uniform(0, 1, (b, go * kh * kw, oh, ow)).astype(np.float32)
+        if has_bias:
+            ins["bias"] = rng.normal(0, 1, (cout,)).astype(np.float32)
+        tt = {k: torch.from_numpy(v).double().requires_grad_(k != "g") for k, v in ins.items()}
+        y = tvo.deform_conv2d(tt["x"], tt["offset"], tt["weight"], tt.get("bias"), st, pd, dl, tt.get("mask"))
+        (y * tt["g"]).sum().backward()
+        for k, v in ins.items():
+            t[f"{name}_{k}"] = v
+            if k != "g":
+                t[f"{name}_grad_{k}"] = tt[k].grad.numpy()
+        t[f"{name}_out"] = y.detach().numpy()
+    save("deform", t)
+
+
+def geometry():
+    """Antialiased resize (torch interpolate), rotate and affine (torchvision.transforms.v2) and
+    the colour adjustments of ColorJitter."""
+    ensure("torchvision", ["--no-deps", "torchvision"])
+    import torch
+    import torch.nn.functional as tf
+    import torchvision.transforms.v2.functional as F
+    from torchvision.transforms import InterpolationMode as IM
+
+    rng = np.random.default_rng(3639)
+    t = {}
+    x = rng.uniform(0, 1, (2, 3, 17, 23)).astype(np.float32)
+    xu = rng.integers(0, 256, (1, 3, 17, 23)).astype(np.uint8)
+    t["x"], t["xu"] = x, xu
+    tx, txu = torch.from_numpy(x), torch.from_numpy(xu)
+    for mode in ("bilinear", "bicubic"):
+        for oh, ow in ((7, 9), (5, 11), (31, 12), (17, 23)):
+            t[f"resize_{mode}_{oh}x{ow}"] = tf.interpolate(tx, (oh, ow), mode=mode, antialias=True).numpy()
+        t[f"resize_{mode}_u8"] = F.resize(txu, [7, 9], interpolation=IM(mode), antialias=True).numpy()
+    tx = tx[:1]  # one image is enough for the rest
+    for name, kw in (("rot30", dict(angle=30.0)), ("rot30_expand", dict(angle=30.0, expand=True)),
+                     ("rot_m75_center", dict(angle=-75.0, center=[4.0, 6.5])),
+                     ("rot30_fill", dict(angle=30.0, fill=0.25)), ("rot90", dict(angle=90.0, expand=True))):
+        for iname, im in (("bilinear", IM.BILINEAR), ("nearest", IM.NEAREST)):
+            t[f"{name}_{iname}"] = F.rotate(tx, interpolation=im, **kw).numpy()
+    t["rot30_u8"] = F.rotate(txu, 30.0, interpolation=IM.BILINEAR).numpy()
+    for iname, im in (("bilinear", IM.BILINEAR), ("nearest", IM.NEAREST)):
+        t[f"affine_{iname}"] = F.affine(tx, angle=20.0, translate=[2, -1], scale=0.9, shear=[10.0, 5.0],
+                                        interpolation=im).numpy()
+    t["affine_u8"] = F.affine(txu, angle=-12.0, translate=[1, 3], scale=1.2, shear=[0.0, -8.0],
+                              interpolation=IM.BILINEAR, fill=40).numpy()
+    for name, img in (("f", tx), ("u8", txu)):
+        t[f"bright_{name}"] = F.adjust_brightness(img, 1.3).numpy()
+        t[f"contrast_{name}"] = F.adjust_contrast(img, 0.6).numpy()
+        t[f"sat_{name}"] = F.adjust_saturation(img, 1.7).numpy()
+        t[f"hue_{name}"] = F.adjust_hue(img, 0.2).numpy()
+        t[f"hue_neg_{name}"] = F.adjust_hue(img, -0.35).numpy()
+    save("geometry", t)
+
+
+def opencv_extra():
+    """Bilateral filter, LAB and perspective warps (OpenCV)."""
+    import cv2
+
+    rng = np.random.default_rng(3640)
+    t = {}
+    gray_u8 = rng.integers(0, 256, (2, 1, 13, 17)).astype(np.uint8)
+    gray_u8[:, :, 4:9, 5:12] //= 4  # some flat-ish areas and edges
+    rgb_u8 = rng.integers(0, 256, (1, 3, 11, 14)).astype(np.uint8)
+    gray_f = (gray_u8.astype(np.float32) / 255).astype(np.float32)
+    rgb_f = (rgb_u8.astype(np.float32) / 255).astype(np.float32)
+    t.update(gray_u8=gray_u8, rgb_u8=rgb_u8, gray_f=gray_f, rgb_f=rgb_f)
+    for name, x, sc in (("gray_u8", gray_u8, 40.0), ("rgb_u8", rgb_u8, 60.0), ("gray_f", gray_f, 0.15),
+                        ("rgb_f", rgb_f, 0.3)):
+        t[f"bil_{name}_5"] = per_image(lambda a: cv2.bilateralFilter(a, 5, sc, 3.0), x)
+        t[f"bil_{name}_auto"] = per_image(lambda a: cv2.bilateralFilter(a, -1, sc, 1.5), x)
+        t[f"bil_{name}_8"] = per_image(lambda a: cv2.bilateralFilter(a, 8, sc, 2.0), x)
+    save("bilateral", t)
+
+    t = {}
+    rgb_f = rng.uniform(0, 1, (2, 3, 5, 7)).astype(np.float32)
+    rgb_f[0, :, 0, 0] = [0, 0, 0]
+    rgb_f[0, :, 0, 1] = [1, 1, 1]
+    rgb_f[0, :, 0, 2] = [0.001, 0.002, 0.0005]  # the linear part near black
+    t["rgb_f"], t["rgb_u8"] = rgb_f, rgb_u8
+    t["lab_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2Lab), rgb_f)
+    t["rgb_of_lab_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_Lab2RGB), t["lab_f"])
+    t["lab_u8"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2Lab), rgb_u8)
+    t["rgb_of_lab_u8"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_Lab2RGB), t["lab_u8"])
+    save("lab", t)
+
+    t = {"gray_u8": gray_u8, "rgb_f": rgb_f}
+    src = np.array([[0, 0], [16, 1], [15, 12], [1, 11]], np.float32)
+    dst = np.array([[2, 1], [14, 0], [17, 13], [-1, 10]], np.float32)
+    t["src"], t["dst"] = src, dst
+    m = cv2.getPerspectiveTransform(src, dst)
+    t["m"] = m
+    for iname, inter in (("bilinear", cv2.INTER_LINEAR), ("nearest", cv2.INTER_NEAREST)):
+        t[f"persp_{iname}_u8"] = per_image(lambda a: cv2.warpPerspective(a, m, (19, 14), flags=inter), gray_u8)
+        t[f"persp_{iname}_f"] = per_image(lambda a: cv2.warpPerspective(a, m, (6, 4), flags=inter), rgb_f)
+    t["persp_inverse_f"] = per_image(
+        lambda a: cv2.warpPerspective(a, m, (6, 4), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP), rgb_f)
+    save("perspective", t)
+
+
 def main():
-    what = sys.argv[1:] or ["detection", "image"]
+    what = sys.argv[1:] or ["detection", "image", "deform", "geometry", "opencv_extra"]
     if "detection" in what:
         detection()
     if "image" in what:
         image()
+    if "deform" in what:
+        deform()
+    if "geometry" in what:
+        geometry()
+    if "opencv_extra" in what:
+        opencv_extra()
 
 
 if __name__ == "__main__":

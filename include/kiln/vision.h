@@ -4,5 +4,6 @@
 #pragma once
 
 #include "kiln/vision/boxes.h"
+#include "kiln/vision/deform.h"
 #include "kiln/vision/image.h"
 #include "kiln/vision/roi.h"
