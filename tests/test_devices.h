@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The devices the device-generic suites run on (the conformance cases, the elementwise
 // properties): KILN_TEST_DEVICES=cpu,cpu-plain,null,subset names them (any names of
-// Device::list()); the default is every device of this machine, the fused and the plain CPU,
+// Device::list(), or remote:ws://host:port); the default is every device of this machine, the fused and the plain CPU,
 // null (shapes and dtypes only), subset (the fallback's test device) and every other device that
 // Device::list() names (vulkan where there is one). Adding a backend to the suites is
 // registering its name.
@@ -20,11 +20,12 @@ struct TestDevice {
   /// The device, opened on first use: listing a GPU for the suites' names opens nothing, so a
   /// test process that runs no case on it never starts its driver.
   Device device() const { return Device::from_string(name); }
-  /// The name as a GoogleTest parameter name ("cpu-plain" -> "cpu_plain").
+  /// The name as a GoogleTest parameter name ("cpu-plain" -> "cpu_plain",
+  /// "remote:ws://127.0.0.1:7410" -> "remote_ws___127_0_0_1_7410").
   std::string tag() const {
     std::string t = name;
     for (char& c : t)
-      if (c == '-' || c == ':') c = '_';
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) c = '_';
     return t;
   }
 };

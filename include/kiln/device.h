@@ -20,6 +20,17 @@ struct AutodiffOptions {
   Checkpointing checkpointing = Checkpointing::None;
 };
 
+/// Options of Device::remote (docs/remote.md).
+struct RemoteOptions {
+  std::string token;                 ///< the server's token; empty: the environment variable KILN_REMOTE_TOKEN
+  std::string client_name = "kiln";  ///< shown in the server's log
+  std::string ca_file;               ///< wss://: PEM file of the CA that signed the server's certificate
+                                     ///< (empty: the system's CAs)
+  double timeout_s = 300;            ///< a reply that takes longer fails the device (<= 0: wait forever)
+  int batch_ops = 512;               ///< queued ops are sent when this many are waiting...
+  int64_t batch_bytes = 1 << 20;     ///< ...or when their records reach this many bytes
+};
+
 /// Kinds of device. Decorators (autodiff, fusion, remote) wrap one of these. Subset is the
 /// suite's device that runs only some ops itself (the others fall back to the CPU).
 enum class DeviceType : uint8_t { CPU, Null, Vulkan, CUDA, WebGPU, Remote, Subset };
@@ -41,10 +52,18 @@ class Device {
   /// the others fall back to the CPU. The same as from_string("vulkan") / ("vulkan:1"); throws
   /// kiln::Error saying why when this build or machine has no such device.
   static Device vulkan(int index = 0);
+  /// A device on another machine (docs/remote.md): ops are sent to a kiln-server at `url`
+  /// ("ws://host:port" or "wss://host:port") in batches and run on its device; values come
+  /// back when read. Each call opens a new connection (a new session with its own tensors).
+  /// Throws kiln::Error naming the cause when the server cannot be reached or refuses.
+  /// Errors of queued work surface at the next kiln::sync or value read.
+  static Device remote(const std::string& url, const RemoteOptions& options = {});
   /// The device named by the environment variable KILN_DEVICE (any name of Device::list()), else the CPU.
   static Device default_device();
   /// The device of a name of Device::list() ("cpu", "cpu-fusion", "cpu-plain", "null",
-  /// "subset", ...; an optional ":0" index); throws kiln::Error naming the known ones otherwise.
+  /// "subset", ...; an optional ":0" index), or "remote:ws://host:port" (Device::remote with the
+  /// token of KILN_REMOTE_TOKEN; one connection per address while it works); throws kiln::Error
+  /// naming the known ones otherwise.
   static Device from_string(const std::string& name);
   /// The names of the devices this build and machine can run, for from_string.
   static std::vector<std::string> list();

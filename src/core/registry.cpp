@@ -37,7 +37,9 @@ struct Registry {
     Device (*make)(int index);
     int (*count)();
   };
-  std::vector<Kind> kinds;  // register_devices
+  std::vector<Kind> kinds;                                                        // register_devices
+  std::vector<std::pair<std::string, Device (*)(const std::string&)>> addressed;  // register_device_address
+  std::atomic<Device (*)(const std::string&, const RemoteOptions&)> remote{nullptr};
 };
 
 /// The tables as the register functions fill them.
@@ -91,6 +93,29 @@ void register_devices(const char* name, Device (*make)(int index), int (*count)(
   r.kinds.push_back(Registry::Kind{name, make, count});
 }
 
+void register_device_address(const char* name, Device (*make)(const std::string& address)) {
+  Registry& r = table();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (auto& [n, m] : r.addressed)
+    if (n == name) {
+      m = make;
+      return;
+    }
+  r.addressed.emplace_back(name, make);
+}
+
+void register_remote_maker(Device (*make)(const std::string& url, const RemoteOptions& options)) {
+  table().remote.store(make, std::memory_order_release);
+}
+
+Device Device::remote(const std::string& url, const RemoteOptions& options) {
+  Device (*make)(const std::string&, const RemoteOptions&) = registry().remote.load(std::memory_order_acquire);
+  KILN_CHECK(make, "remote",
+             "this build has no remote device (configure with Boost and OpenSSL installed: libboost-dev, "
+             "libssl-dev; KILN_WITH_REMOTE)");
+  return make(url, options);
+}
+
 void register_layer(Layer layer, LayerMaker make) {
   const size_t i = static_cast<size_t>(layer);
   KILN_ASSERT(i < kLayers);
@@ -124,6 +149,16 @@ Device Device::null() {
 Device Device::from_string(const std::string& name) {
   // "name" or "name:index"; a device of register_device has the one index 0.
   const size_t colon = name.find(':');
+  if (colon != std::string::npos) {  // "name:address" of register_device_address
+    Device (*make_at)(const std::string&) = nullptr;
+    {
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      for (const auto& [n, m] : r.addressed)
+        if (name.compare(0, colon, n) == 0 && n.size() == colon) make_at = m;
+    }
+    if (make_at) return make_at(name.substr(colon + 1));
+  }
   const std::string base = name.substr(0, colon), idx = colon == std::string::npos ? "0" : name.substr(colon + 1);
   const bool digits = !idx.empty() && idx.size() < 10 && idx.find_first_not_of("0123456789") == std::string::npos;
   KILN_CHECK(digits, "Device", "device index '" << idx << "' of '" << name << "' is not a number");

@@ -32,6 +32,12 @@ void register_device(const char* name, Device (*make)());
 /// ...); make(i) throws kiln::Error saying why when there is no device i.
 void register_devices(const char* name, Device (*make)(int index), int (*count)());
 
+/// Names a kind of device reached by an address ("remote:ws://host:port"): from_string hands
+/// make the text after "name:". Device::list does not name it.
+void register_device_address(const char* name, Device (*make)(const std::string& address));
+/// Sets the maker of Device::remote (src/remote).
+void register_remote_maker(Device (*make)(const std::string& url, const RemoteOptions& options));
+
 /// Makes the decorator of a layer over `inner` (with_layer's maker).
 using LayerMaker = Backend* (*)(Backend* inner, const void* ctx);
 /// Sets the maker of a decorator layer (Layer::Fusion: the fused CPU of Device::cpu()).
@@ -46,5 +52,6 @@ void register_fusion();  ///< src/fusion (kiln::fusion): the fusion layer, "cpu-
 void register_null();    ///< src/backends/null (kiln::cpu): "null"
 void register_subset();  ///< src/backends/subset (kiln::cpu): "subset"
 void register_vulkan();  ///< src/backends/vulkan (kiln::vulkan): "vulkan", "vulkan:1", ...
+void register_remote();  ///< src/remote (kiln::remote): "remote:ws://...", Device::remote
 
 }  // namespace kiln

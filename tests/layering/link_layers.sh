@@ -20,7 +20,8 @@ declare -A BELOW=(
   [rl]="nn core"
   [onnx]="vision store nn fusion core"
   [dist]="nn core"
-  [kiln]="dist onnx rl vision store nn cpu vulkan fusion kernel core"
+  [remote]="core"
+  [kiln]="remote dist onnx rl vision store nn cpu vulkan fusion kernel core"
   [data]="core"
   [train]="dist data store nn core"
 )

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The server side of a remote session (session.h): every record checked against the session's
+// own buffers before it runs.
+#include "remote/session.h"
+
+#include <exception>
+#include <new>
+
+#include "core/checked.h"
+#include "kiln/error.h"
+
+namespace kiln::remote {
+
+namespace {
+constexpr const char* kOp = "remote";
+}
+
+Session::Session(Backend* backend, const Limits& limits, std::mutex* exec_mu)
+    : backend_(backend), limits_(limits), exec_mu_(exec_mu) {}
+
+Session::~Session() {
+  std::lock_guard<std::mutex> lock(*exec_mu_);
+  bufs_.clear();
+}
+
+Storage& Session::find(uint64_t id, const char* what) {
+  auto it = bufs_.find(id);
+  KILN_CHECK(it != bufs_.end(), kOp,
+             what << ": buffer id " << static_cast<long long>(id) << " is not one of this session's");
+  return *it->second;
+}
+
+void Session::check_range(const Storage& s, uint64_t id, uint64_t offset, uint64_t n, const char* what) {
+  KILN_CHECK(offset <= s.nbytes && n <= s.nbytes - offset, kOp,
+             what << ": bytes [" << static_cast<long long>(offset) << ", +" << static_cast<long long>(n)
+                  << ") outside buffer " << static_cast<long long>(id) << " of " << static_cast<long long>(s.nbytes)
+                  << " bytes");
+}
+
+void Session::run_batch(const uint8_t* data, size_t size, std::vector<Reply>& replies) {
+  const std::vector<Record> records = decode_batch(data, size, limits_);  // throws: fatal
+  // A Read may answer from the buffer's memory itself (sent after the batch) only when nothing
+  // later in the batch changes that memory.
+  size_t last_change = 0;
+  for (size_t i = 0; i < records.size(); ++i)
+    if (records[i].tag == RecordTag::Write || records[i].tag == RecordTag::Exec || records[i].tag == RecordTag::Free)
+      last_change = i + 1;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Record& r = records[i];
+    // After an error, work is skipped until it is reported; allocations and frees still run so
+    // that the session's ids stay the client's.
+    if (!error_.empty() && (r.tag == RecordTag::Write || r.tag == RecordTag::Exec)) continue;
+    try {
+      if (r.tag == RecordTag::Read)
+        read(r, replies, i >= last_change);
+      else
+        apply(r, replies);
+    } catch (const std::bad_alloc&) {
+      if (error_.empty()) error_ = "[remote] the server is out of memory";
+    } catch (const std::exception& e) {
+      if (error_.empty()) error_ = e.what();
+    }
+  }
+}
+
+void Session::apply(const Record& r, std::vector<Reply>& replies) {
+  switch (r.tag) {
+    case RecordTag::Alloc:
+      return alloc(r);
+    case RecordTag::Free: {
+      // Freeing an id the session does not hold does nothing: it may be one whose allocation
+      // failed (and was reported), and no other session's ids are reachable from here.
+      auto it = bufs_.find(r.id);
+      if (it == bufs_.end()) return;
+      used_ -= it->second->nbytes;
+      std::lock_guard<std::mutex> lock(*exec_mu_);
+      bufs_.erase(it);
+      return;
+    }
+    case RecordTag::Write: {
+      Storage& s = find(r.id, "write");
+      check_range(s, r.id, r.offset, r.n, "write");
+      std::lock_guard<std::mutex> lock(*exec_mu_);
+      if (r.n) backend_->write(s, r.offset, r.data, r.n);
+      return;
+    }
+    case RecordTag::Exec:
+      return exec(r);
+    case RecordTag::Read:
+      return read(r, replies, false);
+    case RecordTag::Sync: {
+      {
+        std::lock_guard<std::mutex> lock(*exec_mu_);
+        if (error_.empty()) {
+          try {
+            backend_->sync();
+          } catch (const std::exception& e) {
+            error_ = e.what();
+          }
+        }
+      }
+      replies.push_back(Reply{encode_status(error_)});
+      error_.clear();
+      return;
+    }
+  }
+}
+
+void Session::alloc(const Record& r) {
+  KILN_CHECK(!bufs_.count(r.id), kOp, "alloc: buffer id " << static_cast<long long>(r.id) << " is already in use");
+  KILN_CHECK(r.n <= limits_.quota_bytes - used_, kOp,
+             "alloc of " << static_cast<long long>(r.n) << " bytes exceeds the session's memory quota ("
+                         << static_cast<long long>(used_) << " of " << static_cast<long long>(limits_.quota_bytes)
+                         << " bytes in use)");
+  std::shared_ptr<Storage> s;
+  {
+    std::lock_guard<std::mutex> lock(*exec_mu_);
+    s = backend_->allocate(r.n);
+  }
+  used_ += r.n;
+  bufs_.emplace(r.id, std::move(s));
+}
+
+void Session::exec(const Record& r) {
+  const ir::Op& op = r.op;
+  const std::string_view name = ir::op_name(op.kind);
+  const int nin = ir::op_num_inputs(op.kind), nout = ir::op_num_outputs(op.kind);
+  KILN_CHECK(
+      (nin < 0 || static_cast<size_t>(nin) == op.inputs.size()) && static_cast<size_t>(nout) == op.outputs.size(), name,
+      "op record with " << static_cast<long long>(op.inputs.size()) << " inputs and "
+                        << static_cast<long long>(op.outputs.size()) << " outputs");
+  SmallVec<Storage*, 4> in, out;
+  const std::string sname(name);
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    Storage& s = find(r.in[i], "exec");
+    const ir::TensorDesc& d = op.inputs[i];
+    detail::check_view_in_storage(d.shape, d.strides, d.offset, d.dtype, s.nbytes, sname.c_str());
+    in.push_back(&s);
+  }
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    Storage& s = find(r.out[i], "exec");
+    const ir::TensorDesc& d = op.outputs[i];
+    detail::check_view_in_storage(d.shape, d.strides, d.offset, d.dtype, s.nbytes, sname.c_str());
+    out.push_back(&s);
+  }
+  // The outputs the op declares must be the ones its inputs and attributes give: kernels trust them.
+  ir::Op check = op;
+  check.outputs.clear();
+  ir::infer(check);
+  KILN_CHECK(check.outputs.size() == op.outputs.size(), name, "op record declares the wrong number of outputs");
+  for (size_t i = 0; i < op.outputs.size(); ++i)
+    KILN_CHECK(check.outputs[i].shape == op.outputs[i].shape && check.outputs[i].dtype == op.outputs[i].dtype, name,
+               "output " << static_cast<long long>(i) << " declared as " << op.outputs[i].shape << " "
+                         << op.outputs[i].dtype << ", inferred " << check.outputs[i].shape << " "
+                         << check.outputs[i].dtype);
+  std::lock_guard<std::mutex> lock(*exec_mu_);
+  execute_op(backend_, op, in.data(), out.data());
+}
+
+void Session::read(const Record& r, std::vector<Reply>& replies, bool in_place) {
+  if (error_.empty()) {
+    try {
+      Storage& s = find(r.id, "read");
+      check_range(s, r.id, r.offset, r.n, "read");
+      Reply rep{encode_data_header(true)};
+      std::lock_guard<std::mutex> lock(*exec_mu_);
+      std::shared_ptr<Storage> keep = bufs_.at(r.id);
+      if (void* host = r.n && in_place ? backend_->host_data(s) : nullptr) {
+        rep.body = static_cast<const char*>(host) + r.offset;
+        rep.keep = std::move(keep);
+      } else {
+        rep.owned.resize(r.n);
+        if (r.n) backend_->read(s, r.offset, rep.owned.data(), r.n);
+        rep.body = rep.owned.data();
+      }
+      rep.body_n = r.n;
+      replies.push_back(std::move(rep));
+      return;
+    } catch (const std::bad_alloc&) {
+      error_ = "[remote] the server is out of memory";
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  replies.push_back(Reply{encode_data_error(error_)});
+  error_.clear();
+}
+
+}  // namespace kiln::remote

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// A remote client's session on the server (docs/remote.md): its own table of buffers on the
+// server's device, its memory quota and its pending error. Knows nothing of the network: the
+// server hands it each Batch frame and sends the replies it returns, so the fuzz target and the
+// tests drive it directly.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/backend.h"
+#include "remote/protocol.h"
+
+namespace kiln::remote {
+
+/// One frame to send back: `head`, then `body_n` bytes at `body` (kept alive by `keep`).
+struct Reply {
+  Reply() = default;
+  explicit Reply(std::vector<uint8_t> h) : head(std::move(h)) {}
+  std::vector<uint8_t> head;
+  const void* body = nullptr;
+  size_t body_n = 0;
+  std::shared_ptr<Storage> keep;
+  std::vector<uint8_t> owned;  ///< the body when it had to be copied out of device memory
+};
+
+class Session {
+ public:
+  /// A session on `backend`; ops of all sessions run one at a time under `exec_mu`.
+  Session(Backend* backend, const Limits& limits, std::mutex* exec_mu);
+  /// Frees every buffer the session still holds.
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Runs one Batch frame and appends one reply per Read and Sync record. A malformed frame
+  /// throws kiln::Error before anything of it runs (the server then closes the connection); a
+  /// record that fails its checks (an unknown id, a range past its buffer, the quota, an op
+  /// whose shapes do not infer) or its execution sets the session's error instead: the records
+  /// after it are skipped (allocations and frees excepted) until a Read or Sync reports it.
+  void run_batch(const uint8_t* data, size_t size, std::vector<Reply>& replies);
+
+  uint64_t bytes_in_use() const { return used_; }
+  size_t buffers() const { return bufs_.size(); }
+  /// The error waiting for the client's next Read or Sync (empty: none).
+  const std::string& pending_error() const { return error_; }
+
+ private:
+  Backend* backend_;
+  Limits limits_;
+  std::mutex* exec_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Storage>> bufs_;
+  uint64_t used_ = 0;
+  std::string error_;
+
+  Storage& find(uint64_t id, const char* what);
+  void check_range(const Storage& s, uint64_t id, uint64_t offset, uint64_t n, const char* what);
+  void apply(const Record& r, std::vector<Reply>& replies);
+  void alloc(const Record& r);
+  void exec(const Record& r);
+  void read(const Record& r, std::vector<Reply>& replies, bool in_place);
+};
+
+}  // namespace kiln::remote
