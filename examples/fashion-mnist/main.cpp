@@ -4,8 +4,9 @@
 //
 //   fashion-mnist [--quick] [--epochs N] [--name NAME] [--runs-dir DIR] [--resume] [--plain] [--ddp]
 //
-// --ddp trains data-parallel on the processes of an MPI job (`make run-ddp`: mpirun -np 2); rank 0
-// writes the run folder and prints, the other ranks print nothing (docs/distributed.md).
+// --ddp trains data-parallel on the processes of an MPI job (`make run-ddp`: mpirun -np 2), with
+// batch norm synchronised over the ranks; rank 0 writes the run folder and prints, the other ranks
+// print nothing (docs/distributed.md).
 //
 // ^C (or `q` in the dashboard) stops after the current step and writes a checkpoint; run again
 // with --resume to continue. Exit status: 0 done, 130 stopped, 1 error.
@@ -111,7 +112,8 @@ int main(int argc, char** argv) {
         .runs_dir(runs_dir)
         .checkpoints(2, {"valid_accuracy", train::Mode::Max})
         .renderer(renderer)
-        .data_parallel(ddp);  // batch 128 is the global batch: 64 per rank on 2
+        .data_parallel(ddp)     // batch 128 is the global batch: 64 per rank on 2
+        .sync_batch_norm(ddp);  // batch norm over all 128 images, as one process
     if (resume) b.resume();
     train::Summary summary = b.build().fit();
     if (summary.stopped) return 130;  // the renderer has printed where the checkpoint is

@@ -30,11 +30,8 @@
 #include <vector>
 
 #include "kiln/autodiff.h"
+#include "kiln/nn/norm_layers.h"
 #include "kiln/tensor.h"
-
-namespace kiln::nn {
-class Module;
-}
 
 namespace kiln::dist {
 
@@ -193,6 +190,33 @@ inline Work reduce_scatter_async(const Tensor& t, ReduceOp op = ReduceOp::Sum) {
 }
 inline Work barrier_async() { return default_group().barrier_async(); }
 
+/// The sum of t over the ranks of `group` (a new tensor), differentiable: the gradient of t is the
+/// sum over the ranks of the result's gradient (torch.distributed.nn.all_reduce). Every rank must
+/// run backward through it in the same order, as every rank runs the same model.
+Tensor all_reduce_with_grad(const Tensor& t, ProcessGroup& group);
+
+// ---- synchronised batch norm ------------------------------------------------------------------
+
+/// Batch norm whose training statistics are those of the global batch: every rank's part of the
+/// batch is normalised with the mean and variance over all ranks' parts (two all-reduces per call
+/// in forward and two in backward), so a data-parallel model with batch norm trains as one process
+/// on the whole batch. Input [N, C, *] (any rank from 2). In eval mode it is plain batch norm with
+/// the running statistics. Its state has BatchNorm's names, so checkpoints load either way.
+/// The group is the default group unless one is given (looked up at the first training call).
+struct SyncBatchNorm : nn::BatchNormBase {
+  SyncBatchNorm() = default;
+  explicit SyncBatchNorm(const nn::BatchNormConfig& c, const Device& device = Device::default_device(),
+                         ProcessGroup* group = nullptr);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  KILN_VISIT(SyncBatchNorm, weight, bias, running_mean, running_var, num_batches_tracked)
+};
+
+/// Makes every batch norm of `model` (BatchNorm1d/2d/3d, at any depth) synchronised over `group`
+/// (nullptr: the default group) as torch.nn.SyncBatchNorm.convert_sync_batchnorm does; returns
+/// how many. The setting belongs to the module objects (copies of the model keep it).
+size_t convert_sync_batch_norm(nn::Module& model, ProcessGroup* group = nullptr);
+
 // ---- data-parallel training -------------------------------------------------------------------
 
 /// Options of DistributedDataParallel.
@@ -204,6 +228,8 @@ struct DDPOptions {
   /// sync_buffers() broadcasts the buffers (batch-norm running statistics) from rank 0; the
   /// Learner calls it before every step, as PyTorch's DDP does before every forward.
   bool broadcast_buffers = true;
+  /// Synchronise the model's batch norms over the group (convert_sync_batch_norm) at construction.
+  bool sync_batch_norm = false;
 };
 
 /// What the last backward() did, for benchmarks and tests.
@@ -237,7 +263,8 @@ class DistributedDataParallel {
   /// when the ranks' batches differ in size, and the result is the gradient of the mean loss over
   /// the global batch. A parameter that gets no gradient on a rank counts as a zero gradient
   /// there; one that gets none on any rank gets none. The all-reduces run during backward.
-  /// create_graph is not supported.
+  /// Backward runs on weight * loss, so where gradients cross ranks (SyncBatchNorm) the result is
+  /// the gradient of sum_r weight_r * loss_r / sum_r weight_r. create_graph is not supported.
   Gradients backward(const Tensor& loss, double weight = 1.0, const BackwardOptions& options = {});
   /// The same averaging for gradients computed elsewhere (no overlap with backward).
   Gradients average(Gradients grads, double weight = 1.0);

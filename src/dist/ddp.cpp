@@ -110,6 +110,9 @@ struct DistributedDataParallel::State {
   std::vector<size_t> bucket_of, slot_of;
   size_t next_launch = 0;
   double weight = 1;
+  /// What each gradient is multiplied by in its bucket: the weight, unless backward already ran on
+  /// weight * loss (then 1).
+  double grad_scale = 1;
   bool in_backward = false;
   DDPStats stats;
 
@@ -151,6 +154,7 @@ struct DistributedDataParallel::State {
   void begin(double w) {
     KILN_CHECK(std::isfinite(w) && w >= 0, "DistributedDataParallel", "the weight must be finite and >= 0, got " << w);
     weight = w;
+    grad_scale = w;
     next_launch = 0;
     stats = DDPStats{};
     stats.buckets = buckets.size();
@@ -174,7 +178,7 @@ struct DistributedDataParallel::State {
                                             << ", the parameter " << p.shape());
     char* dst = b.host + static_cast<size_t>(b.offsets[k]) * b.esize();
     g.copy_to_host(dst, b.dtype);
-    if (weight != 1.0) scale(dst, p.numel(), b.dtype, weight);
+    if (grad_scale != 1.0) scale(dst, p.numel(), b.dtype, grad_scale);
     put(b.host + static_cast<size_t>(b.flag_slot(k)) * b.esize(), b.dtype, 1.0);
     b.have[k] = true;
     if (++b.ready == b.params.size()) launch_ready();
@@ -251,7 +255,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, const DDPOpt
     : DistributedDataParallel(model, default_group(), options) {}
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group, const DDPOptions& options)
-    : DistributedDataParallel(model.parameters(), buffers_of(model), group, options) {}
+    : DistributedDataParallel(model.parameters(), buffers_of(model), group, options) {
+  if (options.sync_batch_norm) convert_sync_batch_norm(model, &group);
+}
 
 DistributedDataParallel::DistributedDataParallel(std::vector<Tensor> params, std::vector<Tensor> buffers,
                                                  ProcessGroup& group, const DDPOptions& options)
@@ -280,6 +286,11 @@ Gradients DistributedDataParallel::backward(const Tensor& loss, double weight, c
              "create_graph is not supported: the averaged gradients are not differentiable");
   State& s = *s_;
   s.begin(weight);
+  // Backward of weight * loss rather than weighting each gradient afterwards: the same for a model
+  // whose ranks are independent, and right where gradients cross ranks during backward
+  // (synchronised batch norm): each rank's part of the gradient of sum_r weight_r * loss_r.
+  const Tensor weighted = weight == 1.0 ? loss : loss * weight;
+  s.grad_scale = 1.0;
   auto t0 = Clock::now();
   Gradients grads;
   {
@@ -289,7 +300,7 @@ Gradients DistributedDataParallel::backward(const Tensor& loss, double weight, c
       bool& b;
       ~Reset() { b = false; }
     } reset{s.in_backward};
-    grads = loss.backward(options);
+    grads = weighted.backward(options);
   }
   s.launch_rest();
   s.stats.backward_seconds = seconds_since(t0);

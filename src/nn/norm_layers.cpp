@@ -83,11 +83,46 @@ Tensor BatchNormBase::run(const Tensor& x, const char* name, int64_t rank_a, int
     if (!config.momentum) factor = 1.0 / static_cast<double>(n.to(Device::cpu()).item<int64_t>());
   }
   const bool use_batch = training || !config.track_running_stats;
+  if (training && stats_reducer) return run_synced(x, factor);
   if (!use_batch)
     if (Tensor y = run_eval_cached(x); y.defined()) return y;
   Tensor rm = running_mean, rv = running_var;  // undefined when not tracked
   return F::batch_norm(x, rm, rv,
                        {.weight = weight, .bias = bias, .training = use_batch, .momentum = factor, .eps = config.eps});
+}
+
+Tensor BatchNormBase::run_synced(const Tensor& x, double momentum) const {
+  // Two reductions over the processes: the sums (with the element count) give the global mean,
+  // then the squared deviations from it give the biased variance (no cancellation of E[x^2] -
+  // E[x]^2). Both sums carry gradients, so each process's input gradient is the one-process
+  // gradient of its part of the batch. Low-precision inputs are computed in f32.
+  const int64_t c = config.num_features;
+  const DType ct = x.dtype() == f64 ? f64 : f32;
+  const Tensor xf = x.dtype() == ct ? x : x.to(ct);
+  Dims dims{0};
+  Shape per_channel(static_cast<size_t>(x.dim()), 1);
+  per_channel[1] = c;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const double local_n = x.numel() == 0 ? 0.0 : static_cast<double>(x.numel() / c);
+  const Tensor part = cat({xf.sum(dims), full({1}, local_n, {.dtype = ct, .device = x.device()})});
+  const Tensor total = stats_reducer->sum(part);
+  const double n = total.narrow(0, c, 1).detach().to(Device::cpu()).to(f64).item<double>();
+  KILN_CHECK(n > 1, "SyncBatchNorm",
+             "synchronised batch norm expects more than 1 value per channel over all processes when training, got "
+                 << n << " (input " << shape_str(x) << ")");
+  const Tensor mean = total.narrow(0, 0, c) / n;
+  const Tensor centred = xf - mean.reshape(per_channel);
+  const Tensor var = stats_reducer->sum((centred * centred).sum(dims)) / n;
+  Tensor y = centred * (var + config.eps).rsqrt().reshape(per_channel);
+  if (weight.defined()) y = y * weight.to(ct).reshape(per_channel);
+  if (bias.defined()) y = y + bias.to(ct).reshape(per_channel);
+  if (config.track_running_stats) {
+    NoGradGuard no_grad;
+    Tensor rm = running_mean, rv = running_var;
+    rm.copy_(rm * (1.0 - momentum) + mean.detach().to(rm.dtype()) * momentum);
+    rv.copy_(rv * (1.0 - momentum) + (var.detach() * (n / (n - 1))).to(rv.dtype()) * momentum);
+  }
+  return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }
 
 Tensor BatchNormBase::run_eval_cached(const Tensor& x) const {

@@ -193,8 +193,8 @@ struct Parallel {
   void make_ddp(LearnerConfig& c) {
 #if KILN_WITH_MPI
     if (active())
-      ddp = std::make_unique<dist::DistributedDataParallel>(*c.model, *pg,
-                                                            dist::DDPOptions{.bucket_bytes = c.ddp_bucket_bytes});
+      ddp = std::make_unique<dist::DistributedDataParallel>(
+          *c.model, *pg, dist::DDPOptions{.bucket_bytes = c.ddp_bucket_bytes, .sync_batch_norm = c.sync_batch_norm});
 #endif
   }
   /// Rank 0's buffers (batch-norm statistics) on every rank: before each step, before validation

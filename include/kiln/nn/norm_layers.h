@@ -21,16 +21,29 @@ struct BatchNormConfig {
   KILN_CONFIG(BatchNormConfig, num_features, eps, momentum, affine, track_running_stats, dtype)
 };
 
+/// Sums a tensor over the processes that share each batch, differentiably (the gradient of the sum
+/// is the sum of its gradients over the same processes): what synchronised batch norm needs. Set
+/// on a batch norm by kiln::dist::convert_sync_batch_norm (docs/distributed.md).
+struct BatchStatsReducer {
+  virtual ~BatchStatsReducer() = default;
+  /// The sum of t over the processes; every process calls it in the same order.
+  virtual Tensor sum(const Tensor& t) const = 0;
+};
+
 /// Shared implementation of BatchNorm1d/2d/3d. In training (or without running stats) the
 /// batch statistics are used and, when tracked, running_mean / running_var [C] are updated in
 /// place (unbiased variance) and num_batches_tracked (i64 scalar) incremented; in eval the
 /// running statistics are used. In eval, without gradients for weight and bias, the per-channel
 /// scale and shift are kept between calls until weight, bias, the running statistics (any write
 /// into them, in place or not) or eps change, so a call is one multiply and one add.
+/// With a stats_reducer, training statistics are those of the global batch: the per-channel sums
+/// of every process's part, as if one process normalised the whole batch.
 struct BatchNormBase : Module {
   BatchNormConfig config;
   Param weight, bias;
   Buffer running_mean, running_var, num_batches_tracked;
+  /// Synchronised batch norm: sums the batch statistics over processes (null: this batch alone).
+  std::shared_ptr<const BatchStatsReducer> stats_reducer;
   BatchNormBase() = default;
   BatchNormBase(const BatchNormConfig& c, const Device& device, const char* name);
   std::string extra_repr() const override;
@@ -42,6 +55,8 @@ struct BatchNormBase : Module {
 
  protected:
   Tensor run(const Tensor& x, const char* name, int64_t rank_a, int64_t rank_b) const;
+  /// Training with stats_reducer: x [N, C, *] normalised with the global batch's statistics.
+  Tensor run_synced(const Tensor& x, double momentum) const;
 
  private:
   struct EvalCache;  // norm_layers.cpp

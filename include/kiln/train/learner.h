@@ -105,6 +105,9 @@ struct LearnerConfig {
   bool data_parallel = false;
   /// Gradient bytes per all-reduce bucket under data_parallel (dist::DDPOptions::bucket_bytes).
   size_t ddp_bucket_bytes = size_t{1} << 20;
+  /// Under data_parallel, the model's batch norms normalise with the statistics of the global
+  /// batch (dist::convert_sync_batch_norm), so training matches one process on the whole batch.
+  bool sync_batch_norm = false;
 };
 
 /// One epoch's final values.
@@ -240,6 +243,11 @@ class LearnerBuilder {
   /// LearnerConfig::data_parallel.
   LearnerBuilder& data_parallel(bool on = true) {
     c_.data_parallel = on;
+    return *this;
+  }
+  /// LearnerConfig::sync_batch_norm.
+  LearnerBuilder& sync_batch_norm(bool on = true) {
+    c_.sync_batch_norm = on;
     return *this;
   }
   /// The configuration so far (to adjust fields without a builder method).
