@@ -42,8 +42,11 @@
 #include <kiln/optim/lr_scheduler.h>
 #include <kiln/optim/optimizer.h>
 #include <kiln/rl.h>
+#include <kiln/rl/buffers.h>
+#include <kiln/rl/distributions.h>
 #include <kiln/rl/env.h>
 #include <kiln/rl/envs.h>
+#include <kiln/rl/schedule.h>
 #include <kiln/rl/vector_env.h>
 #include <kiln/rl/wrappers.h>
 #include <kiln/scalar.h>
