@@ -66,7 +66,7 @@ class ReplayBuffer {
 
  protected:
   /// Called after a transition was stored in `slot`.
-  virtual void on_added(int64_t slot) {}
+  virtual void on_added(int64_t /*slot*/) {}
   /// The tensors of the transitions at `idx`.
   ReplayBatch gather(const std::vector<int64_t>& idx, const Device& device) const;
   ReplayBufferConfig c_;
