@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "kiln/vision/image.h"
+#include "vision/image_host.h"
 #include "vision/image_util.h"
 
 namespace kiln::vision {
@@ -17,6 +18,7 @@ void check_float(const char* op, const Tensor& x) {
 
 Tensor rgb_to_gray(const Tensor& rgb) {
   detail::check_image("vision::rgb_to_gray", rgb, 3);
+  if (detail::host_fast(rgb)) return detail::gray_host(rgb);
   if (rgb.dtype() == u8) {  // OpenCV's fixed point: (4899 R + 9617 G + 1868 B + 2^13) >> 14
     const Tensor x = rgb.to(i32);
     return ((ch(x, 0) * 4899 + ch(x, 1) * 9617 + ch(x, 2) * 1868 + 8192) >> 14).to(u8);

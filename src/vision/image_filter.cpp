@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Linear filters (Gaussian, box, Sobel, Laplacian) as separable sums of shifted views (tensor
-// ops), and the median filter (on the host, or tensor ops when a gradient is needed).
+// ops), and the median filter (on the host, or tensor ops when a gradient is needed). CPU f32
+// and u8 images without a gradient take the host paths of image_host.cpp.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "kiln/vision/image.h"
+#include "vision/image_host.h"
 #include "vision/image_util.h"
 
 namespace kiln::vision {
@@ -97,6 +99,9 @@ Tensor gaussian_blur(const Tensor& x, KSize ksize, double sigma_x, double sigma_
   check_ksize(op, ksize.height, "ksize.height");
   check_ksize(op, ksize.width, "ksize.width");
   if (sigma_y <= 0) sigma_y = sigma_x;
+  if (detail::host_fast(x))
+    return detail::separable_host(x, gaussian_values(ksize.width, sigma_x), gaussian_values(ksize.height, sigma_y),
+                                  x.dtype());
   const Tensor y =
       separable(detail::as_float(x), gaussian_values(ksize.width, sigma_x), gaussian_values(ksize.height, sigma_y));
   return detail::back_to(y, x);
@@ -109,6 +114,10 @@ Tensor box_filter(const Tensor& x, KSize ksize, bool normalize) {
   check_ksize(op, ksize.width, "ksize.width");
   const double sx = normalize ? 1.0 / static_cast<double>(ksize.width) : 1.0;
   const double sy = normalize ? 1.0 / static_cast<double>(ksize.height) : 1.0;
+  if (detail::host_fast(x))
+    return detail::separable_host(x, std::vector<double>(static_cast<size_t>(ksize.width), sx),
+                                  std::vector<double>(static_cast<size_t>(ksize.height), sy),
+                                  normalize ? x.dtype() : f32);
   const Tensor y = separable(detail::as_float(x), std::vector<double>(static_cast<size_t>(ksize.width), sx),
                              std::vector<double>(static_cast<size_t>(ksize.height), sy));
   return normalize ? detail::back_to(y, x) : y;
@@ -144,6 +153,7 @@ Tensor median_blur(const Tensor& x, int64_t ksize) {
   const char* op = "vision::median_blur";
   detail::check_image(op, x);
   check_ksize(op, ksize);
+  if (detail::host_fast(x) && ksize <= 7) return detail::median_host_network(x, ksize);
   if (!x.requires_grad()) return median_host(x, ksize);
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), r = ksize / 2;
   const Tensor p = pad(x.reshape({n * c, 1, h, w}), {r, r, r, r}, "replicate");
@@ -161,6 +171,8 @@ Tensor sobel(const Tensor& x, int64_t dx, int64_t dy, int64_t ksize, double scal
                  dy < std::max<int64_t>(ksize, 3),
              op, "derivative orders dx " << dx << ", dy " << dy << " do not fit ksize " << ksize);
   const int64_t kx = ksize == 1 && dx > 0 ? 3 : ksize, ky = ksize == 1 && dy > 0 ? 3 : ksize;
+  if (detail::host_fast(x))
+    return detail::separable_host(x, sobel_kernel(dx, kx), sobel_kernel(dy, ky), f32, scale, delta);
   Tensor y = separable(x.dtype() == f64 ? x : x.to(f32), sobel_kernel(dx, kx), sobel_kernel(dy, ky));
   if (scale != 1) y = y * scale;
   if (delta != 0) y = y + delta;
@@ -171,6 +183,11 @@ Tensor laplacian(const Tensor& x, int64_t ksize, double scale, double delta) {
   const char* op = "vision::laplacian";
   detail::check_image(op, x);
   KILN_CHECK(ksize == 1 || ksize == 3 || ksize == 5 || ksize == 7, op, "ksize must be 1, 3, 5 or 7, got " << ksize);
+  if (detail::host_fast(x)) {  // one pass over both second derivatives
+    const int64_t k = std::max<int64_t>(ksize, 3), s = ksize == 1 ? 1 : ksize;
+    return detail::separable_host(
+        x, {{sobel_kernel(2, k), sobel_kernel(0, s)}, {sobel_kernel(0, s), sobel_kernel(2, k)}}, f32, scale, delta);
+  }
   Tensor y = sobel(x, 2, 0, ksize) + sobel(x, 0, 2, ksize);
   if (scale != 1) y = y * scale;
   if (delta != 0) y = y + delta;

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Morphology with any structuring element (OpenCV's erode, dilate, morphologyEx): the max or
-// min over shifted views of the image, borders padded with -inf / +inf (tensor ops).
+// min over shifted views of the image, borders padded with -inf / +inf (tensor ops); CPU f32
+// and u8 images without a gradient take the host path (image_host.cpp).
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kiln/vision/image.h"
+#include "vision/image_host.h"
 #include "vision/image_util.h"
 
 namespace kiln::vision {
@@ -42,6 +44,7 @@ Tensor morph(const char* op, const Tensor& x, const Tensor& kernel, int64_t iter
   detail::check_image(op, x);
   KILN_CHECK(iterations >= 0, op, "iterations must be >= 0, got " << iterations);
   const std::vector<uint8_t> cells = element_cells(op, kernel);
+  if (detail::host_fast(x)) return detail::morph_host(x, cells, kernel.size(0), kernel.size(1), dilate, iterations);
   Tensor y = detail::as_float(x);
   for (int64_t i = 0; i < iterations; ++i) y = morph_once(y, cells, kernel.size(0), kernel.size(1), dilate);
   return detail::back_to(y, x);
@@ -95,6 +98,9 @@ Tensor morphology(const Tensor& x, const std::string& op, const Tensor& kernel, 
   detail::check_image(name, x);
   if (op == "erode") return erode(x, kernel, iterations);
   if (op == "dilate") return dilate(x, kernel, iterations);
+  // Opening and closing commute with the u8 -> f32 conversion: the host path runs them in u8.
+  if (detail::host_fast(x) && op == "open") return dilate(erode(x, kernel, iterations), kernel, iterations);
+  if (detail::host_fast(x) && op == "close") return erode(dilate(x, kernel, iterations), kernel, iterations);
   const Tensor f = detail::as_float(x);
   Tensor y;
   if (op == "open") y = dilate(erode(f, kernel, iterations), kernel, iterations);

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Row kernels of kiln::vision's host fast paths (image_host.cpp): each computes one output row
+// of n elements from k input rows given as pointers (the callers shift the pointers to express
+// horizontal taps), with Highway SIMD chosen at run time (scalar loops without Highway).
+// `dst` never aliases an input row.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::vision::detail {
+
+/// dst[x] = min (or max) over i < k of src[i][x]; k >= 1.
+void minmax_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n, bool max);
+void minmax_rows(float* dst, const float* const* src, int k, int64_t n, bool max);
+
+/// dst[x] = bias + sum over i < k of w[i] * src[i][x], accumulated in f32 in the order of i.
+void dot_rows(float* dst, const float* const* src, const float* w, int k, float bias, int64_t n);
+
+/// dst[x] = src[x] as f32.
+void u8_to_f32(float* dst, const uint8_t* src, int64_t n);
+/// dst[x] = src[x] rounded half to even and saturated to [0, 255].
+void f32_to_u8(uint8_t* dst, const float* src, int64_t n);
+
+/// dst[x] = the median of src[i][x] over i < k (k odd): the network `pairs` (npairs
+/// compare-exchanges (a, b): a gets the smaller, b the larger) leaves it in element k / 2.
+void median_rows(uint8_t* dst, const uint8_t* const* src, int k, const uint8_t* pairs, int npairs, int64_t n);
+void median_rows(float* dst, const float* const* src, int k, const uint8_t* pairs, int npairs, int64_t n);
+
+}  // namespace kiln::vision::detail
