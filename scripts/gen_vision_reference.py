@@ -331,6 +331,30 @@ def geometry():
     save("geometry", t)
 
 
+def lab_exact(rgb):
+    """RGB [N, 3, H, W] in [0, 1] -> L*a*b* with OpenCV's documented formulas (float64)."""
+    x = np.clip(rgb, 0, 1)
+    lin = np.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+    m = np.array([[0.412453, 0.357580, 0.180423], [0.212671, 0.715160, 0.072169], [0.019334, 0.119193, 0.950227]])
+    xyz = np.einsum("ij,njhw->nihw", m, lin) / np.array([0.950456, 1.0, 1.088754])[None, :, None, None]
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    L = np.where(xyz[:, 1] > 0.008856, 116 * f[:, 1] - 16, 903.3 * xyz[:, 1])
+    return np.stack([L, 500 * (f[:, 0] - f[:, 1]), 200 * (f[:, 1] - f[:, 2])], 1)
+
+
+def rgb_exact(lab):
+    """The inverse of lab_exact (OpenCV's Lab2RGB formulas), RGB clipped to [0, 1]."""
+    L, a, b = lab[:, 0], lab[:, 1], lab[:, 2]
+    low = L <= 0.008856 * 903.3
+    y = np.where(low, L / 903.3, ((L + 16) / 116) ** 3)
+    fy = np.where(low, 7.787 * (L / 903.3) + 16 / 116, (L + 16) / 116)
+    inv = lambda t: np.where(t <= 0.206893, (t - 16 / 116) / 7.787, t ** 3)  # noqa: E731
+    xyz = np.stack([inv(a / 500 + fy) * 0.950456, y, inv(fy - b / 200) * 1.088754], 1)
+    m = np.array([[3.240479, -1.53715, -0.498535], [-0.969256, 1.875991, 0.041556], [0.055648, -0.204043, 1.057311]])
+    v = np.clip(np.einsum("ij,njhw->nihw", m, xyz), 0, 1)
+    return np.where(v <= 0.0031308, 12.92 * v, 1.055 * v ** (1 / 2.4) - 0.055)
+
+
 def opencv_extra():
     """Bilateral filter, LAB and perspective warps (OpenCV)."""
     import cv2
@@ -358,6 +382,10 @@ def opencv_extra():
     t["rgb_f"], t["rgb_u8"] = rgb_f, rgb_u8
     t["lab_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2Lab), rgb_f)
     t["rgb_of_lab_f"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_Lab2RGB), t["lab_f"])
+    # OpenCV's float path reads an interpolated table (about 0.1 off in L, a, b): a plain
+    # implementation of its documented formulas gives the exact values too.
+    t["lab_exact_f"] = lab_exact(rgb_f.astype(np.float64))
+    t["rgb_of_lab_exact_f"] = rgb_exact(t["lab_exact_f"])
     t["lab_u8"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_RGB2Lab), rgb_u8)
     t["rgb_of_lab_u8"] = per_image(lambda a: cv2.cvtColor(a, cv2.COLOR_Lab2RGB), t["lab_u8"])
     save("lab", t)

@@ -6,7 +6,9 @@
 // adaptive threshold and histogram equalisation run on the host.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,11 @@ Tensor hsv_to_rgb(const Tensor& hsv);
 Tensor rgb_to_yuv(const Tensor& rgb);
 /// The inverse of rgb_to_yuv (cv::COLOR_YUV2RGB).
 Tensor yuv_to_rgb(const Tensor& yuv);
+/// RGB -> CIE L*a*b* (D65, sRGB gamma), as cv::COLOR_RGB2Lab: float RGB in [0, 1] gives L in
+/// [0, 100] and a, b in about [-127, 127]; u8 gives L * 255 / 100, a + 128, b + 128, rounded.
+Tensor rgb_to_lab(const Tensor& rgb);
+/// The inverse of rgb_to_lab (cv::COLOR_Lab2RGB), RGB clipped to [0, 1] (u8: [0, 255]).
+Tensor lab_to_rgb(const Tensor& lab);
 
 // ---- filters (x [N, C, H, W], f32 or u8; borders reflect without repeating the edge, as
 // OpenCV's BORDER_REFLECT_101, unless said otherwise) ---------------------------------------------
@@ -57,6 +64,12 @@ Tensor sobel(const Tensor& x, int64_t dx, int64_t dy, int64_t ksize = 3, double 
 /// The Laplacian d2/dx2 + d2/dy2 (ksize 1: the 3 x 3 cross kernel; 3 to 7: sums of Sobel
 /// second derivatives), as f32 (cv::Laplacian with ddepth CV_32F).
 Tensor laplacian(const Tensor& x, int64_t ksize = 1, double scale = 1, double delta = 0);
+/// cv::bilateralFilter of x [N, C, H, W] with C = 1 or 3 (u8, f32 or f64, on the host): each
+/// pixel becomes the mean of the disc of diameter d around it (d <= 0: from sigma_space),
+/// weighted by exp(-r^2 / 2 sigma_space^2) and exp(-dc^2 / 2 sigma_color^2), dc the L1 colour
+/// distance (float images: OpenCV's interpolated table over the image's range; a constant image
+/// is returned as it is).
+Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double sigma_space);
 
 // ---- morphology (x [N, C, H, W], f32 or u8; kernel [kh, kw], nonzero = in the element,
 // anchored at its centre; outside the image is ignored, as OpenCV's default border) --------------
@@ -103,6 +116,43 @@ Tensor rotation_matrix_2d(double center_x, double center_y, double angle, double
 /// "nearest", zeros outside the input. Differentiable with respect to x.
 Tensor warp_affine(const Tensor& x, const Tensor& m, ImageSize dsize, const std::string& interpolation = "bilinear",
                    bool inverse_map = false);
+
+/// cv::getPerspectiveTransform: the [3, 3] f64 homography mapping the four points src [4, 2]
+/// (x, y rows) onto dst [4, 2].
+Tensor perspective_transform(const Tensor& src, const Tensor& dst);
+/// cv::warpPerspective: output [N, C, dsize] with pixel (x, y) read from the input at
+/// m^-1 (x, y, 1) (at m (x, y, 1) with inverse_map), projected; interpolation "bilinear"
+/// (OpenCV's 1/32-pixel weights) or "nearest", zeros outside. Differentiable with respect to x.
+Tensor warp_perspective(const Tensor& x, const Tensor& m, ImageSize dsize,
+                        const std::string& interpolation = "bilinear", bool inverse_map = false);
+
+/// Resizes x [N, C, H, W] (f32, f64 or u8) to size with torch.nn.functional.interpolate's rules
+/// (align_corners=false): "nearest", "bilinear" or "bicubic". With antialias (bilinear and
+/// bicubic) the filter widens by the scale when shrinking, as interpolate(antialias=True) and
+/// torchvision's resize (the cubic then uses a = -0.5, as PIL); u8 is rounded and saturated.
+Tensor resize(const Tensor& x, ImageSize size, const std::string& interpolation = "bilinear", bool antialias = true);
+
+/// Options of rotate (torchvision.transforms.v2.functional.rotate).
+struct RotateOptions {
+  std::string interpolation = "nearest";        ///< "nearest" or "bilinear"
+  bool expand = false;                          ///< grow the output to hold the whole turned image
+  std::optional<std::array<double, 2>> center;  ///< (x, y) in pixels; default the image centre
+  std::optional<double> fill;                   ///< the value outside the input (default 0, unblended)
+};
+/// Rotates x [N, C, H, W] by angle degrees counter-clockwise, as torchvision's rotate:
+/// multiples of 90 degrees about the centre are exact, others sample with grid_sample.
+Tensor rotate(const Tensor& x, double angle, const RotateOptions& options = {});
+
+/// Options of affine (torchvision.transforms.v2.functional.affine).
+struct AffineOptions {
+  std::string interpolation = "nearest";
+  std::optional<std::array<double, 2>> center;
+  std::optional<double> fill;
+};
+/// torchvision's affine: rotation by angle degrees (clockwise), scale and shear (degrees, x and
+/// y) about the centre, then translation (pixels), output of the input's size.
+Tensor affine(const Tensor& x, double angle, std::array<double, 2> translate, double scale,
+              std::array<double, 2> shear = {0, 0}, const AffineOptions& options = {});
 
 // ---- connected components ------------------------------------------------------------------------
 

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The bilateral filter (cv::bilateralFilter), on the host: OpenCV's disc of taps, its colour
+// weight table for u8 (indexed by the L1 colour distance) and its interpolated exp table over
+// the image's value range for float images, borders reflected without repeating the edge.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "kiln/vision/image.h"
+#include "vision/image_util.h"
+
+namespace kiln::vision {
+
+namespace {
+
+/// Index of coordinate i in [0, n) under BORDER_REFLECT_101.
+int64_t reflect101(int64_t i, int64_t n) {
+  if (n == 1) return 0;
+  while (i < 0 || i >= n) i = i < 0 ? -i : 2 * n - 2 - i;
+  return i;
+}
+
+/// The taps of the disc of the given radius: offsets (dy, dx) and space weights.
+struct Taps {
+  std::vector<int64_t> dy, dx;
+  std::vector<float> weight;
+};
+
+Taps disc(int64_t radius, double sigma_space) {
+  const double coeff = -0.5 / (sigma_space * sigma_space);
+  Taps t;
+  for (int64_t i = -radius; i <= radius; ++i)
+    for (int64_t j = -radius; j <= radius; ++j) {
+      const double r = std::sqrt(static_cast<double>(i * i + j * j));
+      if (r > static_cast<double>(radius)) continue;
+      t.dy.push_back(i), t.dx.push_back(j);
+      t.weight.push_back(static_cast<float>(std::exp(r * r * coeff)));
+    }
+  return t;
+}
+
+/// Filters one image [C, H, W] (C = 1 or 3) of values v into out. `colour(d)` is the colour
+/// weight of the L1 distance d.
+template <class T, class Colour>
+void filter_image(const T* v, T* out, int64_t c, int64_t h, int64_t w, const Taps& t, Colour colour) {
+  const int64_t plane = h * w;
+  const auto taps = static_cast<int64_t>(t.weight.size());
+  std::vector<int64_t> rows(static_cast<size_t>(taps)), cols(static_cast<size_t>(taps));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      float sum[3] = {0, 0, 0}, wsum = 0;
+      for (int64_t k = 0; k < taps; ++k) {
+        const int64_t p =
+            reflect101(y + t.dy[static_cast<size_t>(k)], h) * w + reflect101(x + t.dx[static_cast<size_t>(k)], w);
+        float dist = 0;
+        for (int64_t ch = 0; ch < c; ++ch)
+          dist += std::abs(static_cast<float>(v[ch * plane + p]) - static_cast<float>(v[ch * plane + y * w + x]));
+        const float wt = t.weight[static_cast<size_t>(k)] * colour(dist);
+        wsum += wt;
+        for (int64_t ch = 0; ch < c; ++ch) sum[ch] += static_cast<float>(v[ch * plane + p]) * wt;
+      }
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float r = sum[ch] / wsum;
+        if constexpr (std::is_same_v<T, uint8_t>)
+          out[ch * plane + y * w + x] = static_cast<uint8_t>(std::clamp(std::nearbyint(r), 0.0f, 255.0f));
+        else
+          out[ch * plane + y * w + x] = static_cast<T>(r);
+      }
+    }
+}
+
+}  // namespace
+
+Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double sigma_space) {
+  const char* op = "vision::bilateral_filter";
+  detail::check_image(op, x);
+  KILN_CHECK(x.size(1) == 1 || x.size(1) == 3, op, "image with 1 or 3 channels expected, got " << to_string(x.shape()));
+  if (sigma_color <= 0) sigma_color = 1;
+  if (sigma_space <= 0) sigma_space = 1;
+  const int64_t radius = std::max<int64_t>(d <= 0 ? std::llround(sigma_space * 1.5) : d / 2, 1);
+  KILN_CHECK(radius <= 256, op, "diameter " << 2 * radius + 1 << " is too large (at most 513)");
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), img = c * h * w;
+  if (x.numel() == 0) return x.clone();
+  const Taps t = disc(radius, sigma_space);
+  const double color_coeff = -0.5 / (sigma_color * sigma_color);
+  if (x.dtype() == u8) {
+    std::vector<float> table(static_cast<size_t>(256 * c));
+    for (size_t i = 0; i < table.size(); ++i)
+      table[i] = static_cast<float>(std::exp(static_cast<double>(i * i) * color_coeff));
+    const std::vector<uint8_t> v = x.contiguous().to_vector<uint8_t>();
+    std::vector<uint8_t> out(v.size());
+    for (int64_t b = 0; b < n; ++b)
+      filter_image(v.data() + b * img, out.data() + b * img, c, h, w, t,
+                   [&](float dist) { return table[static_cast<size_t>(dist)]; });
+    return tensor(out, x.shape(), x.device());
+  }
+  const std::vector<float> v = x.to(f32).contiguous().to_vector<float>();
+  std::vector<float> out(v.size());
+  for (int64_t b = 0; b < n; ++b) {
+    const float* src = v.data() + b * img;
+    const auto [lo, hi] = std::minmax_element(src, src + img);
+    if (std::abs(*hi - *lo) < FLT_EPSILON) {  // a constant image stays as it is
+      std::copy(src, src + img, out.data() + b * img);
+      continue;
+    }
+    // OpenCV's table of exp over the range of L1 distances (c times the value range), 2^12 bins
+    // per channel, read with linear interpolation.
+    const int64_t bins = (int64_t{1} << 12) * c;
+    const float scale = static_cast<float>(bins) / ((*hi - *lo) * static_cast<float>(c));
+    std::vector<float> lut(static_cast<size_t>(bins + 2), 0.0f);
+    float last = 1;
+    for (int64_t i = 0; i < bins + 2 && last > 0; ++i) {
+      const double val = static_cast<double>(i) / scale;
+      last = lut[static_cast<size_t>(i)] = static_cast<float>(std::exp(val * val * color_coeff));
+    }
+    filter_image(src, out.data() + b * img, c, h, w, t, [&](float dist) {
+      float alpha = dist * scale;
+      const auto idx = std::min(static_cast<size_t>(std::floor(alpha)), static_cast<size_t>(bins));
+      alpha -= static_cast<float>(idx);
+      return lut[idx] + alpha * (lut[idx + 1] - lut[idx]);
+    });
+  }
+  return tensor(out, x.shape(), x.device()).to(x.dtype());
+}
+
+}  // namespace kiln::vision
