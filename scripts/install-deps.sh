@@ -3,13 +3,14 @@
 # glslc and spirv-tools check the GLSL rendering of the kernel language (tests/unit/test_kernel_targets.cpp).
 # libvulkan-dev builds the Vulkan backend; mesa-vulkan-drivers (lavapipe) runs it on the CPU.
 # libopenmpi-dev and openmpi-bin build kiln_dist and run its tests under mpirun (docs/distributed.md).
-# libboost-dev (Beast) and libssl-dev build the remote device and kiln-server (docs/remote.md).
+# libboost-dev (Beast) and libssl-dev build the remote device and kiln-server (docs/remote.md);
+# openssl makes the certificate of its TLS test.
 set -euo pipefail
 pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
   nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
   dataset-fashion-mnist python3-sklearn libonnx-testdata
   glslc glslang-tools spirv-tools libvulkan-dev mesa-vulkan-drivers
-  libopenmpi-dev openmpi-bin libboost-dev libssl-dev)
+  libopenmpi-dev openmpi-bin libboost-dev libssl-dev openssl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,7 @@ struct Shared {
   std::string device_name;
   std::mutex exec_mu;  // ops of all sessions run one at a time
   std::atomic<int> sessions{0};
+  std::atomic<int> connections{0};  // sessions and handshakes in progress
   std::atomic<uint64_t> next_session{1};
   std::unique_ptr<net::ssl::context> ssl;
   std::mutex fail_mu;  // failed handshakes of the last 10 s, to slow down guessing
@@ -67,6 +69,10 @@ void refuse(Channel& ch, const std::string& reason) {
 
 /// One connection from accept to close.
 void serve(std::shared_ptr<Shared> sh, tcp::socket socket) {
+  struct Connection {
+    Shared* s;
+    ~Connection() { --s->connections; }
+  } connection{sh.get()};
   const uint64_t id = sh->next_session++;
   std::string peer = "?";
   {
@@ -212,9 +218,20 @@ void Server::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // EMFILE and the like: retry
       continue;
     }
+    // Connections past four times the session limit (handshakes that may never finish
+    // included) are closed at once, so that a flood of them cannot exhaust the threads.
+    if (impl_->sh->connections >= 4 * std::max(1, impl_->sh->opt.max_sessions)) {
+      s.close(ec);
+      continue;
+    }
+    ++impl_->sh->connections;
     s.set_option(tcp::no_delay(true), ec);
     // The socket moves to the session's thread (which keeps Shared, and so its io_context, alive).
-    std::thread(serve, impl_->sh, std::move(s)).detach();
+    try {
+      std::thread(serve, impl_->sh, std::move(s)).detach();
+    } catch (const std::system_error&) {  // no thread to spare: the client is turned away
+      --impl_->sh->connections;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <kiln/optim/optimizer.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "remote/channel.h"
 #include "remote/protocol.h"
@@ -262,6 +263,30 @@ TEST(RemoteSecurity, ASessionCannotReachAnotherSessionsTensors) {
   EXPECT_EQ(remote::decode_message(st.data(), st.size()), "");         // the free reached nothing
   EXPECT_EQ(secret.to_vector<float>(), (std::vector<float>{42, 43}));  // untouched
   expect_serves(s);
+}
+
+TEST(RemoteSecurity, TlsWithTheServersCertificate) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln_tls_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  const std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -addext "
+      "subjectAltName=DNS:localhost,IP:127.0.0.1 -days 1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "no openssl command to make a certificate";
+  ServerProcess s({"--tls-cert", cert, "--tls-key", key});
+  ASSERT_TRUE(s.ok()) << s.log();
+  const std::string url = "wss://127.0.0.1:" + std::to_string(s.port());
+  RemoteOptions o = opts(s);
+  o.ca_file = cert;
+  const Device d = Device::remote(url, o);
+  EXPECT_EQ((tensor<float>({1, 2, 3}, d) * 3.f).sum().item<float>(), 18.f);
+  EXPECT_EQ(ones({1 << 20}, {.device = d}).sum().item<float>(), static_cast<float>(1 << 20));  // large frames
+  o.ca_file = "";  // the system's CAs do not know this certificate
+  EXPECT_THROW(Device::remote(url, o), Error);
+  EXPECT_THROW(Device::remote(s.url(), opts(s)), Error);  // ws:// to a wss:// server
+  EXPECT_TRUE(s.alive());
+  std::filesystem::remove_all(dir);
 }
 
 // ---- faults --------------------------------------------------------------------------------

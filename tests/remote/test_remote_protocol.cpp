@@ -209,6 +209,21 @@ TEST(RemoteSession, BadRecordsSetTheErrorAndSkipWork) {
   fx.run(b);
   EXPECT_NE(fx.status().find("inferred"), std::string::npos) << fx.status();
 
+  // Copy broadcasts its input to its output: a [1] input into [4] runs, a [3] one into [4] does not.
+  ir::Op copy_op;
+  copy_op.kind = ir::OpKind::Copy;
+  copy_op.inputs.push_back(ir::contiguous_desc({1}, DType::F32));
+  copy_op.outputs.push_back(ir::contiguous_desc({4}, DType::F32));
+  b.exec(copy_op, ids, 1, ids, 1);
+  b.sync();
+  fx.run(b);
+  EXPECT_EQ(fx.status(), "");
+  copy_op.inputs[0] = ir::contiguous_desc({3}, DType::F32);
+  b.exec(copy_op, ids, 1, ids, 1);
+  b.sync();
+  fx.run(b);
+  EXPECT_NE(fx.status().find("does not broadcast"), std::string::npos) << fx.status();
+
   // After an error, work is skipped until reported; the session then runs normally again.
   b.read(9, 0, 4);
   b.write(1, 0, x, 16);
