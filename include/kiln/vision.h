@@ -7,3 +7,4 @@
 #include "kiln/vision/deform.h"
 #include "kiln/vision/image.h"
 #include "kiln/vision/roi.h"
+#include "kiln/vision/transforms.h"

@@ -60,7 +60,9 @@
 #include <kiln/train/renderer.h>
 #include <kiln/vision.h>
 #include <kiln/vision/boxes.h>
+#include <kiln/vision/deform.h>
 #include <kiln/vision/image.h>
 #include <kiln/vision/roi.h>
+#include <kiln/vision/transforms.h>
 
 int main() { return 0; }
