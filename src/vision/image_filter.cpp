@@ -184,6 +184,8 @@ Tensor laplacian(const Tensor& x, int64_t ksize, double scale, double delta) {
   detail::check_image(op, x);
   KILN_CHECK(ksize == 1 || ksize == 3 || ksize == 5 || ksize == 7, op, "ksize must be 1, 3, 5 or 7, got " << ksize);
   if (detail::host_fast(x)) {  // one pass over both second derivatives
+    if (ksize == 3)            // OpenCV's [2 0 2; 0 -8 0; 2 0 2]: corners plus centre, 6 taps not 12
+      return detail::separable_host(x, {{{1, 0, 1}, {2, 0, 2}}, {{-8}, {1}}}, f32, scale, delta);
     const int64_t k = std::max<int64_t>(ksize, 3), s = ksize == 1 ? 1 : ksize;
     return detail::separable_host(
         x, {{sobel_kernel(2, k), sobel_kernel(0, s)}, {sobel_kernel(0, s), sobel_kernel(2, k)}}, f32, scale, delta);

@@ -1,17 +1,16 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Host fast paths of kiln::vision's morphology, separable filters, median and grey conversion
-// (image_host.h). Note [Row rings]: each plane is walked one output row at a time; the source
-// rows it needs are padded (and, for filters, filtered along W) once into a ring of k rows keyed
-// by source row (slot = row % k), and the output row is a k-way combination of ring rows. The
-// rows a window needs form a contiguous range of at most k source rows (borders reflect or clamp
-// into it), so their slots differ and computing one never evicts another.
+// (image_host.h). Note [Row rings]: each plane is walked one output row at a time; each source
+// row is padded (and, for filters, filtered along W) once, when it first enters a window, into
+// slot row % k of a ring of k rows, and the output row is a k-way combination of ring rows. The
+// window of output row y with k = 2a + 1 rows reads source rows in [y - a, y + a] only (borders
+// reflect or clamp into that range), the k rows the ring holds at that time, so row y - a + o
+// sits in slot ((y - a) mod k + o) mod k: one modulo per output row.
 #include "vision/image_host.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <type_traits>
 
 #include "core/backend.h"
@@ -45,20 +44,24 @@ int64_t reflect101(int64_t p, int64_t n) {
   return p;
 }
 
-/// The ring of Note [Row rings]: k rows of `len` elements, slot = row % k.
+/// The ring of Note [Row rings]: k slots of `len` elements each, source rows prepared in order.
 template <class T>
 struct Ring {
-  int64_t k, len;
+  int64_t k, len, next = 0;  ///< next: the first source row not prepared yet
   std::vector<T> data;
-  std::vector<int64_t> row;
-  Ring(int64_t k_, int64_t len_) : k(k_), len(len_), data(static_cast<size_t>(k_ * len_)), row(k_, -1) {}
-  T* slot(int64_t r) { return data.data() + (r % k) * len; }
-  /// The slot of source row r and whether it must be (re)computed.
-  T* get(int64_t r, bool& fresh) {
-    fresh = row[static_cast<size_t>(r % k)] != r;
-    row[static_cast<size_t>(r % k)] = r;
-    return slot(r);
+  Ring(int64_t k_, int64_t len_) : k(k_), len(len_), data(static_cast<size_t>(k_ * len_)) {}
+  T* slot(int64_t s) { return data.data() + s * len; }
+  /// Prepares source rows up to `last` with prepare(row, slot memory), in order.
+  template <class F>
+  void advance(int64_t last, F&& prepare) {
+    for (; next <= last; ++next) prepare(next, slot(next % k));
   }
+  /// The slot memory of source row y - a + o (0 <= o < k) for output row y, base = (y - a) mod k.
+  T* at(int64_t base, int64_t o) {
+    const int64_t s = base + o;
+    return slot(s >= k ? s - k : s);
+  }
+  static int64_t base_of(int64_t first, int64_t k) { return ((first % k) + k) % k; }
 };
 
 // ---- morphology ----------------------------------------------------------------------------------
@@ -66,6 +69,7 @@ struct Ring {
 /// A run of consecutive cells of the element: row i, columns [j, j + len).
 struct Run {
   int64_t i, j, len;
+  int64_t l = 0;  ///< sub-row of the ring slot holding windows of len (0: the padded row, len 1)
 };
 
 template <class T>
@@ -99,37 +103,30 @@ void window_minmax(const T* p, T* out, int64_t len, int64_t n, bool max, std::ve
   minmax_rows(out, src, 2, n, max);
 }
 
+/// One erosion or dilation of a plane. A ring slot holds a source row padded with the identity
+/// and, after it, its window min/max for each distinct run length (lens[l - 1] in sub-row l).
 template <class T>
-void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<Run>& runs, int64_t kh, int64_t kw,
-                 bool dilate) {
+void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<Run>& runs,
+                 const std::vector<int64_t>& lens, int64_t kh, int64_t kw, bool dilate, std::vector<T>& tmp) {
   const int64_t ay = kh / 2, ax = kw / 2, pw = w + kw - 1;
   const T fill = identity<T>(dilate);
-  std::vector<int64_t> lens;
-  for (const Run& r : runs)
-    if (std::find(lens.begin(), lens.end(), r.len) == lens.end()) lens.push_back(r.len);
-  Ring<T> pad(kh, pw);
-  std::vector<Ring<T>> hmin(lens.size(), Ring<T>(kh, pw));
+  Ring<T> ring(kh, pw * static_cast<int64_t>(lens.size() + 1));
+  auto prepare = [&](int64_t sy, T* p) {
+    std::fill(p, p + ax, fill);
+    std::memcpy(p + ax, src + sy * w, static_cast<size_t>(w) * sizeof(T));
+    std::fill(p + ax + w, p + pw, fill);
+    for (size_t l = 0; l < lens.size(); ++l)
+      window_minmax(p, p + static_cast<int64_t>(l + 1) * pw, lens[l], pw - lens[l] + 1, dilate, tmp);
+  };
   std::vector<const T*> ptrs(runs.size());
-  std::vector<T> tmp;
   for (int64_t y = 0; y < h; ++y) {
+    ring.advance(std::min(h - 1, y - ay + kh - 1), prepare);
+    const int64_t base = Ring<T>::base_of(y - ay, kh);
     int k = 0;
     for (const Run& r : runs) {
       const int64_t sy = y + r.i - ay;
       if (sy < 0 || sy >= h) continue;
-      bool fresh = false;
-      T* p = pad.get(sy, fresh);
-      if (fresh) {
-        std::fill(p, p + ax, fill);
-        std::memcpy(p + ax, src + sy * w, static_cast<size_t>(w) * sizeof(T));
-        std::fill(p + ax + w, p + pw, fill);
-      }
-      const size_t li = static_cast<size_t>(std::find(lens.begin(), lens.end(), r.len) - lens.begin());
-      T* hr = p;
-      if (r.len > 1) {
-        hr = hmin[li].get(sy, fresh);
-        if (fresh) window_minmax(p, hr, r.len, pw - r.len + 1, dilate, tmp);
-      }
-      ptrs[static_cast<size_t>(k++)] = hr + r.j;
+      ptrs[static_cast<size_t>(k++)] = ring.at(base, r.i) + r.l * pw + r.j;
     }
     T* out = dst + y * w;
     if (k == 0)
@@ -142,7 +139,12 @@ void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<R
 template <class T>
 void morph_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, const std::vector<Run>& runs, int64_t kh,
                   int64_t kw, bool dilate, int64_t iterations) {
-  std::vector<T> a, b;
+  std::vector<int64_t> lens;
+  for (const Run& r : runs)
+    if (r.len > 1 && std::find(lens.begin(), lens.end(), r.len) == lens.end()) lens.push_back(r.len);
+  std::vector<Run> rs = runs;
+  for (Run& r : rs) r.l = r.len == 1 ? 0 : std::find(lens.begin(), lens.end(), r.len) - lens.begin() + 1;
+  std::vector<T> a, b, tmp;
   for (int64_t p = 0; p < planes; ++p) {
     const T* in = src + p * h * w;
     T* out = dst + p * h * w;
@@ -150,7 +152,7 @@ void morph_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, co
       T* o = it == iterations - 1 ? out
                                   : (it % 2 ? (b.resize(static_cast<size_t>(h * w)), b.data())
                                             : (a.resize(static_cast<size_t>(h * w)), a.data()));
-      morph_plane(in, o, h, w, runs, kh, kw, dilate);
+      morph_plane(in, o, h, w, rs, lens, kh, kw, dilate, tmp);
       in = o;
     }
   }
@@ -211,41 +213,49 @@ void filter_planes(const T* src, O* dst, int64_t planes, int64_t h, int64_t w, c
   const int64_t nt = static_cast<int64_t>(terms.size()), pw = w + 2 * ax;
   std::vector<float> pad(static_cast<size_t>(pw)), row(static_cast<size_t>(w)), wv;
   Ring<float> hr(kh, nt * w);
+  // Zero taps are left out (Sobel's middle column, the corners of a Laplacian).
   std::vector<std::vector<const float*>> hptrs(terms.size());
+  std::vector<std::vector<float>> hw(terms.size());
   for (size_t t = 0; t < terms.size(); ++t) {
     const auto kw = static_cast<int64_t>(terms[t].kx.size());
-    for (int64_t j = 0; j < kw; ++j) hptrs[t].push_back(pad.data() + ax - kw / 2 + j);
-    wv.insert(wv.end(), terms[t].ky.begin(), terms[t].ky.end());
+    for (int64_t j = 0; j < kw; ++j)
+      if (terms[t].kx[static_cast<size_t>(j)] != 0) {
+        hptrs[t].push_back(pad.data() + ax - kw / 2 + j);
+        hw[t].push_back(terms[t].kx[static_cast<size_t>(j)]);
+      }
+    for (float v : terms[t].ky)
+      if (v != 0) wv.push_back(v);
   }
+  nv = static_cast<int64_t>(wv.size());
   std::vector<const float*> ptrs(static_cast<size_t>(nv));
+  const int64_t ay = kh / 2;
   for (int64_t p = 0; p < planes; ++p) {
-    std::fill(hr.row.begin(), hr.row.end(), -1);
     const T* s = src + p * h * w;
     O* d = dst + p * h * w;
+    auto prepare = [&](int64_t sy, float* r) {
+      float* c = pad.data() + ax;
+      if constexpr (std::is_same_v<T, uint8_t>)
+        u8_to_f32(c, s + sy * w, w);
+      else
+        std::memcpy(c, s + sy * w, static_cast<size_t>(w) * sizeof(float));
+      for (int64_t j = 1; j <= ax; ++j) {
+        c[-j] = c[reflect101(-j, w)];
+        c[w - 1 + j] = c[reflect101(w - 1 + j, w)];
+      }
+      for (size_t u = 0; u < terms.size(); ++u)
+        dot_rows(r + static_cast<int64_t>(u) * w, hptrs[u].data(), hw[u].data(), static_cast<int>(hw[u].size()), 0.0f,
+                 w);
+    };
+    hr.next = 0;
     for (int64_t y = 0; y < h; ++y) {
+      hr.advance(std::min(h - 1, y + ay), prepare);
+      const int64_t base = Ring<float>::base_of(y - ay, kh);
       size_t v = 0;
       for (int64_t t = 0; t < nt; ++t) {
         const auto kt = static_cast<int64_t>(terms[static_cast<size_t>(t)].ky.size());
-        for (int64_t i = 0; i < kt; ++i) {
-          const int64_t sy = reflect101(y + i - kt / 2, h);
-          bool fresh = false;
-          float* r = hr.get(sy, fresh);
-          if (fresh) {
-            float* c = pad.data() + ax;
-            if constexpr (std::is_same_v<T, uint8_t>)
-              u8_to_f32(c, s + sy * w, w);
-            else
-              std::memcpy(c, s + sy * w, static_cast<size_t>(w) * sizeof(float));
-            for (int64_t j = 1; j <= ax; ++j) {
-              c[-j] = c[reflect101(-j, w)];
-              c[w - 1 + j] = c[reflect101(w - 1 + j, w)];
-            }
-            for (size_t u = 0; u < terms.size(); ++u)
-              dot_rows(r + static_cast<int64_t>(u) * w, hptrs[u].data(), terms[u].kx.data(),
-                       static_cast<int>(terms[u].kx.size()), 0.0f, w);
-          }
-          ptrs[v++] = r + t * w;
-        }
+        for (int64_t i = 0; i < kt; ++i)
+          if (terms[static_cast<size_t>(t)].ky[static_cast<size_t>(i)] != 0)
+            ptrs[v++] = hr.at(base, reflect101(y + i - kt / 2, h) - (y - ay)) + t * w;
       }
       if constexpr (std::is_same_v<O, float>) {
         dot_rows(d + y * w, ptrs.data(), wv.data(), static_cast<int>(nv), bias, w);
@@ -295,56 +305,27 @@ Tensor separable_host(const Tensor& x, const std::vector<double>& kx, const std:
 
 namespace {
 
-/// A compare-exchange network leaving the median of n (odd, <= 64) values in element n / 2:
-/// Batcher's odd-even merge sort for any n, less the exchanges the median does not depend on.
-const std::vector<uint8_t>& median_network(int n) {
-  static std::mutex mu;
-  static std::map<int, std::vector<uint8_t>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(n);
-  if (it != cache.end()) return it->second;
-  std::vector<std::pair<int, int>> net;
-  for (int p = 1; p < n; p <<= 1)
-    for (int k = p; k >= 1; k >>= 1)
-      for (int j = k % p; j + k < n; j += 2 * k)
-        for (int i = 0; i < std::min(k, n - j - k); ++i)
-          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) net.emplace_back(i + j, i + j + k);
-  std::vector<bool> need(static_cast<size_t>(n), false);
-  need[static_cast<size_t>(n / 2)] = true;
-  std::vector<uint8_t> kept;
-  for (auto e = net.rbegin(); e != net.rend(); ++e) {
-    if (!need[static_cast<size_t>(e->first)] && !need[static_cast<size_t>(e->second)]) continue;
-    need[static_cast<size_t>(e->first)] = need[static_cast<size_t>(e->second)] = true;
-    kept.push_back(static_cast<uint8_t>(e->second));
-    kept.push_back(static_cast<uint8_t>(e->first));
-  }
-  std::reverse(kept.begin(), kept.end());  // pairs back in order, each (first, second)
-  return cache.emplace(n, std::move(kept)).first->second;
-}
-
 template <class T>
 void median_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, int64_t k) {
   const int64_t r = k / 2, pw = w + k - 1;
-  const std::vector<uint8_t>& net = median_network(static_cast<int>(k * k));
   Ring<T> pad(k, pw);
   std::vector<const T*> ptrs(static_cast<size_t>(k * k));
   for (int64_t p = 0; p < planes; ++p) {
-    std::fill(pad.row.begin(), pad.row.end(), -1);
     const T* s = src + p * h * w;
+    auto prepare = [&](int64_t sy, T* row) {
+      std::fill(row, row + r, s[sy * w]);
+      std::memcpy(row + r, s + sy * w, static_cast<size_t>(w) * sizeof(T));
+      std::fill(row + r + w, row + pw, s[sy * w + w - 1]);
+    };
+    pad.next = 0;
     for (int64_t y = 0; y < h; ++y) {
+      pad.advance(std::min(h - 1, y + r), prepare);
+      const int64_t base = Ring<T>::base_of(y - r, k);
       for (int64_t dy = 0; dy < k; ++dy) {
-        const int64_t sy = std::clamp<int64_t>(y + dy - r, 0, h - 1);
-        bool fresh = false;
-        T* row = pad.get(sy, fresh);
-        if (fresh) {
-          std::fill(row, row + r, s[sy * w]);
-          std::memcpy(row + r, s + sy * w, static_cast<size_t>(w) * sizeof(T));
-          std::fill(row + r + w, row + pw, s[sy * w + w - 1]);
-        }
+        const T* row = pad.at(base, std::clamp<int64_t>(y + dy - r, 0, h - 1) - (y - r));
         for (int64_t dx = 0; dx < k; ++dx) ptrs[static_cast<size_t>(dy * k + dx)] = row + dx;
       }
-      median_rows(dst + p * h * w + y * w, ptrs.data(), static_cast<int>(k * k), net.data(),
-                  static_cast<int>(net.size() / 2), w);
+      median_rows(dst + p * h * w + y * w, ptrs.data(), static_cast<int>(k * k), w);
     }
   }
 }

@@ -19,7 +19,7 @@ std::vector<uint8_t> element_cells(const char* op, const Tensor& kernel) {
   KILN_CHECK(
       kernel.defined() && kernel.dim() == 2 && kernel.size(0) >= 1 && kernel.size(1) >= 1, op,
       "structuring element [kh, kw] expected, got " << (kernel.defined() ? to_string(kernel.shape()) : "undefined"));
-  const std::vector<double> v = kernel.to(f64).contiguous().to_vector<double>();
+  const std::vector<double> v = kernel.to_vector<double>();
   std::vector<uint8_t> cells(v.size());
   for (size_t i = 0; i < v.size(); ++i) cells[i] = v[i] != 0;
   return cells;

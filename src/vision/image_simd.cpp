@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 // Highway's foreach_target.h includes this file again for each target: the scalar helpers once.
 #ifndef KILN_VISION_IMAGE_SIMD_SCALAR
@@ -23,17 +25,70 @@ void minmax_scalar(T* dst, const T* const* src, int k, int64_t from, int64_t n, 
   }
 }
 
-template <class T>
-void median_scalar(T* dst, const T* const* src, int k, const uint8_t* pairs, int npairs, int64_t from, int64_t n) {
-  T v[256];
-  for (int64_t x = from; x < n; ++x) {
-    for (int i = 0; i < k; ++i) v[i] = src[i][x];
-    for (int p = 0; p < npairs; ++p) {
-      const T a = v[pairs[2 * p]], b = v[pairs[2 * p + 1]];
-      v[pairs[2 * p]] = std::min(a, b);
-      v[pairs[2 * p + 1]] = std::max(a, b);
+/// A compare-exchange network leaving the median of n (odd, <= 49) values in element n / 2:
+/// Batcher's odd-even merge sort for any n, less the exchanges the median does not depend on.
+/// Exchange c puts the smaller of elements a[c] and b[c] in a[c].
+struct Network {
+  int n = 0;
+  uint8_t a[1024] = {}, b[1024] = {};
+};
+
+constexpr Network median_network(int n) {
+  Network all;
+  for (int p = 1; p < n; p <<= 1)
+    for (int k = p; k >= 1; k >>= 1)
+      for (int j = k % p; j + k < n; j += 2 * k)
+        for (int i = 0; i < std::min(k, n - j - k); ++i)
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+            all.a[all.n] = static_cast<uint8_t>(i + j);
+            all.b[all.n] = static_cast<uint8_t>(i + j + k);
+            ++all.n;
+          }
+  bool need[64] = {}, keep[1024] = {};
+  need[n / 2] = true;
+  for (int c = all.n - 1; c >= 0; --c)
+    if (need[all.a[c]] || need[all.b[c]]) keep[c] = need[all.a[c]] = need[all.b[c]] = true;
+  Network out;
+  for (int c = 0; c < all.n; ++c)
+    if (keep[c]) {
+      out.a[out.n] = all.a[c];
+      out.b[out.n] = all.b[c];
+      ++out.n;
     }
-    dst[x] = v[k / 2];
+  return out;
+}
+
+template <int K>
+inline constexpr Network kMedianNet = median_network(K);
+
+template <int K, class T>
+void median_scalar(T* dst, const T* const* src, int64_t from, int64_t n) {
+  constexpr const Network& net = kMedianNet<K>;
+  T v[K];
+  for (int64_t x = from; x < n; ++x) {
+    for (int i = 0; i < K; ++i) v[i] = src[i][x];
+    for (int c = 0; c < net.n; ++c) {
+      const T lo = std::min(v[net.a[c]], v[net.b[c]]);
+      v[net.b[c]] = std::max(v[net.a[c]], v[net.b[c]]);
+      v[net.a[c]] = lo;
+    }
+    dst[x] = v[K / 2];
+  }
+}
+
+/// median_rows for window sizes 1, 9, 25 and 49 (kernels 1, 3, 5, 7), with `body` the SIMD
+/// form of one size (or the scalar loop).
+template <class T, class F>
+void median_by_size(T* dst, const T* const* src, int k, int64_t n, F&& body) {
+  switch (k) {
+    case 9:
+      return body(std::integral_constant<int, 9>{});
+    case 25:
+      return body(std::integral_constant<int, 25>{});
+    case 49:
+      return body(std::integral_constant<int, 49>{});
+    default:
+      for (int64_t x = 0; x < n; ++x) dst[x] = src[0][x];  // k == 1
   }
 }
 
@@ -60,22 +115,51 @@ HWY_BEFORE_NAMESPACE();
 namespace kiln::vision::detail::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-template <class T>
-void MinMaxRows(T* dst, const T* const* src, int k, int64_t n, bool max) {
+template <bool kMax, class D, class V = hn::Vec<D>>
+HWY_INLINE V MinMax(V a, V b) {
+  if constexpr (kMax)
+    return hn::Max(a, b);
+  else
+    return hn::Min(a, b);
+}
+
+/// Four vectors at a time (independent chains), then one at a time, the last one overlapping.
+template <bool kMax, class T>
+void MinMaxRowsT(T* dst, const T* const* src, int k, int64_t n) {
   const hn::ScalableTag<T> d;
+  using D = decltype(d);
   const auto N = static_cast<int64_t>(hn::Lanes(d));
-  if (n < N) return minmax_scalar(dst, src, k, 0, n, max);
-  for (int64_t x = 0;; x += N) {
+  if (n < N) return minmax_scalar(dst, src, k, 0, n, kMax);
+  int64_t x = 0;
+  for (; x + 4 * N <= n; x += 4 * N) {
+    const T* p = src[0] + x;
+    auto a0 = hn::LoadU(d, p), a1 = hn::LoadU(d, p + N), a2 = hn::LoadU(d, p + 2 * N), a3 = hn::LoadU(d, p + 3 * N);
+    for (int i = 1; i < k; ++i) {
+      p = src[i] + x;
+      a0 = MinMax<kMax, D>(a0, hn::LoadU(d, p));
+      a1 = MinMax<kMax, D>(a1, hn::LoadU(d, p + N));
+      a2 = MinMax<kMax, D>(a2, hn::LoadU(d, p + 2 * N));
+      a3 = MinMax<kMax, D>(a3, hn::LoadU(d, p + 3 * N));
+    }
+    hn::StoreU(a0, d, dst + x);
+    hn::StoreU(a1, d, dst + x + N);
+    hn::StoreU(a2, d, dst + x + 2 * N);
+    hn::StoreU(a3, d, dst + x + 3 * N);
+  }
+  for (; x < n; x += N) {
     x = std::min(x, n - N);
     auto a = hn::LoadU(d, src[0] + x);
-    if (max) {
-      for (int i = 1; i < k; ++i) a = hn::Max(a, hn::LoadU(d, src[i] + x));
-    } else {
-      for (int i = 1; i < k; ++i) a = hn::Min(a, hn::LoadU(d, src[i] + x));
-    }
+    for (int i = 1; i < k; ++i) a = MinMax<kMax, D>(a, hn::LoadU(d, src[i] + x));
     hn::StoreU(a, d, dst + x);
-    if (x == n - N) break;
   }
+}
+
+template <class T>
+void MinMaxRows(T* dst, const T* const* src, int k, int64_t n, bool max) {
+  if (max)
+    MinMaxRowsT<true>(dst, src, k, n);
+  else
+    MinMaxRowsT<false>(dst, src, k, n);
 }
 
 void MinMaxRowsU8(uint8_t* dst, const uint8_t* const* src, int k, int64_t n, bool max) {
@@ -88,13 +172,29 @@ void DotRows(float* dst, const float* const* src, const float* w, int k, float b
   const auto N = static_cast<int64_t>(hn::Lanes(d));
   int64_t x = 0;
   if (n >= N) {
-    for (;; x += N) {
+    const auto b = hn::Set(d, bias);
+    for (; x + 4 * N <= n; x += 4 * N) {  // four independent FMA chains
+      auto a0 = b, a1 = b, a2 = b, a3 = b;
+      for (int i = 0; i < k; ++i) {
+        const auto wi = hn::Set(d, w[i]);
+        const float* p = src[i] + x;
+        a0 = hn::MulAdd(wi, hn::LoadU(d, p), a0);
+        a1 = hn::MulAdd(wi, hn::LoadU(d, p + N), a1);
+        a2 = hn::MulAdd(wi, hn::LoadU(d, p + 2 * N), a2);
+        a3 = hn::MulAdd(wi, hn::LoadU(d, p + 3 * N), a3);
+      }
+      hn::StoreU(a0, d, dst + x);
+      hn::StoreU(a1, d, dst + x + N);
+      hn::StoreU(a2, d, dst + x + 2 * N);
+      hn::StoreU(a3, d, dst + x + 3 * N);
+    }
+    for (; x < n; x += N) {
       x = std::min(x, n - N);
-      auto a = hn::Set(d, bias);
+      auto a = b;
       for (int i = 0; i < k; ++i) a = hn::MulAdd(hn::Set(d, w[i]), hn::LoadU(d, src[i] + x), a);
       hn::StoreU(a, d, dst + x);
-      if (x == n - N) return;
     }
+    return;
   }
   for (; x < n; ++x) {
     float a = bias;
@@ -126,35 +226,44 @@ void F32ToU8(uint8_t* dst, const float* src, int64_t n) {
   for (; x < n; ++x) dst[x] = round_u8(src[x]);
 }
 
-template <class T>
-void MedianRows(T* dst, const T* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
+template <class V>
+HWY_INLINE void CompareExchange(V& a, V& b) {
+  const V lo = hn::Min(a, b);
+  b = hn::Max(a, b);
+  a = lo;
+}
+
+template <int K, class V, size_t... I>
+HWY_INLINE void ApplyNetwork(V* v, std::index_sequence<I...>) {
+  (CompareExchange(v[kMedianNet<K>.a[I]], v[kMedianNet<K>.b[I]]), ...);
+}
+
+/// The network unrolled at compile time: the K vectors stay in registers where they fit.
+template <int K, class T>
+void MedianRowsK(T* dst, const T* const* src, int64_t n) {
 #if HWY_HAVE_SCALABLE || HWY_TARGET == HWY_SCALAR
-  median_scalar(dst, src, k, pairs, npairs, 0, n);
+  median_scalar<K>(dst, src, 0, n);
 #else
   const hn::ScalableTag<T> d;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
-  if (n < N) return median_scalar(dst, src, k, pairs, npairs, 0, n);
-  hn::Vec<decltype(d)> v[64];
-  for (int64_t x = 0;; x += N) {
+  if (n < N) return median_scalar<K>(dst, src, 0, n);
+  for (int64_t x = 0; x < n; x += N) {
     x = std::min(x, n - N);
-    for (int i = 0; i < k; ++i) v[i] = hn::LoadU(d, src[i] + x);
-    for (int p = 0; p < npairs; ++p) {
-      const auto a = v[pairs[2 * p]], b = v[pairs[2 * p + 1]];
-      v[pairs[2 * p]] = hn::Min(a, b);
-      v[pairs[2 * p + 1]] = hn::Max(a, b);
-    }
-    hn::StoreU(v[k / 2], d, dst + x);
-    if (x == n - N) break;
+    hn::Vec<decltype(d)> v[K];
+    for (int i = 0; i < K; ++i) v[i] = hn::LoadU(d, src[i] + x);
+    ApplyNetwork<K>(v, std::make_index_sequence<kMedianNet<K>.n>{});
+    hn::StoreU(v[K / 2], d, dst + x);
   }
 #endif
 }
 
-void MedianRowsU8(uint8_t* dst, const uint8_t* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
-  MedianRows(dst, src, k, pairs, npairs, n);
+template <class T>
+void MedianRows(T* dst, const T* const* src, int k, int64_t n) {
+  median_by_size(dst, src, k, n, [&](auto kc) { MedianRowsK<decltype(kc)::value>(dst, src, n); });
 }
-void MedianRowsF32(float* dst, const float* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
-  MedianRows(dst, src, k, pairs, npairs, n);
-}
+
+void MedianRowsU8(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) { MedianRows(dst, src, k, n); }
+void MedianRowsF32(float* dst, const float* const* src, int k, int64_t n) { MedianRows(dst, src, k, n); }
 
 }  // namespace kiln::vision::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -180,11 +289,11 @@ void dot_rows(float* dst, const float* const* src, const float* w, int k, float 
 }
 void u8_to_f32(float* dst, const uint8_t* src, int64_t n) { HWY_DYNAMIC_DISPATCH(U8ToF32)(dst, src, n); }
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) { HWY_DYNAMIC_DISPATCH(F32ToU8)(dst, src, n); }
-void median_rows(uint8_t* dst, const uint8_t* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(MedianRowsU8)(dst, src, k, pairs, npairs, n);
+void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MedianRowsU8)(dst, src, k, n);
 }
-void median_rows(float* dst, const float* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(MedianRowsF32)(dst, src, k, pairs, npairs, n);
+void median_rows(float* dst, const float* const* src, int k, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(MedianRowsF32)(dst, src, k, n);
 }
 }  // namespace kiln::vision::detail
 #endif
@@ -211,11 +320,11 @@ void u8_to_f32(float* dst, const uint8_t* src, int64_t n) {
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) {
   for (int64_t x = 0; x < n; ++x) dst[x] = round_u8(src[x]);
 }
-void median_rows(uint8_t* dst, const uint8_t* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
-  median_scalar(dst, src, k, pairs, npairs, 0, n);
+void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
+  median_by_size(dst, src, k, n, [&](auto kc) { median_scalar<decltype(kc)::value>(dst, src, 0, n); });
 }
-void median_rows(float* dst, const float* const* src, int k, const uint8_t* pairs, int npairs, int64_t n) {
-  median_scalar(dst, src, k, pairs, npairs, 0, n);
+void median_rows(float* dst, const float* const* src, int k, int64_t n) {
+  median_by_size(dst, src, k, n, [&](auto kc) { median_scalar<decltype(kc)::value>(dst, src, 0, n); });
 }
 }  // namespace kiln::vision::detail
 

@@ -21,9 +21,9 @@ void u8_to_f32(float* dst, const uint8_t* src, int64_t n);
 /// dst[x] = src[x] rounded half to even and saturated to [0, 255].
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n);
 
-/// dst[x] = the median of src[i][x] over i < k (k odd): the network `pairs` (npairs
-/// compare-exchanges (a, b): a gets the smaller, b the larger) leaves it in element k / 2.
-void median_rows(uint8_t* dst, const uint8_t* const* src, int k, const uint8_t* pairs, int npairs, int64_t n);
-void median_rows(float* dst, const float* const* src, int k, const uint8_t* pairs, int npairs, int64_t n);
+/// dst[x] = the median of src[i][x] over i < k, k = 1, 9, 25 or 49 (square windows of 1 to 7),
+/// by a selection network.
+void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n);
+void median_rows(float* dst, const float* const* src, int k, int64_t n);
 
 }  // namespace kiln::vision::detail
