@@ -145,6 +145,14 @@ if [ -x "$STORE_BENCH" ]; then
   rm -f "$RAW/model.pth" "$RAW"/*.safetensors
 fi
 
+# ---- the remote device on loopback: per-op cost, read round trip, 256 MB upload and download
+# against a plain socket copy (kiln_bench_remote starts its own kiln-server; docs/remote.md) ----
+REMOTE_BENCH="$BUILD_DIR/bench/kiln_bench_remote"
+if [ -x "$REMOTE_BENCH" ]; then
+  echo "run.sh: remote"
+  "$REMOTE_BENCH" | tee "$RAW/remote.tsv" || true
+fi
+
 # ---- peak memory of a training step and its growth over BENCH_MEM_STEPS steps: each model in a
 # fresh process (Kiln, then PyTorch), 1 thread; see kiln_bench_train.cpp for the method ----
 MEM_STEPS=${BENCH_MEM_STEPS:-1000}

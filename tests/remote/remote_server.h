@@ -67,7 +67,8 @@ class ServerProcess {
            ("kiln_remote_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
     std::filesystem::create_directories(dir_);
     std::random_device rd;
-    token_ = "t" + std::to_string(rd()) + std::to_string(rd());
+    token_ = std::to_string(rd());  // (appended piece by piece: GCC 12's -Wrestrict misfires on a + b + c at -O3)
+    token_ += std::to_string(rd());
     std::ofstream(dir_ / "token") << token_ << "\n";
     std::vector<std::string> argv{
         KILN_SERVER_TOOL, "--device", device, "--listen", "127.0.0.1:0", "--token-file", (dir_ / "token").string()};
