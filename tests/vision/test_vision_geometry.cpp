@@ -125,5 +125,20 @@ TEST(VisionPerspective, GradientEmptyAndBadInput) {
   expect_error([&] { vision::perspective_transform(zeros({3, 2}), line); }, "vision::perspective_transform", "[3, 2]");
 }
 
+TEST(VisionNewOps, NonContiguousInputsGiveTheContiguousResult) {
+  const Tensor x = rand({2, 3, 9, 11}).transpose(2, 3);  // [2, 3, 11, 9], a strided view
+  ASSERT_FALSE(x.is_contiguous());
+  const Tensor c = x.contiguous();
+  EXPECT_TRUE(equal(vision::resize(x, {5, 4}, "bicubic"), vision::resize(c, {5, 4}, "bicubic")));
+  EXPECT_TRUE(equal(vision::rotate(x, 20, {.interpolation = "bilinear"}),
+                    vision::rotate(c, 20, {.interpolation = "bilinear"})));
+  const Tensor m = tensor<double>({1.1, 0.1, -0.5, 0.05, 0.9, 0.3, 0.01, -0.02, 1.0}, {3, 3});
+  EXPECT_TRUE(equal(vision::warp_perspective(x, m, {6, 7}), vision::warp_perspective(c, m, {6, 7})));
+  EXPECT_TRUE(equal(vision::bilateral_filter(x, 5, 0.2, 2), vision::bilateral_filter(c, 5, 0.2, 2)));
+  EXPECT_TRUE(equal(vision::rgb_to_lab(x), vision::rgb_to_lab(c)));
+  const Tensor w = rand({4, 3, 3, 3}), off = rand({2, 18, 7, 9}).transpose(2, 3);
+  EXPECT_TRUE(equal(vision::deform_conv2d(x, off, w), vision::deform_conv2d(c, off.contiguous(), w)));
+}
+
 }  // namespace
 }  // namespace kiln
