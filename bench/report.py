@@ -357,6 +357,7 @@ def conv_section(t, kiln, torch, have_torch):
 def main():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import report_more as rm  # the bench owner's sections (imports helpers from this module)
+    import report_vision as rv  # kiln::vision against OpenCV
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -471,6 +472,7 @@ def main():
         out += rm.conv_more_section(t, kiln, torch, have_torch)
         out += autodiff_section(t, kiln, torch, have_torch)  # autodiff block
     out += rm.fusion_section(a.dir, threads, data)
+    out += rv.vision_section(a.dir)  # kiln::vision against OpenCV (report_vision.py)
     out += mem_lines
     out += rm.callgrind_section(a.dir)
     out += ecr_lines

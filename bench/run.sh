@@ -123,6 +123,23 @@ if [ -x "$FUSION_BENCH" ]; then
   unset OMP_NUM_THREADS MKL_NUM_THREADS OPENBLAS_NUM_THREADS KILN_NUM_THREADS
 fi
 
+# ---- kiln::vision against OpenCV (issue 36): kiln_bench_vision and bench/cv_vision_bench.py on the
+# same 512 x 512 image, 1 thread each, alternated BENCH_VISION_ROUNDS times (default 3) so that
+# other load on the machine hits both; report_vision.py keeps each case's best. OpenCV is
+# Debian's python3-opencv (installed when python3 cannot import cv2) ----
+VISION_BENCH="$BUILD_DIR/bench/kiln_bench_vision"
+if [ -x "$VISION_BENCH" ]; then
+  python3 -c 'import cv2' 2> /dev/null || apt_install python3-opencv ||
+    echo "run.sh: could not install python3-opencv; the vision table will show Kiln only" >&2
+  for r in $(seq "${BENCH_VISION_ROUNDS:-3}"); do
+    echo "run.sh: vision, round $r"
+    KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 "$VISION_BENCH" --threads 1 --reps "$REPS" | tee "$RAW/vision_kiln.$r.tsv"
+    if python3 -c 'import cv2' 2> /dev/null; then
+      OMP_NUM_THREADS=1 python3 bench/cv_vision_bench.py --threads 1 --reps "$REPS" | tee "$RAW/vision_cv.$r.tsv"
+    fi
+  done
+fi
+
 # ---- compile time of a model file (no ccache: the compiler itself) ----------------------------
 COMPILE_CMD="$CXX -std=c++20 -O2 -Iinclude -c bench/compile_model.cpp -o $RAW/compile_model.o"
 echo "compile_cmd=${COMPILE_CMD/$RAW\//}" >> "$RAW/meta.txt"
