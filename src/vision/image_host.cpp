@@ -355,8 +355,7 @@ Tensor gray_host(const Tensor& x) {
     if (x.dtype() == u8) {
       const uint8_t* s = host_ptr<uint8_t>(c) + b * 3 * area;
       uint8_t* d = host_out<uint8_t>(y) + b * area;
-      for (int64_t i = 0; i < area; ++i)
-        d[i] = static_cast<uint8_t>((s[i] * 4899 + s[area + i] * 9617 + s[2 * area + i] * 1868 + 8192) >> 14);
+      gray_u8(d, s, s + area, s + 2 * area, area);
     } else {
       const float* s = host_ptr<float>(c) + b * 3 * area;
       const float* ptrs[3] = {s, s + area, s + 2 * area};

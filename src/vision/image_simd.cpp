@@ -92,6 +92,10 @@ void median_by_size(T* dst, const T* const* src, int k, int64_t n, F&& body) {
   }
 }
 
+uint8_t gray_u8_scalar(int r, int g, int b) {
+  return static_cast<uint8_t>((r * 4899 + g * 9617 + b * 1868 + 8192) >> 14);
+}
+
 uint8_t round_u8(float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f)); }
 
 }  // namespace
@@ -226,6 +230,21 @@ void F32ToU8(uint8_t* dst, const float* src, int64_t n) {
   for (; x < n; ++x) dst[x] = round_u8(src[x]);
 }
 
+void GrayU8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t n) {
+  const hn::ScalableTag<int32_t> di;
+  const hn::Rebind<uint8_t, decltype(di)> du;
+  const auto N = static_cast<int64_t>(hn::Lanes(di));
+  const auto wr = hn::Set(di, 4899), wg = hn::Set(di, 9617), wb = hn::Set(di, 1868), half = hn::Set(di, 8192);
+  int64_t x = 0;
+  for (; x + N <= n; x += N) {
+    auto a = hn::Add(hn::Mul(hn::PromoteTo(di, hn::LoadU(du, r + x)), wr), half);
+    a = hn::Add(hn::Mul(hn::PromoteTo(di, hn::LoadU(du, g + x)), wg), a);
+    a = hn::Add(hn::Mul(hn::PromoteTo(di, hn::LoadU(du, b + x)), wb), a);
+    hn::StoreU(hn::DemoteTo(du, hn::ShiftRight<14>(a)), du, dst + x);
+  }
+  for (; x < n; ++x) dst[x] = gray_u8_scalar(r[x], g[x], b[x]);
+}
+
 template <class V>
 HWY_INLINE void CompareExchange(V& a, V& b) {
   const V lo = hn::Min(a, b);
@@ -246,7 +265,18 @@ void MedianRowsK(T* dst, const T* const* src, int64_t n) {
 #else
   const hn::ScalableTag<T> d;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
-  if (n < N) return median_scalar<K>(dst, src, 0, n);
+  if (n < N) {  // a row shorter than a vector: through a padded copy (the scalar network is slow)
+    HWY_ALIGN T buf[K * HWY_MAX_BYTES / sizeof(T)] = {};
+    HWY_ALIGN T out[HWY_MAX_BYTES / sizeof(T)];
+    const T* rows[K];
+    for (int i = 0; i < K; ++i) {
+      std::copy(src[i], src[i] + n, buf + i * N);
+      rows[i] = buf + i * N;
+    }
+    MedianRowsK<K>(out, rows, N);
+    std::copy(out, out + n, dst);
+    return;
+  }
   for (int64_t x = 0; x < n; x += N) {
     x = std::min(x, n - N);
     hn::Vec<decltype(d)> v[K];
@@ -275,6 +305,7 @@ HWY_EXPORT(MinMaxRowsF32);
 HWY_EXPORT(DotRows);
 HWY_EXPORT(U8ToF32);
 HWY_EXPORT(F32ToU8);
+HWY_EXPORT(GrayU8);
 HWY_EXPORT(MedianRowsU8);
 HWY_EXPORT(MedianRowsF32);
 
@@ -289,6 +320,9 @@ void dot_rows(float* dst, const float* const* src, const float* w, int k, float 
 }
 void u8_to_f32(float* dst, const uint8_t* src, int64_t n) { HWY_DYNAMIC_DISPATCH(U8ToF32)(dst, src, n); }
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) { HWY_DYNAMIC_DISPATCH(F32ToU8)(dst, src, n); }
+void gray_u8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GrayU8)(dst, r, g, b, n);
+}
 void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MedianRowsU8)(dst, src, k, n);
 }
@@ -319,6 +353,9 @@ void u8_to_f32(float* dst, const uint8_t* src, int64_t n) {
 }
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) {
   for (int64_t x = 0; x < n; ++x) dst[x] = round_u8(src[x]);
+}
+void gray_u8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t n) {
+  for (int64_t x = 0; x < n; ++x) dst[x] = gray_u8_scalar(r[x], g[x], b[x]);
 }
 void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
   median_by_size(dst, src, k, n, [&](auto kc) { median_scalar<decltype(kc)::value>(dst, src, 0, n); });

@@ -21,6 +21,9 @@ void u8_to_f32(float* dst, const uint8_t* src, int64_t n);
 /// dst[x] = src[x] rounded half to even and saturated to [0, 255].
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n);
 
+/// dst[x] = (4899 r[x] + 9617 g[x] + 1868 b[x] + 2^13) >> 14 (OpenCV's RGB to grey in u8).
+void gray_u8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t n);
+
 /// dst[x] = the median of src[i][x] over i < k, k = 1, 9, 25 or 49 (square windows of 1 to 7),
 /// by a selection network.
 void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n);
