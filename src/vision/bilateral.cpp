@@ -41,33 +41,54 @@ Taps disc(int64_t radius, double sigma_space) {
 }
 
 /// Filters one image [C, H, W] (C = 1 or 3) of values v into out. `colour(d)` is the colour
-/// weight of the L1 distance d.
-template <class T, class Colour>
-void filter_image(const T* v, T* out, int64_t c, int64_t h, int64_t w, const Taps& t, Colour colour) {
-  const int64_t plane = h * w;
+/// weight of the L1 distance d. Row by row, tap by tap, so the inner loop runs along x; each
+/// pixel still sums its taps in the disc's order, as OpenCV.
+template <int C, class T, class Colour>
+void filter_image(const T* v, T* out, int64_t h, int64_t w, const Taps& t, Colour colour) {
+  const int64_t plane = h * w, radius = -t.dy.front();
   const auto taps = static_cast<int64_t>(t.weight.size());
-  std::vector<int64_t> rows(static_cast<size_t>(taps)), cols(static_cast<size_t>(taps));
-  for (int64_t y = 0; y < h; ++y)
-    for (int64_t x = 0; x < w; ++x) {
-      float sum[3] = {0, 0, 0}, wsum = 0;
-      for (int64_t k = 0; k < taps; ++k) {
-        const int64_t p =
-            reflect101(y + t.dy[static_cast<size_t>(k)], h) * w + reflect101(x + t.dx[static_cast<size_t>(k)], w);
+  // Reflected row offsets and columns of every coordinate within radius of the image.
+  std::vector<int64_t> row(static_cast<size_t>(h + 2 * radius)), col(static_cast<size_t>(w + 2 * radius));
+  for (int64_t i = 0; i < h + 2 * radius; ++i) row[static_cast<size_t>(i)] = reflect101(i - radius, h) * w;
+  for (int64_t i = 0; i < w + 2 * radius; ++i) col[static_cast<size_t>(i)] = reflect101(i - radius, w);
+  std::vector<float> sum(static_cast<size_t>(C * w)), wsum(static_cast<size_t>(w));
+  for (int64_t y = 0; y < h; ++y) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    std::fill(wsum.begin(), wsum.end(), 0.0f);
+    const T* centre = v + y * w;
+    for (int64_t k = 0; k < taps; ++k) {
+      const T* src = v + row[static_cast<size_t>(y + radius + t.dy[static_cast<size_t>(k)])];
+      const int64_t* cols = col.data() + radius + t.dx[static_cast<size_t>(k)];
+      const float sw = t.weight[static_cast<size_t>(k)];
+      for (int64_t x = 0; x < w; ++x) {
+        const int64_t p = cols[x];
         float dist = 0;
-        for (int64_t ch = 0; ch < c; ++ch)
-          dist += std::abs(static_cast<float>(v[ch * plane + p]) - static_cast<float>(v[ch * plane + y * w + x]));
-        const float wt = t.weight[static_cast<size_t>(k)] * colour(dist);
-        wsum += wt;
-        for (int64_t ch = 0; ch < c; ++ch) sum[ch] += static_cast<float>(v[ch * plane + p]) * wt;
+        for (int ch = 0; ch < C; ++ch)
+          dist += std::abs(static_cast<float>(src[ch * plane + p]) - static_cast<float>(centre[ch * plane + x]));
+        const float wt = sw * colour(dist);
+        wsum[static_cast<size_t>(x)] += wt;
+        for (int ch = 0; ch < C; ++ch)
+          sum[static_cast<size_t>(ch * w + x)] += static_cast<float>(src[ch * plane + p]) * wt;
       }
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float r = sum[ch] / wsum;
+    }
+    for (int ch = 0; ch < C; ++ch)
+      for (int64_t x = 0; x < w; ++x) {
+        const float r = sum[static_cast<size_t>(ch * w + x)] / wsum[static_cast<size_t>(x)];
         if constexpr (std::is_same_v<T, uint8_t>)
           out[ch * plane + y * w + x] = static_cast<uint8_t>(std::clamp(std::nearbyint(r), 0.0f, 255.0f));
         else
           out[ch * plane + y * w + x] = static_cast<T>(r);
       }
-    }
+  }
+}
+
+/// filter_image for c = 1 or 3 channels.
+template <class T, class Colour>
+void filter_any(const T* v, T* out, int64_t c, int64_t h, int64_t w, const Taps& t, Colour colour) {
+  if (c == 1)
+    filter_image<1>(v, out, h, w, t, colour);
+  else
+    filter_image<3>(v, out, h, w, t, colour);
 }
 
 }  // namespace
@@ -91,8 +112,8 @@ Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double s
     const std::vector<uint8_t> v = x.contiguous().to_vector<uint8_t>();
     std::vector<uint8_t> out(v.size());
     for (int64_t b = 0; b < n; ++b)
-      filter_image(v.data() + b * img, out.data() + b * img, c, h, w, t,
-                   [&](float dist) { return table[static_cast<size_t>(dist)]; });
+      filter_any(v.data() + b * img, out.data() + b * img, c, h, w, t,
+                 [&](float dist) { return table[static_cast<size_t>(dist)]; });
     return tensor(out, x.shape(), x.device());
   }
   const std::vector<float> v = x.to(f32).contiguous().to_vector<float>();
@@ -114,7 +135,7 @@ Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double s
       const double val = static_cast<double>(i) / scale;
       last = lut[static_cast<size_t>(i)] = static_cast<float>(std::exp(val * val * color_coeff));
     }
-    filter_image(src, out.data() + b * img, c, h, w, t, [&](float dist) {
+    filter_any(src, out.data() + b * img, c, h, w, t, [&](float dist) {
       float alpha = dist * scale;
       const auto idx = std::min(static_cast<size_t>(std::floor(alpha)), static_cast<size_t>(bins));
       alpha -= static_cast<float>(idx);
