@@ -28,6 +28,7 @@
 // bounds, quota, shape inference) is checked by Session before anything runs.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,7 @@ struct Limits {
   uint64_t max_tensor_bytes = uint64_t{1} << 32;  ///< bytes of one buffer
   uint64_t quota_bytes = uint64_t{8} << 30;       ///< bytes of all live buffers of a session
   uint64_t max_records = uint64_t{1} << 20;       ///< records of one batch
+  uint64_t max_ops_per_s = 0;                     ///< ops a session may run per second (0: no limit); the server's own
 };
 
 struct Hello {
@@ -83,14 +85,15 @@ struct FrameWriter {
   }
   template <class T>
   void put(T v) {
-    const auto* b = reinterpret_cast<const uint8_t*>(&v);
-    out.insert(out.end(), b, b + sizeof(T));
+    put_bytes(&v, sizeof(T));
   }
   void put_str16(std::string_view s);
   void put_str32(std::string_view s);
   void put_bytes(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    out.insert(out.end(), b, b + n);
+    if (n == 0) return;
+    const size_t at = out.size();
+    out.resize(at + n);
+    std::memcpy(out.data() + at, p, n);
   }
 };
 

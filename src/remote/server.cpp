@@ -124,27 +124,25 @@ void serve(std::shared_ptr<Shared> sh, tcp::socket socket) {
     session = std::make_unique<Session>(sh->backend, sh->opt.limits, &sh->exec_mu);
     send_frame(*ch, encode_welcome(Welcome{kVersion, id, sh->device_name, sh->opt.limits}));
     sh->log(who + " opened (client '" + hello.client + "')");
-    std::vector<Reply> replies;
+    // Replies go out as the batch reaches them, each under the write timeout.
+    const Emit emit = [&](const Reply& r) {
+      std::vector<net::const_buffer> pieces{net::buffer(r.head)};
+      if (r.body_n) pieces.push_back(net::buffer(r.body, r.body_n));
+      dog.arm(sh->opt.write_timeout_s);
+      ch->write(pieces);
+      dog.disarm();
+    };
     for (;;) {
       dog.arm(sh->opt.idle_timeout_s);
       ch->read(buf);
       dog.disarm();
-      const auto* data = static_cast<const uint8_t*>(buf.data().data());
-      replies.clear();
       try {
-        session->run_batch(data, buf.size(), replies);
+        session->run_batch(static_cast<const uint8_t*>(buf.data().data()), buf.size(), emit);
       } catch (const Error& e) {  // a malformed frame: nothing of it ran
         end = std::string("refused a malformed frame: ") + e.what();
         refuse(*ch, e.what());
         break;
       }
-      dog.arm(sh->opt.write_timeout_s);
-      for (const Reply& r : replies) {
-        std::vector<net::const_buffer> pieces{net::buffer(r.head)};
-        if (r.body_n) pieces.push_back(net::buffer(r.body, r.body_n));
-        ch->write(pieces);
-      }
-      dog.disarm();
     }
   } catch (const boost::system::system_error& e) {
     if (dog.fired())

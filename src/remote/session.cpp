@@ -3,8 +3,10 @@
 // own buffers before it runs.
 #include "remote/session.h"
 
+#include <algorithm>
 #include <exception>
 #include <new>
+#include <thread>
 
 #include "core/checked.h"
 #include "kiln/error.h"
@@ -37,24 +39,23 @@ void Session::check_range(const Storage& s, uint64_t id, uint64_t offset, uint64
                   << " bytes");
 }
 
-void Session::run_batch(const uint8_t* data, size_t size, std::vector<Reply>& replies) {
+void Session::run_batch(const uint8_t* data, size_t size, const Emit& emit) {
   const std::vector<Record> records = decode_batch(data, size, limits_);  // throws: fatal
-  // A Read may answer from the buffer's memory itself (sent after the batch) only when nothing
-  // later in the batch changes that memory.
-  size_t last_change = 0;
-  for (size_t i = 0; i < records.size(); ++i)
-    if (records[i].tag == RecordTag::Write || records[i].tag == RecordTag::Exec || records[i].tag == RecordTag::Free)
-      last_change = i + 1;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const Record& r = records[i];
+  for (const Record& r : records) {
+    // Replies go out from here, outside the handlers of record errors: a failed send ends the batch.
+    if (r.tag == RecordTag::Read) {
+      read(r, emit);
+      continue;
+    }
+    if (r.tag == RecordTag::Sync) {
+      sync(emit);
+      continue;
+    }
     // After an error, work is skipped until it is reported; allocations and frees still run so
     // that the session's ids stay the client's.
     if (!error_.empty() && (r.tag == RecordTag::Write || r.tag == RecordTag::Exec)) continue;
     try {
-      if (r.tag == RecordTag::Read)
-        read(r, replies, i >= last_change);
-      else
-        apply(r, replies);
+      apply(r);
     } catch (const std::bad_alloc&) {
       if (error_.empty()) error_ = "[remote] the server is out of memory";
     } catch (const std::exception& e) {
@@ -63,7 +64,17 @@ void Session::run_batch(const uint8_t* data, size_t size, std::vector<Reply>& re
   }
 }
 
-void Session::apply(const Record& r, std::vector<Reply>& replies) {
+void Session::run_batch(const uint8_t* data, size_t size, std::vector<Reply>& replies) {
+  run_batch(data, size, [&](const Reply& r) {
+    Reply c(r.head);
+    c.owned.assign(static_cast<const uint8_t*>(r.body), static_cast<const uint8_t*>(r.body) + r.body_n);
+    c.body = c.owned.data();
+    c.body_n = r.body_n;
+    replies.push_back(std::move(c));
+  });
+}
+
+void Session::apply(const Record& r) {
   switch (r.tag) {
     case RecordTag::Alloc:
       return alloc(r);
@@ -87,23 +98,23 @@ void Session::apply(const Record& r, std::vector<Reply>& replies) {
     case RecordTag::Exec:
       return exec(r);
     case RecordTag::Read:
-      return read(r, replies, false);
-    case RecordTag::Sync: {
-      {
-        std::lock_guard<std::mutex> lock(*exec_mu_);
-        if (error_.empty()) {
-          try {
-            backend_->sync();
-          } catch (const std::exception& e) {
-            error_ = e.what();
-          }
-        }
-      }
-      replies.push_back(Reply{encode_status(error_)});
-      error_.clear();
-      return;
+    case RecordTag::Sync:
+      return;  // run_batch answers them
+  }
+}
+
+void Session::sync(const Emit& emit) {
+  if (error_.empty()) {
+    try {
+      std::lock_guard<std::mutex> lock(*exec_mu_);
+      backend_->sync();
+    } catch (const std::exception& e) {
+      error_ = e.what();
     }
   }
+  const Reply rep(encode_status(error_));
+  error_.clear();
+  emit(rep);
 }
 
 void Session::alloc(const Record& r) {
@@ -121,7 +132,24 @@ void Session::alloc(const Record& r) {
   bufs_.emplace(r.id, std::move(s));
 }
 
+// Ops are counted in windows of 100 ms; a session past its share of a window waits for the next.
+void Session::throttle() {
+  if (limits_.max_ops_per_s == 0) return;
+  const uint64_t per_window = std::max<uint64_t>(1, limits_.max_ops_per_s / 10);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - window_ >= std::chrono::milliseconds(100)) {
+    window_ = now;
+    window_ops_ = 0;
+  }
+  if (++window_ops_ > per_window) {
+    std::this_thread::sleep_until(window_ + std::chrono::milliseconds(100));
+    window_ = std::chrono::steady_clock::now();
+    window_ops_ = 1;
+  }
+}
+
 void Session::exec(const Record& r) {
+  throttle();
   const ir::Op& op = r.op;
   const std::string_view name = ir::op_name(op.kind);
   const int nin = ir::op_num_inputs(op.kind), nout = ir::op_num_outputs(op.kind);
@@ -172,33 +200,35 @@ void Session::exec(const Record& r) {
   execute_op(backend_, op, in.data(), out.data());
 }
 
-void Session::read(const Record& r, std::vector<Reply>& replies, bool in_place) {
+void Session::read(const Record& r, const Emit& emit) {
+  Reply rep;
   if (error_.empty()) {
     try {
       Storage& s = find(r.id, "read");
       check_range(s, r.id, r.offset, r.n, "read");
-      Reply rep{encode_data_header(true)};
+      rep.head = encode_data_header(true);
+      // The buffer's memory is read after the lock is released: only this session's thread
+      // changes this session's buffers, and it is here until the reply is sent.
       std::lock_guard<std::mutex> lock(*exec_mu_);
-      std::shared_ptr<Storage> keep = bufs_.at(r.id);
-      if (void* host = r.n && in_place ? backend_->host_data(s) : nullptr) {
+      if (void* host = r.n ? backend_->host_data(s) : nullptr) {
         rep.body = static_cast<const char*>(host) + r.offset;
-        rep.keep = std::move(keep);
       } else {
         rep.owned.resize(r.n);
         if (r.n) backend_->read(s, r.offset, rep.owned.data(), r.n);
         rep.body = rep.owned.data();
       }
       rep.body_n = r.n;
-      replies.push_back(std::move(rep));
-      return;
     } catch (const std::bad_alloc&) {
       error_ = "[remote] the server is out of memory";
     } catch (const std::exception& e) {
       error_ = e.what();
     }
   }
-  replies.push_back(Reply{encode_data_error(error_)});
-  error_.clear();
+  if (!error_.empty()) {
+    rep = Reply(encode_data_error(error_));
+    error_.clear();
+  }
+  emit(rep);
 }
 
 }  // namespace kiln::remote

@@ -86,6 +86,7 @@ class ServerProcess {
   }
   bool ok() const { return pid_ > 0 && port_ > 0; }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string url() const { return "ws://127.0.0.1:" + std::to_string(port_); }
   const std::string& token() const { return token_; }
   std::string log_path() const { return (dir_ / "log").string(); }

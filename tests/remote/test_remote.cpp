@@ -350,6 +350,25 @@ TEST(RemoteFaults, ClientKilledDuringARead) {
   expect_serves(s);
 }
 
+TEST(RemoteFaults, AnUnresponsiveServerTimesOut) {
+  ServerProcess s;
+  ASSERT_TRUE(s.ok()) << s.log();
+  RemoteOptions o = opts(s);
+  o.timeout_s = 0.5;
+  const Device d = Device::remote(s.url(), o);
+  const Tensor x = tensor<float>({1, 2}, d);
+  sync(d);
+  kill(s.pid(), SIGSTOP);  // as if the network went quiet: no FIN, no reply
+  try {
+    (void)(x + 1.f).to_vector<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no reply from the server within"), std::string::npos) << e.what();
+  }
+  kill(s.pid(), SIGCONT);
+  expect_serves(s);
+}
+
 TEST(RemoteFaults, AnIdleSessionIsClosed) {
   ServerProcess s({"--idle-timeout", "0.3"});
   ASSERT_TRUE(s.ok()) << s.log();

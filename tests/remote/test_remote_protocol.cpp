@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -232,6 +233,21 @@ TEST(RemoteSession, BadRecordsSetTheErrorAndSkipWork) {
   ASSERT_EQ(fx.replies.size(), 2u);
   EXPECT_EQ(fx.status(1), "");
   EXPECT_EQ(fx.s->buffers(), 1u);
+}
+
+TEST(RemoteSession, OpRateIsLimited) {
+  Fixture fx;
+  fx.limits.max_ops_per_s = 100;  // 10 per 100 ms window
+  fx.s = std::make_unique<Session>(Device::cpu().without_fusion().backend(), fx.limits, &fx.mu);
+  BatchWriter b;
+  b.alloc(1, 16);
+  const uint64_t ids[1] = {1};
+  for (int i = 0; i < 25; ++i) b.exec(unary(ir::OpKind::Neg, {4}), ids, 1, ids, 1);
+  b.sync();
+  const auto t = std::chrono::steady_clock::now();
+  fx.run(b);
+  EXPECT_EQ(fx.status(), "");
+  EXPECT_GE(std::chrono::steady_clock::now() - t, std::chrono::milliseconds(190));  // two windows waited
 }
 
 // The seeds of the fuzz target: each is refused with kiln::Error or runs. KILN_REMOTE_WRITE_SEEDS=dir

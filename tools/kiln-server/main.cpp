@@ -4,7 +4,7 @@
 //
 //   kiln-server [--device cpu] [--listen 127.0.0.1:7410] (--token-file PATH | --insecure-no-auth)
 //               [--tls-cert C --tls-key K] [--max-frame-mb N] [--max-tensor-mb N] [--quota-mb N]
-//               [--idle-timeout S] [--max-sessions N] [--quiet]
+//               [--max-ops-per-s N] [--idle-timeout S] [--max-sessions N] [--quiet]
 //
 // Prints "kiln-server: listening on ws://HOST:PORT (device NAME)" on stdout once it accepts
 // clients (with --listen HOST:0 the port is the one the system chose).
@@ -25,7 +25,8 @@ void usage() {
   std::fprintf(stderr,
                "usage: kiln-server [--device cpu] [--listen 127.0.0.1:7410] (--token-file PATH | --insecure-no-auth)\n"
                "                   [--tls-cert CERT.pem --tls-key KEY.pem] [--max-frame-mb N] [--max-tensor-mb N]\n"
-               "                   [--quota-mb N] [--idle-timeout SECONDS] [--max-sessions N] [--quiet]\n");
+               "                   [--quota-mb N] [--max-ops-per-s N] [--idle-timeout SECONDS] [--max-sessions N]\n"
+               "                   [--quiet]\n");
 }
 
 /// The token: the file's first line, without surrounding whitespace.
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
         o.limits.max_tensor_bytes = megabytes(next());
       } else if (a == "--quota-mb") {
         o.limits.quota_bytes = megabytes(next());
+      } else if (a == "--max-ops-per-s") {
+        o.limits.max_ops_per_s = static_cast<uint64_t>(std::strtoull(next(), nullptr, 10));
       } else if (a == "--idle-timeout") {
         o.idle_timeout_s = std::strtod(next(), nullptr);
       } else if (a == "--max-sessions") {
