@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/vision/image.h"
@@ -45,6 +46,7 @@ Taps disc(int64_t radius, double sigma_space) {
 /// pixel still sums its taps in the disc's order, as OpenCV.
 template <int C, class T, class Colour>
 void filter_image(const T* v, T* out, int64_t h, int64_t w, const Taps& t, Colour colour) {
+  using Dist = std::conditional_t<std::is_same_v<T, uint8_t>, int, float>;
   const int64_t plane = h * w, radius = -t.dy.front();
   const auto taps = static_cast<int64_t>(t.weight.size());
   // Reflected row offsets and columns of every coordinate within radius of the image.
@@ -62,9 +64,9 @@ void filter_image(const T* v, T* out, int64_t h, int64_t w, const Taps& t, Colou
       const float sw = t.weight[static_cast<size_t>(k)];
       for (int64_t x = 0; x < w; ++x) {
         const int64_t p = cols[x];
-        float dist = 0;
+        Dist dist = 0;  // u8: exact integer distances index the colour table
         for (int ch = 0; ch < C; ++ch)
-          dist += std::abs(static_cast<float>(src[ch * plane + p]) - static_cast<float>(centre[ch * plane + x]));
+          dist += std::abs(static_cast<Dist>(src[ch * plane + p]) - static_cast<Dist>(centre[ch * plane + x]));
         const float wt = sw * colour(dist);
         wsum[static_cast<size_t>(x)] += wt;
         for (int ch = 0; ch < C; ++ch)
@@ -113,7 +115,7 @@ Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double s
     std::vector<uint8_t> out(v.size());
     for (int64_t b = 0; b < n; ++b)
       filter_any(v.data() + b * img, out.data() + b * img, c, h, w, t,
-                 [&](float dist) { return table[static_cast<size_t>(dist)]; });
+                 [&](int dist) { return table[static_cast<size_t>(dist)]; });
     return tensor(out, x.shape(), x.device());
   }
   const std::vector<float> v = x.to(f32).contiguous().to_vector<float>();
