@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "../fuzz/fuzz_remote.h"
 #include "remote/protocol.h"
@@ -325,6 +326,30 @@ TEST(RemoteFuzzCorpus, SeedsAreRefusedOrRun) {
     ++n;
   }
   EXPECT_GE(n, 7u) << "seeds missing in " << dir;
+}
+
+// KILN_REMOTE_STRESS=N: N random mutations of the seeds (bytes overwritten with hostile values,
+// pieces of two seeds spliced) through the fuzz target's body, for machines without libFuzzer.
+TEST(RemoteFuzzCorpus, RandomMutationsWhenAsked) {
+  const char* env = std::getenv("KILN_REMOTE_STRESS");
+  if (!env) GTEST_SKIP() << "set KILN_REMOTE_STRESS=N to run N mutations";
+  const auto seeds = seed_frames();
+  std::mt19937_64 rng(1);
+  const uint8_t hostile[] = {0, 1, 2, 3, 4, 5, 6, 7, 0x7f, 0x80, 0xfe, 0xff};
+  const long n = std::atol(env);
+  for (long i = 0; i < n; ++i) {
+    std::vector<uint8_t> f = seeds[rng() % seeds.size()].second;
+    if (rng() % 4 == 0) {  // splice the tail of another seed
+      const auto& g = seeds[rng() % seeds.size()].second;
+      const size_t at = rng() % (f.size() + 1), from = rng() % (g.size() + 1);
+      f.resize(at);
+      f.insert(f.end(), g.begin() + static_cast<std::ptrdiff_t>(from), g.end());
+    }
+    for (int k = static_cast<int>(rng() % 4); k >= 0 && !f.empty(); --k)
+      f[rng() % f.size()] = rng() % 2 ? hostile[rng() % sizeof hostile] : static_cast<uint8_t>(rng());
+    if (rng() % 8 == 0 && !f.empty()) f.resize(rng() % f.size());
+    ASSERT_NO_THROW(fuzz::run_remote_frame(f.data(), f.size())) << "mutation " << i;
+  }
 }
 
 }  // namespace
