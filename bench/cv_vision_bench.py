@@ -68,6 +68,7 @@ def main():
         ("vision/median5_u8", lambda: cv2.medianBlur(g8, 5)),
         ("vision/median5_f32", lambda: cv2.medianBlur(gf, 5)),
         ("vision/median7_u8", lambda: cv2.medianBlur(g8, 7)),
+        ("vision/median15_u8", lambda: cv2.medianBlur(g8, 15)),
         ("vision/rgb_to_gray_f32", lambda: cv2.cvtColor(rgbf, cv2.COLOR_RGB2GRAY)),
         ("vision/rgb_to_gray_u8", lambda: cv2.cvtColor(rgb8, cv2.COLOR_RGB2GRAY)),
         ("vision/components8_random",

@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
   run("vision/median5_u8", [&] { return vision::median_blur(g8, 5); });
   run("vision/median5_f32", [&] { return vision::median_blur(gf, 5); });
   run("vision/median7_u8", [&] { return vision::median_blur(g8, 7); });
+  run("vision/median15_u8", [&] { return vision::median_blur(g8, 15); });
   run("vision/rgb_to_gray_f32", [&] { return vision::rgb_to_gray(rgbf); });
   run("vision/rgb_to_gray_u8", [&] { return vision::rgb_to_gray(rgb8); });
   run("vision/components8_random", [&] { return vision::connected_components(fg, 8).labels; });

@@ -30,6 +30,7 @@ LABELS = {
     "vision/median5_u8": "`median_blur`, 5 × 5, u8",
     "vision/median5_f32": "`median_blur`, 5 × 5, f32",
     "vision/median7_u8": "`median_blur`, 7 × 7, u8",
+    "vision/median15_u8": "`median_blur`, 15 × 15, u8 (histogram)",
     "vision/rgb_to_gray_f32": "`rgb_to_gray`, f32",
     "vision/rgb_to_gray_u8": "`rgb_to_gray`, u8",
     "vision/components8_random": "`connected_components`, 8-connected, random half-full",

@@ -344,6 +344,50 @@ Tensor median_host_network(const Tensor& x, int64_t ksize) {
   return y;
 }
 
+namespace {
+
+/// Huang's median of u8 planes: along each row a 256-bin histogram of the window slides by one
+/// column (k values out, k in), and the median moves from the last one, tracking how many
+/// values of the window lie below it.
+void median_huang(const uint8_t* src, uint8_t* dst, int64_t planes, int64_t h, int64_t w, int64_t k) {
+  const int64_t r = k / 2, half = k * k / 2;
+  std::vector<const uint8_t*> rows(static_cast<size_t>(k));
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t dy = 0; dy < k; ++dy)
+        rows[static_cast<size_t>(dy)] = src + p * h * w + std::clamp<int64_t>(y + dy - r, 0, h - 1) * w;
+      uint8_t* d = dst + p * h * w + y * w;
+      int64_t hist[256] = {};
+      for (int64_t dx = -r; dx <= r; ++dx)
+        for (const uint8_t* row : rows) ++hist[row[std::clamp<int64_t>(dx, 0, w - 1)]];
+      int64_t m = 0, below = 0;  // the median and how many values are below it
+      while (below + hist[m] <= half) below += hist[m++];
+      d[0] = static_cast<uint8_t>(m);
+      for (int64_t x = 1; x < w; ++x) {
+        const int64_t out = std::max<int64_t>(x - r - 1, 0), in = std::min<int64_t>(x + r, w - 1);
+        for (const uint8_t* row : rows) {
+          --hist[row[out]];
+          below -= row[out] < m;
+          ++hist[row[in]];
+          below += row[in] < m;
+        }
+        while (below > half) below -= hist[--m];
+        while (below + hist[m] <= half) below += hist[m++];
+        d[x] = static_cast<uint8_t>(m);
+      }
+    }
+}
+
+}  // namespace
+
+Tensor median_host_histogram(const Tensor& x, int64_t ksize) {
+  const Tensor c = x.contiguous();
+  Tensor y = empty(x.shape(), {.dtype = u8, .device = x.device()});
+  if (x.numel() == 0) return y;
+  median_huang(host_ptr<uint8_t>(c), host_out<uint8_t>(y), x.size(0) * x.size(1), x.size(2), x.size(3), ksize);
+  return y;
+}
+
 // ---- grey ----------------------------------------------------------------------------------------
 
 Tensor gray_host(const Tensor& x) {

@@ -32,6 +32,8 @@ Tensor separable_host(const Tensor& x, const std::vector<std::pair<std::vector<d
 
 /// Median of ksize x ksize windows (odd ksize <= 7), edges replicated, by a selection network.
 Tensor median_host_network(const Tensor& x, int64_t ksize);
+/// The same for u8 x and any odd ksize by a sliding histogram (Huang's algorithm).
+Tensor median_host_histogram(const Tensor& x, int64_t ksize);
 
 /// Y = 0.299 R + 0.587 G + 0.114 B of x [N, 3, H, W] (u8: OpenCV's fixed point).
 Tensor gray_host(const Tensor& x);

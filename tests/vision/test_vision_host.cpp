@@ -110,11 +110,12 @@ TEST(VisionHost, FiltersMatchTensorOps) {
 TEST(VisionHost, MedianMatchesTensorOps) {
   uint64_t seed = 40;
   for (const Shape& s : kShapes)
-    for (int k : {3, 5, 7}) {
+    for (int k : {3, 5, 7, 9, 15}) {
       SCOPED_TRACE(to_string(s) + " k " + std::to_string(k));
       const Tensor x = rand_image(s, seed++);
-      expect_paths_agree(
-          x, [&](const Tensor& v) { return vision::median_blur(v, k); }, 0);
+      if (k <= 7)  // the tensor-op median of 81 or 225 views is slow; u8 against f32 covers those
+        expect_paths_agree(
+            x, [&](const Tensor& v) { return vision::median_blur(v, k); }, 0);
       expect_close(vision::median_blur(x.detach().to(u8), k), vision::median_blur(x.detach(), k), 0);
     }
 }
