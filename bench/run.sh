@@ -129,13 +129,22 @@ fi
 # Debian's python3-opencv (installed when python3 cannot import cv2) ----
 VISION_BENCH="$BUILD_DIR/bench/kiln_bench_vision"
 if [ -x "$VISION_BENCH" ]; then
-  python3 -c 'import cv2' 2> /dev/null || apt_install python3-opencv ||
-    echo "run.sh: could not install python3-opencv; the vision table will show Kiln only" >&2
+  CVPY=""  # an interpreter that imports cv2: python3, else Debian's (python3-opencv)
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import cv2' 2> /dev/null; then CVPY=$p && break; fi
+  done
+  if [ -z "$CVPY" ]; then
+    if apt_install python3-opencv && /usr/bin/python3 -c 'import cv2' 2> /dev/null; then
+      CVPY=/usr/bin/python3
+    else
+      echo "run.sh: could not install python3-opencv; the vision table will show Kiln only" >&2
+    fi
+  fi
   for r in $(seq "${BENCH_VISION_ROUNDS:-3}"); do
     echo "run.sh: vision, round $r"
     KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 "$VISION_BENCH" --threads 1 --reps "$REPS" | tee "$RAW/vision_kiln.$r.tsv"
-    if python3 -c 'import cv2' 2> /dev/null; then
-      OMP_NUM_THREADS=1 python3 bench/cv_vision_bench.py --threads 1 --reps "$REPS" | tee "$RAW/vision_cv.$r.tsv"
+    if [ -n "$CVPY" ]; then
+      OMP_NUM_THREADS=1 "$CVPY" bench/cv_vision_bench.py --threads 1 --reps "$REPS" | tee "$RAW/vision_cv.$r.tsv"
     fi
   done
 fi
