@@ -136,6 +136,24 @@ void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<R
   }
 }
 
+/// One erosion or dilation of a plane by a full kh x kw rectangle, separably: the min (max) of
+/// the window's rows into a row padded with the identity, then along the row into dst.
+template <class T>
+void morph_rect_plane(const T* src, T* dst, int64_t h, int64_t w, int64_t kh, int64_t kw, bool dilate,
+                      std::vector<T>& row) {
+  const int64_t ay = kh / 2, ax = kw / 2;
+  row.assign(static_cast<size_t>(w + kw - 1), identity<T>(dilate));
+  std::vector<const T*> vp(static_cast<size_t>(kh)), hp(static_cast<size_t>(kw));
+  for (int64_t j = 0; j < kw; ++j) hp[static_cast<size_t>(j)] = row.data() + j;
+  for (int64_t y = 0; y < h; ++y) {
+    int k = 0;
+    for (int64_t sy = std::max<int64_t>(y - ay, 0); sy < std::min(h, y - ay + kh); ++sy)
+      vp[static_cast<size_t>(k++)] = src + sy * w;
+    minmax_rows(row.data() + ax, vp.data(), k, w, dilate);
+    minmax_rows(dst + y * w, hp.data(), static_cast<int>(kw), w, dilate);
+  }
+}
+
 template <class T>
 void morph_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, const std::vector<Run>& runs, int64_t kh,
                   int64_t kw, bool dilate, int64_t iterations) {
@@ -144,6 +162,8 @@ void morph_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, co
     if (r.len > 1 && std::find(lens.begin(), lens.end(), r.len) == lens.end()) lens.push_back(r.len);
   std::vector<Run> rs = runs;
   for (Run& r : rs) r.l = r.len == 1 ? 0 : std::find(lens.begin(), lens.end(), r.len) - lens.begin() + 1;
+  const bool rect = static_cast<int64_t>(runs.size()) == kh &&
+                    std::all_of(runs.begin(), runs.end(), [&](const Run& r) { return r.len == kw; });
   std::vector<T> a, b, tmp;
   for (int64_t p = 0; p < planes; ++p) {
     const T* in = src + p * h * w;
@@ -152,7 +172,10 @@ void morph_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, co
       T* o = it == iterations - 1 ? out
                                   : (it % 2 ? (b.resize(static_cast<size_t>(h * w)), b.data())
                                             : (a.resize(static_cast<size_t>(h * w)), a.data()));
-      morph_plane(in, o, h, w, rs, lens, kh, kw, dilate, tmp);
+      if (rect)
+        morph_rect_plane(in, o, h, w, kh, kw, dilate, tmp);
+      else
+        morph_plane(in, o, h, w, rs, lens, kh, kw, dilate, tmp);
       in = o;
     }
   }
