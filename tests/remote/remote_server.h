@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -57,6 +58,27 @@ inline std::string read_line(int fd, double seconds) {
     line += c;
   }
   return line;
+}
+
+/// Waits up to `seconds` until every thread of process `pid` is stopped (SIGSTOP takes effect
+/// asynchronously); false on timeout.
+inline bool wait_stopped(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (std::chrono::steady_clock::now() < end) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream f(t.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const size_t paren = stat.rfind(')');  // "pid (name) S ...": the state follows the name
+      all = all && paren != std::string::npos && paren + 2 < stat.size() &&
+            (stat[paren + 2] == 'T' || stat[paren + 2] == 't');
+    }
+    if (all && !ec) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 class ServerProcess {

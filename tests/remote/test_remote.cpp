@@ -359,6 +359,7 @@ TEST(RemoteFaults, AnUnresponsiveServerTimesOut) {
   const Tensor x = tensor<float>({1, 2}, d);
   sync(d);
   kill(s.pid(), SIGSTOP);  // as if the network went quiet: no FIN, no reply
+  ASSERT_TRUE(test::wait_stopped(s.pid(), 5));
   try {
     (void)(x + 1.f).to_vector<float>();
     ADD_FAILURE() << "no error";
