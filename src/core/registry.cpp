@@ -158,6 +158,8 @@ Device Device::from_string(const std::string& name) {
         if (name.compare(0, colon, n) == 0 && n.size() == colon) make_at = m;
     }
     if (make_at) return make_at(name.substr(colon + 1));
+    KILN_CHECK(name.compare(0, colon, "remote") != 0, "Device",
+               "this build has no remote device for '" << name << "' (KILN_WITH_REMOTE: libboost-dev, libssl-dev)");
   }
   const std::string base = name.substr(0, colon), idx = colon == std::string::npos ? "0" : name.substr(colon + 1);
   const bool digits = !idx.empty() && idx.size() < 10 && idx.find_first_not_of("0123456789") == std::string::npos;
