@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "core/backend.h"
+#include "core/parallel.h"
 #include "kiln/ops.h"
 #include "vision/image_simd.h"
 
@@ -64,6 +65,21 @@ struct Ring {
   static int64_t base_of(int64_t first, int64_t k) { return ((first % k) + k) % k; }
 };
 
+/// Calls f(plane, y0, y1) over row ranges covering every row of every plane, on the intra-op
+/// threads (each range computes its own ring, so ranges are independent and results do not
+/// depend on the thread count).
+template <class F>
+void for_rows(int64_t planes, int64_t h, int64_t w, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(w, 1));
+  parallel_for(planes * h, grain, [&](int64_t b, int64_t e) {
+    while (b < e) {
+      const int64_t p = b / h, y0 = b % h, y1 = std::min(h, y0 + (e - b));
+      f(p, y0, y1);
+      b += y1 - y0;
+    }
+  });
+}
+
 // ---- morphology ----------------------------------------------------------------------------------
 
 /// A run of consecutive cells of the element: row i, columns [j, j + len).
@@ -107,10 +123,12 @@ void window_minmax(const T* p, T* out, int64_t len, int64_t n, bool max, std::ve
 /// and, after it, its window min/max for each distinct run length (lens[l - 1] in sub-row l).
 template <class T>
 void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<Run>& runs,
-                 const std::vector<int64_t>& lens, int64_t kh, int64_t kw, bool dilate, std::vector<T>& tmp) {
+                 const std::vector<int64_t>& lens, int64_t kh, int64_t kw, bool dilate, int64_t y0, int64_t y1) {
   const int64_t ay = kh / 2, ax = kw / 2, pw = w + kw - 1;
   const T fill = identity<T>(dilate);
   Ring<T> ring(kh, pw * static_cast<int64_t>(lens.size() + 1));
+  ring.next = std::max<int64_t>(0, y0 - ay);
+  std::vector<T> tmp;
   auto prepare = [&](int64_t sy, T* p) {
     std::fill(p, p + ax, fill);
     std::memcpy(p + ax, src + sy * w, static_cast<size_t>(w) * sizeof(T));
@@ -119,7 +137,7 @@ void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<R
       window_minmax(p, p + static_cast<int64_t>(l + 1) * pw, lens[l], pw - lens[l] + 1, dilate, tmp);
   };
   std::vector<const T*> ptrs(runs.size());
-  for (int64_t y = 0; y < h; ++y) {
+  for (int64_t y = y0; y < y1; ++y) {
     ring.advance(std::min(h - 1, y - ay + kh - 1), prepare);
     const int64_t base = Ring<T>::base_of(y - ay, kh);
     int k = 0;
@@ -139,13 +157,13 @@ void morph_plane(const T* src, T* dst, int64_t h, int64_t w, const std::vector<R
 /// One erosion or dilation of a plane by a full kh x kw rectangle, separably: the min (max) of
 /// the window's rows into a row padded with the identity, then along the row into dst.
 template <class T>
-void morph_rect_plane(const T* src, T* dst, int64_t h, int64_t w, int64_t kh, int64_t kw, bool dilate,
-                      std::vector<T>& row) {
+void morph_rect_plane(const T* src, T* dst, int64_t h, int64_t w, int64_t kh, int64_t kw, bool dilate, int64_t y0,
+                      int64_t y1) {
   const int64_t ay = kh / 2, ax = kw / 2;
-  row.assign(static_cast<size_t>(w + kw - 1), identity<T>(dilate));
+  std::vector<T> row(static_cast<size_t>(w + kw - 1), identity<T>(dilate));
   std::vector<const T*> vp(static_cast<size_t>(kh)), hp(static_cast<size_t>(kw));
   for (int64_t j = 0; j < kw; ++j) hp[static_cast<size_t>(j)] = row.data() + j;
-  for (int64_t y = 0; y < h; ++y) {
+  for (int64_t y = y0; y < y1; ++y) {
     int k = 0;
     for (int64_t sy = std::max<int64_t>(y - ay, 0); sy < std::min(h, y - ay + kh); ++sy)
       vp[static_cast<size_t>(k++)] = src + sy * w;
@@ -164,20 +182,19 @@ void morph_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, co
   for (Run& r : rs) r.l = r.len == 1 ? 0 : std::find(lens.begin(), lens.end(), r.len) - lens.begin() + 1;
   const bool rect = static_cast<int64_t>(runs.size()) == kh &&
                     std::all_of(runs.begin(), runs.end(), [&](const Run& r) { return r.len == kw; });
-  std::vector<T> a, b, tmp;
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* in = src + p * h * w;
-    T* out = dst + p * h * w;
-    for (int64_t it = 0; it < iterations; ++it) {
-      T* o = it == iterations - 1 ? out
-                                  : (it % 2 ? (b.resize(static_cast<size_t>(h * w)), b.data())
-                                            : (a.resize(static_cast<size_t>(h * w)), a.data()));
+  std::vector<T> a, b;  // between iterations
+  const T* in = src;
+  for (int64_t it = 0; it < iterations; ++it) {
+    std::vector<T>& buf = it % 2 ? b : a;
+    if (it < iterations - 1) buf.resize(static_cast<size_t>(planes * h * w));
+    T* out = it == iterations - 1 ? dst : buf.data();
+    for_rows(planes, h, w, [&](int64_t p, int64_t y0, int64_t y1) {
       if (rect)
-        morph_rect_plane(in, o, h, w, kh, kw, dilate, tmp);
+        morph_rect_plane(in + p * h * w, out + p * h * w, h, w, kh, kw, dilate, y0, y1);
       else
-        morph_plane(in, o, h, w, rs, lens, kh, kw, dilate, tmp);
-      in = o;
-    }
+        morph_plane(in + p * h * w, out + p * h * w, h, w, rs, lens, kh, kw, dilate, y0, y1);
+    });
+    in = out;
   }
 }
 
@@ -225,8 +242,8 @@ struct Term {
 /// The filter of Note [Row rings] with a ring slot holding one W-filtered row per term; the
 /// output row is one dot product over every term's rows.
 template <class T, class O>
-void filter_planes(const T* src, O* dst, int64_t planes, int64_t h, int64_t w, const std::vector<Term>& terms,
-                   float bias) {
+void filter_rows(const T* s, O* d, int64_t h, int64_t w, const std::vector<Term>& terms, float bias, int64_t y0,
+                 int64_t y1) {
   int64_t ax = 0, kh = 1, nv = 0;
   for (const Term& t : terms) {
     ax = std::max<int64_t>(ax, static_cast<int64_t>(t.kx.size()) / 2);
@@ -252,9 +269,7 @@ void filter_planes(const T* src, O* dst, int64_t planes, int64_t h, int64_t w, c
   nv = static_cast<int64_t>(wv.size());
   std::vector<const float*> ptrs(static_cast<size_t>(nv));
   const int64_t ay = kh / 2;
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* s = src + p * h * w;
-    O* d = dst + p * h * w;
+  {
     auto prepare = [&](int64_t sy, float* r) {
       float* c = pad.data() + ax;
       if constexpr (std::is_same_v<T, uint8_t>)
@@ -269,8 +284,8 @@ void filter_planes(const T* src, O* dst, int64_t planes, int64_t h, int64_t w, c
         dot_rows(r + static_cast<int64_t>(u) * w, hptrs[u].data(), hw[u].data(), static_cast<int>(hw[u].size()), 0.0f,
                  w);
     };
-    hr.next = 0;
-    for (int64_t y = 0; y < h; ++y) {
+    hr.next = std::max<int64_t>(0, y0 - ay);
+    for (int64_t y = y0; y < y1; ++y) {
       hr.advance(std::min(h - 1, y + ay), prepare);
       const int64_t base = Ring<float>::base_of(y - ay, kh);
       size_t v = 0;
@@ -288,6 +303,14 @@ void filter_planes(const T* src, O* dst, int64_t planes, int64_t h, int64_t w, c
       }
     }
   }
+}
+
+template <class T, class O>
+void filter_planes(const T* src, O* dst, int64_t planes, int64_t h, int64_t w, const std::vector<Term>& terms,
+                   float bias) {
+  for_rows(planes, h, w, [&](int64_t p, int64_t y0, int64_t y1) {
+    filter_rows(src + p * h * w, dst + p * h * w, h, w, terms, bias, y0, y1);
+  });
 }
 
 template <class T>
@@ -331,17 +354,17 @@ namespace {
 template <class T>
 void median_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, int64_t k) {
   const int64_t r = k / 2, pw = w + k - 1;
-  Ring<T> pad(k, pw);
-  std::vector<const T*> ptrs(static_cast<size_t>(k * k));
-  for (int64_t p = 0; p < planes; ++p) {
+  for_rows(planes, h, w, [&](int64_t p, int64_t y0, int64_t y1) {
+    Ring<T> pad(k, pw);
+    std::vector<const T*> ptrs(static_cast<size_t>(k * k));
     const T* s = src + p * h * w;
     auto prepare = [&](int64_t sy, T* row) {
       std::fill(row, row + r, s[sy * w]);
       std::memcpy(row + r, s + sy * w, static_cast<size_t>(w) * sizeof(T));
       std::fill(row + r + w, row + pw, s[sy * w + w - 1]);
     };
-    pad.next = 0;
-    for (int64_t y = 0; y < h; ++y) {
+    pad.next = std::max<int64_t>(0, y0 - r);
+    for (int64_t y = y0; y < y1; ++y) {
       pad.advance(std::min(h - 1, y + r), prepare);
       const int64_t base = Ring<T>::base_of(y - r, k);
       for (int64_t dy = 0; dy < k; ++dy) {
@@ -350,7 +373,7 @@ void median_planes(const T* src, T* dst, int64_t planes, int64_t h, int64_t w, i
       }
       median_rows(dst + p * h * w + y * w, ptrs.data(), static_cast<int>(k * k), w);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -374,9 +397,9 @@ namespace {
 /// values of the window lie below it.
 void median_huang(const uint8_t* src, uint8_t* dst, int64_t planes, int64_t h, int64_t w, int64_t k) {
   const int64_t r = k / 2, half = k * k / 2;
-  std::vector<const uint8_t*> rows(static_cast<size_t>(k));
-  for (int64_t p = 0; p < planes; ++p)
-    for (int64_t y = 0; y < h; ++y) {
+  for_rows(planes, h, w, [&](int64_t p, int64_t y0, int64_t y1) {
+    std::vector<const uint8_t*> rows(static_cast<size_t>(k));
+    for (int64_t y = y0; y < y1; ++y) {
       for (int64_t dy = 0; dy < k; ++dy)
         rows[static_cast<size_t>(dy)] = src + p * h * w + std::clamp<int64_t>(y + dy - r, 0, h - 1) * w;
       uint8_t* d = dst + p * h * w + y * w;
@@ -399,6 +422,7 @@ void median_huang(const uint8_t* src, uint8_t* dst, int64_t planes, int64_t h, i
         d[x] = static_cast<uint8_t>(m);
       }
     }
+  });
 }
 
 }  // namespace
@@ -418,18 +442,26 @@ Tensor gray_host(const Tensor& x) {
   const int64_t n = x.size(0), area = x.size(2) * x.size(3);
   Tensor y = empty({n, 1, x.size(2), x.size(3)}, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() == 0) return y;
-  for (int64_t b = 0; b < n; ++b) {
-    if (x.dtype() == u8) {
-      const uint8_t* s = host_ptr<uint8_t>(c) + b * 3 * area;
-      uint8_t* d = host_out<uint8_t>(y) + b * area;
-      gray_u8(d, s, s + area, s + 2 * area, area);
-    } else {
-      const float* s = host_ptr<float>(c) + b * 3 * area;
-      const float* ptrs[3] = {s, s + area, s + 2 * area};
-      static const float wts[3] = {0.299f, 0.587f, 0.114f};
-      dot_rows(host_out<float>(y) + b * area, ptrs, wts, 3, 0.0f, area);
+  const bool is_u8 = x.dtype() == u8;
+  const void* in = is_u8 ? static_cast<const void*>(host_ptr<uint8_t>(c)) : host_ptr<float>(c);
+  void* out = is_u8 ? static_cast<void*>(host_out<uint8_t>(y)) : host_out<float>(y);
+  // Blocks of pixels of every image, on the intra-op threads.
+  const int64_t block = 1 << 14, per = (area + block - 1) / block;
+  parallel_for(n * per, 4, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t img = i / per, at = i % per * block, len = std::min(block, area - at);
+      const int64_t src = img * 3 * area + at, dst = img * area + at;
+      if (is_u8) {
+        const auto* s = static_cast<const uint8_t*>(in) + src;
+        gray_u8(static_cast<uint8_t*>(out) + dst, s, s + area, s + 2 * area, len);
+      } else {
+        const auto* s = static_cast<const float*>(in) + src;
+        const float* ptrs[3] = {s, s + area, s + 2 * area};
+        static const float wts[3] = {0.299f, 0.587f, 0.114f};
+        dot_rows(static_cast<float*>(out) + dst, ptrs, wts, 3, 0.0f, len);
+      }
     }
-  }
+  });
   return y;
 }
 

@@ -138,6 +138,26 @@ TEST(VisionHost, ColourAndLayouts) {
   EXPECT_EQ(vision::median_blur(zeros({1, 1, 0, 4}, {.dtype = u8}), 3).shape(), (Shape{1, 1, 0, 4}));
 }
 
+TEST(VisionHost, RowRangesOnThreadsGiveOnePassResults) {
+  // 600 rows of 256: two row ranges on two threads, split inside the plane.
+  const Tensor x = rand_image({1, 1, 600, 256}, 70).detach(), x8 = x.to(u8);
+  const Tensor ell = vision::structuring_element("ellipse", {5, 5}), rect = vision::structuring_element("rect", {3, 3});
+  auto run = [&] {
+    return std::vector<Tensor>{
+        vision::erode(x, ell),   vision::dilate(x8, rect, 2), vision::gaussian_blur(x, {5, 5}, 0),
+        vision::laplacian(x, 3), vision::median_blur(x8, 5),  vision::median_blur(x8, 9)};
+  };
+  const int saved = num_threads();
+  set_num_threads(1);
+  const std::vector<Tensor> one = run();
+  set_num_threads(2);
+  const std::vector<Tensor> two = run();
+  set_num_threads(saved);
+  for (size_t i = 0; i < one.size(); ++i) expect_close(two[i], one[i], 0);
+  expect_paths_agree(
+      x, [&](const Tensor& v) { return vision::erode(v, ell); }, 0);
+}
+
 /// Connected components by flood fill, labels in the raster order of first pixels.
 std::vector<int32_t> flood_labels(const std::vector<uint8_t>& fg, int64_t h, int64_t w, int conn) {
   std::vector<int32_t> lab(fg.size(), 0);
