@@ -128,9 +128,9 @@ def ns_f64(G, abc=(3.4445, -4.7750, 2.0315), steps=5, eps=1e-7):
 class MuonRef:
     """torch.optim.Muon for W (f64 Newton-Schulz) + torch.optim.AdamW for b."""
 
-    def __init__(self, W, b, lr, wd):
+    def __init__(self, W, b, lr, wd, b_lr=None, b_wd=None):
         self.W, self.lr, self.wd, self.buf = W, lr, wd, torch.zeros_like(W)
-        self.adam = torch.optim.AdamW([b], lr=lr, weight_decay=wd)
+        self.adam = torch.optim.AdamW([b], lr=lr if b_lr is None else b_lr, weight_decay=wd if b_wd is None else b_wd)
 
     @torch.no_grad()
     def step(self):
@@ -144,6 +144,12 @@ class MuonRef:
 
 
 O = torch.optim
+
+
+def groups(W, b, b_lr, b_wd):
+    return [{"params": [W]}, {"params": [b], "lr": b_lr, "weight_decay": b_wd}]
+
+
 CASES = {
     "sgd": lambda W, b: O.SGD([W, b], lr=0.05),
     "sgd_momentum": lambda W, b: O.SGD([W, b], lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
@@ -166,8 +172,27 @@ CASES = {
     "adan_noprox": lambda W, b: Adan([W, b], lr=0.05, weight_decay=0.02, no_prox=True),
     "lion": lambda W, b: Lion([W, b], lr=0.01, weight_decay=0.1),
     "muon": lambda W, b: MuonRef(W, b, lr=0.05, wd=0.1),
+    # Parameter groups: b gets its own lr and weight decay, W the optimizer's defaults.
+    "adam_groups": lambda W, b: O.Adam(groups(W, b, 0.02, 0.1), lr=0.05, weight_decay=0.01),
+    "adamw_groups": lambda W, b: O.AdamW(groups(W, b, 0.02, 0.3), lr=0.05, weight_decay=0.1),
+    "adagrad_groups": lambda W, b: O.Adagrad(groups(W, b, 0.3, 0.05), lr=0.1, lr_decay=0.01, weight_decay=0.01),
+    "adadelta_groups": lambda W, b: O.Adadelta(groups(W, b, 0.5, 0.05), lr=1.0, weight_decay=0.01),
+    "rmsprop_groups": lambda W, b: O.RMSprop(groups(W, b, 0.03, 0.05), lr=0.01, momentum=0.9),
+    "adan_groups": lambda W, b: Adan(groups(W, b, 0.01, 0.1), lr=0.05, weight_decay=0.02),
+    "lion_groups": lambda W, b: Lion(groups(W, b, 0.03, 0.0), lr=0.01, weight_decay=0.1),
+    "muon_groups": lambda W, b: MuonRef(W, b, lr=0.05, wd=0.1, b_lr=0.02, b_wd=0.3),
+    # Groups under a scheduler (SCHEDULED below): each group's lr follows it from its own start.
+    "sgd_groups_steplr": lambda W, b: O.SGD(groups(W, b, 0.2, 0.05), lr=0.05, momentum=0.9),
+    "adam_groups_cosine": lambda W, b: O.Adam(groups(W, b, 0.02, 0.1), lr=0.05),
     "lbfgs": lambda W, b: O.LBFGS([W, b], lr=0.5, max_iter=3),
     "lbfgs_wolfe": lambda W, b: O.LBFGS([W, b], lr=1, max_iter=3, line_search_fn="strong_wolfe"),
+}
+
+
+# Schedulers stepped after every optimizer step in the cases named here.
+SCHEDULED = {
+    "sgd_groups_steplr": lambda o: O.lr_scheduler.StepLR(o, step_size=5, gamma=0.5),
+    "adam_groups_cosine": lambda o: O.lr_scheduler.CosineAnnealingLR(o, T_max=10, eta_min=0.001),
 }
 
 
@@ -176,12 +201,15 @@ def trajectories():
     for name, make in CASES.items():
         W, b = params()
         opt = make(W, b)
+        sched = SCHEDULED[name](opt) if name in SCHEDULED else None
         for k in range(STEPS):
             if name.startswith("lbfgs"):
                 opt.step(lambda: compute_grads(W, b))
             else:
                 compute_grads(W, b)
                 opt.step()
+            if sched:
+                sched.step()
             lines.append(f"{name} {k} {fmt(W.detach().flatten())} {fmt(b.detach())}")
     return lines
 

@@ -97,9 +97,40 @@ std::unique_ptr<o::Optimizer> make(const std::string& name, const Problem& p) {
     return std::make_unique<o::Adan>(ps, o::AdanConfig{.lr = 0.05, .weight_decay = 0.02, .no_prox = true});
   if (name == "lion") return std::make_unique<o::Lion>(ps, o::LionConfig{.lr = 0.01, .weight_decay = 0.1});
   if (name == "muon") return std::make_unique<o::Muon>(ps, o::MuonConfig{.lr = 0.05, .weight_decay = 0.1});
+  // Parameter groups: W takes the defaults, b its own lr and weight decay.
+  auto groups = [&](double b_lr, double b_wd) {
+    return std::vector<o::ParamGroup>{{.params = {p.W}}, {.params = {p.b}, .lr = b_lr, .weight_decay = b_wd}};
+  };
+  if (name == "adam_groups")
+    return std::make_unique<o::Adam>(groups(0.02, 0.1), o::AdamConfig{.lr = 0.05, .weight_decay = 0.01});
+  if (name == "adamw_groups")
+    return std::make_unique<o::AdamW>(groups(0.02, 0.3), o::AdamWConfig{.lr = 0.05, .weight_decay = 0.1});
+  if (name == "adagrad_groups")
+    return std::make_unique<o::Adagrad>(groups(0.3, 0.05),
+                                        o::AdagradConfig{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 0.01});
+  if (name == "adadelta_groups")
+    return std::make_unique<o::Adadelta>(groups(0.5, 0.05), o::AdadeltaConfig{.lr = 1.0, .weight_decay = 0.01});
+  if (name == "rmsprop_groups")
+    return std::make_unique<o::RMSprop>(groups(0.03, 0.05), o::RMSpropConfig{.lr = 0.01, .momentum = 0.9});
+  if (name == "adan_groups")
+    return std::make_unique<o::Adan>(groups(0.01, 0.1), o::AdanConfig{.lr = 0.05, .weight_decay = 0.02});
+  if (name == "lion_groups")
+    return std::make_unique<o::Lion>(groups(0.03, 0.0), o::LionConfig{.lr = 0.01, .weight_decay = 0.1});
+  if (name == "muon_groups")
+    return std::make_unique<o::Muon>(groups(0.02, 0.3), o::MuonConfig{.lr = 0.05, .weight_decay = 0.1});
+  if (name == "sgd_groups_steplr")
+    return std::make_unique<o::SGD>(groups(0.2, 0.05), o::SGDConfig{.lr = 0.05, .momentum = 0.9});
+  if (name == "adam_groups_cosine") return std::make_unique<o::Adam>(groups(0.02, 0.1), o::AdamConfig{.lr = 0.05});
   if (name == "lbfgs") return std::make_unique<o::LBFGS>(ps, o::LBFGSConfig{.lr = 0.5, .max_iter = 3});
   if (name == "lbfgs_wolfe")
     return std::make_unique<o::LBFGS>(ps, o::LBFGSConfig{.lr = 1, .max_iter = 3, .line_search_fn = "strong_wolfe"});
+  return nullptr;
+}
+
+// The scheduler stepped after every optimizer step in the cases that have one (as the script).
+std::unique_ptr<o::lr_scheduler::LRScheduler> make_scheduler(const std::string& name, o::Optimizer& opt) {
+  if (name == "sgd_groups_steplr") return std::make_unique<o::lr_scheduler::StepLR>(opt, 5, 0.5);
+  if (name == "adam_groups_cosine") return std::make_unique<o::lr_scheduler::CosineAnnealingLR>(opt, 10, 0.001);
   return nullptr;
 }
 
@@ -114,12 +145,13 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 
 TEST(Optim, TrajectoriesMatchPyTorch) {
   auto golden = read_trajectories();
-  ASSERT_GE(golden.size(), 19u) << "run scripts/gen_optim_golden.py";
+  ASSERT_GE(golden.size(), 29u) << "run scripts/gen_optim_golden.py";
   for (auto& [name, traj] : golden) {
     Problem p;
     auto opt = make(name, p);
     ASSERT_TRUE(opt) << "no optimizer for case " << name;
     auto* lbfgs = dynamic_cast<o::LBFGS*>(opt.get());
+    auto sched = make_scheduler(name, *opt);
     for (size_t k = 0; k < traj.size(); ++k) {
       if (lbfgs) {
         lbfgs->step([&] {
@@ -129,6 +161,7 @@ TEST(Optim, TrajectoriesMatchPyTorch) {
       } else {
         opt->step(p.loss().backward());
       }
+      if (sched) sched->step();
       expect_close(p.values(), traj[k], 1e-5, name + " step " + std::to_string(k));
       if (::testing::Test::HasFailure()) return;
     }
