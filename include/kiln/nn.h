@@ -2,6 +2,7 @@
 #pragma once
 // The nn library: modules, layers, losses, initialisers (`#include <kiln/nn.h>`).
 #include "kiln/nn/activation.h"
+#include "kiln/nn/decoder_only.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/fused.h"
 #include "kiln/nn/init.h"

@@ -206,3 +206,29 @@ for _nf in (False, True):
     _at = {"d": 8, "h": 4, "ff": 12, "norm_first": _nf, "batch_first": True, "act": "gelu"}
     add("nn_encoder_layer", [T([2, 5, 8]), T([5, 5], "bool", "v", values=[bool(j > i) for i in range(5) for j in range(5)])]
         + _param_specs(_enc_module(_at)), _at, tol=SEQ_TOL)
+
+
+# ---- RotaryEncoding (RoPE): (x [..., S, d]) -> x rotated at positions offset .. offset+S-1.
+# Two reference formulations: halves as Hugging Face LLaMA (cat(freqs, freqs), rotate_half),
+# interleaved pairs as Meta's LLaMA (complex multiplication by polar(1, angle)). Angles in f64.
+def _nn_rotary(a, at):
+    x, d, off, theta = a[0], at["d"], at.get("offset", 0), at.get("theta", 10000.0)
+    s = x.shape[-2]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    ang = torch.outer(torch.arange(off, off + s, dtype=torch.float64), inv)  # [S, d/2]
+    if at.get("il", False):
+        xc = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+        return torch.view_as_real(xc * torch.polar(torch.ones_like(ang), ang)).flatten(-2).to(x.dtype)
+    emb = torch.cat((ang, ang), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    rot = torch.cat((-x[..., d // 2:], x[..., :d // 2]), dim=-1)
+    return x * cos + rot * sin
+
+
+PY["nn_rotary"] = _nn_rotary
+add("nn_rotary", [T([2, 3, 5, 8])], {"d": 8})
+add("nn_rotary", [T([2, 5, 8])], {"d": 8, "il": True})
+add("nn_rotary", [T([1, 2, 4, 6])], {"d": 6, "offset": 1000, "theta": 500.0})
+add("nn_rotary", [T([1, 2, 4, 6])], {"d": 6, "offset": 37, "il": True})
+add("nn_rotary", [T([3, 16])], {"d": 16, "offset": 5})
+add("nn_rotary", [T([2, 2, 3, 4], "f64")], {"d": 4, "offset": 9, "theta": 100.0})

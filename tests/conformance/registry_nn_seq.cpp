@@ -132,6 +132,10 @@ END, OP(nn_encoder_layer) {
   load(m, in, 2).eval();
   return {m(in[0].t, in[1].t)};
 }
+END, OP(nn_rotary) {
+  nn::RotaryEncoding m({.head_dim = at.i("d"), .theta = at.f_or("theta", 10000.0), .interleaved = at.b("il")}, dev);
+  return {m(in[0].t, at.i_or("offset", 0))};
+}
 END,
 }  // namespace kiln::conformance
 );
