@@ -27,6 +27,14 @@ PY["gaussian_nll_loss"] = _loss(lambda a, at: F.gaussian_nll_loss(a[0], a[1], a[
                                                                   eps=at.get("eps", 1e-6), reduction=at["red"]))
 PY["mse_loss"] = _loss(lambda a, at: F.mse_loss(a[0], a[1], reduction=at["red"]))
 PY["l1_loss"] = _loss(lambda a, at: F.l1_loss(a[0], a[1], reduction=at["red"]))
+
+
+def _lp(a, at):  # no torch.nn form: |input - target|^p reduced, written with torch ops
+    d = (a[0] - a[1]).abs().pow(at.get("p", 2.0))
+    return {"none": d, "sum": d.sum(), "mean": d.mean()}[at["red"]]
+
+
+PY["lp_loss"] = _loss(_lp)
 PY["smooth_l1_loss"] = _loss(lambda a, at: F.smooth_l1_loss(a[0], a[1], reduction=at["red"], beta=at.get("beta", 1.0)))
 PY["huber_loss"] = _loss(lambda a, at: F.huber_loss(a[0], a[1], reduction=at["red"], delta=at.get("delta", 1.0)))
 PY["nll_loss"] = _loss(lambda a, at: F.nll_loss(a[0], a[1], weight=a[2], ignore_index=at.get("ii", -100),
@@ -68,6 +76,15 @@ add("smooth_l1_loss", [T([6], "f64", scale=2), T([6], "f64")], {"red": "mean", "
 add("smooth_l1_loss", [T([6], "f64", scale=2), T([6], "f64")], {"red": "sum"}, null=False, tol=LOSS_TOL)
 add("huber_loss", [T([6], "f64", scale=3), T([6], "f64")], {"red": "mean"}, null=False, tol=LOSS_TOL)
 add("mse_loss", [T([0, 3], "f32"), T([0, 3], "f32")], {"red": "mean"}, null=False, tol=LOSS_TOL)  # empty: NaN
+for p_ in (0.5, 1.0, 1.5, 2.0, 3.0):
+    for r in REDS:
+        add("lp_loss", [T([3, 4], "f32"), T([3, 4], "f32")], {"red": r, "p": p_}, null=False, tol=LOSS_TOL)
+add("lp_loss", [T([3, 4], "f64", layout="T"), T([4], "f64")], {"red": "mean", "p": 2.5}, null=False,
+    tol=LOSS_TOL)  # broadcast, non-contiguous
+add("lp_loss", [T([2, 3, 2], "f64"), T([2, 3, 2], "f64", layout="F")], {"red": "sum", "p": 1.25}, null=False,
+    tol=LOSS_TOL)
+add("lp_loss", [T([], "f64"), T([], "f64")], {"red": "none", "p": 4.0}, null=False, tol=LOSS_TOL)  # 0-d
+add("lp_loss", [T([0, 3], "f32"), T([0, 3], "f32")], {"red": "sum", "p": 3.0}, null=False, tol=LOSS_TOL)  # empty
 add("mse_loss", [T([0, 3], "f32"), T([0, 3], "f32")], {"red": "sum"}, null=False, tol=LOSS_TOL)
 
 # ---- nll_loss / cross_entropy ----------------------------------------------------------------

@@ -129,6 +129,20 @@ Tensor Dropout::forward(const Tensor& x) const {
 
 std::string Dropout::extra_repr() const { return "p=" + num(config.p); }
 
+GaussianNoise::GaussianNoise(const GaussianNoiseConfig& c, const Device&) : config(c) {
+  KILN_CHECK(std::isfinite(c.stddev) && c.stddev >= 0.0, "GaussianNoise",
+             "stddev must be finite and >= 0, got " << c.stddev);
+}
+
+Tensor GaussianNoise::forward(const Tensor& x) const {
+  KILN_CHECK(x.defined() && is_floating(x.dtype()), "GaussianNoise",
+             describe(*this) << " expects a float input, got " << shape_str(x));
+  if (!is_training() || config.stddev == 0.0 || x.numel() == 0) return x;
+  return x + randn_like(x) * config.stddev;
+}
+
+std::string GaussianNoise::extra_repr() const { return "stddev=" + num(config.stddev); }
+
 template <int N>
 FeatureDropoutNd<N>::FeatureDropoutNd(const DropoutConfig& c, const Device&) : config(c) {
   KILN_CHECK(c.p >= 0.0 && c.p <= 1.0, type_name(), "p must be in [0, 1], got " << c.p);

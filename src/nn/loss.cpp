@@ -60,6 +60,17 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
   return reduce(abs(input - target), reduction);
 }
 
+Tensor lp_loss(const Tensor& input, const Tensor& target, double p, const std::string& reduction) {
+  check_reduction("lp_loss", reduction);
+  check_broadcast("lp_loss", input, target);
+  KILN_CHECK(std::isfinite(p) && p > 0, "lp_loss", "lp_loss expects a finite exponent p > 0, got " << p);
+  KILN_CHECK(input.is_floating_point(), "lp_loss",
+             "lp_loss expects a floating input, got " << to_string(input.dtype()));
+  if (p == 1) return reduce(abs(input - target), reduction);
+  if (p == 2) return reduce(square(input - target), reduction);
+  return reduce(abs(input - target).pow(p), reduction);
+}
+
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double beta) {
   check_reduction("smooth_l1_loss", reduction);
   check_broadcast("smooth_l1_loss", input, target);

@@ -31,6 +31,12 @@ Tensor L1Loss::forward(const Tensor& input, const Tensor& target) const {
 }
 std::string L1Loss::extra_repr() const { return red(config.reduction); }
 
+LpLoss::LpLoss(const LpLossConfig& c, const Device&) : config(c) {}
+Tensor LpLoss::forward(const Tensor& input, const Tensor& target) const {
+  return F::lp_loss(input, target, config.p, config.reduction);
+}
+std::string LpLoss::extra_repr() const { return "p=" + num(config.p) + ", " + red(config.reduction); }
+
 SmoothL1Loss::SmoothL1Loss(const SmoothL1LossConfig& c, const Device&) : config(c) {}
 Tensor SmoothL1Loss::forward(const Tensor& input, const Tensor& target) const {
   return F::smooth_l1_loss(input, target, config.reduction, config.beta);

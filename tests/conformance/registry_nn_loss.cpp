@@ -23,6 +23,10 @@ const RegistryPart part({
 END, OP(l1_loss) {
   return with_grads(in, at, dev, [&](const std::vector<Tensor>& x) { return F::l1_loss(x[0], x[1], red(at)); });
 }
+END, OP(lp_loss) {
+  return with_grads(in, at, dev,
+                    [&](const std::vector<Tensor>& x) { return F::lp_loss(x[0], x[1], at.f_or("p", 2.0), red(at)); });
+}
 END, OP(smooth_l1_loss) {
   return with_grads(in, at, dev, [&](const std::vector<Tensor>& x) {
     return F::smooth_l1_loss(x[0], x[1], red(at), at.f_or("beta", 1.0));

@@ -329,6 +329,26 @@ extern template struct FeatureDropoutNd<1>;
 extern template struct FeatureDropoutNd<2>;
 extern template struct FeatureDropoutNd<3>;
 
+/// Config of GaussianNoise: `GaussianNoise({.stddev = 0.1})`.
+struct GaussianNoiseConfig {
+  double stddev = 0.1;  ///< standard deviation of the added noise, >= 0
+  KILN_CONFIG(GaussianNoiseConfig, stddev)
+};
+
+/// In training mode adds noise drawn from N(0, stddev²) to every element (the noise carries no
+/// gradient: d out / d x = 1); in eval mode returns x. A regulariser (Keras' GaussianNoise).
+/// Float inputs of any shape.
+struct GaussianNoise : Module {
+  GaussianNoiseConfig config;
+  GaussianNoise() = default;
+  explicit GaussianNoise(const GaussianNoiseConfig& c, const Device& device = Device::default_device());
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string extra_repr() const override;
+  void visit(Visitor&) override {}
+  std::string type_name() const override { return "GaussianNoise"; }
+};
+
 // ---- shape layers ---------------------------------------------------------------------------
 
 /// Returns its input.

@@ -25,6 +25,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 /// Mean absolute error |input - target|; shapes as mse_loss.
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
+/// General Lp loss |input - target|^p (p > 0; p = 1 is l1_loss, p = 2 is mse_loss); shapes as
+/// mse_loss. For p < 1 the gradient where input == target is infinite.
+Tensor lp_loss(const Tensor& input, const Tensor& target, double p = 2.0, const std::string& reduction = "mean");
+
 /// Smooth L1: 0.5 d^2 / beta where d = |input - target| < beta, else d - 0.5 beta (beta = 0 is
 /// l1_loss). Shapes as mse_loss.
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
@@ -189,6 +193,13 @@ struct ReductionConfig {
 using MSELossConfig = ReductionConfig;
 using L1LossConfig = ReductionConfig;
 
+/// Config of LpLoss.
+struct LpLossConfig {
+  double p = 2.0;  ///< the exponent, > 0
+  std::string reduction = "mean";
+  KILN_CONFIG(LpLossConfig, p, reduction)
+};
+
 /// Config of SmoothL1Loss.
 struct SmoothL1LossConfig {
   std::string reduction = "mean";
@@ -260,6 +271,17 @@ struct L1Loss : Module {
   Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
   std::string extra_repr() const override;
   KILN_VISIT(L1Loss, config)
+};
+
+/// General Lp loss |input - target|^p (functional::lp_loss): input, target (broadcast) -> loss.
+struct LpLoss : Module {
+  LpLossConfig config;
+  LpLoss() = default;
+  explicit LpLoss(const LpLossConfig& c, const Device& device = Device::default_device());
+  Tensor forward(const Tensor& input, const Tensor& target) const;
+  Tensor operator()(const Tensor& input, const Tensor& target) const { return forward(input, target); }
+  std::string extra_repr() const override;
+  KILN_VISIT(LpLoss, config)
 };
 
 /// torch.nn.SmoothL1Loss: input, target (broadcast) -> loss.
