@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Host fast paths of kiln::vision's morphology, separable filters, median and grey conversion
-// (image_host.h). Note [Row rings]: each plane is walked one output row at a time; each source
-// row is padded (and, for filters, filtered along W) once, when it first enters a window, into
-// slot row % k of a ring of k rows, and the output row is a k-way combination of ring rows. The
-// window of output row y with k = 2a + 1 rows reads source rows in [y - a, y + a] only (borders
-// reflect or clamp into that range), the k rows the ring holds at that time, so row y - a + o
-// sits in slot ((y - a) mod k + o) mod k: one modulo per output row.
+// (image_host.h). Note [Row rings]: morphology and the median walk each plane one output row at
+// a time; each source row is padded (and, for morphology, reduced along W) once, when it first
+// enters a window, into slot row % k of a ring of k rows, and the output row is a k-way
+// combination of ring rows. The window of output row y with k rows starting at y - a reads
+// source rows in [y - a, y - a + k) only (borders clamp into that range), the k rows the ring
+// holds at that time, so row y - a + o sits in slot ((y - a) mod k + o) mod k: one modulo per
+// output row.
 #include "vision/image_host.h"
 
 #include <algorithm>
@@ -239,68 +240,59 @@ struct Term {
   std::vector<float> kx, ky;
 };
 
-/// The filter of Note [Row rings] with a ring slot holding one W-filtered row per term; the
-/// output row is one dot product over every term's rows.
+/// Rows [y0, y1) of one plane filtered by a sum of separable terms: for each output row, each
+/// term's column sums (its nonzero taps along H, straight from the source rows) go into a row
+/// padded as BORDER_REFLECT_101, then one dot product along W over every term's nonzero taps
+/// gives the output row. Zero taps are left out (Sobel's middle column, a Laplacian's corners).
 template <class T, class O>
 void filter_rows(const T* s, O* d, int64_t h, int64_t w, const std::vector<Term>& terms, float bias, int64_t y0,
                  int64_t y1) {
-  int64_t ax = 0, kh = 1, nv = 0;
-  for (const Term& t : terms) {
-    ax = std::max<int64_t>(ax, static_cast<int64_t>(t.kx.size()) / 2);
-    kh = std::max<int64_t>(kh, static_cast<int64_t>(t.ky.size()));
-    nv += static_cast<int64_t>(t.ky.size());
-  }
-  const int64_t nt = static_cast<int64_t>(terms.size()), pw = w + 2 * ax;
-  std::vector<float> pad(static_cast<size_t>(pw)), row(static_cast<size_t>(w)), wv;
-  Ring<float> hr(kh, nt * w);
-  // Zero taps are left out (Sobel's middle column, the corners of a Laplacian).
-  std::vector<std::vector<const float*>> hptrs(terms.size());
-  std::vector<std::vector<float>> hw(terms.size());
-  for (size_t t = 0; t < terms.size(); ++t) {
-    const auto kw = static_cast<int64_t>(terms[t].kx.size());
+  int64_t ax = 0;
+  for (const Term& t : terms) ax = std::max<int64_t>(ax, static_cast<int64_t>(t.kx.size()) / 2);
+  const int64_t pw = w + 2 * ax;
+  const size_t nt = terms.size();
+  std::vector<float> pads(nt * static_cast<size_t>(pw)), row(static_cast<size_t>(w)), hwt;
+  std::vector<std::vector<int64_t>> voff(nt);
+  std::vector<std::vector<float>> vw(nt);
+  std::vector<const float*> hp;
+  std::vector<bool> direct(nt, false);  // a 1 x 1 term of an f32 image reads the source row itself
+  std::vector<size_t> direct_at(nt, 0);
+  size_t most = 0;
+  for (size_t t = 0; t < nt; ++t) {
+    const auto kt = static_cast<int64_t>(terms[t].ky.size()), kw = static_cast<int64_t>(terms[t].kx.size());
+    if (std::is_same_v<T, float> && kt == 1 && kw == 1) {
+      direct[t] = true, direct_at[t] = hp.size();
+      hp.push_back(nullptr), hwt.push_back(terms[t].kx[0] * terms[t].ky[0]);
+      continue;
+    }
+    for (int64_t i = 0; i < kt; ++i)
+      if (const float v = terms[t].ky[static_cast<size_t>(i)]; v != 0)
+        voff[t].push_back(i - kt / 2), vw[t].push_back(v);
+    const float* c = pads.data() + static_cast<int64_t>(t) * pw + ax;
     for (int64_t j = 0; j < kw; ++j)
-      if (terms[t].kx[static_cast<size_t>(j)] != 0) {
-        hptrs[t].push_back(pad.data() + ax - kw / 2 + j);
-        hw[t].push_back(terms[t].kx[static_cast<size_t>(j)]);
-      }
-    for (float v : terms[t].ky)
-      if (v != 0) wv.push_back(v);
+      if (const float v = terms[t].kx[static_cast<size_t>(j)]; v != 0) hp.push_back(c - kw / 2 + j), hwt.push_back(v);
+    most = std::max(most, voff[t].size());
   }
-  nv = static_cast<int64_t>(wv.size());
-  std::vector<const float*> ptrs(static_cast<size_t>(nv));
-  const int64_t ay = kh / 2;
-  {
-    auto prepare = [&](int64_t sy, float* r) {
-      float* c = pad.data() + ax;
-      if constexpr (std::is_same_v<T, uint8_t>)
-        u8_to_f32(c, s + sy * w, w);
-      else
-        std::memcpy(c, s + sy * w, static_cast<size_t>(w) * sizeof(float));
+  std::vector<const T*> vp(most);
+  for (int64_t y = y0; y < y1; ++y) {
+    for (size_t t = 0; t < nt; ++t) {
+      if (direct[t]) {
+        if constexpr (std::is_same_v<T, float>) hp[direct_at[t]] = s + y * w;
+        continue;
+      }
+      float* c = pads.data() + static_cast<int64_t>(t) * pw + ax;
+      for (size_t i = 0; i < voff[t].size(); ++i) vp[i] = s + reflect101(y + voff[t][i], h) * w;
+      dot_rows(c, vp.data(), vw[t].data(), static_cast<int>(vw[t].size()), 0.0f, w);
       for (int64_t j = 1; j <= ax; ++j) {
         c[-j] = c[reflect101(-j, w)];
         c[w - 1 + j] = c[reflect101(w - 1 + j, w)];
       }
-      for (size_t u = 0; u < terms.size(); ++u)
-        dot_rows(r + static_cast<int64_t>(u) * w, hptrs[u].data(), hw[u].data(), static_cast<int>(hw[u].size()), 0.0f,
-                 w);
-    };
-    hr.next = std::max<int64_t>(0, y0 - ay);
-    for (int64_t y = y0; y < y1; ++y) {
-      hr.advance(std::min(h - 1, y + ay), prepare);
-      const int64_t base = Ring<float>::base_of(y - ay, kh);
-      size_t v = 0;
-      for (int64_t t = 0; t < nt; ++t) {
-        const auto kt = static_cast<int64_t>(terms[static_cast<size_t>(t)].ky.size());
-        for (int64_t i = 0; i < kt; ++i)
-          if (terms[static_cast<size_t>(t)].ky[static_cast<size_t>(i)] != 0)
-            ptrs[v++] = hr.at(base, reflect101(y + i - kt / 2, h) - (y - ay)) + t * w;
-      }
-      if constexpr (std::is_same_v<O, float>) {
-        dot_rows(d + y * w, ptrs.data(), wv.data(), static_cast<int>(nv), bias, w);
-      } else {
-        dot_rows(row.data(), ptrs.data(), wv.data(), static_cast<int>(nv), bias, w);
-        f32_to_u8(d + y * w, row.data(), w);
-      }
+    }
+    if constexpr (std::is_same_v<O, float>) {
+      dot_rows(d + y * w, hp.data(), hwt.data(), static_cast<int>(hp.size()), bias, w);
+    } else {
+      dot_rows(row.data(), hp.data(), hwt.data(), static_cast<int>(hp.size()), bias, w);
+      f32_to_u8(d + y * w, row.data(), w);
     }
   }
 }

@@ -207,6 +207,40 @@ void DotRows(float* dst, const float* const* src, const float* w, int k, float b
   }
 }
 
+void DotRowsU8(float* dst, const uint8_t* const* src, const float* w, int k, float bias, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<int32_t, decltype(d)> di;
+  const hn::Rebind<uint8_t, decltype(d)> du;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  auto load = [&](const uint8_t* p) { return hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(du, p))); };
+  int64_t x = 0;
+  if (n >= N) {
+    const auto b = hn::Set(d, bias);
+    for (; x + 2 * N <= n; x += 2 * N) {  // two independent FMA chains
+      auto a0 = b, a1 = b;
+      for (int i = 0; i < k; ++i) {
+        const auto wi = hn::Set(d, w[i]);
+        a0 = hn::MulAdd(wi, load(src[i] + x), a0);
+        a1 = hn::MulAdd(wi, load(src[i] + x + N), a1);
+      }
+      hn::StoreU(a0, d, dst + x);
+      hn::StoreU(a1, d, dst + x + N);
+    }
+    for (; x < n; x += N) {
+      x = std::min(x, n - N);
+      auto a = b;
+      for (int i = 0; i < k; ++i) a = hn::MulAdd(hn::Set(d, w[i]), load(src[i] + x), a);
+      hn::StoreU(a, d, dst + x);
+    }
+    return;
+  }
+  for (; x < n; ++x) {
+    float a = bias;
+    for (int i = 0; i < k; ++i) a = std::fma(w[i], static_cast<float>(src[i][x]), a);
+    dst[x] = a;
+  }
+}
+
 void U8ToF32(float* dst, const uint8_t* src, int64_t n) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<int32_t, decltype(df)> di;
@@ -303,6 +337,7 @@ namespace kiln::vision::detail {
 HWY_EXPORT(MinMaxRowsU8);
 HWY_EXPORT(MinMaxRowsF32);
 HWY_EXPORT(DotRows);
+HWY_EXPORT(DotRowsU8);
 HWY_EXPORT(U8ToF32);
 HWY_EXPORT(F32ToU8);
 HWY_EXPORT(GrayU8);
@@ -317,6 +352,9 @@ void minmax_rows(float* dst, const float* const* src, int k, int64_t n, bool max
 }
 void dot_rows(float* dst, const float* const* src, const float* w, int k, float bias, int64_t n) {
   HWY_DYNAMIC_DISPATCH(DotRows)(dst, src, w, k, bias, n);
+}
+void dot_rows(float* dst, const uint8_t* const* src, const float* w, int k, float bias, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(DotRowsU8)(dst, src, w, k, bias, n);
 }
 void u8_to_f32(float* dst, const uint8_t* src, int64_t n) { HWY_DYNAMIC_DISPATCH(U8ToF32)(dst, src, n); }
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) { HWY_DYNAMIC_DISPATCH(F32ToU8)(dst, src, n); }
@@ -345,6 +383,13 @@ void dot_rows(float* dst, const float* const* src, const float* w, int k, float 
   for (int64_t x = 0; x < n; ++x) {
     float a = bias;
     for (int i = 0; i < k; ++i) a += w[i] * src[i][x];
+    dst[x] = a;
+  }
+}
+void dot_rows(float* dst, const uint8_t* const* src, const float* w, int k, float bias, int64_t n) {
+  for (int64_t x = 0; x < n; ++x) {
+    float a = bias;
+    for (int i = 0; i < k; ++i) a += w[i] * static_cast<float>(src[i][x]);
     dst[x] = a;
   }
 }

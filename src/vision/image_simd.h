@@ -15,6 +15,8 @@ void minmax_rows(float* dst, const float* const* src, int k, int64_t n, bool max
 
 /// dst[x] = bias + sum over i < k of w[i] * src[i][x], accumulated in f32 in the order of i.
 void dot_rows(float* dst, const float* const* src, const float* w, int k, float bias, int64_t n);
+/// The same over u8 rows (each value converted to f32).
+void dot_rows(float* dst, const uint8_t* const* src, const float* w, int k, float bias, int64_t n);
 
 /// dst[x] = src[x] as f32.
 void u8_to_f32(float* dst, const uint8_t* src, int64_t n);
