@@ -241,16 +241,6 @@ void DotRowsU8(float* dst, const uint8_t* const* src, const float* w, int k, flo
   }
 }
 
-void U8ToF32(float* dst, const uint8_t* src, int64_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::Rebind<int32_t, decltype(df)> di;
-  const hn::Rebind<uint8_t, decltype(df)> du;
-  const auto N = static_cast<int64_t>(hn::Lanes(df));
-  int64_t x = 0;
-  for (; x + N <= n; x += N) hn::StoreU(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(du, src + x))), df, dst + x);
-  for (; x < n; ++x) dst[x] = src[x];
-}
-
 void F32ToU8(uint8_t* dst, const float* src, int64_t n) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<uint8_t, decltype(df)> du;
@@ -338,7 +328,6 @@ HWY_EXPORT(MinMaxRowsU8);
 HWY_EXPORT(MinMaxRowsF32);
 HWY_EXPORT(DotRows);
 HWY_EXPORT(DotRowsU8);
-HWY_EXPORT(U8ToF32);
 HWY_EXPORT(F32ToU8);
 HWY_EXPORT(GrayU8);
 HWY_EXPORT(MedianRowsU8);
@@ -356,7 +345,6 @@ void dot_rows(float* dst, const float* const* src, const float* w, int k, float 
 void dot_rows(float* dst, const uint8_t* const* src, const float* w, int k, float bias, int64_t n) {
   HWY_DYNAMIC_DISPATCH(DotRowsU8)(dst, src, w, k, bias, n);
 }
-void u8_to_f32(float* dst, const uint8_t* src, int64_t n) { HWY_DYNAMIC_DISPATCH(U8ToF32)(dst, src, n); }
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) { HWY_DYNAMIC_DISPATCH(F32ToU8)(dst, src, n); }
 void gray_u8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b, int64_t n) {
   HWY_DYNAMIC_DISPATCH(GrayU8)(dst, r, g, b, n);
@@ -392,9 +380,6 @@ void dot_rows(float* dst, const uint8_t* const* src, const float* w, int k, floa
     for (int i = 0; i < k; ++i) a += w[i] * static_cast<float>(src[i][x]);
     dst[x] = a;
   }
-}
-void u8_to_f32(float* dst, const uint8_t* src, int64_t n) {
-  for (int64_t x = 0; x < n; ++x) dst[x] = src[x];
 }
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n) {
   for (int64_t x = 0; x < n; ++x) dst[x] = round_u8(src[x]);

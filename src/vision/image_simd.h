@@ -18,8 +18,6 @@ void dot_rows(float* dst, const float* const* src, const float* w, int k, float 
 /// The same over u8 rows (each value converted to f32).
 void dot_rows(float* dst, const uint8_t* const* src, const float* w, int k, float bias, int64_t n);
 
-/// dst[x] = src[x] as f32.
-void u8_to_f32(float* dst, const uint8_t* src, int64_t n);
 /// dst[x] = src[x] rounded half to even and saturated to [0, 255].
 void f32_to_u8(uint8_t* dst, const float* src, int64_t n);
 
