@@ -54,6 +54,10 @@
 #include <kiln/small_vector.h>
 #include <kiln/store.h>
 #include <kiln/tensor.h>
+#include <kiln/text.h>
+#include <kiln/text/batch.h>
+#include <kiln/text/datasets.h>
+#include <kiln/text/tokenizer.h>
 #include <kiln/train.h>
 #include <kiln/train/learner.h>
 #include <kiln/train/metrics.h>

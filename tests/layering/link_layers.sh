@@ -24,6 +24,7 @@ declare -A BELOW=(
   [kiln]="remote dist onnx rl vision store nn cpu vulkan fusion kernel core"
   [data]="core"
   [train]="dist data store nn core"
+  [text]="data core"
 )
 # Existing violations, "layer>other layer" (none today). An entry that no longer occurs is
 # reported: delete it, and the link in CMakeLists.txt that let it build.
