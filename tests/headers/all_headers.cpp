@@ -3,6 +3,7 @@
 // -Wall -Wextra -Wpedantic -Werror (tests/headers/CMakeLists.txt): users build with these
 // warnings on, so Kiln's headers must not raise any.
 #include <kiln/autodiff.h>
+#include <kiln/custom_op.h>
 #include <kiln/data.h>
 #include <kiln/data/batch.h>
 #include <kiln/data/dataset.h>
