@@ -3,7 +3,7 @@
 // started here, against the plain CPU in this process, and against a plain TCP socket copy of the
 // same bytes measured in the same run.
 //
-//   kiln_bench_remote [--smoke] [--mb N]
+//   kiln_bench_remote [--smoke] [--mb N] [--server-device NAME (default cpu-plain)]
 //
 // Prints one tab-separated line per measurement: <id> \t <value> \t <unit>
 //   remote_op_local_us / remote_op_remote_us / remote_op_added_us   a queued elementwise op on a
@@ -110,13 +110,15 @@ void row(const char* id, double v, const char* unit) { std::printf("%s\t%.3f\t%s
 int main(int argc, char** argv) {
   bool smoke = false;
   size_t mb = 256;
+  std::string server_device = "cpu-plain";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--smoke") == 0) smoke = true;
     if (std::strcmp(argv[i], "--mb") == 0 && i + 1 < argc) mb = static_cast<size_t>(std::atoi(argv[++i]));
+    if (std::strcmp(argv[i], "--server-device") == 0 && i + 1 < argc) server_device = argv[++i];
   }
   if (smoke) mb = 4;
   try {
-    kiln::test::ServerProcess server({"--quiet"});
+    kiln::test::ServerProcess server({"--quiet"}, server_device);
     if (!server.ok()) {
       std::fprintf(stderr, "kiln_bench_remote: the server did not start\n");
       return 1;

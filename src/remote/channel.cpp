@@ -65,6 +65,9 @@ class WsChannel final : public Channel {
   explicit WsChannel(Args&&... args) : ws_(std::forward<Args>(args)...) {
     ws_.binary(true);
     ws_.auto_fragment(false);
+    // Client frames are masked through this buffer (RFC 6455): the 4 KiB default would send a
+    // large tensor in 4 KiB writes.
+    ws_.write_buffer_bytes(1 << 20);
   }
   websocket::stream<Next>& ws() { return ws_; }
   void write(const std::vector<net::const_buffer>& pieces) override { ws_.write(pieces); }

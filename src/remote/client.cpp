@@ -320,7 +320,7 @@ class RemoteBackend final : public Backend {
                "the server answered the handshake with frame type " << static_cast<int>(t));
     const Welcome w = decode_welcome(d, buf.size());
     limits_ = w.limits;
-    chunk_ = static_cast<size_t>(std::min<uint64_t>(limits_.max_frame - 64, uint64_t{16} << 20));
+    chunk_ = static_cast<size_t>(std::min<uint64_t>(limits_.max_frame - 64, uint64_t{4} << 20));
     ch_->set_read_limit(limits_.max_frame + 64);
   }
 };

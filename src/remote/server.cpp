@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -65,6 +66,34 @@ void refuse(Channel& ch, const std::string& reason) {
   } catch (const std::exception&) {
   }
   ch.close(reason);
+}
+
+/// Reads one message into buf, except that the payload of a large single Write goes straight
+/// into its buffer (Session::direct_write); returns true then, with nothing left to run.
+bool read_frame(Channel& ch, Session& session, beast::flat_buffer& buf, uint64_t max_frame) {
+  constexpr size_t kProbe = 64 << 10;
+  buf.clear();
+  auto* first = static_cast<uint8_t*>(buf.prepare(kProbe).data());
+  size_t got = 0;
+  do got += ch.read_some(first + got, kProbe - got);  // a message starts with the first read_some
+  while (got < Session::kWriteHead && !ch.message_done());
+  buf.commit(got);
+  if (ch.message_done()) return false;
+  uint64_t payload = 0;
+  if (uint8_t* dst = session.direct_write(first, got, &payload)) {
+    size_t have = got - Session::kWriteHead;
+    std::memcpy(dst, first + Session::kWriteHead, have);
+    while (have < payload && !ch.message_done()) have += ch.read_some(dst + have, payload - have);
+    KILN_CHECK(have == payload && ch.message_done(), kOp, "a Write frame longer or shorter than its record");
+    return true;
+  }
+  while (!ch.message_done()) {
+    KILN_CHECK(buf.size() <= max_frame, kOp,
+               "frame over the limit of " << static_cast<long long>(max_frame) << " bytes");
+    auto more = buf.prepare(std::min<uint64_t>(1 << 20, max_frame + 1 - std::min<uint64_t>(buf.size(), max_frame)));
+    buf.commit(ch.read_some(more.data(), more.size()));
+  }
+  return false;
 }
 
 /// One connection from accept to close.
@@ -133,10 +162,11 @@ void serve(std::shared_ptr<Shared> sh, tcp::socket socket) {
       dog.disarm();
     };
     for (;;) {
-      dog.arm(sh->opt.idle_timeout_s);
-      ch->read(buf);
-      dog.disarm();
       try {
+        dog.arm(sh->opt.idle_timeout_s);
+        const bool done = read_frame(*ch, *session, buf, sh->opt.limits.max_frame);
+        dog.disarm();
+        if (done) continue;
         session->run_batch(static_cast<const uint8_t*>(buf.data().data()), buf.size(), emit);
       } catch (const Error& e) {  // a malformed frame: nothing of it ran
         end = std::string("refused a malformed frame: ") + e.what();

@@ -4,6 +4,7 @@
 #include "remote/session.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <thread>
@@ -72,6 +73,30 @@ void Session::run_batch(const uint8_t* data, size_t size, std::vector<Reply>& re
     c.body_n = r.body_n;
     replies.push_back(std::move(c));
   });
+}
+
+uint8_t* Session::direct_write(const uint8_t* head, size_t n, uint64_t* payload) {
+  if (n < kWriteHead || !error_.empty()) return nullptr;
+  uint32_t magic, count;
+  uint64_t id, offset, len;
+  std::memcpy(&magic, head, 4);
+  std::memcpy(&count, head + 5, 4);
+  std::memcpy(&id, head + 10, 8);
+  std::memcpy(&offset, head + 18, 8);
+  std::memcpy(&len, head + 26, 8);
+  if (magic != kMagic || head[4] != static_cast<uint8_t>(FrameType::Batch) || count != 1 ||
+      head[9] != static_cast<uint8_t>(RecordTag::Write) || len < kDirectWriteMin || len > limits_.max_tensor_bytes ||
+      len > limits_.max_frame - kWriteHead || n - kWriteHead > len)
+    return nullptr;
+  auto it = bufs_.find(id);
+  if (it == bufs_.end()) return nullptr;
+  Storage& s = *it->second;
+  if (offset > s.nbytes || len > s.nbytes - offset) return nullptr;
+  std::lock_guard<std::mutex> lock(*exec_mu_);
+  auto* host = static_cast<uint8_t*>(backend_->host_data(s));
+  if (!host) return nullptr;
+  *payload = len;
+  return host + offset;
 }
 
 void Session::apply(const Record& r) {

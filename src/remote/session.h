@@ -50,6 +50,16 @@ class Session {
   /// The same, collecting the replies (each body copied into Reply::owned).
   void run_batch(const uint8_t* data, size_t size, std::vector<Reply>& replies);
 
+  /// A Batch frame that is one Write record of at least kDirectWriteMin bytes may have its
+  /// payload read straight into the buffer: given the frame's first `n` bytes (at least
+  /// kWriteHead), returns where the payload's first byte goes and sets *payload to its length
+  /// when the record passes every check run_batch would make, no error is pending and the
+  /// buffer is host memory; otherwise nullptr, and the frame takes the usual path. The caller
+  /// must then fill exactly *payload bytes and refuse a frame that holds more or fewer.
+  uint8_t* direct_write(const uint8_t* head, size_t n, uint64_t* payload);
+  static constexpr size_t kWriteHead = 4 + 1 + 4 + 1 + 8 + 8 + 8;  ///< magic, type, count, tag, id, offset, n
+  static constexpr uint64_t kDirectWriteMin = 256 << 10;
+
   uint64_t bytes_in_use() const { return used_; }
   size_t buffers() const { return bufs_.size(); }
   /// The error waiting for the client's next Read or Sync (empty: none).

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -38,7 +39,7 @@ inline pid_t spawn_process(const std::vector<std::string>& argv, int* out_fd, co
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) pid = -1;
+  if (posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) pid = -1;
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   *out_fd = fds[0];
@@ -95,8 +96,15 @@ class ServerProcess {
     std::vector<std::string> argv{
         KILN_SERVER_TOOL, "--device", device, "--listen", "127.0.0.1:0", "--token-file", (dir_ / "token").string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    // KILN_REMOTE_SERVER_PREFIX="valgrind -q --log-file=/tmp/vg.%p" runs the server under a tool.
+    if (const char* prefix = std::getenv("KILN_REMOTE_SERVER_PREFIX")) {
+      std::vector<std::string> pre;
+      std::istringstream words(prefix);
+      for (std::string w; words >> w;) pre.push_back(w);
+      argv.insert(argv.begin(), pre.begin(), pre.end());
+    }
     pid_ = spawn_process(argv, &out_, log_path());
-    const std::string line = read_line(out_, 20);
+    const std::string line = read_line(out_, 60);
     const size_t colon = line.rfind(':'), space = line.find(' ', colon);
     if (pid_ > 0 && colon != std::string::npos) port_ = std::atoi(line.substr(colon + 1, space - colon - 1).c_str());
   }

@@ -76,6 +76,19 @@ TEST(RemoteDevice, OpsMatchTheCpu) {
   sync(d);
 }
 
+TEST(RemoteDevice, LargeTensorsRoundTripInChunks) {
+  ServerProcess s;
+  ASSERT_TRUE(s.ok()) << s.log();
+  const Device d = Device::remote(s.url(), opts(s));
+  manual_seed(5);
+  // 6,000,007 floats: several 4 MiB frames each way, the last one partial.
+  const Tensor a = randn({6000007}, {.device = Device::cpu()});
+  const Tensor r = a.to(d);
+  EXPECT_TRUE(kiln::equal(r.to(Device::cpu()), a));
+  EXPECT_TRUE(kiln::equal((r * 2.f).to(Device::cpu()), a * 2.f));
+  EXPECT_EQ(r.narrow(0, 5999999, 8).to_vector<float>(), a.narrow(0, 5999999, 8).to_vector<float>());
+}
+
 TEST(RemoteDevice, FromStringWithTheTokenOfTheEnvironment) {
   ServerProcess s;
   ASSERT_TRUE(s.ok()) << s.log();
@@ -236,6 +249,30 @@ TEST(RemoteSecurity, AFrameOverTheLimitClosesTheConnection) {
     const auto f = c.receive();
     ASSERT_EQ(remote::frame_type(f.data(), f.size()), remote::FrameType::Refused);
     EXPECT_NE(remote::decode_message(f.data(), f.size()).find("magic"), std::string::npos);
+  }
+  expect_serves(s);
+}
+
+TEST(RemoteSecurity, AWriteFrameThatLiesAboutItsLengthIsRefused) {
+  ServerProcess s;
+  ASSERT_TRUE(s.ok()) << s.log();
+  for (const size_t extra : {size_t{0}, size_t{100}}) {  // a payload 100 bytes short, then 100 long
+    RawClient c(s);
+    ASSERT_TRUE(c.hello(s));
+    remote::BatchWriter b;
+    b.alloc(1, 1 << 20);
+    b.sync();
+    c.send(b.finish());
+    const auto st = c.receive();
+    ASSERT_EQ(remote::decode_message(st.data(), st.size()), "");
+    b.clear();
+    b.write_header(1, 0, 512 << 10);
+    std::vector<uint8_t> f = b.finish();
+    f.resize(f.size() + (512 << 10) - 100 + 2 * extra, 7);
+    c.send(f);
+    const auto r = c.receive();
+    ASSERT_EQ(remote::frame_type(r.data(), r.size()), remote::FrameType::Refused);
+    EXPECT_NE(remote::decode_message(r.data(), r.size()).find("longer or shorter"), std::string::npos);
   }
   expect_serves(s);
 }
