@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <type_traits>
 #include <vector>
 
+#include "core/parallel.h"
 #include "kiln/vision/image.h"
+#include "vision/image_simd.h"
 #include "vision/image_util.h"
 
 namespace kiln::vision {
@@ -41,56 +42,46 @@ Taps disc(int64_t radius, double sigma_space) {
   return t;
 }
 
-/// Filters one image [C, H, W] (C = 1 or 3) of values v into out. `colour(d)` is the colour
-/// weight of the L1 distance d. Row by row, tap by tap, so the inner loop runs along x; each
-/// pixel still sums its taps in the disc's order, as OpenCV.
-template <int C, class T, class Colour>
-void filter_image(const T* v, T* out, int64_t h, int64_t w, const Taps& t, Colour colour) {
-  using Dist = std::conditional_t<std::is_same_v<T, uint8_t>, int, float>;
-  const int64_t plane = h * w, radius = -t.dy.front();
-  const auto taps = static_cast<int64_t>(t.weight.size());
-  // Reflected row offsets and columns of every coordinate within radius of the image.
-  std::vector<int64_t> row(static_cast<size_t>(h + 2 * radius)), col(static_cast<size_t>(w + 2 * radius));
-  for (int64_t i = 0; i < h + 2 * radius; ++i) row[static_cast<size_t>(i)] = reflect101(i - radius, h) * w;
-  for (int64_t i = 0; i < w + 2 * radius; ++i) col[static_cast<size_t>(i)] = reflect101(i - radius, w);
-  std::vector<float> sum(static_cast<size_t>(C * w)), wsum(static_cast<size_t>(w));
-  for (int64_t y = 0; y < h; ++y) {
-    std::fill(sum.begin(), sum.end(), 0.0f);
-    std::fill(wsum.begin(), wsum.end(), 0.0f);
-    const T* centre = v + y * w;
-    for (int64_t k = 0; k < taps; ++k) {
-      const T* src = v + row[static_cast<size_t>(y + radius + t.dy[static_cast<size_t>(k)])];
-      const int64_t* cols = col.data() + radius + t.dx[static_cast<size_t>(k)];
-      const float sw = t.weight[static_cast<size_t>(k)];
-      for (int64_t x = 0; x < w; ++x) {
-        const int64_t p = cols[x];
-        Dist dist = 0;  // u8: exact integer distances index the colour table
-        for (int ch = 0; ch < C; ++ch)
-          dist += std::abs(static_cast<Dist>(src[ch * plane + p]) - static_cast<Dist>(centre[ch * plane + x]));
-        const float wt = sw * colour(dist);
-        wsum[static_cast<size_t>(x)] += wt;
-        for (int ch = 0; ch < C; ++ch)
-          sum[static_cast<size_t>(ch * w + x)] += static_cast<float>(src[ch * plane + p]) * wt;
-      }
+/// One image [c, h, w] reflected into planes of (h + 2 radius) x (w + 2 radius).
+template <class T>
+std::vector<T> pad_image(const T* v, int64_t c, int64_t h, int64_t w, int64_t radius) {
+  const int64_t ph = h + 2 * radius, pw = w + 2 * radius;
+  std::vector<T> out(static_cast<size_t>(c * ph * pw));
+  std::vector<int64_t> col(static_cast<size_t>(pw));
+  for (int64_t i = 0; i < pw; ++i) col[static_cast<size_t>(i)] = reflect101(i - radius, w);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < ph; ++i) {
+      const T* src = v + (ch * h + reflect101(i - radius, h)) * w;
+      T* dst = out.data() + (ch * ph + i) * pw;
+      for (int64_t j = 0; j < pw; ++j) dst[j] = src[col[static_cast<size_t>(j)]];
     }
-    for (int ch = 0; ch < C; ++ch)
-      for (int64_t x = 0; x < w; ++x) {
-        const float r = sum[static_cast<size_t>(ch * w + x)] / wsum[static_cast<size_t>(x)];
-        if constexpr (std::is_same_v<T, uint8_t>)
-          out[ch * plane + y * w + x] = static_cast<uint8_t>(std::clamp(std::nearbyint(r), 0.0f, 255.0f));
-        else
-          out[ch * plane + y * w + x] = static_cast<T>(r);
-      }
-  }
+  return out;
 }
 
-/// filter_image for c = 1 or 3 channels.
-template <class T, class Colour>
-void filter_any(const T* v, T* out, int64_t c, int64_t h, int64_t w, const Taps& t, Colour colour) {
-  if (c == 1)
-    filter_image<1>(v, out, h, w, t, colour);
-  else
-    filter_image<3>(v, out, h, w, t, colour);
+/// Filters one image [c, h, w] (c = 1 or 3) of values v into out, a row per call of the SIMD row
+/// kernel, rows split over the intra-op threads (each row is computed alone, so the result does
+/// not depend on the thread count). Each pixel sums its taps in the disc's order, as OpenCV.
+template <class T, class Row>
+void filter_image(const T* v, T* out, int64_t c, int64_t h, int64_t w, const Taps& t, const Row& row) {
+  const int64_t radius = -t.dy.front(), pw = w + 2 * radius, pplane = (h + 2 * radius) * pw;
+  const auto taps = static_cast<int64_t>(t.weight.size());
+  const std::vector<T> padded = pad_image(v, c, h, w, radius);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(w * taps, 1));
+  parallel_for(h, grain, [&](int64_t y0, int64_t y1) {
+    std::vector<const T*> src(static_cast<size_t>(taps * c)), centre(static_cast<size_t>(c));
+    std::vector<T*> dst(static_cast<size_t>(c));
+    for (int64_t y = y0; y < y1; ++y) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const T* plane = padded.data() + ch * pplane + radius;
+        centre[static_cast<size_t>(ch)] = plane + (y + radius) * pw;
+        dst[static_cast<size_t>(ch)] = out + (ch * h + y) * w;
+        for (int64_t k = 0; k < taps; ++k)
+          src[static_cast<size_t>(k * c + ch)] =
+              plane + (y + radius + t.dy[static_cast<size_t>(k)]) * pw + t.dx[static_cast<size_t>(k)];
+      }
+      row(dst.data(), src.data(), centre.data(), static_cast<int>(taps), w);
+    }
+  });
 }
 
 }  // namespace
@@ -114,8 +105,10 @@ Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double s
     const std::vector<uint8_t> v = x.contiguous().to_vector<uint8_t>();
     std::vector<uint8_t> out(v.size());
     for (int64_t b = 0; b < n; ++b)
-      filter_any(v.data() + b * img, out.data() + b * img, c, h, w, t,
-                 [&](int dist) { return table[static_cast<size_t>(dist)]; });
+      filter_image(v.data() + b * img, out.data() + b * img, c, h, w, t,
+                   [&](uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int k, int64_t m) {
+                     detail::bilateral_row(dst, src, centre, static_cast<int>(c), t.weight.data(), k, table.data(), m);
+                   });
     return tensor(out, x.shape(), x.device());
   }
   const std::vector<float> v = x.to(f32).contiguous().to_vector<float>();
@@ -137,12 +130,11 @@ Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double s
       const double val = static_cast<double>(i) / scale;
       last = lut[static_cast<size_t>(i)] = static_cast<float>(std::exp(val * val * color_coeff));
     }
-    filter_any(src, out.data() + b * img, c, h, w, t, [&](float dist) {
-      float alpha = dist * scale;
-      const auto idx = std::min(static_cast<size_t>(std::floor(alpha)), static_cast<size_t>(bins));
-      alpha -= static_cast<float>(idx);
-      return lut[idx] + alpha * (lut[idx + 1] - lut[idx]);
-    });
+    filter_image(src, out.data() + b * img, c, h, w, t,
+                 [&](float* const* dst, const float* const* rows, const float* const* centre, int k, int64_t m) {
+                   detail::bilateral_row(dst, rows, centre, static_cast<int>(c), t.weight.data(), k, lut.data(), scale,
+                                         static_cast<int>(bins), m);
+                 });
   }
   return tensor(out, x.shape(), x.device()).to(x.dtype());
 }

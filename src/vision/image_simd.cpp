@@ -98,6 +98,48 @@ uint8_t gray_u8_scalar(int r, int g, int b) {
 
 uint8_t round_u8(float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v), 0.0f, 255.0f)); }
 
+/// The colour weight of L1 distance d: u8 reads lut[d]; f32 reads lut at d * scale with linear
+/// interpolation, the index clamped to bins (OpenCV's expLUT).
+inline float bilateral_colour(int d, const float* lut, float, int) { return lut[d]; }
+inline float bilateral_colour(float d, const float* lut, float scale, int bins) {
+  float alpha = d * scale;
+  const int idx = alpha >= 0 ? std::min(static_cast<int>(std::min(alpha, 1e9f)), bins) : 0;
+  alpha -= static_cast<float>(idx);
+  return lut[idx] + alpha * (lut[idx + 1] - lut[idx]);
+}
+
+template <int C, class T>
+void bilateral_scalar(T* const* dst, const T* const* src, const T* const* centre, const float* sw, int k,
+                      const float* lut, float scale, int bins, int64_t from, int64_t n) {
+  using Dist = std::conditional_t<std::is_same_v<T, uint8_t>, int, float>;
+  for (int64_t x = from; x < n; ++x) {
+    float sum[C] = {}, wsum = 0;
+    for (int i = 0; i < k; ++i) {
+      Dist d = 0;
+      for (int ch = 0; ch < C; ++ch)
+        d += std::abs(static_cast<Dist>(src[i * C + ch][x]) - static_cast<Dist>(centre[ch][x]));
+      const float wt = sw[i] * bilateral_colour(d, lut, scale, bins);
+      wsum += wt;
+      for (int ch = 0; ch < C; ++ch) sum[ch] = std::fma(static_cast<float>(src[i * C + ch][x]), wt, sum[ch]);
+    }
+    for (int ch = 0; ch < C; ++ch) {
+      if constexpr (std::is_same_v<T, uint8_t>)
+        dst[ch][x] = round_u8(sum[ch] / wsum);
+      else
+        dst[ch][x] = sum[ch] / wsum;
+    }
+  }
+}
+
+template <class T>
+void bilateral_any(T* const* dst, const T* const* src, const T* const* centre, int c, const float* sw, int k,
+                   const float* lut, float scale, int bins, int64_t from, int64_t n) {
+  if (c == 1)
+    bilateral_scalar<1>(dst, src, centre, sw, k, lut, scale, bins, from, n);
+  else
+    bilateral_scalar<3>(dst, src, centre, sw, k, lut, scale, bins, from, n);
+}
+
 }  // namespace
 }  // namespace kiln::vision::detail
 #endif
@@ -319,6 +361,89 @@ void MedianRows(T* dst, const T* const* src, int k, int64_t n) {
 void MedianRowsU8(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) { MedianRows(dst, src, k, n); }
 void MedianRowsF32(float* dst, const float* const* src, int k, int64_t n) { MedianRows(dst, src, k, n); }
 
+/// One vector of lanes x.. of the bilateral filter (see bilateral_row in image_simd.h).
+template <int C, class T>
+HWY_INLINE void BilateralVec(T* const* dst, const T* const* src, const T* const* centre, const float* sw, int k,
+                             const float* lut, float scale, int bins, int64_t x) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<T, decltype(d)> dt;
+  auto load = [&](const T* p) {
+    if constexpr (std::is_same_v<T, uint8_t>)
+      return hn::PromoteTo(di, hn::LoadU(dt, p));
+    else
+      return hn::LoadU(d, p);
+  };
+  using VD = decltype(load(centre[0]));
+  VD c[C];
+  for (int ch = 0; ch < C; ++ch) c[ch] = load(centre[ch] + x);
+  hn::Vec<decltype(d)> sum[C], wsum = hn::Zero(d);
+  for (int ch = 0; ch < C; ++ch) sum[ch] = hn::Zero(d);
+  const auto vscale = hn::Set(d, scale);
+  const auto vbins = hn::Set(di, bins);
+  for (int i = 0; i < k; ++i) {
+    VD s[C];
+    for (int ch = 0; ch < C; ++ch) s[ch] = load(src[i * C + ch] + x);
+    VD dist = hn::Abs(hn::Sub(s[0], c[0]));
+    for (int ch = 1; ch < C; ++ch) dist = hn::Add(dist, hn::Abs(hn::Sub(s[ch], c[ch])));
+    hn::Vec<decltype(d)> colour;
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      colour = hn::GatherIndex(d, lut, dist);
+    } else {
+      auto alpha = hn::Mul(dist, vscale);
+      const auto idx = hn::Min(hn::Max(hn::ConvertTo(di, alpha), hn::Zero(di)), vbins);
+      alpha = hn::Sub(alpha, hn::ConvertTo(d, idx));
+      const auto lo = hn::GatherIndex(d, lut, idx), hi = hn::GatherIndex(d, lut + 1, idx);
+      colour = hn::MulAdd(alpha, hn::Sub(hi, lo), lo);
+    }
+    const auto wt = hn::Mul(hn::Set(d, sw[i]), colour);
+    wsum = hn::Add(wsum, wt);
+    for (int ch = 0; ch < C; ++ch) {
+      if constexpr (std::is_same_v<T, uint8_t>)
+        sum[ch] = hn::MulAdd(hn::ConvertTo(d, s[ch]), wt, sum[ch]);
+      else
+        sum[ch] = hn::MulAdd(s[ch], wt, sum[ch]);
+    }
+  }
+  for (int ch = 0; ch < C; ++ch) {
+    const auto r = hn::Div(sum[ch], wsum);
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      const auto v = hn::Min(hn::Max(r, hn::Zero(d)), hn::Set(d, 255.0f));
+      hn::StoreU(hn::DemoteTo(dt, hn::NearestInt(v)), dt, dst[ch] + x);
+    } else {
+      hn::StoreU(r, d, dst[ch] + x);
+    }
+  }
+}
+
+template <int C, class T>
+void BilateralRowsT(T* const* dst, const T* const* src, const T* const* centre, const float* sw, int k,
+                    const float* lut, float scale, int bins, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  if (n < N) return bilateral_scalar<C>(dst, src, centre, sw, k, lut, scale, bins, 0, n);
+  int64_t x = 0;
+  for (; x + N <= n; x += N) BilateralVec<C>(dst, src, centre, sw, k, lut, scale, bins, x);
+  if (x < n) BilateralVec<C>(dst, src, centre, sw, k, lut, scale, bins, n - N);
+}
+
+template <class T>
+void BilateralRows(T* const* dst, const T* const* src, const T* const* centre, int c, const float* sw, int k,
+                   const float* lut, float scale, int bins, int64_t n) {
+  if (c == 1)
+    BilateralRowsT<1>(dst, src, centre, sw, k, lut, scale, bins, n);
+  else
+    BilateralRowsT<3>(dst, src, centre, sw, k, lut, scale, bins, n);
+}
+void BilateralRowU8(uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int c,
+                    const float* sw, int k, const float* lut, int64_t n) {
+  BilateralRows(dst, src, centre, c, sw, k, lut, 0.0f, 0, n);
+}
+void BilateralRowF32(float* const* dst, const float* const* src, const float* const* centre, int c, const float* sw,
+                     int k, const float* lut, float scale, int bins, int64_t n) {
+  BilateralRows(dst, src, centre, c, sw, k, lut, scale, bins, n);
+}
+
 }  // namespace kiln::vision::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -332,6 +457,8 @@ HWY_EXPORT(F32ToU8);
 HWY_EXPORT(GrayU8);
 HWY_EXPORT(MedianRowsU8);
 HWY_EXPORT(MedianRowsF32);
+HWY_EXPORT(BilateralRowU8);
+HWY_EXPORT(BilateralRowF32);
 
 void minmax_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n, bool max) {
   HWY_DYNAMIC_DISPATCH(MinMaxRowsU8)(dst, src, k, n, max);
@@ -354,6 +481,14 @@ void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
 }
 void median_rows(float* dst, const float* const* src, int k, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MedianRowsF32)(dst, src, k, n);
+}
+void bilateral_row(uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int c, const float* sw,
+                   int k, const float* lut, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BilateralRowU8)(dst, src, centre, c, sw, k, lut, n);
+}
+void bilateral_row(float* const* dst, const float* const* src, const float* const* centre, int c, const float* sw,
+                   int k, const float* lut, float scale, int bins, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BilateralRowF32)(dst, src, centre, c, sw, k, lut, scale, bins, n);
 }
 }  // namespace kiln::vision::detail
 #endif
@@ -392,6 +527,14 @@ void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
 }
 void median_rows(float* dst, const float* const* src, int k, int64_t n) {
   median_by_size(dst, src, k, n, [&](auto kc) { median_scalar<decltype(kc)::value>(dst, src, 0, n); });
+}
+void bilateral_row(uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int c, const float* sw,
+                   int k, const float* lut, int64_t n) {
+  bilateral_any(dst, src, centre, c, sw, k, lut, 0.0f, 0, 0, n);
+}
+void bilateral_row(float* const* dst, const float* const* src, const float* const* centre, int c, const float* sw,
+                   int k, const float* lut, float scale, int bins, int64_t n) {
+  bilateral_any(dst, src, centre, c, sw, k, lut, scale, bins, 0, n);
 }
 }  // namespace kiln::vision::detail
 

@@ -29,4 +29,14 @@ void gray_u8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b,
 void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n);
 void median_rows(float* dst, const float* const* src, int k, int64_t n);
 
+/// One row of the bilateral filter over c = 1 or 3 planes: for each x < n, with the k taps
+/// pixels src[i * c + ch][x] (i < k) and the centre pixels centre[ch][x], each tap weighs
+/// sw[i] * colour(sum over ch of |src - centre|) and dst[ch][x] is the weighted mean (u8: rounded
+/// half to even). u8: colour(d) = lut[d]; f32: lut read at d * scale with linear interpolation,
+/// the index clamped to bins (lut holds bins + 2 values). Taps are summed in the order of i.
+void bilateral_row(uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int c, const float* sw,
+                   int k, const float* lut, int64_t n);
+void bilateral_row(float* const* dst, const float* const* src, const float* const* centre, int c, const float* sw,
+                   int k, const float* lut, float scale, int bins, int64_t n);
+
 }  // namespace kiln::vision::detail
