@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <memory>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/parallel.h"
 #include "kiln/vision/image.h"
 #include "vision/image_simd.h"
@@ -42,18 +44,33 @@ Taps disc(int64_t radius, double sigma_space) {
   return t;
 }
 
+/// The first element of a contiguous CPU tensor.
+template <class T>
+const T* host_data(const Tensor& c) {
+  const auto* base = static_cast<const char*>(host_storage_data(c));
+  KILN_CHECK(base != nullptr, "vision::bilateral_filter", "a CPU tensor without host memory");
+  return reinterpret_cast<const T*>(base + c.storage_offset() * static_cast<int64_t>(sizeof(T)));
+}
+
 /// One image [c, h, w] reflected into planes of (h + 2 radius) x (w + 2 radius).
 template <class T>
-std::vector<T> pad_image(const T* v, int64_t c, int64_t h, int64_t w, int64_t radius) {
+std::unique_ptr<T[]> pad_image(const T* v, int64_t c, int64_t h, int64_t w, int64_t radius) {
   const int64_t ph = h + 2 * radius, pw = w + 2 * radius;
-  std::vector<T> out(static_cast<size_t>(c * ph * pw));
-  std::vector<int64_t> col(static_cast<size_t>(pw));
-  for (int64_t i = 0; i < pw; ++i) col[static_cast<size_t>(i)] = reflect101(i - radius, w);
+  std::unique_ptr<T[]> out(new T[static_cast<size_t>(c * ph * pw)]);
+  std::vector<int64_t> edge(static_cast<size_t>(2 * radius));  // source columns of the borders
+  for (int64_t i = 0; i < radius; ++i) {
+    edge[static_cast<size_t>(i)] = reflect101(i - radius, w);
+    edge[static_cast<size_t>(radius + i)] = reflect101(w + i, w);
+  }
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t i = 0; i < ph; ++i) {
       const T* src = v + (ch * h + reflect101(i - radius, h)) * w;
-      T* dst = out.data() + (ch * ph + i) * pw;
-      for (int64_t j = 0; j < pw; ++j) dst[j] = src[col[static_cast<size_t>(j)]];
+      T* dst = out.get() + (ch * ph + i) * pw;
+      std::copy(src, src + w, dst + radius);
+      for (int64_t j = 0; j < radius; ++j) {
+        dst[j] = src[edge[static_cast<size_t>(j)]];
+        dst[radius + w + j] = src[edge[static_cast<size_t>(radius + j)]];
+      }
     }
   return out;
 }
@@ -65,14 +82,14 @@ template <class T, class Row>
 void filter_image(const T* v, T* out, int64_t c, int64_t h, int64_t w, const Taps& t, const Row& row) {
   const int64_t radius = -t.dy.front(), pw = w + 2 * radius, pplane = (h + 2 * radius) * pw;
   const auto taps = static_cast<int64_t>(t.weight.size());
-  const std::vector<T> padded = pad_image(v, c, h, w, radius);
+  const std::unique_ptr<T[]> padded = pad_image(v, c, h, w, radius);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(w * taps, 1));
   parallel_for(h, grain, [&](int64_t y0, int64_t y1) {
     std::vector<const T*> src(static_cast<size_t>(taps * c)), centre(static_cast<size_t>(c));
     std::vector<T*> dst(static_cast<size_t>(c));
     for (int64_t y = y0; y < y1; ++y) {
       for (int64_t ch = 0; ch < c; ++ch) {
-        const T* plane = padded.data() + ch * pplane + radius;
+        const T* plane = padded.get() + ch * pplane + radius;
         centre[static_cast<size_t>(ch)] = plane + (y + radius) * pw;
         dst[static_cast<size_t>(ch)] = out + (ch * h + y) * w;
         for (int64_t k = 0; k < taps; ++k)
@@ -98,45 +115,49 @@ Tensor bilateral_filter(const Tensor& x, int64_t d, double sigma_color, double s
   if (x.numel() == 0) return x.clone();
   const Taps t = disc(radius, sigma_space);
   const double color_coeff = -0.5 / (sigma_color * sigma_color);
+  // Host copies: the input contiguous in u8 or f32, the output written in place.
+  const Tensor v = (x.dtype() == u8 ? x : x.to(f32)).to(Device::cpu()).contiguous();
+  Tensor y = empty(x.shape(), {.dtype = v.dtype(), .device = Device::cpu()});
   if (x.dtype() == u8) {
     std::vector<float> table(static_cast<size_t>(256 * c));
     for (size_t i = 0; i < table.size(); ++i)
       table[i] = static_cast<float>(std::exp(static_cast<double>(i * i) * color_coeff));
-    const std::vector<uint8_t> v = x.contiguous().to_vector<uint8_t>();
-    std::vector<uint8_t> out(v.size());
+    const uint8_t* in = host_data<uint8_t>(v);
+    uint8_t* out = const_cast<uint8_t*>(host_data<uint8_t>(y));
     for (int64_t b = 0; b < n; ++b)
-      filter_image(v.data() + b * img, out.data() + b * img, c, h, w, t,
+      filter_image(in + b * img, out + b * img, c, h, w, t,
                    [&](uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int k, int64_t m) {
                      detail::bilateral_row(dst, src, centre, static_cast<int>(c), t.weight.data(), k, table.data(), m);
                    });
-    return tensor(out, x.shape(), x.device());
+    return y.to(x.device());
   }
-  const std::vector<float> v = x.to(f32).contiguous().to_vector<float>();
-  std::vector<float> out(v.size());
+  const float* in = host_data<float>(v);
+  float* out = const_cast<float*>(host_data<float>(y));
   for (int64_t b = 0; b < n; ++b) {
-    const float* src = v.data() + b * img;
-    const auto [lo, hi] = std::minmax_element(src, src + img);
-    if (std::abs(*hi - *lo) < FLT_EPSILON) {  // a constant image stays as it is
-      std::copy(src, src + img, out.data() + b * img);
+    const float* src = in + b * img;
+    float lo = 0, hi = 0;
+    detail::minmax_f32(src, img, lo, hi);
+    if (std::abs(hi - lo) < FLT_EPSILON) {  // a constant image stays as it is
+      std::copy(src, src + img, out + b * img);
       continue;
     }
     // OpenCV's table of exp over the range of L1 distances (c times the value range), 2^12 bins
     // per channel, read with linear interpolation.
     const int64_t bins = (int64_t{1} << 12) * c;
-    const float scale = static_cast<float>(bins) / ((*hi - *lo) * static_cast<float>(c));
+    const float scale = static_cast<float>(bins) / ((hi - lo) * static_cast<float>(c));
     std::vector<float> lut(static_cast<size_t>(bins + 2), 0.0f);
     float last = 1;
     for (int64_t i = 0; i < bins + 2 && last > 0; ++i) {
       const double val = static_cast<double>(i) / scale;
       last = lut[static_cast<size_t>(i)] = static_cast<float>(std::exp(val * val * color_coeff));
     }
-    filter_image(src, out.data() + b * img, c, h, w, t,
+    filter_image(src, out + b * img, c, h, w, t,
                  [&](float* const* dst, const float* const* rows, const float* const* centre, int k, int64_t m) {
                    detail::bilateral_row(dst, rows, centre, static_cast<int>(c), t.weight.data(), k, lut.data(), scale,
                                          static_cast<int>(bins), m);
                  });
   }
-  return tensor(out, x.shape(), x.device()).to(x.dtype());
+  return y.to(x.device(), x.dtype());
 }
 
 }  // namespace kiln::vision

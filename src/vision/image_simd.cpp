@@ -361,6 +361,22 @@ void MedianRows(T* dst, const T* const* src, int k, int64_t n) {
 void MedianRowsU8(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) { MedianRows(dst, src, k, n); }
 void MedianRowsF32(float* dst, const float* const* src, int k, int64_t n) { MedianRows(dst, src, k, n); }
 
+void MinMaxF32(const float* v, int64_t n, float& lo, float& hi) {
+  const hn::ScalableTag<float> d;
+  const auto N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t x = 0;
+  lo = hi = v[0];
+  if (n >= N) {
+    auto a = hn::LoadU(d, v), b = a;
+    for (x = N; x + N <= n; x += N) {
+      const auto u = hn::LoadU(d, v + x);
+      a = hn::Min(a, u), b = hn::Max(b, u);
+    }
+    lo = hn::GetLane(hn::MinOfLanes(d, a)), hi = hn::GetLane(hn::MaxOfLanes(d, b));
+  }
+  for (; x < n; ++x) lo = std::min(lo, v[x]), hi = std::max(hi, v[x]);
+}
+
 /// One vector of lanes x.. of the bilateral filter (see bilateral_row in image_simd.h).
 template <int C, class T>
 HWY_INLINE void BilateralVec(T* const* dst, const T* const* src, const T* const* centre, const float* sw, int k,
@@ -457,6 +473,7 @@ HWY_EXPORT(F32ToU8);
 HWY_EXPORT(GrayU8);
 HWY_EXPORT(MedianRowsU8);
 HWY_EXPORT(MedianRowsF32);
+HWY_EXPORT(MinMaxF32);
 HWY_EXPORT(BilateralRowU8);
 HWY_EXPORT(BilateralRowF32);
 
@@ -482,6 +499,7 @@ void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
 void median_rows(float* dst, const float* const* src, int k, int64_t n) {
   HWY_DYNAMIC_DISPATCH(MedianRowsF32)(dst, src, k, n);
 }
+void minmax_f32(const float* v, int64_t n, float& lo, float& hi) { HWY_DYNAMIC_DISPATCH(MinMaxF32)(v, n, lo, hi); }
 void bilateral_row(uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int c, const float* sw,
                    int k, const float* lut, int64_t n) {
   HWY_DYNAMIC_DISPATCH(BilateralRowU8)(dst, src, centre, c, sw, k, lut, n);
@@ -527,6 +545,10 @@ void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n) {
 }
 void median_rows(float* dst, const float* const* src, int k, int64_t n) {
   median_by_size(dst, src, k, n, [&](auto kc) { median_scalar<decltype(kc)::value>(dst, src, 0, n); });
+}
+void minmax_f32(const float* v, int64_t n, float& lo, float& hi) {
+  lo = hi = v[0];
+  for (int64_t x = 1; x < n; ++x) lo = std::min(lo, v[x]), hi = std::max(hi, v[x]);
 }
 void bilateral_row(uint8_t* const* dst, const uint8_t* const* src, const uint8_t* const* centre, int c, const float* sw,
                    int k, const float* lut, int64_t n) {

@@ -29,6 +29,9 @@ void gray_u8(uint8_t* dst, const uint8_t* r, const uint8_t* g, const uint8_t* b,
 void median_rows(uint8_t* dst, const uint8_t* const* src, int k, int64_t n);
 void median_rows(float* dst, const float* const* src, int k, int64_t n);
 
+/// lo and hi = the least and greatest of v[0..n), n >= 1.
+void minmax_f32(const float* v, int64_t n, float& lo, float& hi);
+
 /// One row of the bilateral filter over c = 1 or 3 planes: for each x < n, with the k taps
 /// pixels src[i * c + ch][x] (i < k) and the centre pixels centre[ch][x], each tap weighs
 /// sw[i] * colour(sum over ch of |src - centre|) and dst[ch][x] is the weighted mean (u8: rounded

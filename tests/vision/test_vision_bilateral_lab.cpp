@@ -34,6 +34,24 @@ TEST(VisionBilateral, MatchesOpenCV) {
   }
 }
 
+TEST(VisionBilateral, ThreadsBatchesAndRowWidths) {
+  // Rows narrower than a vector (5), with a partial last vector (37), over two threads: the same
+  // results as one thread, and each batch element as when filtered alone.
+  for (const int64_t w : {5, 37}) {
+    const Tensor x8 = test::rand_input({2, 3, 70, w}, 0, 256, 11).floor().to(u8), xf = x8.to(f32) / 255.0;
+    const int saved = num_threads();
+    set_num_threads(1);
+    const Tensor one8 = vision::bilateral_filter(x8, 9, 75, 75), onef = vision::bilateral_filter(xf, 5, 0.3, 3);
+    set_num_threads(2);
+    const Tensor two8 = vision::bilateral_filter(x8, 9, 75, 75), twof = vision::bilateral_filter(xf, 5, 0.3, 3);
+    set_num_threads(saved);
+    EXPECT_TRUE(equal(two8, one8));
+    EXPECT_TRUE(equal(twof, onef));
+    EXPECT_TRUE(equal(vision::bilateral_filter(x8.slice(0, 1, 2), 9, 75, 75), one8.slice(0, 1, 2)));
+    EXPECT_TRUE(equal(vision::bilateral_filter(xf.slice(0, 1, 2), 5, 0.3, 3), onef.slice(0, 1, 2)));
+  }
+}
+
 TEST(VisionBilateral, ConstantEmptyAndBadInput) {
   const Tensor flat = full({1, 3, 5, 4}, 0.5);
   EXPECT_TRUE(equal(vision::bilateral_filter(flat, 5, 0.1, 2), flat));
