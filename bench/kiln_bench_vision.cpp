@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   run("vision/median5_f32", [&] { return vision::median_blur(gf, 5); });
   run("vision/median7_u8", [&] { return vision::median_blur(g8, 7); });
   run("vision/median15_u8", [&] { return vision::median_blur(g8, 15); });
+  run("vision/bilateral9_u8", [&] { return vision::bilateral_filter(g8, 9, 75, 75); });
+  run("vision/bilateral9_rgb_u8", [&] { return vision::bilateral_filter(rgb8, 9, 75, 75); });
+  run("vision/bilateral5_rgb_f32", [&] { return vision::bilateral_filter(rgbf, 5, 0.3, 3); });
   run("vision/rgb_to_gray_f32", [&] { return vision::rgb_to_gray(rgbf); });
   run("vision/rgb_to_gray_u8", [&] { return vision::rgb_to_gray(rgb8); });
   run("vision/components8_random", [&] { return vision::connected_components(fg, 8).labels; });
