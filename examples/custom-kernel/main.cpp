@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // A custom op written once in the kernel language: the tanh form of GELU fused into one kernel,
 // with its backward written with tensor ops. It runs on every device of this build (the CPU, its
-// fusion and autodiff layers, Vulkan when there is one), is checked against the same function
+// fusion and autodiff layers, and in Vulkan memory when there is a device), checked against the function
 // written with tensor ops, and its gradient against central finite differences.
 //
 //   custom-kernel        prints each check and "passed" (exit status 0) or what failed (1)

@@ -9,6 +9,7 @@
 #include "autodiff/graph.h"
 #include "core/backend.h"
 #include "kernel/ir.h"
+#include "kernel/launch.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 
@@ -59,69 +60,129 @@ kernel::Arg buffer_arg(const Tensor& t, kernel::Type type) {
 
 }  // namespace
 
+namespace kernel::detail {
+
+namespace {
+std::mutex& launchers_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<DeviceType, std::unique_ptr<DeviceLauncher>>& launchers() {
+  static auto* m = new std::map<DeviceType, std::unique_ptr<DeviceLauncher>>;  // never destroyed
+  return *m;
+}
+}  // namespace
+
+void register_launcher(DeviceType type, DeviceLauncher launcher) {
+  std::lock_guard<std::mutex> lock(launchers_mu());
+  launchers()[type] = std::make_unique<DeviceLauncher>(std::move(launcher));
+}
+
+const DeviceLauncher* launcher(DeviceType type) {
+  std::lock_guard<std::mutex> lock(launchers_mu());
+  auto it = launchers().find(type);
+  return it == launchers().end() ? nullptr : it->second.get();
+}
+
+}  // namespace kernel::detail
+
 struct CustomOp::State {
   CustomOpSpec spec;
   std::mutex mu;
-  std::map<std::string, std::pair<kernel::Kernel, kernel::CpuKernel>> compiled;  // by input dtypes
+  std::map<std::string, kernel::Kernel> traced;    // by input dtypes
+  std::map<std::string, kernel::CpuKernel> built;  // the same keys, compiled for the CPU
 
-  const std::pair<kernel::Kernel, kernel::CpuKernel>& kernel_for(const std::vector<Tensor>& in) {
+  /// The kernel for these inputs (traced on first use) and its key.
+  std::pair<kernel::Kernel, std::string> kernel_for(const std::vector<Tensor>& in) {
     std::string key;
     for (const Tensor& t : in) key += std::string(dtype_name(t.dtype())) + ",";
     std::lock_guard<std::mutex> lock(mu);
-    auto it = compiled.find(key);
-    if (it != compiled.end()) return it->second;
+    auto it = traced.find(key);
+    if (it != traced.end()) return {it->second, key};
     kernel::Kernel k = spec.kernel(in);
     KILN_CHECK(static_cast<bool>(k), spec.name, spec.name << ": the kernel function returned no kernel");
-    kernel::CpuKernel c = kernel::compile_cpu(k);
-    return compiled.emplace(key, std::make_pair(std::move(k), std::move(c))).first->second;
+    traced.emplace(key, k);
+    return {k, key};
   }
 
-  /// Runs the kernel over contiguous CPU copies of the inputs; outputs on the CPU.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
+  kernel::CpuKernel cpu_kernel(const kernel::Kernel& k, const std::string& key) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto it = built.find(key); it != built.end()) return it->second;
+    }
+    kernel::CpuKernel c = kernel::compile_cpu(k);  // outside the lock: may run the compiler
+    std::lock_guard<std::mutex> lock(mu);
+    return built.emplace(key, std::move(c)).first->second;
+  }
+
+  /// The launch of a call: the spec's, or one thread per element of output 0.
+  CustomLaunch launch_of(const kernel::ir::Kernel& ir, const std::vector<Tensor>& in, const std::vector<Tensor>& out,
+                         const std::vector<Tensor>& inputs) const {
+    const std::string& op = spec.name;
+    if (spec.launch) return spec.launch(in, out);
+    CustomLaunch launch;
+    const int64_t n = out[0].numel(), threads = ir.threads();
+    // One thread per element reads every input at the same index: they must be as long.
+    for (const Tensor& t : in)
+      KILN_CHECK(t.numel() == n, op,
+                 op << ": with the default launch every input has output 0's " << n << " elements; got "
+                    << shapes_of(inputs) << " (give the op a launch function otherwise)");
+    launch.groups = kernel::Dim3((n + threads - 1) / threads);
+    KILN_CHECK(
+        ir.scalars.size() <= 1, op,
+        op << ": kernel '" << ir.name << "' has " << ir.scalars.size() << " scalars; give the op a launch function");
+    if (ir.scalars.size() == 1) {
+      kernel::Arg a(static_cast<int64_t>(n));
+      a.type = ir.scalars[0].type;
+      launch.scalars.push_back(a);
+    }
+    return launch;
+  }
+
+  /// Runs the kernel on `exec` (the CPU, or a device with a launcher) over contiguous copies of
+  /// the inputs there; the outputs are on `exec`.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const Device& exec,
+                          const kernel::detail::DeviceLauncher* launcher) {
     const std::string& op = spec.name;
     std::vector<Tensor> in;
-    for (const Tensor& t : inputs) in.push_back(t.detach().to(Device::cpu()).contiguous());
+    for (const Tensor& t : inputs) {
+      Tensor c = t.detach().to(exec).contiguous();
+      in.push_back(launcher && c.storage_offset() != 0 ? c.clone() : c);  // device buffers bind from offset 0
+    }
     std::vector<std::pair<Shape, DType>> specs =
         spec.outputs ? spec.outputs(in) : std::vector<std::pair<Shape, DType>>{{in.at(0).shape(), in.at(0).dtype()}};
     KILN_CHECK(!specs.empty(), op, op << ": the op has no outputs");
     std::vector<Tensor> out;
-    for (const auto& [shape, dtype] : specs) out.push_back(empty(shape, {.dtype = dtype, .device = Device::cpu()}));
-    const auto& [k, cpu] = kernel_for(in);
+    for (const auto& [shape, dtype] : specs) out.push_back(empty(shape, {.dtype = dtype, .device = exec}));
+    const auto [k, key] = kernel_for(in);
     const kernel::ir::Kernel& ir = k.ir();
     KILN_CHECK(ir.buffers.size() == in.size() + out.size(), op,
                op << ": kernel '" << ir.name << "' has " << ir.buffers.size() << " buffers, the op " << in.size()
                   << " input(s) and " << out.size() << " output(s): " << shapes_of(inputs));
+    for (size_t i = 0; i < in.size() + out.size(); ++i) {
+      const Tensor& t = i < in.size() ? in[i] : out[i - in.size()];
+      KILN_CHECK(ir.buffers[i].type == kernel_type(t.dtype(), op), op,
+                 op << ": kernel buffer '" << ir.buffers[i].name << "' holds " << kernel::type_name(ir.buffers[i].type)
+                    << ", its tensor is " << dtype_name(t.dtype()).data());
+    }
+    const CustomLaunch launch = launch_of(ir, in, out, inputs);
+    if (launch.groups.x <= 0 || launch.groups.y <= 0 || launch.groups.z <= 0) return out;
+    if (launcher) {
+      std::vector<kernel::detail::DeviceBuffer> bufs;
+      for (size_t i = 0; i < in.size() + out.size(); ++i) {
+        const Tensor& t = i < in.size() ? in[i] : out[i - in.size()];
+        bufs.push_back({t.impl().storage.get(), 0});
+      }
+      (*launcher)(k, exec.index(), bufs, launch.scalars, launch.groups);
+      return out;
+    }
     std::vector<kernel::Arg> args;
     for (size_t i = 0; i < in.size() + out.size(); ++i) {
       const Tensor& t = i < in.size() ? in[i] : out[i - in.size()];
-      const kernel::Type want = kernel_type(t.dtype(), op);
-      KILN_CHECK(ir.buffers[i].type == want, op,
-                 op << ": kernel buffer '" << ir.buffers[i].name << "' holds " << kernel::type_name(ir.buffers[i].type)
-                    << ", its tensor is " << dtype_name(t.dtype()).data());
-      args.push_back(buffer_arg(t, want));
-    }
-    CustomLaunch launch;
-    if (spec.launch) {
-      launch = spec.launch(in, out);
-    } else {
-      const int64_t n = out[0].numel(), threads = ir.threads();
-      // One thread per element reads every input at the same index: they must be as long.
-      for (const Tensor& t : in)
-        KILN_CHECK(t.numel() == n, op,
-                   op << ": with the default launch every input has output 0's " << n << " elements; got "
-                      << shapes_of(inputs) << " (give the op a launch function otherwise)");
-      launch.groups = kernel::Dim3((n + threads - 1) / threads);
-      KILN_CHECK(
-          ir.scalars.size() <= 1, op,
-          op << ": kernel '" << ir.name << "' has " << ir.scalars.size() << " scalars; give the op a launch function");
-      if (ir.scalars.size() == 1) {
-        kernel::Arg a(static_cast<int64_t>(n));
-        a.type = ir.scalars[0].type;
-        launch.scalars.push_back(a);
-      }
+      args.push_back(buffer_arg(t, kernel_type(t.dtype(), op)));
     }
     args.insert(args.end(), launch.scalars.begin(), launch.scalars.end());
-    if (launch.groups.x > 0 && launch.groups.y > 0 && launch.groups.z > 0) cpu.launch(launch.groups, args);
+    cpu_kernel(k, key).launch(launch.groups, args);
     return out;
   }
 };
@@ -142,7 +203,11 @@ std::vector<Tensor> CustomOp::call(const std::vector<Tensor>& inputs) const {
   for (const Tensor& t : inputs)
     KILN_CHECK(t.device() == device, op,
                op << ": inputs on different devices (" << device.str() << ", " << t.device().str() << ")");
-  std::vector<Tensor> out = s_->run(inputs);
+  // A device whose backend launches kernels runs it in its own memory; any other goes through the CPU.
+  const kernel::detail::DeviceLauncher* launcher =
+      device.type() == DeviceType::CPU ? nullptr : kernel::detail::launcher(device.type());
+  const Device exec = launcher ? device.without_autodiff().without_fusion() : Device::cpu();
+  std::vector<Tensor> out = s_->run(inputs, exec, launcher);
   for (Tensor& t : out) t = t.to(device);
   if (!s_->spec.backward || !grad_enabled()) return out;
   bool needs = false;

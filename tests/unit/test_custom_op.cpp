@@ -175,3 +175,26 @@ TEST(CustomOp, BadSpecsAndInputs) {
   Tensor x = ones({4}).to(Device::cpu().autodiff()).require_grad();
   EXPECT_THROW(bad_backward(x).sum().backward(), Error);  // a gradient of the wrong shape
 }
+
+TEST(CustomOp, RunsInVulkanMemoryWithGradients) {
+  // lavapipe runs Vulkan on the CPU in CI (scripts/install-deps.sh installs it).
+  std::vector<std::string> vk;
+  for (const std::string& name : Device::list())
+    if (name.rfind("vulkan", 0) == 0) vk.push_back(name);
+  if (vk.empty()) GTEST_SKIP() << "no Vulkan device on this machine";
+  CustomOp swish = swish_op();
+  manual_seed(4);
+  Tensor x0 = randn({3, 70}) * 2.0;
+  for (const std::string& name : vk) {
+    const Device d = Device::from_string(name).autodiff();
+    Tensor x = x0.to(d).require_grad();
+    Tensor y = swish(x.narrow(1, 5, 60));  // a view with an offset: copied to a fresh buffer
+    EXPECT_EQ(y.device(), d);
+    Tensor xc = x0.narrow(1, 5, 60);
+    EXPECT_LE(max_diff(y.to(Device::cpu()), xc * sigmoid(xc)), 1e-5) << name;
+    Tensor g = y.sum().backward().get(x).to(Device::cpu());
+    Tensor s = sigmoid(xc);
+    EXPECT_LE(max_diff(g.narrow(1, 5, 60), s + xc * s * (1.0 - s)), 1e-5) << name;
+    EXPECT_EQ(g.narrow(1, 0, 5).abs().max().item<float>(), 0.0f) << name;
+  }
+}

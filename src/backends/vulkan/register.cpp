@@ -7,9 +7,11 @@
 namespace kiln {
 namespace vulkan {
 Backend* backend(int index);  // backend.cpp
-}
+void register_launcher();     // custom.cpp
+}  // namespace vulkan
 
 void register_vulkan() {
+  vulkan::register_launcher();  // custom ops' kernels on Vulkan memory
   register_devices(
       "vulkan", [](int index) { return Device(vulkan::backend(index), index); },
       [] { return vulkan::Context::count(); });
