@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/registry.h"
@@ -325,18 +326,36 @@ class RemoteBackend final : public Backend {
   }
 };
 
-/// One backend per address for from_string ("remote:ws://..."), replaced once its connection is lost.
+/// Every remote backend made, and the one per address of from_string. Backends are never
+/// destroyed (storages may outlive every Device value naming them); the list keeps them reachable.
+struct Backends {
+  std::mutex mu;
+  std::vector<std::unique_ptr<RemoteBackend>> all;
+  std::unordered_map<std::string, RemoteBackend*> by_url;
+};
+Backends& backends() {
+  static auto* b = new Backends();
+  return *b;
+}
+
+/// from_string("remote:ws://..."): one backend per address, replaced once its connection is lost.
 Device remote_at(const std::string& url) {
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<std::string, RemoteBackend*>();
-  std::lock_guard<std::mutex> lock(mu);
-  RemoteBackend*& b = (*cache)[url];
-  if (!b || b->broken()) b = new RemoteBackend(url, RemoteOptions{});  // never destroyed, like every backend
+  Backends& bs = backends();
+  std::lock_guard<std::mutex> lock(bs.mu);
+  RemoteBackend*& b = bs.by_url[url];
+  if (!b || b->broken()) {
+    bs.all.push_back(std::make_unique<RemoteBackend>(url, RemoteOptions{}));
+    b = bs.all.back().get();
+  }
   return Device(b);
 }
 
 Device make_remote(const std::string& url, const RemoteOptions& options) {
-  return Device(new RemoteBackend(url, options));  // never destroyed: storages may outlive the Device value
+  auto b = std::make_unique<RemoteBackend>(url, options);  // connects first: a refusal throws here
+  Backends& bs = backends();
+  std::lock_guard<std::mutex> lock(bs.mu);
+  bs.all.push_back(std::move(b));
+  return Device(bs.all.back().get());
 }
 
 }  // namespace
