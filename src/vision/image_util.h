@@ -2,9 +2,13 @@
 // Helpers of kiln::vision's image ops: input checks and the u8 <-> f32 round trip.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/tensor.h"
+#include "kiln/vision/image.h"
 
 namespace kiln::vision::detail {
 
@@ -26,5 +30,25 @@ inline Tensor back_to(const Tensor& y, const Tensor& like) {
   if (like.dtype() != u8) return y;
   return clamp(round(y), 0, 255).to(u8);
 }
+
+/// Where each output pixel of a warp reads the source (warp.cpp): `corners` source positions per
+/// output pixel (4 for bilinear, 1 for nearest) and their weights; positions outside the image
+/// read index 0 with weight 0.
+struct WarpSamples {
+  WarpSamples(int64_t h, int64_t w, int64_t oh, int64_t ow, bool linear);
+  /// Output pixel o reads source position (sx, sy), in 1/32 pixel when linear, else in pixels.
+  void put(int64_t o, int64_t sx, int64_t sy);
+  /// The warped image [N, C, oh, ow] of x [N, C, h, w] (u8 rounded back), by index_select.
+  Tensor gather(const Tensor& x) const;
+  int64_t h, w, oh, ow;
+  bool linear;
+  int corners;
+  std::vector<int64_t> pos;
+  std::vector<double> wt;
+};
+
+/// The checks common to the warps: x an image, m [rows, 3], a known interpolation, dsize >= 0.
+void check_warp(const char* op, const Tensor& x, const Tensor& m, int64_t rows, const std::string& interpolation,
+                ImageSize dsize);
 
 }  // namespace kiln::vision::detail

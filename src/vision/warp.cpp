@@ -39,23 +39,14 @@ Tensor rotation_matrix_2d(double center_x, double center_y, double angle, double
 Tensor warp_affine(const Tensor& x, const Tensor& m, ImageSize dsize, const std::string& interpolation,
                    bool inverse_map) {
   const char* op = "vision::warp_affine";
-  detail::check_image(op, x);
-  KILN_CHECK(m.defined() && m.dim() == 2 && m.size(0) == 2 && m.size(1) == 3, op,
-             "matrix [2, 3] expected, got " << (m.defined() ? to_string(m.shape()) : "undefined"));
-  KILN_CHECK(interpolation == "bilinear" || interpolation == "nearest", op,
-             "interpolation must be \"bilinear\" or \"nearest\", got \"" << interpolation << "\"");
-  KILN_CHECK(dsize.height >= 0 && dsize.width >= 0, op,
-             "output size must not be negative, got " << dsize.height << " x " << dsize.width);
+  detail::check_warp(op, x, m, 2, interpolation, dsize);
   const std::vector<double> mv = m.to(f64).contiguous().to_vector<double>();
   std::array<double, 6> a{};
   std::copy(mv.begin(), mv.end(), a.begin());
   if (!inverse_map) a = invert(a);
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), oh = dsize.height, ow = dsize.width;
   const bool linear = interpolation == "bilinear";
-  const int corners = linear ? 4 : 1;
-  // Per output pixel, `corners` source positions (0 with weight 0 outside the image).
-  std::vector<int64_t> pos(static_cast<size_t>(oh * ow * corners), 0);
-  std::vector<double> wt(pos.size(), 0.0);
+  const int64_t oh = dsize.height, ow = dsize.width;
+  detail::WarpSamples samples(x.size(2), x.size(3), oh, ow, linear);
   const int64_t round_delta = linear ? 16 : 512, shift = linear ? 5 : 10;
   for (int64_t y = 0; y < oh; ++y)
     for (int64_t xo = 0; xo < ow; ++xo) {
@@ -63,28 +54,59 @@ Tensor warp_affine(const Tensor& x, const Tensor& m, ImageSize dsize, const std:
       const int64_t by = cv_round((a[4] * static_cast<double>(y) + a[5]) * 1024) + round_delta;
       const int64_t sx = (bx + cv_round(a[0] * static_cast<double>(xo) * 1024)) >> shift;
       const int64_t sy = (by + cv_round(a[3] * static_cast<double>(xo) * 1024)) >> shift;
-      const auto base = static_cast<size_t>((y * ow + xo) * corners);
-      if (!linear) {
-        if (sx >= 0 && sx < w && sy >= 0 && sy < h) pos[base] = sy * w + sx, wt[base] = 1;
-        continue;
-      }
-      const int64_t ix = sx >> 5, iy = sy >> 5;
-      const double fx = static_cast<double>(sx & 31) / 32, fy = static_cast<double>(sy & 31) / 32;
-      const double cw[4] = {(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy};
-      for (int k = 0; k < 4; ++k) {
-        const int64_t px = ix + (k & 1), py = iy + (k >> 1);
-        if (px < 0 || px >= w || py < 0 || py >= h) continue;
-        pos[base + static_cast<size_t>(k)] = py * w + px;
-        wt[base + static_cast<size_t>(k)] = cw[k];
-      }
+      samples.put(y * ow + xo, sx, sy);
     }
-  const Tensor f = detail::as_float(x);
+  return samples.gather(x);
+}
+
+namespace detail {
+
+WarpSamples::WarpSamples(int64_t h_, int64_t w_, int64_t oh_, int64_t ow_, bool linear_)
+    : h(h_), w(w_), oh(oh_), ow(ow_), linear(linear_), corners(linear_ ? 4 : 1) {
+  pos.assign(static_cast<size_t>(oh * ow * corners), 0);
+  wt.assign(pos.size(), 0.0);
+}
+
+void WarpSamples::put(int64_t o, int64_t sx, int64_t sy) {
+  const auto base = static_cast<size_t>(o * corners);
+  if (!linear) {
+    if (sx >= 0 && sx < w && sy >= 0 && sy < h) pos[base] = sy * w + sx, wt[base] = 1;
+    return;
+  }
+  const int64_t ix = sx >> 5, iy = sy >> 5;
+  const double fx = static_cast<double>(sx & 31) / 32, fy = static_cast<double>(sy & 31) / 32;
+  const double cw[4] = {(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy};
+  for (int k = 0; k < 4; ++k) {
+    const int64_t px = ix + (k & 1), py = iy + (k >> 1);
+    if (px < 0 || px >= w || py < 0 || py >= h) continue;
+    pos[base + static_cast<size_t>(k)] = py * w + px;
+    wt[base + static_cast<size_t>(k)] = cw[k];
+  }
+}
+
+Tensor WarpSamples::gather(const Tensor& x) const {
+  const int64_t n = x.size(0), c = x.size(1);
+  const Tensor f = as_float(x);
+  if (h * w == 0 || oh * ow == 0 || n * c == 0)
+    return back_to(zeros({n, c, oh, ow}, {.dtype = f.dtype(), .device = x.device()}), x);
   const auto m_all = static_cast<int64_t>(pos.size());
-  if (h * w == 0) return detail::back_to(zeros({n, c, oh, ow}, {.dtype = f.dtype(), .device = x.device()}), x);
   const Tensor picked = index_select(f.reshape({n * c, h * w}), 1, tensor(pos, {m_all}, x.device()));
   const Tensor weights = tensor(wt, {1, m_all}, x.device()).to(f.dtype());
   const Tensor y = (picked * weights).reshape({n * c, oh * ow, corners}).sum({2}).reshape({n, c, oh, ow});
-  return detail::back_to(y, x);
+  return back_to(y, x);
 }
+
+void check_warp(const char* op, const Tensor& x, const Tensor& m, int64_t rows, const std::string& interpolation,
+                ImageSize dsize) {
+  check_image(op, x);
+  KILN_CHECK(m.defined() && m.dim() == 2 && m.size(0) == rows && m.size(1) == 3, op,
+             "matrix [" << rows << ", 3] expected, got " << (m.defined() ? to_string(m.shape()) : "undefined"));
+  KILN_CHECK(interpolation == "bilinear" || interpolation == "nearest", op,
+             "interpolation must be \"bilinear\" or \"nearest\", got \"" << interpolation << "\"");
+  KILN_CHECK(dsize.height >= 0 && dsize.width >= 0, op,
+             "output size must not be negative, got " << dsize.height << " x " << dsize.width);
+}
+
+}  // namespace detail
 
 }  // namespace kiln::vision

@@ -78,22 +78,14 @@ Tensor perspective_transform(const Tensor& src, const Tensor& dst) {
 Tensor warp_perspective(const Tensor& x, const Tensor& m, ImageSize dsize, const std::string& interpolation,
                         bool inverse_map) {
   const char* op = "vision::warp_perspective";
-  detail::check_image(op, x);
-  KILN_CHECK(m.defined() && m.dim() == 2 && m.size(0) == 3 && m.size(1) == 3, op,
-             "matrix [3, 3] expected, got " << (m.defined() ? to_string(m.shape()) : "undefined"));
-  KILN_CHECK(interpolation == "bilinear" || interpolation == "nearest", op,
-             "interpolation must be \"bilinear\" or \"nearest\", got \"" << interpolation << "\"");
-  KILN_CHECK(dsize.height >= 0 && dsize.width >= 0, op,
-             "output size must not be negative, got " << dsize.height << " x " << dsize.width);
+  detail::check_warp(op, x, m, 3, interpolation, dsize);
   const std::vector<double> mv = m.to(f64).contiguous().to_vector<double>();
   std::array<double, 9> a{};
   std::copy(mv.begin(), mv.end(), a.begin());
   if (!inverse_map) a = invert3(a);
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), oh = dsize.height, ow = dsize.width;
   const bool linear = interpolation == "bilinear";
-  const int corners = linear ? 4 : 1;
-  std::vector<int64_t> pos(static_cast<size_t>(oh * ow * corners), 0);
-  std::vector<double> wt(pos.size(), 0.0);
+  const int64_t oh = dsize.height, ow = dsize.width;
+  detail::WarpSamples samples(x.size(2), x.size(3), oh, ow, linear);
   const double tab = linear ? 32.0 : 1.0;
   for (int64_t y = 0; y < oh; ++y)
     for (int64_t xo = 0; xo < ow; ++xo) {
@@ -101,30 +93,9 @@ Tensor warp_perspective(const Tensor& x, const Tensor& m, ImageSize dsize, const
       const double x0 = a[0] * fx + a[1] * fy + a[2], y0 = a[3] * fx + a[4] * fy + a[5];
       double wd = a[6] * fx + a[7] * fy + a[8];
       wd = wd != 0 ? tab / wd : 0.0;
-      const int64_t sx = round_sat(x0 * wd), sy = round_sat(y0 * wd);
-      const auto base = static_cast<size_t>((y * ow + xo) * corners);
-      if (!linear) {
-        if (sx >= 0 && sx < w && sy >= 0 && sy < h) pos[base] = sy * w + sx, wt[base] = 1;
-        continue;
-      }
-      const int64_t ix = sx >> 5, iy = sy >> 5;
-      const double ax = static_cast<double>(sx & 31) / 32, ay = static_cast<double>(sy & 31) / 32;
-      const double cw[4] = {(1 - ax) * (1 - ay), ax * (1 - ay), (1 - ax) * ay, ax * ay};
-      for (int k = 0; k < 4; ++k) {
-        const int64_t px = ix + (k & 1), py = iy + (k >> 1);
-        if (px < 0 || px >= w || py < 0 || py >= h) continue;
-        pos[base + static_cast<size_t>(k)] = py * w + px;
-        wt[base + static_cast<size_t>(k)] = cw[k];
-      }
+      samples.put(y * ow + xo, round_sat(x0 * wd), round_sat(y0 * wd));
     }
-  const Tensor f = detail::as_float(x);
-  if (h * w == 0 || oh * ow == 0 || n * c == 0)
-    return detail::back_to(zeros({n, c, oh, ow}, {.dtype = f.dtype(), .device = x.device()}), x);
-  const auto m_all = static_cast<int64_t>(pos.size());
-  const Tensor picked = index_select(f.reshape({n * c, h * w}), 1, tensor(pos, {m_all}, x.device()));
-  const Tensor weights = tensor(wt, {1, m_all}, x.device()).to(f.dtype());
-  const Tensor y = (picked * weights).reshape({n * c, oh * ow, corners}).sum({2}).reshape({n, c, oh, ow});
-  return detail::back_to(y, x);
+  return samples.gather(x);
 }
 
 }  // namespace kiln::vision
