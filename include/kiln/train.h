@@ -4,4 +4,5 @@
 #include "kiln/train/learner.h"
 #include "kiln/train/metrics.h"
 #include "kiln/train/renderer.h"
+#include "kiln/train/evaluator.h"
 #include "kiln/train/text_metrics.h"

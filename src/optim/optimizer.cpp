@@ -490,12 +490,15 @@ void clip_grad_value_(Gradients& grads, const std::vector<Tensor>& params, doubl
   }
 }
 
-void GradientsAccumulator::add(const Gradients& g) {
+void GradientsAccumulator::add(const Gradients& g) { add(g, 1.0); }
+
+void GradientsAccumulator::add(const Gradients& g, double weight) {
   NoGradGuard guard;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor gi = params_[i].grad(g);
     if (!gi.defined()) continue;
-    sums_[i] = sums_[i].defined() ? sums_[i] + gi.detach() : gi.detach().clone();
+    Tensor w = weight == 1.0 ? gi.detach() : gi.detach() * weight;
+    sums_[i] = sums_[i].defined() ? sums_[i] + w : (weight == 1.0 ? w.clone() : w);
   }
   ++count_;
 }

@@ -14,6 +14,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_writer.h"
 #include "kiln/autodiff.h"
 #include "kiln/error.h"
 #include "kiln/nn/loss.h"
@@ -80,7 +81,8 @@ struct Accumulator {
   void add(double loss, const Tensor& out, const Tensor& target, int64_t n) {
     loss_sum += loss * static_cast<double>(n);
     items += n;
-    for (auto& m : *metrics) m->update(out, target);
+    if (out.defined())
+      for (auto& m : *metrics) m->update(out, target);
   }
   MetricValues values() const {
     MetricValues v;
@@ -121,21 +123,6 @@ std::vector<EpochRecord> history_from(const std::string& s) {
     h.push_back(std::move(r));
   }
   return h;
-}
-
-// The value of "valid_accuracy" / "train_loss" in a record (falls back to train_ when there is
-// no validation); NaN when absent.
-double monitored(const EpochRecord& r, const std::string& metric) {
-  auto find = [&](const std::map<std::string, double>& m, const std::string& k) {
-    auto it = m.find(k);
-    return it == m.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
-  };
-  if (metric.rfind("valid_", 0) == 0) {
-    std::string k = metric.substr(6);
-    return r.valid.empty() ? find(r.train, k) : find(r.valid, k);
-  }
-  if (metric.rfind("train_", 0) == 0) return find(r.train, metric.substr(6));
-  return find(r.valid.empty() ? r.train : r.valid, metric);
 }
 
 bool improves(double v, double best, Mode mode, double min_delta) {
@@ -262,6 +249,14 @@ struct FitRun {
   ProcessStats prev_ps;
   Clock::time_point prev_ps_time;
   std::string end_message;
+  // checkpoints: the writer, and the epochs (0-based) whose epoch-<N>.ckpt files exist
+  detail::CheckpointWriter writer;
+  std::vector<int64_t> saved_epochs;
+  std::shared_ptr<CheckpointStrategy> strategy;
+  // gradient accumulation: the window's weighted gradient sums, its batches and items
+  std::optional<optim::GradientsAccumulator> grad_acc;
+  int64_t window_batches = 0;
+  double window_items = 0;
 
   /// What one epoch's training left for its end: items, the last batch's rate and the rates.
   struct TrainEnd {
@@ -291,8 +286,21 @@ struct FitRun {
                double batch_ips, double epoch_ips, double secs);
   /// The extra fields of a checkpoint: the state resume needs.
   std::map<std::string, std::string> extra_for(int64_t step_in_epoch) const;
-  /// Writes a checkpoint (atomically) at `path`.
-  void save(const std::string& path, int64_t epoch, int64_t step_in_epoch) const;
+  /// A copy of the state a checkpoint holds (model, optimizer, scheduler, RNG, resume fields).
+  std::shared_ptr<const store::TensorMap> snapshot(int64_t epoch, int64_t step_in_epoch) const;
+  /// Writes a checkpoint (atomically; in the background when asynchronous) at `path`.
+  void save(const std::string& path, int64_t epoch, int64_t step_in_epoch);
+  /// The epoch's checkpoint files: epoch-<N>.ckpt, last.ckpt, best.ckpt when `is_best`, then
+  /// deletes the epoch files the strategy no longer keeps.
+  void save_epoch(int64_t epoch, bool is_best);
+  /// The epoch files already in the checkpoints folder (on resume).
+  void scan_saved_epochs();
+  /// The step of one batch (c.train_step, or forward then loss).
+  StepOutput train_step(const data::Batch& b) const;
+  /// An optimizer step with `grads`, then the scheduler when it steps per Step.
+  void optimizer_step(const Gradients& grads);
+  /// Steps the optimizer with the accumulated window's gradients (no-op when the window is empty).
+  void flush_window();
   /// Tells the renderer the run starts; sets the loop's counts.
   void start();
   double lr_now() const { return c.optimizer->param_groups().empty() ? 0.0 : c.optimizer->lr(0); }
@@ -316,7 +324,13 @@ struct FitRun {
 };
 
 FitRun::FitRun(LearnerConfig& config, Parallel& parallel, Renderer& renderer)
-    : c(config), par(parallel), r(renderer), acc{&config.metrics} {
+    : c(config),
+      par(parallel),
+      r(renderer),
+      acc{&config.metrics},
+      writer(config.async_checkpoints, config.checkpoint_write),
+      strategy(config.checkpointing ? config.checkpointing : keep_last(std::max<int64_t>(1, config.keep_last))) {
+  if (c.accumulate > 1) grad_acc.emplace(c.model->parameters());
   s.dir = (fs::path(c.runs_dir) / c.name).string();
   ckdir = fs::path(s.dir) / "checkpoints";
   if (par.writer()) {
@@ -349,6 +363,7 @@ void FitRun::load_resume() {
     if (!get("bad_epochs").empty()) bad_epochs = std::stoll(get("bad_epochs"));
     history = history_from(get("history"));
     if (fs::exists(best_path)) s.best_checkpoint = best_path;
+    if (par.writer()) scan_saved_epochs();
   }
   s.epochs = history;
 }
@@ -388,8 +403,7 @@ std::map<std::string, std::string> FitRun::extra_for(int64_t step_in_epoch) cons
   return x;
 }
 
-void FitRun::save(const std::string& path, int64_t epoch, int64_t step_in_epoch) const {
-  if (!par.writer()) return;
+std::shared_ptr<const store::TensorMap> FitRun::snapshot(int64_t epoch, int64_t step_in_epoch) const {
   store::Checkpoint ck;
   ck.model = c.model;
   ck.optimizer = c.optimizer;
@@ -397,7 +411,60 @@ void FitRun::save(const std::string& path, int64_t epoch, int64_t step_in_epoch)
   ck.epoch = epoch;
   ck.step = total_steps;
   ck.extra = extra_for(step_in_epoch);
-  store::save_checkpoint(path, ck);
+  return std::make_shared<const store::TensorMap>(store::checkpoint_to_tensors(ck));
+}
+
+void FitRun::save(const std::string& path, int64_t epoch, int64_t step_in_epoch) {
+  if (!par.writer()) return;
+  writer.save(path, snapshot(epoch, step_in_epoch));
+}
+
+void FitRun::save_epoch(int64_t epoch, bool is_best) {
+  if (!par.writer()) return;
+  auto snap = snapshot(epoch + 1, 0);
+  writer.save(last_path, snap);
+  writer.save((ckdir / ("epoch-" + std::to_string(epoch + 1) + ".ckpt")).string(), snap);
+  if (is_best) writer.save(best_path, snap);
+  saved_epochs.push_back(epoch);
+  std::vector<int64_t> kept;
+  for (int64_t e : saved_epochs) {
+    if (strategy->keep(e, history))
+      kept.push_back(e);
+    else
+      writer.remove((ckdir / ("epoch-" + std::to_string(e + 1) + ".ckpt")).string());
+  }
+  saved_epochs = std::move(kept);
+}
+
+void FitRun::scan_saved_epochs() {
+  for (const auto& f : fs::directory_iterator(ckdir, ec)) {
+    const std::string n = f.path().filename().string();
+    if (n.rfind("epoch-", 0) != 0 || f.path().extension() != ".ckpt") continue;
+    const std::string num = n.substr(6, n.size() - 11);
+    if (!num.empty() && num.find_first_not_of("0123456789") == std::string::npos)
+      saved_epochs.push_back(std::stoll(num) - 1);
+  }
+  std::sort(saved_epochs.begin(), saved_epochs.end());
+}
+
+StepOutput FitRun::train_step(const data::Batch& b) const {
+  if (c.train_step) return c.train_step(b);
+  StepOutput so{Tensor(), c.forward(b.input), b.target};
+  so.loss = c.loss(so.output, so.target);
+  return so;
+}
+
+void FitRun::optimizer_step(const Gradients& grads) {
+  c.optimizer->step(grads);
+  if (c.scheduler && c.scheduler_step == SchedulerStep::Step) c.scheduler->step();
+}
+
+void FitRun::flush_window() {
+  if (!grad_acc || window_batches == 0) return;
+  optimizer_step(grad_acc->gradients(1.0 / window_items));
+  grad_acc->reset();
+  window_batches = 0;
+  window_items = 0;
 }
 
 void FitRun::start() {
@@ -480,19 +547,26 @@ bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& 
   skip_batches = 0;
   while (auto batch = c.train->next()) {
     auto t0 = Clock::now();
-    Tensor x = to_device(batch->input), y = to_device(batch->target);
-    int64_t n = x.dim() > 0 ? x.size(0) : 1;
+    data::Batch b{to_device(batch->input), to_device(batch->target)};
+    int64_t n = b.input.dim() > 0 ? b.input.size(0) : 1;
     par.sync_buffers();
-    Tensor out = c.forward(x);
-    Tensor loss = c.loss(out, y);
-    Gradients grads = par.backward(loss, n);
-    c.optimizer->step(grads);
-    if (c.scheduler && c.scheduler_step == SchedulerStep::Step) c.scheduler->step();
-    double lv = loss.item<double>();
+    StepOutput so = train_step(b);
+    KILN_CHECK(so.loss.defined() && so.loss.numel() == 1, "Learner",
+               "the training step must return a scalar loss, got "
+                   << (so.loss.defined() ? to_string(so.loss.shape()) : std::string("undefined")));
+    Gradients grads = par.backward(so.loss, n);
+    if (grad_acc) {
+      grad_acc->add(grads, static_cast<double>(n));
+      window_items += static_cast<double>(n);
+      if (++window_batches == c.accumulate) flush_window();
+    } else {
+      optimizer_step(grads);
+    }
+    double lv = so.loss.item<double>();
     // Data parallel: the global batch's loss, and a stop only when the ranks agree on it.
     bool stop_request = par.active() && (g_stop.load() || r.stop_requested());
     par.agree_step(lv, n, stop_request);
-    acc.add(lv, out.detach(), y, n);
+    acc.add(lv, so.output.defined() ? so.output.detach() : so.output, so.target, n);
     epoch_items += static_cast<double>(n);
     s.step_losses.push_back(lv);
     ++it;
@@ -507,8 +581,12 @@ bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& 
               static_cast<double>(epoch) + static_cast<double>(it) / std::max<int64_t>(1, ntrain), e.values, e.lr,
               e.items_per_second, rate(epoch_items, seconds_since(epoch_start)), seconds_since(epoch_start));
     const bool stop = par.active() ? stop_request : g_stop.load() || r.stop_requested();
-    if (stop || (c.max_steps > 0 && s.steps >= c.max_steps)) return true;
+    if (stop || (c.max_steps > 0 && s.steps >= c.max_steps)) {
+      flush_window();
+      return true;
+    }
   }
+  flush_window();
   return false;
 }
 
@@ -524,11 +602,12 @@ FitRun::ValidEnd FitRun::validate(int64_t epoch) {
   const auto valid_start = Clock::now();
   while (auto batch = c.valid->next()) {
     auto t0 = Clock::now();
-    Tensor x = to_device(batch->input), y = to_device(batch->target);
-    Tensor out = c.forward(x);
-    double lv = c.loss(out, y).item<double>();
-    int64_t n = x.dim() > 0 ? x.size(0) : 1;
-    acc.add(lv, out, y, n);
+    data::Batch b{to_device(batch->input), to_device(batch->target)};
+    StepOutput so = c.valid_step ? c.valid_step(b) : train_step(b);
+    KILN_CHECK(so.loss.defined() && so.loss.numel() == 1, "Learner", "the validation step must return a scalar loss");
+    double lv = so.loss.item<double>();
+    int64_t n = b.input.dim() > 0 ? b.input.size(0) : 1;
+    acc.add(lv, so.output, so.target, n);
     valid_items += static_cast<double>(n);
     ++vit;
     double dt = seconds_since(t0);
@@ -550,11 +629,11 @@ bool FitRun::end_epoch(int64_t epoch, Clock::time_point epoch_start, const Train
   csv_row("train", epoch, ntrain, static_cast<double>(epoch + 1), t.vals, t.lr, t.ips, t.epoch_ips, rec.seconds);
   if (c.valid)
     csv_row("valid", epoch, nvalid, static_cast<double>(epoch + 1), v.vals, t.lr, v.ips, v.epoch_ips, rec.seconds);
-  double bv = monitored(rec, c.best.metric);
+  double bv = monitored_value(rec, c.best.metric);
   bool is_best = improves(bv, best_value, c.best.mode, 0);
   bool early = false;
   if (c.patience > 0) {
-    double sv = monitored(rec, c.early_stop.metric);
+    double sv = monitored_value(rec, c.early_stop.metric);
     if (improves(sv, stop_best, c.early_stop.mode, c.min_delta)) {
       stop_best = sv;
       bad_epochs = 0;
@@ -568,19 +647,15 @@ bool FitRun::end_epoch(int64_t epoch, Clock::time_point epoch_start, const Train
     s.best_epoch = epoch;
   }
   r.on_epoch_end(EpochEnd{epoch, t.vals, v.vals, t.lr, rec.seconds, is_best});
-  if (c.keep_last > 0 || s.stopped) {
+  if (c.keep_last > 0) {
+    save_epoch(epoch, is_best);
+    s.last_checkpoint = last_path;
+    if (is_best) s.best_checkpoint = best_path;
+    r.on_message("epoch " + std::to_string(epoch + 1) + ": checkpoint " +
+                 (ckdir / ("epoch-" + std::to_string(epoch + 1) + ".ckpt")).string() + (is_best ? " (best)" : ""));
+  } else if (s.stopped) {
     save(last_path, epoch + 1, 0);
     s.last_checkpoint = last_path;
-  }
-  if (c.keep_last > 0) {
-    std::string ep_path = (ckdir / ("epoch-" + std::to_string(epoch + 1) + ".ckpt")).string();
-    save(ep_path, epoch + 1, 0);
-    fs::remove(ckdir / ("epoch-" + std::to_string(epoch + 1 - c.keep_last) + ".ckpt"), ec);
-    if (is_best) {
-      save(best_path, epoch + 1, 0);
-      s.best_checkpoint = best_path;
-    }
-    r.on_message("epoch " + std::to_string(epoch + 1) + ": checkpoint " + ep_path + (is_best ? " (best)" : ""));
   }
   if (s.stopped) {
     end_message = "Stopped after epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs) +
@@ -602,6 +677,7 @@ Summary FitRun::finish() {
                   (s.best_epoch >= 0 ? "; best " + c.best.metric + " " + fmt("%.4f", best_value) + " at epoch " +
                                            std::to_string(s.best_epoch + 1)
                                      : std::string());
+  writer.wait();  // the checkpoints are on disk when fit() returns
   s.best_value = best_value;
   s.message = end_message;
   if (csv) {
@@ -628,7 +704,9 @@ void Learner::request_stop() { g_stop.store(true); }
 bool Learner::stop_pending() { return g_stop.load(); }
 
 Learner::Learner(LearnerConfig config) : config_(std::move(config)) {
-  KILN_CHECK(config_.model != nullptr && config_.forward, "Learner", "a model (and its forward) is required");
+  KILN_CHECK(config_.model != nullptr && (config_.forward || config_.train_step), "Learner",
+             "a model (and its forward, or a train_step) is required");
+  KILN_CHECK(config_.accumulate >= 1, "Learner", "accumulate must be >= 1, got " << config_.accumulate);
   KILN_CHECK(config_.optimizer != nullptr, "Learner", "an optimizer is required");
   KILN_CHECK(config_.train != nullptr, "Learner", "training data (a data::BatchSource) is required");
   KILN_CHECK(config_.epochs >= 1, "Learner", "epochs must be >= 1, got " + std::to_string(config_.epochs));

@@ -346,6 +346,8 @@ class GradientsAccumulator {
   explicit GradientsAccumulator(std::vector<Tensor> params) : params_(std::move(params)), sums_(params_.size()) {}
   /// Adds the gradients of the tracked parameters in g (others are ignored).
   void add(const Gradients& g);
+  /// Adds them times `weight` (a micro-batch's items, to average by items).
+  void add(const Gradients& g, double weight);
   /// Number of add() calls since construction / reset().
   int64_t count() const { return count_; }
   /// The sums (times `scale`) as Gradients for Optimizer::step.

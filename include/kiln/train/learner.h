@@ -34,12 +34,32 @@ class LRScheduler;
 }
 }  // namespace kiln::optim
 
+namespace kiln::store {
+struct TensorMap;
+}
+
 namespace kiln::train {
 
 /// The model's forward pass: input batch -> output.
 using ForwardFn = std::function<Tensor(const Tensor&)>;
 /// The loss: (output, target) -> a scalar tensor to minimise.
 using LossFn = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+/// What a training or validation step returns: the loss (a scalar; in training the Learner
+/// differentiates it), and the output and target the metrics see (an undefined output: the
+/// metrics skip the batch).
+struct StepOutput {
+  Tensor loss;
+  Tensor output;
+  Tensor target;
+};
+/// A step of one's own over a batch (its input and target already on the Learner's device):
+/// anything beyond forward + loss (several forwards, extra penalties, teacher forcing). In
+/// validation it runs in eval mode under NoGradGuard.
+using StepFn = std::function<StepOutput(const data::Batch& batch)>;
+
+/// How a checkpoint's tensors reach the disk (default: store::save_safetensors, atomic).
+using CheckpointWriteFn = std::function<void(const std::string& path, const store::TensorMap& tensors)>;
 
 /// When the scheduler's step() is called.
 enum class SchedulerStep { Epoch, Step };
@@ -51,6 +71,41 @@ struct Monitor {
   std::string metric = "valid_loss";
   Mode mode = Mode::Min;
 };
+
+/// One epoch's final values.
+struct EpochRecord {
+  int64_t epoch = 0;
+  std::map<std::string, double> train, valid;
+  double lr = 0;
+  double seconds = 0;
+};
+
+/// The value of a monitored metric ("valid_accuracy", "train_loss"; valid_ falls back to the
+/// training values when there was no validation) in a record; NaN when absent.
+double monitored_value(const EpochRecord& r, const std::string& metric);
+
+/// Which epoch checkpoints (<dir>/checkpoints/epoch-<N>.ckpt) a run keeps. After each epoch's
+/// checkpoint is written, every kept epoch file the strategy no longer keeps is deleted.
+/// Compose with `|`: `keep_last(2) | keep_best({"valid_accuracy", Mode::Max})` keeps a file
+/// that either keeps.
+class CheckpointStrategy {
+ public:
+  virtual ~CheckpointStrategy() = default;
+  /// Whether the checkpoint of `epoch` (0-based, a record in `history`) stays, given the
+  /// records of every epoch so far (history.back() is the newest).
+  virtual bool keep(int64_t epoch, const std::vector<EpochRecord>& history) const = 0;
+};
+/// The newest n epochs.
+std::shared_ptr<CheckpointStrategy> keep_last(int64_t n);
+/// The n epochs with the best values of `m` (ties: the earlier epoch); epochs without a value
+/// (NaN) are not kept.
+std::shared_ptr<CheckpointStrategy> keep_best(Monitor m, int64_t n = 1);
+/// Keeps an epoch when any of `parts` keeps it.
+std::shared_ptr<CheckpointStrategy> keep_any(std::vector<std::shared_ptr<CheckpointStrategy>> parts);
+inline std::shared_ptr<CheckpointStrategy> operator|(std::shared_ptr<CheckpointStrategy> a,
+                                                     std::shared_ptr<CheckpointStrategy> b) {
+  return keep_any({std::move(a), std::move(b)});
+}
 
 /// Everything the Learner needs; LearnerBuilder fills it.
 struct LearnerConfig {
@@ -75,6 +130,26 @@ struct LearnerConfig {
   /// (about 3x the model's size with Adam). keep_last = 0 disables checkpoints.
   int64_t keep_last = 2;
   Monitor best;
+  /// Which epoch files stay (null: keep_last(keep_last)). last.ckpt and best.ckpt are kept
+  /// besides.
+  std::shared_ptr<CheckpointStrategy> checkpointing;
+  /// Checkpoints are written by a background thread: the model and optimizer state are copied at
+  /// the epoch's end, training goes on while the copy is written, and fit() waits for the writes
+  /// before it returns (an error of a write is thrown there). Every file is written to a
+  /// temporary name and renamed, so a crash during a write leaves the previous file intact.
+  bool async_checkpoints = true;
+  /// How checkpoint files are written (empty: store::save_safetensors).
+  CheckpointWriteFn checkpoint_write;
+  /// Gradient accumulation: the optimizer steps once every `accumulate` batches (and at the
+  /// end of an epoch), with the gradients of those batches averaged by their items: the update
+  /// of one step on their concatenation when the loss is a mean over the batch. Losses, metrics,
+  /// max_steps and resume count batches; schedulers stepped per Step count optimizer steps. A
+  /// stop in the middle of a window applies the window's gradients first.
+  int64_t accumulate = 1;
+  /// Steps of one's own (empty: forward then loss). train_step's loss is differentiated;
+  /// valid_step (default: train_step when given, else forward + loss) runs in eval mode
+  /// without gradients.
+  StepFn train_step, valid_step;
   /// Early stopping: stop after `patience` epochs without an improvement of `min_delta` in
   /// `early_stop.metric` (patience 0: off).
   Monitor early_stop;
@@ -110,14 +185,6 @@ struct LearnerConfig {
   bool sync_batch_norm = false;
 };
 
-/// One epoch's final values.
-struct EpochRecord {
-  int64_t epoch = 0;
-  std::map<std::string, double> train, valid;
-  double lr = 0;
-  double seconds = 0;
-};
-
 /// What fit() returns.
 struct Summary {
   std::vector<EpochRecord> epochs;  ///< every completed epoch, including those before a resume
@@ -139,6 +206,8 @@ class Learner {
   explicit Learner(LearnerConfig config);
   Summary fit();
   const LearnerConfig& config() const { return config_; }
+  /// An Evaluator with this Learner's model, steps, loss, metrics (the same objects) and device.
+  class Evaluator evaluator() const;
   /// Asks a running fit() to stop after the current step (thread- and signal-safe).
   static void request_stop();
   /// True once a stop was requested (cleared when fit() starts).
@@ -216,6 +285,30 @@ class LearnerBuilder {
   LearnerBuilder& checkpoints(int64_t keep_last, Monitor best = {}) {
     c_.keep_last = keep_last;
     c_.best = std::move(best);
+    return *this;
+  }
+  /// LearnerConfig::checkpointing (checkpoints(keep_last) must be > 0 for any to be written).
+  LearnerBuilder& checkpointing(std::shared_ptr<CheckpointStrategy> s) {
+    c_.checkpointing = std::move(s);
+    return *this;
+  }
+  /// LearnerConfig::async_checkpoints.
+  LearnerBuilder& async_checkpoints(bool on) {
+    c_.async_checkpoints = on;
+    return *this;
+  }
+  /// LearnerConfig::accumulate: one optimizer step every n batches.
+  LearnerBuilder& accumulate(int64_t n) {
+    c_.accumulate = n;
+    return *this;
+  }
+  /// LearnerConfig::train_step / valid_step.
+  LearnerBuilder& train_step(StepFn f) {
+    c_.train_step = std::move(f);
+    return *this;
+  }
+  LearnerBuilder& valid_step(StepFn f) {
+    c_.valid_step = std::move(f);
     return *this;
   }
   LearnerBuilder& early_stopping(Monitor m, int64_t patience, double min_delta = 0) {
