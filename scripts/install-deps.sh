@@ -7,12 +7,13 @@
 # openssl makes the certificate of its TLS test.
 # libsentencepiece-dev gives kiln_text its SentencePiece tokenizers; fortunes is the text corpus of
 # examples/text-classification and docs/text.md.
+# python3-statsmodels ships the El Nino series of examples/time-series (its CSV, read directly).
 set -euo pipefail
 pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
   nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
   dataset-fashion-mnist python3-sklearn libonnx-testdata
   glslc glslang-tools spirv-tools libvulkan-dev mesa-vulkan-drivers
-  libopenmpi-dev openmpi-bin libboost-dev libssl-dev openssl libsentencepiece-dev fortunes)
+  libopenmpi-dev openmpi-bin libboost-dev libssl-dev openssl libsentencepiece-dev fortunes python3-statsmodels)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
