@@ -22,7 +22,7 @@ Watchdog::~Watchdog() {
 void Watchdog::arm(double seconds) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    armed_ = seconds > 0;
+    armed_ = seconds > 0 && seconds < 1e8;  // past three years: never (and no duration overflow)
     if (armed_)
       deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                          std::chrono::duration<double>(seconds));

@@ -31,7 +31,7 @@ class Watchdog {
  public:
   explicit Watchdog(int fd);
   ~Watchdog();
-  /// Cut the connection if not disarmed within `seconds` (<= 0: never).
+  /// Cut the connection if not disarmed within `seconds` (<= 0 or 1e8 and more: never).
   void arm(double seconds);
   void disarm();
   /// Whether the deadline passed (the connection was cut).

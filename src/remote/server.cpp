@@ -208,6 +208,7 @@ Server::Server(const ServerOptions& o) : impl_(std::make_unique<Impl>()) {
              "no token: give --token-file PATH (or --insecure-no-auth to accept any client)");
   KILN_CHECK(o.tls_cert.empty() == o.tls_key.empty(), kOp, "TLS needs both --tls-cert and --tls-key");
   KILN_CHECK(o.limits.max_frame >= 4096, kOp, "the frame limit must be at least 4096 bytes");
+  KILN_CHECK(o.max_sessions >= 1, kOp, "--max-sessions must be at least 1, got " << o.max_sessions);
   const Device d = Device::from_string(o.device);
   sh.backend = d.backend();
   sh.device_name = d.str();
