@@ -252,6 +252,12 @@ if [ -x "$BUILD_DIR/bench/kiln_bench_vulkan" ]; then
     echo "run.sh: the Vulkan benchmark failed" >&2
 fi
 
+# ---- the kernel language: tracing, rendering, compile caches, the C++ target; bench/KERNELS.md ----
+if [ -x "$BUILD_DIR/bench/kiln_bench_kernel" ]; then
+  echo "run.sh: kernel language"
+  "$BUILD_DIR/bench/kiln_bench_kernel" > bench/KERNELS.md || echo "run.sh: the kernel-language benchmark failed" >&2
+fi
+
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW/meta.txt"
 # report.py needs only the standard library; with matplotlib importable it also draws the chart.
 "${PY:-python3}" bench/report.py --dir "$RAW" --out "$RESULTS" --chart "$(dirname "$RESULTS")/results.png"
