@@ -41,7 +41,8 @@ Tensor Linear::forward(const Tensor& x) const {
              "Linear(in_features=" << config.in_features << ", out_features=" << config.out_features
                                    << ") expects input [..., " << config.in_features << "], got "
                                    << (x.defined() ? to_string(x.shape()) : std::string("undefined")));
-  return linear(x, weight, bias);
+  Tensor y = linear(x, weight, bias);
+  return lora ? y + lora->forward(x) : y;
 }
 
 std::string Linear::extra_repr() const {

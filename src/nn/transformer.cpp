@@ -107,6 +107,9 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     wk = k_proj_weight;
     wv = v_proj_weight;
   }
+  if (q_lora) wq = wq + q_lora->delta();
+  if (k_lora) wk = wk + k_lora->delta();
+  if (v_lora) wv = wv + v_lora->delta();
   if (in_proj_bias.defined()) {
     bq = in_proj_bias.narrow(0, 0, E);
     bk = in_proj_bias.narrow(0, E, E);

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
 // nn::Linear: y = x·Wᵀ + b (torch.nn.Linear).
+#include <optional>
+
 #include "kiln/nn/config.h"
+#include "kiln/nn/lora.h"
 #include "kiln/nn/module.h"
 
 namespace kiln::nn {
@@ -21,15 +24,17 @@ struct LinearConfig {
 
 /// x [..., in_features] -> [..., out_features]. weight [out_features, in_features] and bias
 /// [out_features] (PyTorch's layout and names), initialised like PyTorch: U(-1/sqrt(in), 1/sqrt(in)).
+/// With a LoRA adapter (nn::apply_lora) the output adds lora(x).
 struct Linear : Module {
   LinearConfig config;
   Param weight, bias;
+  std::optional<LoraAdapter> lora;  ///< set by apply_lora, folded in by merge_lora
   Linear() = default;
   explicit Linear(const LinearConfig& c, const Device& device = Device::default_device());
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::string extra_repr() const override;
-  KILN_VISIT(Linear, weight, bias)
+  KILN_VISIT(Linear, weight, bias, lora)
 };
 
 }  // namespace kiln::nn

@@ -77,6 +77,8 @@ struct MultiHeadAttention : Module {
   Param in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
   Param bias_k, bias_v;  ///< [1, 1, E] with add_bias_kv (Xavier-normal init, as PyTorch)
   Linear out_proj;
+  /// LoRA adapters of the query, key and value projections (nn::apply_lora).
+  std::optional<LoraAdapter> q_lora, k_lora, v_lora;
   MultiHeadAttention() = default;
   explicit MultiHeadAttention(const MultiHeadAttentionConfig& c, const Device& device = Device::default_device());
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -87,7 +89,7 @@ struct MultiHeadAttention : Module {
   }
   std::string extra_repr() const override;
   KILN_VISIT(MultiHeadAttention, in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias, bias_k,
-             bias_v, out_proj)
+             bias_v, out_proj, q_lora, k_lora, v_lora)
 };
 
 /// Config of TransformerEncoderLayer / TransformerDecoderLayer (torch.nn's defaults).
