@@ -125,7 +125,8 @@ class RemoteBackend final : public Backend {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     check_alive();
     const uint64_t id = to_id(dst.data);
-    if (n <= kSmallWrite) {
+    if (n <= small_write_) {
+      if (batch_.size() + n + 64 >= limits_.max_frame) flush();
       batch_.write(id, off, src, n);
       maybe_flush();
       return;
@@ -170,9 +171,12 @@ class RemoteBackend final : public Backend {
     const auto* d = static_cast<const uint8_t*>(buf.data().data());
     std::string error;
     try {
-      KILN_CHECK(frame_type(d, buf.size()) == FrameType::Status, "remote", "expected a Status frame");
+      const FrameType t = frame_type(d, buf.size());
+      if (t == FrameType::Refused) fail("the server refused the session: " + decode_message(d, buf.size()));
+      KILN_CHECK(t == FrameType::Status, "remote", "expected a Status frame");
       error = decode_message(d, buf.size());
     } catch (const Error& e) {
+      if (!failed_.empty()) throw;
       fail(std::string("bad reply from the server: ") + e.what());
     }
     KILN_CHECK(error.empty(), name(), error);
@@ -188,7 +192,7 @@ class RemoteBackend final : public Backend {
   }
 
  private:
-  static constexpr size_t kSmallWrite = 64 << 10;
+  size_t small_write_ = 64 << 10;  // writes up to this size are queued in the batch
   std::string url_;
   RemoteOptions opt_;
   Limits limits_;
@@ -236,7 +240,8 @@ class RemoteBackend final : public Backend {
 
   void maybe_flush() {
     if (batch_.count() >= static_cast<uint32_t>(opt_.batch_ops) ||
-        batch_.size() >= static_cast<size_t>(opt_.batch_bytes) || batch_.size() + kSmallWrite + 64 >= limits_.max_frame)
+        batch_.size() >= static_cast<size_t>(opt_.batch_bytes) ||
+        batch_.size() + small_write_ + 64 >= limits_.max_frame)
       flush();
   }
 
@@ -322,6 +327,7 @@ class RemoteBackend final : public Backend {
     const Welcome w = decode_welcome(d, buf.size());
     limits_ = w.limits;
     chunk_ = static_cast<size_t>(std::min<uint64_t>(limits_.max_frame - 64, uint64_t{4} << 20));
+    small_write_ = std::min<size_t>(small_write_, chunk_ / 4);
     ch_->set_read_limit(limits_.max_frame + 64);
   }
 };

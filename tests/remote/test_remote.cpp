@@ -89,6 +89,18 @@ TEST(RemoteDevice, LargeTensorsRoundTripInChunks) {
   EXPECT_EQ(r.narrow(0, 5999999, 8).to_vector<float>(), a.narrow(0, 5999999, 8).to_vector<float>());
 }
 
+TEST(RemoteDevice, ASmallFrameLimitIsRespected) {
+  ServerProcess s({"--max-frame-mb", "0.01"});  // 10485 bytes
+  ASSERT_TRUE(s.ok()) << s.log();
+  const Device d = Device::remote(s.url(), opts(s));
+  manual_seed(6);
+  const Tensor a = randn({30001}, {.device = Device::cpu()}), b = randn({700}, {.device = Device::cpu()});
+  Tensor r = a.to(d), rb = b.to(d);  // a large write, and a small one queued with others
+  for (int i = 0; i < 600; ++i) rb = rb + 1.f;
+  EXPECT_TRUE(kiln::equal(r.to(Device::cpu()), a));
+  EXPECT_TRUE(kiln::allclose(rb.to(Device::cpu()), b + 600.f));
+}
+
 TEST(RemoteDevice, FromStringWithTheTokenOfTheEnvironment) {
   ServerProcess s;
   ASSERT_TRUE(s.ok()) << s.log();
