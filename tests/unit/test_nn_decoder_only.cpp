@@ -8,6 +8,7 @@
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,22 @@ TEST(NnDecoderOnly, KvCacheMatchesFullForward) {
   steps.clear();
   for (int64_t t = 0; t < L; ++t) steps.push_back(m(tok.narrow(1, t, 1), &caches));
   EXPECT_LT(max_diff(cat(steps, 1), full), 1e-5);
+}
+
+TEST(NnDecoderOnly, F64NonContiguousAndEmptyBatch) {
+  manual_seed(3);
+  nn::TransformerDecoderOnly m({.vocab_size = 7, .d_model = 8, .nhead = 2, .num_layers = 2, .dtype = f64});
+  m.eval();
+  Tensor tok = randint(0, 7, {5, 3}).transpose(0, 1);  // [3, 5], not contiguous
+  ASSERT_FALSE(tok.is_contiguous());
+  Tensor full = m(tok);
+  EXPECT_EQ(full.dtype(), f64);
+  EXPECT_LT(max_diff(full, m(tok.contiguous())), 1e-12);
+  std::vector<nn::KVCache> caches;
+  std::vector<Tensor> steps;
+  for (int64_t t = 0; t < 5; ++t) steps.push_back(m(tok.narrow(1, t, 1), &caches));
+  EXPECT_LT(max_diff(cat(steps, 1), full), 1e-12);
+  EXPECT_EQ(m(randint(0, 7, {0, 4})).shape(), (Shape{0, 4, 7}));
 }
 
 TEST(NnDecoderOnly, CausalAndUnbatched) {
@@ -125,6 +142,30 @@ TEST(NnDecoderOnly, TrainsWithAutodiff) {
     opt.step(loss.backward());
   }
   EXPECT_LT(last, 0.3 * first) << first << " -> " << last;
+}
+
+TEST(NnDecoderOnly, GradientMatchesFiniteDifferences) {
+  manual_seed(5);
+  const Device d = Device::cpu().autodiff();
+  nn::TransformerDecoderOnly m({.vocab_size = 6, .d_model = 8, .nhead = 2, .num_layers = 1, .dtype = f64}, d);
+  Tensor tok = randint(0, 6, {2, 4}).to(d);
+  Tensor r = randn({2, 4, 6}, {.dtype = f64}).to(d);
+  auto loss = [&] { return (m(tok) * r).sum(); };
+  Tensor g = m.layers[0].attn.qkv.weight.grad(loss().backward());
+  const Tensor w0 = m.layers[0].attn.qkv.weight.detach().clone();
+  // Entries of the query, key and value rows (RoPE acts on q and k).
+  for (int64_t row : {1, 10, 19}) {
+    std::vector<double> e(24 * 8, 0.0);
+    e[static_cast<size_t>(row * 8 + 3)] = 1e-6;
+    Tensor bump = tensor<double>(e, {24, 8}).to(d);
+    m.layers[0].attn.qkv.weight = (w0 + bump).detach().require_grad();
+    const double up = loss().item<double>();
+    m.layers[0].attn.qkv.weight = (w0 - bump).detach().require_grad();
+    const double down = loss().item<double>();
+    const double fd = (up - down) / 2e-6;
+    EXPECT_GT(std::abs(fd), 1e-3) << "row " << row;
+    EXPECT_NEAR(g.select(0, row).select(0, 3).item<double>(), fd, 1e-6) << "row " << row;
+  }
 }
 
 TEST(NnDecoderOnly, Errors) {
