@@ -206,7 +206,10 @@ std::vector<Tensor> CustomOp::call(const std::vector<Tensor>& inputs) const {
   // A device whose backend launches kernels runs it in its own memory; any other goes through the CPU.
   const kernel::detail::DeviceLauncher* launcher =
       device.type() == DeviceType::CPU ? nullptr : kernel::detail::launcher(device.type());
-  const Device exec = launcher ? device.without_autodiff().without_fusion() : Device::cpu();
+  // The device's own backend, under its autodiff and fusion layers (if any).
+  Backend* own = device.backend();
+  while (own->inner()) own = own->inner();
+  const Device exec = launcher ? Device(own, device.index()) : Device::cpu();
   std::vector<Tensor> out = s_->run(inputs, exec, launcher);
   for (Tensor& t : out) t = t.to(device);
   if (!s_->spec.backward || !grad_enabled()) return out;
