@@ -152,10 +152,23 @@ bool make_dirs(const std::string& path) {
 std::string find_executable(const std::string& cmd) {
   if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0 ? cmd : "";
   const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  // Every compile looks its tool up (a cache hit too): the walk over PATH is remembered per
+  // (command, PATH) for the process, and checked again only when the file it found is gone.
+  static std::mutex mu;
+  static std::map<std::string, std::string> found;
+  const std::string key = cmd + '\n' + dirs;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = found.find(key); it != found.end() && access(it->second.c_str(), X_OK) == 0) return it->second;
+  }
+  std::stringstream ss(dirs);
   std::string dir;
   while (std::getline(ss, dir, ':'))
-    if (!dir.empty() && access((dir + "/" + cmd).c_str(), X_OK) == 0) return dir + "/" + cmd;
+    if (!dir.empty() && access((dir + "/" + cmd).c_str(), X_OK) == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      return found[key] = dir + "/" + cmd;
+    }
   return "";
 }
 
