@@ -233,8 +233,10 @@ TEST(LearnerToolkit, AsynchronousCheckpointsLetTrainingGoOn) {
     test::ToySource tr(64, 16, 8);
     std::atomic<int64_t> steps{0};
     std::atomic<int> advanced{-1};  // at the first write: did training go on while it waited?
+    std::atomic<bool> started{false};
     auto write = [&](const std::string& path, const store::TensorMap& t) {
       if (advanced.load() < 0) {
+        started = true;
         int64_t c0 = steps.load();
         auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(async ? 5000 : 150);
         while (steps.load() < c0 + 3 && std::chrono::steady_clock::now() < until)
@@ -246,7 +248,13 @@ TEST(LearnerToolkit, AsynchronousCheckpointsLetTrainingGoOn) {
     LearnerBuilder lb = base(s, tr, dir);
     lb.name(async ? "async" : "sync").epochs(3).checkpoints(3).async_checkpoints(async);
     lb.train_step([&](const data::Batch& b) {
-      ++steps;
+      // Epoch 1 waits until the writer thread has picked up epoch 0's checkpoint (bounded), so a
+      // slow thread start cannot let training finish before the write begins.
+      if (++steps > 4) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!started.load() && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
       Tensor out = s.net.forward(b.input);
       return StepOutput{F::cross_entropy(out, b.target), out, b.target};
     });

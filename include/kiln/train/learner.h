@@ -125,9 +125,9 @@ struct LearnerConfig {
   /// The run's name and the folder runs go in: files land in <runs_dir>/<name>/.
   std::string name = "run";
   std::string runs_dir = "runs";
-  /// Checkpoints: <dir>/checkpoints/epoch-<N>.ckpt (the last keep_last kept), last.ckpt and
-  /// best.ckpt (by `best`): up to keep_last + 2 files, each the model with its optimizer state
-  /// (about 3x the model's size with Adam). keep_last = 0 disables checkpoints.
+  /// Checkpoints: <dir>/checkpoints/epoch-<N>.ckpt (the last keep_last kept, or those
+  /// `checkpointing` keeps), last.ckpt and best.ckpt (by `best`), each the model with its
+  /// optimizer state (about 3x the model's size with Adam). keep_last = 0 disables checkpoints.
   int64_t keep_last = 2;
   Monitor best;
   /// Which epoch files stay (null: keep_last(keep_last)). last.ckpt and best.ckpt are kept
