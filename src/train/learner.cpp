@@ -199,15 +199,21 @@ struct Parallel {
     return loss.backward();
   }
   /// The global batch's loss from each rank's (over n items), and whether any rank wants to stop.
-  void agree_step(double& loss, int64_t n, bool& stop) {
+  /// Returns the global batch's items (n on one process).
+  double agree_step(double& loss, int64_t n, bool& stop) {
 #if KILN_WITH_MPI
-    if (!active()) return;
+    if (!active()) return static_cast<double>(n);
     std::vector<double> v{loss * static_cast<double>(n), static_cast<double>(n), stop ? 1.0 : 0.0};
     Tensor t = tensor(v, {3}, Device::cpu());
     pg->all_reduce(t, dist::ReduceOp::Sum);
     v = t.to_vector<double>();
     loss = v[1] > 0 ? v[0] / v[1] : loss;
     stop = v[2] > 0;
+    return v[1];
+#else
+    (void)loss;
+    (void)stop;
+    return static_cast<double>(n);
 #endif
   }
   /// Rank 0's values of per-epoch decisions (metrics of its shard could differ on the others).
@@ -555,17 +561,17 @@ bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& 
                "the training step must return a scalar loss, got "
                    << (so.loss.defined() ? to_string(so.loss.shape()) : std::string("undefined")));
     Gradients grads = par.backward(so.loss, n);
-    if (grad_acc) {
-      grad_acc->add(grads, static_cast<double>(n));
-      window_items += static_cast<double>(n);
+    double lv = so.loss.item<double>();
+    // Data parallel: the global batch's loss and items, and a stop only when the ranks agree on it.
+    bool stop_request = par.active() && (g_stop.load() || r.stop_requested());
+    const double global_items = par.agree_step(lv, n, stop_request);
+    if (grad_acc) {  // weighted by the global batch's items, so every rank steps alike
+      grad_acc->add(grads, global_items);
+      window_items += global_items;
       if (++window_batches == c.accumulate) flush_window();
     } else {
       optimizer_step(grads);
     }
-    double lv = so.loss.item<double>();
-    // Data parallel: the global batch's loss, and a stop only when the ranks agree on it.
-    bool stop_request = par.active() && (g_stop.load() || r.stop_requested());
-    par.agree_step(lv, n, stop_request);
     acc.add(lv, so.output.defined() ? so.output.detach() : so.output, so.target, n);
     epoch_items += static_cast<double>(n);
     s.step_losses.push_back(lv);

@@ -268,11 +268,11 @@ struct LearnRun {
 
 /// The Learner on the CNN: 2 epochs of 10 steps (global batch 64) with validation.
 LearnRun learn(bool dp, const std::string& runs_dir, const std::string& name, int64_t max_steps,
-               const std::string& resume = "") {
+               const std::string& resume = "", int64_t accumulate = 1, int64_t items = 640) {
   manual_seed(dp ? 42 + static_cast<uint64_t>(R()) : 42);
   Cnn net(kDev);
   optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
-  data::DataLoader<data::ImageItem> tr(data::slice(images(), 0, 640), {.batch_size = 64, .seed = 7});
+  data::DataLoader<data::ImageItem> tr(data::slice(images(), 0, items), {.batch_size = 64, .seed = 7});
   data::DataLoader<data::ImageItem> va(data::slice(images(), 0, 256), {.batch_size = 128, .shuffle = false});
   train::LearnerBuilder b;
   b.model(net)
@@ -288,7 +288,8 @@ LearnRun learn(bool dp, const std::string& runs_dir, const std::string& name, in
       .max_steps(max_steps)
       .handle_sigint(false)
       .renderer(std::make_shared<Silent>())
-      .data_parallel(dp);
+      .data_parallel(dp)
+      .accumulate(accumulate);
   b.config().ddp_bucket_bytes = 16384;
   if (!resume.empty()) b.resume(resume);
   LearnRun r{b.build().fit(), {}};
@@ -323,6 +324,20 @@ TEST(DDPLearner, MatchesOneProcessAndWritesOnRankZeroOnly) {
   const bool wrote = fs::exists(own + "/dp/cnn/metrics.csv") && fs::exists(own + "/dp/cnn/checkpoints/last.ckpt");
   EXPECT_EQ(wrote, R() == 0);
   if (R() != 0) EXPECT_FALSE(fs::exists(own + "/dp")) << "rank " << R() << " created its run folder";
+}
+
+TEST(DDPLearner, GradientAccumulationMatchesOneProcess) {
+  // 600 items: 9 global batches of 64 and one of 24, in windows of 2, so the last window mixes
+  // sizes (and the ranks' shares of it differ on 3 processes): every rank steps alike, as one
+  // process does with the same windows.
+  std::string own = shared_dir("accumulate") + "/rank" + std::to_string(R());
+  LearnRun one = learn(false, own + "/single", "cnn", 0, "", 2, 600);
+  LearnRun many = learn(true, own + "/dp", "cnn", 0, "", 2, 600);
+  expect_same_losses(many.summary.step_losses, one.summary.step_losses, "accumulate, data parallel");
+  for (size_t i = 0; i < one.weights.size(); ++i) {
+    expect_close(many.weights[i], one.weights[i], 1e-5, "weights " + std::to_string(i));
+    expect_same_on_every_rank(many.weights[i], "weights " + std::to_string(i));
+  }
 }
 
 TEST(DDPLearner, CheckpointsResumeOnAnyNumberOfProcesses) {
