@@ -9,6 +9,10 @@
 
 namespace kiln::nn {
 
+// The deprecated fields' own default initialisers must not warn wherever a LinearConfig is
+// default-constructed (a Linear member, a vector of configs): only code that names them should.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /// Config of Linear, with torch.nn.Linear's names: `Linear({.in_features = 784, .out_features = 10})`.
 struct LinearConfig {
   /// Deprecated spellings of in_features / out_features (-1: not given), kept so that older
@@ -21,6 +25,7 @@ struct LinearConfig {
   DType dtype = f32;
   KILN_CONFIG(LinearConfig, in_features, out_features, bias, dtype)
 };
+#pragma GCC diagnostic pop
 
 /// x [..., in_features] -> [..., out_features]. weight [out_features, in_features] and bias
 /// [out_features] (PyTorch's layout and names), initialised like PyTorch: U(-1/sqrt(in), 1/sqrt(in)).
