@@ -11,7 +11,7 @@ namespace kiln::nn {
 /// What conv_act and conv_bn apply after the convolution (and batch norm): a residual add,
 /// then an activation, then a max pool.
 struct FusedConvOptions {
-  Tensor residual;  ///< added before the activation (undefined: none)
+  Tensor residual{};  ///< added before the activation (undefined: none)
   enum class Act { None, Relu, Clamp } act = Act::None;
   double min = 0, max = 0;  ///< Clamp's bounds (kiln::clamp's rules: min > max gives max)
   /// A max pool of the result (2-d convolutions; empty: none), as functional::max_pool2d(y,

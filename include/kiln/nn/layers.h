@@ -54,9 +54,9 @@ struct Bilinear : Module {
 
 /// Config of Embedding: `Embedding({.num_embeddings = 1000, .embedding_dim = 64})`.
 struct EmbeddingConfig {
-  int64_t num_embeddings = 0;          ///< rows of the table
-  int64_t embedding_dim = 0;           ///< width of a row
-  std::optional<int64_t> padding_idx;  ///< this row starts at zero and gets no gradient (< 0 counts from the end)
+  int64_t num_embeddings = 0;            ///< rows of the table
+  int64_t embedding_dim = 0;             ///< width of a row
+  std::optional<int64_t> padding_idx{};  ///< this row starts at zero and gets no gradient (< 0 counts from the end)
   /// Each forward first rescales, in place, the looked-up rows whose norm_type-norm exceeds
   /// max_norm to norm max_norm (scale max_norm / (norm + 1e-7), as PyTorch).
   std::optional<double> max_norm{};

@@ -23,7 +23,7 @@ struct LoraConfig {
   /// Module paths to adapt ("encoder.layers.0.self_attn", or a last component such as "fc1" or
   /// "self_attn"): a Linear or MultiHeadAttention is adapted when its path, or the path of a
   /// module holding it, matches. Empty: every Linear and MultiHeadAttention.
-  std::vector<std::string> targets;
+  std::vector<std::string> targets{};
 };
 
 /// The low-rank update of a weight W [out, in]: delta = scaling · B A with A [rank, in]

@@ -40,7 +40,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 
 /// Options of nll_loss (PyTorch's keyword arguments).
 struct NLLLossOptions {
-  Tensor weight;                   ///< [C] class weights (optional)
+  Tensor weight{};                 ///< [C] class weights (optional)
   int64_t ignore_index = -100;     ///< target value that contributes neither loss nor weight
   std::string reduction = "mean";  ///< "mean" divides by the summed weights of the counted targets
 };
@@ -54,7 +54,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 
 /// Options of cross_entropy (PyTorch's keyword arguments).
 struct CrossEntropyOptions {
-  Tensor weight;                   ///< [C] class weights (optional)
+  Tensor weight{};                 ///< [C] class weights (optional)
   int64_t ignore_index = -100;     ///< with class indices only
   std::string reduction = "mean";  ///< "none", "mean" or "sum"
   double label_smoothing = 0.0;    ///< in [0, 1]: mixes the target with the uniform distribution
@@ -74,8 +74,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 
 /// Options of binary_cross_entropy_with_logits.
 struct BCEWithLogitsOptions {
-  Tensor weight;                   ///< broadcasts to input (optional)
-  Tensor pos_weight;               ///< weight of positive examples, broadcast along the last dim (optional)
+  Tensor weight{};                 ///< broadcasts to input (optional)
+  Tensor pos_weight{};             ///< weight of positive examples, broadcast along the last dim (optional)
   std::string reduction = "mean";  ///< "none", "mean" or "sum"
 };
 
@@ -142,7 +142,7 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
 struct MultiMarginLossOptions {
   int64_t p = 1;  ///< 1 or 2
   double margin = 1.0;
-  Tensor weight;  ///< [C] class weights (optional), applied by the target's class
+  Tensor weight{};  ///< [C] class weights (optional), applied by the target's class
   std::string reduction = "mean";
 };
 /// Multi-class hinge: sum over i != y of max(0, margin - x[y] + x[i])^p, times weight[y],
@@ -214,7 +214,7 @@ struct HuberLossConfig {
 };
 /// Config of BCELoss (weight broadcasts to the input).
 struct BCELossConfig {
-  Tensor weight;
+  Tensor weight{};
   std::string reduction = "mean";
 };
 /// Config of KLDivLoss.

@@ -27,11 +27,11 @@ namespace kiln::optim {
 /// A set of parameters with its own learning rate / weight decay (torch's param_groups).
 /// Unset options take the optimizer's defaults; after construction both are always set.
 struct ParamGroup {
-  std::vector<Tensor> params;
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
+  std::vector<Tensor> params{};
+  std::optional<double> lr{};
+  std::optional<double> weight_decay{};
   /// The learning rate schedulers start from (set by the first scheduler, like torch).
-  std::optional<double> initial_lr;
+  std::optional<double> initial_lr{};
 };
 
 /// A single group holding `params` with the optimizer's default options.

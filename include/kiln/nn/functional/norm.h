@@ -37,7 +37,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}
 
 /// Options of instance_norm (PyTorch's keyword arguments). Running stats are [C] tensors.
 struct InstanceNormOptions {
-  Tensor running_mean, running_var, weight, bias;
+  Tensor running_mean{}, running_var{}, weight{}, bias{};
   bool use_input_stats = true;
   double momentum = 0.1;
   double eps = 1e-5;
@@ -51,7 +51,7 @@ Tensor instance_norm(const Tensor& x, const InstanceNormOptions& options = {});
 
 /// Options of batch_norm (PyTorch's keyword arguments). weight and bias are [C].
 struct BatchNormOptions {
-  Tensor weight, bias;
+  Tensor weight{}, bias{};
   bool training = false;
   double momentum = 0.1;
   double eps = 1e-5;
