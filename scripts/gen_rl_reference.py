@@ -16,40 +16,21 @@ dists.safetensors: torch.distributions Categorical and Normal log_prob / entropy
 gradients, for fixed inputs.
 Inputs are seeded, so a rerun writes the same files.
 """
-import json
 import os
-import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pip_ensure import ensure  # noqa: E402
+from safetensors_np import save_arrays  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "rl")
-
-DT = {np.dtype("float32"): "F32", np.dtype("float64"): "F64", np.dtype("int64"): "I64",
-      np.dtype("uint8"): "U8"}
 
 
 def save(name, tensors):
     """Writes {name: array} as name.safetensors under OUT."""
-    header, blobs, off = {}, [], 0
-    for k in sorted(tensors):
-        a = np.ascontiguousarray(tensors[k])
-        if a.dtype == np.bool_:
-            a = a.astype(np.uint8)
-        if a.dtype == np.int32:
-            a = a.astype(np.int64)
-        b = a.tobytes()
-        header[k] = {"dtype": DT[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, name + ".safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    save_arrays(os.path.join(OUT, name + ".safetensors"), tensors)
 
 
 def episode(env, seed, policy, steps, rng):
