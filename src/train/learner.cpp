@@ -191,12 +191,33 @@ struct Parallel {
     if (ddp) ddp->sync_buffers();
 #endif
   }
-  /// The gradients of the global batch (this rank holds n of its items).
-  Gradients backward(const Tensor& loss, int64_t n) {
+  /// Whether an accumulation window's gradients are averaged across the ranks once, when it
+  /// ends (as PyTorch's no_sync), instead of after every batch. Not with synchronised batch norm,
+  /// whose backward itself crosses the ranks.
+  bool defer_averaging(const LearnerConfig& c) const {
 #if KILN_WITH_MPI
-    if (ddp) return ddp->backward(loss, static_cast<double>(n));
+    return ddp && c.accumulate > 1 && !c.sync_batch_norm;
+#else
+    (void)c;
+    return false;
 #endif
+  }
+  /// The gradients of the global batch (this rank holds n of its items); with `local`, this
+  /// rank's own gradients (averaged later by average_window).
+  Gradients backward(const Tensor& loss, int64_t n, bool local) {
+#if KILN_WITH_MPI
+    if (ddp && !local) return ddp->backward(loss, static_cast<double>(n));
+#endif
+    (void)n;
     return loss.backward();
+  }
+  /// A window's mean gradients of this rank's `items` items made the mean over every rank's.
+  Gradients average_window(Gradients g, double items) {
+#if KILN_WITH_MPI
+    if (ddp) return ddp->average(std::move(g), items);
+#endif
+    (void)items;
+    return g;
   }
   /// The global batch's loss from each rank's (over n items), and whether any rank wants to stop.
   /// Returns the global batch's items (n on one process).
@@ -263,6 +284,8 @@ struct FitRun {
   std::optional<optim::GradientsAccumulator> grad_acc;
   int64_t window_batches = 0;
   double window_items = 0;
+  double local_items = 0;  ///< this rank's items in the window (deferred averaging)
+  bool deferred = false;   ///< Parallel::defer_averaging
 
   /// What one epoch's training left for its end: items, the last batch's rate and the rates.
   struct TrainEnd {
@@ -467,10 +490,14 @@ void FitRun::optimizer_step(const Gradients& grads) {
 
 void FitRun::flush_window() {
   if (!grad_acc || window_batches == 0) return;
-  optimizer_step(grad_acc->gradients(1.0 / window_items));
+  if (deferred)  // this rank's sums: one average across the ranks for the whole window
+    optimizer_step(par.average_window(grad_acc->gradients(local_items > 0 ? 1.0 / local_items : 0.0), local_items));
+  else
+    optimizer_step(grad_acc->gradients(1.0 / window_items));
   grad_acc->reset();
   window_batches = 0;
   window_items = 0;
+  local_items = 0;
 }
 
 void FitRun::start() {
@@ -560,14 +587,15 @@ bool FitRun::train_epoch(int64_t epoch, Clock::time_point epoch_start, int64_t& 
     KILN_CHECK(so.loss.defined() && so.loss.numel() == 1, "Learner",
                "the training step must return a scalar loss, got "
                    << (so.loss.defined() ? to_string(so.loss.shape()) : std::string("undefined")));
-    Gradients grads = par.backward(so.loss, n);
+    Gradients grads = par.backward(so.loss, n, deferred);
     double lv = so.loss.item<double>();
     // Data parallel: the global batch's loss and items, and a stop only when the ranks agree on it.
     bool stop_request = par.active() && (g_stop.load() || r.stop_requested());
     const double global_items = par.agree_step(lv, n, stop_request);
-    if (grad_acc) {  // weighted by the global batch's items, so every rank steps alike
-      grad_acc->add(grads, global_items);
+    if (grad_acc) {  // weighted by the batch's items, so every rank steps alike
+      grad_acc->add(grads, deferred ? static_cast<double>(n) : global_items);
       window_items += global_items;
+      local_items += static_cast<double>(n);
       if (++window_batches == c.accumulate) flush_window();
     } else {
       optimizer_step(grads);
@@ -733,6 +761,7 @@ Summary Learner::fit() {
   FitRun run(config_, par, par.writer() ? *config_.renderer : quiet);
   run.load_resume();
   par.make_ddp(config_);
+  run.deferred = par.defer_averaging(config_);
   run.open_csv();
   SigintScope sigint(config_.handle_sigint);
   g_stop.store(false);

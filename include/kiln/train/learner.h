@@ -144,7 +144,9 @@ struct LearnerConfig {
   /// end of an epoch), with the gradients of those batches averaged by their items: the update
   /// of one step on their concatenation when the loss is a mean over the batch. Losses, metrics,
   /// max_steps and resume count batches; schedulers stepped per Step count optimizer steps. A
-  /// stop in the middle of a window applies the window's gradients first.
+  /// stop in the middle of a window applies the window's gradients first. Data parallel, the
+  /// ranks average a window's gradients once, when it ends, not after each batch (unless batch
+  /// norm is synchronised, whose backward itself crosses the ranks).
   int64_t accumulate = 1;
   /// Steps of one's own (empty: forward then loss). train_step's loss is differentiated;
   /// valid_step (default: train_step when given, else forward + loss) runs in eval mode
