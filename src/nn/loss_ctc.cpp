@@ -21,33 +21,18 @@
 namespace kiln::nn::functional {
 
 using detail_loss::check_reduction;
+using detail_loss::lengths_of;
+using detail_loss::lse;
 using detail_loss::shape_str;
 
 namespace {
-constexpr double kNeg = -1e30;
-
-std::vector<int64_t> lengths_of(const char* what, const Tensor& t) {
-  KILN_CHECK(t.defined() && t.dim() <= 1 && !t.is_floating_point(), "ctc_loss",
-             "ctc_loss expects " << what << " as a 0-d or 1-d integer tensor, got "
-                                 << (t.defined() ? to_string(t.dtype()) + " " + shape_str(t) : "undefined"));
-  return t.to(i64).reshape({-1}).to_vector<int64_t>();
-}
-
-// log(exp(a) + exp(b) [+ exp(c)]) with the maximum detached (it cancels out of the gradient).
-Tensor lse(const Tensor& a, const Tensor& b, const Tensor& c = {}) {
-  Tensor m = maximum(a, b);
-  if (c.defined()) m = maximum(m, c);
-  m = m.detach();
-  Tensor s = exp(a - m) + exp(b - m);
-  if (c.defined()) s = s + exp(c - m);
-  return m + log(s);
-}
+constexpr double kNeg = detail_loss::kLogZero;
 }  // namespace
 
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                 const Tensor& target_lengths, const CTCLossOptions& options) {
-  return ctc_loss(log_probs, targets, lengths_of("input_lengths", input_lengths),
-                  lengths_of("target_lengths", target_lengths), options);
+  return ctc_loss(log_probs, targets, lengths_of("ctc_loss", "input_lengths", input_lengths),
+                  lengths_of("ctc_loss", "target_lengths", target_lengths), options);
 }
 
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vector<int64_t>& input_lengths,
