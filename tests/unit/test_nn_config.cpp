@@ -4,6 +4,7 @@
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
 #include <kiln/nn/config.h>
+#include <kiln/nn/loss_rnnt.h>
 
 #include <cmath>
 #include <cstdio>
@@ -157,6 +158,9 @@ TEST(NnConfig, RoundTripLossConfigs) {
   round_trip(nn::TripletMarginLossConfig{.margin = 0.3, .p = 1.0, .swap = true});
   round_trip(nn::CTCLossConfig{.blank = 3, .zero_infinity = true});
   EXPECT_EQ(nn::config_type_name<nn::CTCLossConfig>(), "CTCLoss");
+  auto rnnt = round_trip(nn::RNNTLossConfig{.blank = 0, .clamp = 0.5, .reduction = "sum", .fused_log_softmax = false});
+  EXPECT_EQ(rnnt.clamp, 0.5);
+  EXPECT_EQ(nn::config_type_name<nn::RNNTLossConfig>(), "RNNTLoss");
 }
 
 TEST(NnConfig, NonFiniteFloats) {
