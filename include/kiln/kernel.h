@@ -35,17 +35,22 @@ struct Kernel;
 }
 
 /// Element and value types. F16 and BF16 are storage types: a load gives an F32 value and a
-/// store rounds an F32 value, on every target.
-enum class Type : uint8_t { Bool, I32, U32, I64, F16, BF16, F32 };
+/// store rounds an F32 value, on every target. F64 is a value type with arithmetic, comparisons,
+/// min/max, abs, sqrt, floor and ceil (no transcendental functions: GLSL has none for it); WGSL
+/// has no f64, and Vulkan needs the device's shaderFloat64.
+enum class Type : uint8_t { Bool, I32, U32, I64, F16, BF16, F32, F64 };
 std::string_view type_name(Type t);  ///< "f32", "u32", ...
-constexpr bool is_float(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16; }
+constexpr bool is_float(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16 || t == Type::F64; }
 constexpr bool is_int(Type t) { return t == Type::I32 || t == Type::U32 || t == Type::I64; }
 
-/// The kernel type of a C++ element type (float, Half, BFloat16, int32_t, uint32_t, int64_t, bool).
+/// The kernel type of a C++ element type (float, double, Half, BFloat16, int32_t, uint32_t,
+/// int64_t, bool).
 template <class T>
 constexpr Type type_of() {
   if constexpr (std::is_same_v<T, float>)
     return Type::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return Type::F64;
   else if constexpr (std::is_same_v<T, Half>)
     return Type::F16;
   else if constexpr (std::is_same_v<T, BFloat16>)
@@ -201,7 +206,7 @@ class Builder {
   Buffer<T> inout(std::string name) {
     return Buffer<T>(add_buffer(std::move(name), type_of<T>(), Access::ReadWrite), false);
   }
-  /// A scalar parameter (I32, U32, I64 or F32).
+  /// A scalar parameter (I32, U32, I64, F32 or F64).
   template <class T>
   Val scalar(std::string name) {
     return add_scalar(std::move(name), type_of<T>());
@@ -381,6 +386,7 @@ struct Arg {
   template <class T>
   Arg(std::vector<T>& v) : Arg(v.data(), static_cast<int64_t>(v.size())) {}  // NOLINT
   Arg(float v) : type(Type::F32), f(v) {}                                    // NOLINT
+  Arg(double v) : type(Type::F64), f(v) {}                                   // NOLINT
   Arg(int32_t v) : type(Type::I32), i(v) {}                                  // NOLINT
   Arg(uint32_t v) : type(Type::U32), i(v) {}                                 // NOLINT
   Arg(int64_t v) : type(Type::I64), i(v) {}                                  // NOLINT

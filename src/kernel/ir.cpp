@@ -8,8 +8,8 @@
 namespace kiln::kernel {
 
 std::string_view type_name(Type t) {
-  static constexpr const char* n[] = {"bool", "i32", "u32", "i64", "f16", "bf16", "f32"};
-  return static_cast<unsigned>(t) < 7 ? n[static_cast<unsigned>(t)] : "type?";
+  static constexpr const char* n[] = {"bool", "i32", "u32", "i64", "f16", "bf16", "f32", "f64"};
+  return static_cast<unsigned>(t) < 8 ? n[static_cast<unsigned>(t)] : "type?";
 }
 std::string_view target_name(Target t) {
   static constexpr const char* n[] = {"cpp", "cuda", "glsl", "wgsl"};
@@ -174,7 +174,9 @@ std::vector<bool> divergence(const Kernel& k) {
 void validate(const Kernel& k) {
   uint64_t bytes = 0;
   for (const SharedDecl& s : k.shared) {
-    uint64_t es = s.type == Type::I64 ? 8 : (s.type == Type::F16 || s.type == Type::BF16) ? 2 : 4;
+    uint64_t es = s.type == Type::I64 || s.type == Type::F64      ? 8
+                  : (s.type == Type::F16 || s.type == Type::BF16) ? 2
+                                                                  : 4;
     bytes += es * s.count;
   }
   if (bytes > k.limits.shared_bytes)
@@ -209,9 +211,9 @@ void validate(const Kernel& k) {
 namespace {
 
 std::string const_text(const ir::Op& op) {
-  if (op.type == Type::F32) {
+  if (op.type == Type::F32 || op.type == Type::F64) {
     char b[48];
-    std::snprintf(b, sizeof b, "%.9g", op.f);
+    std::snprintf(b, sizeof b, op.type == Type::F64 ? "%.17g" : "%.9g", op.f);
     return b;
   }
   return std::to_string(op.i);

@@ -19,8 +19,9 @@ namespace kiln::kernel::lib {
 /// How an operand's elements are stored. B8: one byte per element (bool), packed four to a
 /// u32 word: loads extract the byte, stores replace it with two atomics on its word (so any
 /// layout works and neighbours written by other threads are kept). X64 and U8: 8-byte words
-/// and bytes moved as their bits (copies of f64, i64, i8, u8, bool).
-enum class Store : uint8_t { F32, I32, I64, B8, X64, U8 };
+/// and bytes moved as their bits (copies of f64, i64, i8, u8, bool). F64: doubles with
+/// arithmetic (kernels that use it need a device with f64; WGSL has none).
+enum class Store : uint8_t { F32, I32, I64, B8, X64, U8, F64 };
 
 /// The storage of dtype t, if the library has one (`copy`: moving bits, any 1-, 4- or 8-byte
 /// dtype).
@@ -46,11 +47,12 @@ enum : int {
 /// buffers: out, in0.., meta (kMetaInts int32); push constants: `reals` f32 values, then for
 /// creation ops a value of the output's type when `fill`.
 struct Elementwise {
-  std::string name;           ///< the kernel's name (unique per function and storages)
-  std::vector<Store> inputs;  ///< storage of each input
-  Store output = Store::F32;  ///< storage of the output
-  int reals = 0;              ///< f32 push constants (op attributes)
-  std::vector<Arg> push;      ///< this op's push constants, in declaration order
+  std::string name;            ///< the kernel's name (unique per function and storages)
+  std::vector<Store> inputs;   ///< storage of each input
+  Store output = Store::F32;   ///< storage of the output
+  int reals = 0;               ///< push constants of real_type (op attributes)
+  Type real_type = Type::F32;  ///< F64 for ops on f64
+  std::vector<Arg> push;       ///< this op's push constants, in declaration order
   /// The output value from the loaded inputs (B8 loads as Bool, X64 as I64) and the reals (a
   /// fill's value follows them).
   std::function<Val(const Val* in, const Val* reals)> fn;
@@ -68,14 +70,30 @@ std::array<uint32_t, 3> elementwise_groups(int64_t n);
 
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);
+/// Whether op reads or writes f64 values (its kernels need a device with f64).
+bool uses_f64(const kiln::ir::Op& op);
 
-/// A reduction (Sum, Mean, Prod on f32; Max, Min, ArgMax, ArgMin on f32, i32, i64) over any
-/// dims of a strided input. Its kernel's buffers: out, in, meta (kReduceMetaInts int32); one
-/// group per output element (reduce_groups).
+/// A buffer parameter of storage s (an output of B8 or U8 is read and written: bytes are
+/// stored with atomics on their words).
+Memory declare_store(Builder& b, Store s, const std::string& name, bool out);
+/// Element e of m (B8 loads as Bool, U8 as U32, X64 as I64).
+Val load_store(const Memory& m, Store s, Val e);
+/// Stores v as element e of m.
+void store_store(const Memory& m, Store s, Val e, Val v);
+
+/// A reduction over any dims of a strided input: Sum, Mean, Prod on f32 and f64 (and Sum, Prod
+/// of i32, i64 and bool into i64, or i32 into i32, accumulated in i64); Max, Min, ArgMax,
+/// ArgMin on f32, f64, i32, i64; Any, All (bool out) on those and bool; Var (and std) on f32
+/// and f64, in two passes accumulated in f64 as on the CPU. Its kernel's buffers: out, in, meta
+/// (kReduceMetaInts int32); push constants `push`; one group per output element
+/// (reduce_groups).
 struct Reduce {
   std::string name;
   kiln::ir::OpKind kind = kiln::ir::OpKind::Sum;
-  Type type = Type::F32;  ///< of the input (and of the output, except the arg forms' i64)
+  Store in = Store::F32;   ///< the input's storage
+  Store out = Store::F32;  ///< the output's storage
+  Type acc = Type::F32;    ///< the accumulator (and the compared values of max, min and arg forms)
+  std::vector<Arg> push;   ///< Var: the correction (f64) and whether to take the root (i32)
 };
 /// The parameter block of a reduction: output count, reduced count, kept and reduced dim
 /// counts, input and output offsets, the kept dims' shape and input strides, the reduced

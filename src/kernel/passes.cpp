@@ -35,6 +35,8 @@ int64_t wrap(int64_t v, Type t) {
 bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
   const Type t = a->type;
   const bool fl = t == Type::F32;
+  // f64 is not folded (the folds below compute in f32 or integers); a select is a copy
+  if (op.kind != Kind::Select && (t == Type::F64 || op.type == Type::F64)) return false;
   auto as_f = [](const Op* o) { return static_cast<float>(o->f); };
   Op r;
   r.kind = Kind::Const;
@@ -168,7 +170,7 @@ bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
 bool is_const(const Kernel& k, uint32_t v) { return k.ops[v].kind == Kind::Const; }
 bool const_is(const Kernel& k, uint32_t v, double x) {
   const Op& o = k.ops[v];
-  return o.kind == Kind::Const && (o.type == Type::F32 ? o.f == x : static_cast<double>(o.i) == x);
+  return o.kind == Kind::Const && (is_float(o.type) ? o.f == x : static_cast<double>(o.i) == x);
 }
 
 }  // namespace
@@ -192,7 +194,7 @@ void fold_constants(Kernel& k) {
           const Op* c = op.nin > 2 ? &k.ops[op.in[2]] : nullptr;
           Op copy = op;
           if (fold(copy, a, b, c)) k.ops[id] = copy;
-        } else if (op.kind == Kind::Binary && op.type != Type::F32) {
+        } else if (op.kind == Kind::Binary && !is_float(op.type)) {
           // integer identities: x+0, x-0, x*1, x/1, x*0
           auto f = static_cast<BinaryFn>(op.attr);
           if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0))

@@ -58,6 +58,17 @@ std::string Base::float_text(double f) {
   return s;
 }
 
+std::string Base::double_text(double f) {
+  char b[48];
+  for (int prec = 15; prec <= 17; ++prec) {
+    std::snprintf(b, sizeof b, "%.*g", prec, f);
+    if (std::strtod(b, nullptr) == f) break;
+  }
+  std::string s = b;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
 void Base::define(uint32_t id, const std::string& e) {
   const ir::Op& op = k.ops[id];
   line("const " + ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
@@ -76,9 +87,9 @@ std::string Base::expr(uint32_t id) {
       auto f = static_cast<ir::UnaryFn>(op.attr);
       if (f == ir::UnaryFn::Neg) return "(-" + in(0) + ")";
       if (f == ir::UnaryFn::Not) return std::string(op.type == Type::Bool ? "(!" : "(~") + in(0) + ")";
-      if (f == ir::UnaryFn::Abs && op.type != Type::F32)
+      if (f == ir::UnaryFn::Abs && !is_float(op.type))
         return binary_fn(ir::BinaryFn::Max, op.type, in(0), "(-" + in(0) + ")");
-      return math(f, in(0));
+      return math(f, op.type, in(0));
     }
     case Kind::Binary: {
       auto f = static_cast<ir::BinaryFn>(op.attr);
@@ -88,7 +99,7 @@ std::string Base::expr(uint32_t id) {
         const char* o = f == ir::BinaryFn::And ? " && " : f == ir::BinaryFn::Or ? " || " : " != ";
         return std::string("(") + in(0) + o + in(1) + ")";
       }
-      if ((f == ir::BinaryFn::Div || f == ir::BinaryFn::Mod) && op.type != Type::F32)
+      if ((f == ir::BinaryFn::Div || f == ir::BinaryFn::Mod) && !is_float(op.type))
         return int_divide(f == ir::BinaryFn::Mod, in(0), in(1));
       if (f == ir::BinaryFn::Shl || f == ir::BinaryFn::Shr)
         return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + shift_amount(in(1), op.type) + ")";

@@ -36,7 +36,8 @@ class Base {
   virtual std::string lit(const ir::Op& op) = 0;
   virtual std::string builtin(const ir::Op& op) = 0;
   virtual std::string scalar(uint32_t obj) { return std::string("p") + std::to_string(obj); }
-  virtual std::string math(ir::UnaryFn f, const std::string& x) = 0;
+  /// The math function f of x, a value of type t (F32, or F64 for abs, sqrt, rsqrt, floor, ceil).
+  virtual std::string math(ir::UnaryFn f, Type t, const std::string& x) = 0;
   virtual std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) = 0;
   virtual std::string select(const std::string& c, const std::string& a, const std::string& b) {
     return "(" + c + " ? " + a + " : " + b + ")";
@@ -66,6 +67,8 @@ class Base {
   void region(uint32_t r);
   /// The literal of a float (finite), shortest round-trip form with a '.' or exponent.
   static std::string float_text(double f);
+  /// The same for a double (finite): 17 significant digits where fewer do not round-trip.
+  static std::string double_text(double f);
 };
 
 }  // namespace kiln::kernel::gen
@@ -85,7 +88,7 @@ std::string render_wgsl(const ir::Kernel& k);
 
 /// Element size in bytes of a storage type.
 inline int type_bytes(Type t) {
-  return t == Type::I64 ? 8 : (t == Type::F16 || t == Type::BF16) ? 2 : t == Type::Bool ? 1 : 4;
+  return t == Type::I64 || t == Type::F64 ? 8 : (t == Type::F16 || t == Type::BF16) ? 2 : t == Type::Bool ? 1 : 4;
 }
 
 }  // namespace kiln::kernel::gen

@@ -114,7 +114,8 @@ class CLike : public Base {
   bool cuda, debug_;
 
   std::string ty(Type t, int lanes) override {
-    static const char* n[] = {"bool", "int", "unsigned", "long long", "unsigned short", "unsigned short", "float"};
+    static const char* n[] = {"bool",           "int",   "unsigned", "long long", "unsigned short",
+                              "unsigned short", "float", "double"};
     std::string s = n[static_cast<int>(t)];
     return lanes > 1 ? "kk_v<" + s + ", " + std::to_string(lanes) + ">" : s;
   }
@@ -131,24 +132,30 @@ class CLike : public Base {
       default:
         break;
     }
-    if (std::isfinite(op.f)) return float_text(op.f) + "f";
-    return std::isnan(op.f) ? "kk_as_float(0x7fc00000u)"
-           : op.f > 0       ? "kk_as_float(0x7f800000u)"
-                            : "kk_as_float(0xff800000u)";
+    const bool d = op.type == Type::F64;
+    if (std::isfinite(op.f)) return d ? double_text(op.f) : float_text(op.f) + "f";
+    const std::string v = std::isnan(op.f) ? "kk_as_float(0x7fc00000u)"
+                          : op.f > 0       ? "kk_as_float(0x7f800000u)"
+                                           : "kk_as_float(0xff800000u)";
+    return d ? "((double)" + v + ")" : v;
   }
-  std::string math(ir::UnaryFn f, const std::string& x) override {
+  std::string math(ir::UnaryFn f, Type t, const std::string& x) override {
     using U = ir::UnaryFn;
+    const bool d = t == Type::F64;
     if (f == U::Sigmoid) return "kk_sigmoid(" + x + ")";
-    if (f == U::Rsqrt) return cuda ? "rsqrtf(" + x + ")" : "(1.0f / std::sqrt(" + x + "))";
+    if (f == U::Rsqrt)
+      return cuda ? (d ? "rsqrt(" : "rsqrtf(") + x + ")" : (d ? "(1.0 / std::sqrt(" : "(1.0f / std::sqrt(") + x + "))";
     static const char* n[] = {"",    "", "exp",  "log",   "sqrt", "",    "tanh",
                               "erf", "", "fabs", "floor", "ceil", "sin", "cos"};
-    return (cuda ? std::string(n[static_cast<int>(f)]) + "f(" : "std::" + std::string(n[static_cast<int>(f)]) + "(") +
+    return (cuda ? std::string(n[static_cast<int>(f)]) + (d ? "(" : "f(")
+                 : "std::" + std::string(n[static_cast<int>(f)]) + "(") +
            x + ")";
   }
   std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) override {
-    if (t == Type::F32) {
+    if (t == Type::F32 || t == Type::F64) {
       const char* n = f == ir::BinaryFn::Min ? "fmin" : f == ir::BinaryFn::Max ? "fmax" : "pow";
-      return (cuda ? std::string(n) + "f(" : "std::" + std::string(n) + "(") + a + ", " + b + ")";
+      return (cuda ? std::string(n) + (t == Type::F64 ? "(" : "f(") : "std::" + std::string(n) + "(") + a + ", " + b +
+             ")";
     }
     return std::string(f == ir::BinaryFn::Min ? "kk_min(" : "kk_max(") + a + ", " + b + ")";
   }
@@ -312,7 +319,7 @@ class Cpp : public CLike {
     for (size_t i = 0; i < k.scalars.size(); ++i) {
       Type t = k.scalars[i].type;
       std::string n = std::to_string(i);
-      line("const " + ty(t, 1) + " p" + n + " = (" + ty(t, 1) + ")a->" + (t == Type::F32 ? "fargs[" : "iargs[") + n +
+      line("const " + ty(t, 1) + " p" + n + " = (" + ty(t, 1) + ")a->" + (is_float(t) ? "fargs[" : "iargs[") + n +
            "];");
     }
     line("const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];");

@@ -99,8 +99,8 @@ class Glsl : public Base {
 
  protected:
   std::string ty(Type t, int lanes = 1) override {
-    static const char* s[] = {"bool", "int", "uint", "int64_t", "float16_t", "uint16_t", "float"};
-    static const char* v[] = {"bvec", "ivec", "uvec", "i64vec", "f16vec", "u16vec", "vec"};
+    static const char* s[] = {"bool", "int", "uint", "int64_t", "float16_t", "uint16_t", "float", "double"};
+    static const char* v[] = {"bvec", "ivec", "uvec", "i64vec", "f16vec", "u16vec", "vec", "dvec"};
     return lanes > 1 ? v[static_cast<int>(t)] + std::to_string(lanes) : s[static_cast<int>(t)];
   }
   std::string lit(const ir::Op& op) override {
@@ -116,10 +116,12 @@ class Glsl : public Base {
       default:
         break;
     }
-    if (std::isfinite(op.f)) return float_text(op.f);
-    return std::isnan(op.f) ? "uintBitsToFloat(0x7fc00000u)"
-           : op.f > 0       ? "uintBitsToFloat(0x7f800000u)"
-                            : "uintBitsToFloat(0xff800000u)";
+    const bool d = op.type == Type::F64;
+    if (std::isfinite(op.f)) return d ? double_text(op.f) + "lf" : float_text(op.f);
+    const std::string v = std::isnan(op.f) ? "uintBitsToFloat(0x7fc00000u)"
+                          : op.f > 0       ? "uintBitsToFloat(0x7f800000u)"
+                                           : "uintBitsToFloat(0xff800000u)";
+    return d ? "double(" + v + ")" : v;
   }
   std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
   std::string builtin(const ir::Op& op) override {
@@ -136,7 +138,7 @@ class Glsl : public Base {
     }
     return "";
   }
-  std::string math(ir::UnaryFn f, const std::string& x) override {
+  std::string math(ir::UnaryFn f, Type, const std::string& x) override {
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inversesqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
     return std::string(n[static_cast<int>(f)]) + "(" + x + ")";
@@ -206,6 +208,7 @@ class Wgsl : public Base {
 
   std::string text() override {
     if (uses_type(k, Type::I64)) unsupported("i64 (WGSL has no 64-bit integers)");
+    if (uses_type(k, Type::F64)) unsupported("f64 (WGSL has no 64-bit floats)");
     if (uses_type(k, Type::BF16)) unsupported("bf16 buffers (WGSL has no 16-bit integers)");
     out = "// kernel " + k.name + " [" + k.spec + "]\n";
     if (uses_type(k, Type::F16)) out += "enable f16;\n";
@@ -253,7 +256,7 @@ class Wgsl : public Base {
 
  protected:
   std::string ty(Type t, int lanes = 1) override {
-    static const char* s[] = {"bool", "i32", "u32", "i64", "f16", "u16", "f32"};
+    static const char* s[] = {"bool", "i32", "u32", "i64", "f16", "u16", "f32", "f64"};
     std::string e = s[static_cast<int>(t)];
     return lanes > 1 ? "vec" + std::to_string(lanes) + "<" + e + ">" : e;
   }
@@ -288,7 +291,7 @@ class Wgsl : public Base {
     }
     return "";
   }
-  std::string math(ir::UnaryFn f, const std::string& x) override {
+  std::string math(ir::UnaryFn f, Type, const std::string& x) override {
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inverseSqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
     return std::string(n[static_cast<int>(f)]) + "(" + x + ")";

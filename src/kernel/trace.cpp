@@ -114,9 +114,10 @@ Val builtin(ir::Builtin b, int axis) {
 Val unary(ir::UnaryFn f, Val x) {
   check_value(x, ir::unary_name(f));
   using U = ir::UnaryFn;
+  const bool f64_ok = f == U::Sqrt || f == U::Rsqrt || f == U::Floor || f == U::Ceil;
   bool ok = f == U::Not                  ? (x.type == Type::Bool || is_int(x.type))
             : f == U::Neg || f == U::Abs ? x.type != Type::Bool && x.type != Type::U32
-                                         : x.type == Type::F32;
+                                         : x.type == Type::F32 || (x.type == Type::F64 && f64_ok);
   if (!ok) fail(std::string("'") + ir::unary_name(f) + "' does not take " + std::string(type_name(x.type)));
   ir::Op op;
   op.kind = Kind::Unary;
@@ -137,6 +138,7 @@ Val binary(ir::BinaryFn f, Val a, Val b) {
   bool bits = f == B::And || f == B::Or || f == B::Xor;
   bool ok = a.type == Type::Bool  ? bits
             : a.type == Type::F32 ? !bits && f != B::Shl && f != B::Shr && f != B::Mod
+            : a.type == Type::F64 ? !bits && f != B::Shl && f != B::Shr && f != B::Mod && f != B::Pow
                                   : f != B::Pow;
   if (!ok) fail(std::string("'") + ir::binary_name(f) + "' does not take " + std::string(type_name(a.type)));
   ir::Op op;
@@ -305,6 +307,8 @@ Val Val::constant(double v, Type t) {
   op.type = t;
   if (t == Type::F32)
     op.f = static_cast<double>(static_cast<float>(v));
+  else if (t == Type::F64)
+    op.f = v;
   else if (t == Type::Bool)
     op.i = v != 0;
   else if (t == Type::U32)
@@ -455,7 +459,8 @@ uint32_t Builder::add_buffer(std::string name, Type t, Access a) {
   return static_cast<uint32_t>(tr().k.buffers.size() - 1);
 }
 Val Builder::add_scalar(std::string name, Type t) {
-  if (t == Type::F16 || t == Type::BF16 || t == Type::Bool) fail("scalar '" + name + "' must be i32, u32, i64 or f32");
+  if (t == Type::F16 || t == Type::BF16 || t == Type::Bool)
+    fail("scalar '" + name + "' must be i32, u32, i64, f32 or f64");
   Tracer& tc = tr();
   tc.k.scalars.push_back({std::move(name), t});
   ir::Op op;

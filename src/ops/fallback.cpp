@@ -6,6 +6,7 @@
 // Before that, an op with a composite form (composite_of, src/ops/composites.cpp) runs as its
 // pieces on the device itself, which keeps the data there. Every fallback is counted per device
 // and op (fallback_counts), so a new backend's list of fallbacks is its to-do list.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -23,16 +24,41 @@ namespace {
 std::mutex g_mu;
 std::vector<std::pair<std::string, int64_t>> g_counts;  // few distinct entries: a linear scan
 
-bool debug_enabled() {
-  static const bool on = [] {
+/// KILN_FALLBACK_DEBUG: 0 off, 1 on (counts by op), 2 counts by op and dtypes.
+int debug_level() {
+  static const int level = [] {
     const char* e = std::getenv("KILN_FALLBACK_DEBUG");
-    return e && *e && std::string(e) != "0";
+    if (!e || !*e || std::string(e) == "0") return 0;
+    return std::string(e) == "2" ? 2 : 1;
   }();
-  return on;
+  return level;
+}
+bool debug_enabled() { return debug_level() > 0; }
+
+/// " (f32, i64 -> f32)": the dtypes of op's operands.
+std::string dtypes_of(const ir::Op& op) {
+  std::string s = " (";
+  for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + to_string(op.inputs[i].dtype);
+  s += " ->";
+  for (const ir::TensorDesc& d : op.outputs) s += " " + to_string(d.dtype);
+  return s + ")";
+}
+
+/// Under KILN_FALLBACK_DEBUG, at exit: every fallback counted, most frequent first, and totals.
+void print_summary() {
+  std::vector<std::pair<std::string, int64_t>> c = fallback_counts();
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  int64_t total = 0;
+  for (const auto& [k, n] : c) total += n;
+  std::fprintf(stderr, "kiln: fallbacks: %zu kinds, %lld ops\n", c.size(), static_cast<long long>(total));
+  for (const auto& [k, n] : c) std::fprintf(stderr, "kiln:   %8lld  %s\n", static_cast<long long>(n), k.c_str());
 }
 
 void count(const Backend& b, const ir::Op& op, const char* how) {
   std::string key = b.name() + ": " + std::string(ir::op_name(op.kind)) + how;
+  if (debug_level() == 2) key += dtypes_of(op);
+  static const bool summary = debug_enabled() && std::atexit(print_summary) == 0;
+  (void)summary;
   std::lock_guard<std::mutex> lock(g_mu);
   for (auto& [k, n] : g_counts)
     if (k == key) {

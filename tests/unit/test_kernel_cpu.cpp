@@ -206,3 +206,51 @@ TEST(KernelCpu, BarriersInUniformWhileAndIfElse) {
     }
   }
 }
+
+// f64 values: arithmetic, sqrt, floor, min/max, select and casts, exact as C++ doubles; the
+// transcendental functions are refused, and WGSL (no f64) refuses the kernel.
+TEST(KernelCpu, DoubleArithmetic) {
+  Kernel k = trace("f64_mix", [](Builder& b) {
+    auto x = b.input<double>("x");
+    auto y = b.inout<double>("y");
+    auto f = b.output<float>("f");
+    auto n64 = b.output<int64_t>("i");
+    Val a = b.scalar<double>("a"), n = b.scalar<int32_t>("n");
+    b.group_size(32);
+    Val i = global_id();
+    if_(i < n, [&] {
+      Val xi = x[i];
+      Val yi = y[i];
+      Val r = a * xi + yi / 3.0 - sqrt(abs(xi)) + floor(xi * 0.1);
+      y[i] = select(xi > 0.5, min(r, xi), max(r, -xi));
+      f[i] = cast(xi, Type::F32);
+      n64[i] = cast(xi * 1e6, Type::I64);
+    });
+  });
+  const int32_t n = 100;
+  std::vector<double> x(n), y(n), y0;
+  for (int j = 0; j < n; ++j) {
+    x[j] = std::sin(j * 0.7) * 3.0 + 1e-9 * j;
+    y[j] = std::cos(j * 1.3) / 7.0;
+  }
+  y0 = y;
+  std::vector<float> f(n);
+  std::vector<int64_t> iv(n);
+  const double a = 0.1;
+  compile_cpu(k, 0)({ceil_div(n, 32)}, {x, y, f, iv, a, n});
+  for (int j = 0; j < n; ++j) {
+    const double r = a * x[j] + y0[j] / 3.0 - std::sqrt(std::fabs(x[j])) + std::floor(x[j] * 0.1);
+    EXPECT_EQ(y[j], x[j] > 0.5 ? std::fmin(r, x[j]) : std::fmax(r, -x[j])) << j;
+    EXPECT_EQ(f[j], static_cast<float>(x[j]));
+    EXPECT_EQ(iv[j], static_cast<int64_t>(x[j] * 1e6));
+  }
+  EXPECT_NE(render(k, Target::Glsl).find("double"), std::string::npos);
+  EXPECT_NE(render(k, Target::Cuda).find("fmin("), std::string::npos);
+  EXPECT_THROW(render(k, Target::Wgsl), kiln::Error);
+  EXPECT_THROW(trace("f64_exp",
+                     [](Builder& b) {
+                       auto x = b.inout<double>("x");
+                       x[global_id()] = exp(Val(x[global_id()]));
+                     }),
+               kiln::Error);
+}

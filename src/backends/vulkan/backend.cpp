@@ -21,7 +21,8 @@ namespace {
 
 class VulkanBackend final : public Backend {
  public:
-  explicit VulkanBackend(int index) : index_(index), ctx_(Context::get(index)), kernels_(ctx_.limits()) {}
+  explicit VulkanBackend(int index)
+      : index_(index), ctx_(Context::get(index)), kernels_(ctx_.limits(), ctx_.float64()) {}
   DeviceType type() const override { return DeviceType::Vulkan; }
   std::string name() const override { return index_ == 0 ? "vulkan" : "vulkan:" + std::to_string(index_); }
 
@@ -33,9 +34,9 @@ class VulkanBackend final : public Backend {
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
     ctx_.release(static_cast<Buf*>(data));
   }
-  bool supports(const ir::Op& op) override { return Kernels::supports(op); }
+  bool supports(const ir::Op& op) override { return kernels_.supports(op); }
   void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {
-    KILN_CHECK(Kernels::supports(op), "vulkan", "op " << ir::op_name(op.kind) << " has no Vulkan kernel");
+    KILN_CHECK(kernels_.supports(op), "vulkan", "op " << ir::op_name(op.kind) << " has no Vulkan kernel");
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
     SmallVec<Buf*, 4> bi, bo;
     for (size_t i = 0; i < op.inputs.size(); ++i) bi.push_back(buf(in[i]));

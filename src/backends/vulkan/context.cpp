@@ -86,7 +86,7 @@ Instance& instance() {
 size_t push_bytes(const kernel::ir::Kernel& k, std::vector<size_t>* offsets) {
   size_t end = 0;
   for (const auto& sc : k.scalars) {
-    const size_t sz = sc.type == kernel::Type::I64 ? 8 : 4;  // std430: aligned to their size
+    const size_t sz = sc.type == kernel::Type::I64 || sc.type == kernel::Type::F64 ? 8 : 4;  // aligned to their size
     end = (end + sz - 1) / sz * sz;
     if (offsets) offsets->push_back(end);
     end += sz;
@@ -186,6 +186,8 @@ Context::Context(int index) {
   f.vkGetPhysicalDeviceFeatures(phys_, &have);
   VkPhysicalDeviceFeatures on{};
   on.shaderInt64 = have.shaderInt64;
+  on.shaderFloat64 = have.shaderFloat64;
+  float64_ = have.shaderFloat64 == VK_TRUE;
   const float prio = 1.0f;
   VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qi.queueFamilyIndex = family_;

@@ -69,6 +69,8 @@ class Context {
   const std::string& name() const { return name_; }
   /// Limits of kernels traced for this device.
   const kernel::Limits& limits() const { return limits_; }
+  /// Whether kernels may use f64 (the device's shaderFloat64, enabled).
+  bool float64() const { return float64_; }
 
   Buf* allocate(size_t nbytes);
   /// Gives b back (reused once the batches that use it have finished).
@@ -119,6 +121,7 @@ class Context {
   VkDeviceSize storage_align_ = 256;
   std::string name_;
   kernel::Limits limits_;
+  bool float64_ = false;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;

@@ -34,6 +34,12 @@ std::vector<char> pack_push(const k::Kernel& kern, const std::vector<k::Arg>& ar
         std::memcpy(at, &v, 8);
         break;
       }
+      case k::Type::F64: {
+        const double v =
+            args[i].type == k::Type::F64 || args[i].type == k::Type::F32 ? args[i].f : static_cast<double>(args[i].i);
+        std::memcpy(at, &v, 8);
+        break;
+      }
       default: {
         const int32_t v = static_cast<int32_t>(args[i].i);
         std::memcpy(at, &v, 4);
@@ -52,12 +58,14 @@ bool elementwise_supported(const ir::Op& op) {
   return lib::elementwise_meta(op, meta);
 }
 
-bool reduce_supported(const ir::Op& op) {
-  if (!lib::reduce_of(op)) return false;
+bool reduce_supported(const ir::Op& op, bool float64) {
+  const std::optional<lib::Reduce> spec = lib::reduce_of(op);
+  if (!spec || (spec->acc == k::Type::F64 && !float64)) return false;
   int32_t meta[lib::kReduceMetaInts];
   if (!lib::reduce_meta(op, meta)) return false;
   // max, min and their arg forms have no value over an empty range (the CPU says so)
-  return meta[lib::kRed] > 0 || op.kind == OpKind::Sum || op.kind == OpKind::Mean || op.kind == OpKind::Prod;
+  return meta[lib::kRed] > 0 || op.kind == OpKind::Sum || op.kind == OpKind::Mean || op.kind == OpKind::Prod ||
+         op.kind == OpKind::Any || op.kind == OpKind::All;
 }
 
 bool softmax_supported(const ir::Op& op) {
@@ -67,10 +75,11 @@ bool softmax_supported(const ir::Op& op) {
 
 }  // namespace
 
-bool Kernels::supports(const ir::Op& op) {
+bool Kernels::supports(const ir::Op& op) const {
+  if (!float64_ && lib::uses_f64(op)) return false;
   switch (ir::op_family(op.kind)) {
     case ir::Family::Reduce:
-      return reduce_supported(op);
+      return reduce_supported(op, float64_);
     case ir::Family::Contract:
       return lib::matmul_of(op).has_value();
     case ir::Family::Scan:
@@ -112,9 +121,10 @@ void Kernels::run_reduce(Context& ctx, const ir::Op& op, Buf* const* in, Buf* co
   if (meta[lib::kOut] == 0) return;
   const k::Kernel& kern = get(spec->name, [&] { return lib::trace_reduce(*spec, limits_); });
   Pipeline& p = ctx.pipeline(kern);
+  const std::vector<char> push = pack_push(kern, spec->push);
   ctx.reserve(sizeof meta);
   std::vector<Binding> b{Binding{out[0], 0}, Binding{in[0], 0}, ctx.upload(meta, sizeof meta)};
-  ctx.dispatch(p, b, nullptr, 0, lib::reduce_groups(meta[lib::kOut]));
+  ctx.dispatch(p, b, push.data(), push.size(), lib::reduce_groups(meta[lib::kOut]));
 }
 
 void Kernels::run_matmul(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {

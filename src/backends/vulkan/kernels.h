@@ -18,9 +18,10 @@ namespace kiln::vulkan {
 
 class Kernels {
  public:
-  explicit Kernels(kernel::Limits limits) : limits_(std::move(limits)) {}
+  /// float64: whether the device runs f64 kernels (shaderFloat64).
+  Kernels(kernel::Limits limits, bool float64) : limits_(std::move(limits)), float64_(float64) {}
   /// Whether op runs natively (op kind, dtypes, attributes, int32-addressable sizes).
-  static bool supports(const ir::Op& op);
+  bool supports(const ir::Op& op) const;
   /// Records op (supported) into ctx's open batch over the buffers of its operands.
   void run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
 
@@ -32,6 +33,7 @@ class Kernels {
   void run_matmul(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   void run_softmax(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   kernel::Limits limits_;
+  bool float64_ = false;
   std::mutex mu_;
   std::map<std::string, kernel::Kernel> cache_;
 };

@@ -13,6 +13,8 @@ std::optional<Store> storage_of(DType t, bool copy) {
   switch (t) {
     case DType::F32:
       return Store::F32;
+    case DType::F64:
+      return copy ? Store::X64 : Store::F64;
     case DType::I32:
       return Store::I32;
     case DType::I64:
@@ -35,12 +37,27 @@ std::optional<Store> storage_of(DType t, bool copy) {
   }
 }
 
+bool uses_f64(const kiln::ir::Op& op) {
+  for (const auto& d : op.inputs)
+    if (d.dtype == DType::F64) return true;
+  for (const auto& d : op.outputs)
+    if (d.dtype == DType::F64) return true;
+  return false;
+}
+
 namespace {
 
-Memory declare(Builder& b, Store s, const std::string& name, bool out) {
+/// The shift of element e's byte in its word (U32).
+Val byte_shift(Val e) { return cast(e & 3, Type::U32) * 8u; }
+
+}  // namespace
+
+Memory declare_store(Builder& b, Store s, const std::string& name, bool out) {
   switch (s) {
     case Store::F32:
       return out ? Memory(b.output<float>(name)) : Memory(b.input<float>(name));
+    case Store::F64:
+      return out ? Memory(b.output<double>(name)) : Memory(b.input<double>(name));
     case Store::I32:
       return out ? Memory(b.output<int32_t>(name)) : Memory(b.input<int32_t>(name));
     case Store::I64:
@@ -53,17 +70,14 @@ Memory declare(Builder& b, Store s, const std::string& name, bool out) {
   return Memory(0, false);
 }
 
-/// The shift of element e's byte in its word (U32).
-Val byte_shift(Val e) { return cast(e & 3, Type::U32) * 8u; }
-
-Val load(const Memory& m, Store s, Val e) {
+Val load_store(const Memory& m, Store s, Val e) {
   if (s != Store::B8 && s != Store::U8) return m[e];
   const Val w = m[e >> 2];
   const Val byte = (w >> byte_shift(e)) & 255u;
   return s == Store::B8 ? byte != 0u : byte;
 }
 
-void store(const Memory& m, Store s, Val e, Val v) {
+void store_store(const Memory& m, Store s, Val e, Val v) {
   if (s != Store::B8 && s != Store::U8) {
     m[e] = v;
     return;
@@ -77,8 +91,6 @@ void store(const Memory& m, Store s, Val e, Val v) {
   atomic_add(m[e >> 2], (nb - ob) << sh);
 }
 
-}  // namespace
-
 Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
   constexpr uint32_t kGroup = 256;
   return trace(
@@ -86,12 +98,14 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
       [&](Builder& b) {
         b.group_size(kGroup);
         const int arity = static_cast<int>(spec.inputs.size());
-        const Memory out = declare(b, spec.output, "out", true);
+        const Memory out = declare_store(b, spec.output, "out", true);
         std::vector<Memory> in;
-        for (int q = 0; q < arity; ++q) in.push_back(declare(b, spec.inputs[q], "in" + std::to_string(q), false));
+        for (int q = 0; q < arity; ++q) in.push_back(declare_store(b, spec.inputs[q], "in" + std::to_string(q), false));
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         Val reals[kMaxReals + 1];
-        for (int r = 0; r < spec.reals; ++r) reals[r] = b.scalar<float>("r" + std::to_string(r));
+        for (int r = 0; r < spec.reals; ++r)
+          reals[r] = spec.real_type == Type::F64 ? b.scalar<double>("r" + std::to_string(r))
+                                                 : b.scalar<float>("r" + std::to_string(r));
         if (spec.output == Store::I64 && arity == 0) reals[spec.reals] = b.scalar<int64_t>("v");
         if ((spec.output == Store::I32 || spec.output == Store::B8) && arity == 0)
           reals[spec.reals] = b.scalar<int32_t>("v");
@@ -112,9 +126,9 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
           });
           Val x[kMaxOperands - 1];
           for (int q = 0; q < arity; ++q)
-            x[q] =
-                load(in[static_cast<size_t>(q)], spec.inputs[static_cast<size_t>(q)], off[static_cast<size_t>(q + 1)]);
-          store(out, spec.output, off[0], spec.fn(x, reals));
+            x[q] = load_store(in[static_cast<size_t>(q)], spec.inputs[static_cast<size_t>(q)],
+                              off[static_cast<size_t>(q + 1)]);
+          store_store(out, spec.output, off[0], spec.fn(x, reals));
         });
       },
       limits);

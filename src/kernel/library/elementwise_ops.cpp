@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // What each elementwise op of ops.def computes, in the kernel language, for the storages of
-// kernel/library.h: f32, i32, i64 and bool (and copies of any 1-, 4- or 8-byte dtype). Each
+// kernel/library.h: f32, f64, i32, i64 and bool (and copies of any 1-, 4- or 8-byte dtype). Each
 // function follows the CPU backend's definition (src/backends/cpu/unary.cpp, binary.cpp),
 // including NaN handling. Ops whose GPU built-ins miss the CPU's accuracy are not here.
 #include <limits>
@@ -19,9 +19,13 @@ Val is_nan(Val x) { return x != x; }
 Val zero_of(Val x) { return Val::constant(0, x.type); }
 Val truthy(Val x) { return x.type == Type::Bool ? x : x != zero_of(x); }
 Val trunc(Val x) { return select(x < 0.0f, ceil(x), floor(x)); }
+Val num(double v, Val like) { return Val::constant(v, like.type); }
 
-/// Unary functions on a float value.
-Fn unary_float(const kiln::ir::Op& op, int& reals, std::vector<Arg>& push) {
+/// An attribute as a push constant of an op on f32 (rounded) or f64 (exact).
+Arg real_arg(double v, bool wide) { return wide ? Arg(v) : Arg(static_cast<float>(v)); }
+
+/// Unary functions on a float value (f32, or f64 when `wide`).
+Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& push) {
   switch (op.kind) {
     case OpKind::Abs:
       return [](const Val* x, const Val*) { return abs(x[0]); };
@@ -43,23 +47,23 @@ Fn unary_float(const kiln::ir::Op& op, int& reals, std::vector<Arg>& push) {
       return [](const Val* x, const Val*) { return x[0] - trunc(x[0]); };
     case OpKind::Sign:
       return [](const Val* x, const Val*) {
-        return select(x[0] > 0.0f, Val(1.0f), select(x[0] < 0.0f, Val(-1.0f), Val(0.0f)));
+        return select(x[0] > 0.0f, num(1, x[0]), select(x[0] < 0.0f, num(-1, x[0]), num(0, x[0])));
       };
     // x < 0 is false for NaN, which passes through as on the CPU.
     case OpKind::Relu:
-      return [](const Val* x, const Val*) { return select(x[0] < 0.0f, Val(0.0f), x[0]); };
+      return [](const Val* x, const Val*) { return select(x[0] < 0.0f, num(0, x[0]), x[0]); };
     case OpKind::Softsign:
       return [](const Val* x, const Val*) { return x[0] / (1.0f + abs(x[0])); };
     case OpKind::LeakyRelu:
       reals = 1;
-      push = {Arg(static_cast<float>(kiln::ir::UnaryAttrs::decode(op).slope))};
+      push = {real_arg(kiln::ir::UnaryAttrs::decode(op).slope, wide)};
       return [](const Val* x, const Val* r) { return select(x[0] > 0.0f, x[0], x[0] * r[0]); };
     case OpKind::Clamp: {
       // min(max(x, lo), hi) as the CPU writes it: a NaN x stays (its comparisons are false).
       const kiln::ir::ClampAttrs c = kiln::ir::ClampAttrs::decode(op);
-      const float inf = std::numeric_limits<float>::infinity();
+      const double inf = std::numeric_limits<double>::infinity();
       reals = 2;
-      push = {Arg(c.has_min ? static_cast<float>(c.min) : -inf), Arg(c.has_max ? static_cast<float>(c.max) : inf)};
+      push = {real_arg(c.has_min ? c.min : -inf, wide), real_arg(c.has_max ? c.max : inf, wide)};
       return [](const Val* x, const Val* r) {
         const Val lo = select(x[0] < r[0], r[0], x[0]);
         return select(r[1] < lo, r[1], lo);
@@ -181,6 +185,8 @@ Type value_type(Store s) {
   switch (s) {
     case Store::F32:
       return Type::F32;
+    case Store::F64:
+      return Type::F64;
     case Store::I32:
       return Type::I32;
     case Store::I64:
@@ -212,8 +218,10 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
   const int64_t iv = c.has_int ? c.int_value : static_cast<int64_t>(c.value);
   switch (out) {
     case Store::F32:
+    case Store::F64:
       e.reals = 1;
-      e.push = {Arg(static_cast<float>(c.has_int ? static_cast<double>(c.int_value) : c.value))};
+      e.real_type = out == Store::F64 ? Type::F64 : Type::F32;
+      e.push = {real_arg(c.has_int ? static_cast<double>(c.int_value) : c.value, out == Store::F64)};
       e.fn = [](const Val*, const Val* r) { return r[0]; };
       break;
     case Store::I64:
@@ -233,7 +241,7 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
 }
 
 const char* store_name(Store s) {
-  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8"};
+  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64"};
   return n[static_cast<int>(s)];
 }
 
@@ -258,7 +266,9 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     return e;
   }
   const Store in0 = e.inputs.empty() ? *out : e.inputs[0];
-  const bool floating = in0 == Store::F32;
+  const bool floating = in0 == Store::F32 || in0 == Store::F64;
+  const bool wide = in0 == Store::F64;
+  if (wide) e.real_type = Type::F64;
   if (op.kind == OpKind::Cast) {
     e.fn = cast_fn(in0, *out);
     return e;
@@ -270,7 +280,7 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       e.fn = [](const Val* x, const Val*) { return !x[0]; };
       return e;
     }
-    e.fn = floating ? unary_float(op, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
+    e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;
   } else if (fam == kiln::ir::Family::Binary && e.inputs.size() == 2) {
     if (e.inputs[1] != in0) return std::nullopt;

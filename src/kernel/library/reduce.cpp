@@ -20,7 +20,7 @@ Val is_nan(Val x) { return x != x; }
 
 /// Whether (vb, ib) replaces (va, ia) as the extreme (max when mx) of an arg-reduction.
 Val arg_better(bool mx, Val va, Val ia, Val vb, Val ib) {
-  if (va.type != Type::F32) {
+  if (!is_float(va.type)) {
     const Val strict = mx ? vb > va : vb < va;
     return strict || (vb == va && ib < ia);
   }
@@ -29,31 +29,66 @@ Val arg_better(bool mx, Val va, Val ia, Val vb, Val ib) {
   return (nb && !na) || (!na && !nb && strict) || ((vb == va || (na && nb)) && ib < ia);
 }
 
-/// The combination of two partial values of a value reduction.
+/// The combination of two partial values of a value reduction (Any, All: 0/1 in i32).
 Val combine(OpKind kind, Val a, Val b) {
   switch (kind) {
     case OpKind::Prod:
       return a * b;
+    case OpKind::Any:
+      return a | b;
+    case OpKind::All:
+      return a & b;
     case OpKind::Max:
     case OpKind::Min: {
       const Val pick = select(kind == OpKind::Max ? b > a : b < a, b, a);
-      return a.type == Type::F32 ? select(is_nan(a), a, select(is_nan(b), b, pick)) : pick;
+      return is_float(a.type) ? select(is_nan(a), a, select(is_nan(b), b, pick)) : pick;
     }
-    default:  // Sum, Mean
+    default:  // Sum, Mean, Var
       return a + b;
   }
 }
 
 Val identity(OpKind kind, Type t) {
-  if (kind == OpKind::Prod) return Val::constant(1, t);
+  if (kind == OpKind::Prod || kind == OpKind::All) return Val::constant(1, t);
   if (kind == OpKind::Max || kind == OpKind::Min) {
     const bool mx = kind == OpKind::Max;
-    if (t == Type::F32)
+    if (is_float(t))
       return Val::constant(mx ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity(), t);
     if (t == Type::I64) return Val(static_cast<long long>(mx ? INT64_MIN : INT64_MAX));
     return Val::constant(mx ? INT32_MIN : INT32_MAX, t);
   }
   return Val::constant(0, t);
+}
+
+/// A loaded input value as the accumulator's type (Any, All: whether it is nonzero, as 0/1).
+Val to_acc(OpKind kind, Val x, Type acc) {
+  if (kind == OpKind::Any || kind == OpKind::All) {
+    const Val nz = x.type == Type::Bool ? x : x != Val::constant(0, x.type);
+    return select(nz, Val::constant(1, acc), Val::constant(0, acc));
+  }
+  if (x.type == Type::Bool) return select(x, Val::constant(1, acc), Val::constant(0, acc));
+  return x.type == acc ? x : cast(x, acc);
+}
+
+std::optional<Store> value_store(DType t) {
+  switch (t) {
+    case DType::F32:
+      return Store::F32;
+    case DType::F64:
+      return Store::F64;
+    case DType::I32:
+      return Store::I32;
+    case DType::I64:
+      return Store::I64;
+    case DType::Bool:
+      return Store::B8;
+    default:
+      return std::nullopt;
+  }
+}
+
+Type acc_of(Store s) {
+  return s == Store::F32 ? Type::F32 : s == Store::F64 ? Type::F64 : s == Store::I32 ? Type::I32 : Type::I64;
 }
 
 /// Walks `n` dims of meta from `at` (shape at at, strides at at + kMaxRank, and a second set of
@@ -75,27 +110,51 @@ void decode(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var* 
 std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
   if (op.inputs.size() != 1 || op.outputs.size() != 1) return std::nullopt;
   const DType it = op.inputs[0].dtype, ot = op.outputs[0].dtype;
+  const std::optional<Store> si = value_store(it), so = value_store(ot);
+  if (!si || !so) return std::nullopt;
+  const bool fin = *si == Store::F32 || *si == Store::F64;
   Reduce r;
   r.kind = op.kind;
+  r.in = *si;
+  r.out = *so;
   switch (op.kind) {
     case OpKind::Sum:
-    case OpKind::Mean:
     case OpKind::Prod:
-      if (it != DType::F32 || ot != DType::F32) return std::nullopt;
-      r.type = Type::F32;
+    case OpKind::Mean:
+      if (fin && ot == it) {
+        r.acc = acc_of(*si);
+      } else if (op.kind != OpKind::Mean && !fin && (ot == DType::I64 || (ot == DType::I32 && it == DType::I32))) {
+        r.acc = Type::I64;
+      } else {
+        return std::nullopt;
+      }
       break;
     case OpKind::Max:
     case OpKind::Min:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
-      if (it != DType::F32 && it != DType::I32 && it != DType::I64) return std::nullopt;
+      if (*si == Store::B8) return std::nullopt;
       if (ot != ((op.kind == OpKind::Max || op.kind == OpKind::Min) ? it : DType::I64)) return std::nullopt;
-      r.type = it == DType::F32 ? Type::F32 : it == DType::I32 ? Type::I32 : Type::I64;
+      r.acc = acc_of(*si);
       break;
+    case OpKind::Any:
+    case OpKind::All:
+      if (ot != DType::Bool) return std::nullopt;
+      r.acc = Type::I32;
+      break;
+    case OpKind::Var: {
+      if (!fin || ot != it) return std::nullopt;
+      const kiln::ir::ReduceAttrs a = kiln::ir::ReduceAttrs::decode(op);
+      r.acc = Type::F64;
+      r.push = {Arg(a.correction), Arg(static_cast<int32_t>(a.sqrt ? 1 : 0))};
+      break;
+    }
     default:
       return std::nullopt;
   }
-  r.name = std::string("reduce_") + std::string(kiln::ir::op_name(op.kind)) + "_" + std::string(type_name(r.type));
+  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64"};
+  r.name = std::string("reduce_") + std::string(kiln::ir::op_name(op.kind)) + "_" + sn[static_cast<int>(r.in)] + "_" +
+           sn[static_cast<int>(r.out)] + "_" + std::string(type_name(r.acc));
   return r;
 }
 
@@ -136,72 +195,112 @@ bool reduce_meta(const kiln::ir::Op& op, int32_t* meta) {
   return true;
 }
 
+namespace {
+
+/// Combines the group's partial values in vals (and indices in idx for the arg forms) in a
+/// fixed tree; vals[0] (idx[0]) holds the result after the last barrier.
+void group_tree(OpKind kind, bool arg, bool mx, const Memory& vals, const Shared<int32_t>& idx, Val t) {
+  for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
+    if_(t < static_cast<int>(s), [&] {
+      const Val va = vals[t], vb = vals[t + static_cast<int>(s)];
+      if (arg) {
+        const Val ia = idx[t], ib = idx[t + static_cast<int>(s)];
+        const Val better = arg_better(mx, va, ia, vb, ib);
+        vals[t] = select(better, vb, va);
+        idx[t] = select(better, ib, ia);
+      } else {
+        vals[t] = combine(kind, va, vb);
+      }
+    });
+    barrier();
+  }
+}
+
+Memory shared_of(Builder& b, Type t) {
+  switch (t) {
+    case Type::F32:
+      return b.shared<float>("vals", kGroup);
+    case Type::F64:
+      return b.shared<double>("vals", kGroup);
+    case Type::I32:
+      return b.shared<int32_t>("vals", kGroup);
+    default:
+      return b.shared<int64_t>("vals", kGroup);
+  }
+}
+
+}  // namespace
+
 Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
   const bool arg = spec.kind == OpKind::ArgMax || spec.kind == OpKind::ArgMin;
   const bool mx = spec.kind == OpKind::ArgMax;
+  const bool var = spec.kind == OpKind::Var;
   return trace(
       spec.name,
       [&](Builder& b) {
         b.group_size(kGroup);
-        const Type vt = spec.type;
-        const Memory out = arg || vt == Type::I64 ? Memory(b.output<int64_t>("out"))
-                           : vt == Type::F32      ? Memory(b.output<float>("out"))
-                                                  : Memory(b.output<int32_t>("out"));
-        const Memory in = vt == Type::F32   ? Memory(b.input<float>("in"))
-                          : vt == Type::I32 ? Memory(b.input<int32_t>("in"))
-                                            : Memory(b.input<int64_t>("in"));
+        const Type at = spec.acc;
+        const Memory out = arg ? Memory(b.output<int64_t>("out")) : declare_store(b, spec.out, "out", true);
+        const Memory in = declare_store(b, spec.in, "in", false);
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
-        const Memory vals = vt == Type::F32   ? Memory(b.shared<float>("vals", kGroup))
-                            : vt == Type::I32 ? Memory(b.shared<int32_t>("vals", kGroup))
-                                              : Memory(b.shared<int64_t>("vals", kGroup));
+        Val correction, take_root;
+        if (var) {
+          correction = b.scalar<double>("correction");
+          take_root = b.scalar<int32_t>("root");
+        }
+        const Memory vals = shared_of(b, at);
         const Shared<int32_t> idx = b.shared<int32_t>("idx", kGroup);
         const Val t = thread_id(0);
         const Val gid = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = gid < meta[kOut];
         Var base(meta[kInOffset]), obase(meta[kOutOffset]);
         decode(meta, meta[kKept], kKeptShape, select(valid, gid, Val(0)), base, &obase, kOutStrides);
-        const Val first = arg ? identity(mx ? OpKind::Max : OpKind::Min, spec.type) : identity(spec.kind, spec.type);
-        Var acc(first);
-        Var ai(Val(INT32_MAX));
-        for_(t, meta[kRed], static_cast<int>(kGroup), [&](Val r) {
-          Var off = Var(Val(base));
-          decode(meta, meta[kNRed], kRedShape, r, off, nullptr, -1);
-          const Val x = in[off];
-          if (arg) {
-            const Val better = arg_better(mx, acc, ai, x, r);
-            acc = select(better, x, Val(acc));
-            ai = select(better, r, Val(ai));
-          } else {
-            acc = combine(spec.kind, acc, x);
-          }
-        });
-        vals[t] = Val(acc);
-        if (arg) idx[t] = Val(ai);
-        barrier();
-        for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
-          if_(t < static_cast<int>(s), [&] {
-            const Val va = vals[t], vb = vals[t + static_cast<int>(s)];
+        const OpKind folded = arg ? (mx ? OpKind::Max : OpKind::Min) : var ? OpKind::Sum : spec.kind;
+        // One pass folds the inputs (minus `centre`, squared, when given) into acc.
+        auto pass = [&](const Val* centre) {
+          Var acc(identity(folded, at));
+          Var ai(Val(INT32_MAX));
+          for_(t, meta[kRed], static_cast<int>(kGroup), [&](Val r) {
+            Var off = Var(Val(base));
+            decode(meta, meta[kNRed], kRedShape, r, off, nullptr, -1);
+            Val x = to_acc(spec.kind, load_store(in, spec.in, off), at);
+            if (centre) x = (x - *centre) * (x - *centre);
             if (arg) {
-              const Val ia = idx[t], ib = idx[t + static_cast<int>(s)];
-              const Val better = arg_better(mx, va, ia, vb, ib);
-              vals[t] = select(better, vb, va);
-              idx[t] = select(better, ib, ia);
+              const Val better = arg_better(mx, acc, ai, x, r);
+              acc = select(better, x, Val(acc));
+              ai = select(better, r, Val(ai));
             } else {
-              vals[t] = combine(spec.kind, va, vb);
+              acc = combine(folded, acc, x);
             }
           });
+          vals[t] = Val(acc);
+          if (arg) idx[t] = Val(ai);
           barrier();
+          group_tree(folded, arg, mx, vals, idx, t);
+        };
+        pass(nullptr);
+        Val result = vals[0];
+        if (var) {
+          const Val mean = result / cast(meta[kRed], Type::F64);
+          barrier();  // every thread has read vals[0] before the second pass writes it
+          pass(&mean);
+          const Val div = max(cast(meta[kRed], Type::F64) - correction, Val::constant(0, Type::F64));
+          const Val v = vals[0] / div;
+          result = select(take_root != 0, sqrt(v), v);
         }
         if_(valid && t == 0, [&] {
-          const Val v = vals[0];
           if (arg) {
             const Val i = idx[0];
             out[obase] = cast(select(i == INT32_MAX, Val(0), i), Type::I64);
-          } else if (spec.kind == OpKind::Mean) {
-            out[obase] = v / cast(meta[kRed], Type::F32);
-          } else {
-            out[obase] = v;
+            return;
           }
+          Val v = result;
+          if (spec.kind == OpKind::Mean) v = v / cast(meta[kRed], at);
+          if (spec.out == Store::B8)
+            v = v != Val::constant(0, at);
+          else if (acc_of(spec.out) != at)
+            v = cast(v, acc_of(spec.out));
+          store_store(out, spec.out, obase, v);
         });
       },
       limits);
