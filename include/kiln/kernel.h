@@ -333,6 +333,8 @@ Val max(Val a, Val b);
 Val pow(Val a, Val b);
 Val select(Val cond, Val if_true, Val if_false);
 Val cast(Val x, Type t);
+/// The bits of x (F32, I32 or U32) as another of those types.
+Val bitcast(Val x, Type t);
 
 /// The result of if_: attach an else block with .else_(...).
 class IfChain {

@@ -255,7 +255,7 @@ void dump_region(const ir::Kernel& k, uint32_t r, int depth, std::string& out) {
         line += "select " + args;
         break;
       case Kind::Cast:
-        line += "cast " + args;
+        line += (op.attr ? "bitcast " : "cast ") + args;
         break;
       case Kind::Load:
       case Kind::LoadVec:

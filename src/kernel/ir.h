@@ -23,7 +23,7 @@ enum class Kind : uint8_t {
   Binary,      ///< attr: BinaryFn
   Compare,     ///< attr: CmpFn; type Bool
   Select,      ///< in: cond, a, b
-  Cast,        ///< in: x
+  Cast,        ///< in: x; attr 1: a bitcast (32-bit types)
   Load,        ///< memory `obj` (shared if `shared`), in: index
   Store,       ///< in: index, value
   LoadVec,     ///< lanes in `lanes`, in: index; the value is a vector

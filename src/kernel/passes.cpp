@@ -151,6 +151,7 @@ bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
       r = a->i ? *b : *c;
       break;
     case Kind::Cast:
+      if (op.attr) return false;  // a bitcast
       if (op.type == Type::F32)
         r.f = fl ? a->f : static_cast<double>(static_cast<float>(a->i));
       else if (fl) {

@@ -110,6 +110,7 @@ std::string Base::expr(uint32_t id) {
     case Kind::Select:
       return select(in(0), in(1), in(2));
     case Kind::Cast:
+      if (op.attr) return bitcast(op.type, k.ops[op.in[0]].type, in(0));
       return cast(op.type, k.ops[op.in[0]].type, in(0));
     case Kind::Extract:
       return extract(in(0), op.axis);

@@ -43,6 +43,8 @@ class Base {
     return "(" + c + " ? " + a + " : " + b + ")";
   }
   virtual std::string cast(Type to, Type from, const std::string& x) { return ty(to) + "(" + x + ")"; }
+  /// The bits of x (F32, I32, U32) as type `to`.
+  virtual std::string bitcast(Type to, Type from, const std::string& x) = 0;
   /// Integer a / b (or a % b).
   virtual std::string int_divide(bool mod, const std::string& a, const std::string& b) {
     return std::string("(") + a + (mod ? " % " : " / ") + b + ")";

@@ -160,6 +160,11 @@ class CLike : public Base {
     return std::string(f == ir::BinaryFn::Min ? "kk_min(" : "kk_max(") + a + ", " + b + ")";
   }
   std::string cast(Type to, Type, const std::string& x) override { return "((" + ty(to, 1) + ")" + x + ")"; }
+  std::string bitcast(Type to, Type from, const std::string& x) override {
+    if (to == Type::F32) return "kk_as_float((unsigned)" + x + ")";
+    if (from == Type::F32) return "((" + ty(to, 1) + ")kk_as_uint(" + x + "))";
+    return "((" + ty(to, 1) + ")" + x + ")";
+  }
   std::string int_divide(bool mod, const std::string& a, const std::string& b) override {
     if (!debug_ || cuda) return Base::int_divide(mod, a, b);
     return "kk_div(" + a + ", " + b + (mod ? ", true, a)" : ", false, a)");

@@ -146,6 +146,11 @@ class Glsl : public Base {
   std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
     return std::string(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(") + a + ", " + b + ")";
   }
+  std::string bitcast(Type to, Type from, const std::string& x) override {
+    if (to == Type::F32) return std::string(from == Type::I32 ? "intBitsToFloat(" : "uintBitsToFloat(") + x + ")";
+    if (from == Type::F32) return std::string(to == Type::I32 ? "floatBitsToInt(" : "floatBitsToUint(") + x + ")";
+    return ty(to) + "(" + x + ")";
+  }
   std::string mem(const ir::Op& op, const std::string& idx) {
     std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
     return op.shared ? "s" + std::to_string(op.obj) + "[" + i + "]" : "b" + std::to_string(op.obj) + ".d[" + i + "]";
@@ -299,6 +304,7 @@ class Wgsl : public Base {
   std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
     return std::string(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(") + a + ", " + b + ")";
   }
+  std::string bitcast(Type to, Type, const std::string& x) override { return "bitcast<" + ty(to) + ">(" + x + ")"; }
   std::string select(const std::string& c, const std::string& a, const std::string& b) override {
     return "select(" + b + ", " + a + ", " + c + ")";
   }

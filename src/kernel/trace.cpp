@@ -587,6 +587,22 @@ Val cast(Val x, Type to) {
   return value(emit(op, tr().tdep[x.id]));
 }
 
+Val bitcast(Val x, Type to) {
+  check_value(x, "bitcast");
+  auto word = [](Type t) { return t == Type::F32 || t == Type::I32 || t == Type::U32; };
+  if (!word(x.type) || !word(to))
+    fail("bitcast() takes f32, i32 or u32 to one of those, not " + std::string(type_name(x.type)) + " to " +
+         std::string(type_name(to)));
+  if (x.type == to) return x;
+  ir::Op op;
+  op.kind = Kind::Cast;
+  op.attr = 1;
+  op.type = to;
+  op.nin = 1;
+  op.in[0] = x.id;
+  return value(emit(op, tr().tdep[x.id]));
+}
+
 IfChain if_(Val cond, const std::function<void()>& body, Loc where) {
   uint32_t loc = record(where);
   check_value(cond, "if_");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 
 #include "kernel_suite.h"
@@ -252,5 +253,33 @@ TEST(KernelCpu, DoubleArithmetic) {
                        auto x = b.inout<double>("x");
                        x[global_id()] = exp(Val(x[global_id()]));
                      }),
+               kiln::Error);
+}
+
+// bitcast between f32, i32 and u32 moves the bits, as memcpy does; other types are refused.
+TEST(KernelCpu, Bitcast) {
+  Kernel k = trace("bits", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto u = b.output<uint32_t>("u");
+    auto y = b.output<float>("y");
+    b.group_size(8);
+    Val i = global_id();
+    Val bits = bitcast(Val(x[i]), Type::U32);
+    u[i] = bits;
+    y[i] = bitcast(bitcast(bits ^ 0x80000000u, Type::I32), Type::F32);
+  });
+  std::vector<float> x = {1.0f, -2.5f, 0.0f, -0.0f, 1e-40f, 3.4e38f, 7.0f, -1e-3f};
+  std::vector<uint32_t> u(8);
+  std::vector<float> y(8);
+  compile_cpu(k, 0)({1}, {x, u, y});
+  for (int j = 0; j < 8; ++j) {
+    uint32_t want;
+    std::memcpy(&want, &x[j], 4);
+    EXPECT_EQ(u[j], want);
+    EXPECT_EQ(y[j], -x[j]);
+  }
+  EXPECT_NE(render(k, Target::Glsl).find("floatBitsToUint("), std::string::npos);
+  EXPECT_NE(render(k, Target::Wgsl).find("bitcast<u32>("), std::string::npos);
+  EXPECT_THROW(trace("bad_bits", [](Builder& b) { b.output<int64_t>("o")[0] = bitcast(Val(1.0), Type::I64); }),
                kiln::Error);
 }

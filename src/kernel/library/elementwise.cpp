@@ -21,6 +21,16 @@ std::optional<Store> storage_of(DType t, bool copy) {
       return copy ? Store::X64 : Store::I64;
     case DType::Bool:
       return copy ? Store::U8 : Store::B8;
+    case DType::U8:
+      return Store::U8;
+    case DType::I8:
+      return copy ? Store::U8 : Store::I8;
+    case DType::I16:
+      return copy ? Store::U16 : Store::I16;
+    case DType::F16:
+      return copy ? Store::U16 : Store::F16;
+    case DType::BF16:
+      return copy ? Store::U16 : Store::BF16;
     default:
       break;
   }
@@ -28,6 +38,8 @@ std::optional<Store> storage_of(DType t, bool copy) {
   switch (dtype_size(t)) {
     case 1:
       return Store::U8;
+    case 2:
+      return Store::U16;
     case 4:
       return Store::I32;
     case 8:
@@ -47,8 +59,44 @@ bool uses_f64(const kiln::ir::Op& op) {
 
 namespace {
 
-/// The shift of element e's byte in its word (U32).
-Val byte_shift(Val e) { return cast(e & 3, Type::U32) * 8u; }
+/// Bytes per element of a packed storage.
+int width(Store s) { return s == Store::I16 || s == Store::U16 || s == Store::F16 || s == Store::BF16 ? 2 : 1; }
+
+/// The shift of element e's bits in its word (U32), and the word's index.
+Val elem_shift(Val e, int w) { return w == 1 ? cast(e & 3, Type::U32) * 8u : cast(e & 1, Type::U32) * 16u; }
+Val word_of(Val e, int w) { return w == 1 ? e >> 2 : e >> 1; }
+
+/// f16 bits (U32) as f32: exact, subnormals included (built in integers, so a device that
+/// flushes subnormal floats still gets them right).
+Val half_to_float(Val h) {
+  const Val sign = (h & 0x8000u) << 16u, e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
+  const Val special = bitcast(sign | 0x7f800000u | (m << 13u), Type::F32);
+  const Val normal = bitcast(sign | ((e + 112u) << 23u) | (m << 13u), Type::F32);
+  const Val sub = cast(m, Type::F32) * 5.9604644775390625e-8f;
+  return select(e == 0x1fu, special, select(e == 0u, select(sign != 0u, -sub, sub), normal));
+}
+
+/// f32 as f16 bits (U32), round to nearest even (the CPU's conversion, line for line).
+Val float_to_half(Val f) {
+  const Val x = bitcast(f, Type::U32), sign = (x >> 16u) & 0x8000u, ax = x & 0x7fffffffu;
+  const Val nan_inf = sign | select(ax > 0x7f800000u, Val(0x7e00u), Val(0x7c00u));
+  const Val tiny = sign | (bitcast(bitcast(ax, Type::F32) + 0.5f, Type::U32) - 0x3f000000u);
+  const Val normal = sign | ((ax + 0xc8000fffu + ((ax >> 13u) & 1u)) >> 13u);
+  return select(ax >= 0x7f800000u, nan_inf,
+                select(ax >= 0x477ff000u, sign | 0x7c00u, select(ax < 0x38800000u, tiny, normal)));
+}
+
+/// f32 as bf16 bits (U32), round to nearest even, NaN kept quiet.
+Val float_to_bf16(Val f) {
+  const Val u = bitcast(f, Type::U32);
+  return select((u & 0x7fffffffu) > 0x7f800000u, (u >> 16u) | 0x40u, (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u);
+}
+
+/// Sign-extends the low `bits` of raw (U32) to I32.
+Val sign_extend(Val raw, uint32_t bits) {
+  const uint32_t top = 1u << (bits - 1);
+  return cast(raw ^ top, Type::I32) - static_cast<int>(top);
+}
 
 }  // namespace
 
@@ -63,32 +111,61 @@ Memory declare_store(Builder& b, Store s, const std::string& name, bool out) {
     case Store::I64:
     case Store::X64:
       return out ? Memory(b.output<int64_t>(name)) : Memory(b.input<int64_t>(name));
-    case Store::B8:
-    case Store::U8:  // words; an output is read and written (atomics keep the other bytes)
+    default:  // packed in words; an output is read and written (atomics keep the other bytes)
       return out ? Memory(b.inout<uint32_t>(name)) : Memory(b.input<uint32_t>(name));
   }
   return Memory(0, false);
 }
 
 Val load_store(const Memory& m, Store s, Val e) {
-  if (s != Store::B8 && s != Store::U8) return m[e];
-  const Val w = m[e >> 2];
-  const Val byte = (w >> byte_shift(e)) & 255u;
-  return s == Store::B8 ? byte != 0u : byte;
+  if (!packed(s)) return m[e];
+  const int w = width(s);
+  const Val word = m[word_of(e, w)];
+  const Val raw = (word >> elem_shift(e, w)) & (w == 1 ? 0xffu : 0xffffu);
+  switch (s) {
+    case Store::B8:
+      return raw != 0u;
+    case Store::I8:
+      return sign_extend(raw, 8);
+    case Store::I16:
+      return sign_extend(raw, 16);
+    case Store::F16:
+      return half_to_float(raw);
+    case Store::BF16:
+      return bitcast(raw << 16u, Type::F32);
+    default:  // U8, U16
+      return raw;
+  }
 }
 
 void store_store(const Memory& m, Store s, Val e, Val v) {
-  if (s != Store::B8 && s != Store::U8) {
+  if (!packed(s)) {
     m[e] = v;
     return;
   }
-  // Only this thread writes this byte: the old byte read atomically with the word stays valid,
-  // and adding (new - old) << shift changes that byte alone, whatever neighbours do meanwhile.
-  const Val sh = byte_shift(e);
-  const Val nb = s == Store::B8 ? select(v, Val(1u), Val(0u)) : v;
-  const Val old = atomic_add(m[e >> 2], Val(0u));
-  const Val ob = (old >> sh) & 255u;
-  atomic_add(m[e >> 2], (nb - ob) << sh);
+  const int w = width(s);
+  const uint32_t mask = w == 1 ? 0xffu : 0xffffu;
+  Val bits;
+  switch (s) {
+    case Store::B8:
+      bits = select(v, Val(1u), Val(0u));
+      break;
+    case Store::F16:
+      bits = float_to_half(v);
+      break;
+    case Store::BF16:
+      bits = float_to_bf16(v);
+      break;
+    default:  // integers: the low bits (wrapping, as the CPU's conversion)
+      bits = (v.type == Type::U32 ? v : cast(v, Type::U32)) & mask;
+      break;
+  }
+  // Only this thread writes these bits: the old ones read atomically with the word stay valid,
+  // and adding (new - old) << shift changes them alone, whatever neighbours do meanwhile.
+  const Val sh = elem_shift(e, w);
+  const Val old = atomic_add(m[word_of(e, w)], Val(0u));
+  const Val ob = (old >> sh) & mask;
+  atomic_add(m[word_of(e, w)], (bits - ob) << sh);
 }
 
 Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {

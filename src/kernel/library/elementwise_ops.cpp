@@ -3,12 +3,37 @@
 // kernel/library.h: f32, f64, i32, i64 and bool (and copies of any 1-, 4- or 8-byte dtype). Each
 // function follows the CPU backend's definition (src/backends/cpu/unary.cpp, binary.cpp),
 // including NaN handling. Ops whose GPU built-ins miss the CPU's accuracy are not here.
+#include <algorithm>
 #include <limits>
 
 #include "ir/attrs.h"
 #include "kernel/library.h"
 
 namespace kiln::kernel::lib {
+Type value_type(Store s) {
+  switch (s) {
+    case Store::F32:
+    case Store::F16:
+    case Store::BF16:
+      return Type::F32;
+    case Store::F64:
+      return Type::F64;
+    case Store::I32:
+    case Store::I8:
+    case Store::I16:
+      return Type::I32;
+    case Store::I64:
+    case Store::X64:
+      return Type::I64;
+    case Store::B8:
+      return Type::Bool;
+    case Store::U8:
+    case Store::U16:
+      return Type::U32;
+  }
+  return Type::F32;
+}
+
 namespace {
 
 using kiln::ir::OpKind;
@@ -181,37 +206,24 @@ Fn binary_to_bool(OpKind kind) {
   }
 }
 
-Type value_type(Store s) {
-  switch (s) {
-    case Store::F32:
-      return Type::F32;
-    case Store::F64:
-      return Type::F64;
-    case Store::I32:
-      return Type::I32;
-    case Store::I64:
-    case Store::X64:
-      return Type::I64;
-    case Store::B8:
-      return Type::Bool;
-    case Store::U8:
-      return Type::U32;
-  }
-  return Type::F32;
-}
-
 /// Cast between value types as the CPU's static_cast (to bool: nonzero, NaN included).
 Fn cast_fn(Store from, Store to) {
   const Type t = value_type(to);
   if (to == Store::B8) return [](const Val* x, const Val*) { return truthy(x[0]); };
   if (from == Store::B8)
     return [t](const Val* x, const Val*) { return select(x[0], Val::constant(1, t), Val::constant(0, t)); };
-  return [t](const Val* x, const Val*) { return x[0].type == t ? x[0] : cast(x[0], t); };
+  // A float to a small integer goes through i32 (then wraps), as the CPU's conversion does
+  const bool small = to == Store::U8 || to == Store::I8 || to == Store::I16;
+  return [t, small](const Val* x, const Val*) {
+    const Val v = small && is_float(x[0].type) ? cast(x[0], Type::I32) : x[0];
+    return v.type == t ? v : cast(v, t);
+  };
 }
 
 /// Fill: the value from the push constants (f32 as a real, integers and bool exactly).
 std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
-  if (out == Store::X64) return std::nullopt;
+  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::B8)
+    return std::nullopt;
   const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
   Elementwise e;
   e.output = out;
@@ -241,7 +253,7 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
 }
 
 const char* store_name(Store s) {
-  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64"};
+  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
   return n[static_cast<int>(s)];
 }
 
@@ -265,6 +277,10 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     e.fn = [](const Val* x, const Val*) { return x[0]; };
     return e;
   }
+  // 1- and 2-byte numbers (other than bool) are only converted, not computed on
+  auto small = [](Store s) { return packed(s) && s != Store::B8; };
+  if (op.kind != OpKind::Cast && (small(*out) || std::any_of(e.inputs.begin(), e.inputs.end(), small)))
+    return std::nullopt;
   const Store in0 = e.inputs.empty() ? *out : e.inputs[0];
   const bool floating = in0 == Store::F32 || in0 == Store::F64;
   const bool wide = in0 == Store::F64;

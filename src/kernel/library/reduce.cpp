@@ -152,7 +152,7 @@ std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
     default:
       return std::nullopt;
   }
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64"};
+  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
   r.name = std::string("reduce_") + std::string(kiln::ir::op_name(op.kind)) + "_" + sn[static_cast<int>(r.in)] + "_" +
            sn[static_cast<int>(r.out)] + "_" + std::string(type_name(r.acc));
   return r;
