@@ -4,7 +4,15 @@
 # named <StructName>, header <file_stem>.h) to <target>; the generated folder is added to the
 # target's include path and the weights file <file_stem>.safetensors is written beside the sources
 # (<StructName>::weights_path() returns its path). Regenerated when the model or kiln-onnx changes.
+#
+# kiln_add_onnx_model(<target> <model.onnx> MICRO [NAME <c_name>] ...): the micro target instead
+# (freestanding C++ for microcontrollers; cmake/micro.cmake, docs/micro.md).
+include(${CMAKE_CURRENT_LIST_DIR}/micro.cmake)
 function(kiln_add_onnx_model target model)
+  if("MICRO" IN_LIST ARGN)
+    kiln_add_onnx_micro_model(${target} ${model} ${ARGN})
+    return()
+  endif()
   cmake_parse_arguments(ARG "" "NAME;STEM;OUTPUT_DIR" "" ${ARGN})
   get_filename_component(model_abs "${model}" ABSOLUTE)
   if(NOT ARG_NAME)

@@ -19,6 +19,7 @@
 #include "kiln/error.h"
 #include "kiln/onnx.h"
 #include "kiln/onnx_export.h"
+#include "kiln/onnx_micro.h"
 #include "kiln/store.h"
 #include "models.h"
 
@@ -29,6 +30,12 @@ void usage() {
   std::fprintf(stderr,
                "usage: kiln-onnx MODEL.onnx [--out DIR] [--name StructName] [--stem file_stem]\n"
                "Writes DIR/<stem>.h, DIR/<stem>.cpp (a kiln::nn::Module) and DIR/<stem>.safetensors.\n"
+               "\n"
+               "usage: kiln-onnx MODEL.onnx --target micro [--out DIR] [--name c_name] [--dim PARAM=N]...\n"
+               "                 [--shape INPUT=D0xD1x...]...\n"
+               "Writes freestanding C++ for microcontrollers (docs/micro.md): DIR/<name>.h, DIR/<name>.cpp\n"
+               "(entry point <name>_run, a static arena, const weights) and the kernels kiln_micro.h/.cpp.\n"
+               "Shapes are fixed at generation time: --dim sizes a symbolic dim, --shape a whole input.\n"
                "\n"
                "usage: kiln-onnx export CONFIG.json WEIGHTS.safetensors -o OUT.onnx [--batch N] [--seq-len T]\n"
                "                 [--static] [--opset N] [--fold-constants]\n"
@@ -116,10 +123,66 @@ int export_main(int argc, char** argv) {
   }
   return 0;
 }
+
+// `kiln-onnx MODEL.onnx --target micro ...` (flags after the model as in the module target).
+int micro_main(int argc, char** argv) {
+  std::string model;
+  kiln::onnx::MicroOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail_usage(a + " needs a value");
+      return argv[++i];
+    };
+    auto split = [&](const std::string& v) -> std::pair<std::string, std::string> {
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) fail_usage(a + " needs NAME=VALUE, got '" + v + "'");
+      return {v.substr(0, eq), v.substr(eq + 1)};
+    };
+    if (a == "--target") {
+      if (value() != "micro") fail_usage("--target takes 'micro'");
+    } else if (a == "--out" || a == "-o") {
+      o.out_dir = value();
+    } else if (a == "--name") {
+      o.name = value();
+    } else if (a == "--dim") {
+      auto [k, v] = split(value());
+      o.dims[k] = to_int(a, v);
+    } else if (a == "--shape") {
+      auto [k, v] = split(value());
+      std::vector<int64_t> dims;
+      std::stringstream ss(v);
+      for (std::string d; std::getline(ss, d, 'x');) dims.push_back(to_int(a, d));
+      o.shapes[k] = dims;
+    } else if (!a.empty() && a[0] == '-') {
+      fail_usage("unknown option '" + a + "' for --target micro");
+    } else if (model.empty()) {
+      model = a;
+    } else {
+      fail_usage("unexpected argument '" + a + "'");
+    }
+  }
+  if (model.empty()) fail_usage("--target micro needs a model");
+  try {
+    auto r = kiln::onnx::generate_micro(model, o);
+    std::printf(
+        "kiln-onnx: wrote %s, %s (+ %zu kernel files): %lld steps, arena %lld bytes (liveness bound %lld), "
+        "weights %lld bytes\n",
+        r.header.c_str(), r.source.c_str(), r.kernels.size(), static_cast<long long>(r.steps),
+        static_cast<long long>(r.arena_bytes), static_cast<long long>(r.lower_bound_bytes),
+        static_cast<long long>(r.weight_bytes));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln-onnx: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "export") return export_main(argc, argv);
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--target") return micro_main(argc, argv);
   std::string model;
   kiln::onnx::GenerateOptions o;
   for (int i = 1; i < argc; ++i) {
