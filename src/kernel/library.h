@@ -139,6 +139,50 @@ void matmul_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_matmul(const MatMul& spec, const Limits& limits);
 std::array<uint32_t, 3> matmul_groups(const kiln::ir::Op& op);
 
+/// IndexSelect, Gather, Scatter (no reduction, or a sum), IndexAdd, IndexCopy over any strides,
+/// one thread per output element (elementwise_groups). Values of any 1-, 2-, 4- or 8-byte
+/// dtype are moved as bits; sums take f32, f64, i32, i64. Buffers: out, x, index (i64), src
+/// (the scans), meta (kIndexMetaInts int32); push constants: IndexAdd's alpha (floats). The
+/// index values are not checked by the kernel: a backend checks them first (index_check_of).
+struct Index {
+  std::string name;
+  kiln::ir::OpKind kind = kiln::ir::OpKind::IndexSelect;
+  Store value = Store::F32;
+  bool sum = false;          ///< Scatter's sum and IndexAdd
+  bool include_self = true;  ///< Scatter: whether x takes part in the sum
+  std::vector<Arg> push;
+};
+/// Rank, output count, dim, the size index values address along dim, wrap (negative values
+/// count from the end), the scans' index length; offsets of out, x, index, src; the output
+/// shape; the strides over the output's dims of out, x, index, src; the dim strides of x,
+/// index, src; the index's shape over the output's dims (the scans).
+enum : int {
+  kIxRank = 0,
+  kIxCount,
+  kIxDim,
+  kIxDimSize,
+  kIxWrap,
+  kIxN,
+  kIxOffsets,
+  kIxShape = kIxOffsets + 4,
+  kIxStrides = kIxShape + kMaxRank,
+  kIxDimStrides = kIxStrides + 4 * kMaxRank,
+  kIxIdxShape = kIxDimStrides + 3,
+  kIndexMetaInts = kIxIdxShape + kMaxRank
+};
+std::optional<Index> index_of(const kiln::ir::Op& op);
+/// Fills the parameter block. False when the op's layout is not one the kernel takes.
+bool index_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_index(const Index& spec, const Limits& limits);
+/// What the values of an index op's index (input 1) must satisfy: [0, size), or [-size, size)
+/// with wrap; out of range is kiln::Error("Op: index v is out of range for dim d with size n").
+struct IndexCheck {
+  int64_t dim = 0;
+  int64_t size = 0;
+  bool wrap = false;
+};
+IndexCheck index_check_of(const kiln::ir::Op& op);
+
 /// Softmax and LogSoftmax of f32 along one dim. Buffers: out, in, meta (the reduction's block:
 /// rows as outputs, the dim as the one reduced dim, its output stride at kRedShape + 1); one
 /// group per row (reduce_groups).

@@ -172,3 +172,26 @@ TEST(Vulkan, ComparisonsWhereCastsAndReductionsRunNatively) {
   EXPECT_LE(max_diff(allv, a.narrow(0, 1, 5).sum()), 1e-4);
   EXPECT_EQ(max_diff(lv, (a > b).logical_and(a < 0.5f).to(f32).sum({2})), 0.0);
 }
+
+// Index ops run natively; duplicate indices resolve as on the CPU (sums in index order, the
+// last copy wins), f64 sums too; an index out of range is the CPU's error, before any write,
+// and the device stays usable.
+TEST(Vulkan, IndexOpsRunNativelyAndCheckTheirIndices) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  Tensor x = randn({6, 5}), src = randn({4, 5});
+  Tensor idx = tensor<int64_t>({3, 0, 3, 5}, {4});
+  Tensor gidx = tensor<int64_t>({1, 4, 4, 0, 2, 2, 3, 1, 0, 0}, {2, 5});
+  const Tensor xv = x.to(vk), sv = src.to(vk), iv = idx.to(vk), gv = gidx.to(vk);
+  reset_fallback_counts();
+  Tensor sel = index_select(xv, 0, iv), gat = gather(xv, 0, gv);
+  Tensor add = index_add(xv, 0, iv, sv, 0.5), sca = scatter_add(xv.to(f64), 0, gv, sv.narrow(0, 0, 2).to(f64));
+  EXPECT_TRUE(fallback_counts().empty()) << fallback_counts().front().first;
+  EXPECT_EQ(max_diff(sel, index_select(x, 0, idx)), 0.0);
+  EXPECT_EQ(max_diff(gat, gather(x, 0, gidx)), 0.0);
+  EXPECT_EQ(max_diff(add, index_add(x, 0, idx, src, 0.5)), 0.0);
+  EXPECT_EQ(max_diff(sca, scatter_add(x.to(f64), 0, gidx, src.narrow(0, 0, 2).to(f64))), 0.0);
+  Tensor bad = tensor<int64_t>({1, 6}, {2}).to(vk);
+  EXPECT_THROW(index_select(xv, 0, bad).to(Device::cpu()), Error);
+  EXPECT_EQ(max_diff(index_select(xv, 1, iv.narrow(0, 0, 2)), index_select(x, 1, idx.narrow(0, 0, 2))), 0.0);
+}

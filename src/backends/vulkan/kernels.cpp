@@ -68,6 +68,35 @@ bool reduce_supported(const ir::Op& op, bool float64) {
          op.kind == OpKind::Any || op.kind == OpKind::All;
 }
 
+bool index_supported(const ir::Op& op) {
+  int32_t meta[lib::kIndexMetaInts];
+  return lib::index_of(op) && lib::index_meta(op, meta);
+}
+
+/// Checks the index values of an index op on the host (the memory is host-visible; a pending
+/// producer is waited for), so an out-of-range value is the CPU's error, before any write.
+void check_indices(Context& ctx, const ir::Op& op, const Buf* b) {
+  const ir::TensorDesc& d = op.inputs[1];
+  if (d.numel() == 0) return;
+  if (ctx.pending(b)) ctx.sync();
+  const lib::IndexCheck c = lib::index_check_of(op);
+  const int64_t lo = c.wrap ? -c.size : 0;
+  const int64_t* data = reinterpret_cast<const int64_t*>(b->map);
+  const size_t r = d.shape.size();
+  std::vector<int64_t> at(r, 0);
+  for (int64_t n = 0; n < d.numel(); ++n) {
+    int64_t off = d.offset;
+    for (size_t k = 0; k < r; ++k) off += at[k] * d.strides[k];
+    const int64_t v = data[off];
+    KILN_CHECK(v >= lo && v < c.size, ir::op_name(op.kind).data(),
+               "index " << v << " is out of range for dim " << c.dim << " with size " << c.size);
+    for (size_t k = r; k-- > 0;) {
+      if (++at[k] < d.shape[k]) break;
+      at[k] = 0;
+    }
+  }
+}
+
 bool softmax_supported(const ir::Op& op) {
   int32_t meta[lib::kReduceMetaInts];
   return lib::softmax_of(op) && lib::softmax_meta(op, meta);
@@ -84,6 +113,8 @@ bool Kernels::supports(const ir::Op& op) const {
       return lib::matmul_of(op).has_value();
     case ir::Family::Scan:
       return softmax_supported(op);
+    case ir::Family::Index:
+      return index_supported(op);
     default:
       return elementwise_supported(op);
   }
@@ -155,6 +186,22 @@ void Kernels::run_softmax(Context& ctx, const ir::Op& op, Buf* const* in, Buf* c
   ctx.dispatch(p, b, nullptr, 0, lib::reduce_groups(meta[lib::kOut]));
 }
 
+void Kernels::run_index(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  const std::optional<lib::Index> spec = lib::index_of(op);
+  int32_t meta[lib::kIndexMetaInts];
+  KILN_CHECK(spec && lib::index_meta(op, meta), ir::op_name(op.kind).data(), "no Vulkan kernel");
+  check_indices(ctx, op, in[1]);
+  if (meta[lib::kIxCount] == 0) return;
+  const k::Kernel& kern = get(spec->name, [&] { return lib::trace_index(*spec, limits_); });
+  Pipeline& p = ctx.pipeline(kern);
+  const std::vector<char> push = pack_push(kern, spec->push);
+  ctx.reserve(sizeof meta);
+  std::vector<Binding> b{Binding{out[0], 0}};
+  for (size_t q = 0; q < op.inputs.size(); ++q) b.push_back(Binding{in[q], 0});
+  b.push_back(ctx.upload(meta, sizeof meta));
+  ctx.dispatch(p, b, push.data(), push.size(), lib::elementwise_groups(meta[lib::kIxCount]));
+}
+
 void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
   switch (ir::op_family(op.kind)) {
     case ir::Family::Reduce:
@@ -163,6 +210,8 @@ void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* ou
       return run_matmul(ctx, op, in, out);
     case ir::Family::Scan:
       return run_softmax(ctx, op, in, out);
+    case ir::Family::Index:
+      return run_index(ctx, op, in, out);
     default:
       return run_elementwise(ctx, op, in, out);
   }
