@@ -6,10 +6,12 @@
 #   Runs `kiln-onnx --target micro` at build time and adds the generated <c_name>.cpp and the
 #   kernels (kiln_micro.cpp) to <target> (a host target: tests, simulators), with the folder on
 #   its include path. Also the form kiln_add_onnx_model(<target> <model> MICRO ...).
-#   Sets <c_name>_MICRO_DIR in the caller's scope (the generated folder).
+#   <target> may be "" (generate only). Sets <c_name>_MICRO_DIR (the generated folder) and
+#   <c_name>_MICRO_TARGET (the target that generates it) in the caller's scope.
 #
 # kiln_add_micro_program(<name> BOARD <mps2-an385|mps3-an547|mps3-an547-scalar>
-#                        SOURCES <files...> [INCLUDES <dirs...>] [DEFINES <defs...>] [DEPENDS <files...>])
+#                        SOURCES <files...> [INCLUDES <dirs...>] [DEFINES <defs...>] [DEPENDS <files...>]
+#                        [AFTER <target>])
 #   Cross-compiles a bare-metal program <name>.elf (target <name>, built with ALL) with
 #   arm-none-eabi-g++ for the board: the board's startup (micro/boards) and linker script are
 #   added. KILN_MICRO_RUN_<BOARD> (a list) is the QEMU command line that runs an ELF given last.
@@ -76,26 +78,30 @@ function(kiln_add_onnx_micro_model target model)
   endforeach()
   set(outs "${ARG_OUTPUT_DIR}/${ARG_NAME}.h" "${ARG_OUTPUT_DIR}/${ARG_NAME}.cpp" "${ARG_OUTPUT_DIR}/kiln_micro.h"
            "${ARG_OUTPUT_DIR}/kiln_micro.cpp")
-  # Several targets may share one folder: generate it once.
-  if(NOT TARGET kiln_micro_gen_${ARG_NAME})
+  # Several targets may share one folder: generate it once (one generating target per folder).
+  string(MD5 dir_hash "${ARG_OUTPUT_DIR}")
+  string(SUBSTRING "${dir_hash}" 0 8 dir_hash)
+  set(gen_target kiln_micro_gen_${ARG_NAME}_${dir_hash})
+  if(NOT TARGET ${gen_target})
     add_custom_command(
       OUTPUT ${outs}
       COMMAND ${tool} "${model_abs}" --target micro --out "${ARG_OUTPUT_DIR}" --name "${ARG_NAME}" ${extra}
       DEPENDS "${model_abs}" ${tool_dep}
       COMMENT "kiln-onnx --target micro: generating ${ARG_NAME} from ${model}"
       VERBATIM)
-    add_custom_target(kiln_micro_gen_${ARG_NAME} DEPENDS ${outs})
+    add_custom_target(${gen_target} DEPENDS ${outs})
   endif()
   if(target)
     target_sources(${target} PRIVATE "${ARG_OUTPUT_DIR}/${ARG_NAME}.cpp" "${ARG_OUTPUT_DIR}/kiln_micro.cpp")
     target_include_directories(${target} PRIVATE "${ARG_OUTPUT_DIR}")
-    add_dependencies(${target} kiln_micro_gen_${ARG_NAME})
+    add_dependencies(${target} ${gen_target})
   endif()
   set(${ARG_NAME}_MICRO_DIR "${ARG_OUTPUT_DIR}" PARENT_SCOPE)
+  set(${ARG_NAME}_MICRO_TARGET ${gen_target} PARENT_SCOPE)
 endfunction()
 
 function(kiln_add_micro_program name)
-  cmake_parse_arguments(ARG "" "BOARD" "SOURCES;INCLUDES;DEFINES;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "BOARD;AFTER" "SOURCES;INCLUDES;DEFINES;DEPENDS" ${ARGN})
   if(NOT KILN_MICRO_TOOLCHAIN)
     message(FATAL_ERROR "kiln_add_micro_program: arm-none-eabi-g++ or qemu-system-arm not found")
   endif()
@@ -119,4 +125,7 @@ function(kiln_add_micro_program name)
     COMMENT "arm-none-eabi-g++: ${name}.elf (${ARG_BOARD})"
     COMMAND_EXPAND_LISTS VERBATIM)
   add_custom_target(${name} ALL DEPENDS ${elf})
+  if(ARG_AFTER)
+    add_dependencies(${name} ${ARG_AFTER})
+  endif()
 endfunction()

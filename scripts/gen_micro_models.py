@@ -131,6 +131,24 @@ def depthwise(rng):
     return g
 
 
+def refused():
+    """Models the generator must refuse: a symbolic batch dim (fixed only with --dim), and ops the
+    micro target does not run (Sin, TopK)."""
+    w = numpy_helper.from_array(np.array([0.5, -1.0, 2.0, 0.25], np.float32), "w")
+    dyn = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "w"], ["y"])], "dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], [w])
+    k = numpy_helper.from_array(np.array([2], np.int64), "k")
+    bad = helper.make_graph(
+        [helper.make_node("Sin", ["x"], ["y"], name="sine"),
+         helper.make_node("TopK", ["x", "k"], ["z", "zi"], name="top")], "unsupported",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 2])], [k])
+    return dyn, bad
+
+
 def read_idx(path):
     with gzip.open(path, "rb") as f:
         data = f.read()
@@ -214,6 +232,9 @@ def main():
     save(conv_net(rng), os.path.join(tests, "conv_net.onnx"))
     save(mlp(rng), os.path.join(tests, "mlp.onnx"))
     save(depthwise(rng), os.path.join(tests, "depthwise.onnx"))
+    dyn, bad = refused()
+    save(dyn, os.path.join(tests, "dynamic.onnx"))
+    save(bad, os.path.join(tests, "unsupported.onnx"))
     if not args.no_train:
         fashion(os.path.join(ROOT, "examples", "micro"))
 
