@@ -183,6 +183,37 @@ struct IndexCheck {
 };
 IndexCheck index_check_of(const kiln::ir::Op& op);
 
+/// Cat as Copy ops, one per input into its slice of the output (run with the elementwise copy
+/// kernel); empty when op is not a Cat the pieces can express.
+std::vector<kiln::ir::Op> cat_pieces(const kiln::ir::Op& op);
+
+/// Pad in every mode (constant: f32 and f64, the value a push constant; reflect, replicate,
+/// circular: any dtype, moved as bits), one thread per output element (elementwise_groups).
+/// Buffers: out, x, meta (kPadMetaInts int32).
+struct Pad {
+  std::string name;
+  Store value = Store::F32;
+  int mode = 0;  ///< PadAttrs::Mode
+  std::vector<Arg> push;
+};
+/// Rank, output count, output and input offsets, the output's shape and strides, the input's
+/// shape and strides, the padding before each dim (negative: cropped).
+enum : int {
+  kPdRank = 0,
+  kPdCount,
+  kPdOutOffset,
+  kPdInOffset,
+  kPdShape,
+  kPdOutStrides = kPdShape + kMaxRank,
+  kPdInShape = kPdOutStrides + kMaxRank,
+  kPdInStrides = kPdInShape + kMaxRank,
+  kPdLo = kPdInStrides + kMaxRank,
+  kPadMetaInts = kPdLo + kMaxRank
+};
+std::optional<Pad> pad_of(const kiln::ir::Op& op);
+bool pad_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_pad(const Pad& spec, const Limits& limits);
+
 /// Softmax and LogSoftmax of f32 along one dim. Buffers: out, in, meta (the reduction's block:
 /// rows as outputs, the dim as the one reduced dim, its output stride at kRedShape + 1); one
 /// group per row (reduce_groups).

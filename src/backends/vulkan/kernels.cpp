@@ -97,6 +97,19 @@ void check_indices(Context& ctx, const ir::Op& op, const Buf* b) {
   }
 }
 
+bool pad_supported(const ir::Op& op) {
+  int32_t meta[lib::kPadMetaInts];
+  return lib::pad_of(op) && lib::pad_meta(op, meta);
+}
+
+bool cat_supported(const ir::Op& op) {
+  const std::vector<ir::Op> pieces = lib::cat_pieces(op);
+  if (pieces.empty()) return false;
+  for (const ir::Op& c : pieces)
+    if (!elementwise_supported(c)) return false;
+  return true;
+}
+
 bool softmax_supported(const ir::Op& op) {
   int32_t meta[lib::kReduceMetaInts];
   return lib::softmax_of(op) && lib::softmax_meta(op, meta);
@@ -106,6 +119,8 @@ bool softmax_supported(const ir::Op& op) {
 
 bool Kernels::supports(const ir::Op& op) const {
   if (!float64_ && lib::uses_f64(op)) return false;
+  if (op.kind == OpKind::Cat) return cat_supported(op);
+  if (op.kind == OpKind::Pad) return pad_supported(op);
   switch (ir::op_family(op.kind)) {
     case ir::Family::Reduce:
       return reduce_supported(op, float64_);
@@ -202,7 +217,26 @@ void Kernels::run_index(Context& ctx, const ir::Op& op, Buf* const* in, Buf* con
   ctx.dispatch(p, b, push.data(), push.size(), lib::elementwise_groups(meta[lib::kIxCount]));
 }
 
+void Kernels::run_pad(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  const std::optional<lib::Pad> spec = lib::pad_of(op);
+  int32_t meta[lib::kPadMetaInts];
+  KILN_CHECK(spec && lib::pad_meta(op, meta), "Pad", "no Vulkan kernel");
+  if (meta[lib::kPdCount] == 0) return;
+  const k::Kernel& kern = get(spec->name, [&] { return lib::trace_pad(*spec, limits_); });
+  Pipeline& p = ctx.pipeline(kern);
+  const std::vector<char> push = pack_push(kern, spec->push);
+  ctx.reserve(sizeof meta);
+  std::vector<Binding> b{Binding{out[0], 0}, Binding{in[0], 0}, ctx.upload(meta, sizeof meta)};
+  ctx.dispatch(p, b, push.data(), push.size(), lib::elementwise_groups(meta[lib::kPdCount]));
+}
+
 void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  if (op.kind == OpKind::Cat) {
+    const std::vector<ir::Op> pieces = lib::cat_pieces(op);
+    for (size_t q = 0; q < pieces.size(); ++q) run_elementwise(ctx, pieces[q], in + q, out);
+    return;
+  }
+  if (op.kind == OpKind::Pad) return run_pad(ctx, op, in, out);
   switch (ir::op_family(op.kind)) {
     case ir::Family::Reduce:
       return run_reduce(ctx, op, in, out);
