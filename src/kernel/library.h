@@ -61,6 +61,8 @@ struct Elementwise {
   Store output = Store::F32;   ///< storage of the output
   int reals = 0;               ///< push constants of real_type (op attributes)
   Type real_type = Type::F32;  ///< F64 for ops on f64
+  bool with_index = false;     ///< in[inputs.size()] is the element's index (I32), as for Arange
+  bool needs_f64 = false;      ///< computes in f64 (the device must have it) whatever the dtypes
   std::vector<Arg> push;       ///< this op's push constants, in declaration order
   /// The output value from the loaded inputs (B8 loads as Bool, X64 as I64) and the reals (a
   /// fill's value follows them).

@@ -52,8 +52,9 @@ std::vector<char> pack_push(const k::Kernel& kern, const std::vector<k::Arg>& ar
 
 namespace {
 
-bool elementwise_supported(const ir::Op& op) {
-  if (!lib::elementwise_of(op)) return false;
+bool elementwise_supported(const ir::Op& op, bool float64) {
+  const std::optional<lib::Elementwise> e = lib::elementwise_of(op);
+  if (!e || (e->needs_f64 && !float64)) return false;
   int32_t meta[lib::kMetaInts];
   return lib::elementwise_meta(op, meta);
 }
@@ -106,7 +107,7 @@ bool cat_supported(const ir::Op& op) {
   const std::vector<ir::Op> pieces = lib::cat_pieces(op);
   if (pieces.empty()) return false;
   for (const ir::Op& c : pieces)
-    if (!elementwise_supported(c)) return false;
+    if (!elementwise_supported(c, true)) return false;
   return true;
 }
 
@@ -131,7 +132,7 @@ bool Kernels::supports(const ir::Op& op) const {
     case ir::Family::Index:
       return index_supported(op);
     default:
-      return elementwise_supported(op);
+      return elementwise_supported(op, float64_);
   }
 }
 

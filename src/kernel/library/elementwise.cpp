@@ -183,9 +183,9 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
         for (int r = 0; r < spec.reals; ++r)
           reals[r] = spec.real_type == Type::F64 ? b.scalar<double>("r" + std::to_string(r))
                                                  : b.scalar<float>("r" + std::to_string(r));
-        if (spec.output == Store::I64 && arity == 0) reals[spec.reals] = b.scalar<int64_t>("v");
-        if ((spec.output == Store::I32 || spec.output == Store::B8) && arity == 0)
-          reals[spec.reals] = b.scalar<int32_t>("v");
+        const bool fill = arity == 0 && !spec.with_index;
+        if (spec.output == Store::I64 && fill) reals[spec.reals] = b.scalar<int64_t>("v");
+        if ((spec.output == Store::I32 || spec.output == Store::B8) && fill) reals[spec.reals] = b.scalar<int32_t>("v");
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
         if_(i < meta[kCount], [&] {
           const Val rank = meta[kRank];
@@ -201,10 +201,11 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
             for (int q = 0; q <= arity; ++q)
               off[static_cast<size_t>(q)] = off[static_cast<size_t>(q)] + idx * meta[kStrides + q * kMaxRank + d];
           });
-          Val x[kMaxOperands - 1];
+          Val x[kMaxOperands];
           for (int q = 0; q < arity; ++q)
             x[q] = load_store(in[static_cast<size_t>(q)], spec.inputs[static_cast<size_t>(q)],
                               off[static_cast<size_t>(q + 1)]);
+          if (spec.with_index) x[arity] = i;
           store_store(out, spec.output, off[0], spec.fn(x, reals));
         });
       },

@@ -62,6 +62,22 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
       return [](const Val* x, const Val*) { return 1.0f / x[0]; };
     case OpKind::Sqrt:
       return [](const Val* x, const Val*) { return sqrt(x[0]); };
+    case OpKind::Rsqrt:  // as the CPU: 1 / sqrt(x), both correctly rounded
+      return [](const Val* x, const Val*) { return 1.0f / sqrt(x[0]); };
+    case OpKind::Round: {
+      // Round half to even (decimals 0): from floor(x) and the exact x - floor(x); |x| >= 2^23
+      // (2^52 for f64) is an integer already, and so are inf and NaN. Zero keeps x's sign.
+      if (kiln::ir::UnaryAttrs::decode(op).decimals != 0) return nullptr;
+      const double big = wide ? 4503599627370496.0 : 8388608.0;
+      return [big](const Val* x, const Val*) {
+        const Val r = floor(x[0]), d = x[0] - r;
+        const Val even = floor(r * 0.5f) * 2.0f == r;
+        const Val up = d > 0.5f || (d == 0.5f && !even);
+        const Val v = select(up, r + 1.0f, r);
+        const Val sv = select(v == 0.0f, x[0] * 0.0f, v);
+        return select(abs(x[0]) < big, sv, x[0]);
+      };
+    }
     case OpKind::Floor:
       return [](const Val* x, const Val*) { return floor(x[0]); };
     case OpKind::Ceil:
@@ -113,6 +129,7 @@ Fn unary_int(OpKind kind) {
     case OpKind::Floor:
     case OpKind::Ceil:
     case OpKind::Trunc:
+    case OpKind::Round:
       return [](const Val* x, const Val*) { return x[0]; };
     case OpKind::BitwiseNot:
       return [](const Val* x, const Val*) { return x[0] ^ Val::constant(-1, x[0].type); };
@@ -220,6 +237,28 @@ Fn cast_fn(Store from, Store to) {
   };
 }
 
+/// Arange: start + i * step, computed in f64 as the CPU does (integers: in i64, wrapping).
+std::optional<Elementwise> arange_of(const kiln::ir::Op& op, Store out) {
+  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64) return std::nullopt;
+  const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
+  Elementwise e;
+  e.output = out;
+  e.reals = 2;
+  e.real_type = Type::F64;
+  e.needs_f64 = true;
+  e.with_index = true;
+  e.push = {Arg(c.start), Arg(c.step)};
+  const Type t = value_type(out);
+  if (is_float(t))
+    e.fn = [t](const Val* x, const Val* r) { return cast(r[0] + cast(x[0], Type::F64) * r[1], t); };
+  else
+    e.fn = [t](const Val* x, const Val* r) {
+      const Val v = cast(r[0], Type::I64) + cast(x[0], Type::I64) * cast(r[1], Type::I64);
+      return t == Type::I64 ? v : cast(v, t);
+    };
+  return e;
+}
+
 /// Fill: the value from the push constants (f32 as a real, integers and bool exactly).
 std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
   if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::B8)
@@ -266,6 +305,7 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
   const std::optional<Store> out = storage_of(od, copy);
   if (!out) return std::nullopt;
   if (op.kind == OpKind::Fill) return fill_of(op, *out);
+  if (op.kind == OpKind::Arange) return arange_of(op, *out);
   Elementwise e;
   e.output = *out;
   for (const auto& d : op.inputs) {
@@ -291,6 +331,20 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
   }
   if (fam == kiln::ir::Family::Unary && e.inputs.size() == 1) {
     if (*out == Store::B8 && (e.fn = unary_to_bool(op.kind, floating))) return e;
+    if (*out == Store::B8 && op.kind == OpKind::IsInf) {
+      // which: 0 either sign, 1 +inf only, -1 -inf only (a push constant)
+      e.reals = 1;
+      e.real_type = Type::F32;
+      e.push = {Arg(static_cast<float>(kiln::ir::UnaryAttrs::decode(op).which))};
+      if (floating)
+        e.fn = [](const Val* x, const Val* r) {
+          const Val inf = abs(x[0]) == std::numeric_limits<float>::infinity();
+          return inf && (r[0] == 0.0f || (r[0] > 0.0f) == (x[0] > 0.0f));
+        };
+      else
+        e.fn = [](const Val*, const Val*) { return Val(false); };
+      return e;
+    }
     if (*out != in0) return std::nullopt;
     if (op.kind == OpKind::BitwiseNot && in0 == Store::B8) {
       e.fn = [](const Val* x, const Val*) { return !x[0]; };
