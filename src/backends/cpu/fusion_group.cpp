@@ -2,18 +2,26 @@
 // The CPU fusion executor's groups: a planned group over tiles of host memory, alone or as a
 // product's epilogue per block of its rows (fusion_exec.h; the planning is src/fusion).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/fusion_tiles.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/reduce_full.h"
 #include "backends/cpu/reduce_outer.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {
 namespace {
+
+/// Elements per tile: KILN_FUSION_TILE when set, else sized to this machine's L1d (machine.h).
+int64_t tile_target() {
+  static const int64_t t = std::getenv("KILN_FUSION_TILE") ? fusion::tile_elems() : tuning().fusion_tile;
+  return t;
+}
 
 /// Runs rows [row0, row1) of the product mm ([B, M, N], rows counted over B * M, within one
 /// batch) into its result's memory, or into dst (contiguous rows) when dst is not null.
@@ -109,11 +117,11 @@ void GroupRun::materialise_all() {
 
 void GroupRun::size_tiles(bool last) {
   N = shape_numel(S);
-  const int64_t rows_per_tile = g.tail >= 0 ? std::max<int64_t>(1, fusion::tile_elems() / rowlen) : 0;
-  tile = g.tail >= 0 ? std::min(rows_per_tile, N / rowlen) * rowlen : std::min(fusion::tile_elems(), N);
+  const int64_t rows_per_tile = g.tail >= 0 ? std::max<int64_t>(1, tile_target() / rowlen) : 0;
+  tile = g.tail >= 0 ? std::min(rows_per_tile, N / rowlen) * rowlen : std::min(tile_target(), N);
   if (g.long_tail) {  // whole leaves per tile; one partial per leaf
     const int64_t leaf = full::leaf_elems();
-    tile = std::max<int64_t>(1, fusion::tile_elems() / leaf) * leaf;
+    tile = std::max<int64_t>(1, tile_target() / leaf) * leaf;
     partials.assign(static_cast<size_t>((N + leaf - 1) / leaf), 0.0f);
   }
   ntiles = (N + tile - 1) / tile;
@@ -318,7 +326,8 @@ void GroupRun::run_epilogue() const {
   // inside the parallel region) and runs the group's tiles over them while they are in its cache.
   const ir::TensorDesc& c = matmul->op.outputs[0];
   const int64_t M = c.shape[1], ncols = c.shape[2];
-  const int64_t block_rows = std::min(M, std::max<int64_t>(8, fusion::kEpilogueBlock / std::max<int64_t>(ncols, 1)));
+  const int64_t block_rows =
+      std::min(M, std::max<int64_t>(8, tuning().fusion_epilogue_block / std::max<int64_t>(ncols, 1)));
   const int64_t per_batch = (M + block_rows - 1) / block_rows;
   parallel_for(c.shape[0] * per_batch, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {

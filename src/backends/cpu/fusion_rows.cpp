@@ -11,6 +11,7 @@
 #include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/fusion_tiles.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/reduce_outer.h"
 #include "core/parallel.h"
 
@@ -58,9 +59,9 @@ void FusionExecutor::run_pipeline(fusion::Buffers& mem, const fusion::PipelineLa
   int64_t rowlen = 1;
   for (size_t q = S.size() - static_cast<size_t>(k); q < S.size(); ++q) rowlen *= S[q];
   const int64_t rows = shape_numel(S) / rowlen;
-  // Blocks of about kEpilogueBlock elements, at least one per thread when there are rows enough.
+  // Blocks of about tuning().fusion_epilogue_block elements, at least one per thread when there are rows enough.
   const int64_t nt = std::max(1, num_threads());
-  int64_t per_block = std::max<int64_t>(1, std::min(fusion::kEpilogueBlock / rowlen, (rows + nt - 1) / nt));
+  int64_t per_block = std::max<int64_t>(1, std::min(tuning().fusion_epilogue_block / rowlen, (rows + nt - 1) / nt));
   bool columns = false;
   for (const fusion::Stage& st : stages) columns = columns || st.column >= 0;
   if (columns) {  // whole leaves of the Sums over the rows in each block

@@ -15,6 +15,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "backends/cpu/machine.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {
@@ -114,7 +115,7 @@ bool in_parallel() {
 int threads_for(double work) {
   if (in_parallel()) return 1;
   const int nt = num_threads();
-  return std::max(1, std::min<int>(nt, static_cast<int>(work / (64.0 * 64 * 64))));
+  return std::max(1, std::min<int>(nt, static_cast<int>(work / tuning().gemm_thread_work)));
 }
 
 /// C = beta * C over an M x N view (beta = 0 writes zeros without reading C).
@@ -181,7 +182,8 @@ bool gemm_small_fits(int64_t M, int64_t N, int64_t K, size_t elem) {
     const char* e = std::getenv("KILN_GEMM_SMALL");
     return !(e && e[0] == '0');
   }();
-  return on && M >= 1 && N >= 2 && K >= 1 && static_cast<size_t>(N * K) * elem <= (32u << 10) &&
+  return on && M >= 1 && N >= 2 && K >= 1 &&
+         static_cast<int64_t>(N * K * static_cast<int64_t>(elem)) <= tuning().gemm_small_b_bytes &&
          double(M) * double(N) * double(K) <= 64.0 * 64 * 64;
 }
 

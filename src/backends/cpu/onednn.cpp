@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/machine.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 
@@ -82,7 +83,7 @@ bool sgemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t
       tc != 'N')
     return false;
   // Small products lose more to waking threads than they gain (measured: 64^3 on 2 threads).
-  ThreadScope threads(double(M) * double(N) * double(K) < 96.0 * 96 * 96 ? 1 : 0);
+  ThreadScope threads(double(M) * double(N) * double(K) < tuning().onednn_one_thread_work ? 1 : 0);
   return dnnl_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == dnnl_success;
 #else
   return false;

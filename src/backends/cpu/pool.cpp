@@ -28,6 +28,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
 #include "backends/cpu/pool_vec.h"
+#include "backends/cpu/vec.h"
 #include "ir/attrs.h"
 #include "kiln/error.h"
 
@@ -633,11 +634,26 @@ void avg_pool_impl(const ir::Op& op, void* const* in, void* const* out, const Ge
 inline int64_t ad_start(int64_t a, int64_t b, int64_t c) { return (a / b) * c + ((a % b) * c) / b; }
 inline int64_t ad_end(int64_t a, int64_t b, int64_t c) { return 1 + ((a + 1) * c - 1) / b; }
 
+/// Global average of f32 planes that are contiguous (output 1 x 1 x 1): one vectorised sum per
+/// plane, planes split over the threads (the result of a plane never depends on the split).
+bool global_avg_f32(const float* x, float* y, const Geo& g) {
+  const int64_t D = g.in[0], H = g.in[1], W = g.in[2], n = D * H * W;
+  if (g.out[0] * g.out[1] * g.out[2] != 1 || n == 0 || g.xs[2] != 1 || (H > 1 && g.xs[1] != W) ||
+      (D > 1 && g.xs[0] != H * W))
+    return false;
+  parallel_for(g.planes, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) y[pl] = vec::sum_f32(x + g.plane_offset(pl), n) / static_cast<float>(n);
+  });
+  return true;
+}
+
 template <class T>
 void adaptive_avg_impl(const ir::Op& op, void* const* in, void* const* out, const Geo& g) {
   using A = acc_t<T>;
   const T* x = reinterpret_cast<const T*>(base_ptr(in[0], op.inputs[0]));
   T* y = reinterpret_cast<T*>(base_ptr(out[0], op.outputs[0]));
+  if constexpr (std::is_same_v<T, float>)
+    if (global_avg_f32(x, y, g)) return;
   const int64_t D = g.in[0], H = g.in[1], W = g.in[2];
   const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
   const int64_t units = g.planes * OD * OH;

@@ -9,7 +9,7 @@
 //    leaf of kLeaf elements spreads consecutive elements over kLanes independent accumulators
 //    (vectorisable, and a short dependency chain for accuracy), then folds the lanes pairwise.
 //  - outer: the kept innermost dim is contiguous and the reduced dims are not; a leaf adds
-//    kRowLeaf whole rows of kTile columns (vectorised across columns), leaves fold pairwise.
+//    kRowLeaf whole rows of col_tile() columns (vectorised across columns), leaves fold pairwise.
 // Work is split over outputs when there are enough of them, else over subtrees of one output.
 #include <cmath>
 #include <cstring>
@@ -20,6 +20,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/reduce_full.h"
 #include "backends/cpu/reduce_outer.h"
 #include "backends/cpu/reduce_util.h"
@@ -36,7 +37,8 @@ using red::vec_extreme;
 constexpr int kLanes = 32;
 constexpr int64_t kLeaf = 2048;
 constexpr int64_t kRowLeaf = 16;
-constexpr int kTile = 4096;
+/// Columns per task of the outer layout (sized to the L2, machine.h; no effect on the bits).
+inline int64_t col_tile() { return tuning().reduce_tile; }
 
 struct Plan {
   DimGroup kept, red;          // output dims (in output order) and reduced dims
@@ -103,6 +105,13 @@ struct SumR {
   requires(std::is_same_v<T, float>&& std::is_same_v<A_, float>&& std::is_same_v<Pre, NoPre>) void run_contig(
       Acc& a, const T* q, int64_t n, int64_t) const {
     a += vec::sum_f32(q, n);
+  }
+  /// d[c] += row[c] for c < tw (the outer layout), with the widest vectors of the machine.
+  template <class T>
+  requires(std::is_same_v<T, float>&& std::is_same_v<A_, float>&& std::is_same_v<Pre, NoPre>) void run_row(
+      Acc* d, const T* row, int tw) const {
+    if (!vec::binary_f32(ir::OpKind::Add, d, 1, row, 1, d, tw))
+      for (int c = 0; c < tw; ++c) d[c] += row[c];
   }
 };
 
@@ -290,6 +299,16 @@ void leaf_inner(const R& r, const Plan& p, const T* ob, int64_t b, int64_t e, in
     *dst = acc;
     return;
   }
+  if constexpr (HasRunContig<R, T>) {
+    // One contiguous run: the lanes below would hold init() but in lane 0, and folding init()
+    // changes no value, so this is the same result without them.
+    if (s == 1 && e - b <= L - b % L) {
+      Acc acc = r.init();
+      r.run_contig(acc, ob + p.red.offset(b), e - b, b);
+      *dst = acc;
+      return;
+    }
+  }
   Acc lanes[kLanes];
   for (auto& l : lanes) l = r.init();
   int64_t i = b;
@@ -383,15 +402,15 @@ void run_reduce(const Plan& p, const R& r, const Fin& fin) {
     }
     return;
   }
-  const int64_t W = p.width, ntiles = (W + kTile - 1) / kTile;
+  const int64_t W = p.width, ctile = col_tile(), ntiles = (W + ctile - 1) / ctile;
   const int64_t ntasks = p.kept_outer.numel * ntiles;
   // Order-independent reducers (max, argmax, any) need no pairwise tree: bigger leaves.
   const int64_t row_leaf = requires { R::kExact; }
   ? 1024 : kRowLeaf;
   const int64_t nleaves = (nred + row_leaf - 1) / row_leaf;
   auto task = [&](int64_t t, bool par) {
-    int64_t q = t / ntiles, c0 = (t % ntiles) * kTile;
-    int tw = static_cast<int>(std::min<int64_t>(kTile, W - c0));
+    int64_t q = t / ntiles, c0 = (t % ntiles) * ctile;
+    int tw = static_cast<int>(std::min<int64_t>(ctile, W - c0));
     const T* qb = base + p.kept_outer.offset(q) + c0;
     int64_t o0 = q * W + c0;
     std::unique_ptr<Acc[]> accbuf(new Acc[static_cast<size_t>(tw)]);
@@ -413,7 +432,7 @@ void run_reduce(const Plan& p, const R& r, const Fin& fin) {
     for (int c = 0; c < tw; ++c) fin(o0 + c, acc[c]);
   };
   if (ntasks >= 2 * nt || nleaves < 8) {
-    parallel_for(ntasks, std::max<int64_t>(1, kGrain / (nred * kTile)), [&](int64_t b, int64_t e) {
+    parallel_for(ntasks, std::max<int64_t>(1, kGrain / (nred * ctile)), [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) task(t, false);
     });
   } else {
@@ -535,12 +554,12 @@ void leaves_t(const T* x, int64_t width, int64_t r0, int64_t r1, T* partial) {
 
 template <class T>
 void finish_t(bool mean, int64_t rows, int64_t width, const T* partial, T* out) {
-  const int64_t nleaves = (rows + kRowLeaf - 1) / kRowLeaf, ntiles = (width + kTile - 1) / kTile;
+  const int64_t ctile = col_tile(), nleaves = (rows + kRowLeaf - 1) / kRowLeaf, ntiles = (width + ctile - 1) / ctile;
   const T n = static_cast<T>(rows);
   auto comb = [](T& a, const T& b) { a = a + b; };
   auto task = [&](int64_t t, bool par) {  // as run_reduce's outer tasks (one kept row)
-    const int64_t c0 = t * kTile;
-    const int tw = static_cast<int>(std::min<int64_t>(kTile, width - c0));
+    const int64_t c0 = t * ctile;
+    const int tw = static_cast<int>(std::min<int64_t>(ctile, width - c0));
     std::unique_ptr<T[]> acc(new T[static_cast<size_t>(tw)]);
     red::tree_reduce<T>(
         nleaves, tw, acc.get(),

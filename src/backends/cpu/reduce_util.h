@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/machine.h"
 #include "core/parallel.h"
 #include "ir/op.h"
 
@@ -126,8 +127,9 @@ void vec_extreme_row(T* d, const T* row, int64_t n) {
   }
 }
 
-/// Depth of the tree levels evaluated as separate parallel tasks (2^depth subtrees).
-inline constexpr int kParallelDepth = 4;
+/// Depth of the tree levels evaluated as separate parallel tasks (2^depth subtrees, several
+/// per core; machine.h). Any depth gives the same bits: the fold rebuilds the same tree.
+inline int parallel_depth() { return tuning().reduce_parallel_depth; }
 
 /// Pairwise combination over leaves [0, nleaves): leaf(li, Acc* dst) writes w accumulators,
 /// comb(Acc& a, const Acc& b) folds b into a. Results land in out[0..w). The tree shape (split
@@ -168,13 +170,17 @@ void tree_reduce(int64_t nleaves, int w, Acc* out, const Leaf& leaf, const Comb&
     }
   };
   Rec rec{leaf, comb, w};
-  auto with_scratch = [&](auto&& f) {
+  auto with_scratch = [&](auto&& f) {  // short trees (one output of a few leaves): no heap
+    if (per_task <= 64) {
+      Acc buf[64];
+      return f(buf);
+    }
     std::unique_ptr<Acc[]> buf(new Acc[per_task]);
     f(buf.get());
   };
   if (!parallel || nleaves < 2) return with_scratch([&](Acc* scr) { rec.run(0, nleaves, out, scr); });
   std::vector<std::pair<int64_t, int64_t>> nodes;
-  rec.collect(0, nleaves, kParallelDepth, nodes);
+  rec.collect(0, nleaves, parallel_depth(), nodes);
   std::unique_ptr<Acc[]> vals(new Acc[nodes.size() * static_cast<size_t>(w)]);
   parallel_blocks(static_cast<int64_t>(nodes.size()), [&](int64_t i) {
     with_scratch([&](Acc* scr) {
@@ -183,7 +189,7 @@ void tree_reduce(int64_t nleaves, int w, Acc* out, const Leaf& leaf, const Comb&
     });
   });
   size_t k = 0;
-  with_scratch([&](Acc* scr) { rec.fold(0, nleaves, kParallelDepth, vals.get(), k, out, scr); });
+  with_scratch([&](Acc* scr) { rec.fold(0, nleaves, parallel_depth(), vals.get(), k, out, scr); });
 }
 
 }  // namespace kiln::cpu::red

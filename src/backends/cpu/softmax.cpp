@@ -9,6 +9,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/reduce_util.h"
 #include "backends/cpu/vec.h"
 #include "ir/attrs.h"
@@ -98,11 +99,14 @@ void softmax_kernel(const ir::Op& op, void* const* in, void* const* out, bool lo
   }
   if constexpr (std::is_same_v<T, float>) {
     if (lp.inner.shape.size() == 1 && lp.inner.inner_stride() == 1) {
-      const int64_t nt = (inner + kWideTile - 1) / kWideTile;
-      parallel_for(nouter * nt, std::max<int64_t>(1, kGrain / (L * kWideTile)), [&](int64_t b, int64_t e) {
+      // The tile's L lines (read three times, written twice) stay within a part of the L2.
+      int64_t wide = kWideTile;
+      while (wide > 16 && L * wide * 8 > tuning().softmax_cache_bytes) wide /= 2;
+      const int64_t nt = (inner + wide - 1) / wide;
+      parallel_for(nouter * nt, std::max<int64_t>(1, kGrain / (L * wide)), [&](int64_t b, int64_t e) {
         for (int64_t t = b; t < e; ++t) {
-          int64_t o = t / nt, c0 = (t % nt) * kWideTile;
-          int tw = static_cast<int>(std::min<int64_t>(kWideTile, inner - c0));
+          int64_t o = t / nt, c0 = (t % nt) * wide;
+          int tw = static_cast<int>(std::min<int64_t>(wide, inner - c0));
           softmax_cols_f32(base + lp.outer.offset(o) + c0, lp.stride, y + o * L * inner + c0, inner, L, tw, log);
         }
       });
