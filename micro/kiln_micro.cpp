@@ -50,44 +50,127 @@ inline void valid_range(int32_t out, int32_t len, int32_t s, int32_t pad, int32_
   *hi = b;
 }
 
-// y_row[o] += wv * x_row[o * s + off] for o in [lo, hi); the stride-1 case is a plain axpy.
-inline void axpy_row(float* __restrict y_row, const float* __restrict x_row, float wv, int32_t lo, int32_t hi,
-                     int32_t s, int32_t off) {
-  if (s == 1) {
-    axpy(y_row + lo, x_row + off + lo, wv, hi - lo);
-  } else {
-    for (int32_t o = lo; o < hi; ++o) y_row[o] += wv * x_row[o * s + off];
+// One output of a conv at (oy, ox) whose window may cross the input's border: acc plus the
+// products over kernel rows [ky0, ky1), the kernel columns inside the input and the input
+// channels, in that order (the order of every conv path, so that all agree bitwise).
+// xg: the group's first input plane; wo: the output channel's weights; iy0 = oy * sh - pt.
+inline float conv_edge(const Conv2dParams& p, const float* xg, const float* wo, int32_t cin_g, int32_t ky0, int32_t ky1,
+                       int32_t iy0, int32_t ox, float acc) {
+  const int32_t ix0 = ox * p.sw - p.pl, plane = p.h * p.w, wstride = p.kh * p.kw;
+  for (int32_t ky = ky0; ky < ky1; ++ky)
+    for (int32_t kx = 0; kx < p.kw; ++kx) {
+      const int32_t ix = ix0 + kx * p.dw;
+      if (ix < 0 || ix >= p.w) continue;
+      const float* xr = xg + (iy0 + ky * p.dh) * p.w + ix;
+      const float* wr = wo + ky * p.kw + kx;
+      for (int32_t icg = 0; icg < cin_g; ++icg) acc += wr[icg * wstride] * xr[icg * plane];
+    }
+  return acc;
+}
+
+// Outputs [lo, hi) of one row whose windows lie inside the input (no bounds checks), each
+// accumulated in a register in the order of conv_edge.
+inline void conv_interior(const Conv2dParams& p, const float* xg, const float* wo, int32_t cin_g, int32_t ky0,
+                          int32_t ky1, int32_t iy0, int32_t lo, int32_t hi, float bias, float* __restrict yr) {
+  const int32_t kw = p.kw, dw = p.dw, sw = p.sw, w = p.w, dh = p.dh, pl = p.pl;
+  const int32_t plane = p.h * p.w, wstride = p.kh * p.kw;
+  if (cin_g == 1 && kw == 3 && dw == 1) {  // depthwise and single-channel 3-wide kernels
+    for (int32_t ox = lo; ox < hi; ++ox) {
+      float acc = bias;
+      const float* xo = xg + ox * sw - pl;
+      for (int32_t ky = ky0; ky < ky1; ++ky) {
+        const float* xr = xo + (iy0 + ky * dh) * w;
+        const float* wr = wo + ky * 3;
+        acc += wr[0] * xr[0];
+        acc += wr[1] * xr[1];
+        acc += wr[2] * xr[2];
+      }
+      yr[ox] = acc;
+    }
+    return;
+  }
+  for (int32_t ox = lo; ox < hi; ++ox) {
+    float acc = bias;
+    const float* xo = xg + ox * sw - pl;
+    for (int32_t ky = ky0; ky < ky1; ++ky)
+      for (int32_t kx = 0; kx < kw; ++kx) {
+        const float* xr = xo + (iy0 + ky * dh) * w + kx * dw;
+        const float* wr = wo + ky * kw + kx;
+        for (int32_t icg = 0; icg < cin_g; ++icg) acc += wr[icg * wstride] * xr[icg * plane];
+      }
+    yr[ox] = acc;
   }
 }
 
 }  // namespace
 
+#ifdef KILN_MICRO_MVE
+// One output row of a stride-1 conv with Helium, eight outputs at a time (two vectors) in the
+// order of conv_edge. Input lanes outside the row (the padding) are predicated off per kernel
+// column, so the border needs no scalar code: an off lane loads 0 and adds 0 * w.
+static void conv_row_mve(const Conv2dParams& p, const float* xg, const float* wo, int32_t cin_g, int32_t ky0,
+                         int32_t ky1, int32_t iy0, float bias, float* __restrict yr) {
+  const int32_t kw = p.kw, dw = p.dw, w = p.w, dh = p.dh, ow = p.ow, pl = p.pl;
+  const int32_t plane = p.h * p.w, wstride = p.kh * p.kw;
+  const uint32x4_t width = vdupq_n_u32(static_cast<uint32_t>(w));
+  mve_pred16_t m0[16], m1[16];
+  for (int32_t ox = 0; ox < ow; ox += 8) {
+    const int32_t left = ow - ox;
+    const mve_pred16_t t0 = vctp32q(static_cast<uint32_t>(left)),
+                       t1 = vctp32q(static_cast<uint32_t>(left > 4 ? left - 4 : 0));
+    for (int32_t kx = 0; kx < kw; ++kx) {
+      const uint32_t start = static_cast<uint32_t>(ox - pl + kx * dw);  // may wrap below 0: then >= w
+      m0[kx] = t0 & vcmphiq_u32(width, vidupq_n_u32(start, 1));
+      m1[kx] = t1 & vcmphiq_u32(width, vidupq_n_u32(start + 4, 1));
+    }
+    float32x4_t a0 = vdupq_n_f32(bias), a1 = a0;
+    const float* xo = xg + ox - pl;
+    for (int32_t ky = ky0; ky < ky1; ++ky)
+      for (int32_t kx = 0; kx < kw; ++kx) {
+        const float* xr = xo + (iy0 + ky * dh) * w + kx * dw;
+        const float* wr = wo + ky * kw + kx;
+        const mve_pred16_t q0 = m0[kx], q1 = m1[kx];
+        for (int32_t icg = 0; icg < cin_g; ++icg) {
+          const float wv = wr[icg * wstride];
+          a0 = vfmaq_n_f32(a0, vldrwq_z_f32(xr, q0), wv);
+          a1 = vfmaq_n_f32(a1, vldrwq_z_f32(xr + 4, q1), wv);
+          xr += plane;
+        }
+      }
+    vstrwq_p_f32(yr + ox, a0, t0);
+    vstrwq_p_f32(yr + ox + 4, a1, t1);
+  }
+}
+#endif
+
 void conv2d(const Conv2dParams& p, const float* x, const float* w, const float* b, float* y) {
   const int32_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
-  const int32_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
+  const int32_t plane_out = p.oh * p.ow;
+  // The outputs whose window columns all lie inside the input: [in_lo, in_hi).
+  int32_t in_lo, in_hi;
+  valid_range(p.ow, p.w - (p.kw - 1) * p.dw, p.sw, p.pl, 0, &in_lo, &in_hi);
   for (int32_t n = 0; n < p.n; ++n) {
     for (int32_t oc = 0; oc < p.c_out; ++oc) {
-      float* __restrict yp = y + (static_cast<int32_t>(n) * p.c_out + oc) * plane_out;
+      float* __restrict yp = y + (n * p.c_out + oc) * plane_out;
       const float bias = b ? b[oc] : 0.0f;
-      for (int32_t i = 0; i < plane_out; ++i) yp[i] = bias;
       const int32_t g = oc / cout_g;
-      for (int32_t icg = 0; icg < cin_g; ++icg) {
-        const float* xp = x + (n * p.c_in + g * cin_g + icg) * plane_in;
-        const float* wk = w + (oc * cin_g + icg) * p.kh * p.kw;
-        for (int32_t ky = 0; ky < p.kh; ++ky) {
-          int32_t oy0, oy1;
-          valid_range(p.oh, p.h, p.sh, p.pt, ky * p.dh, &oy0, &oy1);
-          for (int32_t kx = 0; kx < p.kw; ++kx) {
-            const float wv = wk[ky * p.kw + kx];
-            int32_t ox0, ox1;
-            valid_range(p.ow, p.w, p.sw, p.pl, kx * p.dw, &ox0, &ox1);
-            const int32_t xoff = kx * p.dw - p.pl;
-            for (int32_t oy = oy0; oy < oy1; ++oy) {
-              const int32_t iy = oy * p.sh - p.pt + ky * p.dh;
-              axpy_row(yp + oy * p.ow, xp + iy * p.w, wv, ox0, ox1, p.sw, xoff);
-            }
-          }
+      const float* xg = x + (n * p.c_in + g * cin_g) * p.h * p.w;
+      const float* wo = w + oc * cin_g * p.kh * p.kw;
+      for (int32_t oy = 0; oy < p.oh; ++oy) {
+        const int32_t iy0 = oy * p.sh - p.pt;
+        int32_t ky0, ky1;  // kernel rows inside the input
+        valid_range(p.kh, p.h, p.dh, -iy0, 0, &ky0, &ky1);
+        float* yr = yp + oy * p.ow;
+#ifdef KILN_MICRO_MVE
+        if (p.sw == 1 && p.kw <= 16) {
+          conv_row_mve(p, xg, wo, cin_g, ky0, ky1, iy0, bias, yr);
+          continue;
         }
+#endif
+        for (int32_t ox = 0; ox < in_lo; ++ox) yr[ox] = conv_edge(p, xg, wo, cin_g, ky0, ky1, iy0, ox, bias);
+        conv_interior(p, xg, wo, cin_g, ky0, ky1, iy0, in_lo, in_hi, bias, yr);
+        for (int32_t ox = in_hi > in_lo ? in_hi : in_lo; ox < p.ow; ++ox)
+          yr[ox] = conv_edge(p, xg, wo, cin_g, ky0, ky1, iy0, ox, bias);
       }
       apply_act(yp, plane_out, p.act, p.lo, p.hi);
     }
