@@ -38,7 +38,7 @@ std::optional<Store> storage_of(DType t, bool copy);
 
 constexpr int kMaxRank = 8;
 constexpr int kMaxOperands = 4;  ///< the output and up to three inputs
-constexpr int kMaxReals = 3;     ///< f32 attributes of an elementwise op (push constants)
+constexpr int kMaxReals = 6;     ///< attributes of an elementwise op (push constants)
 
 /// The parameter block (int32, one buffer) of an elementwise kernel: rank, element count, an
 /// element offset per operand (output first), the output shape, then the strides of each
@@ -56,18 +56,23 @@ enum : int {
 /// buffers: out, in0.., meta (kMetaInts int32); push constants: `reals` f32 values, then for
 /// creation ops a value of the output's type when `fill`.
 struct Elementwise {
-  std::string name;            ///< the kernel's name (unique per function and storages)
-  std::vector<Store> inputs;   ///< storage of each input
-  Store output = Store::F32;   ///< storage of the output
-  int reals = 0;               ///< push constants of real_type (op attributes)
-  Type real_type = Type::F32;  ///< F64 for ops on f64
-  bool with_index = false;     ///< in[inputs.size()] is the element's index (I32), as for Arange
-  bool needs_f64 = false;      ///< computes in f64 (the device must have it) whatever the dtypes
-  std::vector<Arg> push;       ///< this op's push constants, in declaration order
+  std::string name;              ///< the kernel's name (unique per function and storages)
+  std::vector<Store> inputs;     ///< storage of each input
+  Store output = Store::F32;     ///< storage of the output
+  int reals = 0;                 ///< push constants of real_type (op attributes)
+  Type real_type = Type::F32;    ///< F64 for ops on f64
+  std::vector<Type> real_types;  ///< when set: the type of each real (else all real_type)
+  bool with_index = false;       ///< in[inputs.size()] is the element's index (I32), as for Arange
+  bool needs_f64 = false;        ///< computes in f64 (the device must have it) whatever the dtypes
+  std::vector<Arg> push;         ///< this op's push constants, in declaration order
   /// The output value from the loaded inputs (B8 loads as Bool, X64 as I64) and the reals (a
   /// fill's value follows them).
   std::function<Val(const Val* in, const Val* reals)> fn;
 };
+
+/// RandUniform (f32) as an elementwise op over the element's index: the CPU's Philox words and
+/// conversions, so the same seed gives the same numbers on every device.
+std::optional<Elementwise> random_of(const kiln::ir::Op& op);
 
 /// The elementwise kernel of op (unary, binary, ternary, cast, copy and fill ops over the
 /// storages above), or nothing when the library has none for it.

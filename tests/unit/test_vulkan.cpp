@@ -195,3 +195,19 @@ TEST(Vulkan, IndexOpsRunNativelyAndCheckTheirIndices) {
   EXPECT_THROW(index_select(xv, 0, bad).to(Device::cpu()), Error);
   EXPECT_EQ(max_diff(index_select(xv, 1, iv.narrow(0, 0, 2)), index_select(x, 1, idx.narrow(0, 0, 2))), 0.0);
 }
+
+// Random numbers on the device are the CPU's for the same seed (the same Philox words and
+// conversions), bit for bit, at the edges of the range too.
+TEST(Vulkan, RandUniformDrawsTheCpusNumbers) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  for (auto [lo, hi] : {std::pair<double, double>{0, 1}, {-3.5, 0.25}, {1e-3, 1e-3 + 1e-9}}) {
+    manual_seed(1234);
+    Tensor c = uniform({1001}, lo, hi, {.dtype = f32, .device = Device::cpu()});
+    manual_seed(1234);
+    reset_fallback_counts();
+    Tensor v = uniform({1001}, lo, hi, {.dtype = f32, .device = vk});
+    EXPECT_TRUE(fallback_counts().empty()) << fallback_counts().front().first;
+    EXPECT_EQ(v.to(Device::cpu()).to_vector<float>(), c.to_vector<float>()) << lo << " " << hi;
+  }
+}

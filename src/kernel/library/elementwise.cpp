@@ -180,9 +180,14 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
         for (int q = 0; q < arity; ++q) in.push_back(declare_store(b, spec.inputs[q], "in" + std::to_string(q), false));
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         Val reals[kMaxReals + 1];
-        for (int r = 0; r < spec.reals; ++r)
-          reals[r] = spec.real_type == Type::F64 ? b.scalar<double>("r" + std::to_string(r))
-                                                 : b.scalar<float>("r" + std::to_string(r));
+        for (int r = 0; r < spec.reals; ++r) {
+          const Type rt = spec.real_types.empty() ? spec.real_type : spec.real_types[static_cast<size_t>(r)];
+          const std::string rn = "r" + std::to_string(r);
+          reals[r] = rt == Type::F64   ? b.scalar<double>(rn)
+                     : rt == Type::I64 ? b.scalar<int64_t>(rn)
+                     : rt == Type::I32 ? b.scalar<int32_t>(rn)
+                                       : b.scalar<float>(rn);
+        }
         const bool fill = arity == 0 && !spec.with_index;
         if (spec.output == Store::I64 && fill) reals[spec.reals] = b.scalar<int64_t>("v");
         if ((spec.output == Store::I32 || spec.output == Store::B8) && fill) reals[spec.reals] = b.scalar<int32_t>("v");

@@ -306,6 +306,7 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
   if (!out) return std::nullopt;
   if (op.kind == OpKind::Fill) return fill_of(op, *out);
   if (op.kind == OpKind::Arange) return arange_of(op, *out);
+  if (op.kind == OpKind::RandUniform) return random_of(op);
   Elementwise e;
   e.output = *out;
   for (const auto& d : op.inputs) {
