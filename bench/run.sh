@@ -258,6 +258,14 @@ if [ -x "$BUILD_DIR/bench/kiln_bench_kernel" ]; then
   "$BUILD_DIR/bench/kiln_bench_kernel" > bench/KERNELS.md || echo "run.sh: the kernel-language benchmark failed" >&2
 fi
 
+# ---- the micro target: flash, RAM and instructions per inference of the generated models under
+# QEMU (Cortex-M3, Cortex-M55 with and without Helium); bench/MICRO.md ----
+if [ -d "$BUILD_DIR/tests/micro" ] && command -v qemu-system-arm > /dev/null; then
+  echo "run.sh: micro"
+  python3 scripts/gen_micro_bench.py --build "$BUILD_DIR" --out bench/MICRO.md ||
+    echo "run.sh: the micro benchmark failed" >&2
+fi
+
 echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW/meta.txt"
 # report.py needs only the standard library; with matplotlib importable it also draws the chart.
 "${PY:-python3}" bench/report.py --dir "$RAW" --out "$RESULTS" --chart "$(dirname "$RESULTS")/results.png"
