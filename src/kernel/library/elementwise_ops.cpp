@@ -261,7 +261,8 @@ std::optional<Elementwise> arange_of(const kiln::ir::Op& op, Store out) {
 
 /// Fill: the value from the push constants (f32 as a real, integers and bool exactly).
 std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
-  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::B8)
+  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::B8 &&
+      out != Store::F16 && out != Store::BF16)
     return std::nullopt;
   const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
   Elementwise e;
@@ -270,6 +271,8 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
   switch (out) {
     case Store::F32:
     case Store::F64:
+    case Store::F16:
+    case Store::BF16:
       e.reals = 1;
       e.real_type = out == Store::F64 ? Type::F64 : Type::F32;
       e.push = {real_arg(c.has_int ? static_cast<double>(c.int_value) : c.value, out == Store::F64)};
@@ -318,12 +321,13 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     e.fn = [](const Val* x, const Val*) { return x[0]; };
     return e;
   }
-  // 1- and 2-byte numbers (other than bool) are only converted, not computed on
-  auto small = [](Store s) { return packed(s) && s != Store::B8; };
+  // 1- and 2-byte integers are only converted, not computed on; f16 and bf16 compute in f32
+  // and round, as the CPU does
+  auto small = [](Store s) { return s == Store::U8 || s == Store::I8 || s == Store::I16 || s == Store::U16; };
   if (op.kind != OpKind::Cast && (small(*out) || std::any_of(e.inputs.begin(), e.inputs.end(), small)))
     return std::nullopt;
   const Store in0 = e.inputs.empty() ? *out : e.inputs[0];
-  const bool floating = in0 == Store::F32 || in0 == Store::F64;
+  const bool floating = in0 == Store::F32 || in0 == Store::F64 || in0 == Store::F16 || in0 == Store::BF16;
   const bool wide = in0 == Store::F64;
   if (wide) e.real_type = Type::F64;
   if (op.kind == OpKind::Cast) {

@@ -82,13 +82,18 @@ std::optional<Store> value_store(DType t) {
       return Store::I64;
     case DType::Bool:
       return Store::B8;
+    case DType::F16:
+      return Store::F16;
+    case DType::BF16:
+      return Store::BF16;
     default:
       return std::nullopt;
   }
 }
 
 Type acc_of(Store s) {
-  return s == Store::F32 ? Type::F32 : s == Store::F64 ? Type::F64 : s == Store::I32 ? Type::I32 : Type::I64;
+  if (s == Store::F32 || s == Store::F16 || s == Store::BF16) return Type::F32;  // f16, bf16: in f32 as the CPU
+  return s == Store::F64 ? Type::F64 : s == Store::I32 ? Type::I32 : Type::I64;
 }
 
 /// Walks `n` dims of meta from `at` (shape at at, strides at at + kMaxRank, and a second set of
@@ -112,7 +117,7 @@ std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
   const DType it = op.inputs[0].dtype, ot = op.outputs[0].dtype;
   const std::optional<Store> si = value_store(it), so = value_store(ot);
   if (!si || !so) return std::nullopt;
-  const bool fin = *si == Store::F32 || *si == Store::F64;
+  const bool fin = *si == Store::F32 || *si == Store::F64 || *si == Store::F16 || *si == Store::BF16;
   Reduce r;
   r.kind = op.kind;
   r.in = *si;
