@@ -388,7 +388,7 @@ class Lowerer {
     if (as.size() < 2 || bs.size() < 2) return refuse(n, "1-d operands are not supported");
     const int32_t K = static_cast<int32_t>(as.back()), N = static_cast<int32_t>(bs.back());
     if (!is_rt(n, 1)) {
-      if (bs.size() != 2) return refuse(n, "a constant B must be 2-d");
+      if (prod(bs, 0, bs.size() - 2) != 1) return refuse(n, "a constant B with batch dims above 1 is not supported");
       Step& s = add(n, Step::Linear);
       s.in = {n.input[0]};
       s.lin = {static_cast<int32_t>(prod(as) / K), K, N, kiln_micro::kActNone, 0, 0, 0};
@@ -512,6 +512,15 @@ class Lowerer {
 
   // ---- fusion ----
 
+  // Whether binary step t's constant operand holds one value per channel of an NCHW output with
+  // c channels ([c, 1, 1] or [1, c, 1, 1]).
+  static bool per_channel(const Step& t, int32_t c) {
+    if (t.const_side < 0 || static_cast<int32_t>(t.w.size()) != c) return false;
+    std::vector<float> dims(t.b);
+    while (dims.size() < 4) dims.insert(dims.begin(), 1.0f);
+    return dims.size() == 4 && dims[0] == 1 && static_cast<int32_t>(dims[1]) == c && dims[2] == 1 && dims[3] == 1;
+  }
+
   // Folds each Conv's or Linear's single consumer into it: a BatchNormalization (Conv), the Add
   // of a constant [N] (Linear without bias), then a Relu or Clip.
   void fuse() {
@@ -543,6 +552,21 @@ class Lowerer {
           for (int32_t oc = 0; oc < s.conv.c_out; ++oc) {
             for (int64_t k = 0; k < per; ++k) s.w[oc * per + k] *= t.w[oc];
             s.b[oc] = s.b[oc] * t.w[oc] + t.b[oc];
+          }
+          take = true;
+        } else if (s.kind == Step::Conv && t.kind == Step::Binary && s.conv.act == kiln_micro::kActNone &&
+                   (t.bop == kiln_micro::kMul || t.bop == kiln_micro::kAdd) && per_channel(t, s.conv.c_out) &&
+                   m_.shape[t.out] == m_.shape[s.out]) {
+          // A batch norm written as Mul and Add of per-channel constants (Kiln's export).
+          const int64_t per = static_cast<int64_t>(s.w.size()) / s.conv.c_out;
+          if (s.b.empty()) s.b.assign(s.conv.c_out, 0.0f);
+          for (int32_t oc = 0; oc < s.conv.c_out; ++oc) {
+            if (t.bop == kiln_micro::kMul) {
+              for (int64_t k = 0; k < per; ++k) s.w[oc * per + k] *= t.w[oc];
+              s.b[oc] *= t.w[oc];
+            } else {
+              s.b[oc] += t.w[oc];
+            }
           }
           take = true;
         } else if (s.kind == Step::Linear && t.kind == Step::Binary && t.bop == kiln_micro::kAdd && s.b.empty() &&

@@ -5,6 +5,8 @@
 // compile in and compare the generated code's outputs against.
 //   kiln_micro_ref MODEL.onnx OUT.h [--dim PARAM=N]...      seeded inputs uniform in [-1, 1)
 //   kiln_micro_ref MODEL.onnx OUT.h --images IMAGES.h        the uint8 images of kTestPixels / 255
+//   kiln_micro_ref --export TYPE OUT.onnx                    a seeded Kiln model of an example's
+//       type (tools/kiln-onnx/models.h) exported with kiln::onnx::export_model, dynamic batch
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -13,8 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "kiln/capture.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx.h"
+#include "kiln/onnx_export.h"
+#include "models.h"
 
 namespace {
 
@@ -58,7 +63,30 @@ std::vector<std::vector<float>> read_images(const std::string& path) {
 
 }  // namespace
 
+// A Kiln model of `type` with seeded weights, exported as kiln-onnx export does.
+int export_model(const std::string& type, const std::string& out) {
+  kiln::manual_seed(35);
+  const std::string json = "{\"type\": \"" + type + "\", \"config\": {}}";
+  kiln::onnx_models::Exportable m = kiln::onnx_models::make_model(json, 2, 8);
+  m.module->eval();
+  kiln::onnx::ExportOptions o;
+  o.dynamic = {{"input", {m.batch_axis}}};
+  kiln::CapturedGraph g = kiln::capture(
+      *m.module, [&](const std::vector<kiln::Tensor>& x) { return std::vector<kiln::Tensor>{m.forward(x[0])}; },
+      {kiln::zeros(m.input_shape)});
+  kiln::onnx::export_model(g, out, o);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--export") {
+    try {
+      return export_model(argv[2], argv[3]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kiln_micro_ref: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc < 3) {
     std::fprintf(stderr, "usage: kiln_micro_ref MODEL.onnx OUT.h [--dim PARAM=N]... [--images IMAGES.h]\n");
     return 2;
