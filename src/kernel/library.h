@@ -221,6 +221,19 @@ std::optional<Pad> pad_of(const kiln::ir::Op& op);
 bool pad_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_pad(const Pad& spec, const Limits& limits);
 
+/// CumSum, CumProd (f32, f64, f16, bf16 in f64; i32, i64, bool in i64, wrapping), CumMax and
+/// CumMin (values and i64 indices of the last occurrence; a NaN sticks) along one dim: one
+/// thread per line (elementwise_groups over the lines), in order, as the CPU. Buffers: out,
+/// (indices,) in, meta (the softmax block, softmax_meta).
+struct Scan {
+  std::string name;
+  kiln::ir::OpKind kind = kiln::ir::OpKind::CumSum;
+  Store in = Store::F32, out = Store::F32;
+  Type acc = Type::F64;
+};
+std::optional<Scan> scan_of(const kiln::ir::Op& op);
+Kernel trace_scan(const Scan& spec, const Limits& limits);
+
 /// Softmax and LogSoftmax of f32 along one dim. Buffers: out, in, meta (the reduction's block:
 /// rows as outputs, the dim as the one reduced dim, its output stride at kRedShape + 1); one
 /// group per row (reduce_groups).

@@ -17,6 +17,8 @@ bool uses_type(const ir::Kernel& k, Type t) {
     if (s.type == t) return true;
   for (const auto& s : k.scalars)
     if (s.type == t) return true;
+  for (Type l : k.locals)
+    if (l == t) return true;
   for (const auto& r : k.regions)
     for (uint32_t id : r.ops)
       if (k.ops[id].type == t) return true;

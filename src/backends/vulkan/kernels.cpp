@@ -111,6 +111,12 @@ bool cat_supported(const ir::Op& op) {
   return true;
 }
 
+bool scan_supported(const ir::Op& op, bool float64) {
+  int32_t meta[lib::kReduceMetaInts];
+  const std::optional<lib::Scan> s = lib::scan_of(op);
+  return s && (float64 || s->acc != k::Type::F64) && lib::softmax_meta(op, meta);
+}
+
 bool softmax_supported(const ir::Op& op) {
   int32_t meta[lib::kReduceMetaInts];
   return lib::softmax_of(op) && lib::softmax_meta(op, meta);
@@ -128,7 +134,7 @@ bool Kernels::supports(const ir::Op& op) const {
     case ir::Family::Contract:
       return lib::matmul_of(op).has_value();
     case ir::Family::Scan:
-      return softmax_supported(op);
+      return softmax_supported(op) || scan_supported(op, float64_);
     case ir::Family::Index:
       return index_supported(op);
     default:
@@ -190,6 +196,21 @@ void Kernels::run_matmul(Context& ctx, const ir::Op& op, Buf* const* in, Buf* co
   ctx.dispatch(p, b, nullptr, 0, groups);
 }
 
+void Kernels::run_scan(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  const std::optional<lib::Scan> spec = lib::scan_of(op);
+  int32_t meta[lib::kReduceMetaInts];
+  KILN_CHECK(spec && lib::softmax_meta(op, meta), ir::op_name(op.kind).data(), "no Vulkan kernel");
+  if (meta[lib::kOut] == 0 || meta[lib::kRed] == 0) return;
+  const k::Kernel& kern = get(spec->name, [&] { return lib::trace_scan(*spec, limits_); });
+  Pipeline& p = ctx.pipeline(kern);
+  ctx.reserve(sizeof meta);
+  std::vector<Binding> b;
+  for (size_t q = 0; q < op.outputs.size(); ++q) b.push_back(Binding{out[q], 0});
+  b.push_back(Binding{in[0], 0});
+  b.push_back(ctx.upload(meta, sizeof meta));
+  ctx.dispatch(p, b, nullptr, 0, lib::elementwise_groups(meta[lib::kOut]));
+}
+
 void Kernels::run_softmax(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
   const std::optional<lib::Softmax> spec = lib::softmax_of(op);
   int32_t meta[lib::kReduceMetaInts];
@@ -244,6 +265,7 @@ void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* ou
     case ir::Family::Contract:
       return run_matmul(ctx, op, in, out);
     case ir::Family::Scan:
+      if (lib::scan_of(op)) return run_scan(ctx, op, in, out);
       return run_softmax(ctx, op, in, out);
     case ir::Family::Index:
       return run_index(ctx, op, in, out);

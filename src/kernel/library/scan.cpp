@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// Scans of the library (kernel/library.h): CumSum, CumProd, CumMax, CumMin along one dim, one
+// thread per line walking it in order, so every element is the CPU's: sums and products
+// accumulate in f64 for floats and in i64 (wrapping) for integers and bools; CumMax and CumMin
+// keep the last occurrence and let a NaN stick (src/backends/cpu/scan.cpp).
+#include <algorithm>
+
+#include "ir/attrs.h"
+#include "kernel/library.h"
+
+namespace kiln::kernel::lib {
+namespace {
+
+using kiln::ir::OpKind;
+
+std::optional<Store> scan_store(DType t) {
+  switch (t) {
+    case DType::F32:
+      return Store::F32;
+    case DType::F64:
+      return Store::F64;
+    case DType::F16:
+      return Store::F16;
+    case DType::BF16:
+      return Store::BF16;
+    case DType::I32:
+      return Store::I32;
+    case DType::I64:
+      return Store::I64;
+    case DType::Bool:
+      return Store::B8;
+    default:
+      return std::nullopt;
+  }
+}
+
+/// x (a loaded value) as type t (bools as 0 or 1).
+Val as(Val x, Type t) {
+  if (x.type == Type::Bool) return select(x, Val::constant(1, t), Val::constant(0, t));
+  return x.type == t ? x : cast(x, t);
+}
+
+}  // namespace
+
+std::optional<Scan> scan_of(const kiln::ir::Op& op) {
+  const OpKind k = op.kind;
+  if (k != OpKind::CumSum && k != OpKind::CumProd && k != OpKind::CumMax && k != OpKind::CumMin) return std::nullopt;
+  if (op.inputs.size() != 1) return std::nullopt;
+  const auto &x = op.inputs[0], &o = op.outputs[0];
+  const std::optional<Store> si = scan_store(x.dtype), so = scan_store(o.dtype);
+  if (!si || !so || x.shape != o.shape) return std::nullopt;
+  Scan s;
+  s.kind = k;
+  s.in = *si;
+  s.out = *so;
+  const bool fl = is_float(value_type(*si));
+  if (k == OpKind::CumMax || k == OpKind::CumMin) {
+    if (op.outputs.size() != 2 || o.dtype != x.dtype || op.outputs[1].strides != o.strides || *si == Store::B8)
+      return std::nullopt;
+    s.acc = value_type(*si);
+  } else {
+    if (o.dtype != x.dtype && !(o.dtype == DType::I64 && !fl)) return std::nullopt;
+    s.acc = fl ? Type::F64 : Type::I64;
+  }
+  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
+  s.name = "scan_" + std::string(kiln::ir::op_name(k)) + "_" + sn[static_cast<int>(s.in)] + "_" +
+           sn[static_cast<int>(s.out)];
+  return s;
+}
+
+Kernel trace_scan(const Scan& spec, const Limits& limits) {
+  constexpr uint32_t kGroup = 256;
+  const bool ext = spec.kind == OpKind::CumMax || spec.kind == OpKind::CumMin;
+  const bool mx = spec.kind == OpKind::CumMax;
+  return trace(
+      spec.name,
+      [&](Builder& b) {
+        b.group_size(kGroup);
+        const Memory out = declare_store(b, spec.out, "out", true);
+        const Buffer<int64_t> oidx = ext ? b.output<int64_t>("indices") : Buffer<int64_t>(0, false);
+        const Memory in = declare_store(b, spec.in, "in", false);
+        const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        const Val line = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
+        if_(line < meta[kOut], [&] {
+          Var base(meta[kInOffset]), obase(meta[kOutOffset]), rem(line);
+          const Val nk = meta[kKept];
+          for_(0, nk, [&](Val j) {
+            const Val d = nk - 1 - j;
+            const Val size = meta[kKeptShape + d];
+            const Val idx = rem % size;
+            rem = rem / size;
+            base = base + idx * meta[kKeptShape + kMaxRank + d];
+            obase = obase + idx * meta[kOutStrides + d];
+          });
+          const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
+          Var acc(Val::constant(spec.kind == OpKind::CumProd ? 1 : 0, spec.acc));
+          Var at(Val(-1ll));
+          for_(0, meta[kRed], [&](Val l) {
+            const Val x = as(load_store(in, spec.in, base + l * sx), spec.acc);
+            const Val o = obase + l * so;
+            if (ext) {
+              const Val v = acc;
+              const Val nan_x = x != x, nan_v = v != v;
+              const Val take = Val(at) < 0ll || nan_x || (!nan_v && (mx ? x >= v : x <= v));
+              acc = select(take, x, v);
+              at = select(take, cast(l, Type::I64), Val(at));
+              store_store(out, spec.out, o, acc);
+              oidx[o] = Val(at);
+              return;
+            }
+            acc = spec.kind == OpKind::CumProd ? Val(acc) * x : Val(acc) + x;
+            const Type ot = value_type(spec.out);
+            store_store(out, spec.out, o, ot == Type::Bool ? Val(acc) != Val::constant(0, spec.acc) : as(acc, ot));
+          });
+        });
+      },
+      limits);
+}
+
+}  // namespace kiln::kernel::lib
