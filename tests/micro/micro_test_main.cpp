@@ -10,6 +10,9 @@
 #include "board.h"
 #include "ref.h"
 
+// The RAM target: the arena within 1.2x of the liveness plan's lower bound.
+static_assert(KILN_MICRO_ARENA * 5 <= KILN_MICRO_BOUND * 6, "the arena exceeds 1.2x the liveness lower bound");
+
 namespace {
 
 float g_out[REF_OUTPUT_TOTAL > 0 ? REF_OUTPUT_TOTAL : 1];
@@ -82,6 +85,8 @@ int main() {
     }
   board_puts("KILN_MICRO model=" KILN_MICRO_NAME " instructions=");
   board_put_int(static_cast<long long>(board_instructions(t1 - t0)));
+  board_puts(" arena_bytes=");
+  board_put_int(KILN_MICRO_ARENA);
   board_puts(" stack_bytes=");
   board_put_int(static_cast<long long>(board_stack_used()));
   board_puts(" max_err=");
