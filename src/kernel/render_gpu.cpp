@@ -204,7 +204,10 @@ class Glsl : public Base {
   }
   void define(uint32_t id, const std::string& e) override {
     const ir::Op& op = k.ops[id];
-    line(ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
+    // precise: float arithmetic as written (no contraction, no reassociation by the driver's
+    // compiler), so the CPU's forms (a two-constant reduction, say) keep their accuracy
+    const bool fl = op.type == Type::F32 || op.type == Type::F64;
+    line(std::string(fl ? "precise " : "") + ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
   }
   void open_loop() override { line("while (true) {"); }
 };

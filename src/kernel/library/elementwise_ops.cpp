@@ -62,6 +62,15 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
       return [](const Val* x, const Val*) { return 1.0f / x[0]; };
     case OpKind::Sqrt:
       return [](const Val* x, const Val*) { return sqrt(x[0]); };
+    case OpKind::Exp:  // the CPU's polynomial (f32 only: no f64 form yet)
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) { return exp_f32(x[0]); };
+    case OpKind::Sigmoid:
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) { return sigmoid_f32(x[0]); };
+    case OpKind::Silu:
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) { return x[0] * sigmoid_f32(x[0]); };
     case OpKind::Rsqrt:  // as the CPU: 1 / sqrt(x), both correctly rounded
       return [](const Val* x, const Val*) { return 1.0f / sqrt(x[0]); };
     case OpKind::Round: {

@@ -7,17 +7,17 @@ shared float s0[4];
 void main() {
   int v0 = (int(gl_WorkGroupID.x) * 4);
   int v1 = (v0 + int(gl_LocalInvocationID.x));
-  float v2 = b0.d[v1];
+  precise float v2 = b0.d[v1];
   s0[int(gl_LocalInvocationID.x)] = v2;
   memoryBarrierShared();
   memoryBarrierBuffer();
   barrier();
   bool v3 = (int(gl_LocalInvocationID.x) < 2);
   if (v3) {
-    float v4 = s0[int(gl_LocalInvocationID.x)];
+    precise float v4 = s0[int(gl_LocalInvocationID.x)];
     int v5 = (int(gl_LocalInvocationID.x) + 2);
-    float v6 = s0[v5];
-    float v7 = max(v4, v6);
+    precise float v6 = s0[v5];
+    precise float v7 = max(v4, v6);
     s0[int(gl_LocalInvocationID.x)] = v7;
   }
   memoryBarrierShared();
@@ -25,10 +25,10 @@ void main() {
   barrier();
   bool v8 = (int(gl_LocalInvocationID.x) < 1);
   if (v8) {
-    float v9 = s0[int(gl_LocalInvocationID.x)];
+    precise float v9 = s0[int(gl_LocalInvocationID.x)];
     int v10 = (int(gl_LocalInvocationID.x) + 1);
-    float v11 = s0[v10];
-    float v12 = max(v9, v11);
+    precise float v11 = s0[v10];
+    precise float v12 = max(v9, v11);
     s0[int(gl_LocalInvocationID.x)] = v12;
   }
   memoryBarrierShared();
@@ -36,7 +36,7 @@ void main() {
   barrier();
   bool v13 = (int(gl_LocalInvocationID.x) == 0);
   if (v13) {
-    float v14 = s0[0];
+    precise float v14 = s0[0];
     b1.d[int(gl_WorkGroupID.x)] = v14;
   }
 }

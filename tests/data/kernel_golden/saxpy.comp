@@ -9,10 +9,10 @@ void main() {
   int v1 = (v0 + int(gl_LocalInvocationID.x));
   bool v2 = (v1 < kk_p.p1);
   if (v2) {
-    float v3 = b0.d[v1];
-    float v4 = b1.d[v1];
-    float v5 = (kk_p.p0 * v3);
-    float v6 = (v5 + v4);
+    precise float v3 = b0.d[v1];
+    precise float v4 = b1.d[v1];
+    precise float v5 = (kk_p.p0 * v3);
+    precise float v6 = (v5 + v4);
     b1.d[v1] = v6;
   }
 }
