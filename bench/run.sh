@@ -270,3 +270,5 @@ echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg 2> /dev/null || echo ?)" >> "$RAW
 # report.py needs only the standard library; with matplotlib importable it also draws the chart.
 "${PY:-python3}" bench/report.py --dir "$RAW" --out "$RESULTS" --chart "$(dirname "$RESULTS")/results.png"
 echo "run.sh: wrote $RESULTS"
+# One results file per CPU model (bench/results/), with the regression check against the last one.
+"${PY:-python3}" bench/machine_results.py full "$RESULTS" || echo "run.sh: machine_results.py failed" >&2
