@@ -17,6 +17,18 @@ namespace {
 
 // Applies act to n values in place (one loop per kind, so each vectorises).
 void apply_act(float* y, int32_t n, Act act, float lo, float hi) {
+#ifdef KILN_MICRO_MVE
+  if (act != kActNone) {  // max(y, lo) then min(y, hi); ReLU: max(y, 0)
+    const float32x4_t l = vdupq_n_f32(act == kActRelu ? 0.0f : lo), h = vdupq_n_f32(hi);
+    for (int32_t i = 0; i < n; i += 4) {
+      const mve_pred16_t p = vctp32q(static_cast<uint32_t>(n - i));
+      float32x4_t v = vmaxnmq_f32(vldrwq_z_f32(y + i, p), l);
+      if (act == kActClip) v = vminnmq_f32(v, h);
+      vstrwq_p_f32(y + i, v, p);
+    }
+    return;
+  }
+#endif
   if (act == kActRelu) {
     for (int32_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
   } else if (act == kActClip) {
@@ -125,6 +137,21 @@ static void conv_row_mve(const Conv2dParams& p, const float* xg, const float* wo
     }
     float32x4_t a0 = vdupq_n_f32(bias), a1 = a0;
     const float* xo = xg + ox - pl;
+    if (cin_g == 1 && kw == 3) {  // single-channel 3-wide kernels (first layers, depthwise), unrolled
+      for (int32_t ky = ky0; ky < ky1; ++ky) {
+        const float* xr = xo + (iy0 + ky * dh) * w;
+        const float* wr = wo + ky * 3;
+        a0 = vfmaq_n_f32(a0, vldrwq_z_f32(xr, m0[0]), wr[0]);
+        a1 = vfmaq_n_f32(a1, vldrwq_z_f32(xr + 4, m1[0]), wr[0]);
+        a0 = vfmaq_n_f32(a0, vldrwq_z_f32(xr + dw, m0[1]), wr[1]);
+        a1 = vfmaq_n_f32(a1, vldrwq_z_f32(xr + dw + 4, m1[1]), wr[1]);
+        a0 = vfmaq_n_f32(a0, vldrwq_z_f32(xr + 2 * dw, m0[2]), wr[2]);
+        a1 = vfmaq_n_f32(a1, vldrwq_z_f32(xr + 2 * dw + 4, m1[2]), wr[2]);
+      }
+      vstrwq_p_f32(yr + ox, a0, t0);
+      vstrwq_p_f32(yr + ox + 4, a1, t1);
+      continue;
+    }
     for (int32_t ky = ky0; ky < ky1; ++ky)
       for (int32_t kx = 0; kx < kw; ++kx) {
         const float* xr = xo + (iy0 + ky * dh) * w + kx * dw;
