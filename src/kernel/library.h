@@ -87,6 +87,7 @@ std::array<uint32_t, 3> elementwise_groups(int64_t n);
 /// exp and sigmoid of an F32 value in the CPU's polynomial forms (library/math.cpp).
 Val exp_f32(Val x);
 Val sigmoid_f32(Val x);
+Val tanh_f32(Val x);
 
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);

@@ -28,6 +28,35 @@ Val exp_f32(Val x) {
   return select(x != x, x, y * s1 * s2);
 }
 
+namespace {
+
+/// c[0] + c[1] y + ... by Horner's rule (coefficients low to high), as the CPU's Poly.
+template <size_t N>
+Val poly(Val y, const float (&c)[N]) {
+  Val p = Val(c[N - 1]);
+  for (size_t i = N - 1; i-- > 0;) p = p * y + c[i];
+  return p;
+}
+
+}  // namespace
+
+// tanh(x) as the CPU's odd rational x P(x^2) / Q(x^2) on x clamped to +-7.905, +-1 from |x| >= 9;
+// |x| < 2^-40 is x itself (tanh(x) rounds to x there, and a device that flushes subnormal
+// arithmetic keeps a subnormal x this way); NaN passes through.
+Val tanh_f32(Val x) {
+  static constexpr float kP[] = {4.89352455891786e-03f, 6.37261928875436e-04f,  1.48572235717979e-05f,
+                                 5.12229709037114e-08f, -8.60467152213735e-11f, 2.00018790482477e-13f,
+                                 -2.76076847742355e-16f};
+  static constexpr float kQ[] = {4.89352518554385e-03f, 2.26843463243900e-03f, 1.18534705686654e-04f,
+                                 1.19825839466702e-06f};
+  const float lim = 7.90531110763549805f;
+  const Val xc = min(max(x, Val(-lim)), Val(lim));
+  const Val x2 = xc * xc;
+  const Val r = xc * poly(x2, kP) / poly(x2, kQ);
+  const Val one = select(x < 0.0f, Val(-1.0f), Val(1.0f));
+  return select(x != x || abs(x) < 9.094947e-13f, x, select(abs(x) >= 9.0f, one, r));
+}
+
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
 Val sigmoid_f32(Val x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
