@@ -7,7 +7,7 @@
 #
 # kiln_add_onnx_model(<target> <model.onnx> MICRO [NAME <c_name>] ...): the micro target instead
 # (freestanding C++ for microcontrollers; cmake/micro.cmake, docs/micro.md).
-include(${CMAKE_CURRENT_LIST_DIR}/micro.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/micro.cmake OPTIONAL)
 function(kiln_add_onnx_model target model)
   if("MICRO" IN_LIST ARGN)
     kiln_add_onnx_micro_model(${target} ${model} ${ARGN})
