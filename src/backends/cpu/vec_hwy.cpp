@@ -87,6 +87,7 @@ float SumF32(const float* q, int64_t n) {
   V a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   int64_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
+    for (int64_t j = 0; j < 4 * N; j += 16) __builtin_prefetch(q + i + kPrefetch + j);  // each line
     a0 = hn::Add(a0, hn::LoadU(d, q + i));
     a1 = hn::Add(a1, hn::LoadU(d, q + i + N));
     a2 = hn::Add(a2, hn::LoadU(d, q + i + 2 * N));
