@@ -226,7 +226,35 @@ void max_pool2d(const Pool2dParams& p, const float* x, float* y) {
   for (int32_t c = 0; c < p.planes; ++c) {
     const float* xp = x + c * p.h * p.w;
     float* yp = y + c * p.oh * p.ow;
-    for (int32_t oy = 0; oy < p.oh; ++oy) {
+    int32_t oy_done = 0;
+#ifdef KILN_MICRO_MVE
+    // 2x2 windows, stride 2, no padding: four outputs from two deinterleaving loads per input
+    // row (vld2q), for the rows and columns whose windows lie inside the input.
+    if (p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.pt == 0 && p.pl == 0) {
+      const int32_t rows = p.oh < p.h / 2 ? p.oh : p.h / 2, cols = p.ow < p.w / 2 ? p.ow : p.w / 2;
+      const int32_t full = cols / 4 * 4;
+      for (int32_t oy = 0; oy < rows; ++oy) {
+        const float* r0 = xp + 2 * oy * p.w;
+        const float* r1 = r0 + p.w;
+        float* yr = yp + oy * p.ow;
+        for (int32_t ox = 0; ox < full; ox += 4) {
+          const float32x4x2_t a = vld2q_f32(r0 + 2 * ox), b = vld2q_f32(r1 + 2 * ox);
+          vst1q_f32(yr + ox, vmaxnmq_f32(vmaxnmq_f32(a.val[0], a.val[1]), vmaxnmq_f32(b.val[0], b.val[1])));
+        }
+        for (int32_t ox = full; ox < p.ow; ++ox) {
+          const int32_t x0 = 2 * ox, xb = x0 + 2 > p.w ? p.w : x0 + 2;
+          float m = r0[x0];
+          for (int32_t ix = x0; ix < xb; ++ix) {
+            m = r0[ix] > m ? r0[ix] : m;
+            m = r1[ix] > m ? r1[ix] : m;
+          }
+          yr[ox] = m;
+        }
+      }
+      oy_done = rows;
+    }
+#endif
+    for (int32_t oy = oy_done; oy < p.oh; ++oy) {
       const int32_t y0 = oy * p.sh - p.pt;
       const int32_t ya = y0 < 0 ? 0 : y0, yb = y0 + p.kh > p.h ? p.h : y0 + p.kh;
       for (int32_t ox = 0; ox < p.ow; ++ox) {
