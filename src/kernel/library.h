@@ -88,6 +88,7 @@ std::array<uint32_t, 3> elementwise_groups(int64_t n);
 Val exp_f32(Val x);
 Val sigmoid_f32(Val x);
 Val tanh_f32(Val x);
+Val log_f32(Val x);
 
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);

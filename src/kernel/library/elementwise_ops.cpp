@@ -68,6 +68,9 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
     case OpKind::Sigmoid:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return sigmoid_f32(x[0]); };
+    case OpKind::Log:
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) { return log_f32(x[0]); };
     case OpKind::Tanh:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return tanh_f32(x[0]); };

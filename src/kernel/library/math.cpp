@@ -3,6 +3,8 @@
 // plain f32 arithmetic, so every target meets the CPU's stated bounds (docs/tensors.md,
 // Accuracy) where its built-ins would not. Scalings by powers of two are built from exponent
 // bits, not left to the target's exp2 or ldexp.
+#include <limits>
+
 #include "kernel/library.h"
 
 namespace kiln::kernel::lib {
@@ -55,6 +57,32 @@ Val tanh_f32(Val x) {
   const Val r = xc * poly(x2, kP) / poly(x2, kQ);
   const Val one = select(x < 0.0f, Val(-1.0f), Val(1.0f));
   return select(x != x || abs(x) < 9.094947e-13f, x, select(abs(x) >= 9.0f, one, r));
+}
+
+// log(x) as the CPU's (Highway's musl-derived Log: the exponent from the bits, log of the
+// mantissa in [sqrt(2)/2, sqrt(2)) as z = (m - 1) / (m + 1) and a polynomial in z^2), with the
+// CPU's special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN passes. A
+// subnormal x is read from its bits (its mantissa as an integer), so a device that flushes
+// subnormal arithmetic still gets its logarithm.
+Val log_f32(Val x) {
+  const Val bits = bitcast(x, Type::I32);
+  const Val mant = bits & 0x7fffff, expo = bits & 0x7f800000;
+  const Val sub = expo == 0 && mant != 0;
+  const Val xs = select(sub, cast(mant, Type::F32) * 4.70197740328915e-38f, x);  // m * 2^-124 = x * 2^25
+  const Val eb = bitcast(xs, Type::I32) + (0x3F800000 - 0x3F3504F3);
+  const Val e = cast((eb >> 23) - 127 + select(sub, Val(-25), Val(0)), Type::F32);
+  const Val y = bitcast((eb & 0x7FFFFF) + 0x3F3504F3, Type::F32);
+  const Val ym1 = y - 1.0f;
+  const Val z = ym1 / (y + 1.0f);
+  const Val z2 = z * z, z4 = z2 * z2;
+  const Val p = (z4 * 0.28498786688f + 0.66666662693f) * z2 + (z4 * 0.24279078841f + 0.40000972152f) * z4;
+  const Val inner = z * (ym1 - p) - e * 9.0580006145e-6f;
+  const Val r = e * 0.69313812256f - (inner - ym1);
+  const Val zero = (bits & 0x7fffffff) == 0;
+  const float inf = std::numeric_limits<float>::infinity();
+  return select(
+      x != x, x,
+      select(zero, Val(-inf), select(bits < 0, Val(std::numeric_limits<float>::quiet_NaN()), select(x == inf, x, r))));
 }
 
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
