@@ -211,3 +211,23 @@ TEST(Vulkan, RandUniformDrawsTheCpusNumbers) {
     EXPECT_EQ(v.to(Device::cpu()).to_vector<float>(), c.to_vector<float>()) << lo << " " << hi;
   }
 }
+
+// exp of f64 runs natively within 2 ulps of std::exp, from the underflow to the overflow edge.
+TEST(Vulkan, ExpOfF64IsWithinTwoUlps) {
+  REQUIRE_VULKAN();
+  std::vector<double> xs;
+  for (double x = -740; x < 709.7; x += 0.731) xs.push_back(x);
+  for (double x : {0.0, -0.0, 1e-300, -1e-300, 1e-10, 0.5, -0.5, 709.78, -745.5, 800.0, -800.0}) xs.push_back(x);
+  Tensor x = tensor<double>(xs, {static_cast<int64_t>(xs.size())});
+  reset_fallback_counts();
+  const std::vector<double> got = x.to(Device::vulkan()).exp().to(Device::cpu()).to_vector<double>();
+  EXPECT_TRUE(fallback_counts().empty());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double want = std::exp(xs[i]);
+    if (want < 1e-300 || std::isinf(want)) {  // the subnormal range may be flushed by a device
+      EXPECT_TRUE(got[i] == want || (want < 1e-300 && got[i] < 1e-300)) << xs[i];
+      continue;
+    }
+    EXPECT_LE(std::fabs(got[i] - want), 2 * (std::nextafter(want, INFINITY) - want)) << xs[i];
+  }
+}

@@ -62,8 +62,8 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
       return [](const Val* x, const Val*) { return 1.0f / x[0]; };
     case OpKind::Sqrt:
       return [](const Val* x, const Val*) { return sqrt(x[0]); };
-    case OpKind::Exp:  // the CPU's polynomial (f32 only: no f64 form yet)
-      if (wide) return nullptr;
+    case OpKind::Exp:  // the CPU's polynomial; f64 its own (the CPU calls std::exp there)
+      if (wide) return [](const Val* x, const Val*) { return exp_f64(x[0]); };
       return [](const Val* x, const Val*) { return exp_f32(x[0]); };
     case OpKind::Sigmoid:
       if (wide) return nullptr;

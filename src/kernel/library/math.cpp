@@ -3,6 +3,7 @@
 // plain f32 arithmetic, so every target meets the CPU's stated bounds (docs/tensors.md,
 // Accuracy) where its built-ins would not. Scalings by powers of two are built from exponent
 // bits, not left to the target's exp2 or ldexp.
+#include <cmath>
 #include <limits>
 
 #include "kernel/library.h"
@@ -83,6 +84,42 @@ Val log_f32(Val x) {
   return select(
       x != x, x,
       select(zero, Val(-inf), select(bits < 0, Val(std::numeric_limits<float>::quiet_NaN()), select(x == inf, x, r))));
+}
+
+namespace {
+
+/// 2^k for an I32 k in [-1023, 1023], exact: a product of the powers 2^(+-2^j) its bits select
+/// (f64 has no 64-bit bitcast here to build it from exponent bits).
+Val pow2_f64(Val k) {
+  const Val a = select(k < 0, -k, k);
+  Val s = Val::constant(1, Type::F64);
+  for (int j = 0; j < 10; ++j) {
+    const double up = std::ldexp(1.0, 1 << j), down = std::ldexp(1.0, -(1 << j));
+    const Val c = select(k < 0, Val::constant(down, Type::F64), Val::constant(up, Type::F64));
+    s = s * select((a & (1 << j)) != 0, c, Val::constant(1, Type::F64));
+  }
+  return s;
+}
+
+}  // namespace
+
+// exp(x) of an F64 value to about 1 ulp: x = n ln 2 + r with a two-constant ln 2 (the high
+// part exact in n * ln2_hi), exp(r) by its Taylor series to r^13 (|r| <= ln 2 / 2: the rest is
+// below 0.05 ulp), the scale 2^n in two halves; +inf past 709.79, 0 below -745.2, NaN passes.
+Val exp_f64(Val x) {
+  const Val xc = min(max(x, Val::constant(-746.0, Type::F64)), Val::constant(710.0, Type::F64));
+  const Val n = floor(xc * 1.4426950408889634 + 0.5);
+  Val r = xc - n * 6.93147180369123816490e-01;
+  r = r - n * 1.90821492927058770002e-10;
+  double fact = 1;
+  for (int k = 1; k <= 13; ++k) fact *= k;
+  Val p = Val::constant(1.0 / fact, Type::F64);
+  for (int k = 12; k >= 0; --k) {
+    fact /= (k + 1);  // now k!
+    p = p * r + 1.0 / fact;
+  }
+  const Val ni = cast(n, Type::I32), n1 = ni / 2, n2 = ni - n1;
+  return select(x != x, x, p * pow2_f64(n1) * pow2_f64(n2));
 }
 
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
