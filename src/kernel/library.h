@@ -91,6 +91,8 @@ Val tanh_f32(Val x);
 Val log_f32(Val x);
 /// exp of an F64 value (about 1 ulp).
 Val exp_f64(Val x);
+/// log of an F64 value (about 1 ulp).
+Val log_f64(Val x);
 
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);

@@ -231,3 +231,26 @@ TEST(Vulkan, ExpOfF64IsWithinTwoUlps) {
     EXPECT_LE(std::fabs(got[i] - want), 2 * (std::nextafter(want, INFINITY) - want)) << xs[i];
   }
 }
+
+// log of f64 runs natively within 2 ulps of std::log over the whole range and its edges.
+TEST(Vulkan, LogOfF64IsWithinTwoUlps) {
+  REQUIRE_VULKAN();
+  std::vector<double> xs;
+  for (double x = 1e-300; x < 1e300; x *= 3.7) xs.push_back(x);
+  for (double x = 0.5; x < 2.0; x += 0.0137) xs.push_back(x);
+  for (double x : {0.0, -0.0, -1.0, 1.0, 2.0, 0.7071067811865476, 1.4142135623730951, 1.7976931348623157e308,
+                   2.2250738585072014e-308, static_cast<double>(INFINITY), static_cast<double>(NAN)})
+    xs.push_back(x);
+  Tensor x = tensor<double>(xs, {static_cast<int64_t>(xs.size())});
+  reset_fallback_counts();
+  const std::vector<double> got = x.to(Device::vulkan()).log().to(Device::cpu()).to_vector<double>();
+  EXPECT_TRUE(fallback_counts().empty());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double want = std::log(xs[i]);
+    if (!std::isfinite(want)) {
+      EXPECT_TRUE(got[i] == want || (std::isnan(want) && std::isnan(got[i]))) << xs[i] << " " << got[i];
+      continue;
+    }
+    EXPECT_LE(std::fabs(got[i] - want), 2 * std::fabs(std::nextafter(want, INFINITY) - want) + 1e-300) << xs[i];
+  }
+}

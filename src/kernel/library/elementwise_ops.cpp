@@ -69,7 +69,7 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return sigmoid_f32(x[0]); };
     case OpKind::Log:
-      if (wide) return nullptr;
+      if (wide) return [](const Val* x, const Val*) { return log_f64(x[0]); };
       return [](const Val* x, const Val*) { return log_f32(x[0]); };
     case OpKind::Tanh:
       if (wide) return nullptr;

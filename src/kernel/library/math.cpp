@@ -122,6 +122,34 @@ Val exp_f64(Val x) {
   return select(x != x, x, p * pow2_f64(n1) * pow2_f64(n2));
 }
 
+// log(x) of an F64 value to about 1 ulp: x = 2^e m with m in [sqrt(2)/2, sqrt(2)) found by
+// exact power-of-two steps (a binary search over the exponent), log(m) = 2 atanh(z) with
+// z = (m - 1) / (m + 1) by its series to z^23, plus e ln 2 in two parts. log(0) = -inf,
+// log(x < 0) = NaN, log(inf) = inf, NaN passes (as std::log).
+Val log_f64(Val x) {
+  auto d = [](double v) { return Val::constant(v, Type::F64); };
+  Var m(x);
+  Var e(Val(0));
+  for (int s = 512; s >= 1; s /= 2) {
+    const Val up = Val(m) >= d(std::ldexp(1.0, s)), down = Val(m) < d(std::ldexp(1.0, -s + 1));
+    m = select(up, Val(m) * d(std::ldexp(1.0, -s)), select(down, Val(m) * d(std::ldexp(1.0, s)), Val(m)));
+    e = select(up, Val(e) + s, select(down, Val(e) - s, Val(e)));
+  }
+  // m in [1, 2) now (or [0.5, 1) after the last step down); centre it on 1
+  const Val big = Val(m) > d(1.4142135623730951), small = Val(m) < d(0.7071067811865476);
+  const Val mc = select(big, Val(m) * 0.5, select(small, Val(m) * 2.0, Val(m)));
+  const Val ef = cast(select(big, Val(e) + 1, select(small, Val(e) - 1, Val(e))), Type::F64);
+  const Val z = (mc - 1.0) / (mc + 1.0), z2 = z * z;
+  Val s = d(1.0 / 23);
+  for (int k = 21; k >= 1; k -= 2) s = s * z2 + 1.0 / k;
+  const Val lm = 2.0 * z * s;
+  const Val r = ef * 6.93147180369123816490e-01 + (ef * 1.90821492927058770002e-10 + lm);
+  const double inf = std::numeric_limits<double>::infinity();
+  return select(
+      x != x, x,
+      select(x == 0.0, d(-inf), select(x < 0.0, d(std::numeric_limits<double>::quiet_NaN()), select(x == inf, x, r))));
+}
+
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
 Val sigmoid_f32(Val x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
