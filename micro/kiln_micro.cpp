@@ -433,6 +433,26 @@ void softmax(int32_t outer, int32_t len, int32_t inner, const float* x, float* y
     }
 }
 
+void reduce(ReduceOp op, int32_t outer, int32_t len, int32_t inner, const float* x, float* y) {
+  for (int32_t o = 0; o < outer; ++o) {
+    float* yr = y + o * inner;
+    const float* xo = x + o * len * inner;
+    for (int32_t j = 0; j < inner; ++j) yr[j] = xo[j];
+    for (int32_t i = 1; i < len; ++i) {
+      const float* xr = xo + i * inner;
+      if (op == kReduceMax) {
+        for (int32_t j = 0; j < inner; ++j) yr[j] = xr[j] > yr[j] ? xr[j] : yr[j];
+      } else {
+        for (int32_t j = 0; j < inner; ++j) yr[j] += xr[j];
+      }
+    }
+    if (op == kReduceMean) {
+      const float inv = 1.0f / static_cast<float>(len);
+      for (int32_t j = 0; j < inner; ++j) yr[j] *= inv;
+    }
+  }
+}
+
 void permute(const PermuteParams& p, const float* x, float* y) {
   const int32_t r = p.rank;
   int32_t total = 1;

@@ -102,6 +102,11 @@ void channel_affine(int32_t outer, int32_t channels, int32_t inner, const float*
 /// Softmax over the middle axis of [outer, len, inner] (max-subtracted); y may equal x.
 void softmax(int32_t outer, int32_t len, int32_t inner, const float* x, float* y);
 
+/// Mean, sum or max over the middle axis of [outer, len, inner] -> [outer, inner] (ONNX
+/// ReduceMean / ReduceSum / ReduceMax over a contiguous block of axes); len > 0.
+enum ReduceOp : int32_t { kReduceMean = 0, kReduceSum = 1, kReduceMax = 2 };
+void reduce(ReduceOp op, int32_t outer, int32_t len, int32_t inner, const float* x, float* y);
+
 /// y = x permuted: y has `rank` dims (at most 6) and reads x at element strides x_str[d] for
 /// output dim d (a Transpose). x and y must not overlap.
 struct PermuteParams {

@@ -23,7 +23,7 @@ import os
 import re
 import subprocess
 
-MODELS = ["conv_net", "mlp", "depthwise", "fashion_micro", "kiln_cnn", "kiln_fashion"]
+MODELS = ["conv_net", "mlp", "depthwise", "fashion_micro", "kiln_cnn", "kiln_fashion", "resnet", "mobilenet"]
 BOARDS = {
     "mps2-an385": ("Cortex-M3", ["-M", "mps2-an385", "-cpu", "cortex-m3"]),
     "mps3-an547": ("Cortex-M55 (Helium)", ["-M", "mps3-an547", "-cpu", "cortex-m55"]),
@@ -120,7 +120,8 @@ micro tests (`tests/micro`, `ctest -L micro`): {version(['arm-none-eabi-g++', '-
 `examples/micro/fashion_micro.onnx` (`scripts/gen_micro_models.py`), and two Kiln models exported
 with `kiln::onnx::export_model` (seeded weights, batch fixed with `--dim`): `kiln_cnn` (the
 image-folder example's CNN, [1, 3, 24, 24]) and `kiln_fashion` (the fashion-mnist example's
-net, 1.7 MB of weights: only the M3's 4 MB code memory holds it, "—" elsewhere). docs/micro.md
+net, 1.7 MB of weights: only the M3's 4 MB code memory holds it, "—" elsewhere), and the
+ResNet and MobileNet fixtures of the ONNX tests (`tests/fixtures/onnx`, [1, 3, 32, 32]). docs/micro.md
 explains the generator, the memory plan and the methods.
 
 ## Instructions per inference

@@ -272,6 +272,7 @@ class Lowerer {
       return lower_pool(n, in, out);
     if (op == "BatchNormalization") return lower_batchnorm(n, in, out);
     if (op == "Softmax") return lower_softmax(n, out);
+    if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") return lower_reduce(n, in);
     if (op == "Transpose") return lower_transpose(n, in, out);
     if (op == "Concat") return lower_concat(n, in, out);
     refuse(n, "op not supported by the micro target");
@@ -464,6 +465,31 @@ class Lowerer {
     }
   }
 
+  // Over a contiguous block of axes (attribute, or input 1 from opset 18 / ReduceSum 13).
+  void lower_reduce(const NodeP& n, const std::vector<Tensor>& in) {
+    const Ints xs = dims_of(in[0]);
+    const int64_t r = static_cast<int64_t>(xs.size());
+    Ints axes = attr_ints(n, "axes", {});
+    if (in.size() > 1 && in[1].defined()) axes = cast(in[1], i64).to_vector<int64_t>();
+    if (axes.empty()) {
+      if (attr_i(n, "noop_with_empty_axes", 0)) return refuse(n, "noop_with_empty_axes is not supported");
+      for (int64_t a = 0; a < r; ++a) axes.push_back(a);
+    }
+    for (int64_t& a : axes) a = a < 0 ? a + r : a;
+    std::sort(axes.begin(), axes.end());
+    for (size_t i = 1; i < axes.size(); ++i)
+      if (axes[i] != axes[i - 1] + 1) return refuse(n, "the reduced axes must be adjacent");
+    if (prod(xs) == 0) return refuse(n, "empty input");
+    Step& s = add(n, Step::Reduce);
+    s.in = {n.input[0]};
+    s.rop = n.op_type == "ReduceMean"  ? kiln_micro::kReduceMean
+            : n.op_type == "ReduceSum" ? kiln_micro::kReduceSum
+                                       : kiln_micro::kReduceMax;
+    s.outer = static_cast<int32_t>(prod(xs, 0, axes.front()));
+    s.len = static_cast<int32_t>(prod(xs, axes.front(), axes.back() + 1));
+    s.inner = static_cast<int32_t>(prod(xs, axes.back() + 1));
+  }
+
   void lower_transpose(const NodeP& n, const std::vector<Tensor>& in, const Ints& out) {
     const Ints xs = dims_of(in[0]), st = contiguous_strides(xs);
     Ints perm = attr_ints(n, "perm", {});
@@ -639,6 +665,9 @@ std::vector<std::string> micro_ops() {
           "MatMul",
           "MaxPool",
           "Mul",
+          "ReduceMax",
+          "ReduceMean",
+          "ReduceSum",
           "Relu",
           "Reshape",
           "Sigmoid",

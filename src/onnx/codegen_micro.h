@@ -18,7 +18,7 @@ namespace kiln::onnx::micro {
 /// values computed by earlier steps), `out` the one value it writes; constants it reads are in
 /// w / b (owned, already transformed: transposed, scaled, folded).
 struct Step {
-  enum Kind { Conv, Linear, MatMul, MaxPool, AvgPool, Unary, Binary, Affine, Softmax, Permute, Concat, Alias };
+  enum Kind { Conv, Linear, MatMul, MaxPool, AvgPool, Unary, Binary, Affine, Softmax, Reduce, Permute, Concat, Alias };
   Kind kind = Alias;
   std::string what;  ///< "Conv 'conv1'" for comments and messages
   std::vector<std::string> in;
@@ -32,8 +32,9 @@ struct Step {
   std::string unary;  ///< relu, clip, leaky_relu, sigmoid, tanh, exp
   float alpha = 0, lo = 0, hi = 0;
   int const_side = -1;                    ///< Binary: the operand (0 a, 1 b) that is the constant w; -1 none
-  int32_t outer = 0, len = 0, inner = 0;  ///< Softmax / Affine extents
-  int32_t batch = 1;                      ///< MatMul: products of [m, k] x [k, n] one after another
+  int32_t outer = 0, len = 0, inner = 0;  ///< Softmax / Affine / Reduce extents
+  kiln_micro::ReduceOp rop = kiln_micro::kReduceMean;
+  int32_t batch = 1;  ///< MatMul: products of [m, k] x [k, n] one after another
   std::vector<float> w, b;
   /// Concat: per part, its run-time value (index into `in`) or -1 for a constant (in `parts_c`),
   /// its row length and its offset in the output row.

@@ -306,6 +306,11 @@ class Writer {
       case Step::Softmax:
         return c + "kiln_micro::softmax(" + std::to_string(s.outer) + ", " + std::to_string(s.len) + ", " +
                std::to_string(s.inner) + ", " + x + ", " + y + ");\n";
+      case Step::Reduce: {
+        const char* ops[] = {"kiln_micro::kReduceMean", "kiln_micro::kReduceSum", "kiln_micro::kReduceMax"};
+        return c + "kiln_micro::reduce(" + ops[s.rop] + ", " + std::to_string(s.outer) + ", " + std::to_string(s.len) +
+               ", " + std::to_string(s.inner) + ", " + x + ", " + y + ");\n";
+      }
       case Step::Permute: {
         const std::string pp = params("PermuteParams", "{" + std::to_string(s.perm.rank) + ", " + ints(s.perm.dims, 6) +
                                                            ", " + ints(s.perm.x_str, 6) + "}");
