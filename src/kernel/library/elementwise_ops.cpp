@@ -71,6 +71,29 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
     case OpKind::Log:
       if (wide) return [](const Val* x, const Val*) { return log_f64(x[0]); };
       return [](const Val* x, const Val*) { return log_f32(x[0]); };
+    // std::min / std::max as the CPU writes them: a NaN passes through both
+    case OpKind::Hardsigmoid:
+      return [](const Val* x, const Val*) {
+        const Val v = x[0] / 6.0f + 0.5f, lo = select(v < 0.0f, num(0, v), v);
+        return select(1.0f < lo, num(1, v), lo);
+      };
+    case OpKind::Hardswish:
+      return [](const Val* x, const Val*) {
+        const Val v = x[0] + 3.0f, lo = select(v < 0.0f, num(0, v), v);
+        return x[0] * select(6.0f < lo, num(6, v), lo) / 6.0f;
+      };
+    case OpKind::Logit: {
+      if (wide) return nullptr;
+      // one kernel with or without eps: no eps clamps to +-inf, which keeps every x
+      const double eps = kiln::ir::UnaryAttrs::decode(op).eps;
+      const float inf = std::numeric_limits<float>::infinity();
+      reals = 2;
+      push = {Arg(eps < 0 ? -inf : static_cast<float>(eps)), Arg(eps < 0 ? inf : static_cast<float>(1 - eps))};
+      return [](const Val* x, const Val* r) {
+        const Val c = select(x[0] < r[0], r[0], select(r[1] < x[0], r[1], x[0]));  // std::clamp
+        return log_f32(c / (1.0f - c));
+      };
+    }
     case OpKind::Tanh:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return tanh_f32(x[0]); };
