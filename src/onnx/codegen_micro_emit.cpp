@@ -201,7 +201,8 @@ class Writer {
   }
   // A const params struct; returns its name.
   std::string params(const std::string& type, const std::string& init) {
-    const std::string id = "p" + std::to_string(n_params_++);
+    std::string id = "p";  // appended, not "p" + ...: GCC 12 warns (-Wrestrict) on that form here
+    id += std::to_string(n_params_++);
     consts_ += "const kiln_micro::" + type + " " + id + " = " + init + ";\n";
     return id;
   }
