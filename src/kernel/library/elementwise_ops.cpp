@@ -94,6 +94,36 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
         return log_f32(c / (1.0f - c));
       };
     }
+    case OpKind::Exp2:
+    case OpKind::Expm1:
+    case OpKind::Log2:
+    case OpKind::Log10:
+    case OpKind::Log1p: {
+      if (wide) return nullptr;
+      const OpKind k = op.kind;
+      return [k](const Val* x, const Val*) { return via_f64(k, x[0]); };
+    }
+    case OpKind::Elu: {  // as the CPU: scale * x, or (scale * alpha) * expm1(x * input_scale)
+      if (wide) return nullptr;
+      const kiln::ir::UnaryAttrs a = kiln::ir::UnaryAttrs::decode(op);
+      reals = 3;
+      push = {Arg(static_cast<float>(a.alpha)), Arg(static_cast<float>(a.scale)),
+              Arg(static_cast<float>(a.input_scale))};
+      return [](const Val* x, const Val* r) {
+        const Val neg = r[1] * r[0] * via_f64(OpKind::Expm1, x[0] * r[2]);
+        return select(x[0] > 0.0f, r[1] * x[0], neg);
+      };
+    }
+    case OpKind::Softplus: {  // x * beta > threshold ? x : log1p(exp(x * beta)) / beta
+      if (wide) return nullptr;
+      const kiln::ir::UnaryAttrs a = kiln::ir::UnaryAttrs::decode(op);
+      reals = 2;
+      push = {Arg(static_cast<float>(a.beta)), Arg(static_cast<float>(a.threshold))};
+      return [](const Val* x, const Val* r) {
+        const Val bx = x[0] * r[0];
+        return select(bx > r[1], x[0], via_f64(OpKind::Log1p, exp_f32(bx)) / r[0]);
+      };
+    }
     case OpKind::Tanh:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return tanh_f32(x[0]); };
@@ -394,6 +424,10 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       return e;
     }
     e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
+    // these compute through f64 (library/math.cpp)
+    for (OpKind k :
+         {OpKind::Exp2, OpKind::Expm1, OpKind::Log2, OpKind::Log10, OpKind::Log1p, OpKind::Elu, OpKind::Softplus})
+      e.needs_f64 = e.needs_f64 || (floating && op.kind == k);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;
   } else if (fam == kiln::ir::Family::Binary && e.inputs.size() == 2) {
     if (e.inputs[1] != in0) return std::nullopt;

@@ -150,6 +150,52 @@ Val log_f64(Val x) {
       select(x == 0.0, d(-inf), select(x < 0.0, d(std::numeric_limits<double>::quiet_NaN()), select(x == inf, x, r))));
 }
 
+namespace {
+
+/// Whether the F32 x is a subnormal or zero (from its bits: a device may flush them).
+Val tiny_f32(Val x) { return (bitcast(x, Type::I32) & 0x7f800000) == 0; }
+
+/// The F32 x as F64, exact for subnormals too (their mantissa read as an integer).
+Val exact_f64(Val x) {
+  const Val bits = bitcast(x, Type::I32);
+  const Val m = cast(bits & 0x7fffff, Type::F64) * std::ldexp(1.0, -149);
+  return select(tiny_f32(x), select(bits < 0, -m, m), cast(x, Type::F64));
+}
+
+}  // namespace
+
+Val via_f64(kiln::ir::OpKind kind, Val x) {
+  using kiln::ir::OpKind;
+  const Val d = exact_f64(x);
+  const bool small_is_x = kind == OpKind::Expm1 || kind == OpKind::Log1p;
+  Val r;
+  switch (kind) {
+    case OpKind::Exp2:
+      r = exp_f64(d * 0.69314718055994530942);
+      break;
+    case OpKind::Log2:
+      r = log_f64(d) * 1.44269504088896340736;
+      break;
+    case OpKind::Log10:
+      r = log_f64(d) * 0.43429448190325182765;
+      break;
+    case OpKind::Expm1: {  // Taylor near 0, where exp(x) - 1 would cancel
+      const Val t = d + d * d * (0.5 + d * (1.0 / 6));
+      r = select(abs(d) < std::ldexp(1.0, -20), t, exp_f64(d) - 1.0);
+      break;
+    }
+    case OpKind::Log1p: {
+      const Val t = d - d * d * (0.5 - d * (1.0 / 3));
+      r = select(abs(d) < std::ldexp(1.0, -20), t, log_f64(d + 1.0));
+      break;
+    }
+    default:
+      return x;
+  }
+  // a subnormal x: expm1 and log1p are x itself (the bits moved, not computed)
+  return small_is_x ? select(tiny_f32(x), x, cast(r, Type::F32)) : cast(r, Type::F32);
+}
+
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
 Val sigmoid_f32(Val x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
