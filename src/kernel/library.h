@@ -93,8 +93,8 @@ Val log_f32(Val x);
 Val exp_f64(Val x);
 /// log of an F64 value (about 1 ulp).
 Val log_f64(Val x);
-/// Exp2, Expm1, Log2, Log10 or Log1p of an F32 value, computed in f64 and rounded (the device
-/// needs f64): within 1 ulp.
+/// Exp2, Expm1, Log2, Log10, Log1p, Sinh, Cosh, Asinh, Acosh or Atanh of an F32 value, computed
+/// in f64 and rounded (the device needs f64): within 1 ulp.
 Val via_f64(kiln::ir::OpKind kind, Val x);
 
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).

@@ -98,7 +98,12 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
     case OpKind::Expm1:
     case OpKind::Log2:
     case OpKind::Log10:
-    case OpKind::Log1p: {
+    case OpKind::Log1p:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh: {
       if (wide) return nullptr;
       const OpKind k = op.kind;
       return [k](const Val* x, const Val*) { return via_f64(k, x[0]); };
@@ -425,8 +430,8 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     }
     e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
     // these compute through f64 (library/math.cpp)
-    for (OpKind k :
-         {OpKind::Exp2, OpKind::Expm1, OpKind::Log2, OpKind::Log10, OpKind::Log1p, OpKind::Elu, OpKind::Softplus})
+    for (OpKind k : {OpKind::Exp2, OpKind::Expm1, OpKind::Log2, OpKind::Log10, OpKind::Log1p, OpKind::Elu,
+                     OpKind::Softplus, OpKind::Sinh, OpKind::Cosh, OpKind::Asinh, OpKind::Acosh, OpKind::Atanh})
       e.needs_f64 = e.needs_f64 || (floating && op.kind == k);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;
   } else if (fam == kiln::ir::Family::Binary && e.inputs.size() == 2) {

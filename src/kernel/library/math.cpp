@@ -167,7 +167,10 @@ Val exact_f64(Val x) {
 Val via_f64(kiln::ir::OpKind kind, Val x) {
   using kiln::ir::OpKind;
   const Val d = exact_f64(x);
-  const bool small_is_x = kind == OpKind::Expm1 || kind == OpKind::Log1p;
+  const bool small_is_x = kind == OpKind::Expm1 || kind == OpKind::Log1p || kind == OpKind::Sinh ||
+                          kind == OpKind::Asinh || kind == OpKind::Atanh;
+  const Val near0 = abs(d) < std::ldexp(1.0, -20);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   Val r;
   switch (kind) {
     case OpKind::Exp2:
@@ -189,6 +192,26 @@ Val via_f64(kiln::ir::OpKind kind, Val x) {
       r = select(abs(d) < std::ldexp(1.0, -20), t, log_f64(d + 1.0));
       break;
     }
+    case OpKind::Sinh: {  // Taylor near 0, where the difference would cancel
+      const Val t = d + d * d * d * (1.0 / 6);
+      r = select(abs(d) < std::ldexp(1.0, -10), t + d * d * d * d * d * (1.0 / 120), (exp_f64(d) - exp_f64(-d)) * 0.5);
+      break;
+    }
+    case OpKind::Cosh:
+      r = (exp_f64(d) + exp_f64(-d)) * 0.5;
+      break;
+    case OpKind::Asinh: {
+      const Val a = abs(d), l = log_f64(a + sqrt(a * a + 1.0));
+      r = select(near0, d, select(d < 0.0, -l, l));
+      break;
+    }
+    case OpKind::Acosh:  // NaN below 1 (sqrt of a negative is not defined on every target)
+      r = select(d < 1.0, Val::constant(nan, Type::F64),
+                 log_f64(d + sqrt(max(d * d - 1.0, Val::constant(0, Type::F64)))));
+      break;
+    case OpKind::Atanh:
+      r = select(near0, d + d * d * d * (1.0 / 3), log_f64((d + 1.0) / (1.0 - d)) * 0.5);
+      break;
     default:
       return x;
   }
