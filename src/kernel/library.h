@@ -89,6 +89,8 @@ Val exp_f32(Val x);
 Val sigmoid_f32(Val x);
 Val tanh_f32(Val x);
 Val log_f32(Val x);
+/// erf of an F32 value as the CPU's rational form (it needs f64 for subnormal inputs).
+Val erf_f32(Val x);
 /// exp of an F64 value (about 1 ulp).
 Val exp_f64(Val x);
 /// log of an F64 value (about 1 ulp).

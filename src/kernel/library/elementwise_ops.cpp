@@ -49,6 +49,32 @@ Val num(double v, Val like) { return Val::constant(v, like.type); }
 /// An attribute as a push constant of an op on f32 (rounded) or f64 (exact).
 Arg real_arg(double v, bool wide) { return wide ? Arg(v) : Arg(static_cast<float>(v)); }
 
+/// Whether op's f32 function computes through f64 (library/math.cpp): the device needs f64.
+bool computes_in_f64(OpKind k) {
+  switch (k) {
+    case OpKind::Exp2:
+    case OpKind::Expm1:
+    case OpKind::Log2:
+    case OpKind::Log10:
+    case OpKind::Log1p:
+    case OpKind::Elu:
+    case OpKind::Softplus:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Erf:
+    case OpKind::Gelu:
+    case OpKind::Mish:
+    case OpKind::Hypot:
+    case OpKind::LogAddExp:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// Unary functions on a float value (f32, or f64 when `wide`).
 Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& push) {
   switch (op.kind) {
@@ -129,6 +155,21 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
         return select(bx > r[1], x[0], via_f64(OpKind::Log1p, exp_f32(bx)) / r[0]);
       };
     }
+    case OpKind::Erf:
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) { return erf_f32(x[0]); };
+    case OpKind::Gelu:  // as the CPU's vector form: h erf(x / sqrt 2) + h, h = x / 2
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) {
+        const Val h = x[0] * 0.5f;
+        return h * erf_f32(x[0] * 0.70710678f) + h;
+      };
+    case OpKind::Mish:  // x tanh(softplus(x)), softplus with beta 1 and threshold 20
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) {
+        const Val sp = select(x[0] > 20.0f, x[0], via_f64(OpKind::Log1p, exp_f32(x[0])));
+        return x[0] * tanh_f32(sp);
+      };
     case OpKind::Tanh:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return tanh_f32(x[0]); };
@@ -259,6 +300,22 @@ Fn binary_arith(OpKind kind, bool floating) {
     case OpKind::BitwiseAnd:
       if (!floating) return [](const Val* x, const Val*) { return x[0] & x[1]; };
       return nullptr;
+    case OpKind::Hypot:  // in f64 and rounded (f32 values): inf wins over NaN, as std::hypot
+      if (!floating) return nullptr;
+      return [](const Val* x, const Val*) {
+        const Val a = cast(x[0], Type::F64), b = cast(x[1], Type::F64);
+        const float inf = std::numeric_limits<float>::infinity();
+        const Val h = cast(sqrt(a * a + b * b), Type::F32);
+        return select(abs(x[0]) == inf || abs(x[1]) == inf, Val(inf), h);
+      };
+    case OpKind::LogAddExp:  // as the CPU: max + log1p(exp(-|x - y|)), equal infinities kept
+      if (!floating) return nullptr;
+      return [](const Val* x, const Val*) {
+        const Val m = select(x[0] < x[1], x[1], x[0]);  // std::max
+        const Val r = m + via_f64(OpKind::Log1p, exp_f32(-abs(x[0] - x[1])));
+        const float inf = std::numeric_limits<float>::infinity();
+        return select(abs(x[0]) == inf && x[0] == x[1], x[0], r);
+      };
     case OpKind::BitwiseOr:
       if (!floating) return [](const Val* x, const Val*) { return x[0] | x[1]; };
       return nullptr;
@@ -429,10 +486,7 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       return e;
     }
     e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
-    // these compute through f64 (library/math.cpp)
-    for (OpKind k : {OpKind::Exp2, OpKind::Expm1, OpKind::Log2, OpKind::Log10, OpKind::Log1p, OpKind::Elu,
-                     OpKind::Softplus, OpKind::Sinh, OpKind::Cosh, OpKind::Asinh, OpKind::Acosh, OpKind::Atanh})
-      e.needs_f64 = e.needs_f64 || (floating && op.kind == k);
+    e.needs_f64 = floating && computes_in_f64(op.kind);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;
   } else if (fam == kiln::ir::Family::Binary && e.inputs.size() == 2) {
     if (e.inputs[1] != in0) return std::nullopt;
@@ -444,8 +498,9 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       if (op.kind == OpKind::BitwiseAnd) e.fn = [](const Val* x, const Val*) { return x[0] && x[1]; };
       if (op.kind == OpKind::BitwiseOr) e.fn = [](const Val* x, const Val*) { return x[0] || x[1]; };
       if (op.kind == OpKind::BitwiseXor) e.fn = [](const Val* x, const Val*) { return x[0] != x[1]; };
-    } else {
+    } else if (!(wide && computes_in_f64(op.kind))) {
       e.fn = binary_arith(op.kind, floating);
+      e.needs_f64 = floating && computes_in_f64(op.kind);
     }
   } else if (op.kind == OpKind::Where && e.inputs.size() == 3) {
     if (e.inputs[0] != Store::B8 || e.inputs[1] != *out || e.inputs[2] != *out) return std::nullopt;

@@ -219,6 +219,25 @@ Val via_f64(kiln::ir::OpKind kind, Val x) {
   return small_is_x ? select(tiny_f32(x), x, cast(r, Type::F32)) : cast(r, Type::F32);
 }
 
+// erf(x) as the CPU's odd rational x P(x^2) / Q(x^2) on x clamped to +-4, +-1 beyond; a
+// subnormal x gives 2/sqrt(pi) x built from its mantissa as an integer (bits = m for
+// m < 2^24, normal or not), so a device that flushes subnormals still gets it; NaN passes.
+Val erf_f32(Val x) {
+  static constexpr float kP[] = {-1.60960333262415e-02f, -2.95459980854025e-03f, -7.34990630326855e-04f,
+                                 -5.69250639462346e-05f, -2.10102402082508e-06f, 2.77068142495902e-08f,
+                                 -2.72614225801306e-10f};
+  static constexpr float kQ[] = {-1.42647390514189e-02f, -7.37332916720468e-03f, -1.68282697438203e-03f,
+                                 -2.13374055278905e-04f, -1.45660718464996e-05f};
+  const Val xc = min(max(x, Val(-4.0f)), Val(4.0f));
+  const Val x2 = xc * xc;
+  const Val r = xc * poly(x2, kP) / poly(x2, kQ);
+  const Val bits = bitcast(x, Type::I32);
+  const Val m = cast(floor(cast(bits & 0x7fffff, Type::F64) * 1.1283791670955126 + 0.5), Type::I32);
+  const Val sub = bitcast((bits & static_cast<int32_t>(0x80000000u)) | m, Type::F32);
+  const Val one = select(x < 0.0f, Val(-1.0f), Val(1.0f));
+  return select(x != x, x, select(tiny_f32(x), sub, select(abs(x) >= 4.0f, one, r)));
+}
+
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
 Val sigmoid_f32(Val x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
