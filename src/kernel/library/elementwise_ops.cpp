@@ -75,19 +75,10 @@ bool computes_in_f64(OpKind k) {
   }
 }
 
-/// Unary functions on a float value (f32, or f64 when `wide`).
-Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& push) {
+/// The math functions of a float value (f32, f16, bf16; exp and log also f64) in the library's
+/// forms (library/math.cpp); nullptr for other ops.
+Fn unary_math(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& push) {
   switch (op.kind) {
-    case OpKind::Abs:
-      return [](const Val* x, const Val*) { return abs(x[0]); };
-    case OpKind::Neg:
-      return [](const Val* x, const Val*) { return -x[0]; };
-    case OpKind::Square:
-      return [](const Val* x, const Val*) { return x[0] * x[0]; };
-    case OpKind::Reciprocal:
-      return [](const Val* x, const Val*) { return 1.0f / x[0]; };
-    case OpKind::Sqrt:
-      return [](const Val* x, const Val*) { return sqrt(x[0]); };
     case OpKind::Exp:  // the CPU's polynomial; f64 its own (the CPU calls std::exp there)
       if (wide) return [](const Val* x, const Val*) { return exp_f64(x[0]); };
       return [](const Val* x, const Val*) { return exp_f32(x[0]); };
@@ -176,6 +167,24 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
     case OpKind::Silu:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return x[0] * sigmoid_f32(x[0]); };
+    default:
+      return nullptr;
+  }
+}
+
+/// Unary functions on a float value (f32, or f64 when `wide`).
+Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& push) {
+  switch (op.kind) {
+    case OpKind::Abs:
+      return [](const Val* x, const Val*) { return abs(x[0]); };
+    case OpKind::Neg:
+      return [](const Val* x, const Val*) { return -x[0]; };
+    case OpKind::Square:
+      return [](const Val* x, const Val*) { return x[0] * x[0]; };
+    case OpKind::Reciprocal:
+      return [](const Val* x, const Val*) { return 1.0f / x[0]; };
+    case OpKind::Sqrt:
+      return [](const Val* x, const Val*) { return sqrt(x[0]); };
     case OpKind::Rsqrt:  // as the CPU: 1 / sqrt(x), both correctly rounded
       return [](const Val* x, const Val*) { return 1.0f / sqrt(x[0]); };
     case OpKind::Round: {
@@ -225,7 +234,7 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
       };
     }
     default:
-      return nullptr;
+      return unary_math(op, wide, reals, push);
   }
 }
 
