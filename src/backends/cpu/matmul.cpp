@@ -11,6 +11,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/onednn.h"
 #include "core/parallel.h"
 
@@ -30,12 +31,14 @@ struct Mat {
 /// products are thread-count independent, so either way the result is too.
 template <class F>
 void for_batches(int64_t nb, int64_t M, int64_t N, int64_t K, const F& f) {
-  const double work = double(M) * double(N) * double(K);
-  if (nb == 1 || work >= 128.0 * 128 * 128) {
+  // Sizes from the work that pays for a thread on this machine (machine.h; 64^3 on the
+  // reference: one product alone from 128^3, at least 32^3 of work per task).
+  const double work = double(M) * double(N) * double(K), per_thread = tuning().gemm_thread_work;
+  if (nb == 1 || work >= 8 * per_thread) {
     for (int64_t b = 0; b < nb; ++b) f(b);
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(32.0 * 32 * 32 / std::max(work, 1.0)));
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(per_thread / 8 / std::max(work, 1.0)));
   parallel_for(nb, grain, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) f(b);
   });
