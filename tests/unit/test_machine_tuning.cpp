@@ -189,3 +189,25 @@ TEST(MachineTuning, GlobalAveragePool) {
   Tensor e = zeros({0, 4, 5, 5});
   EXPECT_EQ(F::adaptive_avg_pool2d(e, 1).shape(), (Shape{0, 4, 1, 1}));
 }
+
+// softmax over a non-innermost dim: tiles of columns narrowed so that the tile's lines stay in
+// the L2 (tall inputs take several tiles, the last one partial); f64 reference, 1 vs 2 threads.
+TEST(MachineTuning, ColumnSoftmaxTiles) {
+  for (auto [L, W] : {std::pair<int64_t, int64_t>{600, 300}, {3, 1030}, {1, 5}}) {
+    auto v = rnd(static_cast<size_t>(L * W), static_cast<uint32_t>(L + W));
+    Tensor x = tensor(v, {L, W});
+    auto run = [&] { return softmax(x, 0); };
+    Tensor a = test::with_threads(1, run), b = test::with_threads(2, run);
+    EXPECT_TRUE(same_bits(a, b));
+    auto av = a.to_vector<float>();
+    for (int64_t c = 0; c < W; ++c) {
+      double mx = -INFINITY, s = 0;
+      for (int64_t l = 0; l < L; ++l) mx = std::max(mx, double(v[static_cast<size_t>(l * W + c)]));
+      for (int64_t l = 0; l < L; ++l) s += std::exp(double(v[static_cast<size_t>(l * W + c)]) - mx);
+      for (int64_t l = 0; l < L; ++l) {
+        const double want = std::exp(double(v[static_cast<size_t>(l * W + c)]) - mx) / s;
+        ASSERT_NEAR(av[static_cast<size_t>(l * W + c)], want, 1e-6 + 1e-5 * want) << L << "x" << W;
+      }
+    }
+  }
+}
