@@ -3,7 +3,7 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run run-ddp test test-asan deps configure build bench fuzz format install-test clean onnx-conformance
+.PHONY: run run-ddp test test-asan deps configure build bench fuzz format install-test clean onnx-conformance wasm test-wasm
 
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
@@ -63,6 +63,17 @@ fuzz: deps
 	  ASAN_OPTIONS=detect_leaks=1 $$bin -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 $$dict \
 	    -artifact_prefix=build/fuzz/crashers/$$t/ build/fuzz/corpus/$$t $$seeds; \
 	done
+
+# The WebAssembly build (docs/web.md): installs emscripten when missing, configures build/wasm
+# with the preset wasm and builds the unit subset and the README example; test-wasm runs them in
+# node. KILN_WASM_THREADS=ON in the cache builds with -pthread.
+wasm:
+	@bash scripts/install-deps.sh --wasm
+	@test -f build/wasm/CMakeCache.txt || cmake --preset wasm
+	cmake --build --preset wasm
+
+test-wasm: wasm
+	ctest --preset wasm
 
 # tests/data holds generated text compared byte for byte (the kernel renderers' golden files).
 format:

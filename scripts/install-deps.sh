@@ -10,13 +10,22 @@
 # python3-statsmodels ships the El Nino series of examples/time-series (its CSV, read directly).
 # gcc-arm-none-eabi, its newlib and libstdc++ and qemu-system-arm build and run the micro target's
 # tests and example on the emulated Cortex-M3 and Cortex-M55 boards (docs/micro.md).
+# --wasm: also emscripten, for the WebAssembly build (`make wasm`, docs/web.md); node comes with it.
 set -euo pipefail
+wasm=0
+for arg in "$@"; do
+  case "$arg" in
+    --wasm) wasm=1 ;;
+    *) echo "install-deps: unknown option $arg (known: --wasm)" >&2; exit 2 ;;
+  esac
+done
 pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
   nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
   dataset-fashion-mnist python3-sklearn libonnx-testdata
   glslc glslang-tools spirv-tools libvulkan-dev mesa-vulkan-drivers
   libopenmpi-dev openmpi-bin libboost-dev libssl-dev openssl libsentencepiece-dev fortunes python3-statsmodels
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm)
+[ "$wasm" -eq 0 ] || pkgs+=(emscripten nodejs googletest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

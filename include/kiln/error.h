@@ -40,6 +40,11 @@ class MsgBuilder {
   MsgBuilder& operator<<(long v) { return *this << static_cast<long long>(v); }
   MsgBuilder& operator<<(int v) { return *this << static_cast<long long>(v); }
   MsgBuilder& operator<<(unsigned long v) { return *this << static_cast<long long>(v); }
+  // uint64_t is unsigned long long on wasm32 (unsigned long elsewhere).
+  MsgBuilder& operator<<(unsigned long long v) {
+    s_ += std::to_string(v);
+    return *this;
+  }
   MsgBuilder& operator<<(unsigned v) { return *this << static_cast<long long>(v); }
   MsgBuilder& operator<<(double v);
   template <class T>

@@ -25,8 +25,8 @@ const char* OpScope::current(const char* fallback) noexcept { return tl_op ? tl_
 
 namespace {
 /// Requests above this are refused without asking the system (no address space holds them, and
-/// the size classes above it would overflow size_t).
-constexpr size_t kMaxRequest = size_t{1} << 62;
+/// the size classes above it would overflow size_t): 2^62 with a 64-bit size_t, 2^30 on wasm32.
+constexpr size_t kMaxRequest = size_t{1} << (sizeof(size_t) * 8 - 2);
 
 [[noreturn]] void throw_out_of_memory(size_t nbytes, const MemoryStats& st) {
   detail::MsgBuilder m;

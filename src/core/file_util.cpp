@@ -8,22 +8,23 @@
 
 #include <cerrno>
 #include <cstring>
-#include <type_traits>
 
 #include "kiln/error.h"
 
 namespace kiln::store {
 
+namespace {
+// GNU strerror_r returns a char*, the XSI one (musl: WebAssembly) an int; one overload for each.
+[[maybe_unused]] std::string strerror_text(const char* r, const char*, int) { return std::string(r); }
+[[maybe_unused]] std::string strerror_text(int r, const char* buf, int err) {
+  return r == 0 ? std::string(buf) : "error " + std::to_string(err);
+}
+}  // namespace
+
 std::string errno_text(int err) {
   char buf[256];
   buf[0] = '\0';
-  // GNU strerror_r returns a char*; the XSI one an int. Handle both.
-  auto r = strerror_r(err, buf, sizeof buf);
-  if constexpr (std::is_same_v<decltype(r), char*>) {
-    return std::string(r);
-  } else {
-    return r == 0 ? std::string(buf) : "error " + std::to_string(err);
-  }
+  return strerror_text(strerror_r(err, buf, sizeof buf), buf, err);
 }
 
 namespace {

@@ -60,7 +60,7 @@ void check_view_in_storage(const Shape& shape, const Strides& strides, int64_t o
     ok = !__builtin_mul_overflow(strides[i], shape[i] - 1, &ext) &&
          !__builtin_add_overflow(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi);
   }
-  const int64_t cap = static_cast<int64_t>(std::min<size_t>(storage_nbytes / dtype_size(dtype), INT64_MAX));
+  const int64_t cap = static_cast<int64_t>(std::min<uint64_t>(storage_nbytes / dtype_size(dtype), INT64_MAX));
   ok = ok && (empty || (lo >= 0 && hi < cap));
   KILN_CHECK(ok, op,
              "view of shape " << shape << ", strides " << strides << " and storage offset "

@@ -625,13 +625,13 @@ void set_jit_min_elements(int64_t elements) {
   X(epilogues) X(conv_epilogue_ops) X(small_direct) X(row_pipelines) X(pipeline_column_sums) X(long_reductions)
 Stats stats() {
   Stats s;
-#define KILN_LOAD(f) s.f = std::atomic_ref<int64_t>(g_stats.f).load(std::memory_order_relaxed);
+#define KILN_LOAD(f) s.f = counter_load(g_stats.f);
   KILN_FUSION_STATS(KILN_LOAD)
 #undef KILN_LOAD
   return s;
 }
 void reset_stats() {
-#define KILN_ZERO(f) std::atomic_ref<int64_t>(g_stats.f).store(0, std::memory_order_relaxed);
+#define KILN_ZERO(f) counter_store(g_stats.f, 0);
   KILN_FUSION_STATS(KILN_ZERO)
 #undef KILN_ZERO
 }

@@ -58,7 +58,7 @@ constexpr int64_t kDefaultSmall = 4096;
 inline std::atomic<int64_t> g_small{-1};
 inline std::atomic<int64_t> g_jit_min{-1};  // -1: from KILN_FUSION_JIT_MIN on first use
 constexpr int64_t kDefaultJitMin = 16384;
-alignas(64) inline Stats g_stats;  // updated through std::atomic_ref
+alignas(64) inline Stats g_stats;  // updated through counter_add (atomic_ref)
 
 inline bool debug_on() {
   static const bool on = [] {
@@ -293,10 +293,32 @@ struct GroupScratch {
   std::vector<int16_t> reg, free_regs;
 };
 
-/// Adds n to a counter of fusion::stats() (relaxed: no lock per recorded op).
-inline void bump(int64_t Stats::*field, int64_t n = 1) {
-  std::atomic_ref<int64_t>(g_stats.*field).fetch_add(n, std::memory_order_relaxed);
+/// Relaxed atomic add, load and store on a plain counter: std::atomic_ref where the standard
+/// library has it, else the __atomic builtins it is made of (libc++ 13: WebAssembly).
+inline void counter_add(int64_t& c, int64_t n) {
+#if defined(__cpp_lib_atomic_ref)
+  std::atomic_ref<int64_t>(c).fetch_add(n, std::memory_order_relaxed);
+#else
+  __atomic_fetch_add(&c, n, __ATOMIC_RELAXED);
+#endif
 }
+inline int64_t counter_load(int64_t& c) {
+#if defined(__cpp_lib_atomic_ref)
+  return std::atomic_ref<int64_t>(c).load(std::memory_order_relaxed);
+#else
+  return __atomic_load_n(&c, __ATOMIC_RELAXED);
+#endif
+}
+inline void counter_store(int64_t& c, int64_t v) {
+#if defined(__cpp_lib_atomic_ref)
+  std::atomic_ref<int64_t>(c).store(v, std::memory_order_relaxed);
+#else
+  __atomic_store_n(&c, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/// Adds n to a counter of fusion::stats() (relaxed: no lock per recorded op).
+inline void bump(int64_t Stats::*field, int64_t n = 1) { counter_add(g_stats.*field, n); }
 
 inline std::atomic<int> g_program{-1};  // -1: from KILN_FUSION_PROGRAM on first use
 

@@ -10,7 +10,8 @@
 //   kiln.scheduler  = {"last_epoch": "7", "base_lrs.0": "0.1", ...}   (LRScheduler::state_dict)
 //   kiln.plateau    = {...}                                            (ReduceLROnPlateau::state_dict)
 //   kiln.rng        = {"seed": "42", "offset": "17"}
-// Numbers are JSON strings written with the shortest round-trip form (std::to_chars), so
+// Numbers are JSON strings written with the shortest round-trip form (std::to_chars; the same
+// text from core/charconv.h where the library lacks it), so
 // doubles (including inf and nan) and 64-bit integers come back bit for bit.
 #include <charconv>
 #include <map>
@@ -18,7 +19,9 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
+#include "core/charconv.h"
 #include "kiln/autodiff.h"
 #include "kiln/error.h"
 #include "kiln/nn/module.h"
@@ -36,7 +39,7 @@ constexpr const char* kOp = "store::checkpoint";
 
 std::string num(double v) {
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  auto r = kiln::detail::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
 std::string num(uint64_t v) { return std::to_string(v); }
@@ -45,7 +48,11 @@ std::string num(int64_t v) { return std::to_string(v); }
 template <class T>
 T parse_num(const std::string& s, const std::string& what, const std::string& file) {
   T v{};
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  std::from_chars_result r;
+  if constexpr (std::is_floating_point_v<T>)
+    r = kiln::detail::from_chars(s.data(), s.data() + s.size(), v);
+  else
+    r = std::from_chars(s.data(), s.data() + s.size(), v);
   KILN_CHECK(r.ec == std::errc() && r.ptr == s.data() + s.size(), kOp,
              file << ": " << what << " is not a number: '" << s.substr(0, 40) << "'");
   return v;

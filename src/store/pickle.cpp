@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "store/pickle.h"
 
-#include <bit>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
 
+#include "core/bit_cast.h"
 #include "kiln/error.h"
 
 namespace kiln::store::pickle {
@@ -385,7 +385,7 @@ Value Machine::run() {
         for (int k = 0; k < 8; ++k) u = (u << 8) | p[k];
         Value v;
         v.kind = Kind::Float;
-        v.f = std::bit_cast<double>(u);
+        v.f = kiln::detail::bit_cast<double>(u);
         push(v);
         break;
       }

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/backend.h"
+#include "core/charconv.h"
 #include "core/file_util.h"
 #include "kiln/error.h"
 #include "kiln/store.h"
@@ -45,7 +46,7 @@ std::string float_text(double f) {
   if (f == __builtin_inf()) return "inf";
   if (f == -__builtin_inf()) return "-inf";
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, f);
+  auto r = kiln::detail::to_chars(buf, buf + sizeof buf, f);
   std::string s(buf, r.ptr);
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;

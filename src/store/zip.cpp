@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "store/zip.h"
 
+#if KILN_WITH_ZLIB
 #include <zlib.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -190,6 +192,10 @@ std::vector<uint8_t> Archive::read(const Entry& e, uint64_t max_size) const {
       e.uncompressed_size > e.compressed_size * kMaxDeflateRatio + 1024)
     fail("entry '" + e.name + "' declares " + std::to_string(e.uncompressed_size) + " bytes from " +
          std::to_string(e.compressed_size) + " compressed bytes, more than deflate can produce");
+#if !KILN_WITH_ZLIB
+  // The WebAssembly build has no zlib (CMakeLists.txt).
+  fail("entry '" + e.name + "' is deflate-compressed, and this build of Kiln has no zlib (stored entries only)");
+#else
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) fail("zlib initialisation failed");
   struct Guard {
@@ -248,6 +254,7 @@ std::vector<uint8_t> Archive::read(const Entry& e, uint64_t max_size) const {
   }
   if (static_cast<uint32_t>(crc) != e.crc32) fail("entry '" + e.name + "' fails its CRC-32 check (corrupt data)");
   return out;
+#endif
 }
 
 }  // namespace kiln::store::zip

@@ -342,7 +342,7 @@ TEST(GradElementwise, BinaryScalarOperands) {
       {"x % 0.7", [](const Tensor& x) { return x % 0.7; }},
   };
   for (auto& [name, f] : fs)
-    EXPECT_EQ(gradcheck([f](const std::vector<Tensor>& v) { return f(v[0]); },
+    EXPECT_EQ(gradcheck([g = f](const std::vector<Tensor>& v) { return g(v[0]); },
                         {input({7}, -2, 2, 3, {-1.4, -0.7, 0, 0.2, 0.7, 1.4}, 0.05)}),
               "")
         << name;

@@ -261,16 +261,20 @@ Kernels<T> Make() {
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
   return k;  // no SIMD: gemm.cpp's scalar kernels
 #else
-  k.mr = int(kMR);
-  k.nr = int(kNV * kLanes<T>);
-  k.tile = &Tile<T>;
-  k.pack_a = &PackA<T>;
-  k.pack_b = &PackB<T>;
-  k.dot = &Dot<T>;
-  k.axpy = &Axpy<T>;
-  k.small = &Small<T>;
-  k.lanes = int(kLanes<T>);
-  return k;
+  if constexpr (std::is_same_v<T, double> && !HWY_HAVE_FLOAT64) {
+    return k;  // no f64 vectors (Highway 1.0's WASM target): gemm.cpp's scalar kernels
+  } else {
+    k.mr = int(kMR);
+    k.nr = int(kNV * kLanes<T>);
+    k.tile = &Tile<T>;
+    k.pack_a = &PackA<T>;
+    k.pack_b = &PackB<T>;
+    k.dot = &Dot<T>;
+    k.axpy = &Axpy<T>;
+    k.small = &Small<T>;
+    k.lanes = int(kLanes<T>);
+    return k;
+  }
 #endif
 }
 

@@ -7,6 +7,16 @@
 
 namespace kiln::cpu::math {
 
+/// std::acosh: NaN below 1. musl's acosh (the WebAssembly build's C library) returns numbers
+/// there (acosh(-100) = -2.2), so that build checks the domain first.
+template <class T>
+inline T acosh(T x) {
+#ifdef __EMSCRIPTEN__
+  if (x < T(1)) return std::numeric_limits<T>::quiet_NaN();
+#endif
+  return std::acosh(x);
+}
+
 /// Inverse error function: Giles' single-precision approximation, then two Newton steps.
 template <class T>
 inline T erfinv(T y) {

@@ -4,6 +4,7 @@
 // fixed layout keeps results independent of the thread count.
 #include <cmath>
 
+#include "backends/cpu/norm_scalar.h"
 #include "backends/cpu/norm_vec.h"
 
 #if KILN_WITH_HWY
@@ -139,17 +140,26 @@ HWY_INLINE void Normalize(const T* x, T* y, int64_t n, T mean, T mean_lo, T rstd
 }
 
 void MomentsF32(const float* x, int64_t n, double* mean, double* m2) { Moments(x, n, mean, m2); }
-void MomentsF64(const double* x, int64_t n, double* mean, double* m2) { Moments(x, n, mean, m2); }
 double SumSqF32(const float* x, int64_t n) { return SumSq(x, n); }
-double SumSqF64(const double* x, int64_t n) { return SumSq(x, n); }
 void NormalizeF32(const float* x, float* y, int64_t n, float mean, float mean_lo, float rstd, float shift,
                   const float* w, const float* b) {
   Normalize(x, y, n, mean, mean_lo, rstd, shift, w, b);
 }
+#if HWY_HAVE_FLOAT64
+void MomentsF64(const double* x, int64_t n, double* mean, double* m2) { Moments(x, n, mean, m2); }
+double SumSqF64(const double* x, int64_t n) { return SumSq(x, n); }
 void NormalizeF64(const double* x, double* y, int64_t n, double mean, double mean_lo, double rstd, double shift,
                   const double* w, const double* b) {
   Normalize(x, y, n, mean, mean_lo, rstd, shift, w, b);
 }
+#else  // no f64 vectors on this target (Highway 1.0's WASM): the scalar rows
+void MomentsF64(const double* x, int64_t n, double* mean, double* m2) { scalar::moments(x, n, mean, m2); }
+double SumSqF64(const double* x, int64_t n) { return scalar::sumsq(x, n); }
+void NormalizeF64(const double* x, double* y, int64_t n, double mean, double mean_lo, double rstd, double shift,
+                  const double* w, const double* b) {
+  scalar::normalize(x, y, n, mean, mean_lo, rstd, shift, w, b);
+}
+#endif
 
 }  // namespace kiln::cpu::normvec::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -183,57 +193,7 @@ void normalize_f64(const double* x, double* y, int64_t n, double mean, double me
 
 #else  // !KILN_WITH_HWY: portable scalar code with the same structure (8 accumulators).
 namespace kiln::cpu::normvec {
-namespace {
-template <class T>
-void sums(const T* x, int64_t n, T shift, T* s1, T* s2) {
-  T a[8] = {}, q[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) {
-      const T v = x[i + j] - shift;
-      a[j] += v;
-      q[j] += v * v;
-    }
-  T t1 = 0, t2 = 0;
-  for (; i < n; ++i) {
-    const T v = x[i] - shift;
-    t1 += v;
-    t2 += v * v;
-  }
-  for (int j = 0; j < 8; ++j) {
-    t1 += a[j];
-    t2 += q[j];
-  }
-  *s1 = t1;
-  *s2 = t2;
-}
-template <class T>
-void moments(const T* x, int64_t n, double* mean, double* m2) {
-  T s, q;
-  sums<T>(x, n, T(0), &s, &q);
-  const T m = s / static_cast<T>(n);
-  T c1, c2;
-  sums<T>(x, n, m, &c1, &c2);
-  *mean = static_cast<double>(m) + static_cast<double>(c1) / static_cast<double>(n);
-  double r = static_cast<double>(c2) - static_cast<double>(c1) * static_cast<double>(c1) / static_cast<double>(n);
-  *m2 = r > 0 ? r : 0.0;
-}
-template <class T>
-double sumsq(const T* x, int64_t n) {
-  T s, q;
-  sums<T>(x, n, T(0), &s, &q);
-  return static_cast<double>(q);
-}
-template <class T>
-void normalize(const T* x, T* y, int64_t n, T mean, T mean_lo, T rstd, T shift, const T* w, const T* b) {
-  for (int64_t i = 0; i < n; ++i) {
-    T t = ((x[i] - mean) - mean_lo) * rstd;
-    if (w) t *= w[i];
-    t += b ? b[i] : shift;
-    y[i] = t;
-  }
-}
-}  // namespace
+using namespace scalar;
 void moments_f32(const float* x, int64_t n, double* mean, double* m2) { moments(x, n, mean, m2); }
 void moments_f64(const double* x, int64_t n, double* mean, double* m2) { moments(x, n, mean, m2); }
 double sumsq_f32(const float* x, int64_t n) { return sumsq(x, n); }

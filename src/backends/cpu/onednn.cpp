@@ -50,7 +50,7 @@ ThreadScope::~ThreadScope() {
 namespace {
 // A row-major operand of dnnl_sgemm: transpose flag and leading dimension for a rows x cols
 // view with strides (rs, cs); false when neither stride can be the unit one.
-bool layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char& trans, int64_t& ld) {
+[[maybe_unused]] bool layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, char& trans, int64_t& ld) {
   if (cs == 1 && (rows == 1 || rs >= cols)) {
     trans = 'N';
     ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;

@@ -109,7 +109,7 @@ void MaxRowsS2Values(const float* const* rows, const int32_t* nrows, int64_t cou
   using VF = hn::Vec<decltype(d)>;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
   auto mx = [](VF a, VF v) { return hn::IfThenElse(hn::Or(hn::Gt(v, a), hn::IsNaN(v)), v, a); };
-  auto mxs = [](float a, float v) { return (v > a) | (v != v) ? v : a; };
+  auto mxs = [](float a, float v) { return ((v > a) | (v != v)) ? v : a; };
   const int64_t stride = max_pool_rows_stride(W, PW, OW);
   // All the rows' column maxima first: the taps then read them after the stores have landed
   // (a load straddling two recent stores would wait for them).

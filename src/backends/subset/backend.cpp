@@ -19,8 +19,9 @@ namespace kiln {
 namespace {
 
 /// Handles are host addresses with high bits flipped: non-canonical on x86-64 and AArch64, so
-/// a stray dereference faults at once instead of reading the right bytes by luck.
-constexpr uintptr_t kHandleBits = uintptr_t{0x5a} << 56;
+/// a stray dereference faults at once instead of reading the right bytes by luck (on wasm32,
+/// bits 25-30 flipped: outside a memory below 32 MiB).
+constexpr uintptr_t kHandleBits = uintptr_t{0x5a} << (sizeof(uintptr_t) * 8 - 8);
 void* to_handle(void* p) { return p ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) ^ kHandleBits) : p; }
 void* to_memory(void* h) { return to_handle(h); }
 
