@@ -72,6 +72,7 @@ TEST(MachineTuning, ReferenceMachineGivesTheOldConstants) {
   const cpu::Tuning t = cpu::derive_tuning(cpu::reference_machine());
   EXPECT_EQ(t.reduce_tile, 4096);
   EXPECT_EQ(t.reduce_parallel_depth, 4);
+  EXPECT_EQ(t.softmax_cache_bytes, int64_t{120} << 20);
   EXPECT_EQ(t.fusion_tile, 4096);
   EXPECT_EQ(t.fusion_epilogue_block, 65536);
   EXPECT_EQ(t.gemm_small_b_bytes, 32 << 10);
@@ -83,13 +84,15 @@ TEST(MachineTuning, SmallerCachesGiveSmallerTiles) {
   cpu::MachineInfo m = cpu::reference_machine();
   m.l1d = 32 << 10;
   m.l2 = 1 << 20;
+  m.l3 = int64_t{32} << 20;
   m.cores = 16;
   m.simd_bytes = 32;
   const cpu::Tuning t = cpu::derive_tuning(m);
   EXPECT_EQ(t.reduce_tile, 2048);
   EXPECT_EQ(t.fusion_tile, 2048);
   EXPECT_EQ(t.fusion_epilogue_block, 32768);
-  EXPECT_EQ(t.reduce_parallel_depth, 7);  // 128 subtrees for 16 cores
+  EXPECT_EQ(t.reduce_parallel_depth, 7);      // 128 subtrees for 16 cores
+  EXPECT_EQ(t.softmax_cache_bytes, 1 << 20);  // half of a core's 2 MiB share of the L3
   EXPECT_LT(t.gemm_small_b_bytes, 32 << 10);
   EXPECT_LT(t.gemm_thread_work, 64.0 * 64 * 64);
 }
@@ -190,8 +193,8 @@ TEST(MachineTuning, GlobalAveragePool) {
   EXPECT_EQ(F::adaptive_avg_pool2d(e, 1).shape(), (Shape{0, 4, 1, 1}));
 }
 
-// softmax over a non-innermost dim: tiles of columns narrowed so that the tile's lines stay in
-// the L2 (tall inputs take several tiles, the last one partial); f64 reference, 1 vs 2 threads.
+// softmax over a non-innermost dim: tiles of columns, narrowed where the tile's lines would not
+// fit a core's share of the L3 (several tiles, the last one partial); f64 reference, 1 vs 2 threads.
 TEST(MachineTuning, ColumnSoftmaxTiles) {
   for (auto [L, W] : {std::pair<int64_t, int64_t>{600, 300}, {3, 1030}, {1, 5}}) {
     auto v = rnd(static_cast<size_t>(L * W), static_cast<uint32_t>(L + W));

@@ -153,7 +153,7 @@ Tuning derive_tuning(const MachineInfo& m) {
   int depth = 4;
   while ((1 << depth) < 8 * m.cores && depth < 8) ++depth;
   t.reduce_parallel_depth = depth;
-  t.softmax_cache_bytes = scale_pow2(t.softmax_cache_bytes, double(m.l2), double(r.l2), 64 << 10, 16 << 20);
+  t.softmax_cache_bytes = std::max(m.l2, m.l3 / std::max(1, m.cores)) / 2;
   t.fusion_tile = scale_pow2(t.fusion_tile, double(m.l1d), double(r.l1d), 1024, 16384);
   t.fusion_epilogue_block = scale_pow2(t.fusion_epilogue_block, double(m.l2), double(r.l2), 8192, 1 << 20);
   t.gemm_small_b_bytes = std::clamp<int64_t>(m.l1d * 2 / 3, 8 << 10, 64 << 10);

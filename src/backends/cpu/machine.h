@@ -35,14 +35,14 @@ MachineInfo detect_machine(const std::string& sysfs_root = "/sys/devices/system/
 
 /// Sizes derived from machine(); see each field for its reference value.
 struct Tuning {
-  int64_t reduce_tile = 4096;                      // columns per task of an outer-layout reduction (L2)
-  int reduce_parallel_depth = 4;                   // 2^depth subtrees of one long reduction (cores)
-  int64_t softmax_cache_bytes = 1 << 20;           // the tile of lines a column softmax keeps in cache (L2 / 2)
-  int64_t fusion_tile = 4096;                      // elements per tile of a fused program (L1d)
-  int64_t fusion_epilogue_block = 65536;           // elements per row block of a product's epilogue (L2)
-  int64_t gemm_small_b_bytes = 32 << 10;           // B of the small-GEMM path fits in this (2/3 of L1d)
-  double gemm_thread_work = 64.0 * 64 * 64;        // multiply-adds per extra thread (SIMD width)
-  double onednn_one_thread_work = 96.0 * 96 * 96;  // oneDNN sgemm below this runs on one thread
+  int64_t reduce_tile = 4096;                        // columns per task of an outer-layout reduction (L2)
+  int reduce_parallel_depth = 4;                     // 2^depth subtrees of one long reduction (cores)
+  int64_t softmax_cache_bytes = int64_t{120} << 20;  // a column softmax tile of lines (L3 / CPUs / 2)
+  int64_t fusion_tile = 4096;                        // elements per tile of a fused program (L1d)
+  int64_t fusion_epilogue_block = 65536;             // elements per row block of a product's epilogue (L2)
+  int64_t gemm_small_b_bytes = 32 << 10;             // B of the small-GEMM path fits in this (2/3 of L1d)
+  double gemm_thread_work = 64.0 * 64 * 64;          // multiply-adds per extra thread (SIMD width)
+  double onednn_one_thread_work = 96.0 * 96 * 96;    // oneDNN sgemm below this runs on one thread
 };
 
 /// The tuning of machine(), computed once.
