@@ -38,7 +38,11 @@ bool debug_enabled() { return debug_level() > 0; }
 /// " (f32, i64 -> f32)": the dtypes of op's operands.
 std::string dtypes_of(const ir::Op& op) {
   std::string s = " (";
-  for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + to_string(op.inputs[i].dtype);
+  // Appended piecewise: GCC 12 warns (-Wrestrict) on const char* + std::string here.
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    s += i ? ", " : "";
+    s += to_string(op.inputs[i].dtype);
+  }
   s += " ->";
   for (const ir::TensorDesc& d : op.outputs) s += " " + to_string(d.dtype);
   return s + ")";
