@@ -99,6 +99,11 @@ Val log_f64(Val x);
 /// in f64 and rounded (the device needs f64): within 1 ulp.
 Val via_f64(kiln::ir::OpKind kind, Val x);
 
+/// pow of F32 values through f64 (the device needs f64), and of I32 or I64 values (wrapping),
+/// as the CPU's (library/math.cpp).
+Val pow_f32(Val x, Val y);
+Val pow_int(Val x, Val y);
+
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);
 /// Whether op reads or writes f64 values (its kernels need a device with f64).
@@ -248,6 +253,75 @@ struct Scan {
 };
 std::optional<Scan> scan_of(const kiln::ir::Op& op);
 Kernel trace_scan(const Scan& spec, const Limits& limits);
+
+/// MaxPool (values, and i64 indices with_indices), AvgPool, AdaptiveAvgPool, AdaptiveMaxPool
+/// over 1 to 3 spatial dims (f32, f64, f16, bf16, i32, i64; AdaptiveAvgPool floats): one thread per output
+/// element (elementwise_groups), the window visited in the CPU's order (library/pool.cpp).
+/// Outputs contiguous, the input any strides. Buffers: out, (indices,) x, meta (kPoolMetaInts
+/// int32: spatial dims as [D, H, W] with leading size-1 dims).
+struct Pool {
+  std::string name;
+  kiln::ir::OpKind kind = kiln::ir::OpKind::MaxPool;
+  Store value = Store::F32;
+  bool indices = false;
+};
+enum : int {
+  kPlCount = 0,
+  kPlC,
+  kPlXsN,
+  kPlXsC,
+  kPlInOffset,
+  kPlOutOffset,
+  kPlIdxOffset,
+  kPlDivisor,
+  kPlCip,
+  kPlIn,
+  kPlOut = kPlIn + 3,
+  kPlK = kPlOut + 3,
+  kPlS = kPlK + 3,
+  kPlP = kPlS + 3,
+  kPlDl = kPlP + 3,
+  kPlXs = kPlDl + 3,
+  kPoolMetaInts = kPlXs + 3
+};
+std::optional<Pool> pool_of(const kiln::ir::Op& op);
+/// Fills the parameter block. False when the op's layout is not one the kernel takes.
+bool pool_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_pool(const Pool& spec, const Limits& limits);
+
+/// Conv forward (no fused epilogue) over 1 to 3 spatial dims with groups, stride, padding and
+/// dilation; f32, f64, f16, bf16, summed in f64 (the device needs f64) and rounded once: one
+/// thread per output element (elementwise_groups). The output contiguous, x, w (and bias) any
+/// strides. Buffers: out, x, w, (bias,) meta (kConvMetaInts int32).
+struct Conv {
+  std::string name;
+  Store value = Store::F32;
+  bool bias = false;
+};
+enum : int {
+  kCvCount = 0,
+  kCvCpg,
+  kCvOpg,
+  kCvO,
+  kCvXOff,
+  kCvWOff,
+  kCvYOff,
+  kCvBOff,
+  kCvBStride,
+  kCvIn,
+  kCvOut = kCvIn + 3,
+  kCvK = kCvOut + 3,
+  kCvS = kCvK + 3,
+  kCvP = kCvS + 3,
+  kCvDl = kCvP + 3,
+  kCvXs = kCvDl + 3,  ///< x strides: n, c, d, h, w
+  kCvWs = kCvXs + 5,  ///< w strides: o, c, d, h, w
+  kConvMetaInts = kCvWs + 5
+};
+std::optional<Conv> conv_of(const kiln::ir::Op& op);
+/// Fills the parameter block. False when the op's layout is not one the kernel takes.
+bool conv_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_conv(const Conv& spec, const Limits& limits);
 
 /// Softmax and LogSoftmax of f32 along one dim. Buffers: out, in, meta (the reduction's block:
 /// rows as outputs, the dim as the one reduced dim, its output stride at kRedShape + 1); one

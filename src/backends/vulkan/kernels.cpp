@@ -117,6 +117,16 @@ bool scan_supported(const ir::Op& op, bool float64) {
   return s && (float64 || s->acc != k::Type::F64) && lib::softmax_meta(op, meta);
 }
 
+bool pool_supported(const ir::Op& op) {
+  int32_t meta[lib::kPoolMetaInts];
+  return lib::pool_of(op) && lib::pool_meta(op, meta);
+}
+
+bool conv_supported(const ir::Op& op, bool float64) {
+  int32_t meta[lib::kConvMetaInts];
+  return float64 && lib::conv_of(op) && lib::conv_meta(op, meta);
+}
+
 bool softmax_supported(const ir::Op& op) {
   int32_t meta[lib::kReduceMetaInts];
   return lib::softmax_of(op) && lib::softmax_meta(op, meta);
@@ -137,6 +147,10 @@ bool Kernels::supports(const ir::Op& op) const {
       return softmax_supported(op) || scan_supported(op, float64_);
     case ir::Family::Index:
       return index_supported(op);
+    case ir::Family::Pool:
+      return pool_supported(op);
+    case ir::Family::Conv:
+      return conv_supported(op, float64_);
     default:
       return elementwise_supported(op, float64_);
   }
@@ -252,6 +266,35 @@ void Kernels::run_pad(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const
   ctx.dispatch(p, b, push.data(), push.size(), lib::elementwise_groups(meta[lib::kPdCount]));
 }
 
+void Kernels::run_pool(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  const std::optional<lib::Pool> spec = lib::pool_of(op);
+  int32_t meta[lib::kPoolMetaInts];
+  KILN_CHECK(spec && lib::pool_meta(op, meta), ir::op_name(op.kind).data(), "no Vulkan kernel");
+  if (meta[lib::kPlCount] == 0) return;
+  const k::Kernel& kern = get(spec->name, [&] { return lib::trace_pool(*spec, limits_); });
+  Pipeline& p = ctx.pipeline(kern);
+  ctx.reserve(sizeof meta);
+  std::vector<Binding> b;
+  for (size_t q = 0; q < op.outputs.size(); ++q) b.push_back(Binding{out[q], 0});
+  b.push_back(Binding{in[0], 0});
+  b.push_back(ctx.upload(meta, sizeof meta));
+  ctx.dispatch(p, b, nullptr, 0, lib::elementwise_groups(meta[lib::kPlCount]));
+}
+
+void Kernels::run_conv(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  const std::optional<lib::Conv> spec = lib::conv_of(op);
+  int32_t meta[lib::kConvMetaInts];
+  KILN_CHECK(spec && lib::conv_meta(op, meta), ir::op_name(op.kind).data(), "no Vulkan kernel");
+  if (meta[lib::kCvCount] == 0) return;
+  const k::Kernel& kern = get(spec->name, [&] { return lib::trace_conv(*spec, limits_); });
+  Pipeline& p = ctx.pipeline(kern);
+  ctx.reserve(sizeof meta);
+  std::vector<Binding> b{Binding{out[0], 0}};
+  for (size_t q = 0; q < op.inputs.size(); ++q) b.push_back(Binding{in[q], 0});
+  b.push_back(ctx.upload(meta, sizeof meta));
+  ctx.dispatch(p, b, nullptr, 0, lib::elementwise_groups(meta[lib::kCvCount]));
+}
+
 void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
   if (op.kind == OpKind::Cat) {
     const std::vector<ir::Op> pieces = lib::cat_pieces(op);
@@ -269,6 +312,10 @@ void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* ou
       return run_softmax(ctx, op, in, out);
     case ir::Family::Index:
       return run_index(ctx, op, in, out);
+    case ir::Family::Pool:
+      return run_pool(ctx, op, in, out);
+    case ir::Family::Conv:
+      return run_conv(ctx, op, in, out);
     default:
       return run_elementwise(ctx, op, in, out);
   }

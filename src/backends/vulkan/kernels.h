@@ -35,6 +35,8 @@ class Kernels {
   void run_index(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   void run_pad(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   void run_scan(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  void run_pool(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  void run_conv(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   kernel::Limits limits_;
   bool float64_ = false;
   std::mutex mu_;

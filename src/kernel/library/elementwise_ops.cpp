@@ -69,6 +69,7 @@ bool computes_in_f64(OpKind k) {
     case OpKind::Mish:
     case OpKind::Hypot:
     case OpKind::LogAddExp:
+    case OpKind::Pow:
       return true;
     default:
       return false;
@@ -325,6 +326,9 @@ Fn binary_arith(OpKind kind, bool floating) {
         const float inf = std::numeric_limits<float>::infinity();
         return select(abs(x[0]) == inf && x[0] == x[1], x[0], r);
       };
+    case OpKind::Pow:  // f32 through f64; integers by squaring (library/math.cpp)
+      if (floating) return [](const Val* x, const Val*) { return pow_f32(x[0], x[1]); };
+      return [](const Val* x, const Val*) { return pow_int(x[0], x[1]); };
     case OpKind::BitwiseOr:
       if (!floating) return [](const Val* x, const Val*) { return x[0] | x[1]; };
       return nullptr;

@@ -219,6 +219,41 @@ Val via_f64(kiln::ir::OpKind kind, Val x) {
   return small_is_x ? select(tiny_f32(x), x, cast(r, Type::F32)) : cast(r, Type::F32);
 }
 
+// x^y of F32 values as exp(y log|x|) in f64, rounded (within an ulp of std::pow), with IEEE
+// pow's special cases: y = 0 or x = 1 give 1 (NaN too), x = -1 with y = +-inf gives 1, a
+// negative finite x with a non-integer y is NaN, an odd integer y keeps x's sign (-0 too).
+Val pow_f32(Val x, Val y) {
+  const Val a = exact_f64(x), b = exact_f64(y);
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const Val one = Val::constant(1, Type::F64);
+  Val r = exp_f64(b * log_f64(abs(a)));
+  const Val integer = floor(b) == b, half = b * 0.5;
+  const Val odd = integer && floor(half) != half;
+  r = select(bitcast(x, Type::I32) < 0 && odd, -r, r);
+  r = select(a < 0.0 && a > -inf && !integer && abs(b) < inf, Val::constant(nan, Type::F64), r);
+  r = select(abs(a) == 1.0 && abs(b) == inf, one, r);
+  r = select(a != a || b != b, Val::constant(nan, Type::F64), r);
+  r = select(b == 0.0 || a == 1.0, one, r);
+  return cast(r, Type::F32);
+}
+
+// x^y of I32 or I64 values as the CPU: y < 0 gives 0 but for x = 1 (1) and x = -1 (+-1);
+// otherwise squaring and multiplying, wrapping.
+Val pow_int(Val x, Val y) {
+  const Type t = x.type;
+  Var acc(Val::constant(1, t)), base(x), e(y);
+  while_([&] { return Val(e) > Val::constant(0, t); },
+         [&] {
+           acc = select((Val(e) & Val::constant(1, t)) != Val::constant(0, t), Val(acc) * Val(base), Val(acc));
+           base = Val(base) * Val(base);
+           e = Val(e) / Val::constant(2, t);
+         });
+  const Val zero = Val::constant(0, t), one = Val::constant(1, t);
+  const Val odd = (y & one) != zero;
+  const Val neg = select(x == one, one, select(x == -one, select(odd, -one, one), zero));
+  return select(y < zero, neg, Val(acc));
+}
+
 // erf(x) as the CPU's odd rational x P(x^2) / Q(x^2) on x clamped to +-4, +-1 beyond; a
 // subnormal x gives 2/sqrt(pi) x built from its mantissa as an integer (bits = m for
 // m < 2^24, normal or not), so a device that flushes subnormals still gets it; NaN passes.
