@@ -8,7 +8,8 @@
 # libsentencepiece-dev gives kiln_text its SentencePiece tokenizers; fortunes is the text corpus of
 # examples/text-classification and docs/text.md.
 # python3-statsmodels ships the El Nino series of examples/time-series (its CSV, read directly).
-# --wasm: also emscripten, for the WebAssembly build (`make wasm`, docs/web.md); node comes with it.
+# --wasm: also emscripten, nodejs and googletest (its sources), for the WebAssembly build and its
+# tests in node (`make wasm`, `make test-wasm`, docs/web.md).
 set -euo pipefail
 wasm=0
 for arg in "$@"; do
