@@ -10,7 +10,8 @@
 # python3-statsmodels ships the El Nino series of examples/time-series (its CSV, read directly).
 # gcc-arm-none-eabi, its newlib and libstdc++ and qemu-system-arm build and run the micro target's
 # tests and example on the emulated Cortex-M3 and Cortex-M55 boards (docs/micro.md).
-# --wasm: also emscripten, for the WebAssembly build (`make wasm`, docs/web.md); node comes with it.
+# --wasm: also emscripten, nodejs and googletest (its sources), for the WebAssembly build and its
+# tests in node (`make wasm`, `make test-wasm`, docs/web.md).
 set -euo pipefail
 wasm=0
 for arg in "$@"; do

@@ -20,7 +20,6 @@ namespace {
 
 constexpr int kTile = 64;
 constexpr int kWideTile = 1024;
-constexpr int kLanes = 16;
 
 /// max that sticks at NaN.
 template <class A>

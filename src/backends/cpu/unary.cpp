@@ -204,7 +204,7 @@ void k_IsNan(const ir::Op& op, void* const* in, void* const* out) {
 void k_IsInf(const ir::Op& op, void* const* in, void* const* out) {
   int64_t which = ir::UnaryAttrs::decode(op).which;
   KILN_SWITCH_ALL(op.inputs[0].dtype, "isinf", T, {
-    apply<bool, T>(op, in, out, [which](acc_t<T> x) {
+    apply<bool, T>(op, in, out, [=](acc_t<T> x) {
       if constexpr (is_float_v<T>)
         return std::isinf(x) && (which == 0 || (which > 0) == (x > 0));
       else
