@@ -255,8 +255,9 @@ std::optional<Scan> scan_of(const kiln::ir::Op& op);
 Kernel trace_scan(const Scan& spec, const Limits& limits);
 
 /// MaxPool (values, and i64 indices with_indices), AvgPool, AdaptiveAvgPool, AdaptiveMaxPool
-/// over 1 to 3 spatial dims (f32, f64, f16, bf16, i32, i64; AdaptiveAvgPool floats): one thread per output
-/// element (elementwise_groups), the window visited in the CPU's order (library/pool.cpp).
+/// over 1 to 3 spatial dims (f32, f64, f16, bf16, i32, i64; the max forms also i8, i16, u8;
+/// AdaptiveAvgPool floats): one thread per output element (elementwise_groups), the window
+/// visited in the CPU's order (library/pool.cpp).
 /// Outputs contiguous, the input any strides. Buffers: out, (indices,) x, meta (kPoolMetaInts
 /// int32: spatial dims as [D, H, W] with leading size-1 dims).
 struct Pool {

@@ -274,8 +274,8 @@ void Kernels::run_pool(Context& ctx, const ir::Op& op, Buf* const* in, Buf* cons
   const k::Kernel& kern = get(spec->name, [&] { return lib::trace_pool(*spec, limits_); });
   Pipeline& p = ctx.pipeline(kern);
   ctx.reserve(sizeof meta);
-  std::vector<Binding> b;
-  for (size_t q = 0; q < op.outputs.size(); ++q) b.push_back(Binding{out[q], 0});
+  std::vector<Binding> b{Binding{out[0], 0}};
+  if (spec->indices) b.push_back(Binding{out[1], 0});
   b.push_back(Binding{in[0], 0});
   b.push_back(ctx.upload(meta, sizeof meta));
   ctx.dispatch(p, b, nullptr, 0, lib::elementwise_groups(meta[lib::kPlCount]));

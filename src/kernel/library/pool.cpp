@@ -19,8 +19,14 @@ using kiln::ir::TensorDesc;
 
 namespace {
 
-std::optional<Store> pool_store(DType t, bool ints) {
+std::optional<Store> pool_store(DType t, bool ints, bool small) {
   switch (t) {
+    case DType::I8:
+      return small ? std::optional<Store>(Store::I8) : std::nullopt;
+    case DType::I16:
+      return small ? std::optional<Store>(Store::I16) : std::nullopt;
+    case DType::U8:
+      return small ? std::optional<Store>(Store::U8) : std::nullopt;
     case DType::F32:
       return Store::F32;
     case DType::F64:
@@ -40,6 +46,7 @@ std::optional<Store> pool_store(DType t, bool ints) {
 
 /// The identity of a max over values of type t (-inf, or the lowest integer).
 Val lowest(Type t) {
+  if (t == Type::U32) return Val(0u);
   if (t == Type::I32) return Val(std::numeric_limits<int32_t>::lowest());
   if (t == Type::I64) return Val(static_cast<long long>(std::numeric_limits<int64_t>::lowest()));
   return Val::constant(-std::numeric_limits<double>::infinity(), t);
@@ -192,13 +199,16 @@ std::optional<Pool> pool_of(const kiln::ir::Op& op) {
     return std::nullopt;
   if (op.inputs.size() != 1 || op.outputs.empty()) return std::nullopt;
   const bool max = k == OpKind::MaxPool || k == OpKind::AdaptiveMaxPool;
-  const std::optional<Store> s = pool_store(op.inputs[0].dtype, k != OpKind::AdaptiveAvgPool);
+  // 1- and 2-byte integers: max forms only (their identity is below every value, so a window
+  // of the lowest value takes its first position, as the CPU's)
+  const std::optional<Store> s = pool_store(op.inputs[0].dtype, k != OpKind::AdaptiveAvgPool, max);
   if (!s || op.outputs[0].dtype != op.inputs[0].dtype) return std::nullopt;
   Pool p;
   p.kind = k;
   p.value = *s;
+  // the max forms always have an indices output, empty without with_indices
   p.indices = max && kiln::ir::PoolAttrs::decode(op).with_indices;
-  if (op.outputs.size() != (p.indices ? 2u : 1u)) return std::nullopt;
+  if (op.outputs.size() != (max ? 2u : 1u)) return std::nullopt;
   if (p.indices && op.outputs[1].dtype != DType::I64) return std::nullopt;
   static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
   p.name = "pool_" + std::string(kiln::ir::op_name(k)) + "_" + sn[static_cast<int>(*s)] + (p.indices ? "_idx" : "");
@@ -213,7 +223,9 @@ bool pool_meta(const kiln::ir::Op& op, int32_t* meta) {
     return false;
   if (!fits_i32(x) || !fits_i32(y) || !y.is_contiguous() || x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1])
     return false;
-  if (op.outputs.size() > 1 && (!op.outputs[1].is_contiguous() || !fits_i32(op.outputs[1]))) return false;
+  const bool indices = op.outputs.size() > 1 && kiln::ir::PoolAttrs::decode(op).with_indices;
+  if (indices && (!op.outputs[1].is_contiguous() || !fits_i32(op.outputs[1]) || op.outputs[1].shape != y.shape))
+    return false;
   const bool window = op.kind == OpKind::MaxPool || op.kind == OpKind::AvgPool;
   if (window && (a.kernel.size() != static_cast<size_t>(nsp) || a.stride.size() != static_cast<size_t>(nsp) ||
                  a.padding.size() != static_cast<size_t>(nsp)))
@@ -225,7 +237,7 @@ bool pool_meta(const kiln::ir::Op& op, int32_t* meta) {
   meta[kPlXsC] = static_cast<int32_t>(x.strides[1]);
   meta[kPlInOffset] = static_cast<int32_t>(x.offset);
   meta[kPlOutOffset] = static_cast<int32_t>(y.offset);
-  meta[kPlIdxOffset] = op.outputs.size() > 1 ? static_cast<int32_t>(op.outputs[1].offset) : 0;
+  meta[kPlIdxOffset] = indices ? static_cast<int32_t>(op.outputs[1].offset) : 0;
   meta[kPlDivisor] = static_cast<int32_t>(a.divisor);
   meta[kPlCip] = a.count_include_pad ? 1 : 0;
   for (int d = 0; d < 3; ++d) {
