@@ -3,7 +3,7 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run run-ddp test test-asan deps configure build bench fuzz format install-test clean onnx-conformance
+.PHONY: run run-ddp test test-asan test-arm64 deps configure build bench fuzz format install-test clean onnx-conformance
 
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
@@ -22,6 +22,20 @@ test: build
 
 test-asan:
 	$(MAKE) test PRESET=asan
+
+# ARM64 Linux (docs/micro.md, "ARM64 Linux"; not part of `make test`): the cross build of core,
+# fusion, the CPU backend (portable kernels, Highway NEON/SVE/SVE2) and nn with the conformance
+# suite and the unit tests of the kernels (tests/arm64/), run under qemu-user at SVE vector
+# lengths of 128 and 512 bits (ARM64_SVE_VL, in bytes).
+ARM64_SVE_VL ?= 16 64
+test-arm64:
+	@bash scripts/install-deps.sh --arm64
+	@test -f build/arm64/CMakeCache.txt || cmake --preset arm64
+	cmake --build --preset arm64
+	@set -e; for vl in $(ARM64_SVE_VL); do \
+	  echo "== ARM64 under qemu-user, SVE vector length $$((vl * 8)) bits"; \
+	  KILN_SVE_VL=$$vl ctest --test-dir build/arm64 --output-on-failure; \
+	done
 
 deps:
 	@bash scripts/install-deps.sh
