@@ -3,7 +3,7 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run run-ddp test test-asan deps configure build bench fuzz format install-test clean onnx-conformance wasm test-wasm
+.PHONY: run run-ddp test test-asan test-arm64 deps configure build bench fuzz format install-test clean onnx-conformance wasm test-wasm
 
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
@@ -22,6 +22,21 @@ test: build
 
 test-asan:
 	$(MAKE) test PRESET=asan
+
+# ARM64 Linux (docs/micro.md, "ARM64 Linux"; not part of `make test`): the cross build of core,
+# fusion, the CPU backend (portable kernels, Highway NEON/SVE/SVE2) and nn with the conformance
+# suite and the unit tests of the kernels (tests/arm64/), run under qemu-user: everything at an
+# SVE vector length of 128 bits, the conformance suite at 512 bits (the unit tests take about
+# 10 minutes there under emulation; ARM64_CTEST_ARGS= runs them too).
+ARM64_CTEST_ARGS ?= -R arm64_conformance
+test-arm64:
+	@bash scripts/install-deps.sh --arm64
+	@test -f build/arm64/CMakeCache.txt || cmake --preset arm64
+	cmake --build --preset arm64
+	@echo "== ARM64 under qemu-user, SVE vector length 128 bits"
+	KILN_SVE_VL=16 ctest --test-dir build/arm64 -j2 --output-on-failure
+	@echo "== ARM64 under qemu-user, SVE vector length 512 bits"
+	KILN_SVE_VL=64 ctest --test-dir build/arm64 -j2 --output-on-failure $(ARM64_CTEST_ARGS)
 
 deps:
 	@bash scripts/install-deps.sh

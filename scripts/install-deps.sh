@@ -12,14 +12,35 @@
 # tests and example on the emulated Cortex-M3 and Cortex-M55 boards (docs/micro.md).
 # --wasm: also emscripten, nodejs and googletest (its sources), for the WebAssembly build and its
 # tests in node (`make wasm`, `make test-wasm`, docs/web.md).
+# --arm64 (make test-arm64) installs only what the ARM64 Linux cross build needs (docs/micro.md,
+# "ARM64 Linux"): g++-aarch64-linux-gnu, qemu-user-static, and through multiarch
+# (dpkg --add-architecture arm64) the arm64 libhwy, GoogleTest and zlib that it links.
 set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
 wasm=0
+arm64_only=0
 for arg in "$@"; do
   case "$arg" in
     --wasm) wasm=1 ;;
-    *) echo "install-deps: unknown option $arg (known: --wasm)" >&2; exit 2 ;;
+    --arm64) arm64_only=1 ;;
+    *) echo "install-deps: unknown option $arg (known: --wasm, --arm64)" >&2; exit 2 ;;
   esac
 done
+if [ "$arm64_only" -eq 1 ]; then
+  arm64=(cmake make g++-aarch64-linux-gnu qemu-user-static libhwy-dev:arm64 libgtest-dev:arm64 zlib1g-dev:arm64)
+  missing=()
+  for p in "${arm64[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  fi
+  exit 0
+fi
 pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
   nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
   dataset-fashion-mnist python3-sklearn libonnx-testdata
@@ -33,8 +54,6 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi

@@ -11,8 +11,9 @@
 
 namespace kiln::test {
 
-/// Runs f at each SIMD level this machine has (SSE4, AVX2, AVX-512) where the build can pick
-/// them, else once; the dispatch is back to the best level afterwards, also when f throws.
+/// Runs f at each SIMD level this machine has (SSE4, AVX2, AVX-512; on ARM64 NEON and the SVE
+/// targets) where the build can pick them, else once; the dispatch is back to the best level
+/// afterwards, also when f throws.
 template <class F>
 void at_every_simd_level(const F& f) {
 #if KILN_TEST_HWY_TARGETS
@@ -21,7 +22,8 @@ void at_every_simd_level(const F& f) {
   } restore;
   const int64_t supported = hwy::SupportedTargets();
   int ran = 0;
-  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
+  for (int64_t t : {int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}, int64_t{HWY_NEON}, int64_t{HWY_SVE},
+                    int64_t{HWY_SVE2}, int64_t{HWY_SVE_256}, int64_t{HWY_SVE2_128}}) {
     if (!(supported & t)) continue;
     hwy::SetSupportedTargetsForTest(t);
     SCOPED_TRACE(hwy::TargetName(t));

@@ -14,7 +14,9 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/gemm_hwy.cpp"
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL)
+// The micro-kernel holds its tile in arrays of vectors and packs B for a compile-time number of
+// lanes: neither fits SVE's sizeless vectors of run-time length, so aarch64 runs NEON here.
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 // Order matters (foreach_target, highway), so clang-format must not sort these.
 // clang-format off

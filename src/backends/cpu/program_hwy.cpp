@@ -90,7 +90,11 @@ HWY_INLINE void RunOp(D d, const PInstr& in, const float* s, const float* a, con
     RunOpWith(d, in, PostStep<PInstr::kNoPost>{}, a, b, c, dst, np, nv, len);
     return;
   }
+#if HWY_HAVE_SCALABLE
+  const float v = *s;  // PostStep's member (sizeless vectors cannot be)
+#else
   const V v = hn::Set(d, *s);
+#endif
   auto run = [&](const auto& post) { RunOpOutOfLine(d, in, post, a, b, c, dst, np, nv, len); };
   switch (in.post) {
     case PInstr::kAdd:

@@ -34,13 +34,22 @@ HWY_INLINE V NoContract(V x) {
 }
 /// An Op's post step (PInstr::Post) on a vector; K = kNoPost is the identity. The result is
 /// opaque first, so that a product and the sum after it are not contracted into an FMA.
+/// Scalable vectors (SVE) are sizeless and cannot be members: there the step holds the float
+/// and splats it at each use (hoisted out of the loop by the compiler).
 template <int K>
 struct PostStep {
+#if HWY_HAVE_SCALABLE
+  float s;
+#else
   V v;
+#endif
   HWY_INLINE V operator()(V x) const {
     if constexpr (K == PInstr::kNoPost) {
       return x;
     } else {
+#if HWY_HAVE_SCALABLE
+      const V v = hn::Set(D(), s);
+#endif
       x = NoContract(x);
       if constexpr (K == PInstr::kAdd) return hn::Add(x, v);
       if constexpr (K == PInstr::kSub) return hn::Sub(x, v);
@@ -75,8 +84,9 @@ HWY_INLINE bool OtherOp(D d, ir::OpKind kind, const double* r, const M1& map1, c
       });
       return true;
     case OpKind::Clamp: {
-      const V lo = hn::Set(d, static_cast<float>(r[0])), hi = hn::Set(d, static_cast<float>(r[1]));
-      map1([lo, hi](V x) { return StdMin(StdMax(x, lo), hi); });
+      // The bounds are captured as floats: SVE vectors are sizeless and cannot be captured.
+      const float lo = static_cast<float>(r[0]), hi = static_cast<float>(r[1]);
+      map1([d, lo, hi](V x) { return StdMin(StdMax(x, hn::Set(d, lo)), hn::Set(d, hi)); });
       return true;
     }
     case OpKind::IsNan:
