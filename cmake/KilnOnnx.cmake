@@ -8,6 +8,20 @@
 # kiln_add_onnx_model(<target> <model.onnx> MICRO [NAME <c_name>] ...): the micro target instead
 # (freestanding C++ for microcontrollers; cmake/micro.cmake, docs/micro.md).
 include(${CMAKE_CURRENT_LIST_DIR}/micro.cmake OPTIONAL)
+# _kiln_onnx_tool(<caller>): sets `tool` and `tool_dep` in the caller to the kiln-onnx tool of
+# this build or of an installed Kiln (a macro, so the variables land in the calling function).
+macro(_kiln_onnx_tool caller)
+  if(TARGET kiln-onnx)
+    set(tool $<TARGET_FILE:kiln-onnx>)
+    set(tool_dep kiln-onnx)
+  elseif(TARGET kiln::kiln-onnx)
+    set(tool $<TARGET_FILE:kiln::kiln-onnx>)
+    set(tool_dep kiln::kiln-onnx)
+  else()
+    message(FATAL_ERROR "${caller}: the kiln-onnx tool is not available")
+  endif()
+endmacro()
+
 function(kiln_add_onnx_model target model)
   if("MICRO" IN_LIST ARGN)
     kiln_add_onnx_micro_model(${target} ${model} ${ARGN})
@@ -32,15 +46,7 @@ function(kiln_add_onnx_model target model)
   if(NOT ARG_OUTPUT_DIR)
     set(ARG_OUTPUT_DIR "${CMAKE_CURRENT_BINARY_DIR}/kiln_onnx/${ARG_STEM}")
   endif()
-  if(TARGET kiln-onnx)
-    set(tool $<TARGET_FILE:kiln-onnx>)
-    set(tool_dep kiln-onnx)
-  elseif(TARGET kiln::kiln-onnx)
-    set(tool $<TARGET_FILE:kiln::kiln-onnx>)
-    set(tool_dep kiln::kiln-onnx)
-  else()
-    message(FATAL_ERROR "kiln_add_onnx_model: the kiln-onnx tool is not available")
-  endif()
+  _kiln_onnx_tool(kiln_add_onnx_model)
   set(outs "${ARG_OUTPUT_DIR}/${ARG_STEM}.h" "${ARG_OUTPUT_DIR}/${ARG_STEM}.cpp"
            "${ARG_OUTPUT_DIR}/${ARG_STEM}.safetensors")
   add_custom_command(
