@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// kiln::detail::bit_cast: std::bit_cast for the standard libraries that lack it (libc++ 13, the
-// WebAssembly build's). The compiler builtin that std::bit_cast itself is made of.
+// kiln::detail::bit_cast: C++20's bit_cast for the standard libraries that lack it (libc++ 13, the
+// WebAssembly build's), on the compiler builtin that the standard one is made of.
 #include <type_traits>
 
 namespace kiln::detail {
