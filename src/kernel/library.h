@@ -35,6 +35,9 @@ Type value_type(Store s);
 /// The storage of dtype t, if the library has one (`copy`: moving bits, any 1-, 4- or 8-byte
 /// dtype).
 std::optional<Store> storage_of(DType t, bool copy);
+/// The storage of dtype t for kernels that compute with its values: f32, f64, f16, bf16, i32,
+/// i64 and bool (the 1- and 2-byte integers have storage for copies and casts only).
+std::optional<Store> value_storage_of(DType t);
 
 constexpr int kMaxRank = 8;
 constexpr int kMaxOperands = 4;  ///< the output and up to three inputs

@@ -57,10 +57,12 @@ Instance& instance() {
     in.why = load();
     if (!in.why.empty()) return in;
     Fns& f = fns();
-    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    VkApplicationInfo app{};
+    app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
     app.pApplicationName = "kiln";
     app.apiVersion = VK_API_VERSION_1_2;  // kernel::compile_spirv targets Vulkan 1.2
-    VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    VkInstanceCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
     ci.pApplicationInfo = &app;
     VkResult r = f.vkCreateInstance(&ci, nullptr, &in.instance);
     if (r != VK_SUCCESS) {
@@ -189,11 +191,13 @@ Context::Context(int index) {
   on.shaderFloat64 = have.shaderFloat64;
   float64_ = have.shaderFloat64 == VK_TRUE;
   const float prio = 1.0f;
-  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  VkDeviceQueueCreateInfo qi{};
+  qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
   qi.queueFamilyIndex = family_;
   qi.queueCount = 1;
   qi.pQueuePriorities = &prio;
-  VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  VkDeviceCreateInfo di{};
+  di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
   di.pEnabledFeatures = &on;
@@ -201,24 +205,30 @@ Context::Context(int index) {
   if (std::string miss = load_device(device_); !miss.empty()) throw Error("[vulkan] the driver lacks " + miss);
   f.vkGetDeviceQueue(device_, family_, 0, &queue_);
 
-  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  VkCommandPoolCreateInfo pi{};
+
+  pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = family_;
   check(f.vkCreateCommandPool(device_, &pi, nullptr, &pool_), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  VkCommandBufferAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   check(f.vkAllocateCommandBuffers(device_, &ai, &cmd_), "vkAllocateCommandBuffers");
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  VkFenceCreateInfo fi{};
+  fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(f.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * kMaxBindings};
-  VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  VkDescriptorPoolCreateInfo dpi{};
+  dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = kMaxSets;
   dpi.poolSizeCount = 1;
   dpi.pPoolSizes = &ps;
   check(f.vkCreateDescriptorPool(device_, &dpi, nullptr, &dpool_), "vkCreateDescriptorPool");
-  VkPipelineCacheCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  VkPipelineCacheCreateInfo pci{};
+  pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
   check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
   upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
 }
@@ -227,14 +237,16 @@ Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage) {
   Fns& f = fns();
   auto b = std::make_unique<Buf>();
   b->size = size;
-  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = size;
   bi.usage = usage;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   check(f.vkCreateBuffer(device_, &bi, nullptr, &b->buffer), "vkCreateBuffer");
   VkMemoryRequirements req;
   f.vkGetBufferMemoryRequirements(device_, b->buffer, &req);
-  VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  VkMemoryAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = memory_type_;
   VkResult r = f.vkAllocateMemory(device_, &ai, nullptr, &b->memory);
@@ -322,7 +334,8 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
   std::string origin;
   const std::vector<uint32_t> code = kernel::compile_spirv(k, &origin);
   ++(origin == "compiled" ? stats_.spirv_compiled : stats_.spirv_from_disk);
-  VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  VkShaderModuleCreateInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
   si.codeSize = code.size() * 4;
   si.pCode = code.data();
   check(f.vkCreateShaderModule(device_, &si, nullptr, &p->module), "vkCreateShaderModule");
@@ -338,18 +351,21 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
     binds[i].descriptorCount = 1;
     binds[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
-  VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  VkDescriptorSetLayoutCreateInfo li{};
+  li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
   li.bindingCount = p->nbuffers;
   li.pBindings = binds.data();
   check(f.vkCreateDescriptorSetLayout(device_, &li, nullptr, &p->set_layout), "vkCreateDescriptorSetLayout");
   VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes};
-  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  VkPipelineLayoutCreateInfo pli{};
+  pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
   pli.setLayoutCount = 1;
   pli.pSetLayouts = &p->set_layout;
   pli.pushConstantRangeCount = p->push_bytes ? 1 : 0;
   pli.pPushConstantRanges = &pr;
   check(f.vkCreatePipelineLayout(device_, &pli, nullptr, &p->layout), "vkCreatePipelineLayout");
-  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  VkComputePipelineCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
   ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = p->module;
@@ -363,7 +379,8 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
 }
 
 void Context::begin_batch() {
-  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VkCommandBufferBeginInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(fns().vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
 }
@@ -393,7 +410,8 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
                              << " bytes of constants do not match its kernel's " << p.nbuffers << " and "
                              << p.push_bytes);
   if (recorded_ == 0) begin_batch();
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  VkDescriptorSetAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
   ai.descriptorPool = dpool_;
   ai.descriptorSetCount = 1;
   ai.pSetLayouts = &p.set_layout;
@@ -404,7 +422,8 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
   VkWriteDescriptorSet writes[kMaxBindings];
   for (size_t i = 0; i < bindings.size(); ++i) {
     infos[i] = VkDescriptorBufferInfo{bindings[i].buf->buffer, bindings[i].offset, VK_WHOLE_SIZE};
-    writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i] = VkWriteDescriptorSet{};
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[i].dstSet = set;
     writes[i].dstBinding = static_cast<uint32_t>(i);
     writes[i].descriptorCount = 1;
@@ -417,7 +436,8 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
   f.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) f.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
   f.vkCmdDispatch(cmd_, groups[0], groups[1], groups[2]);
-  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   f.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
@@ -446,7 +466,8 @@ void Context::sync() {
     }
   } reset{*this};
   check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
   check(f.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");

@@ -49,6 +49,11 @@ std::optional<Store> storage_of(DType t, bool copy) {
   }
 }
 
+std::optional<Store> value_storage_of(DType t) {
+  if (t == DType::U8 || t == DType::I8 || t == DType::I16) return std::nullopt;
+  return storage_of(t, false);
+}
+
 bool uses_f64(const kiln::ir::Op& op) {
   for (const auto& d : op.inputs)
     if (d.dtype == DType::F64) return true;
@@ -182,7 +187,8 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
         Val reals[kMaxReals + 1];
         for (int r = 0; r < spec.reals; ++r) {
           const Type rt = spec.real_types.empty() ? spec.real_type : spec.real_types[static_cast<size_t>(r)];
-          const std::string rn = "r" + std::to_string(r);
+          std::string rn = "r";  // appended: GCC 12 warns (-Wrestrict) on "r" + std::string here
+          rn += std::to_string(r);
           reals[r] = rt == Type::F64   ? b.scalar<double>(rn)
                      : rt == Type::I64 ? b.scalar<int64_t>(rn)
                      : rt == Type::I32 ? b.scalar<int32_t>(rn)

@@ -19,29 +19,12 @@ using kiln::ir::TensorDesc;
 
 namespace {
 
+/// The storage of a pool's values: floats; i32 and i64 with `ints`; the 1- and 2-byte integers
+/// with `small` (max pools).
 std::optional<Store> pool_store(DType t, bool ints, bool small) {
-  switch (t) {
-    case DType::I8:
-      return small ? std::optional<Store>(Store::I8) : std::nullopt;
-    case DType::I16:
-      return small ? std::optional<Store>(Store::I16) : std::nullopt;
-    case DType::U8:
-      return small ? std::optional<Store>(Store::U8) : std::nullopt;
-    case DType::F32:
-      return Store::F32;
-    case DType::F64:
-      return Store::F64;
-    case DType::F16:
-      return Store::F16;
-    case DType::BF16:
-      return Store::BF16;
-    case DType::I32:
-      return ints ? std::optional<Store>(Store::I32) : std::nullopt;
-    case DType::I64:
-      return ints ? std::optional<Store>(Store::I64) : std::nullopt;
-    default:
-      return std::nullopt;
-  }
+  if (t == DType::U8 || t == DType::I8 || t == DType::I16) return small ? storage_of(t, false) : std::nullopt;
+  if (t == DType::Bool || ((t == DType::I32 || t == DType::I64) && !ints)) return std::nullopt;
+  return value_storage_of(t);
 }
 
 /// The identity of a max over values of type t (-inf, or the lowest integer).

@@ -70,27 +70,6 @@ Val to_acc(OpKind kind, Val x, Type acc) {
   return x.type == acc ? x : cast(x, acc);
 }
 
-std::optional<Store> value_store(DType t) {
-  switch (t) {
-    case DType::F32:
-      return Store::F32;
-    case DType::F64:
-      return Store::F64;
-    case DType::I32:
-      return Store::I32;
-    case DType::I64:
-      return Store::I64;
-    case DType::Bool:
-      return Store::B8;
-    case DType::F16:
-      return Store::F16;
-    case DType::BF16:
-      return Store::BF16;
-    default:
-      return std::nullopt;
-  }
-}
-
 Type acc_of(Store s) {
   if (s == Store::F32 || s == Store::F16 || s == Store::BF16) return Type::F32;  // f16, bf16: in f32 as the CPU
   return s == Store::F64 ? Type::F64 : s == Store::I32 ? Type::I32 : Type::I64;
@@ -115,7 +94,7 @@ void decode(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var* 
 std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
   if (op.inputs.size() != 1 || op.outputs.size() != 1) return std::nullopt;
   const DType it = op.inputs[0].dtype, ot = op.outputs[0].dtype;
-  const std::optional<Store> si = value_store(it), so = value_store(ot);
+  const std::optional<Store> si = value_storage_of(it), so = value_storage_of(ot);
   if (!si || !so) return std::nullopt;
   const bool fin = *si == Store::F32 || *si == Store::F64 || *si == Store::F16 || *si == Store::BF16;
   Reduce r;

@@ -13,27 +13,6 @@ namespace {
 
 using kiln::ir::OpKind;
 
-std::optional<Store> scan_store(DType t) {
-  switch (t) {
-    case DType::F32:
-      return Store::F32;
-    case DType::F64:
-      return Store::F64;
-    case DType::F16:
-      return Store::F16;
-    case DType::BF16:
-      return Store::BF16;
-    case DType::I32:
-      return Store::I32;
-    case DType::I64:
-      return Store::I64;
-    case DType::Bool:
-      return Store::B8;
-    default:
-      return std::nullopt;
-  }
-}
-
 /// x (a loaded value) as type t (bools as 0 or 1).
 Val as(Val x, Type t) {
   if (x.type == Type::Bool) return select(x, Val::constant(1, t), Val::constant(0, t));
@@ -47,7 +26,7 @@ std::optional<Scan> scan_of(const kiln::ir::Op& op) {
   if (k != OpKind::CumSum && k != OpKind::CumProd && k != OpKind::CumMax && k != OpKind::CumMin) return std::nullopt;
   if (op.inputs.size() != 1) return std::nullopt;
   const auto &x = op.inputs[0], &o = op.outputs[0];
-  const std::optional<Store> si = scan_store(x.dtype), so = scan_store(o.dtype);
+  const std::optional<Store> si = value_storage_of(x.dtype), so = value_storage_of(o.dtype);
   if (!si || !so || x.shape != o.shape) return std::nullopt;
   Scan s;
   s.kind = k;
