@@ -22,7 +22,8 @@ File format (little-endian):
   output: u8 dtype, u8 ndim, i64 shape[ndim], f64 rtol, f64 atol, raw contiguous values
   transforms: "|"-separated steps applied to the base tensor in order:
     T:a:b (transpose), S:dim:start:stop:step (slice), E:s0:s1.. (expand), F:d0:d1.. (flip)
-  dtype codes: 0 bool, 1 u8, 2 i8, 3 i16, 4 i32, 5 i64, 6 f16, 7 bf16, 8 f32, 9 f64
+  dtype codes: 0 bool, 1 u8, 2 i8, 3 i16, 4 i32, 5 i64, 6 f16, 7 bf16, 8 f32, 9 f64, 10 u16, 11 u32,
+    12 u64
 """
 import argparse
 import math
@@ -48,17 +49,20 @@ import torch.nn.functional as F  # noqa: E402
 warnings.filterwarnings("ignore")
 torch.set_num_threads(1)
 
-DTYPES = ["bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"]
+DTYPES = ["bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "u16", "u32", "u64"]
 TD = {
     "bool": torch.bool, "u8": torch.uint8, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32,
     "i64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-    "f64": torch.float64,
+    "f64": torch.float64, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64,
 }
 FROM_TD = {v: k for k, v in TD.items()}
 FLOATS = ["f32", "f64", "f16", "bf16"]
 INTS = ["u8", "i8", "i16", "i32", "i64"]
 IRANGE = {"bool": (0, 1), "u8": (0, 255), "i8": (-128, 127), "i16": (-32768, 32767),
-          "i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1)}
+          "i32": (-2**31, 2**31 - 1), "i64": (-2**63, 2**63 - 1), "u16": (0, 2**16 - 1),
+          "u32": (0, 2**32 - 1), "u64": (0, 2**63 - 1)}
+# Unsigned types: their default integer range starts at 0.
+UNSIGNED = ("u8", "u16", "u32", "u64")
 
 # Default tolerances (rtol, atol) by output dtype; ints and bools are always exact.
 TOL = {"f64": (1e-10, 1e-12), "f32": (1e-5, 1e-6), "f16": (2e-3, 1e-5), "bf16": (1.6e-2, 1e-4)}
@@ -165,6 +169,8 @@ def gen_values(rng, spec, n):
         vals = spec.values
         if dt in FLOATS:
             return np.array(vals, dtype=np.float64)
+        if dt == "u64":  # may exceed the int64 range
+            return np.array([int(v) for v in vals], dtype=np.uint64)
         return np.array([int(v) for v in vals], dtype=np.int64)
     if dt == "bool" or kind == "b":
         if dt in FLOATS:
@@ -174,10 +180,10 @@ def gen_values(rng, spec, n):
         perm = rng.permutation(n).astype(np.float64)
         if dt in FLOATS:
             return (perm - n // 2) * (0.5 if n < 200 else 1.0) * spec.scale
-        lo = spec.lo if spec.lo is not None else (0 if dt == "u8" else -(n // 2))
+        lo = spec.lo if spec.lo is not None else (0 if dt in UNSIGNED else -(n // 2))
         return (perm + lo).astype(np.int64)
     if dt not in FLOATS:
-        lo = spec.lo if spec.lo is not None else (0 if dt == "u8" else -9)
+        lo = spec.lo if spec.lo is not None else (0 if dt in UNSIGNED else -9)
         hi = spec.hi if spec.hi is not None else 9
         lo = max(int(math.floor(lo)), IRANGE[dt][0])
         hi = min(int(math.ceil(hi)), IRANGE[dt][1])
@@ -418,8 +424,8 @@ CAST_VALUES = {
     "to_f": [math.nan, math.inf, -math.inf, -0.0, 1.0 / 3, 65504.0, 65520.0, 1e5, -1e-7, 1e-40, 3.4e38, 1e39],
 }
 INT_CAST_VALUES = [0, 1, -1, 127, -128, 255, 300, -300, 65535, 70000, 2**31 - 1, -2**31, 2**40 + 1, 16777217]
-for src in DTYPES:
-    for dst in DTYPES:
+for src in DTYPES[:10]:  # u16, u32, u64: scripts/golden_cases/wide_unsigned.py
+    for dst in DTYPES[:10]:
         if src in FLOATS:
             key = "to_f" if dst in FLOATS else "to_" + dst
             vals = CAST_VALUES[key]
@@ -1459,6 +1465,22 @@ def pshape(shape):
     return struct.pack("<B", len(shape)) + b"".join(struct.pack("<q", int(d)) for d in shape)
 
 
+def reference(op, args, attrs):
+    """PyTorch's result for the case; for u16/u32/u64 inputs of an op PyTorch does not implement
+    on them (it supports few), the second implementation of scripts/golden_cases/wide_unsigned.py."""
+    try:
+        return PY[op](args, attrs)
+    except (RuntimeError, NotImplementedError):
+        wide = any(isinstance(a, torch.Tensor) and a.dtype in WIDE_UNSIGNED for a in args)
+        if op in UNSIGNED_REF and (wide or TD.get(attrs.get("dtype")) in WIDE_UNSIGNED):
+            return unsigned_reference(op, args, attrs)
+        raise
+
+
+UNSIGNED_REF = {}  # op -> result kind; filled by scripts/golden_cases/wide_unsigned.py
+WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+
+
 def run_case(op, idx, inputs, attrs, null, tolscale):
     rng = np.random.default_rng(zlib.crc32(f"{op}/{idx}".encode()))
     args, blobs, names = [], [], []
@@ -1481,7 +1503,7 @@ def run_case(op, idx, inputs, attrs, null, tolscale):
         names.append(spec.desc())
         blobs.append(struct.pack("<BB", 0, DTYPES.index(spec.dtype)) + pshape(base.shape)
                      + pstr(encode_transforms(tr)) + to_bytes(base))
-    out = PY[op](args, attrs)
+    out = reference(op, args, attrs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     outs = [o if isinstance(o, torch.Tensor) else torch.tensor(o) for o in outs]
     enc_out = b""

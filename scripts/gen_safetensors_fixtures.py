@@ -33,7 +33,7 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "safetensors")
 NAMES = {torch.bool: "BOOL", torch.uint8: "U8", torch.int8: "I8", torch.int16: "I16", torch.int32: "I32",
          torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32",
-         torch.float64: "F64"}
+         torch.float64: "F64", torch.uint16: "U16", torch.uint32: "U32", torch.uint64: "U64"}
 METADATA = {"format": "pt", "source": "python safetensors", "unicode": "größe ✓"}
 
 
@@ -56,6 +56,9 @@ def tensors():
     t["empty_f32"] = torch.zeros(0, 3)
     t["empty_i16"] = torch.zeros(2, 0, dtype=torch.int16)
     t["layer.0.weight"] = torch.randn(4, 2, generator=g).to(torch.float16)
+    t["u16"] = torch.tensor([0, 1, 40000, 65535], dtype=torch.uint16)
+    t["u32"] = torch.tensor([[0, 2**31], [2**32 - 1, 7]], dtype=torch.uint32)
+    t["u64"] = torch.tensor([0, 2**63, 2**64 - 1], dtype=torch.uint64)
     return t
 
 

@@ -37,7 +37,10 @@ def num(x):
 
 def expect_tensors(fname, flat):
     for name, t in flat.items():
-        vals = t.detach().to(torch.float64 if t.dtype.is_floating_point else torch.int64).flatten().tolist()
+        if t.dtype in (torch.uint16, torch.uint32, torch.uint64):
+            vals = t.detach().flatten().tolist()  # exact, past the int64 range too
+        else:
+            vals = t.detach().to(torch.float64 if t.dtype.is_floating_point else torch.int64).flatten().tolist()
         lines.append(" ".join(["T", fname, name, DT[t.dtype], str(t.dim())] + [str(s) for s in t.shape] +
                               [num(v) for v in vals]))
 
@@ -179,6 +182,19 @@ pickle.dump({"protocol_version": 1001, "little_endian": True, "type_sizes": {"sh
             legacy, protocol=2)
 legacy.write(evil_pickle("posix", "system"))
 open(os.path.join(OUT, "evil_legacy.pt"), "wb").write(legacy.getvalue())
+
+# 7. The unsigned dtypes without a legacy storage class, which torch.save writes through
+#    _rebuild_tensor_v3 over an untyped (byte) storage: values past the signed range, a slice
+#    with an offset and a transposed view sharing their base's storage.
+DT.update({torch.uint16: "u16", torch.uint32: "u32", torch.uint64: "u64"})
+u64 = torch.tensor([0, 1, 2**63, 2**64 - 1, 12345, 2**40 + 3], dtype=torch.uint64)
+u32 = torch.tensor([0, 1, 2**32 - 1, 2**31, 9, 70000], dtype=torch.uint32).reshape(2, 3)
+wide = {"u16": torch.tensor([0, 1, 65535, 40000, 7, 300], dtype=torch.uint16), "u32": u32, "u32_t": u32.t(),
+        "u64": u64, "u64_slice": u64[2:5]}
+save(wide, "unsigned.pt")
+expect_tensors("unsigned.pt", wide)
+lines.append("S unsigned.pt u32 u32_t")
+lines.append("S unsigned.pt u64 u64_slice")
 
 with open(os.path.join(OUT, "expected.txt"), "w") as f:
     f.write("\n".join(lines) + "\n")

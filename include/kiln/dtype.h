@@ -9,12 +9,17 @@
 
 namespace kiln {
 
-/// Element types. The order is the order of PyTorch's promotion lattice within each category.
-enum class DType : uint8_t { Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64 };
-inline constexpr int kNumDTypes = 10;
+/// Element types. The first ten are in the order of PyTorch's promotion lattice within each
+/// category; the wider unsigned types come last so that the codes of the others (stored in IR,
+/// reference data and caches) stay what they were.
+enum class DType : uint8_t { Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64, U16, U32, U64 };
+inline constexpr int kNumDTypes = 13;
 
 inline constexpr DType bool_ = DType::Bool;
 inline constexpr DType u8 = DType::U8;
+inline constexpr DType u16 = DType::U16;
+inline constexpr DType u32 = DType::U32;
+inline constexpr DType u64 = DType::U64;
 inline constexpr DType i8 = DType::I8;
 inline constexpr DType i16 = DType::I16;
 inline constexpr DType i32 = DType::I32;
@@ -37,16 +42,23 @@ inline void check_dtype(DType t, const char* op) {
 }
 /// Size of one element in bytes; throws kiln::Error for a DType outside the enumerators.
 constexpr size_t dtype_size(DType t) {
-  constexpr size_t s[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  constexpr size_t s[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 2, 4, 8};
   if (!is_valid_dtype(t)) [[unlikely]]
     detail::throw_invalid_dtype(t, "dtype_size");
   return s[static_cast<unsigned>(t)];
 }
-constexpr bool is_floating(DType t) { return t >= DType::F16; }
-constexpr bool is_integral(DType t, bool include_bool = false) {
-  return (t >= DType::U8 && t <= DType::I64) || (include_bool && t == DType::Bool);
+constexpr bool is_floating(DType t) { return t >= DType::F16 && t <= DType::F64; }
+/// u16, u32, u64: the unsigned types wider than a byte (PyTorch's "limited support" types).
+constexpr bool is_wide_unsigned(DType t) { return t >= DType::U16 && t <= DType::U64; }
+/// True when promote_types(a, b) throws: u64 with a signed integer type (no type holds both).
+constexpr bool promotion_refused(DType a, DType b) {
+  auto signed_int = [](DType t) { return t >= DType::I8 && t <= DType::I64; };
+  return (a == DType::U64 && signed_int(b)) || (b == DType::U64 && signed_int(a));
 }
-constexpr bool is_signed(DType t) { return t != DType::Bool && t != DType::U8; }
+constexpr bool is_integral(DType t, bool include_bool = false) {
+  return (t >= DType::U8 && t <= DType::I64) || is_wide_unsigned(t) || (include_bool && t == DType::Bool);
+}
+constexpr bool is_signed(DType t) { return t != DType::Bool && t != DType::U8 && !is_wide_unsigned(t); }
 /// "f32", "i64", ... as used in error messages and printing ("dtype(N)" for an invalid value).
 std::string_view dtype_name(DType t);
 std::string to_string(DType t);
@@ -65,6 +77,18 @@ struct dtype_of<bool> {
 template <>
 struct dtype_of<uint8_t> {
   static constexpr DType value = DType::U8;
+};
+template <>
+struct dtype_of<uint16_t> {
+  static constexpr DType value = DType::U16;
+};
+template <>
+struct dtype_of<uint32_t> {
+  static constexpr DType value = DType::U32;
+};
+template <>
+struct dtype_of<uint64_t> {
+  static constexpr DType value = DType::U64;
 };
 template <>
 struct dtype_of<int8_t> {

@@ -21,7 +21,8 @@ class Scalar {
       i_ = v;
     } else if constexpr (std::is_integral_v<T>) {
       kind_ = Kind::Int;
-      i_ = static_cast<int64_t>(v);
+      i_ = static_cast<int64_t>(v);  // a u64 past INT64_MAX keeps its bits (see big_unsigned_)
+      if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) big_unsigned_ = i_ < 0;
     } else {
       kind_ = Kind::Float;
       d_ = static_cast<double>(v);
@@ -34,7 +35,11 @@ class Scalar {
   bool is_floating() const { return kind_ == Kind::Float; }
   bool is_integral() const { return kind_ == Kind::Int; }
   bool is_bool() const { return kind_ == Kind::Bool; }
-  double to_double() const { return kind_ == Kind::Float ? d_ : static_cast<double>(i_); }
+  double to_double() const {
+    return kind_ == Kind::Float ? d_
+           : big_unsigned_      ? static_cast<double>(static_cast<uint64_t>(i_))
+                                : static_cast<double>(i_);
+  }
   int64_t to_int() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
   template <class T>
   T to() const {
@@ -52,6 +57,7 @@ class Scalar {
 
  private:
   Kind kind_;
+  bool big_unsigned_ = false;  ///< an unsigned 64-bit value above INT64_MAX, held in i_'s bits
   union {
     int64_t i_;
     double d_;

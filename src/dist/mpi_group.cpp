@@ -84,6 +84,12 @@ MPI_Datatype mpi_type(DType d) {
       return MPI_FLOAT;
     case DType::F64:
       return MPI_DOUBLE;
+    case DType::U16:
+      return MPI_UINT16_T;
+    case DType::U32:
+      return MPI_UINT32_T;
+    case DType::U64:
+      return MPI_UINT64_T;
   }
   KILN_CHECK(false, "dist", "no MPI type for dtype " << dtype_name(d).data());
   return MPI_DATATYPE_NULL;

@@ -23,8 +23,8 @@ constexpr const char* kOp = "nn.config";
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxText = size_t{64} << 20;
 
-const DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,   DType::I16, DType::I32,
-                            DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64};
+const DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,  DType::I16, DType::I32, DType::I64, DType::F16,
+                            DType::BF16, DType::F32, DType::F64, DType::U16, DType::U32, DType::U64};
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

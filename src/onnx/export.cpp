@@ -53,6 +53,12 @@ int32_t onnx_type(DType t) {
       return 1;
     case DType::F64:
       return 11;
+    case DType::U16:
+      return 4;
+    case DType::U32:
+      return 12;
+    case DType::U64:
+      return 13;
   }
   return 0;
 }

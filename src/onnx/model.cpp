@@ -102,6 +102,9 @@ bool has_dtype(int32_t t) {
     case proto::kFloat16:
     case proto::kDouble:
     case proto::kBFloat16:
+    case proto::kUint16:
+    case proto::kUint32:
+    case proto::kUint64:
       return true;
     default:
       return false;
@@ -130,6 +133,12 @@ DType to_dtype(int32_t t, const std::string& what) {
       return f64;
     case proto::kBFloat16:
       return bf16;
+    case proto::kUint16:
+      return u16;
+    case proto::kUint32:
+      return u32;
+    case proto::kUint64:
+      return u64;
     default:
       break;
   }
@@ -173,6 +182,11 @@ Tensor tensor_from(const TensorP& t, const Device& device, const std::string& wh
     case proto::kInt32:
       count_check(t.int32s.size(), "int32_data");
       return from_blob_copy(t.int32s.data(), shape, i32, device);
+    case proto::kUint32:
+    case proto::kUint64: {
+      count_check(t.uint64s.size(), "uint64_data");
+      return cast(from_blob_copy(t.uint64s.data(), shape, u64, device), dt);
+    }
     case proto::kFloat16:
     case proto::kBFloat16: {
       count_check(t.int32s.size(), "int32_data");

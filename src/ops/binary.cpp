@@ -30,7 +30,7 @@ Tensor binary_op(const char* api, OpKind k, Rule rule, Tensor a, Tensor b) {
   detail::check_defined(api, a);
   detail::check_defined(api, b);
   detail::check_same_device(api, a, b);
-  DType t = common_dtype(api, rule, detail::result_type(a, b));
+  DType t = common_dtype(api, rule, detail::result_type(a, b, api));
   broadcast_shapes(a.shape(), b.shape(), api);  // shape error names the API op
   ir::Op op = make_op(k);
   if (a.dtype() != t) a = cast(a, t);
@@ -172,7 +172,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
              "condition must be a bool tensor, got " << dtype_name(cond.dtype()).data());
   detail::check_same_device("where", cond, a);
   detail::check_same_device("where", cond, b);
-  DType t = detail::result_type(a, b);
+  DType t = detail::result_type(a, b, "where");
   broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   ir::Op op = make_op(OpKind::Where);
   return run1("where", op, {cond, detail::cast_if_needed(a, t), detail::cast_if_needed(b, t)});

@@ -26,6 +26,21 @@ void scalar_bytes(Scalar s, DType dt, void* out) {
       std::memcpy(out, &v, 1);
       break;
     }
+    case DType::U16: {
+      uint16_t v = s.to<uint16_t>();
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case DType::U32: {
+      uint32_t v = s.to<uint32_t>();
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case DType::U64: {
+      uint64_t v = s.to<uint64_t>();
+      std::memcpy(out, &v, 8);
+      break;
+    }
     case DType::I8: {
       int8_t v = static_cast<int8_t>(s.to_int());
       std::memcpy(out, &v, 1);

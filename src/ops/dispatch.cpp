@@ -296,7 +296,7 @@ namespace {
 int category(DType t) { return t == DType::Bool ? 0 : is_floating(t) ? 2 : 1; }
 }  // namespace
 
-DType result_type(const Tensor& a, const Tensor& b) {
+DType result_type(const Tensor& a, const Tensor& b, const char* op) {
   // Dimensioned tensors win over 0-d ones of the same or lower category (PyTorch rule).
   bool a0 = a.dim() == 0, b0 = b.dim() == 0;
   if (a0 != b0) {
@@ -305,6 +305,10 @@ DType result_type(const Tensor& a, const Tensor& b) {
     if (category(zd.dtype()) <= category(dimd.dtype())) return dimd.dtype();
     return zd.dtype();
   }
+  KILN_CHECK(!promotion_refused(a.dtype(), b.dtype()), op,
+             "no dtype holds both " << dtype_name(a.dtype()).data() << a.shape() << " and "
+                                    << dtype_name(b.dtype()).data() << b.shape()
+                                    << " (u64 with a signed integer type): cast one of them explicitly");
   return promote_types(a.dtype(), b.dtype());
 }
 

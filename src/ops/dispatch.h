@@ -66,8 +66,9 @@ ir::Op make_op(ir::OpKind kind, std::initializer_list<int64_t> ints = {}, std::i
 Tensor cast_if_needed(const Tensor& t, DType dtype);
 /// The result dtype of combining a tensor with a scalar (PyTorch's category rule).
 DType result_type(const Tensor& t, Scalar s);
-/// The result dtype of combining two tensors (0-d tensors count less, as in PyTorch).
-DType result_type(const Tensor& a, const Tensor& b);
+/// The result dtype of combining two tensors (0-d tensors count less, as in PyTorch); a
+/// kiln::Error naming op and both shapes where no dtype holds both (u64 with a signed type).
+DType result_type(const Tensor& a, const Tensor& b, const char* op = "promote_types");
 /// Wraps a normalised list of dims (sorted, unique); empty input -> all dims.
 Dims normalize_dims(const char* op, const Dims& dims, int64_t rank);
 

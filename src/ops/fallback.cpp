@@ -44,7 +44,10 @@ std::string dtypes_of(const ir::Op& op) {
     s += to_string(op.inputs[i].dtype);
   }
   s += " ->";
-  for (const ir::TensorDesc& d : op.outputs) s += " " + to_string(d.dtype);
+  for (const ir::TensorDesc& d : op.outputs) {
+    s += ' ';
+    s += dtype_name(d.dtype);
+  }
   return s + ")";
 }
 

@@ -199,6 +199,10 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   for (size_t i = 0; i < xs.size(); ++i) {
     KILN_CHECK(xs[i].dim() > 0, api,
                "zero-dimensional tensor (at position " << static_cast<long long>(i) << ") cannot be concatenated");
+    KILN_CHECK(!promotion_refused(dt, xs[i].dtype()), api,
+               "no dtype holds both " << dtype_name(dt).data() << " and " << dtype_name(xs[i].dtype()).data()
+                                      << xs[i].shape() << " (at position " << static_cast<long long>(i)
+                                      << "): cast one of them explicitly");
     dt = promote_types(dt, xs[i].dtype());
   }
   // PyTorch skips 1-d tensors of shape [0] (legacy empty tensors) whatever the other shapes.

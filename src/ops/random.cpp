@@ -105,6 +105,15 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, const TensorOption
     case DType::I32:
       check_range(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
       break;
+    case DType::U16:
+      check_range(0, std::numeric_limits<uint16_t>::max());
+      break;
+    case DType::U32:
+      check_range(0, std::numeric_limits<uint32_t>::max());
+      break;
+    case DType::U64:
+      check_range(0, std::numeric_limits<int64_t>::max());
+      break;
     default:
       break;
   }

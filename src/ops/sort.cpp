@@ -203,6 +203,12 @@ UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool retu
       return unique_host<float>(x, x.dtype());
     case DType::F64:
       return unique_host<double>(x, x.dtype());
+    case DType::U16:
+      return unique_host<uint16_t>(x, x.dtype());
+    case DType::U32:
+      return unique_host<uint32_t>(x, x.dtype());
+    case DType::U64:
+      return unique_host<uint64_t>(x, x.dtype());
   }
   KILN_CHECK(false, "unique", "unsupported dtype " << dtype_name(x.dtype()).data());
 }

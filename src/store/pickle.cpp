@@ -59,6 +59,7 @@ constexpr const char* kAllowed[] = {
     "collections.OrderedDict",
     "torch._utils._rebuild_tensor",
     "torch._utils._rebuild_tensor_v2",
+    "torch._utils._rebuild_tensor_v3",
     "torch._utils._rebuild_parameter",
     "torch._utils._rebuild_parameter_with_state",
     "torch._tensor._rebuild_from_type_v2",
@@ -175,6 +176,8 @@ class Machine {
   Value global(const std::string& module, const std::string& name);
   Value call(const Value& fn, const Value& args, int depth = 0);
   Value make_tensor(const std::vector<Value>& a);
+  /// The DType of a global such as "torch.uint32"; an error for dtypes Kiln lacks.
+  DType torch_dtype(const std::string& global);
   void memo_put(uint64_t idx, const Value& v) {
     if (memo_.size() >= Arena::kMaxObjects && !memo_.count(idx)) err("memo too large");
     memo_[idx] = v;
@@ -229,6 +232,26 @@ Value Machine::global(const std::string& module, const std::string& name) {
   return v;
 }
 
+DType Machine::torch_dtype(const std::string& global) {
+  struct Named {
+    const char* name;
+    DType dtype;
+  };
+  static constexpr Named kNames[] = {
+      {"torch.float32", DType::F32},   {"torch.float", DType::F32},   {"torch.float64", DType::F64},
+      {"torch.double", DType::F64},    {"torch.float16", DType::F16}, {"torch.half", DType::F16},
+      {"torch.bfloat16", DType::BF16}, {"torch.int64", DType::I64},   {"torch.long", DType::I64},
+      {"torch.int32", DType::I32},     {"torch.int", DType::I32},     {"torch.int16", DType::I16},
+      {"torch.short", DType::I16},     {"torch.int8", DType::I8},     {"torch.uint8", DType::U8},
+      {"torch.bool", DType::Bool},     {"torch.uint16", DType::U16},  {"torch.uint32", DType::U32},
+      {"torch.uint64", DType::U64}};
+  for (const Named& n : kNames)
+    if (global == n.name) return n.dtype;
+  err("tensors of dtype " + global +
+      " are not supported (Kiln has f32 f64 f16 bf16 i64 i32 i16 i8 u8 u16 u32 u64 bool)");
+  __builtin_unreachable();
+}
+
 Value Machine::make_tensor(const std::vector<Value>& a) {
   if (a.size() < 4) err("tensor rebuild expects at least 4 arguments, got " + std::to_string(a.size()));
   if (!a[0].is(Kind::Storage))
@@ -275,6 +298,14 @@ Value Machine::call(const Value& fn, const Value& args_v, int depth) {
     return d;
   }
   if (f == "torch._utils._rebuild_tensor_v2" || f == "torch._utils._rebuild_tensor") return make_tensor(a);
+  if (f == "torch._utils._rebuild_tensor_v3") {
+    // (storage, offset, size, stride, requires_grad, hooks, dtype, ...): the dtypes without a
+    // typed storage class (u16, u32, u64) are saved this way, over an untyped (byte) storage.
+    if (a.size() < 7 || !a[6].is(Kind::Global)) err("_rebuild_tensor_v3 expects a dtype as its 7th argument");
+    Value v = make_tensor(a);
+    v.tensor->dtype = torch_dtype(a[6].obj->str);
+    return v;
+  }
   if (f == "torch._utils._rebuild_parameter" || f == "torch._utils._rebuild_parameter_with_state") {
     if (a.empty() || !a[0].is(Kind::Tensor)) err("parameter rebuild expects a tensor");
     return a[0];
@@ -626,7 +657,7 @@ std::optional<DType> storage_dtype(const std::string& global, const std::string&
     if (rest != s.name) continue;
     if (!s.dtype)
       fail(file, std::string("tensors of dtype torch.") + s.torch_dtype + " (" + global +
-                     ") are not supported (Kiln has f32 f64 f16 bf16 i64 i32 i16 i8 u8 bool)");
+                     ") are not supported (Kiln has f32 f64 f16 bf16 i64 i32 i16 i8 u8 u16 u32 u64 bool)");
     return s.dtype;
   }
   return std::nullopt;

@@ -47,10 +47,10 @@ struct DTypeName {
 };
 constexpr DTypeName kDTypes[] = {{"BOOL", DType::Bool}, {"U8", DType::U8},   {"I8", DType::I8},   {"I16", DType::I16},
                                  {"I32", DType::I32},   {"I64", DType::I64}, {"F16", DType::F16}, {"BF16", DType::BF16},
-                                 {"F32", DType::F32},   {"F64", DType::F64}};
+                                 {"F32", DType::F32},   {"F64", DType::F64}, {"U16", DType::U16}, {"U32", DType::U32},
+                                 {"U64", DType::U64}};
 /// dtypes of the format that Kiln has no type for.
-constexpr const char* kUnsupported[] = {"U16",     "U32", "U64",     "F8_E4M3", "F8_E5M2",
-                                        "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
+constexpr const char* kUnsupported[] = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "C64"};
 
 const char* safetensors_name(DType t) {
   for (const auto& d : kDTypes)

@@ -302,10 +302,13 @@ class Loader {
     Materialized& m = storage_for(s.key);
     const uint64_t es = dtype_size(t.dtype);
     auto where = [&] { return "tensor '" + name + "' (storage '" + s.key + "')"; };
+    // An untyped (byte) storage under a wider tensor (_rebuild_tensor_v3) declares bytes.
+    const uint64_t ses = dtype_size(s.dtype);
     if (static_cast<uint64_t>(s.byte_offset) > m.nbytes ||
-        (m.nbytes - s.byte_offset) / es < static_cast<uint64_t>(s.numel))
+        (m.nbytes - s.byte_offset) / ses < static_cast<uint64_t>(s.numel))
       fail(file_, where() + ": the storage declares " + std::to_string(s.numel) + " elements of " +
-                      std::string(dtype_name(t.dtype)) + " but holds " + std::to_string(m.nbytes) + " bytes");
+                      std::string(dtype_name(s.dtype)) + " but holds " + std::to_string(m.nbytes) + " bytes");
+    const int64_t snumel = static_cast<int64_t>(static_cast<uint64_t>(s.numel) * ses / es);
     if (s.byte_offset % static_cast<int64_t>(es) != 0) fail(file_, where() + ": misaligned storage view");
     // Extent of the view, in elements, with overflow checks.
     int64_t numel = 1, last = t.offset;
@@ -323,9 +326,9 @@ class Loader {
       }
     }
     // The storage's declared element count bounds the view (the entry may be larger).
-    if (empty ? t.offset > s.numel : last >= s.numel)
+    if (empty ? t.offset > snumel : last >= snumel)
       fail(file_, where() + ": the view (offset " + std::to_string(t.offset) + ", last element " +
-                      std::to_string(last) + ") extends past the storage's " + std::to_string(s.numel) + " elements");
+                      std::to_string(last) + ") extends past the storage's " + std::to_string(snumel) + " elements");
     int64_t base = s.byte_offset / static_cast<int64_t>(es);
     if (t.dtype == DType::Bool && !empty) {
       const uint8_t* p = m.bytes + base;

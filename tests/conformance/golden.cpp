@@ -29,9 +29,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 DType parse_dtype(const std::string& s) {
-  static const char* names[] = {"bool", "u8", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"};
   for (int i = 0; i < kNumDTypes; ++i)
-    if (s == names[i]) return static_cast<DType>(i);
+    if (s == dtype_name(static_cast<DType>(i))) return static_cast<DType>(i);
   throw std::runtime_error("golden: unknown dtype '" + s + "'");
 }
 }  // namespace
@@ -299,9 +298,20 @@ int64_t decode_i(const uint8_t* p, DType dt) {
       std::memcpy(&v, p, 4);
       return v;
     }
-    case DType::I64: {
+    case DType::I64:
+    case DType::U64: {  // u64 as its bit pattern, which the cast to i64 of the result keeps too
       int64_t v;
       std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::U16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::U32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
       return v;
     }
     default:

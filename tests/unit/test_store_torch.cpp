@@ -114,7 +114,8 @@ const char* kGood[] = {"state_dict.pt",
                        "views.pt",
                        "views_legacy.pt",
                        "dtypes.pt",
-                       "misc.pt"};
+                       "misc.pt",
+                       "unsigned.pt"};
 
 // ---- a tiny zip writer and pickle builder for hostile inputs ---------------------------------
 

@@ -151,8 +151,11 @@ void k_Fill(const ir::Op& op, void* const*, void* const* out) {
   int64_t n = d.numel();
   const ir::CreationAttrs a = ir::CreationAttrs::decode(op);
   KILN_SWITCH_ALL(d.dtype, "fill", T, {
-    // Integers travel exactly.
-    T val = a.has_int ? convert<T, int64_t>(a.int_value) : convert<T, double>(a.value);
+    // Integers travel exactly: as their bits, but for a float of a u64 past INT64_MAX (whose
+    // bits read as a negative int64 while its value is positive).
+    const bool big_unsigned = a.has_int && a.int_value < 0 && a.value >= 0;
+    T val =
+        a.has_int && !(big_unsigned && is_float_v<T>) ? convert<T, int64_t>(a.int_value) : convert<T, double>(a.value);
     T* o = reinterpret_cast<T*>(base_ptr(out[0], d));
     parallel_for(n, kGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = val;

@@ -16,6 +16,14 @@ template <class T>
 using acc_t = std::conditional_t<is_half_v<T>, float, T>;
 template <class T>
 inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
+/// x < 0, without the always-false comparison (and its warning) for unsigned types.
+template <class A>
+constexpr bool below_zero(A x) {
+  if constexpr (std::is_unsigned_v<A>)
+    return false;
+  else
+    return x < A(0);
+}
 
 }  // namespace kiln::cpu
 
@@ -37,19 +45,25 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
     KILN_CASE_(BF16, ::kiln::BFloat16, T, __VA_ARGS__) \
     KILN_BAD_DTYPE_(dt, what)                          \
   }
-#define KILN_SWITCH_INT(dt, what, T, ...)    \
-  switch (dt) {                              \
-    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)  \
-    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)   \
-    KILN_CASE_(I16, int16_t, T, __VA_ARGS__) \
-    KILN_CASE_(I32, int32_t, T, __VA_ARGS__) \
-    KILN_CASE_(I64, int64_t, T, __VA_ARGS__) \
-    KILN_BAD_DTYPE_(dt, what)                \
+#define KILN_SWITCH_INT(dt, what, T, ...)     \
+  switch (dt) {                               \
+    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)   \
+    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__) \
+    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__) \
+    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__) \
+    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)    \
+    KILN_CASE_(I16, int16_t, T, __VA_ARGS__)  \
+    KILN_CASE_(I32, int32_t, T, __VA_ARGS__)  \
+    KILN_CASE_(I64, int64_t, T, __VA_ARGS__)  \
+    KILN_BAD_DTYPE_(dt, what)                 \
   }
 #define KILN_SWITCH_INT_BOOL(dt, what, T, ...) \
   switch (dt) {                                \
     KILN_CASE_(Bool, bool, T, __VA_ARGS__)     \
     KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)    \
+    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__)  \
+    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__)  \
+    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__)  \
     KILN_CASE_(I8, int8_t, T, __VA_ARGS__)     \
     KILN_CASE_(I16, int16_t, T, __VA_ARGS__)   \
     KILN_CASE_(I32, int32_t, T, __VA_ARGS__)   \
@@ -59,6 +73,9 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
 #define KILN_SWITCH_NUMERIC(dt, what, T, ...)          \
   switch (dt) {                                        \
     KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)            \
+    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__)          \
+    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__)          \
+    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__)          \
     KILN_CASE_(I8, int8_t, T, __VA_ARGS__)             \
     KILN_CASE_(I16, int16_t, T, __VA_ARGS__)           \
     KILN_CASE_(I32, int32_t, T, __VA_ARGS__)           \
@@ -73,6 +90,9 @@ inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
   switch (dt) {                                        \
     KILN_CASE_(Bool, bool, T, __VA_ARGS__)             \
     KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)            \
+    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__)          \
+    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__)          \
+    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__)          \
     KILN_CASE_(I8, int8_t, T, __VA_ARGS__)             \
     KILN_CASE_(I16, int16_t, T, __VA_ARGS__)           \
     KILN_CASE_(I32, int32_t, T, __VA_ARGS__)           \

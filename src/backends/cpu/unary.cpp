@@ -63,9 +63,9 @@ void apply(const ir::Op& op, void* const* in, void* const* out, const F& f, bool
     });                                                                   \
   }
 
-KILN_NUMERIC_UNARY(Abs, x < A(0) ? A(-x) : x)
+KILN_NUMERIC_UNARY(Abs, below_zero(x) ? A(-x) : x)
 KILN_NUMERIC_UNARY(Neg, A(-x))
-KILN_NUMERIC_UNARY(Sign, A((A(0) < x) - (x < A(0))))
+KILN_NUMERIC_UNARY(Sign, A((A(0) < x) - below_zero(x)))
 KILN_NUMERIC_UNARY(Square, A(x* x))
 KILN_FLOAT_UNARY(Exp, std::exp(x))
 KILN_FLOAT_UNARY(Exp2, std::exp2(x))
@@ -100,7 +100,7 @@ KILN_FLOAT_UNARY(Sigmoid, math::sigmoid(x))
 KILN_FLOAT_UNARY(Logit, P.eps < 0 ? std::log(x / (A(1) - x))
                                   : std::log(std::clamp(x, A(P.eps), A(1 - P.eps)) /
                                              (A(1) - std::clamp(x, A(P.eps), A(1 - P.eps)))))
-KILN_NUMERIC_UNARY(Relu, x < A(0) ? A(0) : x)  // NaN passes through, as in PyTorch
+KILN_NUMERIC_UNARY(Relu, below_zero(x) ? A(0) : x)  // NaN passes through, as in PyTorch
 KILN_FLOAT_UNARY(LeakyRelu, x > A(0) ? x : A(x * A(P.slope)))
 KILN_FLOAT_UNARY(Elu, x > A(0) ? A(P.scale) * x : A(P.scale) * A(P.alpha) * std::expm1(x * A(P.input_scale)))
 KILN_FLOAT_UNARY(Gelu, math::gelu(x))
