@@ -10,6 +10,8 @@
 # python3-statsmodels ships the El Nino series of examples/time-series (its CSV, read directly).
 # gcc-arm-none-eabi, its newlib and libstdc++ and qemu-system-arm build and run the micro target's
 # tests and example on the emulated Cortex-M3 and Cortex-M55 boards (docs/micro.md).
+# chromium runs the browser tests headless, its WebGPU adapter (SwiftShader) the kernel suite's
+# WGSL (tests/browser/, scripts/browser_run.py).
 # --wasm: also emscripten, nodejs and googletest (its sources), for the WebAssembly build and its
 # tests in node (`make wasm`, `make test-wasm`, docs/web.md).
 # --arm64 (make test-arm64) installs only what the ARM64 Linux cross build needs (docs/micro.md,
@@ -46,7 +48,7 @@ pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libb
   dataset-fashion-mnist python3-sklearn libonnx-testdata
   glslc glslang-tools spirv-tools libvulkan-dev mesa-vulkan-drivers
   libopenmpi-dev openmpi-bin libboost-dev libssl-dev openssl libsentencepiece-dev fortunes python3-statsmodels
-  gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm)
+  gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm chromium)
 [ "$wasm" -eq 0 ] || pkgs+=(emscripten nodejs googletest)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The shading-language targets: GLSL 4.50 compute (for SPIR-V and Vulkan) and WGSL (WebGPU).
 // Neither has erf: both get the same polynomial (fractional error below 1.2e-7).
+#include <algorithm>
 #include <cmath>
 
 #include "kernel/render.h"
@@ -242,6 +243,12 @@ class Wgsl : public Base {
           "var<workgroup> s" + std::to_string(i) + ": array<" + e + ", " + std::to_string(k.shared[i].count) + ">;\n";
     }
     if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "fn kk_sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }\n";
+    // WGSL's constant expressions may not hold an infinity or a NaN (a shader compiler rejects
+    // bitcast<f32>(0x7f800000u)); a function's result is not a constant expression.
+    const bool special = std::any_of(k.ops.begin(), k.ops.end(), [](const ir::Op& op) {
+      return op.kind == ir::Kind::Const && is_float(op.type) && !std::isfinite(op.f);
+    });
+    if (special) out += "fn kk_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n";
     if (uses_unary(k, ir::UnaryFn::Erf))
       out +=
           "fn kk_erf(x: f32) -> f32 {\n"
@@ -282,9 +289,9 @@ class Wgsl : public Base {
         break;
     }
     if (std::isfinite(op.f)) return float_text(op.f) + "f";
-    return std::isnan(op.f) ? "bitcast<f32>(0x7fc00000u)"
-           : op.f > 0       ? "bitcast<f32>(0x7f800000u)"
-                            : "bitcast<f32>(0xff800000u)";
+    return std::isnan(op.f) ? "kk_f32_bits(0x7fc00000u)"
+           : op.f > 0       ? "kk_f32_bits(0x7f800000u)"
+                            : "kk_f32_bits(0xff800000u)";
   }
   std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
   std::string builtin(const ir::Op& op) override {
