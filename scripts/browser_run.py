@@ -32,7 +32,8 @@ def chromium():
 
 
 def run_page(root, page, timeout=120):
-    """Serves `root`, opens `page` in headless Chromium, returns the JSON the page posts."""
+    """Serves `root`, opens `page` in headless Chromium, returns the JSON the page posts. A page
+    reports its console errors and uncaught exceptions as `console_errors`; any fails the run."""
     posted, done = {}, threading.Event()
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -70,7 +71,11 @@ def run_page(root, page, timeout=120):
         proc.wait()
         server.shutdown()
         shutil.rmtree(profile, ignore_errors=True)
-    return json.loads(posted["body"])
+    report = json.loads(posted["body"])
+    errors = report.get("console_errors") or []
+    if errors:
+        raise SystemExit(f"browser_run: {page} logged {len(errors)} console error(s):\n" + "\n".join(errors))
+    return report
 
 
 def main():
