@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""Runs the WebAssembly unit tests (kiln_wasm_tests_web) in a page of headless Chromium.
+
+  unit_page.py BUILD_DIR [GTEST ARGS...]
+
+BUILD_DIR holds kiln_wasm_tests_web.{js,wasm,data}; the page (tests/wasm/unit_page.html) runs
+them with the given arguments and posts the exit code and output (scripts/browser_run.py). Prints
+the output; the exit status is the tests'.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+from browser_run import run_page  # noqa: E402
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    build, args = os.path.abspath(sys.argv[1]), sys.argv[2:]
+    for ext in ("js", "wasm", "data"):
+        if not os.path.isfile(os.path.join(build, "kiln_wasm_tests_web." + ext)):
+            raise SystemExit(f"unit_page: {build}/kiln_wasm_tests_web.{ext} is missing (build the target kiln_wasm_tests_web)")
+    root = tempfile.mkdtemp(prefix="kiln-wasm-page-")
+    try:
+        for ext in ("js", "wasm", "data"):
+            os.symlink(os.path.join(build, "kiln_wasm_tests_web." + ext), os.path.join(root, "kiln_wasm_tests_web." + ext))
+        shutil.copy(os.path.join(HERE, "unit_page.html"), root)
+        query = urllib.parse.urlencode([("arg", a) for a in args])
+        report = run_page(root, "unit_page.html?" + query, timeout=540)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(report.get("log", ""))
+    print(f"unit_page: exit code {report.get('code')} ({report.get('why')}) in {report.get('agent', '?')}")
+    return report.get("code", 1) if isinstance(report.get("code"), int) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
