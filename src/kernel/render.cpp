@@ -106,7 +106,7 @@ std::string Base::expr(uint32_t id) {
       return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + in(1) + ")";
     }
     case Kind::Compare:
-      return std::string("(") + in(0) + " " + ir::cmp_name(static_cast<ir::CmpFn>(op.attr)) + " " + in(1) + ")";
+      return compare(static_cast<ir::CmpFn>(op.attr), k.ops[op.in[0]].type, in(0), in(1), op.in[0] == op.in[1]);
     case Kind::Select:
       return select(in(0), in(1), in(2));
     case Kind::Cast:

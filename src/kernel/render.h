@@ -39,6 +39,10 @@ class Base {
   /// The math function f of x, a value of type t (F32, or F64 for abs, sqrt, rsqrt, floor, ceil).
   virtual std::string math(ir::UnaryFn f, Type t, const std::string& x) = 0;
   virtual std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) = 0;
+  /// A comparison a (cmp) b of values of type t (`same`: both operands are one value).
+  virtual std::string compare(ir::CmpFn f, Type t, const std::string& a, const std::string& b, bool same) {
+    return "(" + a + " " + ir::cmp_name(f) + " " + b + ")";
+  }
   virtual std::string select(const std::string& c, const std::string& a, const std::string& b) {
     return "(" + c + " ? " + a + " : " + b + ")";
   }

@@ -249,6 +249,13 @@ class Wgsl : public Base {
       return op.kind == ir::Kind::Const && is_float(op.type) && !std::isfinite(op.f);
     });
     if (special) out += "fn kk_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n";
+    // WGSL lets an implementation assume that floats are never NaN (SwiftShader folds x != x
+    // to false): comparisons of floats test for NaN on the bits, so that they follow IEEE 754
+    // as on the other targets.
+    const bool float_compare = std::any_of(k.ops.begin(), k.ops.end(), [&](const ir::Op& op) {
+      return op.kind == ir::Kind::Compare && is_float(k.ops[op.in[0]].type);
+    });
+    if (float_compare) out += "fn kk_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n";
     if (uses_unary(k, ir::UnaryFn::Erf))
       out +=
           "fn kk_erf(x: f32) -> f32 {\n"
@@ -294,6 +301,14 @@ class Wgsl : public Base {
                             : "kk_f32_bits(0xff800000u)";
   }
   std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
+  std::string compare(ir::CmpFn f, Type t, const std::string& a, const std::string& b, bool same) override {
+    if (!is_float(t)) return Base::compare(f, t, a, b, same);
+    const std::string na = "kk_isnan(f32(" + a + "))", nb = "kk_isnan(f32(" + b + "))";
+    if (same && f == ir::CmpFn::Ne) return na;
+    if (same && f == ir::CmpFn::Eq) return "!" + na;
+    if (f == ir::CmpFn::Ne) return "(" + na + " || " + nb + " || " + a + " != " + b + ")";
+    return "(!" + na + " && !" + nb + " && " + a + " " + ir::cmp_name(f) + " " + b + ")";
+  }
   std::string builtin(const ir::Op& op) override {
     std::string ax(1, "xyz"[op.axis]);
     switch (static_cast<ir::Builtin>(op.attr)) {

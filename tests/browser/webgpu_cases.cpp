@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Writes the kernel suite's launches (tests/unit/kernel_suite_cases.h) for WebGPU as JSON: each
-// kernel's WGSL, its groups, buffers and scalars, and the buffers the C++ target wrote, which
-// the page tests/browser/webgpu_suite.html must reproduce in headless Chromium
-// (tests/browser/webgpu_suite.py). Kernels WGSL cannot express (i64, bf16) are listed with the
-// renderer's reason.
+// Writes launches for WebGPU as JSON: each kernel's WGSL, its groups, buffers and scalars, and
+// the buffers it must write, which the page tests/browser/webgpu_suite.html reproduces in
+// headless Chromium (tests/browser/webgpu_suite.py):
+// - the kernel suite (tests/unit/kernel_suite_cases.h), against the C++ target;
+// - the kernel library's elementwise kernels (src/kernel/library) on f32 tensor ops, strided
+//   and broadcast views and special values included, against Kiln's CPU backend.
+// Kernels WGSL cannot express (i64, f64, bf16) are listed with the renderer's reason.
 //   kiln_webgpu_cases OUT.json
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ir/op.h"
+#include "kernel/library.h"
+#include "kiln/capture.h"
 #include "kiln/error.h"
 #include "kiln/half.h"
+#include "kiln/kiln.h"
 #include "unit/kernel_suite_cases.h"
 
 using namespace kiln::kernel;
@@ -26,24 +32,20 @@ Limits webgpu_limits() {
   return l;
 }
 
-/// A buffer's elements as JSON numbers (f16 and bf16 as their 16-bit patterns).
+/// A buffer's elements as JSON numbers: integers as they are, floats as their bit patterns
+/// (JSON has no NaN or infinity).
 json values(const suite::CaseBuffer& b) {
   json a = json::array();
   const uint8_t* p = b.bytes.data();
   for (int64_t i = 0; i < b.count(); ++i) {
     switch (b.type) {
-      case Type::F32: {
-        float v;
-        std::memcpy(&v, p + 4 * i, 4);
-        a.push_back(v);
-        break;
-      }
       case Type::I32: {
         int32_t v;
         std::memcpy(&v, p + 4 * i, 4);
         a.push_back(v);
         break;
       }
+      case Type::F32:
       case Type::U32: {
         uint32_t v;
         std::memcpy(&v, p + 4 * i, 4);
@@ -65,13 +67,130 @@ json values(const suite::CaseBuffer& b) {
 }
 
 json scalar(const Arg& s) {
-  if (s.type == Type::F32) return {{"type", "f32"}, {"value", s.f}};
+  if (s.type == Type::F32) {
+    const float f = static_cast<float>(s.f);
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return {{"type", "f32"}, {"value", bits}};
+  }
   return {{"type", std::string(type_name(s.type))}, {"value", s.i}};
+}
+
+/// Bytes of t's elements in order (t on the CPU).
+std::vector<uint8_t> bytes_of(const kiln::Tensor& t) {
+  std::vector<uint8_t> b(static_cast<size_t>(t.numel()) * t.element_size());
+  t.contiguous().copy_to_host(b.data(), t.dtype());
+  return b;
+}
+
+/// One tensor op with f32 inputs, captured to its ir::Op, as a launch of the library's
+/// elementwise kernel; the expected output is the CPU backend's.
+json library_case(const std::string& name, const kiln::CaptureFunction& fn, const std::vector<kiln::Tensor>& in,
+                  double rtol) {
+  json j = {{"name", "library/" + name}};
+  const kiln::CapturedGraph g = kiln::capture(fn, in);
+  KILN_CHECK(g.nodes.size() == 1, "webgpu_cases", name << ": captured " << g.str());
+  const kiln::ir::Op& op = *g.nodes[0].op;
+  const std::optional<lib::Elementwise> spec = lib::elementwise_of(op);
+  if (!spec) {
+    j["unsupported"] = "the kernel library has no kernel for " + std::string(kiln::ir::op_name(op.kind));
+    return j;
+  }
+  try {
+    j["wgsl"] = render(lib::trace_elementwise(*spec, webgpu_limits()), Target::Wgsl);
+  } catch (const kiln::Error& e) {
+    j["unsupported"] = e.what();
+    return j;
+  }
+  const std::array<uint32_t, 3> groups = lib::elementwise_groups(op.outputs[0].numel());
+  j["groups"] = {groups[0], groups[1], groups[2]};
+  j["needs"] = json::array();
+  j["rtol"] = rtol;
+  j["atol"] = 0.0;
+  auto buf = [](Type t, std::vector<uint8_t> bytes, bool written) {
+    suite::CaseBuffer b{t, std::move(bytes), written};
+    return b;
+  };
+  const kiln::Tensor want = fn(in).at(0);
+  std::vector<suite::CaseBuffer> bufs{buf(Type::F32, std::vector<uint8_t>(bytes_of(want).size()), true)};
+  for (size_t q = 0; q < op.inputs.size(); ++q) {
+    const kiln::CapturedValue& v = g.values[static_cast<size_t>(g.nodes[0].inputs[q])];
+    const auto it = std::find(g.inputs.begin(), g.inputs.end(), g.nodes[0].inputs[q]);
+    std::vector<uint8_t> bytes =
+        it != g.inputs.end() ? bytes_of(in[static_cast<size_t>(it - g.inputs.begin())]) : v.bytes;
+    KILN_CHECK(op.inputs[q].dtype == kiln::f32, "webgpu_cases", name << ": an input is not f32");
+    bufs.push_back(buf(Type::F32, std::move(bytes), false));
+  }
+  std::vector<int32_t> meta(lib::kMetaInts);
+  KILN_CHECK(lib::elementwise_meta(op, meta.data()), "webgpu_cases", name << ": no meta");
+  bufs.push_back(buf(Type::I32,
+                     std::vector<uint8_t>(reinterpret_cast<uint8_t*>(meta.data()),
+                                          reinterpret_cast<uint8_t*>(meta.data() + meta.size())),
+                     false));
+  j["buffers"] = json::array();
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    json jb = {{"type", std::string(type_name(bufs[i].type))}, {"written", bufs[i].written}, {"data", values(bufs[i])}};
+    if (i == 0) jb["expected"] = values(buf(Type::F32, bytes_of(want), true));
+    j["buffers"].push_back(jb);
+  }
+  j["scalars"] = json::array();
+  for (const Arg& s : spec->push) j["scalars"].push_back(scalar(s));
+  return j;
+}
+
+/// The library cases: f32 values with NaN, infinities, signed zeros and ordinary numbers.
+std::vector<json> library_cases() {
+  using namespace kiln;
+  using V = std::vector<Tensor>;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xv{nan, inf, -inf, -0.0f, 0.0f, 1.0f, -1.0f, 0.5f, -2.5f, 3.75f, 1e-30f, -7.0f};
+  manual_seed(3);
+  Tensor r = randn({18}) * 3.0f;
+  for (float v : r.to_vector<float>()) xv.push_back(v);
+  const Tensor x = tensor(xv, {5, 6}), y = randn({5, 6}), row = randn({6}), pos = rand({5, 6}) * 10.0f + 0.01f;
+  std::vector<json> out;
+  auto unary = [&](const std::string& n, const std::function<Tensor(const Tensor&)>& f, double rtol = 0) {
+    out.push_back(library_case(
+        n, [f](const V& a) { return V{f(a[0])}; }, {x}, rtol));
+  };
+  auto binary = [&](const std::string& n, const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
+    out.push_back(library_case(
+        n, [f](const V& a) { return V{f(a[0], a[1])}; }, {x, y}, 0));
+    // broadcast a row, read the first operand transposed
+    out.push_back(library_case(
+        n + "/broadcast_transposed", [f](const V& a) { return V{f(a[0].t(), a[1])}; }, {x.reshape({6, 5}), row}, 0));
+  };
+  unary("neg", [](const Tensor& t) { return neg(t); });
+  unary("abs", [](const Tensor& t) { return abs(t); });
+  unary("relu", [](const Tensor& t) { return relu(t); });
+  unary("square", [](const Tensor& t) { return square(t); });
+  unary("floor", [](const Tensor& t) { return floor(t); });
+  unary("ceil", [](const Tensor& t) { return ceil(t); });
+  unary("trunc", [](const Tensor& t) { return trunc(t); });
+  unary("sign", [](const Tensor& t) { return sign(t); });
+  unary(
+      "hardswish", [](const Tensor& t) { return nn::functional::hardswish(t); }, 1e-6);
+  unary("clamp", [](const Tensor& t) { return clamp(t, -1.0, 2.0); });
+  unary(
+      "exp", [](const Tensor& t) { return exp(t); }, 4e-7);
+  unary(
+      "tanh", [](const Tensor& t) { return tanh(t); }, 4e-7);
+  unary(
+      "sigmoid", [](const Tensor& t) { return sigmoid(t); }, 4e-7);
+  out.push_back(library_case(
+      "log", [](const V& a) { return V{log(a[0])}; }, {pos}, 4e-7));
+  binary("add", [](const Tensor& a, const Tensor& b) { return add(a, b); });
+  binary("sub", [](const Tensor& a, const Tensor& b) { return sub(a, b); });
+  binary("mul", [](const Tensor& a, const Tensor& b) { return mul(a, b); });
+  binary("div", [](const Tensor& a, const Tensor& b) { return div(a, b); });
+  binary("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
+  binary("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); });
+  return out;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: kiln_webgpu_cases OUT.json\n");
     return 2;
@@ -102,7 +221,17 @@ int main(int argc, char** argv) {
     for (const Arg& s : c.scalars) j["scalars"].push_back(scalar(s));
     out.push_back(j);
   }
+  for (json& j : library_cases()) out.push_back(std::move(j));
   std::ofstream f(argv[1]);
   f << out.dump() << "\n";
   return f ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln_webgpu_cases: %s\n", e.what());
+    return 1;
+  }
 }

@@ -135,7 +135,8 @@ TEST(KernelTargets, GlslCompilesToValidSpirv) {
     }
     ms += std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     ++n;
-    EXPECT_EQ(origin, "compiled") << name;
+    // A fresh disk cache: compiled now, or earlier in this process (when tests share one).
+    EXPECT_NE(origin, "disk") << name;
     EXPECT_EQ(words[0], 0x07230203u) << name;
     std::string spv = (dir / (name + ".spv")).string();
     std::ofstream(spv, std::ios::binary)
