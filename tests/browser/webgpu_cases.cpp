@@ -83,7 +83,7 @@ std::vector<uint8_t> bytes_of(const kiln::Tensor& t) {
   return b;
 }
 
-/// One tensor op with f32 inputs, captured to its ir::Op, as a launch of the library's
+/// One tensor op, captured to its ir::Op, as a launch of the library's
 /// elementwise kernel; the expected output is the CPU backend's.
 json library_case(const std::string& name, const kiln::CaptureFunction& fn, const std::vector<kiln::Tensor>& in,
                   double rtol) {
@@ -107,30 +107,34 @@ json library_case(const std::string& name, const kiln::CaptureFunction& fn, cons
   j["needs"] = json::array();
   j["rtol"] = rtol;
   j["atol"] = 0.0;
-  auto buf = [](Type t, std::vector<uint8_t> bytes, bool written) {
-    suite::CaseBuffer b{t, std::move(bytes), written};
-    return b;
+  // A tensor's buffer as the kernel reads it: f32 and i32 as they are; 1- and 2-byte elements
+  // packed in u32 words, which is their byte order padded to whole words.
+  auto buf = [](kiln::DType d, std::vector<uint8_t> bytes, bool written) {
+    const std::optional<lib::Store> s = lib::storage_of(d, false);
+    KILN_CHECK(s, "webgpu_cases", "no storage for " << kiln::dtype_name(d).data());
+    const Type t = *s == lib::Store::F32 ? Type::F32 : *s == lib::Store::I32 ? Type::I32 : Type::U32;
+    bytes.resize((bytes.size() + 3) / 4 * 4, 0);
+    return suite::CaseBuffer{t, std::move(bytes), written};
   };
   const kiln::Tensor want = fn(in).at(0);
-  std::vector<suite::CaseBuffer> bufs{buf(Type::F32, std::vector<uint8_t>(bytes_of(want).size()), true)};
+  std::vector<suite::CaseBuffer> bufs{buf(want.dtype(), std::vector<uint8_t>(bytes_of(want).size()), true)};
   for (size_t q = 0; q < op.inputs.size(); ++q) {
     const kiln::CapturedValue& v = g.values[static_cast<size_t>(g.nodes[0].inputs[q])];
     const auto it = std::find(g.inputs.begin(), g.inputs.end(), g.nodes[0].inputs[q]);
     std::vector<uint8_t> bytes =
         it != g.inputs.end() ? bytes_of(in[static_cast<size_t>(it - g.inputs.begin())]) : v.bytes;
-    KILN_CHECK(op.inputs[q].dtype == kiln::f32, "webgpu_cases", name << ": an input is not f32");
-    bufs.push_back(buf(Type::F32, std::move(bytes), false));
+    bufs.push_back(buf(op.inputs[q].dtype, std::move(bytes), false));
   }
   std::vector<int32_t> meta(lib::kMetaInts);
   KILN_CHECK(lib::elementwise_meta(op, meta.data()), "webgpu_cases", name << ": no meta");
-  bufs.push_back(buf(Type::I32,
+  bufs.push_back(buf(kiln::i32,
                      std::vector<uint8_t>(reinterpret_cast<uint8_t*>(meta.data()),
                                           reinterpret_cast<uint8_t*>(meta.data() + meta.size())),
                      false));
   j["buffers"] = json::array();
   for (size_t i = 0; i < bufs.size(); ++i) {
     json jb = {{"type", std::string(type_name(bufs[i].type))}, {"written", bufs[i].written}, {"data", values(bufs[i])}};
-    if (i == 0) jb["expected"] = values(buf(Type::F32, bytes_of(want), true));
+    if (i == 0) jb["expected"] = values(buf(want.dtype(), bytes_of(want), true));
     j["buffers"].push_back(jb);
   }
   j["scalars"] = json::array();
@@ -185,6 +189,20 @@ std::vector<json> library_cases() {
   binary("div", [](const Tensor& a, const Tensor& b) { return div(a, b); });
   binary("maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
   binary("minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); });
+  // bool outputs and inputs (packed four to a word, written with atomics), casts, where
+  binary("lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); });
+  binary("eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); });
+  binary("ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); });
+  unary("isnan", [](const Tensor& t) { return isnan(t); });
+  out.push_back(library_case(
+      "to_i32", [](const V& a) { return V{a[0].to(i32)}; }, {clamp(x, -100.0, 100.0).nan_to_num(0.0)}, 0));
+  out.push_back(library_case(
+      "to_u8", [](const V& a) { return V{a[0].to(u8)}; }, {clamp(x, 0.0, 200.0).nan_to_num(0.0)}, 0));
+  out.push_back(library_case(
+      "where", [](const V& a) { return V{where(a[0], a[1], a[2])}; }, {gt(y, 0.0), x, y}, 0));
+  out.push_back(library_case(
+      "i32_add", [](const V& a) { return V{add(a[0], a[1])}; },
+      {randint(-1000, 1000, {5, 6}, {.dtype = i32}), randint(-1000, 1000, {6}, {.dtype = i32})}, 0));
   return out;
 }
 
