@@ -85,28 +85,79 @@ std::vector<uint8_t> bytes_of(const kiln::Tensor& t) {
 
 /// One tensor op, captured to its ir::Op, as a launch of the library's
 /// elementwise kernel; the expected output is the CPU backend's.
+/// How the library launches op (as the Vulkan backend does): its kernel, groups, push constants
+/// and parameter block; nothing when the library has no kernel for it.
+struct LibraryLaunch {
+  Kernel kernel;
+  std::array<uint32_t, 3> groups{};
+  std::vector<Arg> push;
+  std::vector<int32_t> meta;
+};
+std::optional<LibraryLaunch> library_launch(const kiln::ir::Op& op) {
+  using kiln::ir::Family;
+  const Limits l = webgpu_limits();
+  LibraryLaunch r;
+  switch (kiln::ir::op_family(op.kind)) {
+    case Family::Reduce: {
+      const std::optional<lib::Reduce> s = lib::reduce_of(op);
+      r.meta.resize(lib::kReduceMetaInts);
+      if (!s || !lib::reduce_meta(op, r.meta.data())) return std::nullopt;
+      r.kernel = lib::trace_reduce(*s, l);
+      r.groups = lib::reduce_groups(r.meta[lib::kOut]);
+      r.push = s->push;
+      return r;
+    }
+    case Family::Scan: {  // softmax and log-softmax (the family of scans)
+      const std::optional<lib::Softmax> s = lib::softmax_of(op);
+      r.meta.resize(lib::kReduceMetaInts);
+      if (!s || !lib::softmax_meta(op, r.meta.data())) return std::nullopt;
+      r.kernel = lib::trace_softmax(*s, l);
+      r.groups = lib::reduce_groups(r.meta[lib::kOut]);
+      return r;
+    }
+    case Family::Contract: {
+      const std::optional<lib::MatMul> s = lib::matmul_of(op);
+      if (!s) return std::nullopt;
+      r.meta.resize(lib::kMatMulMetaInts);
+      lib::matmul_meta(op, r.meta.data());
+      r.kernel = lib::trace_matmul(*s, l);
+      r.groups = lib::matmul_groups(op);
+      return r;
+    }
+    default: {
+      const std::optional<lib::Elementwise> s = lib::elementwise_of(op);
+      r.meta.resize(lib::kMetaInts);
+      if (!s || !lib::elementwise_meta(op, r.meta.data())) return std::nullopt;
+      r.kernel = lib::trace_elementwise(*s, l);
+      r.groups = lib::elementwise_groups(op.outputs[0].numel());
+      r.push = s->push;
+      return r;
+    }
+  }
+}
+
 json library_case(const std::string& name, const kiln::CaptureFunction& fn, const std::vector<kiln::Tensor>& in,
-                  double rtol) {
+                  double rtol, double atol = 0) {
   json j = {{"name", "library/" + name}};
   const kiln::CapturedGraph g = kiln::capture(fn, in);
   KILN_CHECK(g.nodes.size() == 1, "webgpu_cases", name << ": captured " << g.str());
   const kiln::ir::Op& op = *g.nodes[0].op;
-  const std::optional<lib::Elementwise> spec = lib::elementwise_of(op);
-  if (!spec) {
-    j["unsupported"] = "the kernel library has no kernel for " + std::string(kiln::ir::op_name(op.kind));
-    return j;
-  }
+  std::optional<LibraryLaunch> launch;
   try {
-    j["wgsl"] = render(lib::trace_elementwise(*spec, webgpu_limits()), Target::Wgsl);
+    launch = library_launch(op);
+    if (!launch) {
+      j["unsupported"] = "the kernel library has no kernel for " + std::string(kiln::ir::op_name(op.kind));
+      return j;
+    }
+    j["wgsl"] = render(launch->kernel, Target::Wgsl);
   } catch (const kiln::Error& e) {
     j["unsupported"] = e.what();
     return j;
   }
-  const std::array<uint32_t, 3> groups = lib::elementwise_groups(op.outputs[0].numel());
-  j["groups"] = {groups[0], groups[1], groups[2]};
+  j["groups"] = {launch->groups[0], launch->groups[1], launch->groups[2]};
   j["needs"] = json::array();
   j["rtol"] = rtol;
-  j["atol"] = 0.0;
+  j["atol"] = atol;
   // A tensor's buffer as the kernel reads it: f32 and i32 as they are; 1- and 2-byte elements
   // packed in u32 words, which is their byte order padded to whole words.
   auto buf = [](kiln::DType d, std::vector<uint8_t> bytes, bool written) {
@@ -125,11 +176,10 @@ json library_case(const std::string& name, const kiln::CaptureFunction& fn, cons
         it != g.inputs.end() ? bytes_of(in[static_cast<size_t>(it - g.inputs.begin())]) : v.bytes;
     bufs.push_back(buf(op.inputs[q].dtype, std::move(bytes), false));
   }
-  std::vector<int32_t> meta(lib::kMetaInts);
-  KILN_CHECK(lib::elementwise_meta(op, meta.data()), "webgpu_cases", name << ": no meta");
+  const std::vector<int32_t>& meta = launch->meta;
   bufs.push_back(buf(kiln::i32,
-                     std::vector<uint8_t>(reinterpret_cast<uint8_t*>(meta.data()),
-                                          reinterpret_cast<uint8_t*>(meta.data() + meta.size())),
+                     std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(meta.data()),
+                                          reinterpret_cast<const uint8_t*>(meta.data() + meta.size())),
                      false));
   j["buffers"] = json::array();
   for (size_t i = 0; i < bufs.size(); ++i) {
@@ -138,7 +188,7 @@ json library_case(const std::string& name, const kiln::CaptureFunction& fn, cons
     j["buffers"].push_back(jb);
   }
   j["scalars"] = json::array();
-  for (const Arg& s : spec->push) j["scalars"].push_back(scalar(s));
+  for (const Arg& s : launch->push) j["scalars"].push_back(scalar(s));
   return j;
 }
 
@@ -203,6 +253,36 @@ std::vector<json> library_cases() {
   out.push_back(library_case(
       "i32_add", [](const V& a) { return V{add(a[0], a[1])}; },
       {randint(-1000, 1000, {5, 6}, {.dtype = i32}), randint(-1000, 1000, {6}, {.dtype = i32})}, 0));
+  // reductions (one group per output, a shared-memory tree), softmax rows, tiled matmul
+  // (sums in another order than the CPU's: within 1e-5 relative and 1e-5 absolute)
+  auto reduce = [&](const std::string& n, const std::function<Tensor(const Tensor&)>& f, const Tensor& t, double rtol) {
+    out.push_back(library_case(
+        n, [f](const V& a) { return V{f(a[0])}; }, {t}, rtol, rtol));
+  };
+  const Tensor big = randn({37, 300}), ints = randint(-50, 50, {37, 300}, {.dtype = i32});
+  reduce(
+      "sum_rows", [](const Tensor& t) { return t.sum(Dims{1}); }, big, 1e-5);
+  reduce(
+      "sum_cols_transposed", [](const Tensor& t) { return t.t().sum(Dims{1}); }, big, 1e-5);
+  reduce(
+      "mean_all", [](const Tensor& t) { return t.mean(); }, big, 1e-5);
+  reduce(
+      "amax_rows_nan", [](const Tensor& t) { return t.amax(Dims{1}); }, x, 0);
+  reduce(
+      "argmax_rows", [](const Tensor& t) { return t.argmax(1); }, big, 0);
+  reduce(
+      "sum_i32", [](const Tensor& t) { return t.sum(Dims{0}, false, i32); }, ints, 0);
+  reduce(
+      "any_rows", [](const Tensor& t) { return t.any(Dims{1}); }, gt(big, 2.0), 0);
+  reduce(
+      "softmax", [](const Tensor& t) { return softmax(t, 1); }, big, 1e-5);
+  reduce(
+      "log_softmax", [](const Tensor& t) { return log_softmax(t, 1); }, big, 1e-5);
+  out.push_back(library_case(
+      "matmul", [](const V& a) { return V{matmul(a[0], a[1])}; }, {randn({45, 70}), randn({70, 37})}, 1e-5, 1e-5));
+  out.push_back(library_case(
+      "matmul_batched_transposed", [](const V& a) { return V{matmul(a[0], a[1].mT())}; },
+      {randn({3, 9, 20}), randn({3, 11, 20})}, 1e-5, 1e-5));
   return out;
 }
 
