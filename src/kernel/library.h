@@ -23,13 +23,15 @@ namespace kiln::kernel::lib {
 /// arithmetic (kernels that use it need a device with f64; WGSL has none). I8, I16, U16, F16,
 /// BF16: 1- and 2-byte elements packed in u32 words like B8 (U16 moves bits; I8 and I16 load
 /// as I32, F16 and BF16 as F32, converted with round-to-nearest-even as the CPU does).
-enum class Store : uint8_t { F32, I32, I64, B8, X64, U8, F64, I8, I16, U16, F16, BF16 };
+enum class Store : uint8_t { F32, I32, I64, B8, X64, U8, F64, I8, I16, U16, F16, BF16, U32 };
+/// "f32", "u8", ...: a storage's name in kernel names.
+const char* store_name(Store s);
 /// Whether s packs elements of 1 or 2 bytes into u32 words.
 constexpr bool packed(Store s) {
   return s == Store::B8 || s == Store::U8 || s == Store::I8 || s == Store::I16 || s == Store::U16 || s == Store::F16 ||
          s == Store::BF16;
 }
-/// The value type of an element of s (B8: Bool, U8 and U16: U32).
+/// The value type of an element of s (B8: Bool, U8, U16 and U32: U32).
 Type value_type(Store s);
 
 /// The storage of dtype t, if the library has one (`copy`: moving bits, any 1-, 4- or 8-byte

@@ -113,7 +113,7 @@ class Glsl : public Base {
       case Type::I32:
         return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
       case Type::U32:
-        return std::to_string(op.i) + "u";
+        return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
       case Type::I64:
         return op.i == INT64_MIN ? "(-9223372036854775807l - 1l)" : std::to_string(op.i) + "l";
       default:
@@ -291,7 +291,7 @@ class Wgsl : public Base {
       case Type::I32:
         return op.i == INT32_MIN ? "bitcast<i32>(0x80000000u)" : std::to_string(op.i) + "i";
       case Type::U32:
-        return std::to_string(op.i) + "u";
+        return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
       default:
         break;
     }

@@ -39,8 +39,7 @@ std::optional<Conv> conv_of(const kiln::ir::Op& op) {
   for (const TensorDesc& d : op.inputs)
     if (d.dtype != t) return std::nullopt;
   c.bias = op.inputs.size() == 3;
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  c.name = std::string("conv_") + sn[static_cast<int>(c.value)] + (c.bias ? "_bias" : "");
+  c.name = std::string("conv_") + store_name(c.value) + (c.bias ? "_bias" : "");
   return c;
 }
 

@@ -31,6 +31,8 @@ std::optional<Store> storage_of(DType t, bool copy) {
       return copy ? Store::U16 : Store::F16;
     case DType::BF16:
       return copy ? Store::U16 : Store::BF16;
+    case DType::U32:  // copies move 4-byte words as i32 does
+      return copy ? Store::I32 : Store::U32;
     default:
       break;
   }
@@ -113,6 +115,8 @@ Memory declare_store(Builder& b, Store s, const std::string& name, bool out) {
       return out ? Memory(b.output<double>(name)) : Memory(b.input<double>(name));
     case Store::I32:
       return out ? Memory(b.output<int32_t>(name)) : Memory(b.input<int32_t>(name));
+    case Store::U32:
+      return out ? Memory(b.output<uint32_t>(name)) : Memory(b.input<uint32_t>(name));
     case Store::I64:
     case Store::X64:
       return out ? Memory(b.output<int64_t>(name)) : Memory(b.input<int64_t>(name));

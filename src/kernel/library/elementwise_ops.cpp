@@ -10,6 +10,11 @@
 #include "kernel/library.h"
 
 namespace kiln::kernel::lib {
+const char* store_name(Store s) {
+  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16", "u32"};
+  return n[static_cast<int>(s)];
+}
+
 Type value_type(Store s) {
   switch (s) {
     case Store::F32:
@@ -29,6 +34,7 @@ Type value_type(Store s) {
       return Type::Bool;
     case Store::U8:
     case Store::U16:
+    case Store::U32:
       return Type::U32;
   }
   return Type::F32;
@@ -239,17 +245,20 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
   }
 }
 
-/// Unary functions on an integer value (i32, i64).
+/// Unary functions on an integer value (i32, i64, u32).
 Fn unary_int(OpKind kind) {
   switch (kind) {
     case OpKind::Abs:
-      return [](const Val* x, const Val*) { return select(x[0] < zero_of(x[0]), -x[0], x[0]); };
-    case OpKind::Neg:
-      return [](const Val* x, const Val*) { return -x[0]; };
-    case OpKind::Square:
-      return [](const Val* x, const Val*) { return x[0] * x[0]; };
+      return [](const Val* x, const Val*) {
+        if (x[0].type == Type::U32) return x[0];  // never negative
+        return select(x[0] < zero_of(x[0]), -x[0], x[0]);
+      };
+    case OpKind::Neg:  // u32 wraps as 0 - x (the language has no negation of unsigned values)
+      return [](const Val* x, const Val*) { return x[0].type == Type::U32 ? zero_of(x[0]) - x[0] : -x[0]; };
     case OpKind::Relu:
       return [](const Val* x, const Val*) { return select(x[0] < zero_of(x[0]), zero_of(x[0]), x[0]); };
+    case OpKind::Square:
+      return [](const Val* x, const Val*) { return x[0] * x[0]; };
     case OpKind::Floor:
     case OpKind::Ceil:
     case OpKind::Trunc:
@@ -435,11 +444,6 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
       break;
   }
   return e;
-}
-
-const char* store_name(Store s) {
-  static const char* n[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  return n[static_cast<int>(s)];
 }
 
 /// The storages of op's operands and the function it computes (no name yet).

@@ -60,8 +60,7 @@ std::optional<Index> index_of(const kiln::ir::Op& op) {
       return std::nullopt;
     }
   }
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  ix.name = "index_" + std::string(kiln::ir::op_name(k)) + "_" + sn[static_cast<int>(*s)] + (ix.sum ? "_sum" : "") +
+  ix.name = "index_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(*s) + (ix.sum ? "_sum" : "") +
             (ix.include_self ? "" : "_noself");
   return ix;
 }

@@ -50,8 +50,7 @@ std::optional<Pad> pad_of(const kiln::ir::Op& op) {
   p.value = *s;
   p.mode = static_cast<int>(a.mode);
   if (constant) p.push = {*s == Store::F64 ? Arg(a.value) : Arg(static_cast<float>(a.value))};
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  p.name = "pad_" + std::to_string(p.mode) + "_" + sn[static_cast<int>(*s)];
+  p.name = "pad_" + std::to_string(p.mode) + "_" + store_name(*s);
   return p;
 }
 

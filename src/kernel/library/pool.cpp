@@ -193,8 +193,7 @@ std::optional<Pool> pool_of(const kiln::ir::Op& op) {
   p.indices = max && kiln::ir::PoolAttrs::decode(op).with_indices;
   if (op.outputs.size() != (max ? 2u : 1u)) return std::nullopt;
   if (p.indices && op.outputs[1].dtype != DType::I64) return std::nullopt;
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  p.name = "pool_" + std::string(kiln::ir::op_name(k)) + "_" + sn[static_cast<int>(*s)] + (p.indices ? "_idx" : "");
+  p.name = "pool_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(*s) + (p.indices ? "_idx" : "");
   return p;
 }
 

@@ -136,9 +136,8 @@ std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
     default:
       return std::nullopt;
   }
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  r.name = std::string("reduce_") + std::string(kiln::ir::op_name(op.kind)) + "_" + sn[static_cast<int>(r.in)] + "_" +
-           sn[static_cast<int>(r.out)] + "_" + std::string(type_name(r.acc));
+  r.name = std::string("reduce_") + std::string(kiln::ir::op_name(op.kind)) + "_" + store_name(r.in) + "_" +
+           store_name(r.out) + "_" + std::string(type_name(r.acc));
   return r;
 }
 
@@ -282,8 +281,8 @@ Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
           if (spec.kind == OpKind::Mean) v = v / cast(meta[kRed], at);
           if (spec.out == Store::B8)
             v = v != Val::constant(0, at);
-          else if (acc_of(spec.out) != at)
-            v = cast(v, acc_of(spec.out));
+          else if (value_type(spec.out) != at)
+            v = cast(v, value_type(spec.out));
           store_store(out, spec.out, obase, v);
         });
       },

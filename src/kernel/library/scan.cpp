@@ -41,9 +41,7 @@ std::optional<Scan> scan_of(const kiln::ir::Op& op) {
     if (o.dtype != x.dtype && !(o.dtype == DType::I64 && !fl)) return std::nullopt;
     s.acc = fl ? Type::F64 : Type::I64;
   }
-  static const char* sn[] = {"f32", "i32", "i64", "b8", "x64", "u8", "f64", "i8", "i16", "u16", "f16", "bf16"};
-  s.name = "scan_" + std::string(kiln::ir::op_name(k)) + "_" + sn[static_cast<int>(s.in)] + "_" +
-           sn[static_cast<int>(s.out)];
+  s.name = "scan_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(s.in) + "_" + store_name(s.out);
   return s;
 }
 
