@@ -451,9 +451,9 @@ bool usable(const Geom& g) {
 struct Kept {
   uint64_t stamp = 0;
   const float* ptr = nullptr;
-  memory::desc md;         // buf's layout
-  FloatBuf buf;  // md's size + 16 floats (as Operand::buf)
-  memory mem;              // md over buf (empty: not made yet)
+  memory::desc md;  // buf's layout
+  FloatBuf buf;     // md's size + 16 floats (as Operand::buf)
+  memory mem;       // md over buf (empty: not made yet)
 };
 
 constexpr size_t kKeptMax = 16;  // a few live activations, each split in up to a few batch chunks
