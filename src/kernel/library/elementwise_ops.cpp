@@ -344,6 +344,21 @@ Fn binary_arith(OpKind kind, bool floating) {
     case OpKind::BitwiseXor:
       if (!floating) return [](const Val* x, const Val*) { return x[0] ^ x[1]; };
       return nullptr;
+    // As the CPU (PyTorch): a count outside [0, width) gives 0, or -1 for a negative value
+    // shifted right; the count a target shifts by stays in range.
+    case OpKind::ShiftLeft:
+    case OpKind::ShiftRight: {
+      if (floating) return nullptr;
+      const bool left = kind == OpKind::ShiftLeft;
+      return [left](const Val* x, const Val*) {
+        const Val zero = zero_of(x[0]), width = Val::constant(x[0].type == Type::I64 ? 64 : 32, x[0].type);
+        const Val ok = !(x[1] < zero) && x[1] < width;
+        const Val n = select(ok, x[1], zero);
+        if (left) return select(ok, x[0] << n, zero);
+        const Val out = select(x[0] < zero, Val::constant(-1, x[0].type), zero);
+        return select(ok, x[0] >> n, out);
+      };
+    }
     default:
       return nullptr;
   }
