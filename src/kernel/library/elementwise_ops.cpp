@@ -517,6 +517,21 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       e.fn = [](const Val* x, const Val*) { return !x[0]; };
       return e;
     }
+    if (op.kind == OpKind::Clamp && !floating && in0 != Store::B8) {
+      // Integers compare against the bounds in f64 and convert back, as the CPU does (a bound
+      // outside the type's range does not wrap).
+      const kiln::ir::ClampAttrs c = kiln::ir::ClampAttrs::decode(op);
+      const double inf = std::numeric_limits<double>::infinity();
+      e.reals = 2;
+      e.real_type = Type::F64;
+      e.needs_f64 = true;
+      e.push = {Arg(c.has_min ? c.min : -inf), Arg(c.has_max ? c.max : inf)};
+      e.fn = [](const Val* x, const Val* r) {
+        const Val v = cast(x[0], Type::F64), lo = select(v < r[0], r[0], v);
+        return cast(select(r[1] < lo, r[1], lo), x[0].type);
+      };
+      return e;
+    }
     e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
     e.needs_f64 = floating && computes_in_f64(op.kind);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;
