@@ -15,72 +15,34 @@ using ir::OpKind;
 namespace {
 /// Writes s converted to dtype into 8 bytes of out (little-endian host layout).
 void scalar_bytes(Scalar s, DType dt, void* out) {
+  auto put = [out](auto v) { std::memcpy(out, &v, sizeof v); };
   switch (dt) {
-    case DType::Bool: {
-      bool v = s.to<bool>();
-      std::memcpy(out, &v, 1);
-      break;
-    }
-    case DType::U8: {
-      uint8_t v = static_cast<uint8_t>(s.to_int());
-      std::memcpy(out, &v, 1);
-      break;
-    }
-    case DType::U16: {
-      uint16_t v = s.to<uint16_t>();
-      std::memcpy(out, &v, 2);
-      break;
-    }
-    case DType::U32: {
-      uint32_t v = s.to<uint32_t>();
-      std::memcpy(out, &v, 4);
-      break;
-    }
-    case DType::U64: {
-      uint64_t v = s.to<uint64_t>();
-      std::memcpy(out, &v, 8);
-      break;
-    }
-    case DType::I8: {
-      int8_t v = static_cast<int8_t>(s.to_int());
-      std::memcpy(out, &v, 1);
-      break;
-    }
-    case DType::I16: {
-      int16_t v = static_cast<int16_t>(s.to_int());
-      std::memcpy(out, &v, 2);
-      break;
-    }
-    case DType::I32: {
-      int32_t v = static_cast<int32_t>(s.to_int());
-      std::memcpy(out, &v, 4);
-      break;
-    }
-    case DType::I64: {
-      int64_t v = s.to_int();
-      std::memcpy(out, &v, 8);
-      break;
-    }
-    case DType::F16: {
-      Half v(static_cast<float>(s.to_double()));
-      std::memcpy(out, &v.bits, 2);
-      break;
-    }
-    case DType::BF16: {
-      BFloat16 v(static_cast<float>(s.to_double()));
-      std::memcpy(out, &v.bits, 2);
-      break;
-    }
-    case DType::F32: {
-      float v = static_cast<float>(s.to_double());
-      std::memcpy(out, &v, 4);
-      break;
-    }
-    case DType::F64: {
-      double v = s.to_double();
-      std::memcpy(out, &v, 8);
-      break;
-    }
+    case DType::Bool:
+      return put(s.to<bool>());
+    case DType::U8:
+      return put(s.to<uint8_t>());
+    case DType::U16:
+      return put(s.to<uint16_t>());
+    case DType::U32:
+      return put(s.to<uint32_t>());
+    case DType::U64:
+      return put(s.to<uint64_t>());
+    case DType::I8:
+      return put(s.to<int8_t>());
+    case DType::I16:
+      return put(s.to<int16_t>());
+    case DType::I32:
+      return put(s.to<int32_t>());
+    case DType::I64:
+      return put(s.to<int64_t>());
+    case DType::F16:
+      return put(Half(static_cast<float>(s.to_double())).bits);
+    case DType::BF16:
+      return put(BFloat16(static_cast<float>(s.to_double())).bits);
+    case DType::F32:
+      return put(s.to<float>());
+    case DType::F64:
+      return put(s.to<double>());
   }
 }
 

@@ -49,30 +49,6 @@ using dt = memory::data_type;
 
 enum class Kind { Fwd, BwdData, BwdWeights };
 
-/// An allocator whose resize leaves new floats uninitialised: staging buffers are written by a
-/// reorder before anything reads them, and zeroing them cost about 5% of a batch-1 ResNet's
-/// instructions (a new kept buffer per call).
-template <class T>
-struct NoInit : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = NoInit<U>;
-  };
-  NoInit() = default;
-  template <class U>
-  NoInit(const NoInit<U>&) noexcept {}  // NOLINT
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... A>
-  void construct(U* p, A&&... a) {
-    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
-  }
-};
-/// A staging buffer of floats (see NoInit).
-using FloatBuf = std::vector<float, NoInit<float>>;
-
 /// KILN_CONV_LAYOUT=plain / blocked / nhwc forces one layout choice (measurements); 0 = automatic.
 int layout_override() {
   static const int v = [] {
@@ -186,7 +162,7 @@ struct Operand {
   memory::desc plain, used;
   bool reorder = false;
   std::unique_ptr<dnnl::reorder> to_used, to_plain;
-  FloatBuf buf;  // blocked staging buffer (when reorder)
+  std::vector<float> buf;  // blocked staging buffer (when reorder)
 
   /// `attr`: user-managed scratchpad for primitives run on several threads at once; such a
   /// reorder must need no scratchpad (throws dnnl::error, so the entry is not used).
@@ -261,7 +237,7 @@ uint64_t constant_id(const void* p) {
 struct Packed {
   uint64_t id = 0;
   bool counted = false;  // its bytes count against kPackedBudget (stamped, not registered)
-  FloatBuf buf;
+  std::vector<float> buf;
   memory mem;
   size_t bytes() const { return buf.size() * sizeof(float); }
 };
@@ -327,7 +303,7 @@ struct Entry {
   static void release(Packed& p) {
     if (p.counted) g_packed_bytes.fetch_sub(p.bytes());
     p.counted = false;
-    FloatBuf().swap(p.buf);
+    std::vector<float>().swap(p.buf);
     p.mem = memory();
   }
   void drop_packed() {
@@ -451,9 +427,9 @@ bool usable(const Geom& g) {
 struct Kept {
   uint64_t stamp = 0;
   const float* ptr = nullptr;
-  memory::desc md;  // buf's layout
-  FloatBuf buf;     // md's size + 16 floats (as Operand::buf)
-  memory mem;       // md over buf (empty: not made yet)
+  memory::desc md;         // buf's layout
+  std::vector<float> buf;  // md's size + 16 floats (as Operand::buf)
+  memory mem;              // md over buf (empty: not made yet)
 };
 
 constexpr size_t kKeptMax = 16;  // a few live activations, each split in up to a few batch chunks

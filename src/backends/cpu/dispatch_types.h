@@ -37,69 +37,48 @@ constexpr bool below_zero(A x) {
   default:                        \
     KILN_CHECK(false, what, "unsupported dtype " << ::kiln::dtype_name(dt).data());
 
-#define KILN_SWITCH_FLOAT(dt, what, T, ...)            \
-  switch (dt) {                                        \
-    KILN_CASE_(F32, float, T, __VA_ARGS__)             \
-    KILN_CASE_(F64, double, T, __VA_ARGS__)            \
-    KILN_CASE_(F16, ::kiln::Half, T, __VA_ARGS__)      \
-    KILN_CASE_(BF16, ::kiln::BFloat16, T, __VA_ARGS__) \
-    KILN_BAD_DTYPE_(dt, what)                          \
+// The case lists, each type once; the switches below combine them.
+#define KILN_FLOAT_CASES_(T, ...)               \
+  KILN_CASE_(F32, float, T, __VA_ARGS__)        \
+  KILN_CASE_(F64, double, T, __VA_ARGS__)       \
+  KILN_CASE_(F16, ::kiln::Half, T, __VA_ARGS__) \
+  KILN_CASE_(BF16, ::kiln::BFloat16, T, __VA_ARGS__)
+#define KILN_INT_CASES_(T, ...)             \
+  KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)   \
+  KILN_CASE_(U16, uint16_t, T, __VA_ARGS__) \
+  KILN_CASE_(U32, uint32_t, T, __VA_ARGS__) \
+  KILN_CASE_(U64, uint64_t, T, __VA_ARGS__) \
+  KILN_CASE_(I8, int8_t, T, __VA_ARGS__)    \
+  KILN_CASE_(I16, int16_t, T, __VA_ARGS__)  \
+  KILN_CASE_(I32, int32_t, T, __VA_ARGS__)  \
+  KILN_CASE_(I64, int64_t, T, __VA_ARGS__)
+
+#define KILN_SWITCH_FLOAT(dt, what, T, ...) \
+  switch (dt) {                             \
+    KILN_FLOAT_CASES_(T, __VA_ARGS__)       \
+    KILN_BAD_DTYPE_(dt, what)               \
   }
-#define KILN_SWITCH_INT(dt, what, T, ...)     \
-  switch (dt) {                               \
-    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)   \
-    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__) \
-    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__) \
-    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__) \
-    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)    \
-    KILN_CASE_(I16, int16_t, T, __VA_ARGS__)  \
-    KILN_CASE_(I32, int32_t, T, __VA_ARGS__)  \
-    KILN_CASE_(I64, int64_t, T, __VA_ARGS__)  \
-    KILN_BAD_DTYPE_(dt, what)                 \
+#define KILN_SWITCH_INT(dt, what, T, ...) \
+  switch (dt) {                           \
+    KILN_INT_CASES_(T, __VA_ARGS__)       \
+    KILN_BAD_DTYPE_(dt, what)             \
   }
 #define KILN_SWITCH_INT_BOOL(dt, what, T, ...) \
   switch (dt) {                                \
     KILN_CASE_(Bool, bool, T, __VA_ARGS__)     \
-    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)    \
-    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__)  \
-    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__)  \
-    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__)  \
-    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)     \
-    KILN_CASE_(I16, int16_t, T, __VA_ARGS__)   \
-    KILN_CASE_(I32, int32_t, T, __VA_ARGS__)   \
-    KILN_CASE_(I64, int64_t, T, __VA_ARGS__)   \
+    KILN_INT_CASES_(T, __VA_ARGS__)            \
     KILN_BAD_DTYPE_(dt, what)                  \
   }
-#define KILN_SWITCH_NUMERIC(dt, what, T, ...)          \
-  switch (dt) {                                        \
-    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)            \
-    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__)          \
-    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__)          \
-    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__)          \
-    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)             \
-    KILN_CASE_(I16, int16_t, T, __VA_ARGS__)           \
-    KILN_CASE_(I32, int32_t, T, __VA_ARGS__)           \
-    KILN_CASE_(I64, int64_t, T, __VA_ARGS__)           \
-    KILN_CASE_(F32, float, T, __VA_ARGS__)             \
-    KILN_CASE_(F64, double, T, __VA_ARGS__)            \
-    KILN_CASE_(F16, ::kiln::Half, T, __VA_ARGS__)      \
-    KILN_CASE_(BF16, ::kiln::BFloat16, T, __VA_ARGS__) \
-    KILN_BAD_DTYPE_(dt, what)                          \
+#define KILN_SWITCH_NUMERIC(dt, what, T, ...) \
+  switch (dt) {                               \
+    KILN_INT_CASES_(T, __VA_ARGS__)           \
+    KILN_FLOAT_CASES_(T, __VA_ARGS__)         \
+    KILN_BAD_DTYPE_(dt, what)                 \
   }
-#define KILN_SWITCH_ALL(dt, what, T, ...)              \
-  switch (dt) {                                        \
-    KILN_CASE_(Bool, bool, T, __VA_ARGS__)             \
-    KILN_CASE_(U8, uint8_t, T, __VA_ARGS__)            \
-    KILN_CASE_(U16, uint16_t, T, __VA_ARGS__)          \
-    KILN_CASE_(U32, uint32_t, T, __VA_ARGS__)          \
-    KILN_CASE_(U64, uint64_t, T, __VA_ARGS__)          \
-    KILN_CASE_(I8, int8_t, T, __VA_ARGS__)             \
-    KILN_CASE_(I16, int16_t, T, __VA_ARGS__)           \
-    KILN_CASE_(I32, int32_t, T, __VA_ARGS__)           \
-    KILN_CASE_(I64, int64_t, T, __VA_ARGS__)           \
-    KILN_CASE_(F32, float, T, __VA_ARGS__)             \
-    KILN_CASE_(F64, double, T, __VA_ARGS__)            \
-    KILN_CASE_(F16, ::kiln::Half, T, __VA_ARGS__)      \
-    KILN_CASE_(BF16, ::kiln::BFloat16, T, __VA_ARGS__) \
-    KILN_BAD_DTYPE_(dt, what)                          \
+#define KILN_SWITCH_ALL(dt, what, T, ...)  \
+  switch (dt) {                            \
+    KILN_CASE_(Bool, bool, T, __VA_ARGS__) \
+    KILN_INT_CASES_(T, __VA_ARGS__)        \
+    KILN_FLOAT_CASES_(T, __VA_ARGS__)      \
+    KILN_BAD_DTYPE_(dt, what)              \
   }
