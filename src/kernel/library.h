@@ -109,6 +109,15 @@ Val via_f64(kiln::ir::OpKind kind, Val x);
 Val pow_f32(Val x, Val y);
 Val pow_int(Val x, Val y);
 
+/// sin, cos or tan (kind) of an F32 value through f64 over the whole range (the device needs
+/// f64): within 1 ulp of the correctly rounded value.
+Val trig_f32(kiln::ir::OpKind kind, Val x);
+/// fmod, Python's remainder and floor division of F32 values as the CPU's (fmod exact; the
+/// device needs f64).
+Val fmod_f32(Val x, Val y);
+Val remainder_f32(Val x, Val y);
+Val floor_div_f32(Val x, Val y);
+
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);
 /// Whether op reads or writes f64 values (its kernels need a device with f64).
@@ -339,5 +348,52 @@ struct Softmax {
 std::optional<Softmax> softmax_of(const kiln::ir::Op& op);
 bool softmax_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_softmax(const Softmax& spec, const Limits& limits);
+
+/// LayerNorm (LayerNorm, RMSNorm, GroupNorm) of f32 with statistics in f64 (the device needs
+/// it): one group per row (reduce_groups). Buffers: y, mean, rstd, x, (weight,) (bias,) meta
+/// (kNormMetaInts int32); push constant eps (f64). x's and y's normalised dims must each be one
+/// run (GroupNorm: x and y contiguous); mean and rstd contiguous.
+struct Norm {
+  std::string name;
+  bool rms = false, group = false, weight = false, bias = false;
+  std::vector<Arg> push;
+};
+enum : int {
+  kNmRows = 0,
+  kNmN,
+  kNmKept,
+  kNmXOff,
+  kNmYOff,
+  kNmMOff,
+  kNmROff,
+  kNmXs,
+  kNmYs,
+  kNmGroups,
+  kNmCg,
+  kNmSpatial,
+  kNmParamOff,                     ///< weight offset and stride, then bias offset and stride
+  kNmKeptShape = kNmParamOff + 4,  ///< kept dims' shape, then x's and y's strides over them
+  kNormMetaInts = kNmKeptShape + 3 * kMaxRank
+};
+std::optional<Norm> norm_of(const kiln::ir::Op& op);
+bool norm_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_norm(const Norm& spec, const Limits& limits);
+
+/// One dispatch of a library kernel for an IR op, bound the same way by every backend: the
+/// first `outputs` outputs, then the first `inputs` inputs (-1: all), then `meta` as an int32
+/// buffer; `push` as the kernel's push constants; `groups` over x, y, z.
+struct Launch {
+  std::string name;                            ///< the kernel's name (unique: a cache key)
+  std::function<Kernel(const Limits&)> trace;  ///< traces the kernel for a device's limits
+  std::vector<int32_t> meta;
+  std::vector<Arg> push;
+  std::array<uint32_t, 3> groups{};  ///< all 0: nothing to run (an empty output)
+  int outputs = 1;
+  int inputs = -1;
+  bool check_indices = false;  ///< the index values (input 1) must be checked first (index_check_of)
+};
+/// The launch of op on a device with or without f64 arithmetic (float64), or nothing when the
+/// library has no kernel for it there. Cat is several launches (cat_pieces).
+std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64);
 
 }  // namespace kiln::kernel::lib

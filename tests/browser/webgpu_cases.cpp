@@ -83,73 +83,21 @@ std::vector<uint8_t> bytes_of(const kiln::Tensor& t) {
   return b;
 }
 
-/// One tensor op, captured to its ir::Op, as a launch of the library's
-/// elementwise kernel; the expected output is the CPU backend's.
-/// How the library launches op (as the Vulkan backend does): its kernel, groups, push constants
-/// and parameter block; nothing when the library has no kernel for it.
-struct LibraryLaunch {
-  Kernel kernel;
-  std::array<uint32_t, 3> groups{};
-  std::vector<Arg> push;
-  std::vector<int32_t> meta;
-};
-std::optional<LibraryLaunch> library_launch(const kiln::ir::Op& op) {
-  using kiln::ir::Family;
-  const Limits l = webgpu_limits();
-  LibraryLaunch r;
-  switch (kiln::ir::op_family(op.kind)) {
-    case Family::Reduce: {
-      const std::optional<lib::Reduce> s = lib::reduce_of(op);
-      r.meta.resize(lib::kReduceMetaInts);
-      if (!s || !lib::reduce_meta(op, r.meta.data())) return std::nullopt;
-      r.kernel = lib::trace_reduce(*s, l);
-      r.groups = lib::reduce_groups(r.meta[lib::kOut]);
-      r.push = s->push;
-      return r;
-    }
-    case Family::Scan: {  // softmax and log-softmax (the family of scans)
-      const std::optional<lib::Softmax> s = lib::softmax_of(op);
-      r.meta.resize(lib::kReduceMetaInts);
-      if (!s || !lib::softmax_meta(op, r.meta.data())) return std::nullopt;
-      r.kernel = lib::trace_softmax(*s, l);
-      r.groups = lib::reduce_groups(r.meta[lib::kOut]);
-      return r;
-    }
-    case Family::Contract: {
-      const std::optional<lib::MatMul> s = lib::matmul_of(op);
-      if (!s) return std::nullopt;
-      r.meta.resize(lib::kMatMulMetaInts);
-      lib::matmul_meta(op, r.meta.data());
-      r.kernel = lib::trace_matmul(*s, l);
-      r.groups = lib::matmul_groups(op);
-      return r;
-    }
-    default: {
-      const std::optional<lib::Elementwise> s = lib::elementwise_of(op);
-      r.meta.resize(lib::kMetaInts);
-      if (!s || !lib::elementwise_meta(op, r.meta.data())) return std::nullopt;
-      r.kernel = lib::trace_elementwise(*s, l);
-      r.groups = lib::elementwise_groups(op.outputs[0].numel());
-      r.push = s->push;
-      return r;
-    }
-  }
-}
-
+/// One tensor op, captured to its ir::Op, as the library's launch of it (lib::launch_of, as the
+/// Vulkan backend launches it; WGSL has no f64); the expected output is the CPU backend's.
 json library_case(const std::string& name, const kiln::CaptureFunction& fn, const std::vector<kiln::Tensor>& in,
                   double rtol, double atol = 0) {
   json j = {{"name", "library/" + name}};
   const kiln::CapturedGraph g = kiln::capture(fn, in);
   KILN_CHECK(g.nodes.size() == 1, "webgpu_cases", name << ": captured " << g.str());
   const kiln::ir::Op& op = *g.nodes[0].op;
-  std::optional<LibraryLaunch> launch;
+  const std::optional<lib::Launch> launch = lib::launch_of(op, false);
+  if (!launch) {
+    j["unsupported"] = "the kernel library has no kernel for " + std::string(kiln::ir::op_name(op.kind));
+    return j;
+  }
   try {
-    launch = library_launch(op);
-    if (!launch) {
-      j["unsupported"] = "the kernel library has no kernel for " + std::string(kiln::ir::op_name(op.kind));
-      return j;
-    }
-    j["wgsl"] = render(launch->kernel, Target::Wgsl);
+    j["wgsl"] = render(launch->trace(webgpu_limits()), Target::Wgsl);
   } catch (const kiln::Error& e) {
     j["unsupported"] = e.what();
     return j;

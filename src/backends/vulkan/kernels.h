@@ -7,11 +7,13 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/vulkan/context.h"
 #include "ir/op.h"
+#include "kernel/library.h"
 #include "kiln/kernel.h"
 
 namespace kiln::vulkan {
@@ -28,15 +30,9 @@ class Kernels {
  private:
   /// The kernel named `name`, traced by `make` on first use.
   const kernel::Kernel& get(const std::string& name, const std::function<kernel::Kernel()>& make);
-  void run_elementwise(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_reduce(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_matmul(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_softmax(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_index(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_pad(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_scan(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_pool(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
-  void run_conv(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  /// Records one launch of the library for op (a Kernel error when there is none).
+  void launch(Context& ctx, const ir::Op& op, const std::optional<kernel::lib::Launch>& l, Buf* const* in,
+              Buf* const* out);
   kernel::Limits limits_;
   bool float64_ = false;
   std::mutex mu_;

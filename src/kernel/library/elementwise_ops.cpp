@@ -76,6 +76,12 @@ bool computes_in_f64(OpKind k) {
     case OpKind::Hypot:
     case OpKind::LogAddExp:
     case OpKind::Pow:
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Fmod:
+    case OpKind::Remainder:
+    case OpKind::FloorDiv:
       return true;
     default:
       return false;
@@ -117,6 +123,13 @@ Fn unary_math(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& p
         const Val c = select(x[0] < r[0], r[0], select(r[1] < x[0], r[1], x[0]));  // std::clamp
         return log_f32(c / (1.0f - c));
       };
+    }
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan: {
+      if (wide) return nullptr;
+      const OpKind k = op.kind;
+      return [k](const Val* x, const Val*) { return trig_f32(k, x[0]); };
     }
     case OpKind::Exp2:
     case OpKind::Expm1:
@@ -299,6 +312,9 @@ Fn binary_arith(OpKind kind, bool floating) {
     case OpKind::Div:
       if (floating) return [](const Val* x, const Val*) { return x[0] / x[1]; };
       return nullptr;
+    case OpKind::TruncDiv:  // floats as the CPU's trunc(x / y); integers divide on the CPU
+      if (floating) return [](const Val* x, const Val*) { return trunc(x[0] / x[1]); };
+      return nullptr;
     // NaN-propagating (Maximum) and NaN-ignoring (Fmax) extremes, as std::fmax and its kin.
     case OpKind::Maximum:
     case OpKind::Minimum: {
@@ -335,6 +351,17 @@ Fn binary_arith(OpKind kind, bool floating) {
         const float inf = std::numeric_limits<float>::infinity();
         return select(abs(x[0]) == inf && x[0] == x[1], x[0], r);
       };
+    // f32 through f64, exact as the CPU's std::fmod (library/math.cpp); integers divide on the
+    // CPU, which raises on a zero divisor
+    case OpKind::Fmod:
+      if (floating) return [](const Val* x, const Val*) { return fmod_f32(x[0], x[1]); };
+      return nullptr;
+    case OpKind::Remainder:
+      if (floating) return [](const Val* x, const Val*) { return remainder_f32(x[0], x[1]); };
+      return nullptr;
+    case OpKind::FloorDiv:
+      if (floating) return [](const Val* x, const Val*) { return floor_div_f32(x[0], x[1]); };
+      return nullptr;
     case OpKind::Pow:  // f32 through f64; integers by squaring (library/math.cpp)
       if (floating) return [](const Val* x, const Val*) { return pow_f32(x[0], x[1]); };
       return [](const Val* x, const Val*) { return pow_int(x[0], x[1]); };
@@ -402,6 +429,29 @@ Fn cast_fn(Store from, Store to) {
     const Val v = small && is_float(x[0].type) ? cast(x[0], Type::I32) : x[0];
     return v.type == t ? v : cast(v, t);
   };
+}
+
+/// NanToNum as the CPU's: NaN, +inf and -inf replaced by push constants, the bounds clamped to
+/// the dtype's finite range (f16's and bf16's own); integers unchanged.
+std::optional<Elementwise> nan_to_num_of(const kiln::ir::Op& op, Elementwise e, Store in) {
+  if (in == Store::B8) return std::nullopt;
+  if (in != Store::F32 && in != Store::F64 && in != Store::F16 && in != Store::BF16) {
+    e.fn = [](const Val* x, const Val*) { return x[0]; };
+    return e;
+  }
+  const kiln::ir::UnaryAttrs u = kiln::ir::UnaryAttrs::decode(op);
+  const bool wide = in == Store::F64;
+  const double top = in == Store::F16    ? 65504.0
+                     : in == Store::BF16 ? 3.3895313892515355e38
+                     : wide              ? std::numeric_limits<double>::max()
+                                         : std::numeric_limits<float>::max();
+  e.reals = 3;
+  e.push = {real_arg(u.nan, wide), real_arg(std::min(u.posinf, top), wide), real_arg(std::max(u.neginf, -top), wide)};
+  e.fn = [](const Val* x, const Val* r) {
+    const Val inf = abs(x[0]) == std::numeric_limits<double>::infinity();
+    return select(is_nan(x[0]), r[0], select(inf, select(x[0] > 0.0f, r[1], r[2]), x[0]));
+  };
+  return e;
 }
 
 /// Arange: start + i * step, computed in f64 as the CPU does (integers: in i64, wrapping).
@@ -532,6 +582,7 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       };
       return e;
     }
+    if (op.kind == OpKind::NanToNum) return nan_to_num_of(op, std::move(e), in0);
     e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
     e.needs_f64 = floating && computes_in_f64(op.kind);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;

@@ -219,6 +219,116 @@ Val via_f64(kiln::ir::OpKind kind, Val x) {
   return small_is_x ? select(tiny_f32(x), x, cast(r, Type::F32)) : cast(r, Type::F32);
 }
 
+namespace {
+
+Val f64c(double v) { return Val::constant(v, Type::F64); }
+
+/// The F32 value of an F64 value that F32 holds exactly (a remainder of two F32 values): its
+/// bits built from the value, a subnormal's from its mantissa as an integer, so a device that
+/// flushes subnormal arithmetic still gets it; the sign bit from `sign` (an I32 of x's bits).
+Val exact_f32(Val r, Val sign) {
+  const Val sub = cast(r * std::ldexp(1.0, 149), Type::I32);
+  const Val bits = select(r < std::ldexp(1.0, -126), sub, bitcast(cast(r, Type::F32), Type::I32));
+  return bitcast(bits | (sign & static_cast<int32_t>(0x80000000u)), Type::F32);
+}
+
+/// 2/pi in 24-bit pieces, piece i scaled by 2^-24(i+1): each product with an F32 value is exact.
+constexpr double kTwoOverPi[] = {0xa2f983p-24,  0x6e4e44p-48,  0x1529fcp-72,  0x2757d1p-96,
+                                 0xf534ddp-120, 0xc0db62p-144, 0x95993cp-168, 0x439041p-192,
+                                 0xfe5163p-216, 0xabdebbp-240, 0xc561b7p-264, 0x246e3ap-288};
+
+/// A finite a >= 0 (an F32 value as F64) as k pi/2 + theta, |theta| <= pi/4 (about): k modulo 4
+/// (F64) and theta (F64) to about 2^-52 relative, however near a is to a multiple of pi/2. Each
+/// piece's product a c_i is exact and so is its value modulo 4; the sum of those is kept as an
+/// exact pair (two-sum), so the rounding happens only after the cancellation.
+std::pair<Val, Val> reduce_half_pi(Val a) {
+  Val hi = f64c(0), lo = f64c(0);
+  for (double c : kTwoOverPi) {
+    const Val t = a * f64c(c);
+    const Val f = t - floor(t * 0.25) * 4.0;
+    const Val s = hi + f, back = s - hi;
+    lo = lo + ((hi - (s - back)) + (f - back));
+    hi = s;
+  }
+  const Val k = floor(hi + 0.5);
+  const Val r = (hi - k) + lo;
+  return {k - floor(k * 0.25) * 4.0, r * 1.5707963267948966};
+}
+
+}  // namespace
+
+// sin, cos and tan of an F32 value through f64 over the whole F32 range: the reduction by pi/2
+// above, then the Taylor series of sin and cos on [-pi/4, pi/4] (to theta^21 and theta^22: the
+// rest is below 2^-70) and the quadrant. Rounded once to F32: within 1 ulp of the correctly
+// rounded value (tested); a subnormal x gives x for sin and tan; inf and NaN give NaN.
+Val trig_f32(kiln::ir::OpKind kind, Val x) {
+  using kiln::ir::OpKind;
+  const Val a = abs(exact_f64(x));
+  const double inf = std::numeric_limits<double>::infinity();
+  const Val finite = a < inf;
+  const auto [q, theta] = reduce_half_pi(select(finite, a, f64c(0)));
+  const Val t2 = theta * theta;
+  auto term = [](int k) {  // (-1)^(k/2) / k!
+    double f = 1;
+    for (int i = 2; i <= k; ++i) f *= i;
+    return (k / 2) % 2 ? -1.0 / f : 1.0 / f;
+  };
+  Val ps = f64c(term(21)), pc = f64c(term(22));
+  for (int k = 19; k >= 1; k -= 2) ps = ps * t2 + term(k);
+  for (int k = 20; k >= 0; k -= 2) pc = pc * t2 + term(k);
+  const Val s = theta * ps, c = pc;
+  const Val q0 = q == 0.0, q1 = q == 1.0, q2 = q == 2.0;
+  Val v;
+  if (kind == OpKind::Cos) {
+    v = select(q0, c, select(q1, -s, select(q2, -c, s)));
+  } else {
+    v = kind == OpKind::Sin ? select(q0, s, select(q1, c, select(q2, -s, -c))) : select(q0 || q2, s / c, -c / s);
+    v = select(x < 0.0f, -v, v);
+  }
+  const Val r = cast(v, Type::F32);
+  const Val nan = Val(std::numeric_limits<float>::quiet_NaN());
+  return select(finite, kind == OpKind::Cos ? r : select(tiny_f32(x), x, r), nan);
+}
+
+// std::fmod of F32 values, exact as std::fmod is: |x| is reduced in f64 by |y| 2^(24 j) for
+// j = 11 down to 0 (|x| / |y| < 2^277 < 2^288), one quotient below 2^24 each, so that each
+// step's product and difference is exact; a quotient one too high or too low (the division's
+// rounding) is corrected. Straight-line code: no loop whose trip count differs between threads.
+// The result has x's sign; NaN for an infinite x, a zero y or a NaN; x itself for an infinite y.
+Val fmod_f32(Val x, Val y) {
+  const Val a = abs(exact_f64(x)), b = abs(exact_f64(y));
+  const double inf = std::numeric_limits<double>::infinity();
+  const Val defined = a < inf && b > 0.0;  // false for NaNs too
+  Val r = select(defined, a, f64c(0));
+  for (int j = 11; j >= 0; --j) {
+    const Val t = b * std::ldexp(1.0, 24 * j);
+    Val rem = r - floor(r / t) * t;
+    rem = select(rem < 0.0, rem + t, select(rem >= t, rem - t, rem));
+    r = select(r >= t, rem, r);
+  }
+  const Val out = exact_f32(r, bitcast(x, Type::I32));
+  return select(defined, out, Val(std::numeric_limits<float>::quiet_NaN()));
+}
+
+// Python's remainder of F32 values as the CPU's: fmod, moved by y when the signs differ.
+Val remainder_f32(Val x, Val y) {
+  const Val r = fmod_f32(x, y);
+  return select(r != 0.0f && ((r < 0.0f) != (y < 0.0f)), r + y, r);
+}
+
+// Floor division of F32 values as the CPU's (PyTorch's): through fmod, so that the quotient is
+// exact; a zero divisor gives x / y; a zero quotient takes the sign of x / y.
+Val floor_div_f32(Val x, Val y) {
+  const Val mod = fmod_f32(x, y);
+  const Val d0 = (x - mod) / y;
+  const Val div = select(mod != 0.0f && ((y < 0.0f) != (mod < 0.0f)), d0 - 1.0f, d0);
+  const Val fl = floor(div);
+  const Val up = select(div - fl > 0.5f, fl + 1.0f, fl);
+  const Val q = x / y;
+  const Val zero = bitcast(bitcast(q, Type::I32) & static_cast<int32_t>(0x80000000u), Type::F32);
+  return select(y == 0.0f, q, select(div != 0.0f, up, zero));
+}
+
 // x^y of F32 values as exp(y log|x|) in f64, rounded (within an ulp of std::pow), with IEEE
 // pow's special cases: y = 0 or x = 1 give 1 (NaN too), x = -1 with y = +-inf gives 1, a
 // negative finite x with a non-integer y is NaN, an odd integer y keeps x's sign (-0 too).

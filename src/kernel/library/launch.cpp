@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// One dispatch of a library kernel for an IR op (kernel/library.h, Launch): which kernel, its
+// parameter block, push constants and groups, worked out once here for every backend.
+#include <algorithm>
+
+#include "kernel/library.h"
+
+namespace kiln::kernel::lib {
+
+namespace {
+
+using kiln::ir::Family;
+using kiln::ir::OpKind;
+
+/// A launch of kernel `name` traced by `trace(spec, limits)`, with a parameter block of `ints`.
+template <class Spec>
+Launch launch(const Spec& spec, Kernel (*trace)(const Spec&, const Limits&), int ints) {
+  Launch l;
+  l.name = spec.name;
+  l.trace = [spec, trace](const Limits& limits) { return trace(spec, limits); };
+  l.meta.assign(static_cast<size_t>(ints), 0);
+  return l;
+}
+
+/// Nothing to run when n is 0, else `groups`.
+std::array<uint32_t, 3> unless_empty(int64_t n, std::array<uint32_t, 3> groups) {
+  return n == 0 ? std::array<uint32_t, 3>{0, 0, 0} : groups;
+}
+
+std::optional<Launch> reduce_launch(const kiln::ir::Op& op, bool float64) {
+  const std::optional<Reduce> s = reduce_of(op);
+  if (!s || (s->acc == Type::F64 && !float64)) return std::nullopt;
+  Launch l = launch(*s, trace_reduce, kReduceMetaInts);
+  if (!reduce_meta(op, l.meta.data())) return std::nullopt;
+  // max, min and their arg forms have no value over an empty range (the CPU says so)
+  const bool total = op.kind == OpKind::Sum || op.kind == OpKind::Mean || op.kind == OpKind::Prod ||
+                     op.kind == OpKind::Any || op.kind == OpKind::All;
+  if (l.meta[kRed] == 0 && !total) return std::nullopt;
+  l.push = s->push;
+  l.inputs = 1;
+  l.groups = unless_empty(l.meta[kOut], reduce_groups(l.meta[kOut]));
+  return l;
+}
+
+std::optional<Launch> scan_launch(const kiln::ir::Op& op, bool float64) {
+  Launch l;
+  bool scan = false;
+  if (const std::optional<Scan> s = scan_of(op)) {
+    scan = true;
+    if (s->acc == Type::F64 && !float64) return std::nullopt;
+    l = launch(*s, trace_scan, kReduceMetaInts);
+    l.outputs = static_cast<int>(op.outputs.size());
+  } else if (const std::optional<Softmax> m = softmax_of(op)) {
+    l = launch(*m, trace_softmax, kReduceMetaInts);
+  } else {
+    return std::nullopt;
+  }
+  if (!softmax_meta(op, l.meta.data())) return std::nullopt;
+  const int64_t rows = l.meta[kRed] == 0 ? 0 : l.meta[kOut];
+  l.groups = unless_empty(rows, scan ? elementwise_groups(rows) : reduce_groups(rows));  // a thread or a group per row
+  return l;
+}
+
+std::optional<Launch> elementwise_launch(const kiln::ir::Op& op, bool float64) {
+  const std::optional<Elementwise> s = elementwise_of(op);
+  if (!s || (s->needs_f64 && !float64)) return std::nullopt;
+  Launch l = launch(*s, trace_elementwise, kMetaInts);
+  if (!elementwise_meta(op, l.meta.data())) return std::nullopt;
+  l.push = s->push;
+  const int64_t n = op.outputs[0].numel();
+  l.groups = unless_empty(n, elementwise_groups(n));
+  return l;
+}
+
+/// A launch of one thread per element of the count at meta[count] (pads, index ops, pools and
+/// convolutions).
+template <class Spec>
+std::optional<Launch> per_element(const std::optional<Spec>& s, Kernel (*trace)(const Spec&, const Limits&), int ints,
+                                  bool (*meta)(const kiln::ir::Op&, int32_t*), const kiln::ir::Op& op, int count) {
+  if (!s) return std::nullopt;
+  Launch l = launch(*s, trace, ints);
+  if (!meta(op, l.meta.data())) return std::nullopt;
+  l.groups = unless_empty(l.meta[static_cast<size_t>(count)], elementwise_groups(l.meta[static_cast<size_t>(count)]));
+  return l;
+}
+
+}  // namespace
+
+std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64) {
+  if (!float64 && uses_f64(op)) return std::nullopt;
+  if (op.kind == OpKind::Pad) {
+    const std::optional<Pad> s = pad_of(op);
+    std::optional<Launch> l = per_element(s, trace_pad, kPadMetaInts, pad_meta, op, kPdCount);
+    if (l) l->push = s->push, l->inputs = 1;
+    return l;
+  }
+  switch (kiln::ir::op_family(op.kind)) {
+    case Family::Reduce:
+      return reduce_launch(op, float64);
+    case Family::Contract: {
+      const std::optional<MatMul> s = matmul_of(op);
+      if (!s) return std::nullopt;
+      Launch l = launch(*s, trace_matmul, kMatMulMetaInts);
+      matmul_meta(op, l.meta.data());
+      const std::array<uint32_t, 3> g = matmul_groups(op);
+      l.groups = unless_empty(int64_t{g[0]} * g[1] * g[2], g);
+      return l;
+    }
+    case Family::Scan:
+      return scan_launch(op, float64);
+    case Family::Index: {
+      const std::optional<Index> s = index_of(op);
+      std::optional<Launch> l = per_element(s, trace_index, kIndexMetaInts, index_meta, op, kIxCount);
+      if (l) l->push = s->push, l->check_indices = true;
+      return l;
+    }
+    case Family::Pool: {
+      const std::optional<Pool> s = pool_of(op);
+      std::optional<Launch> l = per_element(s, trace_pool, kPoolMetaInts, pool_meta, op, kPlCount);
+      if (l) l->outputs = s->indices ? 2 : 1;
+      return l;
+    }
+    case Family::Norm: {
+      const std::optional<Norm> s = float64 ? norm_of(op) : std::nullopt;
+      if (!s) return std::nullopt;
+      Launch l = launch(*s, trace_norm, kNormMetaInts);
+      if (!norm_meta(op, l.meta.data())) return std::nullopt;
+      l.push = s->push;
+      l.outputs = 3;
+      l.groups = unless_empty(l.meta[kNmRows], reduce_groups(l.meta[kNmRows]));
+      return l;
+    }
+    case Family::Conv:
+      if (!float64) return std::nullopt;
+      return per_element(conv_of(op), trace_conv, kConvMetaInts, conv_meta, op, kCvCount);
+    default:
+      return elementwise_launch(op, float64);
+  }
+}
+
+}  // namespace kiln::kernel::lib
