@@ -349,13 +349,17 @@ std::optional<Softmax> softmax_of(const kiln::ir::Op& op);
 bool softmax_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_softmax(const Softmax& spec, const Limits& limits);
 
-/// LayerNorm (LayerNorm, RMSNorm, GroupNorm) of f32 with statistics in f64 (the device needs
-/// it): one group per row (reduce_groups). Buffers: y, mean, rstd, x, (weight,) (bias,) meta
-/// (kNormMetaInts int32); push constant eps (f64). x's and y's normalised dims must each be one
-/// run (GroupNorm: x and y contiguous); mean and rstd contiguous.
+/// LayerNorm (LayerNorm, RMSNorm, GroupNorm) of f32, f64, f16 and bf16 with statistics in f64
+/// (the device needs it): one group per row (reduce_groups). Buffers: y, mean, rstd, x,
+/// (weight,) (bias,) meta (kNormMetaInts int32); push constant eps (f64). x's and y's
+/// normalised dims must each be one run (GroupNorm: x and y contiguous); mean and rstd
+/// contiguous.
 struct Norm {
   std::string name;
   bool rms = false, group = false, weight = false, bias = false;
+  Store x = Store::F32;       ///< x and y
+  Store stats = Store::F32;   ///< mean and rstd: F32, or F64 for f64
+  std::vector<Store> params;  ///< weight and bias, those present
   std::vector<Arg> push;
 };
 enum : int {

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <set>
 #include <string>
@@ -341,5 +342,44 @@ TEST(Vulkan, FmodRemainderFloorDivideOfF32AreTheCpus) {
     const std::vector<uint32_t> got = bits(op(va, vb)), want = bits(op(ca, cb));
     EXPECT_TRUE(fallback_counts().empty()) << name;
     for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << name << "(" << a[i] << ", " << b[i] << ")";
+  }
+}
+
+// layer_norm, rms_norm, group_norm and instance_norm run natively for f32, f64, f16 and bf16,
+// over a transposed input too, and match the CPU (statistics in f64 on both).
+TEST(Vulkan, NormsRunNatively) {
+  REQUIRE_VULKAN();
+  namespace F = nn::functional;
+  const Device vk = Device::vulkan();
+  manual_seed(7);
+  const Tensor x4 = randn({2, 6, 3, 5}) * 3.0f + 1.0f, w = randn({6}), bias = randn({6});
+  const Tensor row_w = randn({5}), row_b = randn({5});
+  using Fn =
+      std::function<Tensor(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& rw, const Tensor& rb)>;
+  const std::vector<std::pair<const char*, Fn>> cases = {
+      {"layer_norm", [](auto& x, auto&, auto&, auto& rw, auto& rb) { return F::layer_norm(x, {5}, rw, rb); }},
+      {"layer_norm_2d",
+       [](auto& x, auto&, auto&, auto&, auto&) {
+         return F::layer_norm(x, {3, 5});
+       }},
+      {"layer_norm_transposed",
+       [](auto& x, auto&, auto&, auto&, auto&) { return F::layer_norm(x.transpose(1, 3), {6}); }},
+      {"rms_norm", [](auto& x, auto&, auto&, auto& rw, auto&) { return F::rms_norm(x, {5}, rw); }},
+      {"group_norm", [](auto& x, auto& w, auto& b, auto&, auto&) { return F::group_norm(x, 3, w, b); }},
+      {"group_norm_plain", [](auto& x, auto&, auto&, auto&, auto&) { return F::group_norm(x, 2); }},
+      {"instance_norm", [](auto& x, auto&, auto&, auto&, auto&) { return F::group_norm(x, 6); }},
+  };
+  for (DType dt : {f32, f64, f16, bf16}) {
+    const Tensor x = x4.to(dt);
+    // f16 and bf16 take f32 parameters or their own dtype; f64 its own
+    const Tensor cw = w.to(dt), cb = bias.to(dt), crw = row_w.to(dt), crb = row_b.to(dt);
+    for (const auto& [name, fn] : cases) {
+      const Tensor want = fn(x, cw, cb, crw, crb).to(f64);
+      reset_fallback_counts();
+      const Tensor got = fn(x.to(vk), cw.to(vk), cb.to(vk), crw.to(vk), crb.to(vk)).to(Device::cpu()).to(f64);
+      EXPECT_TRUE(fallback_counts().empty()) << name << " " << dtype_name(dt);
+      const double tol = dt == f32 ? 2e-6 : dt == f64 ? 1e-12 : dt == f16 ? 8e-3 : 6e-2;  // f16, bf16: an ulp
+      EXPECT_LE(max_diff(got, want), tol) << name << " " << dtype_name(dt);
+    }
   }
 }

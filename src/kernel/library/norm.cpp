@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// LayerNorm, RMSNorm and GroupNorm (the LayerNorm op, ops.def) of the library on f32: one group
+// LayerNorm, RMSNorm and GroupNorm (the LayerNorm op, ops.def) of the library on f32, f64, f16
+// and bf16 (f16 and bf16 computed in f32, as the CPU does): one group
 // per row, the row's sum and then its squared deviations from the mean accumulated in f64 and
 // combined in a fixed shared-memory tree (deterministic), then each element normalised as the
 // CPU's kernel does (src/backends/cpu/norm.cpp): ((x - mean) - mean_lo) * rstd, times the
@@ -46,9 +47,21 @@ bool run_stride(const kiln::ir::TensorDesc& d, size_t from, int64_t* stride) {
 
 std::optional<Norm> norm_of(const kiln::ir::Op& op) {
   if (op.kind != kiln::ir::OpKind::LayerNorm || op.outputs.size() != 3 || op.inputs.empty()) return std::nullopt;
-  auto f32 = [](const kiln::ir::TensorDesc& d) { return d.dtype == DType::F32 && fits_i32(d); };
-  if (!std::all_of(op.inputs.begin(), op.inputs.end(), f32) || !std::all_of(op.outputs.begin(), op.outputs.end(), f32))
-    return std::nullopt;
+  auto store = [](const kiln::ir::TensorDesc& d) -> std::optional<Store> {
+    if (!fits_i32(d)) return std::nullopt;
+    switch (d.dtype) {
+      case DType::F32:
+        return Store::F32;
+      case DType::F64:
+        return Store::F64;
+      case DType::F16:
+        return Store::F16;
+      case DType::BF16:
+        return Store::BF16;
+      default:
+        return std::nullopt;
+    }
+  };
   const kiln::ir::NormAttrs a = kiln::ir::NormAttrs::decode(op);
   Norm n;
   n.rms = a.rms;
@@ -56,10 +69,18 @@ std::optional<Norm> norm_of(const kiln::ir::Op& op) {
   n.weight = a.has_weight;
   n.bias = a.has_bias;
   if (op.inputs.size() != 1u + n.weight + n.bias) return std::nullopt;
-  n.name = std::string(n.rms     ? "rms_norm"
-                       : n.group ? "group_norm"
-                                 : "layer_norm") +
-           (n.weight ? "_w" : "") + (n.bias ? "_b" : "") + "_f32";
+  const std::optional<Store> x = store(op.inputs[0]), y = store(op.outputs[0]), m = store(op.outputs[1]),
+                             r = store(op.outputs[2]);
+  if (!x || y != x || !m || r != m || (*m != Store::F32 && *m != Store::F64)) return std::nullopt;
+  n.x = *x;
+  n.stats = *m;
+  n.name = std::string(n.rms ? "rms_norm" : n.group ? "group_norm" : "layer_norm") + "_" + store_name(n.x);
+  for (size_t q = 1; q < op.inputs.size(); ++q) {
+    const std::optional<Store> p = store(op.inputs[q]);
+    if (!p) return std::nullopt;
+    n.params.push_back(*p);
+    n.name += std::string(q == 1 && n.weight ? "_w" : "_b") + store_name(*p);
+  }
   n.push = {Arg(a.eps)};
   return n;
 }
@@ -119,14 +140,21 @@ Kernel trace_norm(const Norm& spec, const Limits& limits) {
       spec.name,
       [&](Builder& b) {
         b.group_size(kGroup);
-        const Buffer<float> y = b.output<float>("y"), mean = b.output<float>("mean"), rstd = b.output<float>("rstd");
-        const Buffer<float> x = b.input<float>("x");
-        std::optional<Buffer<float>> w, bias;
-        if (spec.weight) w = b.input<float>("weight");
-        if (spec.bias) bias = b.input<float>("bias");
+        const Memory y = declare_store(b, spec.x, "y", true), mean = declare_store(b, spec.stats, "mean", true),
+                     rstd = declare_store(b, spec.stats, "rstd", true), x = declare_store(b, spec.x, "x", false);
+        std::vector<Memory> params;
+        for (size_t q = 0; q < spec.params.size(); ++q)
+          params.push_back(declare_store(b, spec.params[q], q == 0 && spec.weight ? "weight" : "bias", false));
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         const Val eps = b.scalar<double>("eps");
         const Shared<double> sh = b.shared<double>("sh", kGroup);
+        const Type at = value_type(spec.x), st = value_type(spec.stats);
+        auto to = [](Val v, Type t) { return v.type == t ? v : cast(v, t); };
+        auto param = [&](int q, Val i) {  // parameter q at index i, in the arithmetic type
+          return to(load_store(params[static_cast<size_t>(q)], spec.params[static_cast<size_t>(q)],
+                               meta[kNmParamOff + 2 * q] + i * meta[kNmParamOff + 2 * q + 1]),
+                    at);
+        };
         const Val t = thread_id(0);
         const Val row = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = row < meta[kNmRows];
@@ -145,10 +173,11 @@ Kernel trace_norm(const Norm& spec, const Limits& limits) {
         }
         const Val n = select(valid, meta[kNmN], Val(0));
         const Val sx = meta[kNmXs], sy = meta[kNmYs];
+        auto load_x = [&](Val i) { return load_store(x, spec.x, xb + i * sx); };
         const Val zero = Val::constant(0, Type::F64), nf = cast(n, Type::F64);
         auto row_sum = [&](const std::function<Val(Val)>& term) {
           Var s(zero);
-          for_(t, n, static_cast<int>(kGroup), [&](Val i) { s = s + term(cast(x[xb + i * sx], Type::F64)); });
+          for_(t, n, static_cast<int>(kGroup), [&](Val i) { s = s + term(to(load_x(i), Type::F64)); });
           sh[t] = Val(s);
           barrier();
           tree_sum(sh, t);
@@ -163,28 +192,24 @@ Kernel trace_norm(const Norm& spec, const Limits& limits) {
           mu = row_sum([](Val v) { return v; }) / nf;
           var = row_sum([&](Val v) { return (v - mu) * (v - mu); }) / nf;
         }
-        const Val m = cast(mu, Type::F32), ml = cast(mu - cast(m, Type::F64), Type::F32);
-        const Val rs = cast(1.0 / sqrt(var + eps), Type::F32);
-        const float nan = std::numeric_limits<float>::quiet_NaN();
+        // mean and rstd as the CPU rounds them: to the statistics' type; the arithmetic takes
+        // the mean in two parts (mean + mean_lo) so that no precision of the f64 mean is lost
+        const Val m = to(to(mu, st), at), ml = to(mu - to(m, Type::F64), at);
+        const Val rs = to(to(1.0 / sqrt(var + eps), st), at);
+        const Val nan = Val::constant(std::numeric_limits<double>::quiet_NaN(), st);
         if_(valid && t == 0, [&] {
-          mean[meta[kNmMOff] + row] = spec.rms ? Val(0.0f) : select(n == 0, Val(nan), m);
-          rstd[meta[kNmROff] + row] = select(n == 0, Val(nan), rs);
+          store_store(mean, spec.stats, meta[kNmMOff] + row,
+                      spec.rms ? Val::constant(0, st) : select(n == 0, nan, to(mu, st)));
+          store_store(rstd, spec.stats, meta[kNmROff] + row, select(n == 0, nan, to(rs, st)));
         });
         for_(t, n, static_cast<int>(kGroup), [&](Val i) {
-          const Val d = (x[xb + i * sx] - m) - ml;
-          Val out;
-          if (spec.group) {  // per channel: the weight folded into rstd first, as the CPU does
-            const Val c = (row % meta[kNmGroups]) * meta[kNmCg] + i / meta[kNmSpatial];
-            const Val scale = w ? rs * (*w)[meta[kNmParamOff] + c * meta[kNmParamOff + 1]] : rs;
-            out = d * scale;
-          } else {
-            out = d * rs;
-            if (w) out = out * (*w)[meta[kNmParamOff] + i * meta[kNmParamOff + 1]];
-          }
-          const int bi = spec.weight ? 2 : 0;
-          const Val at = spec.group ? (row % meta[kNmGroups]) * meta[kNmCg] + i / meta[kNmSpatial] : i;
-          out = out + (bias ? (*bias)[meta[kNmParamOff + bi] + at * meta[kNmParamOff + bi + 1]] : Val(0.0f));
-          y[yb + i * sy] = out;
+          const Val d = (to(load_x(i), at) - m) - ml;
+          // group mode: per channel, the weight folded into rstd first, as the CPU does
+          const Val at_i = spec.group ? (row % meta[kNmGroups]) * meta[kNmCg] + i / meta[kNmSpatial] : i;
+          Val out = spec.group && spec.weight ? d * (rs * param(0, at_i)) : d * rs;
+          if (!spec.group && spec.weight) out = out * param(0, at_i);
+          out = out + (spec.bias ? param(spec.weight ? 1 : 0, at_i) : Val::constant(0, at));
+          store_store(y, spec.x, yb + i * sy, to(out, value_type(spec.x)));
         });
       },
       limits);
