@@ -112,6 +112,10 @@ Val pow_int(Val x, Val y);
 /// sin, cos or tan (kind) of an F32 value through f64 over the whole range (the device needs
 /// f64): within 1 ulp of the correctly rounded value.
 Val trig_f32(kiln::ir::OpKind kind, Val x);
+/// asin, acos or atan (kind) of an F32 value, and atan2(y, x), through f64 (the device needs
+/// it): within 1 ulp of the correctly rounded value.
+Val inverse_trig_f32(kiln::ir::OpKind kind, Val x);
+Val atan2_f32(Val y, Val x);
 /// fmod, Python's remainder and floor division of F32 values as the CPU's (fmod exact; the
 /// device needs f64).
 Val fmod_f32(Val x, Val y);

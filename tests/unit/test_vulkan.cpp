@@ -271,6 +271,8 @@ std::vector<float> trig_inputs() {
     }
   for (int64_t k = 1; k < 4000000; k = k * 5 / 4 + 1) xs.push_back(static_cast<float>(k * 1.5707963267948966));
   for (float x = -10.0f; x < 10.0f; x += 0.0137f) xs.push_back(x);
+  for (float x = 0.99f; x < 1.0f; x += 0.0001f) xs.insert(xs.end(), {x, -x});  // asin, acos near +-1
+  for (float x : {1.0f, -1.0f, 0.99999994f, -0.99999994f, 1.0000001f, -1.0000001f}) xs.push_back(x);
   const float inf = std::numeric_limits<float>::infinity();
   for (float x : {0.0f, -0.0f, 3.4028235e38f, -3.4028235e38f, 1e-45f, inf, -inf, std::nanf("")}) xs.push_back(x);
   return xs;
@@ -278,7 +280,7 @@ std::vector<float> trig_inputs() {
 
 }  // namespace
 
-// sin, cos and tan of f32 run natively within 1 ulp of the correctly rounded value (std::sin of
+// sin, cos, tan, asin, acos and atan of f32 run natively within 1 ulp of the correctly rounded value (std::sin of
 // the exact value in double, rounded) over the whole f32 range, near multiples of pi/2 too.
 TEST(Vulkan, TrigOfF32IsWithinOneUlp) {
   REQUIRE_VULKAN();
@@ -291,7 +293,10 @@ TEST(Vulkan, TrigOfF32IsWithinOneUlp) {
   };
   for (const Fn& f : {Fn{"sin", [](const Tensor& t) { return t.sin(); }, [](double v) { return std::sin(v); }},
                       Fn{"cos", [](const Tensor& t) { return t.cos(); }, [](double v) { return std::cos(v); }},
-                      Fn{"tan", [](const Tensor& t) { return t.tan(); }, [](double v) { return std::tan(v); }}}) {
+                      Fn{"tan", [](const Tensor& t) { return t.tan(); }, [](double v) { return std::tan(v); }},
+                      Fn{"asin", [](const Tensor& t) { return t.asin(); }, [](double v) { return std::asin(v); }},
+                      Fn{"acos", [](const Tensor& t) { return t.acos(); }, [](double v) { return std::acos(v); }},
+                      Fn{"atan", [](const Tensor& t) { return t.atan(); }, [](double v) { return std::atan(v); }}}) {
     reset_fallback_counts();
     const std::vector<float> got = f.op(x).to(Device::cpu()).to_vector<float>();
     EXPECT_TRUE(fallback_counts().empty()) << f.name;
@@ -309,6 +314,33 @@ TEST(Vulkan, TrigOfF32IsWithinOneUlp) {
       if (want == 0) EXPECT_EQ(std::signbit(want), std::signbit(got[i])) << f.name << "(" << xs[i] << ")";
     }
     EXPECT_LE(worst, 1) << f.name;
+  }
+}
+
+// atan2 of f32 runs natively within 1 ulp, with IEEE's special cases (signed zeros, infinities).
+TEST(Vulkan, Atan2OfF32IsWithinOneUlp) {
+  REQUIRE_VULKAN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> vals = {0.0f,  -0.0f, 1e-45f, -1e-45f, 1e-30f, 0.3f, -0.3f, 1.0f,
+                             -1.0f, 2.5f,  -7.0f,  1e30f,   -3e38f, inf,  -inf,  std::nanf("")};
+  std::vector<float> ys, xs;
+  for (float p : vals)
+    for (float q : vals) ys.push_back(p), xs.push_back(q);
+  const int64_t n = static_cast<int64_t>(ys.size());
+  Tensor y = tensor<float>(ys, {n}), x = tensor<float>(xs, {n});
+  reset_fallback_counts();
+  const std::vector<float> got =
+      atan2(y.to(Device::vulkan()), x.to(Device::vulkan())).to(Device::cpu()).to_vector<float>();
+  EXPECT_TRUE(fallback_counts().empty());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float want = static_cast<float>(std::atan2(static_cast<double>(ys[i]), static_cast<double>(xs[i])));
+    if (std::isnan(want) || want == 0) {
+      EXPECT_TRUE(std::isnan(want) ? std::isnan(got[i]) : got[i] == 0 && std::signbit(got[i]) == std::signbit(want))
+          << "atan2(" << ys[i] << ", " << xs[i] << ") = " << got[i];
+      continue;
+    }
+    const float ulp = std::nextafter(std::fabs(want), INFINITY) - std::fabs(want);
+    EXPECT_LE(std::fabs(static_cast<double>(got[i]) - want), ulp) << "atan2(" << ys[i] << ", " << xs[i] << ")";
   }
 }
 

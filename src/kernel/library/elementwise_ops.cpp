@@ -79,6 +79,10 @@ bool computes_in_f64(OpKind k) {
     case OpKind::Sin:
     case OpKind::Cos:
     case OpKind::Tan:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan:
+    case OpKind::Atan2:
     case OpKind::Fmod:
     case OpKind::Remainder:
     case OpKind::FloorDiv:
@@ -131,6 +135,13 @@ Fn unary_math(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& p
       const OpKind k = op.kind;
       return [k](const Val* x, const Val*) { return trig_f32(k, x[0]); };
     }
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Atan: {
+      if (wide) return nullptr;
+      const OpKind k = op.kind;
+      return [k](const Val* x, const Val*) { return inverse_trig_f32(k, x[0]); };
+    }
     case OpKind::Exp2:
     case OpKind::Expm1:
     case OpKind::Log2:
@@ -169,6 +180,12 @@ Fn unary_math(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& p
     case OpKind::Erf:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return erf_f32(x[0]); };
+    case OpKind::GeluTanh:  // as the CPU's vector form: h tanh(sqrt(2/pi) (x + 0.044715 x^3)) + h
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) {
+        const Val h = x[0] * 0.5f, x3 = x[0] * x[0] * x[0];
+        return h * tanh_f32((x3 * 0.044715f + x[0]) * 0.7978845608f) + h;
+      };
     case OpKind::Gelu:  // as the CPU's vector form: h erf(x / sqrt 2) + h, h = x / 2
       if (wide) return nullptr;
       return [](const Val* x, const Val*) {
@@ -353,6 +370,9 @@ Fn binary_arith(OpKind kind, bool floating) {
       };
     // f32 through f64, exact as the CPU's std::fmod (library/math.cpp); integers divide on the
     // CPU, which raises on a zero divisor
+    case OpKind::Atan2:
+      if (floating) return [](const Val* x, const Val*) { return atan2_f32(x[0], x[1]); };
+      return nullptr;
     case OpKind::Fmod:
       if (floating) return [](const Val* x, const Val*) { return fmod_f32(x[0], x[1]); };
       return nullptr;

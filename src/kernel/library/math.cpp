@@ -290,6 +290,59 @@ Val trig_f32(kiln::ir::OpKind kind, Val x) {
   return select(finite, kind == OpKind::Cos ? r : select(tiny_f32(x), x, r), nan);
 }
 
+namespace {
+
+constexpr double kPi = 3.141592653589793, kHalfPi = 1.5707963267948966;
+
+/// atan of an F64 value to about 2^-52 relative: |d| > 1 as pi/2 - atan(1/|d|), then above
+/// tan(pi/8) as pi/4 + atan((u - 1) / (u + 1)), leaving |v| <= tan(pi/8), where the Taylor
+/// series to v^47 leaves less than 2^-60; the sign of d; inf gives pi/2, NaN passes.
+Val atan_f64(Val d) {
+  const Val a = abs(d), inv = a > 1.0;
+  const Val u = select(inv, 1.0 / a, a), mid = u > 0.41421356237309503;
+  const Val v = select(mid, (u - 1.0) / (u + 1.0), u), v2 = v * v;
+  Val p = f64c(-1.0 / 47);
+  for (int k = 45; k >= 1; k -= 2) p = p * v2 + ((k / 2) % 2 ? -1.0 / k : 1.0 / k);
+  Val r = v * p;
+  r = select(mid, r + kPi / 4, r);
+  r = select(inv, kHalfPi - r, r);
+  return select(d < 0.0, -r, r);
+}
+
+}  // namespace
+
+// asin, acos and atan of an F32 value through f64 (see atan_f64): asin x = atan(x / sqrt((1 -
+// x)(1 + x))), acos x = 2 atan(sqrt((1 - x) / (1 + x))), both exact in their differences and
+// NaN beyond [-1, 1]. Rounded once: within 1 ulp; a subnormal x gives x for asin and atan.
+Val inverse_trig_f32(kiln::ir::OpKind kind, Val x) {
+  using kiln::ir::OpKind;
+  const Val d = exact_f64(x), one = f64c(1);
+  Val r;
+  if (kind == OpKind::Atan) {
+    r = atan_f64(d);
+  } else {
+    const Val lo = one - d, hi = one + d;
+    r = kind == OpKind::Asin ? atan_f64(d / sqrt(lo * hi)) : 2.0 * atan_f64(sqrt(lo / hi));
+    r = select(abs(d) > 1.0, f64c(std::numeric_limits<double>::quiet_NaN()), r);
+  }
+  const Val out = cast(r, Type::F32);
+  return kind == OpKind::Acos ? out : select(tiny_f32(x), x, out);
+}
+
+// atan2(y, x) of F32 values through f64 as atan(|y| / |x|), then pi minus it for a negative x
+// (its sign bit: -0 too) and y's sign, with IEEE's special cases: both zero gives 0 or pi, both
+// infinite pi/4 or 3 pi/4, NaN passes. Within 1 ulp.
+Val atan2_f32(Val y, Val x) {
+  const Val a = abs(exact_f64(y)), b = abs(exact_f64(x));
+  const double inf = std::numeric_limits<double>::infinity();
+  const Val q = select(a == 0.0 && b == 0.0, f64c(0), select(a == inf && b == inf, f64c(1), a / b));
+  Val r = atan_f64(q);
+  r = select(bitcast(x, Type::I32) < 0, kPi - r, r);
+  r = select(bitcast(y, Type::I32) < 0, -r, r);
+  const Val nan = Val(std::numeric_limits<float>::quiet_NaN());
+  return select(x != x || y != y, nan, cast(r, Type::F32));
+}
+
 // std::fmod of F32 values, exact as std::fmod is: |x| is reduced in f64 by |y| 2^(24 j) for
 // j = 11 down to 0 (|x| / |y| < 2^277 < 2^288), one quotient below 2^24 each, so that each
 // step's product and difference is exact; a quotient one too high or too low (the division's
