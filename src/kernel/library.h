@@ -387,6 +387,20 @@ std::optional<Norm> norm_of(const kiln::ir::Op& op);
 bool norm_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_norm(const Norm& spec, const Limits& limits);
 
+/// Sort (values and i64 indices) along one dim of a line of at most kMaxSort elements, as the
+/// CPU's stable sort (NaN largest), for every value storage: a bitonic network in shared
+/// memory, one group per line (reduce_groups). Buffers: values, indices, in, meta (the softmax
+/// block, softmax_meta); the two outputs share offsets and strides.
+constexpr int64_t kMaxSort = 2048;
+struct Sort {
+  std::string name;
+  Store value = Store::F32;
+  bool descending = false;
+  uint32_t padded = 1;  ///< the line length rounded up to a power of two (part of the name)
+};
+std::optional<Sort> sort_of(const kiln::ir::Op& op);
+Kernel trace_sort(const Sort& spec, const Limits& limits);
+
 /// One dispatch of a library kernel for an IR op, bound the same way by every backend: the
 /// first `outputs` outputs, then the first `inputs` inputs (-1: all), then `meta` as an int32
 /// buffer; `push` as the kernel's push constants; `groups` over x, y, z.

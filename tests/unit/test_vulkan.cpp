@@ -415,3 +415,33 @@ TEST(Vulkan, NormsRunNatively) {
     }
   }
 }
+
+// sort runs natively for lines up to 2048 elements and gives the CPU's stable order, bit for bit:
+// ties keep their input order, NaN is the largest value (first when descending), over rows and
+// columns of f32, i64 and bool; a longer line falls back and is still right.
+TEST(Vulkan, SortIsTheCpusStableSort) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  manual_seed(11);
+  Tensor f = floor(randn({7, 300}) * 3.0f);  // many ties
+  std::vector<float> fv = f.to_vector<float>();
+  for (size_t i = 0; i < fv.size(); i += 37) fv[i] = std::nanf("");
+  for (size_t i = 5; i < fv.size(); i += 41) fv[i] = -0.0f;
+  f = tensor<float>(fv, {7, 300});
+  const std::vector<Tensor> xs = {f, f.to(i64), f > 0.0f, f.to(f16)};
+  for (const Tensor& x : xs)
+    for (int64_t dim : {0, 1})
+      for (bool desc : {false, true}) {
+        const auto [cv, ci] = sort(x, dim, desc);
+        reset_fallback_counts();
+        const auto [gv, gi] = sort(x.to(vk), dim, desc);
+        EXPECT_TRUE(fallback_counts().empty()) << dtype_name(x.dtype()) << " " << dim << " " << desc;
+        EXPECT_EQ(gi.to(Device::cpu()).to_vector<int64_t>(), ci.to_vector<int64_t>())
+            << dtype_name(x.dtype()) << " " << dim << " " << desc;
+        EXPECT_TRUE(equal(gv.to(Device::cpu()).isnan(), cv.isnan()));
+        EXPECT_TRUE(equal(nan_to_num(gv.to(Device::cpu()).to(f64)), nan_to_num(cv.to(f64))));
+      }
+  Tensor long_line = randn({3000});
+  const auto [lv, li] = sort(long_line.to(vk));
+  EXPECT_EQ(li.to(Device::cpu()).to_vector<int64_t>(), sort(long_line).second.to_vector<int64_t>());
+}

@@ -45,7 +45,10 @@ std::optional<Launch> reduce_launch(const kiln::ir::Op& op, bool float64) {
 std::optional<Launch> scan_launch(const kiln::ir::Op& op, bool float64) {
   Launch l;
   bool scan = false;
-  if (const std::optional<Scan> s = scan_of(op)) {
+  if (const std::optional<Sort> s = sort_of(op)) {
+    l = launch(*s, trace_sort, kReduceMetaInts);
+    l.outputs = 2;
+  } else if (const std::optional<Scan> s = scan_of(op)) {
     scan = true;
     if (s->acc == Type::F64 && !float64) return std::nullopt;
     l = launch(*s, trace_scan, kReduceMetaInts);
