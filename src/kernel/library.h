@@ -308,12 +308,14 @@ std::optional<Pool> pool_of(const kiln::ir::Op& op);
 bool pool_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_pool(const Pool& spec, const Limits& limits);
 
-/// Conv forward (no fused epilogue) over 1 to 3 spatial dims with groups, stride, padding and
-/// dilation; f32, f64, f16, bf16, summed in f64 (the device needs f64) and rounded once: one
-/// thread per output element (elementwise_groups). The output contiguous, x, w (and bias) any
-/// strides. Buffers: out, x, w, (bias,) meta (kConvMetaInts int32).
+/// Conv forward (no fused epilogue), ConvTranspose (with bias) and ConvWeightGrad over 1 to 3
+/// spatial dims with groups, stride, padding and dilation; f32, f64, f16, bf16, summed in f64
+/// (the device needs f64) and rounded once: one thread per output element (elementwise_groups).
+/// The output contiguous, the inputs any strides. Buffers: out, the op's inputs, meta
+/// (kConvMetaInts int32; the geometry in the forward convolution's terms).
 struct Conv {
   std::string name;
+  kiln::ir::OpKind kind = kiln::ir::OpKind::Conv;
   Store value = Store::F32;
   bool bias = false;
 };
@@ -334,8 +336,9 @@ enum : int {
   kCvP = kCvS + 3,
   kCvDl = kCvP + 3,
   kCvXs = kCvDl + 3,  ///< x strides: n, c, d, h, w
-  kCvWs = kCvXs + 5,  ///< w strides: o, c, d, h, w
-  kConvMetaInts = kCvWs + 5
+  kCvWs = kCvXs + 5,  ///< strides of the second input (w; ConvWeightGrad: the output gradient)
+  kCvN = kCvWs + 5,   ///< the batch size (ConvWeightGrad)
+  kConvMetaInts = kCvN + 1
 };
 std::optional<Conv> conv_of(const kiln::ir::Op& op);
 /// Fills the parameter block. False when the op's layout is not one the kernel takes.

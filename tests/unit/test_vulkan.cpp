@@ -445,3 +445,50 @@ TEST(Vulkan, SortIsTheCpusStableSort) {
   const auto [lv, li] = sort(long_line.to(vk));
   EXPECT_EQ(li.to(Device::cpu()).to_vector<int64_t>(), sort(long_line).second.to_vector<int64_t>());
 }
+
+// conv_transpose and the gradients of a convolution (input: ConvTranspose, weight:
+// ConvWeightGrad) run natively with groups, stride, padding and dilation, in 1 to 3 spatial
+// dims, and match the CPU.
+TEST(Vulkan, ConvGradientsAndTransposeRunNatively) {
+  REQUIRE_VULKAN();
+  namespace F = nn::functional;
+  manual_seed(5);
+  struct Case {
+    Shape x, w;
+    F::ConvOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{2, 4, 9, 8}, {6, 2, 3, 3}, {.stride = 2, .padding = 1, .dilation = 1, .groups = 2}},
+      {{1, 3, 7, 7}, {4, 3, 2, 3}, {.stride = {1, 2}, .padding = {1, 0}, .dilation = 2}},
+      {{2, 2, 11}, {3, 2, 4}, {.stride = 3, .padding = 2}},
+      {{1, 2, 4, 5, 4}, {2, 1, 2, 2, 2}, {.stride = 1, .padding = 1, .dilation = 1, .groups = 2}},
+  };
+  for (const Case& c : cases) {
+    const Tensor x = randn(c.x), w = randn(c.w), b = randn({c.w[0]});
+    auto run = [&](const Device& dev) {
+      const Device ad = dev.autodiff();
+      Tensor xs = x.to(ad).require_grad(), ws = w.to(ad).require_grad(), bs = b.to(ad).require_grad();
+      const size_t nsp = c.x.size() - 2;
+      Tensor y = nsp == 1   ? F::conv1d(xs, ws, bs, c.o)
+                 : nsp == 2 ? F::conv2d(xs, ws, bs, c.o)
+                            : F::conv3d(xs, ws, bs, c.o);
+      const Gradients g = (y * y).sum().backward();
+      return std::vector<Tensor>{y, xs.grad(g), ws.grad(g), bs.grad(g)};
+    };
+    const std::vector<Tensor> want = run(Device::cpu());
+    reset_fallback_counts();
+    const std::vector<Tensor> got = run(Device::vulkan());
+    EXPECT_TRUE(fallback_counts().empty())
+        << c.x.size() << "-d " << (fallback_counts().empty() ? "" : fallback_counts().front().first);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LE(max_diff(got[i], want[i]), 1e-4 * (1 + want[i].abs().max().item<double>()))
+          << c.x.size() << "-d output " << i;
+  }
+  // conv_transpose2d itself, with a bias, output padding and groups
+  const Tensor x = randn({2, 4, 5, 6}), w = randn({4, 3, 3, 2}), b = randn({6});
+  const F::ConvTransposeOptions o{.stride = 2, .padding = 1, .output_padding = 1, .groups = 2, .dilation = 1};
+  reset_fallback_counts();
+  const Tensor got = F::conv_transpose2d(x.to(Device::vulkan()), w.to(Device::vulkan()), b.to(Device::vulkan()), o);
+  EXPECT_TRUE(fallback_counts().empty());
+  EXPECT_LE(max_diff(got, F::conv_transpose2d(x, w, b, o)), 1e-4);
+}

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Convolution of the library (kernel/library.h): Conv forward over 1 to 3 spatial dims viewed
-// as [D, H, W], with groups, stride, padding and dilation, as one thread per output element
-// summing its window in f64 (the device needs f64) and rounding once, so the result is within
-// the rounding of the exact sum whatever order the CPU's GEMM takes.
+// Convolution of the library (kernel/library.h): Conv, ConvTranspose (the gradient of the input)
+// and ConvWeightGrad over 1 to 3 spatial dims viewed as [D, H, W], with groups, stride, padding
+// and dilation, as one thread per output element summing its terms in f64 (the device needs
+// f64) and rounding once, so the result is within the rounding of the exact sum whatever order
+// the CPU's GEMM takes.
 #include <algorithm>
+#include <array>
+#include <functional>
 
 #include "ir/attrs.h"
 #include "kernel/library.h"
@@ -14,7 +17,9 @@ using kiln::ir::OpKind;
 using kiln::ir::TensorDesc;
 
 std::optional<Conv> conv_of(const kiln::ir::Op& op) {
-  if (op.kind != OpKind::Conv || op.outputs.size() != 1 || op.inputs.size() < 2 || op.inputs.size() > 3)
+  const bool grad = op.kind == OpKind::ConvWeightGrad;
+  if ((op.kind != OpKind::Conv && op.kind != OpKind::ConvTranspose && !grad) || op.outputs.size() != 1 ||
+      op.inputs.size() < 2 || op.inputs.size() > (grad ? 2u : 3u))
     return std::nullopt;
   const kiln::ir::ConvAttrs a = kiln::ir::ConvAttrs::decode(op);
   if (a.has_epilogue && a.epilogue != 0) return std::nullopt;
@@ -38,35 +43,49 @@ std::optional<Conv> conv_of(const kiln::ir::Op& op) {
   }
   for (const TensorDesc& d : op.inputs)
     if (d.dtype != t) return std::nullopt;
+  c.kind = op.kind;
   c.bias = op.inputs.size() == 3;
-  c.name = std::string("conv_") + store_name(c.value) + (c.bias ? "_bias" : "");
+  c.name = std::string(grad                               ? "conv_weight_grad_"
+                       : op.kind == OpKind::ConvTranspose ? "conv_transpose_"
+                                                          : "conv_") +
+           store_name(c.value) + (c.bias ? "_bias" : "");
   return c;
 }
 
 bool conv_meta(const kiln::ir::Op& op, int32_t* meta) {
-  const TensorDesc &x = op.inputs[0], &w = op.inputs[1], &y = op.outputs[0];
+  // The geometry in the forward convolution's terms (in, out and kernel spatial sizes), whose
+  // input is the output of ConvTranspose and whose weight is the output of ConvWeightGrad.
+  // C counts the channels of the first input, O those of the other side (ops.def).
+  const TensorDesc &a0 = op.inputs[0], &a1 = op.inputs[1], &y = op.outputs[0];
   const kiln::ir::ConvAttrs a = kiln::ir::ConvAttrs::decode(op);
   const int64_t nsp = a.nsp, lead = 3 - nsp;
   const size_t r = static_cast<size_t>(nsp + 2);
-  if (nsp < 1 || nsp > 3 || x.shape.size() != r || w.shape.size() != r || y.shape.size() != r) return false;
+  if (nsp < 1 || nsp > 3 || a0.shape.size() != r || a1.shape.size() != r || y.shape.size() != r) return false;
   if (a.stride.size() != static_cast<size_t>(nsp) || a.padding.size() != static_cast<size_t>(nsp) ||
       a.dilation.size() != static_cast<size_t>(nsp) || a.groups < 1)
     return false;
-  if (!fits_i32(x) || !fits_i32(w) || !fits_i32(y) || !y.is_contiguous()) return false;
-  const int64_t C = x.shape[1], O = y.shape[1];
-  if (C % a.groups != 0 || O % a.groups != 0 || w.shape[0] != O || w.shape[1] * a.groups != C) return false;
+  if (!fits_i32(a0) || !fits_i32(a1) || !fits_i32(y) || !y.is_contiguous()) return false;
+  // C: channels of the data input a0 (grouped by cpg), O: of the other side (grouped by opg)
+  const bool transpose = op.kind == OpKind::ConvTranspose, grad = op.kind == OpKind::ConvWeightGrad;
+  const int64_t C = a0.shape[1], O = grad ? a1.shape[1] : y.shape[1];
+  if (C % a.groups != 0 || O % a.groups != 0) return false;
+  if (transpose ? a1.shape[0] != C || a1.shape[1] * a.groups != O
+      : grad    ? y.shape[0] != O || y.shape[1] * a.groups != C || a1.shape[0] != a0.shape[0]
+                : a1.shape[0] != O || a1.shape[1] * a.groups != C)
+    return false;
   std::fill(meta, meta + kConvMetaInts, 0);
   meta[kCvCount] = static_cast<int32_t>(y.numel());
-  meta[kCvCpg] = static_cast<int32_t>(C / a.groups);
+  meta[kCvCpg] = static_cast<int32_t>(std::max<int64_t>(C / a.groups, 1));
   meta[kCvOpg] = static_cast<int32_t>(std::max<int64_t>(O / a.groups, 1));
   meta[kCvO] = static_cast<int32_t>(std::max<int64_t>(O, 1));
-  meta[kCvXOff] = static_cast<int32_t>(x.offset);
-  meta[kCvWOff] = static_cast<int32_t>(w.offset);
+  meta[kCvN] = static_cast<int32_t>(a0.shape[0]);
+  meta[kCvXOff] = static_cast<int32_t>(a0.offset);
+  meta[kCvWOff] = static_cast<int32_t>(a1.offset);
   meta[kCvYOff] = static_cast<int32_t>(y.offset);
-  meta[kCvXs] = static_cast<int32_t>(x.strides[0]);
-  meta[kCvXs + 1] = static_cast<int32_t>(x.strides[1]);
-  meta[kCvWs] = static_cast<int32_t>(w.strides[0]);
-  meta[kCvWs + 1] = static_cast<int32_t>(w.strides[1]);
+  for (int q = 0; q < 2; ++q) {
+    meta[kCvXs + q] = static_cast<int32_t>(a0.strides[static_cast<size_t>(q)]);
+    meta[kCvWs + q] = static_cast<int32_t>(a1.strides[static_cast<size_t>(q)]);
+  }
   if (op.inputs.size() == 3) {
     const TensorDesc& b = op.inputs[2];
     if (b.shape.size() != 1 || b.shape[0] != O || !fits_i32(b)) return false;
@@ -77,21 +96,60 @@ bool conv_meta(const kiln::ir::Op& op, int32_t* meta) {
     meta[kCvIn + d] = meta[kCvOut + d] = meta[kCvK + d] = meta[kCvS + d] = meta[kCvDl + d] = 1;
     meta[kCvP + d] = 0;
   }
+  // the spatial sizes of the forward's input, output and kernel, from whichever tensor has them
+  const TensorDesc &in = transpose ? y : a0, &out = transpose ? a0 : grad ? a1 : y, &k = grad ? y : a1;
   for (int64_t d = 0; d < nsp; ++d) {
     const size_t q = static_cast<size_t>(2 + d);
     const int64_t at = lead + d;
     if (a.stride[d] < 1 || a.dilation[d] < 1) return false;
-    meta[kCvIn + at] = static_cast<int32_t>(x.shape[q]);
-    meta[kCvOut + at] = static_cast<int32_t>(y.shape[q]);
-    meta[kCvK + at] = static_cast<int32_t>(w.shape[q]);
+    meta[kCvIn + at] = static_cast<int32_t>(in.shape[q]);
+    meta[kCvOut + at] = static_cast<int32_t>(out.shape[q]);
+    meta[kCvK + at] = static_cast<int32_t>(k.shape[q]);
     meta[kCvS + at] = static_cast<int32_t>(a.stride[d]);
     meta[kCvP + at] = static_cast<int32_t>(a.padding[d]);
     meta[kCvDl + at] = static_cast<int32_t>(a.dilation[d]);
-    meta[kCvXs + 2 + at] = static_cast<int32_t>(x.strides[q]);
-    meta[kCvWs + 2 + at] = static_cast<int32_t>(w.strides[q]);
+    meta[kCvXs + 2 + at] = static_cast<int32_t>(a0.strides[q]);
+    meta[kCvWs + 2 + at] = static_cast<int32_t>(a1.strides[q]);
   }
   return true;
 }
+
+namespace {
+
+/// The spatial position of flat index r over dims `size` [D, H, W]; r becomes what is left.
+std::array<Val, 3> unflatten(Var& r, const Buffer<int32_t>& meta, int size) {
+  std::array<Val, 3> p;
+  for (int d = 2; d >= 0; --d) {
+    p[static_cast<size_t>(d)] = Val(r) % meta[size + d];
+    r = Val(r) / meta[size + d];
+  }
+  return p;
+}
+
+/// body(k) for every kernel position k whose forward input position start + k * dilation is
+/// inside the input, with that position (Conv and ConvWeightGrad).
+void over_window(const Buffer<int32_t>& meta, const std::array<Val, 3>& start, int extent, int bound,
+                 const std::function<void(const std::array<Val, 3>&, const std::array<Val, 3>&)>& body) {
+  std::array<Val, 3> k, at;
+  std::function<void(int)> level = [&](int d) {
+    if (d == 3) return body(k, at);
+    for_(0, meta[extent + d], [&](Val kd) {
+      const Val pos = start[static_cast<size_t>(d)] + kd * meta[kCvDl + d];
+      if_(pos >= 0 && pos < meta[bound + d], [&] {
+        k[static_cast<size_t>(d)] = kd;
+        at[static_cast<size_t>(d)] = pos;
+        level(d + 1);
+      });
+    });
+  };
+  level(0);
+}
+
+Val offset(const Buffer<int32_t>& meta, int strides, Val base, const std::array<Val, 3>& p) {
+  return base + p[0] * meta[strides + 2] + p[1] * meta[strides + 3] + p[2] * meta[strides + 4];
+}
+
+}  // namespace
 
 Kernel trace_conv(const Conv& spec, const Limits& limits) {
   constexpr uint32_t kGroup = 256;
@@ -105,43 +163,78 @@ Kernel trace_conv(const Conv& spec, const Limits& limits) {
         const Memory bias = spec.bias ? declare_store(b, spec.value, "bias", false) : Memory(0, false);
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
+        auto product = [&](Val xi, Val wi) {
+          return cast(load_store(x, spec.value, xi), Type::F64) * cast(load_store(w, spec.value, wi), Type::F64);
+        };
         if_(i < meta[kCvCount], [&] {
-          Var r(i);
-          Val o[3];
-          for (int d = 2; d >= 0; --d) {
-            o[d] = Val(r) % meta[kCvOut + d];
-            r = Val(r) / meta[kCvOut + d];
-          }
-          const Val oc = Val(r) % meta[kCvO], n = Val(r) / meta[kCvO];
-          const Val g = oc / meta[kCvOpg], cpg = meta[kCvCpg];
-          Val start[3];
-          for (int d = 0; d < 3; ++d) start[d] = o[d] * meta[kCvS + d] - meta[kCvP + d];
-          const Val xb = meta[kCvXOff] + n * meta[kCvXs] + g * cpg * meta[kCvXs + 1];
-          const Val wb = meta[kCvWOff] + oc * meta[kCvWs];
           Var acc(Val::constant(0, Type::F64));
-          for_(0, cpg, [&](Val c) {
-            const Val xc = xb + c * meta[kCvXs + 1], wc = wb + c * meta[kCvWs + 1];
-            for_(0, meta[kCvK], [&](Val kd) {
-              const Val id = start[0] + kd * meta[kCvDl];
-              if_(id >= 0 && id < meta[kCvIn], [&] {
-                for_(0, meta[kCvK + 1], [&](Val kh) {
-                  const Val ih = start[1] + kh * meta[kCvDl + 1];
-                  if_(ih >= 0 && ih < meta[kCvIn + 1], [&] {
-                    for_(0, meta[kCvK + 2], [&](Val kw) {
-                      const Val iw = start[2] + kw * meta[kCvDl + 2];
-                      if_(iw >= 0 && iw < meta[kCvIn + 2], [&] {
-                        const Val xv = load_store(
-                            x, spec.value, xc + id * meta[kCvXs + 2] + ih * meta[kCvXs + 3] + iw * meta[kCvXs + 4]);
-                        const Val wv = load_store(
-                            w, spec.value, wc + kd * meta[kCvWs + 2] + kh * meta[kCvWs + 3] + kw * meta[kCvWs + 4]);
-                        acc = Val(acc) + cast(xv, Type::F64) * cast(wv, Type::F64);
-                      });
-                    });
-                  });
-                });
+          Var r(i);
+          Val oc;  // the output channel of a bias
+          const Val cpg = meta[kCvCpg];
+          if (spec.kind == OpKind::Conv) {  // y [N, O, *out]: x's window times w
+            const std::array<Val, 3> o = unflatten(r, meta, kCvOut);
+            oc = Val(r) % meta[kCvO];
+            const Val n = Val(r) / meta[kCvO], g = oc / meta[kCvOpg];
+            std::array<Val, 3> start;
+            for (int d = 0; d < 3; ++d)
+              start[static_cast<size_t>(d)] = o[static_cast<size_t>(d)] * meta[kCvS + d] - meta[kCvP + d];
+            for_(0, cpg, [&](Val c) {
+              const Val xc = meta[kCvXOff] + n * meta[kCvXs] + (g * cpg + c) * meta[kCvXs + 1];
+              const Val wc = meta[kCvWOff] + oc * meta[kCvWs] + c * meta[kCvWs + 1];
+              over_window(meta, start, kCvK, kCvIn, [&](const auto& k, const auto& at) {
+                acc = Val(acc) + product(offset(meta, kCvXs, xc, at), offset(meta, kCvWs, wc, k));
               });
             });
-          });
+          } else if (spec.kind == OpKind::ConvTranspose) {           // y [N, O, *in]: the positions q of x
+            const std::array<Val, 3> p = unflatten(r, meta, kCvIn);  // with q s - pad + k dl = p
+            oc = Val(r) % meta[kCvO];
+            const Val n = Val(r) / meta[kCvO], g = oc / meta[kCvOpg], ol = oc % meta[kCvOpg];
+            for_(0, cpg, [&](Val c) {
+              const Val ch = g * cpg + c;
+              const Val xc = meta[kCvXOff] + n * meta[kCvXs] + ch * meta[kCvXs + 1];
+              const Val wc = meta[kCvWOff] + ch * meta[kCvWs] + ol * meta[kCvWs + 1];
+              std::array<Val, 3> k, q;
+              std::function<void(int)> level = [&](int d) {
+                if (d == 3) {
+                  acc = Val(acc) + product(offset(meta, kCvXs, xc, q), offset(meta, kCvWs, wc, k));
+                  return;
+                }
+                for_(0, meta[kCvK + d], [&](Val kd) {
+                  const Val num = p[static_cast<size_t>(d)] + meta[kCvP + d] - kd * meta[kCvDl + d];
+                  const Val safe = select(num >= 0, num, Val(0)), qd = safe / meta[kCvS + d];
+                  if_(num >= 0 && safe % meta[kCvS + d] == 0 && qd < meta[kCvOut + d], [&] {
+                    k[static_cast<size_t>(d)] = kd;
+                    q[static_cast<size_t>(d)] = qd;
+                    level(d + 1);
+                  });
+                });
+              };
+              level(0);
+            });
+          } else {  // ConvWeightGrad: y [O, C/g, *k], x's windows times the output gradient w
+            const std::array<Val, 3> k = unflatten(r, meta, kCvK);
+            const Val cl = Val(r) % cpg, o = Val(r) / cpg, g = o / meta[kCvOpg];
+            for_(0, meta[kCvN], [&](Val n) {
+              const Val xc = meta[kCvXOff] + n * meta[kCvXs] + (g * cpg + cl) * meta[kCvXs + 1];
+              const Val gc = meta[kCvWOff] + n * meta[kCvWs] + o * meta[kCvWs + 1];
+              std::array<Val, 3> q, at;
+              std::function<void(int)> level = [&](int d) {
+                if (d == 3) {
+                  acc = Val(acc) + product(offset(meta, kCvXs, xc, at), offset(meta, kCvWs, gc, q));
+                  return;
+                }
+                for_(0, meta[kCvOut + d], [&](Val qd) {
+                  const Val pos = qd * meta[kCvS + d] - meta[kCvP + d] + k[static_cast<size_t>(d)] * meta[kCvDl + d];
+                  if_(pos >= 0 && pos < meta[kCvIn + d], [&] {
+                    q[static_cast<size_t>(d)] = qd;
+                    at[static_cast<size_t>(d)] = pos;
+                    level(d + 1);
+                  });
+                });
+              };
+              level(0);
+            });
+          }
           Val sum = acc;
           if (spec.bias)
             sum = sum + cast(load_store(bias, spec.value, meta[kCvBOff] + oc * meta[kCvBStride]), Type::F64);

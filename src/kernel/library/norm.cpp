@@ -28,18 +28,19 @@ void tree_sum(const Shared<double>& sh, Val t) {
 }
 
 /// The one stride of dims [from, end) of d when they are laid out as one run (size-1 dims
-/// aside): 1 for an empty run; false when they are not.
+/// aside; a broadcast run has stride 0): 1 for an empty run; false when they are not.
 bool run_stride(const kiln::ir::TensorDesc& d, size_t from, int64_t* stride) {
-  int64_t s = 0, span = 1;
+  int64_t s = 1, span = 1;
+  bool first = true;
   for (size_t q = d.shape.size(); q-- > from;) {
     if (d.shape[q] == 1) continue;
-    if (s == 0)
-      s = d.strides[q];
+    if (first)
+      s = d.strides[q], first = false;
     else if (d.strides[q] != s * span)
       return false;
     span *= d.shape[q];
   }
-  *stride = s == 0 ? 1 : s;
+  *stride = s;
   return true;
 }
 
