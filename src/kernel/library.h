@@ -309,8 +309,9 @@ bool pool_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_pool(const Pool& spec, const Limits& limits);
 
 /// Conv forward (no fused epilogue), ConvTranspose (with bias) and ConvWeightGrad over 1 to 3
-/// spatial dims with groups, stride, padding and dilation; f32, f64, f16, bf16, summed in f64
-/// (the device needs f64) and rounded once: one thread per output element (elementwise_groups).
+/// spatial dims with groups, stride, padding and dilation; f32, f64, f16, bf16 (f16 and bf16
+/// summed in f32): one thread per output element (elementwise_groups;
+/// ConvWeightGrad: one group per weight element, reduce_groups).
 /// The output contiguous, the inputs any strides. Buffers: out, the op's inputs, meta
 /// (kConvMetaInts int32; the geometry in the forward convolution's terms).
 struct Conv {

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Convolution of the library (kernel/library.h): Conv, ConvTranspose (the gradient of the input)
 // and ConvWeightGrad over 1 to 3 spatial dims viewed as [D, H, W], with groups, stride, padding
-// and dilation, as one thread per output element summing its terms in f64 (the device needs
-// f64) and rounding once, so the result is within the rounding of the exact sum whatever order
-// the CPU's GEMM takes.
+// and dilation, as one thread per output element summing its terms in the value's arithmetic
+// type (f32 for f32, f16 and bf16: a device without f64 runs them, and a GPU's f64 rate is a
+// fraction of its f32 rate), in a fixed order.
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -116,8 +116,17 @@ bool conv_meta(const kiln::ir::Op& op, int32_t* meta) {
 
 namespace {
 
+/// The parameter block read once at the kernel's start: its values are then registers, not
+/// loads repeated in the inner loops (a compiler cannot hoist them past the output's stores).
+using Meta = std::vector<Val>;
+Meta load_meta(const Buffer<int32_t>& buffer) {
+  Meta m;
+  for (int q = 0; q < kConvMetaInts; ++q) m.push_back(buffer[q]);
+  return m;
+}
+
 /// The spatial position of flat index r over dims `size` [D, H, W]; r becomes what is left.
-std::array<Val, 3> unflatten(Var& r, const Buffer<int32_t>& meta, int size) {
+std::array<Val, 3> unflatten(Var& r, const Meta& meta, int size) {
   std::array<Val, 3> p;
   for (int d = 2; d >= 0; --d) {
     p[static_cast<size_t>(d)] = Val(r) % meta[size + d];
@@ -128,7 +137,7 @@ std::array<Val, 3> unflatten(Var& r, const Buffer<int32_t>& meta, int size) {
 
 /// body(k) for every kernel position k whose forward input position start + k * dilation is
 /// inside the input, with that position (Conv and ConvWeightGrad).
-void over_window(const Buffer<int32_t>& meta, const std::array<Val, 3>& start, int extent, int bound,
+void over_window(const Meta& meta, const std::array<Val, 3>& start, int extent, int bound,
                  const std::function<void(const std::array<Val, 3>&, const std::array<Val, 3>&)>& body) {
   std::array<Val, 3> k, at;
   std::function<void(int)> level = [&](int d) {
@@ -145,13 +154,79 @@ void over_window(const Buffer<int32_t>& meta, const std::array<Val, 3>& start, i
   level(0);
 }
 
-Val offset(const Buffer<int32_t>& meta, int strides, Val base, const std::array<Val, 3>& p) {
+Val offset(const Meta& meta, int strides, Val base, const std::array<Val, 3>& p) {
   return base + p[0] * meta[strides + 2] + p[1] * meta[strides + 3] + p[2] * meta[strides + 4];
 }
 
 }  // namespace
 
+namespace {
+
+/// ConvWeightGrad: one group per weight element [O, C/g, *k], its threads striding over the
+/// (n, output position) terms x[n, c, q s - pad + k dl] gy[n, o, q], summed and combined
+/// in a fixed shared-memory tree (deterministic).
+Kernel trace_conv_weight_grad(const Conv& spec, const Limits& limits) {
+  constexpr uint32_t kGroup = 32;
+  return trace(
+      spec.name,
+      [&](Builder& b) {
+        b.group_size(kGroup);
+        const Memory out = declare_store(b, spec.value, "out", true);
+        const Memory x = declare_store(b, spec.value, "x", false);
+        const Memory gy = declare_store(b, spec.value, "grad_out", false);
+        const Meta meta = load_meta(b.input<int32_t>("meta"));
+        const Memory sh = value_type(spec.value) == Type::F64 ? Memory(b.shared<double>("sh", kGroup))
+                                                              : Memory(b.shared<float>("sh", kGroup));
+        const Val t = thread_id(0);
+        const Val e = group_id(1) * num_groups(0) + group_id(0);
+        const Val valid = e < meta[kCvCount];
+        Var r(select(valid, e, Val(0)));
+        const std::array<Val, 3> k = unflatten(r, meta, kCvK);
+        const Val cpg = meta[kCvCpg], cl = Val(r) % cpg, o = Val(r) / cpg, g = o / meta[kCvOpg];
+        const Val spatial = meta[kCvOut] * meta[kCvOut + 1] * meta[kCvOut + 2];
+        const Val terms = select(valid, meta[kCvN] * spatial, Val(0));
+        const Type at_t = value_type(spec.value);
+        Var acc(Val::constant(0, at_t));
+        for_(t, terms, static_cast<int>(kGroup), [&](Val j) {
+          Var rj(j);
+          const std::array<Val, 3> q = unflatten(rj, meta, kCvOut);
+          const Val n = rj;
+          std::array<Val, 3> at;
+          Val inside = Val(true);
+          for (size_t d = 0; d < 3; ++d) {
+            const int m = static_cast<int>(d);
+            at[d] = q[d] * meta[kCvS + m] - meta[kCvP + m] + k[d] * meta[kCvDl + m];
+            inside = inside && at[d] >= 0 && at[d] < meta[kCvIn + m];
+          }
+          if_(inside, [&] {
+            const Val xc = meta[kCvXOff] + n * meta[kCvXs] + (g * cpg + cl) * meta[kCvXs + 1];
+            const Val gc = meta[kCvWOff] + n * meta[kCvWs] + o * meta[kCvWs + 1];
+            const Val xv = load_store(x, spec.value, offset(meta, kCvXs, xc, at));
+            const Val gv = load_store(gy, spec.value, offset(meta, kCvWs, gc, q));
+            acc = Val(acc) + xv * gv;
+          });
+        });
+        sh[t] = Val(acc);
+        barrier();
+        for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
+          if_(t < static_cast<int>(s), [&] {
+            const Val a = sh[t], c = sh[t + static_cast<int>(s)];
+            sh[t] = a + c;
+          });
+          barrier();
+        }
+        if_(valid && t == 0, [&] {
+          const Val sum = sh[0];
+          store_store(out, spec.value, meta[kCvYOff] + e, sum);
+        });
+      },
+      limits);
+}
+
+}  // namespace
+
 Kernel trace_conv(const Conv& spec, const Limits& limits) {
+  if (spec.kind == OpKind::ConvWeightGrad) return trace_conv_weight_grad(spec, limits);
   constexpr uint32_t kGroup = 256;
   return trace(
       spec.name,
@@ -161,13 +236,11 @@ Kernel trace_conv(const Conv& spec, const Limits& limits) {
         const Memory x = declare_store(b, spec.value, "x", false);
         const Memory w = declare_store(b, spec.value, "w", false);
         const Memory bias = spec.bias ? declare_store(b, spec.value, "bias", false) : Memory(0, false);
-        const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        const Meta meta = load_meta(b.input<int32_t>("meta"));
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
-        auto product = [&](Val xi, Val wi) {
-          return cast(load_store(x, spec.value, xi), Type::F64) * cast(load_store(w, spec.value, wi), Type::F64);
-        };
+        auto product = [&](Val xi, Val wi) { return load_store(x, spec.value, xi) * load_store(w, spec.value, wi); };
         if_(i < meta[kCvCount], [&] {
-          Var acc(Val::constant(0, Type::F64));
+          Var acc(Val::constant(0, value_type(spec.value)));
           Var r(i);
           Val oc;  // the output channel of a bias
           const Val cpg = meta[kCvCpg];
@@ -185,7 +258,7 @@ Kernel trace_conv(const Conv& spec, const Limits& limits) {
                 acc = Val(acc) + product(offset(meta, kCvXs, xc, at), offset(meta, kCvWs, wc, k));
               });
             });
-          } else if (spec.kind == OpKind::ConvTranspose) {           // y [N, O, *in]: the positions q of x
+          } else {                                                   // y [N, O, *in]: the positions q of x
             const std::array<Val, 3> p = unflatten(r, meta, kCvIn);  // with q s - pad + k dl = p
             oc = Val(r) % meta[kCvO];
             const Val n = Val(r) / meta[kCvO], g = oc / meta[kCvOpg], ol = oc % meta[kCvOpg];
@@ -211,35 +284,10 @@ Kernel trace_conv(const Conv& spec, const Limits& limits) {
               };
               level(0);
             });
-          } else {  // ConvWeightGrad: y [O, C/g, *k], x's windows times the output gradient w
-            const std::array<Val, 3> k = unflatten(r, meta, kCvK);
-            const Val cl = Val(r) % cpg, o = Val(r) / cpg, g = o / meta[kCvOpg];
-            for_(0, meta[kCvN], [&](Val n) {
-              const Val xc = meta[kCvXOff] + n * meta[kCvXs] + (g * cpg + cl) * meta[kCvXs + 1];
-              const Val gc = meta[kCvWOff] + n * meta[kCvWs] + o * meta[kCvWs + 1];
-              std::array<Val, 3> q, at;
-              std::function<void(int)> level = [&](int d) {
-                if (d == 3) {
-                  acc = Val(acc) + product(offset(meta, kCvXs, xc, at), offset(meta, kCvWs, gc, q));
-                  return;
-                }
-                for_(0, meta[kCvOut + d], [&](Val qd) {
-                  const Val pos = qd * meta[kCvS + d] - meta[kCvP + d] + k[static_cast<size_t>(d)] * meta[kCvDl + d];
-                  if_(pos >= 0 && pos < meta[kCvIn + d], [&] {
-                    q[static_cast<size_t>(d)] = qd;
-                    at[static_cast<size_t>(d)] = pos;
-                    level(d + 1);
-                  });
-                });
-              };
-              level(0);
-            });
           }
           Val sum = acc;
-          if (spec.bias)
-            sum = sum + cast(load_store(bias, spec.value, meta[kCvBOff] + oc * meta[kCvBStride]), Type::F64);
-          const Type vt = value_type(spec.value);
-          store_store(out, spec.value, meta[kCvYOff] + i, vt == Type::F64 ? sum : cast(sum, Type::F32));
+          if (spec.bias) sum = sum + load_store(bias, spec.value, meta[kCvBOff] + oc * meta[kCvBStride]);
+          store_store(out, spec.value, meta[kCvYOff] + i, sum);
         });
       },
       limits);

@@ -133,9 +133,12 @@ std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64) {
       l.groups = unless_empty(l.meta[kNmRows], reduce_groups(l.meta[kNmRows]));
       return l;
     }
-    case Family::Conv:
-      if (!float64) return std::nullopt;
-      return per_element(conv_of(op), trace_conv, kConvMetaInts, conv_meta, op, kCvCount);
+    case Family::Conv: {
+      std::optional<Launch> l = per_element(conv_of(op), trace_conv, kConvMetaInts, conv_meta, op, kCvCount);
+      if (l && op.kind == OpKind::ConvWeightGrad)  // a group per weight element
+        l->groups = unless_empty(l->meta[kCvCount], reduce_groups(l->meta[kCvCount]));
+      return l;
+    }
     default:
       return elementwise_launch(op, float64);
   }
