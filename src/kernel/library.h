@@ -76,8 +76,12 @@ struct Elementwise {
 };
 
 /// RandUniform (f32) as an elementwise op over the element's index: the CPU's Philox words and
-/// conversions, so the same seed gives the same numbers on every device.
+/// conversions, so the same seed gives the same numbers on every device; RandNormal (f32) the
+/// same words through Box-Muller, within a few ulps of the CPU's numbers.
 std::optional<Elementwise> random_of(const kiln::ir::Op& op);
+/// Bernoulli (f32, f64, f16, bf16) as the CPU's draws; p's values must be checked to lie in
+/// [0, 1] first (Launch::check_unit_interval).
+std::optional<Elementwise> bernoulli_of(const kiln::ir::Op& op);
 
 /// The elementwise kernel of op (unary, binary, ternary, cast, copy and fill ops over the
 /// storages above), or nothing when the library has none for it.
@@ -308,6 +312,30 @@ std::optional<Pool> pool_of(const kiln::ir::Op& op);
 bool pool_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_pool(const Pool& spec, const Limits& limits);
 
+/// MaxUnpool (the pool storages; i64 indices): one thread per (n, c) plane, which zeroes its
+/// output plane and writes each value at its index in order (a later duplicate wins, as on the
+/// CPU); the indices are checked on the host first (Launch::host_check). The output contiguous.
+/// Buffers: out, x, indices, meta (kUnpoolMetaInts int32).
+struct Unpool {
+  std::string name;
+  Store value = Store::F32;
+};
+enum : int {
+  kUpPlanes = 0,
+  kUpC,
+  kUpOutPlane,
+  kUpXOff,
+  kUpIOff,
+  kUpYOff,
+  kUpIn,              ///< the input's spatial dims as [D, H, W]
+  kUpXs = kUpIn + 3,  ///< x strides: n, c, d, h, w
+  kUpIs = kUpXs + 5,  ///< index strides: n, c, d, h, w
+  kUnpoolMetaInts = kUpIs + 5
+};
+std::optional<Unpool> unpool_of(const kiln::ir::Op& op);
+bool unpool_meta(const kiln::ir::Op& op, int32_t* meta);
+Kernel trace_unpool(const Unpool& spec, const Limits& limits);
+
 /// Conv forward (no fused epilogue), ConvTranspose (with bias) and ConvWeightGrad over 1 to 3
 /// spatial dims with groups, stride, padding and dilation; f32, f64, f16, bf16 (f16 and bf16
 /// summed in f32): one thread per output element (elementwise_groups;
@@ -405,6 +433,14 @@ struct Sort {
 std::optional<Sort> sort_of(const kiln::ir::Op& op);
 Kernel trace_sort(const Sort& spec, const Limits& limits);
 
+/// A check of an input's values on the host: integers must lie in [lo, hi), floats in [lo, hi]
+/// (NaN fails); `fail` throws the CPU's error for the first value that does not.
+struct HostCheck {
+  int input = 0;
+  double lo = 0, hi = 0;
+  std::function<void(double)> fail;
+};
+
 /// One dispatch of a library kernel for an IR op, bound the same way by every backend: the
 /// first `outputs` outputs, then the first `inputs` inputs (-1: all), then `meta` as an int32
 /// buffer; `push` as the kernel's push constants; `groups` over x, y, z.
@@ -416,7 +452,9 @@ struct Launch {
   std::array<uint32_t, 3> groups{};  ///< all 0: nothing to run (an empty output)
   int outputs = 1;
   int inputs = -1;
-  bool check_indices = false;  ///< the index values (input 1) must be checked first (index_check_of)
+  /// Values the backend must check on the host before the launch (index ops, MaxUnpool's
+  /// indices, Bernoulli's p): the kernel does not check them.
+  std::optional<HostCheck> host_check;
 };
 /// The launch of op on a device with or without f64 arithmetic (float64), or nothing when the
 /// library has no kernel for it there. Cat is several launches (cat_pieces).

@@ -215,6 +215,58 @@ TEST(Vulkan, RandUniformDrawsTheCpusNumbers) {
   }
 }
 
+// bernoulli draws the CPU's numbers bit for bit (f32 and f16 p, transposed), randn and normal
+// the CPU's within a few ulps; a p outside [0, 1] is the CPU's error and the device stays usable.
+TEST(Vulkan, BernoulliAndNormalDrawTheCpusNumbers) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  const Tensor p = rand({37, 29}, {.device = Device::cpu()});
+  for (const Tensor& q : {p, p.t(), p.to(f16)}) {
+    manual_seed(99);
+    const Tensor c = bernoulli(q);
+    manual_seed(99);
+    reset_fallback_counts();
+    const Tensor v = bernoulli(q.to(vk));
+    EXPECT_TRUE(fallback_counts().empty());
+    EXPECT_TRUE(equal(v.to(Device::cpu()), c)) << dtype_name(q.dtype());
+  }
+  for (auto [mean, sd] : {std::pair<double, double>{0, 1}, {-3, 0.25}}) {
+    manual_seed(5);
+    const Tensor c = normal({1001}, mean, sd);
+    manual_seed(5);
+    reset_fallback_counts();
+    const Tensor v = normal({1001}, mean, sd, {.device = vk});
+    EXPECT_TRUE(fallback_counts().empty());
+    EXPECT_LE(max_diff(v, c), 4e-6 * (std::abs(mean) + 5 * sd)) << mean << " " << sd;
+  }
+  Tensor bad = full({4}, 1.5, {.device = vk});
+  EXPECT_THROW(bernoulli(bad).to(Device::cpu()), Error);
+  EXPECT_EQ((ones({3}, {.device = vk}) * 2.0f).sum().item<float>(), 6.0f);
+}
+
+// max_unpool runs natively (a strided input too), a later duplicate index wins as on the CPU,
+// and an index outside the output plane is the CPU's error, raised before any write.
+TEST(Vulkan, MaxUnpoolRunsNativelyAndChecksItsIndices) {
+  REQUIRE_VULKAN();
+  namespace F = nn::functional;
+  const Device vk = Device::vulkan();
+  const Tensor x = randn({2, 3, 8, 6});
+  const auto [v, i] = F::max_pool2d_with_indices(x, 2);
+  const Tensor want = F::max_unpool2d(v, i, 2);
+  reset_fallback_counts();
+  EXPECT_TRUE(equal(F::max_unpool2d(v.to(vk), i.to(vk), 2).to(Device::cpu()), want));
+  EXPECT_TRUE(equal(
+      F::max_unpool2d(v.transpose(2, 3).to(vk), i.transpose(2, 3).to(vk), 2, {.output_size = {6, 8}}).to(Device::cpu()),
+      F::max_unpool2d(v.transpose(2, 3), i.transpose(2, 3), 2, {.output_size = {6, 8}})));
+  const Tensor dup = zeros({1, 1, 2, 2}, {.dtype = i64});  // every value to position 0
+  const Tensor vals = arange(0, 4, 1, f32).reshape({1, 1, 2, 2});
+  EXPECT_TRUE(equal(F::max_unpool2d(vals.to(vk), dup.to(vk), 2).to(Device::cpu()), F::max_unpool2d(vals, dup, 2)));
+  EXPECT_TRUE(fallback_counts().empty());
+  const Tensor bad = full({1, 1, 2, 2}, 99, {.dtype = i64});
+  EXPECT_THROW(F::max_unpool2d(vals.to(vk), bad.to(vk), 2), Error);
+  EXPECT_EQ((ones({3}, {.device = vk}) * 2.0f).sum().item<float>(), 6.0f);
+}
+
 // exp of f64 runs natively within 2 ulps of std::exp, from the underflow to the overflow edge.
 TEST(Vulkan, ExpOfF64IsWithinTwoUlps) {
   REQUIRE_VULKAN();

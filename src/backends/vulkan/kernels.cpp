@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "kernel/ir.h"
 #include "kernel/library.h"
 #include "kiln/error.h"
+#include "kiln/half.h"
 
 namespace kiln::vulkan {
 
@@ -53,28 +55,56 @@ std::vector<char> pack_push(const k::Kernel& kern, const std::vector<k::Arg>& ar
 
 namespace {
 
-/// Checks the index values of an index op on the host (the memory is host-visible; a pending
-/// producer is waited for), so an out-of-range value is the CPU's error, before any write.
-void check_indices(Context& ctx, const ir::Op& op, const Buf* b) {
-  const ir::TensorDesc& d = op.inputs[1];
+/// Calls fn(offset) for every element of d in order (the memory is host-visible; a pending
+/// producer of b is waited for first).
+void for_each_element(Context& ctx, const ir::TensorDesc& d, const Buf* b, const std::function<void(int64_t)>& fn) {
   if (d.numel() == 0) return;
   if (ctx.pending(b)) ctx.sync();
-  const lib::IndexCheck c = lib::index_check_of(op);
-  const int64_t lo = c.wrap ? -c.size : 0;
-  const int64_t* data = reinterpret_cast<const int64_t*>(b->map);
   const size_t r = d.shape.size();
   std::vector<int64_t> at(r, 0);
   for (int64_t n = 0; n < d.numel(); ++n) {
     int64_t off = d.offset;
     for (size_t k = 0; k < r; ++k) off += at[k] * d.strides[k];
-    const int64_t v = data[off];
-    KILN_CHECK(v >= lo && v < c.size, ir::op_name(op.kind).data(),
-               "index " << v << " is out of range for dim " << c.dim << " with size " << c.size);
+    fn(off);
     for (size_t k = r; k-- > 0;) {
       if (++at[k] < d.shape[k]) break;
       at[k] = 0;
     }
   }
+}
+
+/// Makes check c on the host over the values of op's input c.input in buffer b (as doubles:
+/// integers up to 2^53 exactly, which covers every valid index).
+void check_on_host(Context& ctx, const ir::Op& op, const lib::HostCheck& c, const Buf* b) {
+  const ir::TensorDesc& d = op.inputs[static_cast<size_t>(c.input)];
+  const char* data = static_cast<const char*>(b->map);
+  const int64_t size = static_cast<int64_t>(dtype_size(d.dtype));
+  const bool integer = is_integral(d.dtype);
+  for_each_element(ctx, d, b, [&](int64_t off) {
+    const char* at = data + off * size;
+    double v = 0;
+    switch (d.dtype) {
+      case DType::I64:
+        v = static_cast<double>(*reinterpret_cast<const int64_t*>(at));
+        break;
+      case DType::I32:
+        v = *reinterpret_cast<const int32_t*>(at);
+        break;
+      case DType::F64:
+        v = *reinterpret_cast<const double*>(at);
+        break;
+      case DType::F16:
+        v = static_cast<float>(*reinterpret_cast<const Half*>(at));
+        break;
+      case DType::BF16:
+        v = static_cast<float>(*reinterpret_cast<const BFloat16*>(at));
+        break;
+      default:
+        v = *reinterpret_cast<const float*>(at);
+        break;
+    }
+    if (!(v >= c.lo && (integer ? v < c.hi : v <= c.hi))) c.fail(v);
+  });
 }
 
 }  // namespace
@@ -105,7 +135,7 @@ void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* ou
 void Kernels::launch(Context& ctx, const ir::Op& op, const std::optional<lib::Launch>& l, Buf* const* in,
                      Buf* const* out) {
   KILN_CHECK(l.has_value(), ir::op_name(op.kind).data(), "no Vulkan kernel");
-  if (l->check_indices) check_indices(ctx, op, in[1]);
+  if (l->host_check) check_on_host(ctx, op, *l->host_check, in[l->host_check->input]);
   if (l->groups[0] == 0) return;
   const k::Kernel& kern = get(l->name, [&] { return l->trace(limits_); });
   Pipeline& p = ctx.pipeline(kern);

@@ -541,7 +541,8 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
   if (!out) return std::nullopt;
   if (op.kind == OpKind::Fill) return fill_of(op, *out);
   if (op.kind == OpKind::Arange) return arange_of(op, *out);
-  if (op.kind == OpKind::RandUniform) return random_of(op);
+  if (op.kind == OpKind::RandUniform || op.kind == OpKind::RandNormal) return random_of(op);
+  if (op.kind == OpKind::Bernoulli) return bernoulli_of(op);
   Elementwise e;
   e.output = *out;
   for (const auto& d : op.inputs) {

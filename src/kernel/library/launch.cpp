@@ -2,8 +2,11 @@
 // One dispatch of a library kernel for an IR op (kernel/library.h, Launch): which kernel, its
 // parameter block, push constants and groups, worked out once here for every backend.
 #include <algorithm>
+#include <string>
 
+#include "ir/attrs.h"
 #include "kernel/library.h"
+#include "kiln/error.h"
 
 namespace kiln::kernel::lib {
 
@@ -70,6 +73,11 @@ std::optional<Launch> elementwise_launch(const kiln::ir::Op& op, bool float64) {
   Launch l = launch(*s, trace_elementwise, kMetaInts);
   if (!elementwise_meta(op, l.meta.data())) return std::nullopt;
   l.push = s->push;
+  if (op.kind == OpKind::Bernoulli)
+    l.host_check =
+        HostCheck{0, 0, 1, [shape = op.inputs[0].shape](double) {
+                    KILN_CHECK(false, "bernoulli", "expects all elements of p to be in [0, 1] (shape " << shape << ")");
+                  }};
   const int64_t n = op.outputs[0].numel();
   l.groups = unless_empty(n, elementwise_groups(n));
   return l;
@@ -84,6 +92,25 @@ std::optional<Launch> per_element(const std::optional<Spec>& s, Kernel (*trace)(
   Launch l = launch(*s, trace, ints);
   if (!meta(op, l.meta.data())) return std::nullopt;
   l.groups = unless_empty(l.meta[static_cast<size_t>(count)], elementwise_groups(l.meta[static_cast<size_t>(count)]));
+  return l;
+}
+
+/// MaxUnpool: a thread per plane; the indices must lie in the output plane (the CPU's error).
+std::optional<Launch> unpool_launch(const kiln::ir::Op& op) {
+  const std::optional<Unpool> s = unpool_of(op);
+  std::optional<Launch> l = per_element(s, trace_unpool, kUnpoolMetaInts, unpool_meta, op, kUpPlanes);
+  if (!l) return l;
+  const int64_t nsp = kiln::ir::PoolAttrs::decode(op).nsp;
+  std::string sizes;
+  for (size_t d = 2; d < op.outputs[0].shape.size(); ++d)
+    sizes += (d > 2 ? "x" : "") + std::to_string(op.outputs[0].shape[d]);
+  l->host_check =
+      HostCheck{1, 0, static_cast<double>(l->meta[kUpOutPlane]), [nsp, sizes](double v) {
+                  const std::string api = "max_unpool" + std::to_string(nsp) + "d";
+                  KILN_CHECK(false, api.c_str(),
+                             "Found an invalid max index: " << static_cast<int64_t>(v)
+                                                            << " (output volumes are of size " << sizes << ")");
+                }};
   return l;
 }
 
@@ -114,10 +141,19 @@ std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64) {
     case Family::Index: {
       const std::optional<Index> s = index_of(op);
       std::optional<Launch> l = per_element(s, trace_index, kIndexMetaInts, index_meta, op, kIxCount);
-      if (l) l->push = s->push, l->check_indices = true;
+      if (!l) return l;
+      l->push = s->push;
+      const IndexCheck c = index_check_of(op);
+      l->host_check = HostCheck{1, static_cast<double>(c.wrap ? -c.size : 0), static_cast<double>(c.size),
+                                [c, name = kiln::ir::op_name(op.kind)](double v) {
+                                  KILN_CHECK(false, std::string(name).c_str(),
+                                             "index " << static_cast<int64_t>(v) << " is out of range for dim " << c.dim
+                                                      << " with size " << c.size);
+                                }};
       return l;
     }
     case Family::Pool: {
+      if (op.kind == OpKind::MaxUnpool) return unpool_launch(op);
       const std::optional<Pool> s = pool_of(op);
       std::optional<Launch> l = per_element(s, trace_pool, kPoolMetaInts, pool_meta, op, kPlCount);
       if (l) l->outputs = s->indices ? 2 : 1;

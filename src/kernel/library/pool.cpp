@@ -273,4 +273,67 @@ Kernel trace_pool(const Pool& spec, const Limits& limits) {
       limits);
 }
 
+std::optional<Unpool> unpool_of(const kiln::ir::Op& op) {
+  if (op.kind != OpKind::MaxUnpool || op.inputs.size() != 2 || op.outputs.size() != 1) return std::nullopt;
+  const std::optional<Store> s = pool_store(op.inputs[0].dtype, true, true);
+  if (!s || op.outputs[0].dtype != op.inputs[0].dtype || op.inputs[1].dtype != DType::I64) return std::nullopt;
+  return Unpool{std::string("max_unpool_") + store_name(*s), *s};
+}
+
+bool unpool_meta(const kiln::ir::Op& op, int32_t* meta) {
+  const TensorDesc &x = op.inputs[0], &ix = op.inputs[1], &y = op.outputs[0];
+  const int64_t nsp = kiln::ir::PoolAttrs::decode(op).nsp, lead = 3 - nsp;
+  const size_t r = static_cast<size_t>(nsp + 2);
+  if (nsp < 1 || nsp > 3 || x.shape.size() != r || ix.shape != x.shape || y.shape.size() != r) return false;
+  if (!fits_i32(x) || !fits_i32(ix) || !fits_i32(y) || !y.is_contiguous() || y.shape[0] != x.shape[0] ||
+      y.shape[1] != x.shape[1])
+    return false;
+  std::fill(meta, meta + kUnpoolMetaInts, 0);
+  const int64_t planes = x.shape[0] * x.shape[1];
+  meta[kUpPlanes] = static_cast<int32_t>(planes);
+  meta[kUpC] = static_cast<int32_t>(std::max<int64_t>(x.shape[1], 1));
+  meta[kUpOutPlane] = static_cast<int32_t>(planes == 0 ? 0 : y.numel() / planes);
+  meta[kUpXOff] = static_cast<int32_t>(x.offset);
+  meta[kUpIOff] = static_cast<int32_t>(ix.offset);
+  meta[kUpYOff] = static_cast<int32_t>(y.offset);
+  for (int d = 0; d < 3; ++d) meta[kUpIn + d] = 1;
+  for (size_t q = 0; q < r; ++q) {
+    const int at = q < 2 ? static_cast<int>(q) : static_cast<int>(2 + lead + static_cast<int64_t>(q) - 2);
+    meta[kUpXs + at] = static_cast<int32_t>(x.strides[q]);
+    meta[kUpIs + at] = static_cast<int32_t>(ix.strides[q]);
+    if (q >= 2) meta[kUpIn + at - 2] = static_cast<int32_t>(x.shape[q]);
+  }
+  return true;
+}
+
+Kernel trace_unpool(const Unpool& spec, const Limits& limits) {
+  constexpr uint32_t kGroup = 256;  // elementwise_groups
+  return trace(
+      spec.name,
+      [&](Builder& b) {
+        b.group_size(kGroup);
+        const Memory out = declare_store(b, spec.value, "out", true);
+        const Memory x = declare_store(b, spec.value, "x", false);
+        const Buffer<int64_t> index = b.input<int64_t>("indices");
+        const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        const Val plane = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
+        if_(plane < meta[kUpPlanes], [&] {
+          const Val n = plane / meta[kUpC], c = plane % meta[kUpC], size = meta[kUpOutPlane];
+          const Val yb = meta[kUpYOff] + plane * size;
+          const Val zero = Val::constant(0, value_type(spec.value));
+          for_(0, size, [&](Val j) { store_store(out, spec.value, yb + j, zero); });
+          const Val xb = meta[kUpXOff] + n * meta[kUpXs] + c * meta[kUpXs + 1];
+          const Val ib = meta[kUpIOff] + n * meta[kUpIs] + c * meta[kUpIs + 1];
+          const Val d1 = meta[kUpIn + 1], d2 = meta[kUpIn + 2];
+          for_(0, meta[kUpIn] * d1 * d2, [&](Val q) {  // in order: a later duplicate wins
+            const Val w = q % d2, h = (q / d2) % d1, a = q / (d1 * d2);
+            const Val xi = xb + a * meta[kUpXs + 2] + h * meta[kUpXs + 3] + w * meta[kUpXs + 4];
+            const Val ii = ib + a * meta[kUpIs + 2] + h * meta[kUpIs + 3] + w * meta[kUpIs + 4];
+            store_store(out, spec.value, yb + cast(Val(index[ii]), Type::I32), load_store(x, spec.value, xi));
+          });
+        });
+      },
+      limits);
+}
+
 }  // namespace kiln::kernel::lib

@@ -40,9 +40,72 @@ Val philox_word(Val k0, Val k1, Val c0, Val c1, Val s) {
   return select(s == 0, x0, select(s == 1, x1, select(s == 2, x2, x3)));
 }
 
+/// The two key words of a seed (I64) and the two counter words of block ctr (I64).
+void key_and_counter(Val seed, Val ctr, Val& k0, Val& k1, Val& c0, Val& c1) {
+  k0 = cast(seed & 0xffffffffll, Type::U32), k1 = cast((seed >> 32ll) & 0xffffffffll, Type::U32);
+  c0 = cast(ctr & 0xffffffffll, Type::U32), c1 = cast((ctr >> 32ll) & 0xffffffffll, Type::U32);
+}
+
+/// RandNormal of f32 as the CPU's Box-Muller over a block of four words (two pairs): r =
+/// sqrt(-2 log u1), u1 in (0, 1] from one word, t = 2 pi u2 from the next, r cos t and r sin t;
+/// log, cos and sin to within an ulp of the CPU's (the numbers agree to a few ulps, not bits).
+std::optional<Elementwise> normal_of(const kiln::ir::Op& op) {
+  if (op.outputs[0].dtype != DType::F32) return std::nullopt;
+  const kiln::ir::CreationAttrs a = kiln::ir::CreationAttrs::decode(op);
+  Elementwise e;
+  e.output = Store::F32;
+  e.with_index = true;
+  e.needs_f64 = true;
+  e.reals = 4;
+  e.real_types = {Type::I64, Type::I64, Type::F64, Type::F64};
+  e.push = {Arg(static_cast<int64_t>(a.seed)), Arg(static_cast<int64_t>(a.offset)), Arg(a.a), Arg(a.b)};
+  e.fn = [](const Val* x, const Val* r) {
+    Val k0, k1, c0, c1;
+    key_and_counter(r[0], r[1] + cast(x[0] >> 2, Type::I64), k0, k1, c0, c1);
+    const Val pair = (x[0] >> 1) & 1;
+    const Val w1 = philox_word(k0, k1, c0, c1, pair * 2), w2 = philox_word(k0, k1, c0, c1, pair * 2 + 1);
+    const Val u1 = cast((cast(w1, Type::F64) + 1.0) * (1.0 / 4294967296.0), Type::F32);
+    const Val rad = sqrt(-2.0f * cast(log_f64(cast(u1, Type::F64)), Type::F32));
+    const Val t = 6.2831855f * (cast(w2 >> 8u, Type::F32) * (1.0f / 16777216.0f));
+    const Val trig = select((x[0] & 1) == 0, trig_f32(kiln::ir::OpKind::Cos, t), trig_f32(kiln::ir::OpKind::Sin, t));
+    return cast(r[2] + r[3] * cast(rad * trig, Type::F64), Type::F32);
+  };
+  return e;
+}
+
 }  // namespace
 
+// Bernoulli as the CPU's: element i draws the 53-bit uniform of words (2 s, 2 s + 1), s = i mod
+// 2, of block offset + i / 2, and is 1 when it is below p (p's values are checked on the host
+// first: Launch::check_unit_interval).
+std::optional<Elementwise> bernoulli_of(const kiln::ir::Op& op) {
+  const std::optional<Store> s = storage_of(op.outputs[0].dtype, false);
+  if (op.inputs.size() != 1 || !s || op.inputs[0].dtype != op.outputs[0].dtype ||
+      (*s != Store::F32 && *s != Store::F64 && *s != Store::F16 && *s != Store::BF16))
+    return std::nullopt;
+  const kiln::ir::CreationAttrs a = kiln::ir::CreationAttrs::decode(op);
+  Elementwise e;
+  e.inputs = {*s};
+  e.output = *s;
+  e.with_index = true;
+  e.needs_f64 = true;
+  e.reals = 2;
+  e.real_types = {Type::I64, Type::I64};
+  e.push = {Arg(static_cast<int64_t>(a.seed)), Arg(static_cast<int64_t>(a.offset))};
+  e.fn = [](const Val* x, const Val* r) {
+    Val k0, k1, c0, c1;
+    key_and_counter(r[0], r[1] + cast(x[1] >> 1, Type::I64), k0, k1, c0, c1);
+    const Val w = (x[1] & 1) * 2;
+    const Val hi = cast(philox_word(k0, k1, c0, c1, w), Type::I64), lo = philox_word(k0, k1, c0, c1, w + 1);
+    const Val bits = ((hi << 21ll) ^ cast(lo >> 11u, Type::I64)) & ((1ll << 53) - 1);
+    const Val u = cast(bits, Type::F64) * (1.0 / 9007199254740992.0);
+    return select(u < cast(x[0], Type::F64), Val::constant(1, x[0].type), Val::constant(0, x[0].type));
+  };
+  return e;
+}
+
 std::optional<Elementwise> random_of(const kiln::ir::Op& op) {
+  if (op.kind == kiln::ir::OpKind::RandNormal) return normal_of(op);
   if (op.kind != kiln::ir::OpKind::RandUniform || op.outputs[0].dtype != DType::F32) return std::nullopt;
   const kiln::ir::CreationAttrs a = kiln::ir::CreationAttrs::decode(op);
   const double lo = a.a, hi = a.b;
@@ -59,9 +122,8 @@ std::optional<Elementwise> random_of(const kiln::ir::Op& op) {
             Arg(std::nextafter(hf, lf))};
   e.fn = [](const Val* x, const Val* r) {
     // f32: four elements per block of four words
-    const Val ctr = r[1] + cast(x[0] >> 2, Type::I64);
-    const Val k0 = cast(r[0] & 0xffffffffll, Type::U32), k1 = cast((r[0] >> 32ll) & 0xffffffffll, Type::U32);
-    const Val c0 = cast(ctr & 0xffffffffll, Type::U32), c1 = cast((ctr >> 32ll) & 0xffffffffll, Type::U32);
+    Val k0, k1, c0, c1;
+    key_and_counter(r[0], r[1] + cast(x[0] >> 2, Type::I64), k0, k1, c0, c1);
     const Val w = philox_word(k0, k1, c0, c1, x[0] & 3);
     const Val unit = cast(w >> 8u, Type::F64) * (1.0 / 16777216.0);
     const Val f = cast(r[2] + unit * r[3], Type::F32);
