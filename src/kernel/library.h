@@ -434,10 +434,12 @@ std::optional<Sort> sort_of(const kiln::ir::Op& op);
 Kernel trace_sort(const Sort& spec, const Limits& limits);
 
 /// A check of an input's values on the host: integers must lie in [lo, hi), floats in [lo, hi]
-/// (NaN fails); `fail` throws the CPU's error for the first value that does not.
+/// (NaN fails), or with `nonzero` every value must differ from 0; `fail` throws the CPU's error
+/// for the first value that does not.
 struct HostCheck {
   int input = 0;
   double lo = 0, hi = 0;
+  bool nonzero = false;
   std::function<void(double)> fail;
 };
 

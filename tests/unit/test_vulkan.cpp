@@ -267,6 +267,77 @@ TEST(Vulkan, MaxUnpoolRunsNativelyAndChecksItsIndices) {
   EXPECT_EQ((ones({3}, {.device = vk}) * 2.0f).sum().item<float>(), 6.0f);
 }
 
+// Integer floor_divide, div(trunc), remainder and fmod of i32, i64 and u32 run natively as the
+// CPU's (negative operands, INT_MIN by -1, a broadcast divisor); a zero divisor is the CPU's
+// error, raised before anything is written, and the device stays usable.
+TEST(Vulkan, IntegerDivisionIsTheCpus) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  std::vector<int64_t> av, bv;
+  for (int64_t p : std::vector<int64_t>{-7, -6, -1, 0, 1, 5, 7, 13, -2147483648LL, 2147483647})
+    for (int64_t q : {-7, -3, -2, -1, 1, 2, 3, 7}) av.push_back(p), bv.push_back(q);
+  const int64_t n = static_cast<int64_t>(av.size());
+  using Op = Tensor (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Op> ops[] = {
+      {"floor_divide", [](const Tensor& p, const Tensor& q) { return floor_divide(p, q); }},
+      {"trunc", [](const Tensor& p, const Tensor& q) { return div(p, q, "trunc"); }},
+      {"remainder", [](const Tensor& p, const Tensor& q) { return p.remainder(q); }},
+      {"fmod", [](const Tensor& p, const Tensor& q) { return p.fmod(q); }},
+      {"sign", [](const Tensor& p, const Tensor&) { return sign(p); }}};
+  for (DType dt : {i32, i64, u32}) {
+    Tensor a = tensor<int64_t>(av, {n}).to(dt), b = tensor<int64_t>(bv, {n}).to(dt);
+    if (dt == u32) a = a.abs().to(u32), b = b.to(i64).abs().to(u32);
+    for (const auto& [name, op] : ops) {
+      reset_fallback_counts();
+      const Tensor got = op(a.to(vk), b.to(vk)).to(Device::cpu());
+      EXPECT_TRUE(fallback_counts().empty()) << name << " " << dtype_name(dt);
+      EXPECT_TRUE(equal(got, op(a, b))) << name << " " << dtype_name(dt);
+    }
+    // a broadcast divisor row
+    const Tensor m = a.reshape({10, 8}), row = b.reshape({10, 8}).select(0, 0);
+    EXPECT_TRUE(equal(floor_divide(m.to(vk), row.to(vk)).to(Device::cpu()), floor_divide(m, row)));
+  }
+  const Tensor zero_div = tensor<int32_t>({3, 0, 1}, {3});
+  EXPECT_THROW(floor_divide(ones({3}, {.dtype = i32, .device = vk}), zero_div.to(vk)), Error);
+  EXPECT_EQ((ones({3}, {.device = vk}) * 2.0f).sum().item<float>(), 6.0f);
+}
+
+// Arithmetic, comparisons, bitwise ops and division of i8, i16 and u8 run natively and wrap
+// as the CPU's (computed in 32 bits, the low bits kept); fills of every integer dtype too.
+TEST(Vulkan, SmallIntegerOpsWrapAsTheCpus) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  std::vector<int64_t> av, bv;
+  for (int64_t p : std::vector<int64_t>{-128, -100, -7, -1, 0, 1, 3, 100, 127, 255})
+    for (int64_t q : std::vector<int64_t>{-128, -3, -1, 1, 2, 7, 127, 200}) av.push_back(p), bv.push_back(q);
+  const int64_t n = static_cast<int64_t>(av.size());
+  using Op = Tensor (*)(const Tensor&, const Tensor&);
+  const Op ops[] = {[](const Tensor& p, const Tensor& q) { return p + q; },
+                    [](const Tensor& p, const Tensor& q) { return p - q; },
+                    [](const Tensor& p, const Tensor& q) { return p * q; },
+                    [](const Tensor& p, const Tensor& q) { return maximum(p, q); },
+                    [](const Tensor& p, const Tensor& q) { return floor_divide(p, q); },
+                    [](const Tensor& p, const Tensor& q) { return p.remainder(q); },
+                    [](const Tensor& p, const Tensor& q) { return (p < q).to(p.dtype()); },
+                    [](const Tensor& p, const Tensor&) { return -p; },
+                    [](const Tensor& p, const Tensor&) { return sign(p); },
+                    [](const Tensor& p, const Tensor& q) { return where(p > q, p, q); }};
+  for (DType dt : {i8, i16, u8}) {
+    const Tensor a = tensor<int64_t>(av, {n}).to(dt), b = tensor<int64_t>(bv, {n}).to(dt);
+    for (size_t k = 0; k < std::size(ops); ++k) {
+      reset_fallback_counts();
+      const Tensor got = ops[k](a.to(vk), b.to(vk)).to(Device::cpu());
+      EXPECT_TRUE(fallback_counts().empty()) << "op " << k << " " << dtype_name(dt);
+      EXPECT_TRUE(equal(got, ops[k](a, b))) << "op " << k << " " << dtype_name(dt);
+    }
+  }
+  for (DType dt : {i8, i16, u8, u32}) {
+    reset_fallback_counts();
+    EXPECT_TRUE(equal(full({5}, 300, {.dtype = dt, .device = vk}).to(Device::cpu()), full({5}, 300, {.dtype = dt})));
+    EXPECT_TRUE(fallback_counts().empty()) << dtype_name(dt);
+  }
+}
+
 // exp of f64 runs natively within 2 ulps of std::exp, from the underflow to the overflow edge.
 TEST(Vulkan, ExpOfF64IsWithinTwoUlps) {
   REQUIRE_VULKAN();

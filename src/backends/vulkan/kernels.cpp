@@ -90,6 +90,19 @@ void check_on_host(Context& ctx, const ir::Op& op, const lib::HostCheck& c, cons
       case DType::I32:
         v = *reinterpret_cast<const int32_t*>(at);
         break;
+      case DType::U32:
+        v = *reinterpret_cast<const uint32_t*>(at);
+        break;
+      case DType::I16:
+        v = *reinterpret_cast<const int16_t*>(at);
+        break;
+      case DType::I8:
+        v = *reinterpret_cast<const int8_t*>(at);
+        break;
+      case DType::U8:
+      case DType::Bool:
+        v = *reinterpret_cast<const uint8_t*>(at);
+        break;
       case DType::F64:
         v = *reinterpret_cast<const double*>(at);
         break;
@@ -103,7 +116,7 @@ void check_on_host(Context& ctx, const ir::Op& op, const lib::HostCheck& c, cons
         v = *reinterpret_cast<const float*>(at);
         break;
     }
-    if (!(v >= c.lo && (integer ? v < c.hi : v <= c.hi))) c.fail(v);
+    if (c.nonzero ? v == 0 : !(v >= c.lo && (integer ? v < c.hi : v <= c.hi))) c.fail(v);
   });
 }
 

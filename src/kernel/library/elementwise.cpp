@@ -200,7 +200,11 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
         }
         const bool fill = arity == 0 && !spec.with_index;
         if (spec.output == Store::I64 && fill) reals[spec.reals] = b.scalar<int64_t>("v");
-        if ((spec.output == Store::I32 || spec.output == Store::B8) && fill) reals[spec.reals] = b.scalar<int32_t>("v");
+        if ((spec.output == Store::I32 || spec.output == Store::B8 || spec.output == Store::I8 ||
+             spec.output == Store::I16 || spec.output == Store::U8) &&
+            fill)
+          reals[spec.reals] = b.scalar<int32_t>("v");
+        if (spec.output == Store::U32 && fill) reals[spec.reals] = b.scalar<uint32_t>("v");
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
         if_(i < meta[kCount], [&] {
           const Val rank = meta[kRank];

@@ -296,9 +296,33 @@ Fn unary_int(OpKind kind) {
       return [](const Val* x, const Val*) { return x[0]; };
     case OpKind::BitwiseNot:
       return [](const Val* x, const Val*) { return x[0] ^ Val::constant(-1, x[0].type); };
+    case OpKind::Sign:  // as the CPU: (0 < x) - (x < 0)
+      return [](const Val* x, const Val*) {
+        const Val z = zero_of(x[0]), one = Val::constant(1, x[0].type);
+        if (x[0].type == Type::U32) return select(z < x[0], one, z);
+        return select(z < x[0], one, select(x[0] < z, -one, z));
+      };
     default:
       return nullptr;
   }
+}
+
+/// Integer floor, trunc division, remainder and fmod as the CPU's (a zero divisor is checked on
+/// the host first and gives 0 here): a divisor of 0 or -1 is replaced by 1 so that the target's
+/// division stays defined, and -1 divides by negation (wrapping) with remainder 0.
+Val int_division(OpKind kind, Val a, Val b) {
+  const Type t = a.type;
+  const bool sgn = t != Type::U32;
+  const Val zero = zero_of(a), one = Val::constant(1, t);
+  const Val minus = sgn ? b == Val::constant(-1, t) : Val(false);
+  const Val d = select(b == zero || minus, one, b);
+  const Val q = a / d, r = a - q * d;  // the truncated quotient and C's remainder
+  const bool div = kind == OpKind::FloorDiv || kind == OpKind::TruncDiv;
+  Val res = kind == OpKind::TruncDiv ? q : kind == OpKind::Fmod ? r : Val();
+  if (kind == OpKind::FloorDiv) res = sgn ? select(r != zero && ((a < zero) != (d < zero)), q - one, q) : q;
+  if (kind == OpKind::Remainder) res = sgn ? select(r != zero && ((r < zero) != (d < zero)), r + d, r) : r;
+  if (sgn) res = select(minus, div ? zero - a : zero, res);
+  return select(b == zero, zero, res);
 }
 
 /// Unary ops whose output is bool, on any storage.
@@ -329,9 +353,9 @@ Fn binary_arith(OpKind kind, bool floating) {
     case OpKind::Div:
       if (floating) return [](const Val* x, const Val*) { return x[0] / x[1]; };
       return nullptr;
-    case OpKind::TruncDiv:  // floats as the CPU's trunc(x / y); integers divide on the CPU
+    case OpKind::TruncDiv:  // floats as the CPU's trunc(x / y)
       if (floating) return [](const Val* x, const Val*) { return trunc(x[0] / x[1]); };
-      return nullptr;
+      return [](const Val* x, const Val*) { return int_division(OpKind::TruncDiv, x[0], x[1]); };
     // NaN-propagating (Maximum) and NaN-ignoring (Fmax) extremes, as std::fmax and its kin.
     case OpKind::Maximum:
     case OpKind::Minimum: {
@@ -368,20 +392,18 @@ Fn binary_arith(OpKind kind, bool floating) {
         const float inf = std::numeric_limits<float>::infinity();
         return select(abs(x[0]) == inf && x[0] == x[1], x[0], r);
       };
-    // f32 through f64, exact as the CPU's std::fmod (library/math.cpp); integers divide on the
-    // CPU, which raises on a zero divisor
     case OpKind::Atan2:
       if (floating) return [](const Val* x, const Val*) { return atan2_f32(x[0], x[1]); };
       return nullptr;
+    // floats through f64, exact as the CPU's std::fmod (library/math.cpp); integers by
+    // int_division, their zero divisors checked on the host (Launch::host_check)
     case OpKind::Fmod:
-      if (floating) return [](const Val* x, const Val*) { return fmod_f32(x[0], x[1]); };
-      return nullptr;
     case OpKind::Remainder:
-      if (floating) return [](const Val* x, const Val*) { return remainder_f32(x[0], x[1]); };
-      return nullptr;
     case OpKind::FloorDiv:
-      if (floating) return [](const Val* x, const Val*) { return floor_div_f32(x[0], x[1]); };
-      return nullptr;
+      if (!floating) return [kind](const Val* x, const Val*) { return int_division(kind, x[0], x[1]); };
+      if (kind == OpKind::Fmod) return [](const Val* x, const Val*) { return fmod_f32(x[0], x[1]); };
+      if (kind == OpKind::Remainder) return [](const Val* x, const Val*) { return remainder_f32(x[0], x[1]); };
+      return [](const Val* x, const Val*) { return floor_div_f32(x[0], x[1]); };
     case OpKind::Pow:  // f32 through f64; integers by squaring (library/math.cpp)
       if (floating) return [](const Val* x, const Val*) { return pow_f32(x[0], x[1]); };
       return [](const Val* x, const Val*) { return pow_int(x[0], x[1]); };
@@ -474,9 +496,60 @@ std::optional<Elementwise> nan_to_num_of(const kiln::ir::Op& op, Elementwise e, 
   return e;
 }
 
+/// Whether op, on 1- and 2-byte integers computed in 32 bits, gives the CPU's result once
+/// truncated to the storage (wrapping arithmetic, comparisons, bitwise and logical ops; not
+/// shifts, whose counts depend on the width, nor clamp, whose bounds may leave the type).
+bool small_int_op(OpKind k) {
+  switch (k) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Square:
+    case OpKind::Relu:
+    case OpKind::Sign:
+    case OpKind::Floor:
+    case OpKind::Ceil:
+    case OpKind::Trunc:
+    case OpKind::Round:
+    case OpKind::Pow:
+    case OpKind::FloorDiv:
+    case OpKind::TruncDiv:
+    case OpKind::Remainder:
+    case OpKind::Fmod:
+    case OpKind::BitwiseAnd:
+    case OpKind::BitwiseOr:
+    case OpKind::BitwiseXor:
+    case OpKind::BitwiseNot:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Fmax:
+    case OpKind::Fmin:
+    case OpKind::Eq:
+    case OpKind::Ne:
+    case OpKind::Lt:
+    case OpKind::Le:
+    case OpKind::Gt:
+    case OpKind::Ge:
+    case OpKind::LogicalAnd:
+    case OpKind::LogicalOr:
+    case OpKind::LogicalXor:
+    case OpKind::LogicalNot:
+    case OpKind::IsNan:
+    case OpKind::IsInf:
+    case OpKind::IsFinite:
+    case OpKind::Where:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// Arange: start + i * step, computed in f64 as the CPU does (integers: in i64, wrapping).
 std::optional<Elementwise> arange_of(const kiln::ir::Op& op, Store out) {
-  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64) return std::nullopt;
+  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::U32)
+    return std::nullopt;
   const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
   Elementwise e;
   e.output = out;
@@ -498,9 +571,7 @@ std::optional<Elementwise> arange_of(const kiln::ir::Op& op, Store out) {
 
 /// Fill: the value from the push constants (f32 as a real, integers and bool exactly).
 std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
-  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::B8 &&
-      out != Store::F16 && out != Store::BF16)
-    return std::nullopt;
+  if (out == Store::X64 || out == Store::U16) return std::nullopt;
   const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
   Elementwise e;
   e.output = out;
@@ -520,7 +591,11 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
       e.fn = [](const Val*, const Val* r) { return r[0]; };
       break;
     case Store::I32:
-      e.push = {Arg(static_cast<int32_t>(iv))};
+    case Store::I8:
+    case Store::I16:
+    case Store::U8:
+    case Store::U32:  // the low 32 bits (the store keeps the low 8 or 16)
+      e.push = {Arg(static_cast<int32_t>(static_cast<uint32_t>(iv)))};
       e.fn = [](const Val*, const Val* r) { return r[0]; };
       break;
     default:  // bool: nonzero is true
@@ -554,10 +629,12 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     e.fn = [](const Val* x, const Val*) { return x[0]; };
     return e;
   }
-  // 1- and 2-byte integers are only converted, not computed on; f16 and bf16 compute in f32
-  // and round, as the CPU does
+  // 1- and 2-byte integers compute in 32 bits and keep the low bits, which is what the CPU's
+  // wrapping arithmetic gives for the ops of small_int_op; f16 and bf16 compute in f32 and
+  // round, as the CPU does
   auto small = [](Store s) { return s == Store::U8 || s == Store::I8 || s == Store::I16 || s == Store::U16; };
-  if (op.kind != OpKind::Cast && (small(*out) || std::any_of(e.inputs.begin(), e.inputs.end(), small)))
+  if (op.kind != OpKind::Cast && (small(*out) || std::any_of(e.inputs.begin(), e.inputs.end(), small)) &&
+      !small_int_op(op.kind))
     return std::nullopt;
   const Store in0 = e.inputs.empty() ? *out : e.inputs[0];
   const bool floating = in0 == Store::F32 || in0 == Store::F64 || in0 == Store::F16 || in0 == Store::BF16;

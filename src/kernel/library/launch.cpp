@@ -73,12 +73,21 @@ std::optional<Launch> elementwise_launch(const kiln::ir::Op& op, bool float64) {
   Launch l = launch(*s, trace_elementwise, kMetaInts);
   if (!elementwise_meta(op, l.meta.data())) return std::nullopt;
   l.push = s->push;
+  const int64_t n = op.outputs[0].numel();
+  const bool int_div = op.kind == OpKind::FloorDiv || op.kind == OpKind::TruncDiv || op.kind == OpKind::Remainder ||
+                       op.kind == OpKind::Fmod;
+  if (int_div && is_integral(op.inputs[0].dtype) && n > 0) {
+    const char* api = op.kind == OpKind::Remainder ? "remainder" : op.kind == OpKind::Fmod ? "fmod" : "div";
+    l.host_check =
+        HostCheck{1, 0, 0, true, [api, d = op.inputs[0].dtype](double) {
+                    KILN_CHECK(false, api, "integer division by zero (" << dtype_name(d).data() << " divisor holds 0)");
+                  }};
+  }
   if (op.kind == OpKind::Bernoulli)
     l.host_check =
-        HostCheck{0, 0, 1, [shape = op.inputs[0].shape](double) {
+        HostCheck{0, 0, 1, false, [shape = op.inputs[0].shape](double) {
                     KILN_CHECK(false, "bernoulli", "expects all elements of p to be in [0, 1] (shape " << shape << ")");
                   }};
-  const int64_t n = op.outputs[0].numel();
   l.groups = unless_empty(n, elementwise_groups(n));
   return l;
 }
@@ -105,7 +114,7 @@ std::optional<Launch> unpool_launch(const kiln::ir::Op& op) {
   for (size_t d = 2; d < op.outputs[0].shape.size(); ++d)
     sizes += (d > 2 ? "x" : "") + std::to_string(op.outputs[0].shape[d]);
   l->host_check =
-      HostCheck{1, 0, static_cast<double>(l->meta[kUpOutPlane]), [nsp, sizes](double v) {
+      HostCheck{1, 0, static_cast<double>(l->meta[kUpOutPlane]), false, [nsp, sizes](double v) {
                   const std::string api = "max_unpool" + std::to_string(nsp) + "d";
                   KILN_CHECK(false, api.c_str(),
                              "Found an invalid max index: " << static_cast<int64_t>(v)
@@ -144,7 +153,7 @@ std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64) {
       if (!l) return l;
       l->push = s->push;
       const IndexCheck c = index_check_of(op);
-      l->host_check = HostCheck{1, static_cast<double>(c.wrap ? -c.size : 0), static_cast<double>(c.size),
+      l->host_check = HostCheck{1, static_cast<double>(c.wrap ? -c.size : 0), static_cast<double>(c.size), false,
                                 [c, name = kiln::ir::op_name(op.kind)](double v) {
                                   KILN_CHECK(false, std::string(name).c_str(),
                                              "index " << static_cast<int64_t>(v) << " is out of range for dim " << c.dim
