@@ -174,10 +174,12 @@ Kernel trace_reduce(const Reduce& spec, const Limits& limits);
 bool reduce_meta(const kiln::ir::Op& op, int32_t* meta);
 std::array<uint32_t, 3> reduce_groups(int64_t nout);
 
-/// Batched f32 MatMul (a [B, M, K], b [B, K, N], optional bias [N]) over any strides. Buffers:
-/// out, a, b, (bias), meta (kMatMulMetaInts int32); groups from matmul_groups.
+/// Batched MatMul (a [B, M, K], b [B, K, N], optional bias [N]) over any strides, of f32, f64,
+/// f16, bf16 (in f32) and i32, i64 (wrapping). Buffers: out, a, b, (bias), meta
+/// (kMatMulMetaInts int32); groups from matmul_groups.
 struct MatMul {
   std::string name;
+  Store value = Store::F32;
   bool bias = false;
 };
 /// M, N, K; then offset, batch, row and column strides of a, b and the output; the bias's

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Batched f32 matmul of the library (kernel/library.h): 16 x 16 output tiles, one per group,
+// Batched matmul of the library (kernel/library.h) on f32, f64, f16 and bf16 (in f32, rounded
+// once, as the CPU) and i32 and i64 (wrapping): 16 x 16 output tiles, one per group,
 // each thread one output; the K dimension walks through 16 x 16 tiles of a and b staged in
 // shared memory. Operands may have any strides (a batch stride of 0 broadcasts). With a bias
 // the product accumulates onto it, as the CPU's MatMul does.
@@ -15,17 +16,22 @@ constexpr int kTile = 16;
 std::optional<MatMul> matmul_of(const kiln::ir::Op& op) {
   if (op.kind != kiln::ir::OpKind::MatMul || op.outputs.size() != 1) return std::nullopt;
   if (op.inputs.size() != 2 && op.inputs.size() != 3) return std::nullopt;
-  for (const auto& d : op.inputs)
-    if (d.dtype != DType::F32 || !fits_i32(d)) return std::nullopt;
   const auto& a = op.inputs[0];
   const auto& o = op.outputs[0];
-  if (o.dtype != DType::F32 || !fits_i32(o) || a.shape.size() != 3 || o.shape.size() != 3) return std::nullopt;
+  const std::optional<Store> s = storage_of(o.dtype, false);
+  if (!s || (*s != Store::F32 && *s != Store::F64 && *s != Store::F16 && *s != Store::BF16 && *s != Store::I32 &&
+             *s != Store::I64))
+    return std::nullopt;
+  for (const auto& d : op.inputs)
+    if (d.dtype != o.dtype || !fits_i32(d)) return std::nullopt;
+  if (!fits_i32(o) || a.shape.size() != 3 || o.shape.size() != 3) return std::nullopt;
   if (op.inputs.size() == 3 && op.inputs[2].shape.size() != 1) return std::nullopt;
   if (o.shape[0] > 65535 || (o.shape[1] + kTile - 1) / kTile > 65535 || (o.shape[2] + kTile - 1) / kTile > 65535)
     return std::nullopt;
   MatMul m;
+  m.value = *s;
   m.bias = op.inputs.size() == 3;
-  m.name = m.bias ? "matmul_bias_f32" : "matmul_f32";
+  m.name = std::string(m.bias ? "matmul_bias_" : "matmul_") + store_name(m.value);
   return m;
 }
 
@@ -54,14 +60,28 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
       spec.name,
       [&](Builder& b) {
         b.group_size(kTile, kTile);
-        const Buffer<float> out = b.output<float>("out");
-        const Buffer<float> a = b.input<float>("a");
-        const Buffer<float> bm = b.input<float>("b");
-        std::optional<Buffer<float>> bias;
-        if (spec.bias) bias = b.input<float>("bias");
+        const Store st = spec.value;
+        const Type at_t = value_type(st);
+        const Memory out = declare_store(b, st, "out", true);
+        const Memory a = declare_store(b, st, "a", false);
+        const Memory bm = declare_store(b, st, "b", false);
+        std::optional<Memory> bias;
+        if (spec.bias) bias = declare_store(b, st, "bias", false);
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
-        const Shared<float> ta = b.shared<float>("ta", kTile * kTile);
-        const Shared<float> tb = b.shared<float>("tb", kTile * kTile);
+        auto tile = [&](const char* name) {
+          switch (at_t) {
+            case Type::F64:
+              return Memory(b.shared<double>(name, kTile * kTile));
+            case Type::I32:
+              return Memory(b.shared<int32_t>(name, kTile * kTile));
+            case Type::I64:
+              return Memory(b.shared<int64_t>(name, kTile * kTile));
+            default:
+              return Memory(b.shared<float>(name, kTile * kTile));
+          }
+        };
+        const Memory ta = tile("ta"), tb = tile("tb");
+        const Val zero = Val::constant(0, at_t);
         const Val tx = thread_id(0), ty = thread_id(1);
         const Val M = meta[kM], N = meta[kN], K = meta[kK];
         const Val batch = group_id(2);
@@ -71,19 +91,21 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
           const int base = kMatOff + 4 * q;
           return meta[base] + batch * meta[base + 1] + r * meta[base + 2] + c * meta[base + 3];
         };
-        Var acc(0.0f);
+        Var acc(zero);
         if (bias) {
           if_(col < N, [&] {
             const Val bo = meta[kBiasOff] + col * meta[kBiasStride];
-            acc = (*bias)[bo];
+            acc = load_store(*bias, st, bo);
           });
         }
         for_(0, K, kTile, [&](Val k0) {
           const Val ka = k0 + tx, kb = k0 + ty;
-          ta[ty * kTile + tx] = select(
-              row < M && ka < K, Val(a[at(0, select(row < M, row, Val(0)), select(ka < K, ka, Val(0)))]), Val(0.0f));
-          tb[ty * kTile + tx] = select(
-              kb < K && col < N, Val(bm[at(1, select(kb < K, kb, Val(0)), select(col < N, col, Val(0)))]), Val(0.0f));
+          ta[ty * kTile + tx] =
+              select(row < M && ka < K,
+                     load_store(a, st, at(0, select(row < M, row, Val(0)), select(ka < K, ka, Val(0)))), zero);
+          tb[ty * kTile + tx] =
+              select(kb < K && col < N,
+                     load_store(bm, st, at(1, select(kb < K, kb, Val(0)), select(col < N, col, Val(0)))), zero);
           barrier();
           for (int kk = 0; kk < kTile; ++kk) {
             const Val x = ta[ty * kTile + kk];
@@ -92,7 +114,7 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
           }
           barrier();
         });
-        if_(row < M && col < N, [&] { out[at(2, row, col)] = Val(acc); });
+        if_(row < M && col < N, [&] { store_store(out, st, at(2, row, col), Val(acc)); });
       },
       limits);
 }
