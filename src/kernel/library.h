@@ -200,7 +200,8 @@ struct Index {
   kiln::ir::OpKind kind = kiln::ir::OpKind::IndexSelect;
   Store value = Store::F32;
   bool sum = false;          ///< Scatter's sum and IndexAdd
-  bool include_self = true;  ///< Scatter: whether x takes part in the sum
+  int64_t reduce = 0;        ///< Scatter's reduction (ScatterAttrs: none, sum, prod, mean, amax, amin)
+  bool include_self = true;  ///< Scatter: whether x takes part in the reduction
   std::vector<Arg> push;
 };
 /// Rank, output count, dim, the size index values address along dim, wrap (negative values

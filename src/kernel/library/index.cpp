@@ -29,6 +29,27 @@ void strides_of(const TensorDesc& d, size_t rank, int64_t skip, int32_t* st) {
     st[k] = static_cast<int64_t>(k) == skip || k >= d.strides.size() ? 0 : static_cast<int32_t>(d.strides[k]);
 }
 
+/// Scatter's reductions of two values as the CPU's (src/backends/cpu/index.cpp, combine): sum
+/// and mean add, prod multiplies, amax and amin keep a NaN (the first one).
+Val scatter_combine(int64_t reduce, Val a, Val b) {
+  using A = kiln::ir::ScatterAttrs;
+  if (reduce == A::kProd) return a * b;
+  if (reduce == A::kAmax || reduce == A::kAmin) {
+    const Val pick = reduce == A::kAmax ? select(a < b, b, a) : select(b < a, b, a);
+    if (!is_float(a.type)) return pick;
+    return select(a != a, a, select(b != b, b, pick));
+  }
+  return a + b;
+}
+
+/// A sum over n values as the CPU's mean: true division for floats, floor division for integers.
+Val mean_of(Val sum, Val n) {
+  if (is_float(sum.type)) return sum / cast(n, sum.type);
+  const Val c = cast(n, sum.type), q = sum / c;
+  return select(sum - q * c != Val::constant(0, sum.type) && sum < Val::constant(0, sum.type),
+                q - Val::constant(1, sum.type), q);
+}
+
 }  // namespace
 
 std::optional<Index> index_of(const kiln::ir::Op& op) {
@@ -44,12 +65,15 @@ std::optional<Index> index_of(const kiln::ir::Op& op) {
     const kiln::ir::ScatterAttrs a = kiln::ir::ScatterAttrs::decode(op);
     reduce = a.reduce;
     ix.include_self = a.include_self;
-    if (reduce != kiln::ir::ScatterAttrs::kNone && reduce != kiln::ir::ScatterAttrs::kSum) return std::nullopt;
+    if (reduce < kiln::ir::ScatterAttrs::kNone || reduce > kiln::ir::ScatterAttrs::kAmin) return std::nullopt;
   }
+  ix.reduce = reduce;
   ix.sum = reduce == kiln::ir::ScatterAttrs::kSum || k == OpKind::IndexAdd;
-  // a sum computes in the value's type; moving values needs only their bits
-  const std::optional<Store> s = storage_of(vt, !ix.sum);
-  if (!s || (ix.sum && *s != Store::F32 && *s != Store::F64 && *s != Store::I32 && *s != Store::I64))
+  // a reduction computes in the value's type (f16 and bf16 would round at each step on the
+  // CPU); moving values needs only their bits
+  const bool computes = ix.sum || reduce != kiln::ir::ScatterAttrs::kNone;
+  const std::optional<Store> s = storage_of(vt, !computes);
+  if (!s || (computes && *s != Store::F32 && *s != Store::F64 && *s != Store::I32 && *s != Store::I64))
     return std::nullopt;
   ix.value = *s;
   if (k == OpKind::IndexAdd) {
@@ -60,8 +84,9 @@ std::optional<Index> index_of(const kiln::ir::Op& op) {
       return std::nullopt;
     }
   }
-  ix.name = "index_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(*s) + (ix.sum ? "_sum" : "") +
-            (ix.include_self ? "" : "_noself");
+  static const char* reduce_names[] = {"", "_sum", "_prod", "_mean", "_amax", "_amin"};
+  ix.name = "index_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(*s) +
+            (k == OpKind::IndexAdd ? "_sum" : reduce_names[reduce]) + (ix.include_self ? "" : "_noself");
   return ix;
 }
 
@@ -166,20 +191,26 @@ Kernel trace_index(const Index& spec, const Limits& limits) {
           }
           Var acc(load_store(x, spec.value, off[1]));
           Var hit(Val(false));
+          Var count(Val(0));
           if_(Val(inside), [&] {
             const Val want = cast(Val(cd), Type::I64);
             for_(0, meta[kIxN], [&](Val j) {
               if_(position(off[2] + j * meta[kIxDimStrides + 1]) == want, [&] {
                 Val s = load_store(src, spec.value, off[3] + j * meta[kIxDimStrides + 2]);
                 if (!spec.push.empty()) s = s * alpha;
-                if (spec.sum)
-                  acc = spec.include_self ? Val(acc) + s : select(Val(hit), Val(acc) + s, s);
-                else
+                if (spec.sum || spec.reduce != 0) {
+                  const Val c = scatter_combine(spec.reduce == 0 ? 1 : spec.reduce, Val(acc), s);
+                  acc = spec.include_self ? c : select(Val(hit), c, s);
+                } else {
                   acc = s;
+                }
                 hit = Val(true);
+                count = Val(count) + 1;
               });
             });
           });
+          if (spec.reduce == kiln::ir::ScatterAttrs::kMean)  // over the values and x when included
+            acc = select(Val(count) > 0, mean_of(Val(acc), Val(count) + (spec.include_self ? 1 : 0)), Val(acc));
           store_store(out, spec.value, off[0], acc);
         });
       },
