@@ -181,6 +181,7 @@ struct MatMul {
   std::string name;
   Store value = Store::F32;
   bool bias = false;
+  int tile = 16;  ///< output tile side (8: a variant, matmul_variant)
 };
 /// M, N, K; then offset, batch, row and column strides of a, b and the output; the bias's
 /// offset and stride.
@@ -188,7 +189,9 @@ enum : int { kM = 0, kN = 1, kK = 2, kMatOff = 3, kBiasOff = kMatOff + 12, kBias
 std::optional<MatMul> matmul_of(const kiln::ir::Op& op);
 void matmul_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_matmul(const MatMul& spec, const Limits& limits);
-std::array<uint32_t, 3> matmul_groups(const kiln::ir::Op& op);
+std::array<uint32_t, 3> matmul_groups(const kiln::ir::Op& op, int tile = 16);
+/// spec with another tile side (its name says so); the results are the same bits.
+MatMul matmul_variant(const MatMul& spec, int tile);
 
 /// IndexSelect, Gather, Scatter (no reduction, or a sum), IndexAdd, IndexCopy over any strides,
 /// one thread per output element (elementwise_groups). Values of any 1-, 2-, 4- or 8-byte
@@ -450,6 +453,12 @@ struct HostCheck {
 /// first `outputs` outputs, then the first `inputs` inputs (-1: all), then `meta` as an int32
 /// buffer; `push` as the kernel's push constants; `groups` over x, y, z.
 struct Launch {
+  /// Another kernel with the same results (a tile size) in place of the launch's own one.
+  struct Variant {
+    std::string name;
+    std::function<Kernel(const Limits&)> trace;
+    std::array<uint32_t, 3> groups{};
+  };
   std::string name;                            ///< the kernel's name (unique: a cache key)
   std::function<Kernel(const Limits&)> trace;  ///< traces the kernel for a device's limits
   std::vector<int32_t> meta;
@@ -460,6 +469,11 @@ struct Launch {
   /// Values the backend must check on the host before the launch (index ops, MaxUnpool's
   /// indices, Bernoulli's p): the kernel does not check them.
   std::optional<HostCheck> host_check;
+  /// Alternatives a backend may measure on first use and pick from (kernel::Autotuner), the
+  /// launch's own kernel counting as variant 0; `tune_key` names the choice (the op and a
+  /// class of shapes).
+  std::vector<Variant> variants;
+  std::string tune_key;
 };
 /// The launch of op on a device with or without f64 arithmetic (float64), or nothing when the
 /// library has no kernel for it there. Cat is several launches (cat_pieces).

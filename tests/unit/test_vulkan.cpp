@@ -4,12 +4,14 @@
 // dispatches, errors that leave the device usable. On a machine without Vulkan the tests check
 // that the device is absent and says why. Reference: the same ops on the CPU.
 #include <gtest/gtest.h>
+#include <kiln/capture.h>
 #include <kiln/kiln.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include "backends/vulkan/context.h"
+#include "kernel/cache.h"
+#include "kernel/library.h"
 
 using namespace kiln;
 
@@ -336,6 +340,50 @@ TEST(Vulkan, SmallIntegerOpsWrapAsTheCpus) {
     EXPECT_TRUE(equal(full({5}, 300, {.dtype = dt, .device = vk}).to(Device::cpu()), full({5}, 300, {.dtype = dt})));
     EXPECT_TRUE(fallback_counts().empty()) << dtype_name(dt);
   }
+}
+
+// The matmul's tile variants give the same bits (run on the C++ target from one captured op),
+// the autotuner measures them on first use of a shape class and keeps its choice on disk per
+// device and driver, and KILN_AUTOTUNE=0 measures and writes nothing.
+TEST(Vulkan, AutotunedMatmulVariantsAgreeAndTheChoiceIsKept) {
+  REQUIRE_VULKAN();
+  const Tensor a = randn({2, 40, 70}), b = randn({2, 70, 30});
+  const CapturedGraph g =
+      capture([](const std::vector<Tensor>& v) { return std::vector<Tensor>{matmul(v[0], v[1])}; }, {a, b});
+  ASSERT_EQ(g.nodes.size(), 1u);
+  const ir::Op& op = *g.nodes[0].op;
+  const std::optional<kernel::lib::Launch> l = kernel::lib::launch_of(op, true);
+  ASSERT_TRUE(l && l->variants.size() == 1);
+  std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  std::vector<int32_t> meta = l->meta;
+  auto run = [&](const std::function<kernel::Kernel(const kernel::Limits&)>& trace, std::array<uint32_t, 3> groups) {
+    std::vector<float> out(2 * 40 * 30, -1.0f);
+    kernel::compile_cpu(trace(kernel::Limits{}), 0)({groups[0], groups[1], groups[2]}, {out, av, bv, meta});
+    return out;
+  };
+  const std::vector<float> t16 = run(l->trace, l->groups), t8 = run(l->variants[0].trace, l->variants[0].groups);
+  EXPECT_EQ(t16, t8);
+  EXPECT_LE(max_diff(tensor<float>(t16, {2, 40, 30}), matmul(a, b)), 1e-4);
+
+  const Device vk = Device::vulkan();
+  const std::string file =
+      kernel::cache_dir() + "/autotune/" + kernel::cache::hash128(vulkan::Context::get(0).identity()) + ".txt";
+  auto kept = [&](const std::string& key) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(key + " ", 0) == 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(equal(matmul(a.to(vk), b.to(vk)).to(Device::cpu()), tensor<float>(t16, {2, 40, 30})));
+  EXPECT_TRUE(kept("matmul_f32:64x32x128:batched")) << file;
+  // a shape class never seen, with autotuning off: the default tile, nothing measured or kept
+  setenv("KILN_AUTOTUNE", "0", 1);
+  const Tensor c = randn({3, 5}), d = randn({5, 1000});
+  const Tensor r = matmul(c.to(vk), d.to(vk)).to(Device::cpu());
+  unsetenv("KILN_AUTOTUNE");
+  EXPECT_LE(max_diff(r, matmul(c, d)), 1e-5);
+  EXPECT_FALSE(kept("matmul_f32:4x1024x8"));
 }
 
 // exp of f64 runs natively within 2 ulps of std::exp, from the underflow to the overflow edge.

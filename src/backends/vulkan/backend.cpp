@@ -22,7 +22,7 @@ namespace {
 class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(int index)
-      : index_(index), ctx_(Context::get(index)), kernels_(ctx_.limits(), ctx_.float64()) {}
+      : index_(index), ctx_(Context::get(index)), kernels_(ctx_.limits(), ctx_.float64(), ctx_.identity()) {}
   DeviceType type() const override { return DeviceType::Vulkan; }
   std::string name() const override { return index_ == 0 ? "vulkan" : "vulkan:" + std::to_string(index_); }
 

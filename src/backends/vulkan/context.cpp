@@ -160,6 +160,8 @@ Context::Context(int index) {
   VkPhysicalDeviceProperties props;
   f.vkGetPhysicalDeviceProperties(phys_, &props);
   name_ = props.deviceName;
+  identity_ = name_ + " vendor " + std::to_string(props.vendorID) + " device " + std::to_string(props.deviceID) +
+              " driver " + std::to_string(props.driverVersion) + " api " + std::to_string(props.apiVersion);
   storage_align_ = std::max<VkDeviceSize>(4, props.limits.minStorageBufferOffsetAlignment);
   limits_.shared_bytes = props.limits.maxComputeSharedMemorySize;
   limits_.max_group_threads = props.limits.maxComputeWorkGroupInvocations;

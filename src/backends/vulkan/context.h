@@ -67,6 +67,8 @@ class Context {
   static int count(std::string* why = nullptr);
 
   const std::string& name() const { return name_; }
+  /// The device and driver (names, ids, versions): what a measured choice holds for.
+  const std::string& identity() const { return identity_; }
   /// Limits of kernels traced for this device.
   const kernel::Limits& limits() const { return limits_; }
   /// Whether kernels may use f64 (the device's shaderFloat64, enabled).
@@ -119,7 +121,7 @@ class Context {
   uint32_t family_ = 0;
   uint32_t memory_type_ = 0;
   VkDeviceSize storage_align_ = 256;
-  std::string name_;
+  std::string name_, identity_;
   kernel::Limits limits_;
   bool float64_ = false;
   VkCommandPool pool_ = VK_NULL_HANDLE;

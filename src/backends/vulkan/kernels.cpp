@@ -4,6 +4,7 @@
 #include "backends/vulkan/kernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 
@@ -150,17 +151,46 @@ void Kernels::launch(Context& ctx, const ir::Op& op, const std::optional<lib::La
   KILN_CHECK(l.has_value(), ir::op_name(op.kind).data(), "no Vulkan kernel");
   if (l->host_check) check_on_host(ctx, op, *l->host_check, in[l->host_check->input]);
   if (l->groups[0] == 0) return;
-  const k::Kernel& kern = get(l->name, [&] { return l->trace(limits_); });
+  size_t v = 0;
+  if (!l->variants.empty())
+    v = tuner_.choose(l->tune_key, 1 + l->variants.size(),
+                      [&](size_t i) { return time_variant(ctx, op, *l, i, in, out); });
+  if (v == 0) return record(ctx, op, *l, l->name, l->trace, l->groups, in, out);
+  const lib::Launch::Variant& alt = l->variants[v - 1];
+  record(ctx, op, *l, alt.name, alt.trace, alt.groups, in, out);
+}
+
+double Kernels::time_variant(Context& ctx, const ir::Op& op, const lib::Launch& l, size_t i, Buf* const* in,
+                             Buf* const* out) {
+  ctx.sync();  // the work before this op is not timed
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {  // the first run builds the pipeline: the best of the rest counts
+    const auto t0 = std::chrono::steady_clock::now();
+    if (i == 0)
+      record(ctx, op, l, l.name, l.trace, l.groups, in, out);
+    else
+      record(ctx, op, l, l.variants[i - 1].name, l.variants[i - 1].trace, l.variants[i - 1].groups, in, out);
+    ctx.sync();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep == 1 || (rep > 1 && s < best)) best = s;
+  }
+  return best;
+}
+
+void Kernels::record(Context& ctx, const ir::Op& op, const lib::Launch& l, const std::string& name,
+                     const std::function<k::Kernel(const k::Limits&)>& trace, std::array<uint32_t, 3> groups,
+                     Buf* const* in, Buf* const* out) {
+  const k::Kernel& kern = get(name, [&] { return trace(limits_); });
   Pipeline& p = ctx.pipeline(kern);
-  const std::vector<char> push = pack_push(kern, l->push);
-  const size_t meta_bytes = l->meta.size() * sizeof(int32_t);
+  const std::vector<char> push = pack_push(kern, l.push);
+  const size_t meta_bytes = l.meta.size() * sizeof(int32_t);
   ctx.reserve(meta_bytes);
   std::vector<Binding> b;
-  for (int q = 0; q < l->outputs; ++q) b.push_back(Binding{out[q], 0});
-  const size_t inputs = l->inputs < 0 ? op.inputs.size() : static_cast<size_t>(l->inputs);
+  for (int q = 0; q < l.outputs; ++q) b.push_back(Binding{out[q], 0});
+  const size_t inputs = l.inputs < 0 ? op.inputs.size() : static_cast<size_t>(l.inputs);
   for (size_t q = 0; q < inputs; ++q) b.push_back(Binding{in[q], 0});
-  b.push_back(ctx.upload(l->meta.data(), meta_bytes));
-  ctx.dispatch(p, b, push.data(), push.size(), l->groups);
+  b.push_back(ctx.upload(l.meta.data(), meta_bytes));
+  ctx.dispatch(p, b, push.data(), push.size(), groups);
 }
 
 }  // namespace kiln::vulkan

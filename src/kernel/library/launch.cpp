@@ -25,6 +25,13 @@ Launch launch(const Spec& spec, Kernel (*trace)(const Spec&, const Limits&), int
   return l;
 }
 
+/// A size as the power of two at or above it (the class of shapes an autotuned choice covers).
+std::string shape_class(int64_t n) {
+  int64_t p = 1;
+  while (p < n && p < (int64_t{1} << 30)) p *= 2;
+  return std::to_string(p);
+}
+
 /// Nothing to run when n is 0, else `groups`.
 std::array<uint32_t, 3> unless_empty(int64_t n, std::array<uint32_t, 3> groups) {
   return n == 0 ? std::array<uint32_t, 3>{0, 0, 0} : groups;
@@ -143,6 +150,12 @@ std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64) {
       matmul_meta(op, l.meta.data());
       const std::array<uint32_t, 3> g = matmul_groups(op);
       l.groups = unless_empty(int64_t{g[0]} * g[1] * g[2], g);
+      // an 8 x 8 tile: more groups for small products
+      const MatMul v = matmul_variant(*s, 8);
+      l.variants.push_back(
+          {v.name, [v](const Limits& limits) { return trace_matmul(v, limits); }, matmul_groups(op, 8)});
+      l.tune_key = s->name + ":" + shape_class(l.meta[kM]) + "x" + shape_class(l.meta[kN]) + "x" +
+                   shape_class(l.meta[kK]) + (op.outputs[0].shape[0] > 1 ? ":batched" : "");
       return l;
     }
     case Family::Scan:

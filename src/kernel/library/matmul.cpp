@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Batched matmul of the library (kernel/library.h) on f32, f64, f16 and bf16 (in f32, rounded
-// once, as the CPU) and i32 and i64 (wrapping): 16 x 16 output tiles, one per group,
+// once, as the CPU) and i32 and i64 (wrapping): 16 x 16 (or 8 x 8, an autotuned variant with
+// the same results: each output adds its products in k order either way) output tiles, one per group,
 // each thread one output; the K dimension walks through 16 x 16 tiles of a and b staged in
 // shared memory. Operands may have any strides (a batch stride of 0 broadcasts). With a bias
 // the product accumulates onto it, as the CPU's MatMul does.
@@ -9,9 +10,6 @@
 #include "kernel/library.h"
 
 namespace kiln::kernel::lib {
-namespace {
-constexpr int kTile = 16;
-}
 
 std::optional<MatMul> matmul_of(const kiln::ir::Op& op) {
   if (op.kind != kiln::ir::OpKind::MatMul || op.outputs.size() != 1) return std::nullopt;
@@ -26,12 +24,11 @@ std::optional<MatMul> matmul_of(const kiln::ir::Op& op) {
     if (d.dtype != o.dtype || !fits_i32(d)) return std::nullopt;
   if (!fits_i32(o) || a.shape.size() != 3 || o.shape.size() != 3) return std::nullopt;
   if (op.inputs.size() == 3 && op.inputs[2].shape.size() != 1) return std::nullopt;
-  if (o.shape[0] > 65535 || (o.shape[1] + kTile - 1) / kTile > 65535 || (o.shape[2] + kTile - 1) / kTile > 65535)
-    return std::nullopt;
+  if (o.shape[0] > 65535 || (o.shape[1] + 7) / 8 > 65535 || (o.shape[2] + 7) / 8 > 65535) return std::nullopt;
   MatMul m;
   m.value = *s;
   m.bias = op.inputs.size() == 3;
-  m.name = std::string(m.bias ? "matmul_bias_" : "matmul_") + store_name(m.value);
+  m.name = std::string(m.bias ? "matmul_bias_" : "matmul_") + store_name(m.value);  // tile 16
   return m;
 }
 
@@ -56,6 +53,7 @@ void matmul_meta(const kiln::ir::Op& op, int32_t* meta) {
 }
 
 Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
+  const int kTile = spec.tile;
   return trace(
       spec.name,
       [&](Builder& b) {
@@ -119,10 +117,17 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
       limits);
 }
 
-std::array<uint32_t, 3> matmul_groups(const kiln::ir::Op& op) {
+std::array<uint32_t, 3> matmul_groups(const kiln::ir::Op& op, int tile) {
   const auto& o = op.outputs[0];
-  return {static_cast<uint32_t>((o.shape[2] + kTile - 1) / kTile),
-          static_cast<uint32_t>((o.shape[1] + kTile - 1) / kTile), static_cast<uint32_t>(o.shape[0])};
+  return {static_cast<uint32_t>((o.shape[2] + tile - 1) / tile), static_cast<uint32_t>((o.shape[1] + tile - 1) / tile),
+          static_cast<uint32_t>(o.shape[0])};
+}
+
+MatMul matmul_variant(const MatMul& spec, int tile) {
+  MatMul m = spec;
+  m.tile = tile;
+  m.name = spec.name + "_t" + std::to_string(tile);
+  return m;
 }
 
 }  // namespace kiln::kernel::lib
