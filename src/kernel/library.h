@@ -134,6 +134,11 @@ bool uses_f64(const kiln::ir::Op& op);
 /// A buffer parameter of storage s (an output of B8 or U8 is read and written: bytes are
 /// stored with atomics on their words).
 Memory declare_store(Builder& b, Store s, const std::string& name, bool out);
+/// A workgroup shared array of `count` values of type t (F32, F64, I32, U32 or I64; Bool as I32).
+Memory shared_of(Builder& b, Type t, const std::string& name, uint32_t count);
+/// Folds sh[0..n) into sh[0] with fn in a fixed tree (n a power of two; every thread of the
+/// group, t its index, reaches every barrier): the same order, so the same bits, on every run.
+void tree_fold(const Memory& sh, Val t, uint32_t n, Val (*fn)(Val, Val));
 /// Element e of m (B8 loads as Bool, U8 as U32, X64 as I64).
 Val load_store(const Memory& m, Store s, Val e);
 /// Stores v as element e of m.
@@ -168,6 +173,14 @@ enum : int {
   kOutStrides = kRedShape + 2 * kMaxRank,
   kReduceMetaInts = kOutStrides + kMaxRank
 };
+/// Where a line's elements start in a row kernel's input and output: `line` (an index over the
+/// kept dims) walked from the last kept dim, adding each coordinate times that dim's input and
+/// output strides to `in` and `out` (which start at the operands' offsets). The parameter block
+/// holds the kept dims' count at `count`, their sizes at `sizes` and their input and output
+/// strides at `in_strides` and `out_strides` (softmax_meta's layout, or a kernel's own).
+void line_offsets(const Buffer<int32_t>& meta, Val line, Var& in, Var& out, int count = kKept, int sizes = kKeptShape,
+                  int in_strides = kKeptShape + kMaxRank, int out_strides = kOutStrides);
+
 std::optional<Reduce> reduce_of(const kiln::ir::Op& op);
 Kernel trace_reduce(const Reduce& spec, const Limits& limits);
 /// Fills the parameter block of a reduction. False when an index leaves int32.

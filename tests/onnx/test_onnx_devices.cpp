@@ -3,7 +3,7 @@
 // only, so the real-architecture fixtures (tests/fixtures/onnx) load and run anywhere. On the
 // null device they give the shapes and dtypes of ONNX Runtime's outputs without computing
 // values; on the subset device (elementwise ops only, everything else falls back to the CPU,
-// a Conv with a fused epilogue as its op sequence) they give the CPU's outputs.
+// a Conv with a fused epilogue as its op sequence) and on Vulkan they give the CPU's outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,6 +68,30 @@ TEST_P(OnnxDevices, SubsetDeviceGivesTheCpuOutputs) {
   }
   // Whatever the subset device lacks ran on the CPU, counted.
   EXPECT_FALSE(fallback_counts().empty()) << name;
+}
+
+// On Vulkan (lavapipe in CI: scripts/install-deps.sh) every fixture model runs through the
+// device's kernels and the fallback and matches the CPU within 1e-4.
+TEST_P(OnnxDevices, VulkanGivesTheCpuOutputs) {
+  const std::vector<std::string> devices = Device::list();
+  if (std::find(devices.begin(), devices.end(), "vulkan") == devices.end()) GTEST_SKIP() << "no Vulkan device here";
+  const std::string name = GetParam();
+  const Device vk = Device::vulkan();
+  onnx::Model on_cpu(kDir + name + "/model.onnx", Device::cpu()), on_vk(kDir + name + "/model.onnx", vk);
+  auto sets = fx::load_sets(kDir + name);
+  ASSERT_FALSE(sets.empty()) << name;
+  for (size_t r = 0; r < 2 * sets.size(); ++r) {  // each set twice: the second runs the kept ops
+    const auto& set = sets[r / 2];
+    auto want = on_cpu.run(set.inputs);
+    auto got = on_vk.run(to_device(set.inputs, vk));
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].device(), vk) << name << " output " << i;
+      const Tensor g = got[i].to(Device::cpu());
+      EXPECT_EQ(g.dtype(), want[i].dtype()) << name << " output " << i;
+      EXPECT_LE(fx::max_abs_err(g, want[i]), 1e-4) << name << " output " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxDevices, ::testing::ValuesIn(fx::model_names()),

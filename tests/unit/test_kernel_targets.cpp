@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Every kernel of the suite rendered for the GPU targets and checked by the real tools:
-// CUDA C compiled by NVRTC to CUBIN for sm_80 and sm_90, GLSL compiled to SPIR-V by glslc and
+// Every kernel of the suite, and of the kernel library (one op of each family and storage, as
+// the library launches it), rendered for the GPU targets and checked by the real tools: CUDA C
+// compiled by NVRTC to CUBIN for sm_80 and sm_90, GLSL compiled to SPIR-V by glslc and
 // validated by spirv-val. A tool that is not installed skips its test (GTEST_SKIP).
 #include <gtest/gtest.h>
+#include <kiln/capture.h>
+#include <kiln/kiln.h>
+#include <kiln/nn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernel/library.h"
 #include "kernel/nvrtc.h"
 #include "kernel_suite.h"
 
@@ -40,6 +46,99 @@ std::vector<std::pair<std::string, Kernel>> suite_kernels(bool with_subgroups) {
                                        y[i] = s;
                                      },
                                      l));
+  }
+  return out;
+}
+
+/// The kernels the library launches (variants too) for one op of each of its families and
+/// storages, captured from tensor calls.
+std::vector<std::pair<std::string, Kernel>> library_kernels() {
+  using kiln::Tensor;
+  using V = std::vector<Tensor>;
+  namespace F = kiln::nn::functional;
+  kiln::manual_seed(1);
+  const Tensor x = kiln::randn({4, 6}), y = kiln::randn({4, 6}), img = kiln::randn({2, 4, 6, 6});
+  const Tensor idx = kiln::tensor<int64_t>({0, 2, 1, 2}, {4}).reshape({4, 1});
+  const std::vector<std::pair<kiln::CaptureFunction, V>> cases = {
+      {[](const V& v) {
+         return V{v[0].exp(), v[0].sin(), v[0].fmod(v[1]), v[0].atan2(v[1]), v[0].tanh()};
+       },
+       {x, y}},
+      {[](const V& v) {
+         return V{kiln::where(v[0] > v[1], v[0], v[1]), v[0].to(kiln::f16), v[0].pow(v[1])};
+       },
+       {x, y}},
+      {[](const V& v) {
+         return V{v[0].to(kiln::i64) + v[1].to(kiln::i64), kiln::floor_divide(v[0].to(kiln::i32), 3)};
+       },
+       {x, y}},
+      {[](const V& v) {
+         return V{v[0].to(kiln::i8) * v[1].to(kiln::i8), kiln::bernoulli(v[0].sigmoid())};
+       },
+       {x, y}},
+      {[](const V& v) {
+         return V{v[0] + kiln::rand_like(v[0]), v[0] + kiln::randn_like(v[0]),
+                  v[0].flatten() + kiln::arange(0, 24, 1, kiln::f32, v[0].device())};
+       },
+       {x}},
+      {[](const V& v) {
+         return V{v[0].sum({1}), kiln::amax(v[0].to(kiln::f64), {0}), kiln::argmax(v[0], 1), kiln::var(v[0], {1})};
+       },
+       {x}},
+      {[](const V& v) {
+         return V{kiln::cumsum(v[0], 1), kiln::cummax(v[0], 0).first, kiln::softmax(v[0], 1),
+                  kiln::log_softmax(v[0], 0)};
+       },
+       {x}},
+      {[](const V& v) {
+         return V{kiln::sort(v[0], 1).first, kiln::sort(v[0].to(kiln::i64), 0, true).second};
+       },
+       {x}},
+      {[](const V& v) {
+         return V{kiln::index_select(v[0], 0, v[1].flatten()), kiln::gather(v[0], 1, v[1]),
+                  kiln::scatter_reduce(v[0], 1, v[1], v[0], "amax"), kiln::index_add(v[0], 0, v[1].flatten(), v[0])};
+       },
+       {x, idx}},
+      {[](const V& v) {
+         return V{kiln::pad(v[0], {1, 2}, "reflect"), kiln::cat({v[0], v[0]}, 1)};
+       },
+       {x}},
+      {[](const V& v) {
+         const auto [p, i] = F::max_pool2d_with_indices(v[0], 2);
+         return V{p, F::avg_pool2d(v[0], 2), F::adaptive_avg_pool2d(v[0], 1), F::max_unpool2d(p, i, 2)};
+       },
+       {img}},
+      {[](const V& v) {
+         const kiln::TensorOptions on{.device = v[0].device()};
+         const Tensor w = kiln::ones({3, 4, 3, 3}, on), b = kiln::ones({3}, on);
+         const Tensor o = F::conv2d(v[0], w, b, {.padding = 1});
+         return V{o, F::conv_transpose2d(o, w, {}, {.padding = 1}),
+                  kiln::nn::grad::conv2d_weight(v[0], {3, 4, 3, 3}, o, {.padding = 1})};
+       },
+       {img}},
+      {[](const V& v) {
+         const kiln::TensorOptions o{.device = v[0].device()};
+         return V{F::layer_norm(v[0], {6}, kiln::ones({6}, o), kiln::zeros({6}, o)), F::rms_norm(v[0], {6}),
+                  F::group_norm(v[1].to(kiln::f16), 2)};
+       },
+       {x, img}},
+      {[](const V& v) {
+         return V{kiln::matmul(v[0], v[1].t()), kiln::matmul(v[0].to(kiln::f16), v[1].t().to(kiln::f16)),
+                  kiln::matmul(v[0].to(kiln::i64), v[1].t().to(kiln::i64))};
+       },
+       {x, y}},
+  };
+  std::vector<std::pair<std::string, Kernel>> out;
+  std::vector<std::string> seen;
+  for (const auto& [fn, in] : cases) {
+    const kiln::CapturedGraph g = kiln::capture(fn, in);
+    for (const auto& node : g.nodes) {
+      const std::optional<lib::Launch> l = lib::launch_of(*node.op, true);
+      if (!l || std::find(seen.begin(), seen.end(), l->name) != seen.end()) continue;
+      seen.push_back(l->name);
+      out.emplace_back(l->name, l->trace(Limits{}));
+      for (const auto& v : l->variants) out.emplace_back(v.name, v.trace(Limits{}));
+    }
   }
   return out;
 }
@@ -98,6 +197,34 @@ TEST(KernelTargets, CudaCompilesWithNvrtcForSm80AndSm90) {
   }
   EXPECT_EQ(compiled, 2 * static_cast<int>(suite_kernels(true).size()));
   std::printf("NVRTC %s: %d CUBINs, %.1f ms each\n", nvrtc::version().c_str(), compiled, ms / std::max(compiled, 1));
+}
+
+// Every kernel the library launches for its families and storages (elementwise with the math
+// forms, random draws, reductions, scans, softmax, sort, index, movement, pooling, convolution
+// and its gradients, norms, matmul and its tile variant) compiles to CUBIN for sm_80 and sm_90.
+TEST(KernelTargets, LibraryKernelsCompileWithNvrtcForSm80AndSm90) {
+  std::string why;
+  if (!nvrtc::available(&why)) GTEST_SKIP() << why;
+  const std::vector<std::pair<std::string, Kernel>> kernels = library_kernels();
+  EXPECT_GE(kernels.size(), 40u);
+  int compiled = 0;
+  for (const auto& [name, k] : kernels) {
+    const std::string src = render(k, Target::Cuda);
+    for (int arch : {80, 90}) {
+      try {
+        const std::string cubin = nvrtc::compile_cubin(src, name, arch);
+        EXPECT_EQ(cubin.substr(0, 4),
+                  "\x7f"
+                  "ELF")
+            << name << " sm_" << arch;
+        ++compiled;
+      } catch (const kiln::Error& e) {
+        ADD_FAILURE() << e.what() << "\n" << src;
+      }
+    }
+  }
+  EXPECT_EQ(compiled, 2 * static_cast<int>(kernels.size()));
+  std::printf("NVRTC: %d library CUBINs from %zu kernels\n", compiled, kernels.size());
 }
 
 TEST(KernelTargets, CudaErrorsNameTheKernel) {

@@ -175,8 +175,7 @@ Kernel trace_conv_weight_grad(const Conv& spec, const Limits& limits) {
         const Memory x = declare_store(b, spec.value, "x", false);
         const Memory gy = declare_store(b, spec.value, "grad_out", false);
         const Meta meta = load_meta(b.input<int32_t>("meta"));
-        const Memory sh = value_type(spec.value) == Type::F64 ? Memory(b.shared<double>("sh", kGroup))
-                                                              : Memory(b.shared<float>("sh", kGroup));
+        const Memory sh = shared_of(b, value_type(spec.value), "sh", kGroup);
         const Val t = thread_id(0);
         const Val e = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = e < meta[kCvCount];
@@ -208,13 +207,7 @@ Kernel trace_conv_weight_grad(const Conv& spec, const Limits& limits) {
         });
         sh[t] = Val(acc);
         barrier();
-        for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
-          if_(t < static_cast<int>(s), [&] {
-            const Val a = sh[t], c = sh[t + static_cast<int>(s)];
-            sh[t] = a + c;
-          });
-          barrier();
-        }
+        tree_fold(sh, t, kGroup, [](Val a, Val c) { return a + c; });
         if_(valid && t == 0, [&] {
           const Val sum = sh[0];
           store_store(out, spec.value, meta[kCvYOff] + e, sum);

@@ -126,6 +126,32 @@ Memory declare_store(Builder& b, Store s, const std::string& name, bool out) {
   return Memory(0, false);
 }
 
+Memory shared_of(Builder& b, Type t, const std::string& name, uint32_t count) {
+  switch (t) {
+    case Type::F64:
+      return b.shared<double>(name, count);
+    case Type::I64:
+      return b.shared<int64_t>(name, count);
+    case Type::U32:
+      return b.shared<uint32_t>(name, count);
+    case Type::I32:
+    case Type::Bool:
+      return b.shared<int32_t>(name, count);
+    default:
+      return b.shared<float>(name, count);
+  }
+}
+
+void tree_fold(const Memory& sh, Val t, uint32_t n, Val (*fn)(Val, Val)) {
+  for (uint32_t s = n / 2; s > 0; s /= 2) {
+    if_(t < static_cast<int>(s), [&] {
+      const Val a = sh[t], b = sh[t + static_cast<int>(s)];
+      sh[t] = fn(a, b);
+    });
+    barrier();
+  }
+}
+
 Val load_store(const Memory& m, Store s, Val e) {
   if (!packed(s)) return m[e];
   const int w = width(s);

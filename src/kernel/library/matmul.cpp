@@ -66,19 +66,7 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
         std::optional<Memory> bias;
         if (spec.bias) bias = declare_store(b, st, "bias", false);
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
-        auto tile = [&](const char* name) {
-          switch (at_t) {
-            case Type::F64:
-              return Memory(b.shared<double>(name, kTile * kTile));
-            case Type::I32:
-              return Memory(b.shared<int32_t>(name, kTile * kTile));
-            case Type::I64:
-              return Memory(b.shared<int64_t>(name, kTile * kTile));
-            default:
-              return Memory(b.shared<float>(name, kTile * kTile));
-          }
-        };
-        const Memory ta = tile("ta"), tb = tile("tb");
+        const Memory ta = shared_of(b, at_t, "ta", kTile * kTile), tb = shared_of(b, at_t, "tb", kTile * kTile);
         const Val zero = Val::constant(0, at_t);
         const Val tx = thread_id(0), ty = thread_id(1);
         const Val M = meta[kM], N = meta[kN], K = meta[kK];

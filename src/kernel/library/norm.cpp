@@ -16,16 +16,7 @@ namespace {
 
 constexpr uint32_t kGroup = 128;
 
-/// Sums sh[0..kGroup) into sh[0] (every thread reaches every barrier).
-void tree_sum(const Shared<double>& sh, Val t) {
-  for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
-    if_(t < static_cast<int>(s), [&] {
-      const Val a = sh[t], b = sh[t + static_cast<int>(s)];
-      sh[t] = a + b;
-    });
-    barrier();
-  }
-}
+Val add(Val a, Val b) { return a + b; }
 
 /// The one stride of dims [from, end) of d when they are laid out as one run (size-1 dims
 /// aside; a broadcast run has stride 0): 1 for an empty run; false when they are not.
@@ -160,18 +151,8 @@ Kernel trace_norm(const Norm& spec, const Limits& limits) {
         const Val row = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = row < meta[kNmRows];
         Var xb(meta[kNmXOff]), yb(meta[kNmYOff]);
-        {
-          Var rem(select(valid, row, Val(0)));
-          const Val nk = meta[kNmKept];
-          for_(0, nk, [&](Val j) {
-            const Val d = nk - 1 - j;
-            const Val size = meta[kNmKeptShape + d];
-            const Val idx = rem % size;
-            rem = rem / size;
-            xb = xb + idx * meta[kNmKeptShape + kMaxRank + d];
-            yb = yb + idx * meta[kNmKeptShape + 2 * kMaxRank + d];
-          });
-        }
+        line_offsets(meta, select(valid, row, Val(0)), xb, yb, kNmKept, kNmKeptShape, kNmKeptShape + kMaxRank,
+                     kNmKeptShape + 2 * kMaxRank);
         const Val n = select(valid, meta[kNmN], Val(0));
         const Val sx = meta[kNmXs], sy = meta[kNmYs];
         auto load_x = [&](Val i) { return load_store(x, spec.x, xb + i * sx); };
@@ -181,7 +162,7 @@ Kernel trace_norm(const Norm& spec, const Limits& limits) {
           for_(t, n, static_cast<int>(kGroup), [&](Val i) { s = s + term(to(load_x(i), Type::F64)); });
           sh[t] = Val(s);
           barrier();
-          tree_sum(sh, t);
+          tree_fold(sh, t, kGroup, add);
           const Val total = sh[0];
           barrier();
           return total;

@@ -199,19 +199,6 @@ void group_tree(OpKind kind, bool arg, bool mx, const Memory& vals, const Shared
   }
 }
 
-Memory shared_of(Builder& b, Type t) {
-  switch (t) {
-    case Type::F32:
-      return b.shared<float>("vals", kGroup);
-    case Type::F64:
-      return b.shared<double>("vals", kGroup);
-    case Type::I32:
-      return b.shared<int32_t>("vals", kGroup);
-    default:
-      return b.shared<int64_t>("vals", kGroup);
-  }
-}
-
 }  // namespace
 
 Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
@@ -231,7 +218,7 @@ Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
           correction = b.scalar<double>("correction");
           take_root = b.scalar<int32_t>("root");
         }
-        const Memory vals = shared_of(b, at);
+        const Memory vals = shared_of(b, at, "vals", kGroup);
         const Shared<int32_t> idx = b.shared<int32_t>("idx", kGroup);
         const Val t = thread_id(0);
         const Val gid = group_id(1) * num_groups(0) + group_id(0);
@@ -293,6 +280,20 @@ std::array<uint32_t, 3> reduce_groups(int64_t nout) {
   const int64_t g = std::max<int64_t>(nout, 1);
   const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(g, 65535));
   return {gx, static_cast<uint32_t>((g + gx - 1) / gx), 1};
+}
+
+void line_offsets(const Buffer<int32_t>& meta, Val line, Var& in, Var& out, int count, int sizes, int in_strides,
+                  int out_strides) {
+  Var rem(line);
+  const Val nk = meta[count];
+  for_(0, nk, [&](Val j) {
+    const Val d = nk - 1 - j;
+    const Val size = meta[sizes + d];
+    const Val idx = rem % size;
+    rem = rem / size;
+    in = in + idx * meta[in_strides + d];
+    out = out + idx * meta[out_strides + d];
+  });
 }
 
 }  // namespace kiln::kernel::lib

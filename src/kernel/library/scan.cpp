@@ -59,16 +59,8 @@ Kernel trace_scan(const Scan& spec, const Limits& limits) {
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         const Val line = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
         if_(line < meta[kOut], [&] {
-          Var base(meta[kInOffset]), obase(meta[kOutOffset]), rem(line);
-          const Val nk = meta[kKept];
-          for_(0, nk, [&](Val j) {
-            const Val d = nk - 1 - j;
-            const Val size = meta[kKeptShape + d];
-            const Val idx = rem % size;
-            rem = rem / size;
-            base = base + idx * meta[kKeptShape + kMaxRank + d];
-            obase = obase + idx * meta[kOutStrides + d];
-          });
+          Var base(meta[kInOffset]), obase(meta[kOutOffset]);
+          line_offsets(meta, line, base, obase);
           const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
           Var acc(Val::constant(spec.kind == OpKind::CumProd ? 1 : 0, spec.acc));
           Var at(Val(-1ll));

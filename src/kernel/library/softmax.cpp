@@ -14,17 +14,6 @@ namespace {
 
 constexpr uint32_t kGroup = 128;
 
-/// Tree over sh[0..kGroup) with fn (every thread reaches every barrier).
-void tree(const Shared<float>& sh, Val t, Val (*fn)(Val, Val)) {
-  for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
-    if_(t < static_cast<int>(s), [&] {
-      const Val a = sh[t], b = sh[t + static_cast<int>(s)];
-      sh[t] = fn(a, b);
-    });
-    barrier();
-  }
-}
-
 Val nan_max(Val a, Val b) { return select(a != a, a, select(b != b || b > a, b, a)); }
 Val add(Val a, Val b) { return a + b; }
 
@@ -87,25 +76,14 @@ Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
         const Val gid = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = gid < meta[kOut];
         Var base(meta[kInOffset]), obase(meta[kOutOffset]);
-        {
-          Var rem(select(valid, gid, Val(0)));
-          const Val nk = meta[kKept];
-          for_(0, nk, [&](Val j) {
-            const Val d = nk - 1 - j;
-            const Val size = meta[kKeptShape + d];
-            const Val idx = rem % size;
-            rem = rem / size;
-            base = base + idx * meta[kKeptShape + kMaxRank + d];
-            obase = obase + idx * meta[kOutStrides + d];
-          });
-        }
+        line_offsets(meta, select(valid, gid, Val(0)), base, obase);
         const Val L = select(valid, meta[kRed], Val(0));
         const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
         Var m(-std::numeric_limits<float>::infinity());
         for_(t, L, static_cast<int>(kGroup), [&](Val i) { m = nan_max(m, in[base + i * sx]); });
         sh[t] = Val(m);
         barrier();
-        tree(sh, t, nan_max);
+        tree_fold(sh, t, kGroup, nan_max);
         const Val mx = sh[0];
         barrier();
         Var s(0.0f);
@@ -115,7 +93,7 @@ Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
         });
         sh[t] = Val(s);
         barrier();
-        tree(sh, t, add);
+        tree_fold(sh, t, kGroup, add);
         const Val sum = sh[0];
         for_(t, L, static_cast<int>(kGroup), [&](Val i) {
           const Val x = in[base + i * sx];

@@ -12,22 +12,6 @@
 namespace kiln::kernel::lib {
 namespace {
 
-/// The shared array of P keys of type t (Bool keys are held as I32).
-Memory shared_keys(Builder& b, Type t, uint32_t n) {
-  switch (t) {
-    case Type::F32:
-      return b.shared<float>("keys", n);
-    case Type::F64:
-      return b.shared<double>("keys", n);
-    case Type::I64:
-      return b.shared<int64_t>("keys", n);
-    case Type::U32:
-      return b.shared<uint32_t>("keys", n);
-    default:
-      return b.shared<int32_t>("keys", n);
-  }
-}
-
 /// Whether (ka, ia) comes before (kb, ib): indices from `len` on are padding, after every
 /// element; keys in order (NaN largest), equal keys by index.
 Val before(Val ka, Val ia, Val kb, Val ib, Val len, bool descending) {
@@ -75,24 +59,13 @@ Kernel trace_sort(const Sort& spec, const Limits& limits) {
         const Memory in = declare_store(b, spec.value, "in", false);
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         const Type vt = value_type(spec.value), kt = vt == Type::Bool ? Type::I32 : vt;
-        const Memory keys = shared_keys(b, kt, P);
+        const Memory keys = shared_of(b, kt, "keys", P);
         const Shared<int32_t> ids = b.shared<int32_t>("ids", P);
         const Val t = thread_id(0);
         const Val line = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = line < meta[kOut];
         Var base(meta[kInOffset]), obase(meta[kOutOffset]);
-        {
-          Var rem(select(valid, line, Val(0)));
-          const Val nk = meta[kKept];
-          for_(0, nk, [&](Val j) {
-            const Val d = nk - 1 - j;
-            const Val size = meta[kKeptShape + d];
-            const Val idx = rem % size;
-            rem = rem / size;
-            base = base + idx * meta[kKeptShape + kMaxRank + d];
-            obase = obase + idx * meta[kOutStrides + d];
-          });
-        }
+        line_offsets(meta, select(valid, line, Val(0)), base, obase);
         const Val len = select(valid, meta[kRed], Val(0));
         const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
         const int g = static_cast<int>(G);
