@@ -33,6 +33,8 @@ std::optional<Store> storage_of(DType t, bool copy) {
       return copy ? Store::U16 : Store::BF16;
     case DType::U32:  // copies move 4-byte words as i32 does
       return copy ? Store::I32 : Store::U32;
+    case DType::U16:  // values zero-extended to u32, as u8's
+      return Store::U16;
     default:
       break;
   }
@@ -52,7 +54,7 @@ std::optional<Store> storage_of(DType t, bool copy) {
 }
 
 std::optional<Store> value_storage_of(DType t) {
-  if (t == DType::U8 || t == DType::I8 || t == DType::I16) return std::nullopt;
+  if (t == DType::U8 || t == DType::I8 || t == DType::I16 || t == DType::U16) return std::nullopt;
   return storage_of(t, false);
 }
 
@@ -227,7 +229,7 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
         const bool fill = arity == 0 && !spec.with_index;
         if (spec.output == Store::I64 && fill) reals[spec.reals] = b.scalar<int64_t>("v");
         if ((spec.output == Store::I32 || spec.output == Store::B8 || spec.output == Store::I8 ||
-             spec.output == Store::I16 || spec.output == Store::U8) &&
+             spec.output == Store::I16 || spec.output == Store::U8 || spec.output == Store::U16) &&
             fill)
           reals[spec.reals] = b.scalar<int32_t>("v");
         if (spec.output == Store::U32 && fill) reals[spec.reals] = b.scalar<uint32_t>("v");

@@ -466,7 +466,7 @@ Fn cast_fn(Store from, Store to) {
   if (from == Store::B8)
     return [t](const Val* x, const Val*) { return select(x[0], Val::constant(1, t), Val::constant(0, t)); };
   // A float to a small integer goes through i32 (then wraps), as the CPU's conversion does
-  const bool small = to == Store::U8 || to == Store::I8 || to == Store::I16;
+  const bool small = to == Store::U8 || to == Store::I8 || to == Store::I16 || to == Store::U16;
   return [t, small](const Val* x, const Val*) {
     const Val v = small && is_float(x[0].type) ? cast(x[0], Type::I32) : x[0];
     return v.type == t ? v : cast(v, t);
@@ -571,7 +571,7 @@ std::optional<Elementwise> arange_of(const kiln::ir::Op& op, Store out) {
 
 /// Fill: the value from the push constants (f32 as a real, integers and bool exactly).
 std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
-  if (out == Store::X64 || out == Store::U16) return std::nullopt;
+  if (out == Store::X64) return std::nullopt;
   const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
   Elementwise e;
   e.output = out;
@@ -594,6 +594,7 @@ std::optional<Elementwise> fill_of(const kiln::ir::Op& op, Store out) {
     case Store::I8:
     case Store::I16:
     case Store::U8:
+    case Store::U16:
     case Store::U32:  // the low 32 bits (the store keeps the low 8 or 16)
       e.push = {Arg(static_cast<int32_t>(static_cast<uint32_t>(iv)))};
       e.fn = [](const Val*, const Val* r) { return r[0]; };

@@ -22,7 +22,8 @@ namespace {
 /// The storage of a pool's values: floats; i32 and i64 with `ints`; the 1- and 2-byte integers
 /// with `small` (max pools).
 std::optional<Store> pool_store(DType t, bool ints, bool small) {
-  if (t == DType::U8 || t == DType::I8 || t == DType::I16) return small ? storage_of(t, false) : std::nullopt;
+  if (t == DType::U8 || t == DType::I8 || t == DType::I16 || t == DType::U16)
+    return small ? storage_of(t, false) : std::nullopt;
   if (t == DType::Bool || ((t == DType::I32 || t == DType::I64) && !ints)) return std::nullopt;
   return value_storage_of(t);
 }
