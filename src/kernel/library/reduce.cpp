@@ -94,7 +94,8 @@ void decode(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var* 
 std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
   if (op.inputs.size() != 1 || op.outputs.size() != 1) return std::nullopt;
   const DType it = op.inputs[0].dtype, ot = op.outputs[0].dtype;
-  const std::optional<Store> si = value_storage_of(it), so = value_storage_of(ot);
+  // 1- and 2-byte integers and bool too: compared and summed in i64, stored with their low bits
+  const std::optional<Store> si = storage_of(it, false), so = storage_of(ot, false);
   if (!si || !so) return std::nullopt;
   const bool fin = *si == Store::F32 || *si == Store::F64 || *si == Store::F16 || *si == Store::BF16;
   Reduce r;
@@ -117,7 +118,6 @@ std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
     case OpKind::Min:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
-      if (*si == Store::B8) return std::nullopt;
       if (ot != ((op.kind == OpKind::Max || op.kind == OpKind::Min) ? it : DType::I64)) return std::nullopt;
       r.acc = acc_of(*si);
       break;

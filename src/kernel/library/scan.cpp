@@ -26,7 +26,8 @@ std::optional<Scan> scan_of(const kiln::ir::Op& op) {
   if (k != OpKind::CumSum && k != OpKind::CumProd && k != OpKind::CumMax && k != OpKind::CumMin) return std::nullopt;
   if (op.inputs.size() != 1) return std::nullopt;
   const auto &x = op.inputs[0], &o = op.outputs[0];
-  const std::optional<Store> si = value_storage_of(x.dtype), so = value_storage_of(o.dtype);
+  // 1- and 2-byte integers too: their sums and products wrap to the same low bits in i64
+  const std::optional<Store> si = storage_of(x.dtype, false), so = storage_of(o.dtype, false);
   if (!si || !so || x.shape != o.shape) return std::nullopt;
   Scan s;
   s.kind = k;
