@@ -341,6 +341,21 @@ Fn unary_to_bool(OpKind kind, bool floating) {
   }
 }
 
+/// A shift of values `bits` wide (0: the value type's width) as the CPU's: a count outside
+/// [0, bits) gives 0, or -1 for a negative value shifted right; the count a target shifts by
+/// stays in range. 1- and 2-byte integers shift in 32 bits and keep their low bits.
+Fn shift_fn(bool left, int bits) {
+  return [left, bits](const Val* x, const Val*) {
+    const int w = bits ? bits : x[0].type == Type::I64 ? 64 : 32;
+    const Val zero = zero_of(x[0]), width = Val::constant(w, x[0].type);
+    const Val ok = !(x[1] < zero) && x[1] < width;
+    const Val n = select(ok, x[1], zero);
+    if (left) return select(ok, x[0] << n, zero);
+    const Val out = select(x[0] < zero, Val::constant(-1, x[0].type), zero);
+    return select(ok, x[0] >> n, out);
+  };
+}
+
 /// Binary arithmetic of one numeric type.
 Fn binary_arith(OpKind kind, bool floating) {
   switch (kind) {
@@ -416,18 +431,9 @@ Fn binary_arith(OpKind kind, bool floating) {
     // As the CPU (PyTorch): a count outside [0, width) gives 0, or -1 for a negative value
     // shifted right; the count a target shifts by stays in range.
     case OpKind::ShiftLeft:
-    case OpKind::ShiftRight: {
+    case OpKind::ShiftRight:
       if (floating) return nullptr;
-      const bool left = kind == OpKind::ShiftLeft;
-      return [left](const Val* x, const Val*) {
-        const Val zero = zero_of(x[0]), width = Val::constant(x[0].type == Type::I64 ? 64 : 32, x[0].type);
-        const Val ok = !(x[1] < zero) && x[1] < width;
-        const Val n = select(ok, x[1], zero);
-        if (left) return select(ok, x[0] << n, zero);
-        const Val out = select(x[0] < zero, Val::constant(-1, x[0].type), zero);
-        return select(ok, x[0] >> n, out);
-      };
-    }
+      return shift_fn(kind == OpKind::ShiftLeft, 0);
     default:
       return nullptr;
   }
@@ -497,8 +503,8 @@ std::optional<Elementwise> nan_to_num_of(const kiln::ir::Op& op, Elementwise e, 
 }
 
 /// Whether op, on 1- and 2-byte integers computed in 32 bits, gives the CPU's result once
-/// truncated to the storage (wrapping arithmetic, comparisons, bitwise and logical ops; not
-/// shifts, whose counts depend on the width, nor clamp, whose bounds may leave the type).
+/// truncated to the storage (wrapping arithmetic, comparisons, bitwise and logical ops, shifts
+/// with the storage's width, clamp).
 bool small_int_op(OpKind k) {
   switch (k) {
     case OpKind::Add:
@@ -522,6 +528,9 @@ bool small_int_op(OpKind k) {
     case OpKind::BitwiseOr:
     case OpKind::BitwiseXor:
     case OpKind::BitwiseNot:
+    case OpKind::ShiftLeft:  // with the storage's width (spec_of)
+    case OpKind::ShiftRight:
+    case OpKind::Clamp:  // compared in f64, the result's low bits kept
     case OpKind::Maximum:
     case OpKind::Minimum:
     case OpKind::Fmax:
@@ -698,6 +707,8 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     } else if (!(wide && computes_in_f64(op.kind))) {
       e.fn = binary_arith(op.kind, floating);
       e.needs_f64 = floating && computes_in_f64(op.kind);
+      if ((op.kind == OpKind::ShiftLeft || op.kind == OpKind::ShiftRight) && small(in0))
+        e.fn = shift_fn(op.kind == OpKind::ShiftLeft, in0 == Store::U8 || in0 == Store::I8 ? 8 : 16);
     }
   } else if (op.kind == OpKind::Where && e.inputs.size() == 3) {
     if (e.inputs[0] != Store::B8 || e.inputs[1] != *out || e.inputs[2] != *out) return std::nullopt;
