@@ -62,6 +62,7 @@ enum : int {
 /// creation ops a value of the output's type when `fill`.
 struct Elementwise {
   std::string name;              ///< the kernel's name (unique per function and storages)
+  std::string tag;               ///< added to the name where attributes change the function
   std::vector<Store> inputs;     ///< storage of each input
   Store output = Store::F32;     ///< storage of the output
   int reals = 0;                 ///< push constants of real_type (op attributes)

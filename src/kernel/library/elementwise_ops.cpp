@@ -4,6 +4,7 @@
 // function follows the CPU backend's definition (src/backends/cpu/unary.cpp, binary.cpp),
 // including NaN handling. Ops whose GPU built-ins miss the CPU's accuracy are not here.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "ir/attrs.h"
@@ -209,6 +210,37 @@ Fn unary_math(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& p
   }
 }
 
+/// Round half to even of a float value: from floor(x) and the exact x - floor(x); |x| >= 2^23
+/// (2^52 for f64) is an integer already, and so are inf and NaN. Zero keeps x's sign.
+Val round_half_even(Val x) {
+  const double big = x.type == Type::F64 ? 4503599627370496.0 : 8388608.0;
+  const Val r = floor(x), d = x - r;
+  const Val even = floor(r * 0.5) * 2.0 == r;
+  const Val up = d > 0.5 || (d == 0.5 && !even);
+  const Val v = select(up, r + 1.0, r);
+  const Val sv = select(v == 0.0, x * 0.0, v);
+  return select(abs(x) < big, sv, x);
+}
+
+/// Round with decimals as the CPU's: x times (or divided by) 10^|decimals| in f64, rounded half
+/// to even, divided back, rounded once to the value's type (the device needs f64).
+std::optional<Elementwise> round_decimals_of(const kiln::ir::Op& op, Elementwise e) {
+  const int64_t d = kiln::ir::UnaryAttrs::decode(op).decimals;
+  e.reals = 1;
+  e.real_types = {Type::F64};
+  e.push = {Arg(std::pow(10.0, static_cast<double>(d < 0 ? -d : d)))};
+  e.needs_f64 = true;
+  const bool up = d > 0;
+  e.tag = up ? "_decimals" : "_tens";
+  e.fn = [up](const Val* x, const Val* r) {
+    const Val v = cast(x[0], Type::F64);
+    const Val n = round_half_even(up ? v * r[0] : v / r[0]);
+    const Val out = up ? n / r[0] : n * r[0];
+    return x[0].type == Type::F64 ? out : cast(out, x[0].type);
+  };
+  return e;
+}
+
 /// Unary functions on a float value (f32, or f64 when `wide`).
 Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& push) {
   switch (op.kind) {
@@ -227,16 +259,8 @@ Fn unary_float(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& 
     case OpKind::Round: {
       // Round half to even (decimals 0): from floor(x) and the exact x - floor(x); |x| >= 2^23
       // (2^52 for f64) is an integer already, and so are inf and NaN. Zero keeps x's sign.
-      if (kiln::ir::UnaryAttrs::decode(op).decimals != 0) return nullptr;
-      const double big = wide ? 4503599627370496.0 : 8388608.0;
-      return [big](const Val* x, const Val*) {
-        const Val r = floor(x[0]), d = x[0] - r;
-        const Val even = floor(r * 0.5f) * 2.0f == r;
-        const Val up = d > 0.5f || (d == 0.5f && !even);
-        const Val v = select(up, r + 1.0f, r);
-        const Val sv = select(v == 0.0f, x[0] * 0.0f, v);
-        return select(abs(x[0]) < big, sv, x[0]);
-      };
+      if (kiln::ir::UnaryAttrs::decode(op).decimals != 0) return nullptr;  // round_decimals_of
+      return [](const Val* x, const Val*) { return round_half_even(x[0]); };
     }
     case OpKind::Floor:
       return [](const Val* x, const Val*) { return floor(x[0]); };
@@ -691,6 +715,8 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
       return e;
     }
     if (op.kind == OpKind::NanToNum) return nan_to_num_of(op, std::move(e), in0);
+    if (op.kind == OpKind::Round && floating && kiln::ir::UnaryAttrs::decode(op).decimals != 0)
+      return round_decimals_of(op, std::move(e));
     e.fn = floating ? unary_float(op, wide, e.reals, e.push) : in0 == Store::B8 ? nullptr : unary_int(op.kind);
     e.needs_f64 = floating && computes_in_f64(op.kind);
     if (!floating && !op.attrs.reals.empty()) return std::nullopt;
@@ -732,7 +758,7 @@ std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op) {
   if (!e) return e;
   e->name = std::string(kiln::ir::op_name(op.kind));
   for (Store s : e->inputs) e->name += std::string("_") + store_name(s);
-  e->name += std::string("_to_") + store_name(e->output);
+  e->name += std::string("_to_") + store_name(e->output) + e->tag;
   if (op.kind == OpKind::Copy) e->name = std::string("copy_") + store_name(e->output);
   return e;
 }
