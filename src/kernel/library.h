@@ -121,6 +121,8 @@ Val trig_f32(kiln::ir::OpKind kind, Val x);
 /// it): within 1 ulp of the correctly rounded value.
 Val inverse_trig_f32(kiln::ir::OpKind kind, Val x);
 Val atan2_f32(Val y, Val x);
+/// erfinv of an F32 value as the CPU's, through f64 (the device needs f64).
+Val erfinv_f32(Val y);
 /// fmod, Python's remainder and floor division of F32 values as the CPU's (fmod exact; the
 /// device needs f64).
 Val fmod_f32(Val x, Val y);

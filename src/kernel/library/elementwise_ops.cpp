@@ -80,6 +80,7 @@ bool computes_in_f64(OpKind k) {
     case OpKind::Sin:
     case OpKind::Cos:
     case OpKind::Tan:
+    case OpKind::Erfinv:
     case OpKind::Asin:
     case OpKind::Acos:
     case OpKind::Atan:
@@ -178,6 +179,9 @@ Fn unary_math(const kiln::ir::Op& op, bool wide, int& reals, std::vector<Arg>& p
         return select(bx > r[1], x[0], via_f64(OpKind::Log1p, exp_f32(bx)) / r[0]);
       };
     }
+    case OpKind::Erfinv:
+      if (wide) return nullptr;
+      return [](const Val* x, const Val*) { return erfinv_f32(x[0]); };
     case OpKind::Erf:
       if (wide) return nullptr;
       return [](const Val* x, const Val*) { return erf_f32(x[0]); };
