@@ -97,6 +97,12 @@ void check_on_host(Context& ctx, const ir::Op& op, const lib::HostCheck& c, cons
       case DType::I16:
         v = *reinterpret_cast<const int16_t*>(at);
         break;
+      case DType::U16:
+        v = *reinterpret_cast<const uint16_t*>(at);
+        break;
+      case DType::U64:
+        v = static_cast<double>(*reinterpret_cast<const uint64_t*>(at));
+        break;
       case DType::I8:
         v = *reinterpret_cast<const int8_t*>(at);
         break;
@@ -113,9 +119,11 @@ void check_on_host(Context& ctx, const ir::Op& op, const lib::HostCheck& c, cons
       case DType::BF16:
         v = static_cast<float>(*reinterpret_cast<const BFloat16*>(at));
         break;
-      default:
+      case DType::F32:
         v = *reinterpret_cast<const float*>(at);
         break;
+      default:
+        KILN_CHECK(false, ir::op_name(op.kind).data(), "no host check for dtype " << dtype_name(d.dtype).data());
     }
     if (c.nonzero ? v == 0 : !(v >= c.lo && (integer ? v < c.hi : v <= c.hi))) c.fail(v);
   });
