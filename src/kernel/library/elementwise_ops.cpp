@@ -585,8 +585,7 @@ bool small_int_op(OpKind k) {
 
 /// Arange: start + i * step, computed in f64 as the CPU does (integers: in i64, wrapping).
 std::optional<Elementwise> arange_of(const kiln::ir::Op& op, Store out) {
-  if (out != Store::F32 && out != Store::F64 && out != Store::I32 && out != Store::I64 && out != Store::U32)
-    return std::nullopt;
+  if (out == Store::B8 || out == Store::X64) return std::nullopt;  // f16, bf16: rounded; small integers: wrapped
   const kiln::ir::CreationAttrs c = kiln::ir::CreationAttrs::decode(op);
   Elementwise e;
   e.output = out;
@@ -728,12 +727,23 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     if (e.inputs[1] != in0) return std::nullopt;
     const bool ordered =
         op.kind == OpKind::Lt || op.kind == OpKind::Le || op.kind == OpKind::Gt || op.kind == OpKind::Ge;
-    if (*out == Store::B8 && !(ordered && in0 == Store::B8) && (e.fn = binary_to_bool(op.kind))) return e;
+    if (*out == Store::B8 && ordered && in0 == Store::B8) {  // bools ordered as 0 < 1
+      const OpKind k = op.kind;
+      e.fn = [k](const Val* x, const Val*) {
+        const Val a = select(x[0], Val(1), Val(0)), b = select(x[1], Val(1), Val(0));
+        return k == OpKind::Lt ? a < b : k == OpKind::Le ? a <= b : k == OpKind::Gt ? a > b : a >= b;
+      };
+      return e;
+    }
+    if (*out == Store::B8 && (e.fn = binary_to_bool(op.kind))) return e;
     if (*out != in0) return std::nullopt;
-    if (in0 == Store::B8) {  // bitwise ops on bools
-      if (op.kind == OpKind::BitwiseAnd) e.fn = [](const Val* x, const Val*) { return x[0] && x[1]; };
-      if (op.kind == OpKind::BitwiseOr) e.fn = [](const Val* x, const Val*) { return x[0] || x[1]; };
-      if (op.kind == OpKind::BitwiseXor) e.fn = [](const Val* x, const Val*) { return x[0] != x[1]; };
+    if (in0 == Store::B8) {  // bitwise ops on bools; +, max as or, *, min as and, as the CPU's
+      const OpKind k = op.kind;
+      if (k == OpKind::BitwiseAnd || k == OpKind::Mul || k == OpKind::Minimum)
+        e.fn = [](const Val* x, const Val*) { return x[0] && x[1]; };
+      if (k == OpKind::BitwiseOr || k == OpKind::Add || k == OpKind::Maximum)
+        e.fn = [](const Val* x, const Val*) { return x[0] || x[1]; };
+      if (k == OpKind::BitwiseXor) e.fn = [](const Val* x, const Val*) { return x[0] != x[1]; };
     } else if (!(wide && computes_in_f64(op.kind))) {
       e.fn = binary_arith(op.kind, floating);
       e.needs_f64 = floating && computes_in_f64(op.kind);
@@ -744,7 +754,7 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
     if (e.inputs[0] != Store::B8 || e.inputs[1] != *out || e.inputs[2] != *out) return std::nullopt;
     e.fn = [](const Val* x, const Val*) { return select(x[0], x[1], x[2]); };
   } else if (op.kind == OpKind::Lerp && e.inputs.size() == 3 && floating) {
-    if (e.inputs[1] != *out || e.inputs[2] != *out || *out != Store::F32) return std::nullopt;
+    if (e.inputs[1] != *out || e.inputs[2] != *out || value_type(*out) != Type::F32) return std::nullopt;
     // As the CPU: from the nearer end, so that weight 0 and 1 give start and end exactly.
     e.fn = [](const Val* x, const Val*) {
       const Val d = x[1] - x[0];
