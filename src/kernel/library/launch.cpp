@@ -42,9 +42,10 @@ std::optional<Launch> reduce_launch(const kiln::ir::Op& op, bool float64) {
   if (!s || (s->acc == Type::F64 && !float64)) return std::nullopt;
   Launch l = launch(*s, trace_reduce, kReduceMetaInts);
   if (!reduce_meta(op, l.meta.data())) return std::nullopt;
-  // max, min and their arg forms have no value over an empty range (the CPU says so)
+  // max, min and their arg forms have no value over an empty range (the CPU says so); var and
+  // std of nothing are NaN, from 0 / 0 in f64, as on the CPU
   const bool total = op.kind == OpKind::Sum || op.kind == OpKind::Mean || op.kind == OpKind::Prod ||
-                     op.kind == OpKind::Any || op.kind == OpKind::All;
+                     op.kind == OpKind::Any || op.kind == OpKind::All || op.kind == OpKind::Var;
   if (l.meta[kRed] == 0 && !total) return std::nullopt;
   l.push = s->push;
   l.inputs = 1;
