@@ -3,9 +3,11 @@
 // slice of the output (the elementwise copy kernel), and Pad in every mode, one thread per
 // output element mapping its coordinates back to the input's.
 #include <algorithm>
+#include <cstring>
 
 #include "ir/attrs.h"
 #include "kernel/library.h"
+#include "kiln/half.h"
 
 namespace kiln::kernel::lib {
 
@@ -37,19 +39,69 @@ std::vector<kiln::ir::Op> cat_pieces(const kiln::ir::Op& op) {
   return pieces;
 }
 
+namespace {
+
+/// The bits of v converted to dtype t as the CPU's pad converts it (static_cast; bool: nonzero;
+/// f16 and bf16 through float), zero-extended.
+uint64_t constant_bits(DType t, double v) {
+  auto bits = [](auto x) {
+    uint64_t b = 0;
+    std::memcpy(&b, &x, sizeof(x));
+    return b;
+  };
+  switch (t) {
+    case DType::F64:
+      return bits(v);
+    case DType::F32:
+      return bits(static_cast<float>(v));
+    case DType::F16:
+      return bits(Half(static_cast<float>(v)));
+    case DType::BF16:
+      return bits(BFloat16(static_cast<float>(v)));
+    case DType::Bool:
+      return v != 0;
+    case DType::I8:
+      return bits(static_cast<int8_t>(v));
+    case DType::I16:
+      return bits(static_cast<int16_t>(v));
+    case DType::I32:
+      return bits(static_cast<int32_t>(v));
+    case DType::U8:
+      return bits(static_cast<uint8_t>(v));
+    case DType::U16:
+      return bits(static_cast<uint16_t>(v));
+    case DType::U32:
+      return bits(static_cast<uint32_t>(v));
+    case DType::U64:
+      return bits(static_cast<uint64_t>(v));
+    default:
+      return bits(static_cast<int64_t>(v));
+  }
+}
+
+}  // namespace
+
 std::optional<Pad> pad_of(const kiln::ir::Op& op) {
   if (op.kind != OpKind::Pad || op.inputs.size() != 1 || op.outputs.size() != 1) return std::nullopt;
   const kiln::ir::PadAttrs a = kiln::ir::PadAttrs::decode(op);
   const bool constant = a.mode == kiln::ir::PadAttrs::kConstant;
   if (a.mode < kiln::ir::PadAttrs::kConstant || a.mode > kiln::ir::PadAttrs::kCircular) return std::nullopt;
   const DType t = op.outputs[0].dtype;
-  // the constant value converts like the CPU's only for floats; other modes move bits
-  const std::optional<Store> s = storage_of(t, !constant);
-  if (!s || (constant && *s != Store::F32 && *s != Store::F64)) return std::nullopt;
+  // every mode moves bits; the constant is converted on the host as the CPU converts it
+  const std::optional<Store> s = storage_of(t, true);
+  if (!s) return std::nullopt;
   Pad p;
   p.value = *s;
   p.mode = static_cast<int>(a.mode);
-  if (constant) p.push = {*s == Store::F64 ? Arg(a.value) : Arg(static_cast<float>(a.value))};
+  if (constant) {
+    const uint64_t b = constant_bits(t, a.value);
+    if (*s == Store::F32)
+      p.push = {Arg(static_cast<float>(a.value))};
+    else if (*s == Store::X64)
+      p.push = {Arg(static_cast<int64_t>(b))};
+    else
+      p.push = {Arg(static_cast<int32_t>(static_cast<uint32_t>(b)))};
+  }
   p.name = "pad_" + std::to_string(p.mode) + "_" + store_name(*s);
   return p;
 }
@@ -89,7 +141,13 @@ Kernel trace_pad(const Pad& spec, const Limits& limits) {
         const Memory x = declare_store(b, spec.value, "x", false);
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         Val fill;
-        if (!spec.push.empty()) fill = spec.value == Store::F64 ? b.scalar<double>("value") : b.scalar<float>("value");
+        if (!spec.push.empty()) {  // the constant's bits in the storage's type
+          const Type ft = value_type(spec.value);
+          fill = ft == Type::F32   ? b.scalar<float>("value")
+                 : ft == Type::I64 ? b.scalar<int64_t>("value")
+                 : ft == Type::U32 ? b.scalar<uint32_t>("value")
+                                   : b.scalar<int32_t>("value");
+        }
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
         if_(i < meta[kPdCount], [&] {
           const Val rank = meta[kPdRank];
