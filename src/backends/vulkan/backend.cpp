@@ -36,7 +36,7 @@ class VulkanBackend final : public Backend {
   }
   bool supports(const ir::Op& op) override { return kernels_.supports(op); }
   void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {
-    KILN_CHECK(kernels_.supports(op), "vulkan", "op " << ir::op_name(op.kind) << " has no Vulkan kernel");
+    // an op without a kernel is refused by Kernels::run (its launch), not asked again here
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
     SmallVec<Buf*, 4> bi, bo;
     for (size_t i = 0; i < op.inputs.size(); ++i) bi.push_back(buf(in[i]));

@@ -148,6 +148,7 @@ const k::Kernel& Kernels::get(const std::string& name, const std::function<k::Ke
 void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
   if (op.kind == OpKind::Cat) {  // one copy per input (moving bits: no f64 arithmetic)
     const std::vector<ir::Op> pieces = lib::cat_pieces(op);
+    KILN_CHECK(!pieces.empty(), "Cat", "no Vulkan kernel");
     for (size_t q = 0; q < pieces.size(); ++q) launch(ctx, pieces[q], lib::launch_of(pieces[q], true), in + q, out);
     return;
   }
