@@ -54,6 +54,12 @@ class Executor {
   /// Whether op, a Sum / Mean over the leading dims of its input, can be a stage of a row
   /// pipeline; `width` is then the elements of each row it reduces over.
   virtual bool column_reduction(const ir::Op& op, int64_t& width) const = 0;
+  /// Whether an op with small results (fusion::small_limit) runs at once instead of queued:
+  /// on the CPU it costs less than planning; on a GPU every kernel saved counts.
+  virtual bool small_ops_alone() const { return true; }
+  /// Whether groups may be planned as row pipelines (run_pipeline); false: each group runs
+  /// alone through run_group, its row op closing it as a tail.
+  virtual bool row_pipelines() const { return true; }
   /// Runs one op on the memory of its buffers (an op that is not part of a fused group).
   virtual void run_op(const ir::Op& op, void* const* in, void* const* out) = 0;
   /// Runs a planned group over its elements, alone or as a product's epilogue.

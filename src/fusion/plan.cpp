@@ -392,7 +392,7 @@ struct GroupPlan {
       if (debug_on() && posts)
         dbg("    " + std::to_string(posts) + " scalar op(s) run inside the op before (post steps)");
     }
-    if (debug_on() && !prog.ok) dbg("    (runs op by op: a step or load has no program form)");
+    if (debug_on() && !prog.ok) dbg("    (no program form: the executor runs the steps its own way)");
   }
 };
 

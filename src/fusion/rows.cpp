@@ -127,6 +127,7 @@ bool overwrites(const Rec& r, const Touched& t) {
 /// position of `order` not consumed; 0 when it does not apply (nothing ran).
 size_t FusionBackend::try_row_pipeline(const std::vector<Rec>& s, const std::vector<size_t>& order, size_t head,
                                        const Group* first, size_t end) {
+  if (!exec_->row_pipelines()) return 0;
   std::vector<Stage> stages(1);
   Shape S;
   int64_t k = 0;

@@ -146,6 +146,8 @@ void tree_fold(const Memory& sh, Val t, uint32_t n, Val (*fn)(Val, Val));
 Val load_store(const Memory& m, Store s, Val e);
 /// Stores v as element e of m.
 void store_store(const Memory& m, Store s, Val e, Val v);
+/// Value v as storing it in s and loading it back gives it (f16 rounding, integer wrapping).
+Val round_trip(Store s, Val v);
 
 /// A reduction over any dims of a strided input: Sum, Mean, Prod on f32 and f64 (and Sum, Prod
 /// of i32, i64 and bool into i64, or i32 into i32, accumulated in i64); Max, Min, ArgMax,
@@ -494,5 +496,31 @@ struct Launch {
 /// The launch of op on a device with or without f64 arithmetic (float64), or nothing when the
 /// library has no kernel for it there. Cat is several launches (cat_pieces).
 std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64);
+
+/// An operand of a fused elementwise kernel: element i of the kernel's range is read at
+/// desc.offset + i (Identity), at desc.offset (Scalar), or at desc.offset plus i unravelled
+/// over `shape` dotted with `strides` (Gather: a broadcast or strided view).
+struct FusedLoad {
+  enum Kind : uint8_t { Identity, Scalar, Gather };
+  Kind kind = Identity;
+  kiln::ir::TensorDesc desc;
+  Shape shape;
+  Strides strides;
+};
+/// A step of a fused elementwise kernel: an elementwise op (elementwise_of) whose input q comes
+/// from src[q] (>= 0: that earlier step's value; < 0: load -1 - src[q]); a stored step writes its
+/// value at its output's offset + i.
+struct FusedStep {
+  const kiln::ir::Op* op = nullptr;
+  std::vector<int> src;
+  bool stored = false;
+};
+/// One kernel for a chain of elementwise ops over `count` elements (a group of the fusion
+/// planner): each op's function is the one its own kernel computes, so the values are those of
+/// the ops run one by one. Buffers: the stored steps' outputs in step order, then the loads.
+/// Nothing when a step has no elementwise kernel here (or needs f64 the device lacks), or an
+/// index leaves int32.
+std::optional<Launch> fused_launch(const std::vector<FusedLoad>& loads, const std::vector<FusedStep>& steps,
+                                   int64_t count, bool float64);
 
 }  // namespace kiln::kernel::lib

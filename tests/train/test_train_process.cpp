@@ -125,6 +125,8 @@ void exec_child(const std::string& dir, const std::string& step_ms, bool dash) {
     setenv("TERM", "xterm", 1);
   }
   setenv("KILN_NUM_THREADS", "1", 1);
+  unsetenv("GTEST_TOTAL_SHARDS");  // the child runs its one test, whatever shard runs this one
+  unsetenv("GTEST_SHARD_INDEX");
   const char* args[] = {"kiln_tests", "--gtest_filter=TrainChild.DISABLED_Run", "--gtest_also_run_disabled_tests",
                         nullptr};
   execv("/proc/self/exe", const_cast<char* const*>(args));

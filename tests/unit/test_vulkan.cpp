@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <kiln/capture.h>
 #include <kiln/kiln.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -151,6 +154,39 @@ TEST(Vulkan, MemoryStatsCountBuffers) {
     EXPECT_EQ(memory_stats(vk).in_use - before, 256 * 256 * 4);
   }
   EXPECT_EQ(memory_stats(vk).in_use, before);
+}
+
+TEST(Vulkan, AForkedChildIsRefusedTheParentsDeviceAndExits) {
+  // The driver's threads do not survive a fork: the child's use of the device is an error that
+  // names the fork, and its exit does not wait for them (it used to hang in the exit handler).
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan();
+  const Tensor x = randn({64});
+  const Tensor y = x.to(vk) * 2.0f;  // queued, not yet run
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int refused = 0;
+    for (const auto& use : std::vector<std::function<void()>>{[&] { (void)(y + 1.0f).to(Device::cpu()); },
+                                                              [&] { (void)y.to(Device::cpu()); },
+                                                              [&] { (void)zeros({4}).to(Device::vulkan()); }}) {
+      try {
+        use();
+      } catch (const Error& e) {
+        refused += std::string(e.what()).find("forked") != std::string::npos;
+      }
+    }
+    std::exit(refused == 3 ? 0 : 1);  // the exit handlers run
+  }
+  int status = -1;
+  for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(100000);
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child did not exit within 60 s";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_TRUE(y.to(Device::cpu()).equal(x * 2.0f));  // the parent's device is untouched
 }
 
 TEST(Vulkan, ComparisonsWhereCastsAndReductionsRunNatively) {

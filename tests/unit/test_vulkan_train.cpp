@@ -76,6 +76,12 @@ TEST(VulkanTrain, MlpLossesMatchTheCpu) {
   std::printf("vulkan MLP, 20 steps: %lld dispatches, %lld submits, %lld ops fell back:%s\n",
               static_cast<long long>(s1.dispatches - s0.dispatches), static_cast<long long>(s1.submits - s0.submits),
               static_cast<long long>(fell), kinds.c_str());
+  // With fusion: fewer kernels, each op's value as its own kernel gives it, so the same losses.
+  const std::vector<double> vkf = train(Device::vulkan().fusion().autodiff(), xs, ys);
+  const vulkan::Stats s2 = ctx.stats();
+  EXPECT_EQ(vkf, vk);
+  EXPECT_LT(s2.dispatches - s1.dispatches, s1.dispatches - s0.dispatches);
+  std::printf("the same with fusion: %lld dispatches\n", static_cast<long long>(s2.dispatches - s1.dispatches));
 }
 
 namespace {

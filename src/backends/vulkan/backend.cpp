@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/vulkan/context.h"
+#include "backends/vulkan/fusion.h"
 #include "backends/vulkan/kernels.h"
 #include "kiln/error.h"
 #include "kiln/small_vector.h"
@@ -35,6 +36,7 @@ class VulkanBackend final : public Backend {
     ctx_.release(static_cast<Buf*>(data));
   }
   bool supports(const ir::Op& op) override { return kernels_.supports(op); }
+  fusion::Executor* fusion_executor() override { return &fusion_; }
   void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {
     // an op without a kernel is refused by Kernels::run (its launch), not asked again here
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
@@ -83,6 +85,7 @@ class VulkanBackend final : public Backend {
   int index_;
   Context& ctx_;
   Kernels kernels_;
+  FusionExecutor fusion_{this, ctx_, kernels_};
 };
 
 }  // namespace

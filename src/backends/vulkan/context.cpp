@@ -15,6 +15,8 @@
 // reads and writes are copies through the persistent mapping.
 #include "backends/vulkan/context.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,9 +28,18 @@
 namespace kiln::vulkan {
 namespace {
 
+// The process that opened the devices: the driver's threads and the devices live there. A child
+// forked after it has neither, so it may not record, submit or close anything.
+pid_t g_owner = 0;
+
+void check_owner() {
+  KILN_CHECK(g_owner == 0 || g_owner == ::getpid(), "vulkan",
+             "the Vulkan device was opened before this process was forked; a forked child "
+             "cannot use it (open it after the fork, or start a new process)");
+}
+
 constexpr uint32_t kMaxBatch = 256;        // dispatches per command buffer
 constexpr uint32_t kMaxSets = 256;         // descriptor sets per batch
-constexpr uint32_t kMaxBindings = 8;       // buffers per dispatch
 constexpr size_t kUploadBytes = 1u << 20;  // small parameters per batch
 
 void check(VkResult r, const char* what) {
@@ -106,6 +117,7 @@ Context& Context::get(int index) {
   static std::mutex mu;
   static std::map<int, Context*> open;  // never destroyed: tensors may outlive main's locals
   std::lock_guard<std::mutex> lock(mu);
+  check_owner();
   Context*& c = open[index];
   if (!c) {
     std::string why;
@@ -114,8 +126,10 @@ Context& Context::get(int index) {
         n == 0 ? "no Vulkan device: " + why
                : "no Vulkan device " + std::to_string(index) + " (this machine has " + std::to_string(n) + ")";
     KILN_CHECK(index >= 0 && index < n, "vulkan", msg);
+    g_owner = ::getpid();
     if (open.size() == 1)  // the first device: close them all at exit (registered after the
-      std::atexit([] {     // driver loaded, so run before its teardown)
+      std::atexit([] {     // driver loaded, so run before its teardown), in the owner only
+        if (g_owner != ::getpid()) return;
         std::lock_guard<std::mutex> l(mu);
         for (auto& [i, ctx] : open)
           if (ctx) ctx->close();
@@ -279,6 +293,7 @@ void Context::destroy(Buf* b) noexcept {
 }
 
 Buf* Context::allocate(size_t nbytes) {
+  check_owner();
   KILN_CHECK(!closed(), "vulkan", "the device is closed (the process is exiting)");
   const size_t c = size_class(nbytes);
   Buf* b = nullptr;
@@ -388,6 +403,7 @@ void Context::begin_batch() {
 }
 
 void Context::reserve(size_t upload_bytes) {
+  check_owner();
   KILN_CHECK(!closed(), "vulkan", "the device is closed (the process is exiting)");
   if (recorded_ >= kMaxBatch || sets_ >= kMaxSets || upload_used_ + upload_bytes + storage_align_ > kUploadBytes)
     sync();
@@ -450,6 +466,7 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
 
 void Context::sync() {
   if (recorded_ == 0) return;
+  check_owner();
   Fns& f = fns();
   // Whatever happens, the batch is over: its buffers and descriptor sets are free again.
   struct Reset {

@@ -45,6 +45,9 @@ struct Binding {
 };
 
 /// Counters since the device was opened (Vulkan section of make bench, tests).
+/// Buffers a kernel may bind: what WebGPU guarantees too (maxStorageBuffersPerShaderStage).
+constexpr uint32_t kMaxBindings = 8;
+
 struct Stats {
   int64_t dispatches = 0;      ///< kernels recorded
   int64_t submits = 0;         ///< command buffers submitted

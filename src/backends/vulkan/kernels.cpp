@@ -155,6 +155,11 @@ void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* ou
   launch(ctx, op, lib::launch_of(op, float64_), in, out);
 }
 
+void Kernels::run(Context& ctx, const lib::Launch& l, Buf* const* in, Buf* const* out) {
+  static const ir::Op none{};  // the launch names its buffer counts
+  if (l.groups[0] != 0) record(ctx, none, l, l.name, l.trace, l.groups, in, out);
+}
+
 void Kernels::launch(Context& ctx, const ir::Op& op, const std::optional<lib::Launch>& l, Buf* const* in,
                      Buf* const* out) {
   KILN_CHECK(l.has_value(), ir::op_name(op.kind).data(), "no Vulkan kernel");

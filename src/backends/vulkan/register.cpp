@@ -15,6 +15,9 @@ void register_vulkan() {
   register_devices(
       "vulkan", [](int index) { return Device(vulkan::backend(index), index); },
       [] { return vulkan::Context::count(); });
+  register_devices(  // the same devices with op fusion (docs/gpu.md, Fusion)
+      "vulkan-fusion", [](int index) { return Device(vulkan::backend(index), index).fusion(); },
+      [] { return vulkan::Context::count(); });
 }
 
 }  // namespace kiln

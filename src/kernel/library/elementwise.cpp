@@ -154,11 +154,10 @@ void tree_fold(const Memory& sh, Val t, uint32_t n, Val (*fn)(Val, Val)) {
   }
 }
 
-Val load_store(const Memory& m, Store s, Val e) {
-  if (!packed(s)) return m[e];
-  const int w = width(s);
-  const Val word = m[word_of(e, w)];
-  const Val raw = (word >> elem_shift(e, w)) & (w == 1 ? 0xffu : 0xffffu);
+namespace {
+
+/// The value of element bits `raw` (U32, the element's bytes) of packed storage s.
+Val decode_bits(Store s, Val raw) {
   switch (s) {
     case Store::B8:
       return raw != 0u;
@@ -175,6 +174,31 @@ Val load_store(const Memory& m, Store s, Val e) {
   }
 }
 
+/// The bits (U32) packed storage s keeps of value v.
+Val encode_bits(Store s, Val v) {
+  switch (s) {
+    case Store::B8:
+      return select(v, Val(1u), Val(0u));
+    case Store::F16:
+      return float_to_half(v);
+    case Store::BF16:
+      return float_to_bf16(v);
+    default:  // integers: the low bits (wrapping, as the CPU's conversion)
+      return (v.type == Type::U32 ? v : cast(v, Type::U32)) & (width(s) == 1 ? 0xffu : 0xffffu);
+  }
+}
+
+}  // namespace
+
+Val load_store(const Memory& m, Store s, Val e) {
+  if (!packed(s)) return m[e];
+  const int w = width(s);
+  const Val word = m[word_of(e, w)];
+  return decode_bits(s, (word >> elem_shift(e, w)) & (w == 1 ? 0xffu : 0xffffu));
+}
+
+Val round_trip(Store s, Val v) { return packed(s) ? decode_bits(s, encode_bits(s, v)) : v; }
+
 void store_store(const Memory& m, Store s, Val e, Val v) {
   if (!packed(s)) {
     m[e] = v;
@@ -182,21 +206,7 @@ void store_store(const Memory& m, Store s, Val e, Val v) {
   }
   const int w = width(s);
   const uint32_t mask = w == 1 ? 0xffu : 0xffffu;
-  Val bits;
-  switch (s) {
-    case Store::B8:
-      bits = select(v, Val(1u), Val(0u));
-      break;
-    case Store::F16:
-      bits = float_to_half(v);
-      break;
-    case Store::BF16:
-      bits = float_to_bf16(v);
-      break;
-    default:  // integers: the low bits (wrapping, as the CPU's conversion)
-      bits = (v.type == Type::U32 ? v : cast(v, Type::U32)) & mask;
-      break;
-  }
+  const Val bits = encode_bits(s, v);
   // Only this thread writes these bits: the old ones read atomically with the word stay valid,
   // and adding (new - old) << shift changes them alone, whatever neighbours do meanwhile.
   const Val sh = elem_shift(e, w);
