@@ -55,7 +55,7 @@ int main() {
     std::printf("# Vulkan\n\nNo Vulkan device on this machine: %s\n", why.c_str());
     return 0;
   }
-  const Device vk = Device::vulkan();
+  const Device vk = Device::vulkan().without_fusion();  // dispatch costs: one kernel per op
   vulkan::Context& ctx = vulkan::Context::get(0);
   std::printf("# Vulkan (%s)\n\nCounters, not speed: this driver may run on the CPU.\n\n", ctx.name().c_str());
   std::printf("| measure | value |\n|---|---|\n");
@@ -90,29 +90,56 @@ int main() {
   std::printf("| parameter bytes uploaded per dispatch | %.0f |\n",
               static_cast<double>(d.upload_bytes) / static_cast<double>(std::max<int64_t>(d.dispatches, 1)));
 
-  // Training steps of an MLP (SGD): one step's submits (the loss read is the sync point).
-  manual_seed(0);
-  Mlp net(Device::cpu().autodiff());
-  net.to(vk.autodiff());
-  optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
-  Tensor xb = randn({64, 64}).to(vk), yb = randint(0, 10, {64}).to(vk);
-  const auto step = [&] {
-    Tensor loss = F::cross_entropy(net.forward(xb), yb);
-    opt.step(loss.backward());
-    return loss.item<double>();
-  };
-  step();  // first use: pipelines built
-  const int steps = 10;
-  reset_fallback_counts();
-  s0 = ctx.stats();
-  for (int i = 0; i < steps; ++i) step();
-  d = diff(s0, ctx.stats());
-  std::printf("| MLP training step: submits | %.1f |\n", static_cast<double>(d.submits) / steps);
-  std::printf("| MLP training step: dispatches | %.1f |\n", static_cast<double>(d.dispatches) / steps);
-  std::printf("| MLP training step: ops run on the CPU (fallback) | %.1f |\n",
-              static_cast<double>(fallback_ops()) / steps);
-  std::printf("| MLP training step: pipelines built / cache hits | %lld / %lld |\n",
-              static_cast<long long>(d.pipelines), static_cast<long long>(d.pipeline_hits));
+  // Training steps of an MLP (SGD): one step's submits (the loss read is the sync point), one
+  // kernel per op and fused.
+  for (const Device& dev : {vk, Device::vulkan()}) {
+    const char* how = dev.has_fusion() ? "fused" : "one kernel per op";
+    manual_seed(0);
+    Mlp net(Device::cpu().autodiff());
+    net.to(dev.autodiff());
+    optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
+    Tensor xb = randn({64, 64}).to(dev), yb = randint(0, 10, {64}).to(dev);
+    const auto step = [&] {
+      Tensor loss = F::cross_entropy(net.forward(xb), yb);
+      opt.step(loss.backward());
+      return loss.item<double>();
+    };
+    step();  // first use: pipelines built
+    const int steps = 10;
+    reset_fallback_counts();
+    s0 = ctx.stats();
+    for (int i = 0; i < steps; ++i) step();
+    d = diff(s0, ctx.stats());
+    std::printf("| MLP training step, %s: submits / dispatches | %.1f / %.1f |\n", how,
+                static_cast<double>(d.submits) / steps, static_cast<double>(d.dispatches) / steps);
+    std::printf("| MLP training step, %s: ops run on the CPU (fallback) | %.1f |\n", how,
+                static_cast<double>(fallback_ops()) / steps);
+    std::printf("| MLP training step, %s: pipelines built / cache hits | %lld / %lld |\n", how,
+                static_cast<long long>(d.pipelines), static_cast<long long>(d.pipeline_hits));
+  }
+  // Fusion: a chain of 8 elementwise ops over 4M f32, one kernel per op and fused (the same
+  // bits). On a CPU driver the time is memory traffic and the driver's threads; best of 3.
+  const Tensor big = randn({1 << 22});
+  double ms[2] = {1e30, 1e30};
+  int64_t kernels[2] = {0, 0};
+  for (int which = 0; which < 2; ++which) {
+    const Device dev = which == 0 ? vk : Device::vulkan();
+    const Tensor a = big.to(dev);
+    for (int r = 0; r < 4; ++r) {  // the first run compiles
+      sync(dev);
+      s0 = ctx.stats();
+      const auto c0 = std::chrono::steady_clock::now();
+      Tensor y = ((a * 1.5f + 0.25f).sigmoid() * a - 0.5f).abs().sqrt() * 2.0f;
+      sync(dev);
+      const auto c1 = std::chrono::steady_clock::now();
+      kernels[which] = diff(s0, ctx.stats()).dispatches;
+      if (r > 0) ms[which] = std::min(ms[which], std::chrono::duration<double, std::milli>(c1 - c0).count());
+    }
+  }
+  std::printf("| 8-op elementwise chain over 4M f32: kernels, one per op / fused | %lld / %lld |\n",
+              static_cast<long long>(kernels[0]), static_cast<long long>(kernels[1]));
+  std::printf("| 8-op elementwise chain over 4M f32: ms, one per op / fused (ratio) | %.1f / %.1f (%.2fx) |\n", ms[0],
+              ms[1], ms[0] / ms[1]);
   const vulkan::Stats all = ctx.stats();
   std::printf("| whole run: pipelines built, SPIR-V compiled / from the disk cache | %lld, %lld / %lld |\n",
               static_cast<long long>(all.pipelines), static_cast<long long>(all.spirv_compiled),

@@ -418,8 +418,12 @@ class CpuKernel {
 CpuKernel compile_cpu(const Kernel& k, int debug = -1);
 /// The SPIR-V (Vulkan 1.2) of the GLSL rendering of `k`, compiled by glslc (or glslangValidator;
 /// KILN_GLSLC names another) and cached in memory and on disk like compile_cpu. `origin`, when
-/// given, receives "compiled", "disk" or "memory". Throws kiln::Error with the compiler's message.
-std::vector<uint32_t> compile_spirv(const Kernel& k, std::string* origin = nullptr);
+/// given, receives "compiled", "disk" or "memory". `debug`: with a bounds check on every access
+/// (KILN_KERNEL_DEBUG), the first access out of range recorded in one more storage buffer, bound
+/// after the kernel's own, as four u32 {1, object, index, size} (objects: the buffers, then the
+/// shared arrays); such an access reads element 0, and a store or atomic there is skipped.
+/// Throws kiln::Error with the compiler's message.
+std::vector<uint32_t> compile_spirv(const Kernel& k, std::string* origin = nullptr, bool debug = false);
 
 /// The cache folder of compiled kernels: $KILN_CACHE_DIR/kernels, else
 /// $XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels.

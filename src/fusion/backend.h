@@ -27,6 +27,7 @@ class FusionBackend final : public Backend, private Buffers {
   std::string name() const override { return inner_->name() + "+fusion"; }
 
   std::shared_ptr<Storage> allocate(size_t nbytes) override {
+    if (exec_) exec_->check_allocation(nbytes);
     auto* b = new Buf;
     b->nbytes = nbytes;
     return std::make_shared<Storage>(b, nbytes, this);

@@ -54,6 +54,9 @@ class Executor {
   /// Whether op, a Sum / Mean over the leading dims of its input, can be a stage of a row
   /// pipeline; `width` is then the elements of each row it reduces over.
   virtual bool column_reduction(const ir::Op& op, int64_t& width) const = 0;
+  /// Throws kiln::Error when the backend could never give a buffer of nbytes (the decorator
+  /// asks when a buffer is made; its memory comes later, when a value is stored in it).
+  virtual void check_allocation(size_t nbytes) const { (void)nbytes; }
   /// Whether an op with small results (fusion::small_limit) runs at once instead of queued:
   /// on the CPU it costs less than planning; on a GPU every kernel saved counts.
   virtual bool small_ops_alone() const { return true; }

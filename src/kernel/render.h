@@ -89,7 +89,9 @@ namespace kiln::kernel::gen {
 
 std::string render_cpp(const ir::Kernel& k, bool debug);
 std::string render_cuda(const ir::Kernel& k);
-std::string render_glsl(const ir::Kernel& k);
+/// debug: every buffer and shared access checked (KILN_KERNEL_DEBUG), the first out of range
+/// recorded in one more buffer (binding: the buffer count) as {1, object, index, size}.
+std::string render_glsl(const ir::Kernel& k, bool debug = false);
 std::string render_wgsl(const ir::Kernel& k);
 
 /// Element size in bytes of a storage type.

@@ -46,7 +46,7 @@ bool uses_subgroups(const ir::Kernel& k) {
 
 class Glsl : public Base {
  public:
-  explicit Glsl(const ir::Kernel& kk) : Base(kk, Target::Glsl) {}
+  Glsl(const ir::Kernel& kk, bool debug) : Base(kk, Target::Glsl), debug_(debug) {}
 
   std::string text() override {
     out = "#version 450\n// kernel " + k.name + " [" + k.spec + "]\n";
@@ -69,6 +69,20 @@ class Glsl : public Base {
       const char* q = b.access == Access::Read ? "readonly " : b.access == Access::Write ? "writeonly " : "";
       out += "layout(std430, set = 0, binding = " + n + ") " + q + "buffer B" + n + " { " + ty(b.type) + " d[]; } b" +
              n + ";\n";
+    }
+    if (debug_) {
+      // The first out-of-range access of a dispatch: flag, object (buffers, then shared arrays),
+      // index, size. An access out of range reads element 0; a store or atomic there is skipped.
+      const std::string n = std::to_string(k.buffers.size());
+      out += "layout(std430, set = 0, binding = " + n + ") buffer KKErr { uint e[4]; } kk_err;\n";
+      out +=
+          "bool kk_ok(int i, int n, uint obj) {\n"
+          "  if (i >= 0 && i < n) return true;\n"
+          "  if (atomicCompSwap(kk_err.e[0], 0u, 1u) == 0u) {\n"
+          "    kk_err.e[1] = obj; kk_err.e[2] = uint(i); kk_err.e[3] = uint(n);\n"
+          "  }\n"
+          "  return false;\n"
+          "}\n";
     }
     if (!k.scalars.empty()) {
       out += "layout(push_constant) uniform P {";
@@ -154,10 +168,19 @@ class Glsl : public Base {
     if (from == Type::F32) return std::string(to == Type::I32 ? "floatBitsToInt(" : "floatBitsToUint(") + x + ")";
     return ty(to) + "(" + x + ")";
   }
-  std::string mem(const ir::Op& op, const std::string& idx) {
+  std::string mem(const ir::Op& op, const std::string& idx, bool checked = true) {
     std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
+    if (debug_ && checked) i = "(" + ok(op, i) + " ? " + i + " : 0)";
     return op.shared ? "s" + std::to_string(op.obj) + "[" + i + "]" : "b" + std::to_string(op.obj) + ".d[" + i + "]";
   }
+  /// KILN_KERNEL_DEBUG: whether index i of op's memory is in range (recording the first that is not).
+  std::string ok(const ir::Op& op, const std::string& i) {
+    const std::string n =
+        op.shared ? std::to_string(k.shared[op.obj].count) : "b" + std::to_string(op.obj) + ".d.length()";
+    const size_t obj = op.shared ? k.buffers.size() + op.obj : op.obj;
+    return "kk_ok(" + i + ", " + n + ", " + std::to_string(obj) + "u)";
+  }
+  bool debug_;
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
   std::string from_storage(Type t, const std::string& x) {
     return t == Type::F16 ? "float(" + x + ")" : t == Type::BF16 ? "uintBitsToFloat(uint(" + x + ") << 16)" : x;
@@ -173,15 +196,21 @@ class Glsl : public Base {
     return s + ")";
   }
   void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
-    for (size_t l = 0; l < v.size(); ++l)
-      line(mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx) + " = " + to_storage(elem(op), v[l]) + ";");
+    for (size_t l = 0; l < v.size(); ++l) {
+      const std::string i = l ? "(" + idx + ") + " + std::to_string(l) : idx;
+      const std::string st = mem(op, i, false) + " = " + to_storage(elem(op), v[l]) + ";";
+      line(debug_ ? "if (" + ok(op, k.ops[op.in[0]].type == Type::I64 ? "int(" + i + ")" : i) + ") " + st : st);
+    }
   }
   std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
     auto f = static_cast<ir::AtomicFn>(op.attr);
-    return std::string(f == ir::AtomicFn::Add   ? "atomicAdd("
-                       : f == ir::AtomicFn::Min ? "atomicMin("
-                                                : "atomicMax(") +
-           mem(op, idx) + ", " + v + ")";
+    const std::string call = std::string(f == ir::AtomicFn::Add   ? "atomicAdd("
+                                         : f == ir::AtomicFn::Min ? "atomicMin("
+                                                                  : "atomicMax(") +
+                             mem(op, idx, false) + ", " + v + ")";
+    if (!debug_) return call;
+    const std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
+    return "(" + ok(op, i) + " ? " + call + " : " + ty(op.type) + "(0))";
   }
   std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
@@ -400,7 +429,7 @@ class Wgsl : public Base {
 
 }  // namespace
 
-std::string render_glsl(const ir::Kernel& k) { return Glsl(k).text(); }
+std::string render_glsl(const ir::Kernel& k, bool debug) { return Glsl(k, debug).text(); }
 std::string render_wgsl(const ir::Kernel& k) { return Wgsl(k).text(); }
 
 }  // namespace kiln::kernel::gen

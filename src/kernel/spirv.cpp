@@ -11,10 +11,10 @@
 
 namespace kiln::kernel {
 
-std::vector<uint32_t> compile_spirv(const Kernel& kernel, std::string* origin) {
+std::vector<uint32_t> compile_spirv(const Kernel& kernel, std::string* origin, bool debug) {
   if (!kernel) throw Error("[kernel] compile_spirv: an empty Kernel");
   const ir::Kernel& k = kernel.ir();
-  std::string src = gen::render_glsl(k);
+  std::string src = gen::render_glsl(k, debug);
   cache::dump_source(k, "comp", src);
   std::vector<std::string> argv;
   const char* env = std::getenv("KILN_GLSLC");

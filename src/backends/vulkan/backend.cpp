@@ -47,6 +47,7 @@ class VulkanBackend final : public Backend {
   }
   void write(Storage& dst, size_t off, const void* src, size_t n) override {
     if (n == 0) return;
+    Context::check_process();
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
     Buf* b = buf(&dst);
     if (ctx_.pending(b)) ctx_.sync();
@@ -54,6 +55,7 @@ class VulkanBackend final : public Backend {
   }
   void read(const Storage& src, size_t off, void* dst, size_t n) override {
     if (n == 0) return;
+    Context::check_process();
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
     const Buf* b = buf(&src);
     if (ctx_.pending(b)) ctx_.sync();

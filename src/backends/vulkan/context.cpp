@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "kernel/ir.h"
 #include "kiln/error.h"
@@ -159,6 +160,8 @@ void Context::close() noexcept {
   empty_cache();
   if (upload_) destroy(upload_);
   upload_ = nullptr;
+  if (errors_) destroy(errors_);
+  errors_ = nullptr;
   f.vkDestroyPipelineCache(device_, pcache_, nullptr);
   f.vkDestroyDescriptorPool(device_, dpool_, nullptr);
   f.vkDestroyFence(device_, fence_, nullptr);
@@ -199,6 +202,7 @@ Context::Context(int index) {
   }
   KILN_CHECK(best >= 0, "vulkan", "device " << name_ << " has no host-visible coherent memory");
   memory_type_ = static_cast<uint32_t>(best);
+  heap_bytes_ = mp.memoryHeaps[mp.memoryTypes[best].heapIndex].size;
 
   VkPhysicalDeviceFeatures have;
   f.vkGetPhysicalDeviceFeatures(phys_, &have);
@@ -236,7 +240,7 @@ Context::Context(int index) {
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   check(f.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * kMaxBindings};
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * (kMaxBindings + 1)};  // + debug
   VkDescriptorPoolCreateInfo dpi{};
   dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = kMaxSets;
@@ -247,6 +251,17 @@ Context::Context(int index) {
   pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
   check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
   upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+  const char* dbg = std::getenv("KILN_KERNEL_DEBUG");
+  set_debug(dbg && *dbg && std::strcmp(dbg, "0") != 0);
+}
+
+void Context::set_debug(bool on) {
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  if (on && !errors_) {
+    errors_ = new_buffer(kMaxBatch * storage_align_, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+    std::memset(errors_->map, 0, errors_->size);
+  }
+  debug_ = on;
 }
 
 Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage) {
@@ -290,6 +305,14 @@ void Context::destroy(Buf* b) noexcept {
   f.vkFreeMemory(device_, b->memory, nullptr);
   reserved_ -= static_cast<int64_t>(b->size);
   delete b;
+}
+
+void Context::check_process() { check_owner(); }
+
+void Context::check_size(size_t nbytes) const {
+  if (nbytes > heap_bytes_)
+    throw Error("[vulkan] out of device memory allocating " + std::to_string(nbytes) + " bytes on " + name_ +
+                " (its memory heap has " + std::to_string(heap_bytes_) + " bytes)");
 }
 
 Buf* Context::allocate(size_t nbytes) {
@@ -340,7 +363,7 @@ void Context::empty_cache() {
 }
 
 Pipeline& Context::pipeline(const kernel::Kernel& k) {
-  const std::string key = k.key(kernel::Target::Glsl);
+  const std::string key = k.key(kernel::Target::Glsl) + (debug_ ? "|debug" : "");
   auto& slot = pipelines_[key];
   if (slot) {
     ++stats_.pipeline_hits;
@@ -349,7 +372,7 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
   Fns& f = fns();
   auto p = std::make_unique<Pipeline>();
   std::string origin;
-  const std::vector<uint32_t> code = kernel::compile_spirv(k, &origin);
+  const std::vector<uint32_t> code = kernel::compile_spirv(k, &origin, debug_);
   ++(origin == "compiled" ? stats_.spirv_compiled : stats_.spirv_from_disk);
   VkShaderModuleCreateInfo si{};
   si.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
@@ -359,10 +382,15 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
   const kernel::ir::Kernel& ir = k.ir();
   p->nbuffers = static_cast<uint32_t>(ir.buffers.size());
   p->push_bytes = static_cast<uint32_t>(push_bytes(ir));
+  p->debug = debug_;
+  p->name = k.name();
+  for (const auto& b : ir.buffers) p->objects.push_back(b.name);
+  for (const auto& a : ir.shared) p->objects.push_back(a.name);
   KILN_CHECK(p->nbuffers <= kMaxBindings, "vulkan",
              "kernel '" << k.name() << "' has " << p->nbuffers << " buffers (at most " << kMaxBindings << ")");
-  std::vector<VkDescriptorSetLayoutBinding> binds(p->nbuffers);
-  for (uint32_t i = 0; i < p->nbuffers; ++i) {
+  const uint32_t nbind = p->nbuffers + (debug_ ? 1 : 0);
+  std::vector<VkDescriptorSetLayoutBinding> binds(nbind);
+  for (uint32_t i = 0; i < nbind; ++i) {
     binds[i].binding = i;
     binds[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     binds[i].descriptorCount = 1;
@@ -370,7 +398,7 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
   }
   VkDescriptorSetLayoutCreateInfo li{};
   li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-  li.bindingCount = p->nbuffers;
+  li.bindingCount = nbind;
   li.pBindings = binds.data();
   check(f.vkCreateDescriptorSetLayout(device_, &li, nullptr, &p->set_layout), "vkCreateDescriptorSetLayout");
   VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes};
@@ -417,13 +445,13 @@ Binding Context::upload(const void* data, size_t n) {
   upload_used_ = off + std::max<size_t>(n, 4);
   upload_->batch = batch_;
   stats_.upload_bytes += static_cast<int64_t>(n);
-  return Binding{upload_, off};
+  return Binding{upload_, off, (std::max<size_t>(n, 4) + 3) / 4 * 4};
 }
 
 void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const void* push, size_t push_bytes,
                        std::array<uint32_t, 3> groups) {
   Fns& f = fns();
-  KILN_CHECK(bindings.size() == p.nbuffers && push_bytes == p.push_bytes, "vulkan",
+  KILN_CHECK(bindings.size() == p.nbuffers && push_bytes == p.push_bytes && p.debug == debug_, "vulkan",
              "a dispatch's " << bindings.size() << " buffers and " << push_bytes
                              << " bytes of constants do not match its kernel's " << p.nbuffers << " and "
                              << p.push_bytes);
@@ -436,10 +464,24 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
   VkDescriptorSet set;
   check(f.vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets");
   ++sets_;
-  VkDescriptorBufferInfo infos[kMaxBindings];
-  VkWriteDescriptorSet writes[kMaxBindings];
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    infos[i] = VkDescriptorBufferInfo{bindings[i].buf->buffer, bindings[i].offset, VK_WHOLE_SIZE};
+  VkDescriptorBufferInfo infos[kMaxBindings + 1];
+  VkWriteDescriptorSet writes[kMaxBindings + 1];
+  std::vector<Binding> all = bindings;
+  if (p.debug) {  // the dispatch's error slot
+    all.push_back(Binding{errors_, recorded_ * storage_align_, 16});
+    checked_.resize(recorded_ + 1);
+    checked_[recorded_] = &p;
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    // In debug mode a buffer is bound as far as its owner asked (in whole words), so a kernel's
+    // bounds checks see the tensor's size rather than the cached buffer's.
+    const Binding& bi = all[i];
+    const VkDeviceSize asked = (std::max<size_t>(bi.buf->in_use, 4) + 3) / 4 * 4;
+    const VkDeviceSize range = !p.debug            ? VK_WHOLE_SIZE
+                               : bi.range          ? bi.range
+                               : asked > bi.offset ? std::min<VkDeviceSize>(asked - bi.offset, bi.buf->size - bi.offset)
+                                                   : 4;
+    infos[i] = VkDescriptorBufferInfo{bi.buf->buffer, bi.offset, range};
     writes[i] = VkWriteDescriptorSet{};
     writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[i].dstSet = set;
@@ -447,9 +489,9 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
-    const_cast<Buf*>(bindings[i].buf)->batch = batch_;
+    const_cast<Buf*>(bi.buf)->batch = batch_;
   }
-  f.vkUpdateDescriptorSets(device_, static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
+  f.vkUpdateDescriptorSets(device_, static_cast<uint32_t>(all.size()), writes, 0, nullptr);
   f.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   f.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) f.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
@@ -492,6 +534,28 @@ void Context::sync() {
   check(f.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
   ++stats_.submits;
   check(f.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "waiting for the device");
+  check_accesses();
+}
+
+void Context::check_accesses() {
+  std::string first;
+  for (size_t d = 0; d < checked_.size(); ++d) {
+    uint32_t* e = reinterpret_cast<uint32_t*>(errors_->map + d * storage_align_);
+    if (checked_[d] && e[0] && first.empty()) {
+      const Pipeline& p = *checked_[d];
+      std::ostringstream m;
+      m << "[kernel '" << p.name << "'] out-of-range access: " << (e[1] < p.nbuffers ? "buffer '" : "shared array '");
+      if (e[1] < p.objects.size())
+        m << p.objects[e[1]];
+      else
+        m << '#' << e[1];
+      m << "' index " << static_cast<int32_t>(e[2]) << " (size " << e[3] << ")";
+      first = m.str();
+    }
+    std::memset(e, 0, 16);
+  }
+  checked_.clear();
+  if (!first.empty()) throw Error(first);
 }
 
 }  // namespace kiln::vulkan

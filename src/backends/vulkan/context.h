@@ -36,12 +36,16 @@ struct Pipeline {
   uint32_t nbuffers = 0;
   uint32_t push_bytes = 0;
   std::array<uint32_t, 3> group{1, 1, 1};
+  bool debug = false;                ///< built with bounds checks (one more binding: the error slot)
+  std::string name;                  ///< the kernel's, for errors
+  std::vector<std::string> objects;  ///< its buffers' then shared arrays' names, for errors
 };
 
 /// A buffer binding of a dispatch: buf from byte `offset` on.
 struct Binding {
   const Buf* buf = nullptr;
   size_t offset = 0;
+  size_t range = 0;  ///< bytes bound (0: the bytes its owner asked for, from offset)
 };
 
 /// Counters since the device was opened (Vulkan section of make bench, tests).
@@ -78,6 +82,11 @@ class Context {
   bool float64() const { return float64_; }
 
   Buf* allocate(size_t nbytes);
+  /// Throws when this process is not the one that opened the device (a forked child).
+  static void check_process();
+  /// Throws the out-of-memory error of allocate when nbytes exceed the memory heap (a lazy
+  /// allocator's check when a buffer is made, before its memory is).
+  void check_size(size_t nbytes) const;
   /// Gives b back (reused once the batches that use it have finished).
   void release(Buf* b) noexcept;
   /// Bytes of buffers held by tensors, of all buffers, the peak of in_use.
@@ -97,8 +106,14 @@ class Context {
   /// Bytes for a dispatch's small parameters (shapes, strides) in this batch's upload buffer;
   /// returns where they are (bind with the returned binding).
   Binding upload(const void* data, size_t n);
-  /// Submits the open batch and waits for it. Errors of the device surface here.
+  /// Submits the open batch and waits for it. Errors of the device surface here, and the first
+  /// out-of-range access of a kernel in debug mode.
   void sync();
+  /// Debug mode (KILN_KERNEL_DEBUG=1 when the device opens): kernels are built with a bounds
+  /// check on every access, and one out of range is a kiln::Error at the next sync naming the
+  /// kernel, the buffer, the index and the size. Changing it applies to later dispatches.
+  bool debug() const { return debug_; }
+  void set_debug(bool on);
   /// Whether b is used by the open batch (a host access must sync first).
   bool pending(const Buf* b) const { return b->batch == batch_ && recorded_ > 0; }
   Stats stats() const { return stats_; }
@@ -114,6 +129,9 @@ class Context {
  private:
   explicit Context(int index);
   void begin_batch();
+  /// Debug mode: throws the first out-of-range access the finished batch recorded (and clears
+  /// the slots).
+  void check_accesses();
   Buf* new_buffer(size_t size, VkBufferUsageFlags usage);
   void destroy(Buf* b) noexcept;
 
@@ -123,6 +141,7 @@ class Context {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
   uint32_t memory_type_ = 0;
+  uint64_t heap_bytes_ = UINT64_MAX;  ///< of memory_type_'s heap
   VkDeviceSize storage_align_ = 256;
   std::string name_, identity_;
   kernel::Limits limits_;
@@ -136,6 +155,9 @@ class Context {
   uint32_t recorded_ = 0;  ///< dispatches in it
   uint32_t sets_ = 0;      ///< descriptor sets taken from dpool_ in it
   Buf* upload_ = nullptr;  ///< small parameters of the open batch
+  bool debug_ = false;
+  Buf* errors_ = nullptr;                 ///< debug mode: an error slot per dispatch of the batch
+  std::vector<const Pipeline*> checked_;  ///< debug mode: the pipeline of each slot
   size_t upload_used_ = 0;
   std::multimap<size_t, Buf*> free_;  ///< cached buffers by size
   std::vector<Buf*> retired_;         ///< released while the open batch may use them

@@ -19,6 +19,7 @@ class FusionExecutor final : public fusion::Executor {
   bool column_reduction(const ir::Op&, int64_t&) const override { return false; }
   bool row_pipelines() const override { return false; }
   bool small_ops_alone() const override { return false; }
+  void check_allocation(size_t nbytes) const override { ctx_.check_size(nbytes); }
   void run_op(const ir::Op& op, void* const* in, void* const* out) override;
   void run_group(fusion::Buffers& mem, const fusion::GroupLaunch& l) override;
   void run_pipeline(fusion::Buffers& mem, const fusion::PipelineLaunch& p) override;

@@ -11,6 +11,18 @@ namespace kiln::kernel::lib {
 
 namespace {
 
+/// prefix followed by the numbers (built by appending: GCC 12 warns, -Wrestrict, on
+/// "literal" + std::string here).
+std::string named(const char* prefix, size_t a, int b = -1) {
+  std::string s = prefix;
+  s += std::to_string(a);
+  if (b >= 0) {
+    s += 'r';
+    s += std::to_string(b);
+  }
+  return s;
+}
+
 /// A fused kernel's structure: what its trace needs, owned (the launch outlives the ops).
 struct FusedSpec {
   std::string name;
@@ -46,18 +58,17 @@ int gather_at(const FusedSpec& f, int load) {
 }
 
 /// Whether a value of storage `from` converts to one of storage `to` (convert): both hold the
-/// same dtype, f64 as its bits or its value, bool as a byte or a truth value.
+/// same dtype, as 8-byte integers (i64, or f64 moved as its bits) or bool as a byte or a truth
+/// value. (f64 bits and values do not convert: the language has no 64-bit bitcast.)
 bool convertible(Store from, Store to) {
-  auto wide = [](Store s) { return s == Store::X64 || s == Store::I64 || s == Store::F64; };
+  auto int64 = [](Store s) { return s == Store::X64 || s == Store::I64; };
   auto byte = [](Store s) { return s == Store::U8 || s == Store::B8; };
-  return from == to || (wide(from) && wide(to)) || (byte(from) && byte(to));
+  return from == to || (int64(from) && int64(to)) || (byte(from) && byte(to));
 }
 
 /// Value v of storage `from` as storage `to` holds it (convertible).
 Val convert(Val v, Store from, Store to) {
   if (from == to) return v;
-  if (to == Store::F64) return bitcast(v, Type::F64);
-  if (from == Store::F64) return bitcast(v, Type::I64);
   if (to == Store::B8) return v != 0u;
   if (to == Store::U8) return select(v, Val(1u), Val(0u));
   return v;  // X64 and I64: both I64 values
@@ -83,16 +94,16 @@ Kernel trace_fused(const FusedSpec& f, const Limits& limits) {
         std::vector<Memory> outs, ins;
         int j = 0;
         for (const FusedSpec::Step& s : f.steps)
-          if (s.stored) outs.push_back(declare_store(b, s.e.output, "out" + std::to_string(j++), true));
+          if (s.stored) outs.push_back(declare_store(b, s.e.output, named("out", j++), true));
         for (size_t q = 0; q < f.loads.size(); ++q)
-          ins.push_back(declare_store(b, f.load_store_of(static_cast<int>(q)), "in" + std::to_string(q), false));
+          ins.push_back(declare_store(b, f.load_store_of(static_cast<int>(q)), named("in", q), false));
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         std::vector<std::vector<Val>> reals(f.steps.size());
         for (size_t k = 0; k < f.steps.size(); ++k) {
           const Elementwise& e = f.steps[k].e;
           for (int r = 0; r < e.reals; ++r) {
             const Type rt = e.real_types.empty() ? e.real_type : e.real_types[static_cast<size_t>(r)];
-            const std::string rn = "s" + std::to_string(k) + "r" + std::to_string(r);
+            const std::string rn = named("s", k, r);
             reals[k].push_back(rt == Type::F64   ? b.scalar<double>(rn)
                                : rt == Type::I64 ? b.scalar<int64_t>(rn)
                                : rt == Type::I32 ? b.scalar<int32_t>(rn)
@@ -153,7 +164,9 @@ std::optional<Launch> fused_launch(const std::vector<FusedLoad>& loads, const st
     for (size_t d = 0; d < L.shape.size(); ++d)
       if (L.strides[d] < INT32_MIN || L.strides[d] > INT32_MAX || L.shape[d] > INT32_MAX) return std::nullopt;
     f.loads.push_back({L.kind, static_cast<int>(L.shape.size())});
-    desc += "L" + std::to_string(L.kind) + "." + std::to_string(L.shape.size()) + ";";
+    desc += named("L", L.kind);
+    desc += named(".", L.shape.size());
+    desc += ';';
   }
   for (const FusedStep& s : steps) {
     std::optional<Elementwise> e = elementwise_of(*s.op);
@@ -164,7 +177,10 @@ std::optional<Launch> fused_launch(const std::vector<FusedLoad>& loads, const st
       if (st == Store::F64 && !float64) return std::nullopt;
     if (e->output == Store::F64 && !float64) return std::nullopt;
     desc += e->name + e->tag + (s.stored ? "!" : "");
-    for (int q : s.src) desc += "," + std::to_string(q);
+    for (int q : s.src) {
+      desc += ',';
+      desc += std::to_string(q);
+    }
     desc += ";";
     f.nstored += s.stored;
     f.steps.push_back({std::move(*e), s.src, s.stored});
