@@ -140,6 +140,71 @@ json library_case(const std::string& name, const kiln::CaptureFunction& fn, cons
   return j;
 }
 
+/// A chain of elementwise tensor ops, captured, as one fused kernel of the library
+/// (lib::fused_launch, as the Vulkan device's fusion runs it): operands of the output's shape or
+/// single values; the last op's value stored. The expected output is the CPU backend's.
+json fused_case(const std::string& name, const kiln::CaptureFunction& fn, const std::vector<kiln::Tensor>& in,
+                double rtol) {
+  json j = {{"name", "library/fused_" + name}};
+  const kiln::CapturedGraph g = kiln::capture(fn, in);
+  const kiln::Tensor want = fn(in).at(0);
+  std::vector<lib::FusedLoad> loads;
+  std::vector<int64_t> load_values;
+  std::vector<lib::FusedStep> steps;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    lib::FusedStep st{g.nodes[n].op.get(), {}, n + 1 == g.nodes.size()};
+    for (size_t q = 0; q < g.nodes[n].inputs.size(); ++q) {
+      const int64_t v = g.nodes[n].inputs[q];
+      int src = -1;
+      for (size_t m = 0; m < n; ++m)
+        if (g.nodes[m].outputs.at(0) == v) src = static_cast<int>(m);
+      if (src < 0) {
+        auto it = std::find(load_values.begin(), load_values.end(), v);
+        if (it == load_values.end()) {
+          lib::FusedLoad L;
+          L.desc = st.op->inputs[q];
+          L.kind = L.desc.numel() == 1 ? lib::FusedLoad::Scalar : lib::FusedLoad::Identity;
+          loads.push_back(L);
+          load_values.push_back(v);
+          it = load_values.end() - 1;
+        }
+        src = -1 - static_cast<int>(it - load_values.begin());
+      }
+      st.src.push_back(src);
+    }
+    steps.push_back(st);
+  }
+  const std::optional<lib::Launch> launch = lib::fused_launch(loads, steps, want.numel(), false);
+  KILN_CHECK(launch, "webgpu_cases", name << ": no fused kernel for " << g.str());
+  j["wgsl"] = render(launch->trace(webgpu_limits()), Target::Wgsl);
+  j["groups"] = {launch->groups[0], launch->groups[1], launch->groups[2]};
+  j["needs"] = json::array();
+  j["rtol"] = rtol;
+  j["atol"] = 0;
+  std::vector<suite::CaseBuffer> bufs{{Type::F32, std::vector<uint8_t>(bytes_of(want).size()), true}};
+  for (size_t q = 0; q < loads.size(); ++q) {
+    const auto it = std::find(g.inputs.begin(), g.inputs.end(), load_values[q]);
+    bufs.push_back({Type::F32,
+                    it != g.inputs.end() ? bytes_of(in[static_cast<size_t>(it - g.inputs.begin())])
+                                         : g.values[static_cast<size_t>(load_values[q])].bytes,
+                    false});
+  }
+  const std::vector<int32_t>& meta = launch->meta;
+  bufs.push_back({Type::I32,
+                  std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(meta.data()),
+                                       reinterpret_cast<const uint8_t*>(meta.data() + meta.size())),
+                  false});
+  j["buffers"] = json::array();
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    json jb = {{"type", std::string(type_name(bufs[i].type))}, {"written", bufs[i].written}, {"data", values(bufs[i])}};
+    if (i == 0) jb["expected"] = values(suite::CaseBuffer{Type::F32, bytes_of(want), true});
+    j["buffers"].push_back(jb);
+  }
+  j["scalars"] = json::array();
+  for (const Arg& a : launch->push) j["scalars"].push_back(scalar(a));
+  return j;
+}
+
 /// The library cases: f32 values with NaN, infinities, signed zeros and ordinary numbers.
 std::vector<json> library_cases() {
   using namespace kiln;
@@ -231,6 +296,9 @@ std::vector<json> library_cases() {
   out.push_back(library_case(
       "matmul_batched_transposed", [](const V& a) { return V{matmul(a[0], a[1].mT())}; },
       {randn({3, 9, 20}), randn({3, 11, 20})}, 1e-5, 1e-5));
+  out.push_back(fused_case(
+      "chain", [](const V& a) { return V{((a[0] * a[1] + 0.5f).exp() - a[0]).sigmoid() * 3.0f - a[1].tanh()}; },
+      {randn({1000}), randn({1000})}, 4e-7));
   return out;
 }
 

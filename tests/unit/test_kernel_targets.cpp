@@ -140,6 +140,27 @@ std::vector<std::pair<std::string, Kernel>> library_kernels() {
       for (const auto& v : l->variants) out.emplace_back(v.name, v.trace(Limits{}));
     }
   }
+  // A fused chain (lib::fused_launch): exp, fmod and tanh of the first case over a plain and a
+  // broadcast operand, two of the values stored.
+  const kiln::CapturedGraph g = kiln::capture(cases[0].first, cases[0].second);
+  auto op_of = [&](kiln::ir::OpKind kind) -> const kiln::ir::Op* {
+    for (const auto& node : g.nodes)
+      if (node.op->kind == kind) return node.op.get();
+    return nullptr;
+  };
+  const kiln::ir::Op *ex = op_of(kiln::ir::OpKind::Exp), *fm = op_of(kiln::ir::OpKind::Fmod),
+                     *th = op_of(kiln::ir::OpKind::Tanh);
+  if (ex && fm && th) {
+    std::vector<lib::FusedLoad> loads(2);
+    loads[0].desc = ex->inputs[0];
+    loads[1].kind = lib::FusedLoad::Gather;
+    loads[1].desc = fm->inputs[1];
+    loads[1].shape = {4, 6};
+    loads[1].strides = {0, 1};
+    const std::vector<lib::FusedStep> steps = {{ex, {-1}, false}, {fm, {0, -2}, true}, {th, {1}, true}};
+    if (const std::optional<lib::Launch> l = lib::fused_launch(loads, steps, 24, true))
+      out.emplace_back(l->name, l->trace(Limits{}));
+  }
   return out;
 }
 
@@ -201,12 +222,15 @@ TEST(KernelTargets, CudaCompilesWithNvrtcForSm80AndSm90) {
 
 // Every kernel the library launches for its families and storages (elementwise with the math
 // forms, random draws, reductions, scans, softmax, sort, index, movement, pooling, convolution
-// and its gradients, norms, matmul and its tile variant) compiles to CUBIN for sm_80 and sm_90.
+// and its gradients, norms, matmul and its tile variant, a fused chain) compiles to CUBIN for
+// sm_80 and sm_90.
 TEST(KernelTargets, LibraryKernelsCompileWithNvrtcForSm80AndSm90) {
   std::string why;
   if (!nvrtc::available(&why)) GTEST_SKIP() << why;
   const std::vector<std::pair<std::string, Kernel>> kernels = library_kernels();
   EXPECT_GE(kernels.size(), 40u);
+  EXPECT_TRUE(
+      std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.first.rfind("fused_", 0) == 0; }));
   int compiled = 0;
   for (const auto& [name, k] : kernels) {
     const std::string src = render(k, Target::Cuda);
