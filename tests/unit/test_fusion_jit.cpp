@@ -25,6 +25,7 @@
 #include "fusion/fusion.h"
 #include "fusion_jit_mode.h"
 #include "fusion_small_limit.h"
+#include "test_fork.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -229,13 +230,8 @@ TEST(FusionJit, ForkedChildInterpretsAndExits) {
       const bool ok = same(run_chain(lo_queued, true), ref) && same(run_chain(lo_new, true), ref2);
       std::exit(ok ? 0 : 1);  // static destructors run
     }
-    int status = -1;
-    for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(100000);
-    if (::waitpid(pid, &status, WNOHANG) == 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      FAIL() << "the forked child did not exit within 60 s";
-    }
+    const int status = test::wait_child(pid, 60);
+    if (status == -1) FAIL() << "the forked child did not exit within 60 s";
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
     cpu::vec::wait_for_compiles();
     EXPECT_TRUE(same(run_chain(lo_queued, true), ref));

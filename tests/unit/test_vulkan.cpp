@@ -25,6 +25,7 @@
 #include "backends/vulkan/context.h"
 #include "kernel/cache.h"
 #include "kernel/library.h"
+#include "test_fork.h"
 
 using namespace kiln;
 
@@ -215,13 +216,8 @@ TEST(Vulkan, AForkedChildIsRefusedTheParentsDeviceAndExits) {
     }
     std::exit(refused == 3 ? 0 : 1);  // the exit handlers run
   }
-  int status = -1;
-  for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(100000);
-  if (::waitpid(pid, &status, WNOHANG) == 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "the forked child did not exit within 60 s";
-  }
+  const int status = test::wait_child(pid, 60);
+  if (status == -1) FAIL() << "the forked child did not exit within 60 s";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   EXPECT_TRUE(y.to(Device::cpu()).equal(x * 2.0f));  // the parent's device is untouched
 }
