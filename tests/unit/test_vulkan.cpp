@@ -181,6 +181,28 @@ TEST(Vulkan, KernelDebugMakesAnOutOfRangeAccessAnErrorAtTheSync) {
   ctx.set_debug(was);
 }
 
+TEST(Vulkan, StagedMemoryMovesValuesThroughCopiesInOrder) {
+  // KILN_VULKAN_MEMORY=staged (the ctest vulkan_staged_memory; a discrete GPU's default): the
+  // host reaches tensors only through copies, recorded in order with the dispatches. Otherwise
+  // (lavapipe's unified memory) the same calls go through the mapping and copy nothing.
+  REQUIRE_VULKAN();
+  vulkan::Context& ctx = vulkan::Context::get(0);
+  const char* mem = std::getenv("KILN_VULKAN_MEMORY");
+  if (mem && std::string(mem) == "staged") EXPECT_TRUE(ctx.staged());
+  if (mem && std::string(mem) == "host") EXPECT_FALSE(ctx.staged());
+  const Device vk = Device::vulkan().without_fusion();
+  const int64_t copies = ctx.stats().copies;
+  const Tensor big = randn({3 << 20});  // 12 MB: past the 4 MB ring, a buffer of its own
+  Tensor a = big.to(vk), b = ones({1000}).to(vk);
+  Tensor c = b * 2.0f;  // queued: reads b before the write below
+  b.fill_(5.0f);        // a host-side write after it (a Fill kernel or a copy)
+  b.copy_(ones({1000}) * 7.0f);
+  EXPECT_TRUE(a.to(Device::cpu()).equal(big));
+  EXPECT_EQ(c.to(Device::cpu()).to_vector<float>(), std::vector<float>(1000, 2.0f));
+  EXPECT_EQ(b.to(Device::cpu()).to_vector<float>(), std::vector<float>(1000, 7.0f));
+  EXPECT_EQ(ctx.stats().copies > copies, ctx.staged());
+}
+
 TEST(Vulkan, MemoryStatsCountBuffers) {
   REQUIRE_VULKAN();
   const Device vk = Device::vulkan();

@@ -49,17 +49,13 @@ class VulkanBackend final : public Backend {
     if (n == 0) return;
     Context::check_process();
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
-    Buf* b = buf(&dst);
-    if (ctx_.pending(b)) ctx_.sync();
-    std::memcpy(b->map + off, src, n);
+    ctx_.write(buf(&dst), off, src, n);
   }
   void read(const Storage& src, size_t off, void* dst, size_t n) override {
     if (n == 0) return;
     Context::check_process();
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
-    const Buf* b = buf(&src);
-    if (ctx_.pending(b)) ctx_.sync();
-    std::memcpy(dst, b->map + off, n);
+    ctx_.read(buf(&src), off, dst, n);
   }
   void sync() override {
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);

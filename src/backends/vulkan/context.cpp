@@ -10,9 +10,11 @@
 // (kMaxBatch dispatches, the descriptor pool or the upload buffer of small parameters). A buffer
 // released while the batch may use it goes back to the cache only after the batch has run.
 // Errors of the device (lost, out of memory) surface at the sync point as kiln::Error.
-// Memory is host-visible and coherent (lavapipe and integrated GPUs have nothing else; on a
-// discrete GPU it is the slow path until device-local memory with staging comes), so host
-// reads and writes are copies through the persistent mapping.
+// Tensors live in device-local memory the host cannot see where the device has some (a discrete
+// GPU): host writes are copied in through a ring of host-visible memory, recorded in the open
+// batch in order with the dispatches, and reads are copied out and waited for. Elsewhere
+// (lavapipe, integrated GPUs) memory is host-visible and coherent, and host reads and writes
+// go through the persistent mapping.
 #include "backends/vulkan/context.h"
 
 #include <unistd.h>
@@ -42,6 +44,7 @@ void check_owner() {
 constexpr uint32_t kMaxBatch = 256;        // dispatches per command buffer
 constexpr uint32_t kMaxSets = 256;         // descriptor sets per batch
 constexpr size_t kUploadBytes = 1u << 20;  // small parameters per batch
+constexpr size_t kStageBytes = 4u << 20;   // staged memory: host writes per batch through the ring
 
 void check(VkResult r, const char* what) {
   if (r != VK_SUCCESS) throw Error(std::string("[vulkan] ") + what + " failed: " + result_name(r));
@@ -162,6 +165,10 @@ void Context::close() noexcept {
   upload_ = nullptr;
   if (errors_) destroy(errors_);
   errors_ = nullptr;
+  if (stage_) destroy(stage_);
+  stage_ = nullptr;
+  if (readback_) destroy(readback_);
+  readback_ = nullptr;
   f.vkDestroyPipelineCache(device_, pcache_, nullptr);
   f.vkDestroyDescriptorPool(device_, dpool_, nullptr);
   f.vkDestroyFence(device_, fence_, nullptr);
@@ -201,8 +208,23 @@ Context::Context(int index) {
     if (best < 0 || (fl & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) best = static_cast<int>(t);
   }
   KILN_CHECK(best >= 0, "vulkan", "device " << name_ << " has no host-visible coherent memory");
-  memory_type_ = static_cast<uint32_t>(best);
-  heap_bytes_ = mp.memoryHeaps[mp.memoryTypes[best].heapIndex].size;
+  host_type_ = static_cast<uint32_t>(best);
+  // Tensors: device-local memory the host cannot see where there is some (a discrete GPU), its
+  // contents moved through staging copies; else the host-visible memory, mapped.
+  // KILN_VULKAN_MEMORY=host forces the mapping, =staged the copies (over any memory type).
+  int local = -1;
+  for (uint32_t t = 0; t < mp.memoryTypeCount && local < 0; ++t) {
+    const VkMemoryPropertyFlags fl = mp.memoryTypes[t].propertyFlags;
+    if ((fl & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && !(fl & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+      local = static_cast<int>(t);
+  }
+  const char* mem = std::getenv("KILN_VULKAN_MEMORY");
+  const std::string asked = mem ? mem : "";
+  KILN_CHECK(asked.empty() || asked == "host" || asked == "staged", "vulkan",
+             "KILN_VULKAN_MEMORY is '" << asked << "': host or staged");
+  staged_ = asked == "staged" || (asked.empty() && local >= 0);
+  memory_type_ = staged_ && local >= 0 ? static_cast<uint32_t>(local) : host_type_;
+  heap_bytes_ = mp.memoryHeaps[mp.memoryTypes[memory_type_].heapIndex].size;
 
   VkPhysicalDeviceFeatures have;
   f.vkGetPhysicalDeviceFeatures(phys_, &have);
@@ -250,7 +272,9 @@ Context::Context(int index) {
   VkPipelineCacheCreateInfo pci{};
   pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
   check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
-  upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+  upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
+  if (staged_)
+    stage_ = new_buffer(kStageBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
   const char* dbg = std::getenv("KILN_KERNEL_DEBUG");
   set_debug(dbg && *dbg && std::strcmp(dbg, "0") != 0);
 }
@@ -258,13 +282,13 @@ Context::Context(int index) {
 void Context::set_debug(bool on) {
   std::lock_guard<std::recursive_mutex> lock(mu);
   if (on && !errors_) {
-    errors_ = new_buffer(kMaxBatch * storage_align_, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT);
+    errors_ = new_buffer(kMaxBatch * storage_align_, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
     std::memset(errors_->map, 0, errors_->size);
   }
   debug_ = on;
 }
 
-Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage) {
+Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage, bool host) {
   Fns& f = fns();
   auto b = std::make_unique<Buf>();
   b->size = size;
@@ -279,7 +303,7 @@ Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage) {
   VkMemoryAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   ai.allocationSize = req.size;
-  ai.memoryTypeIndex = memory_type_;
+  ai.memoryTypeIndex = host ? host_type_ : memory_type_;
   VkResult r = f.vkAllocateMemory(device_, &ai, nullptr, &b->memory);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
     empty_cache();  // once, then give up
@@ -291,9 +315,11 @@ Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage) {
                 result_name(r) + ")");
   }
   f.vkBindBufferMemory(device_, b->buffer, b->memory, 0);
-  void* p = nullptr;
-  check(f.vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
-  b->map = static_cast<char*>(p);
+  if (host || !staged_) {  // staged tensors are never mapped, whatever their memory
+    void* p = nullptr;
+    check(f.vkMapMemory(device_, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+    b->map = static_cast<char*>(p);
+  }
   reserved_ += static_cast<int64_t>(size);
   return b.release();
 }
@@ -506,6 +532,83 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
   ++stats_.dispatches;
 }
 
+void Context::copy(const Buf* from, size_t from_off, const Buf* to, size_t to_off, size_t n) {
+  Fns& f = fns();
+  if (recorded_ == 0) begin_batch();
+  // After the dispatches and copies before it, and before those after it.
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  constexpr VkPipelineStageFlags kBoth = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  f.vkCmdPipelineBarrier(cmd_, kBoth, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  const VkBufferCopy region{from_off, to_off, n};
+  f.vkCmdCopyBuffer(cmd_, from->buffer, to->buffer, 1, &region);
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  f.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, kBoth, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  const_cast<Buf*>(from)->batch = batch_;
+  const_cast<Buf*>(to)->batch = batch_;
+  ++recorded_;
+  ++stats_.copies;
+}
+
+void Context::write(Buf* b, size_t off, const void* src, size_t n) {
+  if (n == 0) return;
+  if (b->map) {
+    if (pending(b)) sync();
+    std::memcpy(b->map + off, src, n);
+    return;
+  }
+  // Staged: through the ring of host memory, copied in the open batch in order with the
+  // dispatches (nothing waits); a write larger than the ring has a buffer of its own.
+  if (n <= kStageBytes) {
+    if (recorded_ >= kMaxBatch || (stage_used_ + 15) / 16 * 16 + n > kStageBytes) sync();
+    const size_t pos = (stage_used_ + 15) / 16 * 16;
+    std::memcpy(stage_->map + pos, src, n);
+    stage_used_ = pos + n;
+    copy(stage_, pos, b, off, n);
+    return;
+  }
+  Buf* tmp = new_buffer(n, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, true);
+  std::memcpy(tmp->map, src, n);
+  try {
+    copy(tmp, 0, b, off, n);
+    sync();
+  } catch (...) {
+    destroy(tmp);
+    throw;
+  }
+  destroy(tmp);
+}
+
+void Context::read(const Buf* b, size_t off, void* dst, size_t n) {
+  if (n == 0) return;
+  if (b->map) {
+    if (pending(b)) sync();
+    std::memcpy(dst, b->map + off, n);
+    return;
+  }
+  if (recorded_ >= kMaxBatch) sync();
+  Buf* tmp = n <= kStageBytes ? nullptr : new_buffer(n, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+  Buf* to = tmp ? tmp : readback();
+  try {
+    copy(b, off, to, 0, n);
+    sync();
+    std::memcpy(dst, to->map, n);
+  } catch (...) {
+    if (tmp) destroy(tmp);
+    throw;
+  }
+  if (tmp) destroy(tmp);
+}
+
+Buf* Context::readback() {
+  if (!readback_) readback_ = new_buffer(kStageBytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+  return readback_;
+}
+
 void Context::sync() {
   if (recorded_ == 0) return;
   check_owner();
@@ -521,6 +624,7 @@ void Context::sync() {
       for (Buf* b : c.retired_) c.free_.emplace(b->size, b);
       c.retired_.clear();
       c.upload_used_ = 0;
+      c.stage_used_ = 0;
       c.recorded_ = 0;
       c.sets_ = 0;
       ++c.batch_;

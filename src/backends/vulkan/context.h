@@ -60,6 +60,7 @@ struct Stats {
   int64_t spirv_from_disk = 0;
   int64_t pipeline_hits = 0;  ///< dispatches that found their pipeline built
   int64_t upload_bytes = 0;   ///< bytes of small parameters (shapes, strides) uploaded
+  int64_t copies = 0;         ///< staged memory: copies between host-visible and device memory
 };
 
 /// Bytes of a kernel's push constants (its scalars, std430), and each scalar's offset.
@@ -106,6 +107,13 @@ class Context {
   /// Bytes for a dispatch's small parameters (shapes, strides) in this batch's upload buffer;
   /// returns where they are (bind with the returned binding).
   Binding upload(const void* data, size_t n);
+  /// Host writes and reads of n bytes of b at byte `off`: through the mapping, waiting for
+  /// the open batch when it uses b; or, for staged memory, as copies through host-visible
+  /// buffers (a write recorded in the open batch, a read waiting for it).
+  void write(Buf* b, size_t off, const void* src, size_t n);
+  void read(const Buf* b, size_t off, void* dst, size_t n);
+  /// Whether tensors live in memory the host reaches only through copies (docs/gpu.md, Memory).
+  bool staged() const { return staged_; }
   /// Submits the open batch and waits for it. Errors of the device surface here, and the first
   /// out-of-range access of a kernel in debug mode.
   void sync();
@@ -132,7 +140,12 @@ class Context {
   /// Debug mode: throws the first out-of-range access the finished batch recorded (and clears
   /// the slots).
   void check_accesses();
-  Buf* new_buffer(size_t size, VkBufferUsageFlags usage);
+  /// A buffer of memory_type_ (mapped unless staged), or of host_type_ (mapped) when `host`.
+  Buf* new_buffer(size_t size, VkBufferUsageFlags usage, bool host = false);
+  /// Records a copy of n bytes between buffers into the open batch.
+  void copy(const Buf* from, size_t from_off, const Buf* to, size_t to_off, size_t n);
+  /// The host-visible buffer reads are copied into (made on first use).
+  Buf* readback();
   void destroy(Buf* b) noexcept;
 
   VkInstance instance_ = VK_NULL_HANDLE;
@@ -140,7 +153,12 @@ class Context {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
-  uint32_t memory_type_ = 0;
+  uint32_t memory_type_ = 0;  ///< of tensors' buffers
+  uint32_t host_type_ = 0;    ///< host-visible, coherent: parameters, staging
+  bool staged_ = false;
+  Buf* stage_ = nullptr;  ///< staged memory: the ring host writes go through, per batch
+  size_t stage_used_ = 0;
+  Buf* readback_ = nullptr;
   uint64_t heap_bytes_ = UINT64_MAX;  ///< of memory_type_'s heap
   VkDeviceSize storage_align_ = 256;
   std::string name_, identity_;

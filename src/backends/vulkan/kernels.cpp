@@ -78,7 +78,12 @@ void for_each_element(Context& ctx, const ir::TensorDesc& d, const Buf* b, const
 /// integers up to 2^53 exactly, which covers every valid index).
 void check_on_host(Context& ctx, const ir::Op& op, const lib::HostCheck& c, const Buf* b) {
   const ir::TensorDesc& d = op.inputs[static_cast<size_t>(c.input)];
-  const char* data = static_cast<const char*>(b->map);
+  std::vector<char> copy;  // staged memory: the values are read back first
+  if (!b->map && d.numel() > 0) {
+    copy.resize(b->in_use);
+    ctx.read(b, 0, copy.data(), copy.size());
+  }
+  const char* data = b->map ? static_cast<const char*>(b->map) : copy.data();
   const int64_t size = static_cast<int64_t>(dtype_size(d.dtype));
   const bool integer = is_integral(d.dtype);
   for_each_element(ctx, d, b, [&](int64_t off) {
