@@ -15,6 +15,7 @@
 // several threads splits by images (batch_chunks): one parallel region, each thread running a
 // single-threaded primitive of its own (cache slot, user-mode scratchpad) over its images.
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/conv_onednn_kept.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn.h"
 #include "backends/cpu/pool_vec.h"
@@ -149,12 +150,6 @@ memory::desc act_like(const memory::desc& md) {
     return memory::desc(md.dims(), dt::f32, n == 3 ? tag::nwc : n == 4 ? tag::nhwc : tag::ndhwc);
   }
   return any_like(md);
-}
-
-/// The blocked 16-channel layout of activations of these dims (nCw16c, nChw16c, nCdhw16c).
-memory::desc blocked16(const memory::dims& dims) {
-  const size_t n = dims.size();
-  return memory::desc(dims, dt::f32, n == 3 ? tag::nCw16c : n == 4 ? tag::nChw16c : tag::nCdhw16c);
 }
 
 /// One plain operand and, when the primitive wants another layout, its blocked twin.
@@ -403,142 +398,6 @@ bool usable(const Geom& g) {
   for (int i = 0; i < 3; ++i)
     if (g.in[i] <= 0 || g.out[i] <= 0) return false;
   return true;
-}
-
-// Note [Kept blocked outputs]
-// A forward convolution whose output oneDNN writes in a blocked 16-channel layout (nChw16c and
-// its 1-d / 3-d forms) keeps that blocked form after reordering it to the plain output, keyed on
-// the output's content stamp and address (an op's output descriptor carries the stamp of what it
-// writes, TensorDesc::stamp). A later convolution or max pool whose input carries the same stamp
-// and address, and whose primitive wants the same layout, reads the kept form instead of
-// reordering the plain tensor again: the consecutive convolutions of a ResNet-style model
-// reorder each activation once instead of twice, and a max pool after a convolution pools the
-// blocked form. The epilogue (scale, shift, residual, activation) then runs on the blocked form
-// before the reorder, so both forms hold the same values; a residual must have a kept form too,
-// else the output keeps nothing. A batch split over the threads (batch_chunks) keeps one form per
-// chunk of images, at the chunk's address, which the next split convolution finds chunk by chunk.
-// The plain output is always written, by the epilogue's pass over the blocked form (Kiln's own
-// 16 x 16 transposes, post_blocked16_f32 / unblock16_f32; a oneDNN reorder call costs 0.4-0.8 µs,
-// as much as a small convolution's reorder itself). The kept forms are a cache of at most
-// kKeptMax entries and kKeptBytes, the oldest dropped first, their buffers reused. A stamp names contents (renewed by
-// every write), so a kept form is never stale.
-
-/// A blocked form of the plain tensor at `ptr` whose content stamp is `stamp`.
-struct Kept {
-  uint64_t stamp = 0;
-  const float* ptr = nullptr;
-  memory::desc md;         // buf's layout
-  std::vector<float> buf;  // md's size + 16 floats (as Operand::buf)
-  memory mem;              // md over buf (empty: not made yet)
-};
-
-constexpr size_t kKeptMax = 16;  // a few live activations, each split in up to a few batch chunks
-constexpr size_t kKeptBytes = size_t{32} << 20;
-
-/// KILN_CONV_KEEP=0 or set_keep_blocked(false) turns the kept forms off (measurements, tests).
-std::atomic<int> g_keep{-1};
-std::atomic<int64_t> g_kept_reads{0};
-bool keep_on() {
-  int v = g_keep.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* e = std::getenv("KILN_CONV_KEEP");
-    v = e && std::strcmp(e, "0") == 0 ? 0 : 1;
-    g_keep.store(v, std::memory_order_relaxed);
-  }
-  return v != 0;
-}
-
-struct KeptStore {
-  std::mutex mu;
-  std::deque<std::shared_ptr<Kept>> list;    // oldest first
-  std::vector<std::shared_ptr<Kept>> spare;  // dropped entries no reader holds, for reuse
-  size_t bytes = 0;
-};
-KeptStore& kept_store() {
-  static KeptStore k;
-  return k;
-}
-
-/// The kept form of the tensor at ptr with this stamp, in layout md; null when there is none.
-std::shared_ptr<const Kept> find_kept(uint64_t stamp, const float* ptr, const memory::desc& md) {
-  if (!stamp) return nullptr;
-  KeptStore& k = kept_store();
-  std::lock_guard<std::mutex> l(k.mu);
-  for (auto it = k.list.rbegin(); it != k.list.rend(); ++it)
-    if ((*it)->stamp == stamp && (*it)->ptr == ptr) {
-      if (!((*it)->md == md)) return nullptr;
-      g_kept_reads.fetch_add(1, std::memory_order_relaxed);
-      return *it;
-    }
-  return nullptr;
-}
-
-/// The kept forms that together hold x [N, C, H, W] (content stamp `stamp`), blocked by 16
-/// channels: the whole tensor's, or one per chunk of images (a batch split), in image order; empty
-/// when they do not cover it.
-std::vector<std::shared_ptr<const Kept>> find_kept_parts(uint64_t stamp, const float* x, int64_t N, int64_t C,
-                                                         int64_t H, int64_t W) {
-  std::vector<std::shared_ptr<const Kept>> parts;
-  if (!stamp) return parts;
-  const int64_t image = C * H * W;
-  {
-    KeptStore& k = kept_store();
-    std::lock_guard<std::mutex> l(k.mu);
-    for (const auto& e : k.list) {
-      if (e->stamp != stamp || e->ptr < x || e->ptr >= x + N * image || (e->ptr - x) % image != 0) continue;
-      const memory::dims d = e->md.dims();
-      if (d.size() == 4 && d[1] == C && d[2] == H && d[3] == W && e->md == blocked16(d)) parts.push_back(e);
-    }
-  }
-  std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a->ptr < b->ptr; });
-  const float* next = x;
-  for (const auto& p : parts) {
-    if (p->ptr != next) return {};
-    next += p->md.dims()[0] * image;
-  }
-  if (next != x + N * image) return {};
-  g_kept_reads.fetch_add(static_cast<int64_t>(parts.size()), std::memory_order_relaxed);
-  return parts;
-}
-
-/// A Kept whose buffer holds layout md (reused from a dropped one of that layout when there is
-/// one), not in the store.
-std::shared_ptr<Kept> spare_kept(const memory::desc& md) {
-  KeptStore& k = kept_store();
-  std::shared_ptr<Kept> r;
-  {
-    std::lock_guard<std::mutex> l(k.mu);
-    for (auto& e : k.spare)
-      if (e->md == md) {
-        r = std::move(e);
-        std::swap(e, k.spare.back());
-        k.spare.pop_back();
-        break;
-      }
-  }
-  if (!r) {
-    r = std::make_shared<Kept>();
-    r->md = md;
-    r->buf.resize(md.get_size() / sizeof(float) + 16);
-  }
-  if (!r->mem) r->mem = memory(md, onednn::engine(), r->buf.data());
-  return r;
-}
-
-/// Adds e (stamp, ptr, md and buf set) to the store, dropping older forms of the same address
-/// and the oldest past the bounds.
-void keep(std::shared_ptr<Kept> e) {
-  KeptStore& k = kept_store();
-  std::lock_guard<std::mutex> l(k.mu);
-  auto drop = [&k](std::deque<std::shared_ptr<Kept>>::iterator it) {
-    k.bytes -= (*it)->buf.size() * sizeof(float);
-    if (it->use_count() == 1 && k.spare.size() < kKeptMax) k.spare.push_back(std::move(*it));  // no reader holds it
-    return k.list.erase(it);
-  };
-  for (auto it = k.list.begin(); it != k.list.end();) it = (*it)->ptr == e->ptr ? drop(it) : std::next(it);
-  k.bytes += e->buf.size() * sizeof(float);
-  k.list.push_back(std::move(e));
-  while (k.list.size() > kKeptMax || k.bytes > kKeptBytes) drop(k.list.begin());
 }
 
 /// Keeps op's staging buffer (its blocked form of the plain tensor at ptr, content stamp
@@ -815,9 +674,6 @@ bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
 }
 
 }  // namespace
-
-void set_keep_blocked(bool on) { g_keep.store(on ? 1 : 0, std::memory_order_relaxed); }
-int64_t kept_reads() { return g_kept_reads.load(std::memory_order_relaxed); }
 
 bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
                          uint64_t y_stamp) {
