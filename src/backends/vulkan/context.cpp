@@ -326,7 +326,7 @@ Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage, bool host) {
 
 void Context::destroy(Buf* b) noexcept {
   Fns& f = fns();
-  f.vkUnmapMemory(device_, b->memory);
+  if (b->map) f.vkUnmapMemory(device_, b->memory);  // staged tensors were never mapped
   f.vkDestroyBuffer(device_, b->buffer, nullptr);
   f.vkFreeMemory(device_, b->memory, nullptr);
   reserved_ -= static_cast<int64_t>(b->size);
