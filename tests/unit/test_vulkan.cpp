@@ -203,6 +203,23 @@ TEST(Vulkan, StagedMemoryMovesValuesThroughCopiesInOrder) {
   EXPECT_EQ(ctx.stats().copies > copies, ctx.staged());
 }
 
+TEST(Vulkan, ThePipelineCacheIsSavedForTheNextProcess) {
+  // The driver's pipeline cache goes to disk (at exit, when pipelines were built), whole or not
+  // at all, with the header Vulkan defines: its length, version one, the device's vendor.
+  REQUIRE_VULKAN();
+  vulkan::Context& ctx = vulkan::Context::get(0);
+  (void)(ones({4}).to(Device::vulkan().without_fusion()) * 3.0f).to(Device::cpu());
+  ASSERT_TRUE(ctx.save_pipeline_cache());
+  const std::string path = ctx.pipeline_cache_path();
+  std::ifstream in(path, std::ios::binary);
+  uint32_t header[4] = {};
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  ASSERT_TRUE(in.good()) << path;
+  EXPECT_GE(header[0], 32u);  // header length
+  EXPECT_EQ(header[1], 1u);   // VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+  EXPECT_NE(ctx.identity().find("vendor " + std::to_string(header[2])), std::string::npos) << ctx.identity();
+}
+
 TEST(Vulkan, MemoryStatsCountBuffers) {
   REQUIRE_VULKAN();
   const Device vk = Device::vulkan();

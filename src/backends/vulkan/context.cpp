@@ -25,6 +25,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "kernel/cache.h"
 #include "kernel/ir.h"
 #include "kiln/error.h"
 
@@ -169,6 +170,7 @@ void Context::close() noexcept {
   stage_ = nullptr;
   if (readback_) destroy(readback_);
   readback_ = nullptr;
+  if (stats_.pipelines > 0) save_pipeline_cache();
   f.vkDestroyPipelineCache(device_, pcache_, nullptr);
   f.vkDestroyDescriptorPool(device_, dpool_, nullptr);
   f.vkDestroyFence(device_, fence_, nullptr);
@@ -271,7 +273,16 @@ Context::Context(int index) {
   check(f.vkCreateDescriptorPool(device_, &dpi, nullptr, &dpool_), "vkCreateDescriptorPool");
   VkPipelineCacheCreateInfo pci{};
   pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-  check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
+  // The pipelines of earlier runs (the driver checks the data's device and version itself and
+  // starts empty when they differ; a damaged file is dropped the same way).
+  const std::string saved = kernel::cache::read_all(pipeline_cache_path());
+  pci.initialDataSize = saved.size();
+  pci.pInitialData = saved.empty() ? nullptr : saved.data();
+  if (f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_) != VK_SUCCESS) {
+    pci.initialDataSize = 0;
+    pci.pInitialData = nullptr;
+    check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
+  }
   upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
   if (staged_)
     stage_ = new_buffer(kStageBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
@@ -331,6 +342,35 @@ void Context::destroy(Buf* b) noexcept {
   f.vkFreeMemory(device_, b->memory, nullptr);
   reserved_ -= static_cast<int64_t>(b->size);
   delete b;
+}
+
+std::string Context::pipeline_cache_path() const {
+  return kernel::cache_dir() + "/vulkan-" + kernel::cache::hash128(identity_).substr(0, 16) + ".pipelines";
+}
+
+bool Context::save_pipeline_cache() noexcept {
+  try {
+    Fns& f = fns();
+    size_t n = 0;
+    if (f.vkGetPipelineCacheData(device_, pcache_, &n, nullptr) != VK_SUCCESS || n == 0 || n > (size_t{256} << 20))
+      return false;
+    std::string data(n, '\0');
+    if (f.vkGetPipelineCacheData(device_, pcache_, &n, data.data()) != VK_SUCCESS) return false;
+    data.resize(n);
+    // Written aside, then renamed over the old file: a reader never sees half of it.
+    const std::string path = pipeline_cache_path(), tmp = path + ".tmp-" + std::to_string(::getpid());
+    if (!kernel::cache::make_dirs(kernel::cache_dir()) || !kernel::cache::write_all(tmp, data)) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+    return true;
+  } catch (...) {
+    return false;
+  }
 }
 
 void Context::check_process() { check_owner(); }

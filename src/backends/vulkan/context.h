@@ -83,6 +83,12 @@ class Context {
   bool float64() const { return float64_; }
 
   Buf* allocate(size_t nbytes);
+  /// Writes the pipeline cache (the driver's compiled pipelines) to pipeline_cache_path(),
+  /// which the next process opening the device starts from; close() does it when pipelines
+  /// were built. False when it could not (nothing half-written is left).
+  bool save_pipeline_cache() noexcept;
+  /// kernel::cache_dir()/vulkan-<hash of the device's identity>.pipelines
+  std::string pipeline_cache_path() const;
   /// Throws when this process is not the one that opened the device (a forked child).
   static void check_process();
   /// Throws the out-of-memory error of allocate when nbytes exceed the memory heap (a lazy
