@@ -134,6 +134,30 @@ TEST(Vulkan, DispatchesAreBatchedUntilASyncPoint) {
   EXPECT_EQ(ctx.stats().submits - s0.submits, 1) << "one submit for the whole batch";
 }
 
+TEST(Vulkan, AFullBatchIsSubmittedAndTheNextRecordsWhileItRuns) {
+  // Double buffering: a full batch (256 dispatches) goes to the device without a wait; the
+  // next one is recorded meanwhile; a frame is waited for only when it is needed again, or at
+  // a sync. Buffers released while a batch uses them come back after it.
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan().without_fusion();
+  vulkan::Context& ctx = vulkan::Context::get(0);
+  Tensor x = ones({1000}).to(vk);
+  sync(vk);
+  const int64_t used = memory_stats(vk).in_use;
+  const vulkan::Stats s0 = ctx.stats();
+  for (int i = 0; i < 300; ++i) x = x + 1.0f;  // the first batch fills and is submitted
+  const vulkan::Stats s1 = ctx.stats();
+  EXPECT_EQ(s1.submits - s0.submits, 1);
+  EXPECT_EQ(s1.waits - s0.waits, 0) << "submitting a full batch does not wait";
+  for (int i = 0; i < 300; ++i) x = x + 1.0f;  // the second fills: the first is waited for
+  const vulkan::Stats s2 = ctx.stats();
+  EXPECT_EQ(s2.submits - s0.submits, 2);
+  EXPECT_EQ(s2.waits - s0.waits, 1);
+  EXPECT_EQ(x.to(Device::cpu()).to_vector<float>()[999], 601.0f);
+  EXPECT_EQ(ctx.stats().waits - s0.waits, 3) << "the read waits for the two batches not yet waited for";
+  EXPECT_EQ(memory_stats(vk).in_use, used) << "every intermediate came back";
+}
+
 TEST(Vulkan, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
   REQUIRE_VULKAN();
   const Device vk = Device::vulkan();

@@ -5,10 +5,14 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // Ops are recorded into one command buffer, a batch, in the order they are called: each
 // dispatch binds its pipeline and a descriptor set of its buffers, then a global memory barrier
-// orders it before the next one. The batch is submitted, and the caller waits for it, at a sync
-// point: a host read or write of a buffer the batch uses, kiln::sync, or when the batch is full
-// (kMaxBatch dispatches, the descriptor pool or the upload buffer of small parameters). A buffer
-// released while the batch may use it goes back to the cache only after the batch has run.
+// orders it before the next one. A full batch (kMaxBatch dispatches, the descriptor pool or the
+// upload buffer of small parameters) is submitted without waiting, and recording goes on in a
+// second frame (command buffer, fence, pools, rings) while the device runs it: the host records
+// batch n + 1 while the device runs batch n. Starting a batch in a frame first waits for the
+// batch that frame held; every batch opens with a barrier against the ones before it. A sync
+// point (a host read or write of a buffer a batch not yet finished uses, kiln::sync) submits the
+// open batch and waits for both. A buffer released while a batch may use it goes back to the
+// cache only after that batch has run.
 // Errors of the device (lost, out of memory) surface at the sync point as kiln::Error.
 // Tensors live in device-local memory the host cannot see where the device has some (a discrete
 // GPU): host writes are copied in through a ring of host-visible memory, recorded in the open
@@ -162,18 +166,19 @@ void Context::close() noexcept {
   }
   pipelines_.clear();
   empty_cache();
-  if (upload_) destroy(upload_);
-  upload_ = nullptr;
-  if (errors_) destroy(errors_);
-  errors_ = nullptr;
-  if (stage_) destroy(stage_);
-  stage_ = nullptr;
+  for (int frame = 0; frame < 2; ++frame) {
+    if (upload_) destroy(upload_);
+    if (errors_) destroy(errors_);
+    if (stage_) destroy(stage_);
+    upload_ = errors_ = stage_ = nullptr;
+    f.vkDestroyDescriptorPool(device_, dpool_, nullptr);
+    f.vkDestroyFence(device_, fence_, nullptr);
+    swap_frames();
+  }
   if (readback_) destroy(readback_);
   readback_ = nullptr;
   if (stats_.pipelines > 0) save_pipeline_cache();
   f.vkDestroyPipelineCache(device_, pcache_, nullptr);
-  f.vkDestroyDescriptorPool(device_, dpool_, nullptr);
-  f.vkDestroyFence(device_, fence_, nullptr);
   f.vkDestroyCommandPool(device_, pool_, nullptr);
   f.vkDestroyDevice(device_, nullptr);
   device_ = VK_NULL_HANDLE;
@@ -260,17 +265,23 @@ Context::Context(int index) {
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  check(f.vkAllocateCommandBuffers(device_, &ai, &cmd_), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-  check(f.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kMaxSets * (kMaxBindings + 1)};  // + debug
   VkDescriptorPoolCreateInfo dpi{};
   dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
   dpi.maxSets = kMaxSets;
   dpi.poolSizeCount = 1;
   dpi.pPoolSizes = &ps;
-  check(f.vkCreateDescriptorPool(device_, &dpi, nullptr, &dpool_), "vkCreateDescriptorPool");
+  for (int frame = 0; frame < 2; ++frame) {  // the open batch's, and the one submitted before it
+    check(f.vkAllocateCommandBuffers(device_, &ai, &cmd_), "vkAllocateCommandBuffers");
+    check(f.vkCreateFence(device_, &fi, nullptr, &fence_), "vkCreateFence");
+    check(f.vkCreateDescriptorPool(device_, &dpi, nullptr, &dpool_), "vkCreateDescriptorPool");
+    upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
+    if (staged_)
+      stage_ = new_buffer(kStageBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
+    swap_frames();
+  }
   VkPipelineCacheCreateInfo pci{};
   pci.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
   // The pipelines of earlier runs (the driver checks the data's device and version itself and
@@ -283,18 +294,18 @@ Context::Context(int index) {
     pci.pInitialData = nullptr;
     check(f.vkCreatePipelineCache(device_, &pci, nullptr, &pcache_), "vkCreatePipelineCache");
   }
-  upload_ = new_buffer(kUploadBytes, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
-  if (staged_)
-    stage_ = new_buffer(kStageBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
   const char* dbg = std::getenv("KILN_KERNEL_DEBUG");
   set_debug(dbg && *dbg && std::strcmp(dbg, "0") != 0);
 }
 
 void Context::set_debug(bool on) {
   std::lock_guard<std::recursive_mutex> lock(mu);
-  if (on && !errors_) {
-    errors_ = new_buffer(kMaxBatch * storage_align_, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
-    std::memset(errors_->map, 0, errors_->size);
+  for (int frame = 0; frame < 2; ++frame) {
+    if (on && !errors_) {
+      errors_ = new_buffer(kMaxBatch * storage_align_, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, true);
+      std::memset(errors_->map, 0, errors_->size);
+    }
+    swap_frames();
   }
   debug_ = on;
 }
@@ -407,10 +418,12 @@ void Context::release(Buf* b) noexcept {
   }
   in_use_ -= static_cast<int64_t>(b->in_use);
   b->in_use = 0;
-  if (pending(b))
+  if (!pending(b))
+    free_.emplace(b->size, b);
+  else if (b->batch == batch_)  // back once the batch that uses it last has run
     retired_.push_back(b);
   else
-    free_.emplace(b->size, b);
+    other_.retired.push_back(b);
 }
 
 MemoryStats Context::memory_stats() const {
@@ -494,13 +507,21 @@ void Context::begin_batch() {
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check(fns().vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+  // After everything submitted before (the batch in flight may still run): a barrier's first
+  // scope takes in the queue's earlier submissions.
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT;
+  fns().vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &mb, 0,
+                             nullptr, 0, nullptr);
 }
 
 void Context::reserve(size_t upload_bytes) {
   check_owner();
   KILN_CHECK(!closed(), "vulkan", "the device is closed (the process is exiting)");
   if (recorded_ >= kMaxBatch || sets_ >= kMaxSets || upload_used_ + upload_bytes + storage_align_ > kUploadBytes)
-    sync();
+    submit_open();
   KILN_CHECK(upload_bytes + storage_align_ <= kUploadBytes, "vulkan",
              "parameters of " << upload_bytes << " bytes exceed the upload buffer");
 }
@@ -604,7 +625,7 @@ void Context::write(Buf* b, size_t off, const void* src, size_t n) {
   // Staged: through the ring of host memory, copied in the open batch in order with the
   // dispatches (nothing waits); a write larger than the ring has a buffer of its own.
   if (n <= kStageBytes) {
-    if (recorded_ >= kMaxBatch || (stage_used_ + 15) / 16 * 16 + n > kStageBytes) sync();
+    if (recorded_ >= kMaxBatch || (stage_used_ + 15) / 16 * 16 + n > kStageBytes) submit_open();
     const size_t pos = (stage_used_ + 15) / 16 * 16;
     std::memcpy(stage_->map + pos, src, n);
     stage_used_ = pos + n;
@@ -630,7 +651,7 @@ void Context::read(const Buf* b, size_t off, void* dst, size_t n) {
     std::memcpy(dst, b->map + off, n);
     return;
   }
-  if (recorded_ >= kMaxBatch) sync();
+  if (recorded_ >= kMaxBatch) submit_open();
   Buf* tmp = n <= kStageBytes ? nullptr : new_buffer(n, VK_BUFFER_USAGE_TRANSFER_DST_BIT, true);
   Buf* to = tmp ? tmp : readback();
   try {
@@ -649,44 +670,84 @@ Buf* Context::readback() {
   return readback_;
 }
 
-void Context::sync() {
-  if (recorded_ == 0) return;
-  check_owner();
+void Context::reset_open() noexcept {
   Fns& f = fns();
-  // Whatever happens, the batch is over: its buffers and descriptor sets are free again.
-  struct Reset {
-    Context& c;
-    ~Reset() {
-      Fns& f = fns();
-      f.vkResetFences(c.device_, 1, &c.fence_);
-      f.vkResetDescriptorPool(c.device_, c.dpool_, 0);
-      f.vkResetCommandBuffer(c.cmd_, 0);
-      for (Buf* b : c.retired_) c.free_.emplace(b->size, b);
-      c.retired_.clear();
-      c.upload_used_ = 0;
-      c.stage_used_ = 0;
-      c.recorded_ = 0;
-      c.sets_ = 0;
-      ++c.batch_;
-    }
-  } reset{*this};
-  check(f.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+  f.vkResetDescriptorPool(device_, dpool_, 0);
+  f.vkResetCommandBuffer(cmd_, 0);
+  upload_used_ = 0;
+  stage_used_ = 0;
+  recorded_ = 0;
+  sets_ = 0;
+}
+
+void Context::swap_frames() noexcept {
+  std::swap(cmd_, other_.cmd);
+  std::swap(fence_, other_.fence);
+  std::swap(dpool_, other_.dpool);
+  std::swap(upload_, other_.upload);
+  std::swap(stage_, other_.stage);
+  std::swap(errors_, other_.errors);
+  std::swap(checked_, other_.checked);
+  std::swap(retired_, other_.retired);
+}
+
+void Context::finish_other() {
+  Fns& f = fns();
+  other_.in_flight = false;
+  ++stats_.waits;
+  const VkResult r = f.vkWaitForFences(device_, 1, &other_.fence, VK_TRUE, UINT64_MAX);
+  // Whatever happened, the batch is over: its buffers and descriptor sets are free again.
+  f.vkResetFences(device_, 1, &other_.fence);
+  f.vkResetDescriptorPool(device_, other_.dpool, 0);
+  f.vkResetCommandBuffer(other_.cmd, 0);
+  for (Buf* b : other_.retired) free_.emplace(b->size, b);
+  other_.retired.clear();
+  done_ = other_.batch;
+  check(r, "waiting for the device");
+  if (other_.errors) check_accesses(other_.errors, other_.checked);
+  other_.checked.clear();
+}
+
+void Context::submit_open() {
+  Fns& f = fns();
+  // The older batch first: its frame records the next one. Its errors surface here, with the
+  // open batch still open (and submitted by the next sync).
+  if (other_.in_flight) finish_other();
+  VkResult r = f.vkEndCommandBuffer(cmd_);
   VkSubmitInfo si{};
   si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
-  check(f.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  if (r == VK_SUCCESS) r = f.vkQueueSubmit(queue_, 1, &si, fence_);
+  if (r != VK_SUCCESS) {  // the batch is lost: its frame is free again, its buffers too
+    for (Buf* b : retired_) free_.emplace(b->size, b);
+    retired_.clear();
+    checked_.clear();
+    reset_open();
+    done_ = batch_++;
+    check(r, "submitting a batch");
+  }
   ++stats_.submits;
-  check(f.vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "waiting for the device");
-  check_accesses();
+  swap_frames();
+  other_.batch = batch_;
+  other_.in_flight = true;
+  ++batch_;
+  reset_open();
 }
 
-void Context::check_accesses() {
+void Context::sync() {
+  if (recorded_ == 0 && !other_.in_flight) return;
+  check_owner();
+  if (recorded_ > 0) submit_open();
+  if (other_.in_flight) finish_other();
+}
+
+void Context::check_accesses(Buf* errors, std::vector<const Pipeline*>& checked) {
   std::string first;
-  for (size_t d = 0; d < checked_.size(); ++d) {
-    uint32_t* e = reinterpret_cast<uint32_t*>(errors_->map + d * storage_align_);
-    if (checked_[d] && e[0] && first.empty()) {
-      const Pipeline& p = *checked_[d];
+  for (size_t d = 0; d < checked.size(); ++d) {
+    uint32_t* e = reinterpret_cast<uint32_t*>(errors->map + d * storage_align_);
+    if (checked[d] && e[0] && first.empty()) {
+      const Pipeline& p = *checked[d];
       std::ostringstream m;
       m << "[kernel '" << p.name << "'] out-of-range access: " << (e[1] < p.nbuffers ? "buffer '" : "shared array '");
       if (e[1] < p.objects.size())
@@ -698,7 +759,7 @@ void Context::check_accesses() {
     }
     std::memset(e, 0, 16);
   }
-  checked_.clear();
+  checked.clear();
   if (!first.empty()) throw Error(first);
 }
 

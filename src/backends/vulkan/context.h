@@ -55,6 +55,7 @@ constexpr uint32_t kMaxBindings = 8;
 struct Stats {
   int64_t dispatches = 0;      ///< kernels recorded
   int64_t submits = 0;         ///< command buffers submitted
+  int64_t waits = 0;           ///< waits for a submitted batch to finish (a sync, or its frame reused)
   int64_t pipelines = 0;       ///< pipelines created
   int64_t spirv_compiled = 0;  ///< GLSL compiled to SPIR-V (glslc ran)
   int64_t spirv_from_disk = 0;
@@ -129,7 +130,7 @@ class Context {
   bool debug() const { return debug_; }
   void set_debug(bool on);
   /// Whether b is used by the open batch (a host access must sync first).
-  bool pending(const Buf* b) const { return b->batch == batch_ && recorded_ > 0; }
+  bool pending(const Buf* b) const { return b->batch > done_; }
   Stats stats() const { return stats_; }
 
   std::recursive_mutex mu;  ///< held by the backend around every call
@@ -143,11 +144,19 @@ class Context {
  private:
   explicit Context(int index);
   void begin_batch();
-  /// Debug mode: throws the first out-of-range access the finished batch recorded (and clears
-  /// the slots).
-  void check_accesses();
+  /// Debug mode: throws the first out-of-range access a finished batch recorded in `errors`
+  /// (and clears the slots and `checked`).
+  void check_accesses(Buf* errors, std::vector<const Pipeline*>& checked);
   /// A buffer of memory_type_ (mapped unless staged), or of host_type_ (mapped) when `host`.
   Buf* new_buffer(size_t size, VkBufferUsageFlags usage, bool host = false);
+  /// Submits the open batch without waiting and opens the next in the other frame (after
+  /// finishing the batch that frame held, when it is still in flight).
+  void submit_open();
+  /// Waits for the batch in flight in other_ and makes its frame free: its buffers go back to
+  /// the cache, and its errors (the device's, an out-of-range access) are thrown.
+  void finish_other();
+  /// Resets the open frame's command buffer, descriptor pool, rings and counters.
+  void reset_open() noexcept;
   /// Records a copy of n bytes between buffers into the open batch.
   void copy(const Buf* from, size_t from_off, const Buf* to, size_t to_off, size_t n);
   /// The host-visible buffer reads are copied into (made on first use).
@@ -175,6 +184,22 @@ class Context {
   VkFence fence_ = VK_NULL_HANDLE;
   VkDescriptorPool dpool_ = VK_NULL_HANDLE;
   VkPipelineCache pcache_ = VK_NULL_HANDLE;
+  /// What a batch uses, swapped between the open frame (the members above and below) and
+  /// other_, the batch submitted before it, while the device runs it (Note [Vulkan execution]).
+  struct Frame {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    VkDescriptorPool dpool = VK_NULL_HANDLE;
+    Buf *upload = nullptr, *stage = nullptr, *errors = nullptr;
+    std::vector<const Pipeline*> checked;
+    std::vector<Buf*> retired;
+    uint64_t batch = 0;
+    bool in_flight = false;
+  };
+  /// Swaps the open frame's resources with other_'s.
+  void swap_frames() noexcept;
+  Frame other_;
+  uint64_t done_ = 0;      ///< every batch up to this one has finished
   uint64_t batch_ = 1;     ///< the open batch
   uint32_t recorded_ = 0;  ///< dispatches in it
   uint32_t sets_ = 0;      ///< descriptor sets taken from dpool_ in it
