@@ -155,7 +155,14 @@ TEST(Vulkan, AFullBatchIsSubmittedAndTheNextRecordsWhileItRuns) {
   EXPECT_EQ(s2.waits - s0.waits, 1);
   EXPECT_EQ(x.to(Device::cpu()).to_vector<float>()[999], 601.0f);
   EXPECT_EQ(ctx.stats().waits - s0.waits, 3) << "the read waits for the two batches not yet waited for";
-  EXPECT_EQ(memory_stats(vk).in_use, used) << "every intermediate came back";
+  // Every intermediate came back (a few bytes of scalar constants may stay); 600 more results
+  // reuse those buffers: the device holds no more memory than after the first 600.
+  const MemoryStats m = memory_stats(vk);
+  EXPECT_LE(m.in_use, used + 64);
+  for (int i = 0; i < 600; ++i) x = x + 1.0f;
+  EXPECT_EQ(x.to(Device::cpu()).to_vector<float>()[999], 1201.0f);
+  const MemoryStats m2 = memory_stats(vk);
+  EXPECT_EQ(m2.in_use + m2.cached, m.in_use + m.cached);
 }
 
 TEST(Vulkan, OutOfMemoryIsAnErrorAndTheDeviceStaysUsable) {
