@@ -87,6 +87,8 @@ std::optional<Elementwise> bernoulli_of(const kiln::ir::Op& op);
 /// The elementwise kernel of op (unary, binary, ternary, cast, copy and fill ops over the
 /// storages above), or nothing when the library has none for it.
 std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op);
+/// Declares push constant `name` for real r of spec, of its type (real_types, else real_type).
+Val real_of(Builder& b, const Elementwise& spec, int r, const std::string& name);
 /// Traces spec's kernel (256 threads a group; groups over x and y, see elementwise_groups).
 Kernel trace_elementwise(const Elementwise& spec, const Limits& limits);
 /// Fills the parameter block of an elementwise op. False when an index leaves int32.

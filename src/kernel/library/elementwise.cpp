@@ -215,6 +215,14 @@ void store_store(const Memory& m, Store s, Val e, Val v) {
   atomic_add(m[word_of(e, w)], (bits - ob) << sh);
 }
 
+Val real_of(Builder& b, const Elementwise& spec, int r, const std::string& name) {
+  const Type t = spec.real_types.empty() ? spec.real_type : spec.real_types[static_cast<size_t>(r)];
+  return t == Type::F64   ? b.scalar<double>(name)
+         : t == Type::I64 ? b.scalar<int64_t>(name)
+         : t == Type::I32 ? b.scalar<int32_t>(name)
+                          : b.scalar<float>(name);
+}
+
 Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
   constexpr uint32_t kGroup = 256;
   return trace(
@@ -228,13 +236,9 @@ Kernel trace_elementwise(const Elementwise& spec, const Limits& limits) {
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         Val reals[kMaxReals + 1];
         for (int r = 0; r < spec.reals; ++r) {
-          const Type rt = spec.real_types.empty() ? spec.real_type : spec.real_types[static_cast<size_t>(r)];
           std::string rn = "r";  // appended: GCC 12 warns (-Wrestrict) on "r" + std::string here
           rn += std::to_string(r);
-          reals[r] = rt == Type::F64   ? b.scalar<double>(rn)
-                     : rt == Type::I64 ? b.scalar<int64_t>(rn)
-                     : rt == Type::I32 ? b.scalar<int32_t>(rn)
-                                       : b.scalar<float>(rn);
+          reals[r] = real_of(b, spec, r, rn);
         }
         const bool fill = arity == 0 && !spec.with_index;
         if (spec.output == Store::I64 && fill) reals[spec.reals] = b.scalar<int64_t>("v");

@@ -101,14 +101,7 @@ Kernel trace_fused(const FusedSpec& f, const Limits& limits) {
         std::vector<std::vector<Val>> reals(f.steps.size());
         for (size_t k = 0; k < f.steps.size(); ++k) {
           const Elementwise& e = f.steps[k].e;
-          for (int r = 0; r < e.reals; ++r) {
-            const Type rt = e.real_types.empty() ? e.real_type : e.real_types[static_cast<size_t>(r)];
-            const std::string rn = named("s", k, r);
-            reals[k].push_back(rt == Type::F64   ? b.scalar<double>(rn)
-                               : rt == Type::I64 ? b.scalar<int64_t>(rn)
-                               : rt == Type::I32 ? b.scalar<int32_t>(rn)
-                                                 : b.scalar<float>(rn));
-          }
+          for (int r = 0; r < e.reals; ++r) reals[k].push_back(real_of(b, e, r, named("s", k, r)));
         }
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
         if_(i < meta[kFCount], [&] {
