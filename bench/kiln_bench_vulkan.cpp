@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "backends/vulkan/context.h"
@@ -49,7 +50,63 @@ int64_t fallback_ops() {
 
 }  // namespace
 
-int main() {
+/// Milliseconds of the best of `reps` runs of fn on device d (each synced before and after).
+template <class Fn>
+double best_ms(const Device& d, int reps, Fn&& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    sync(d);
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    sync(d);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+/// " (12% of the peak)" when the environment variable `peak` gives one, else "".
+std::string share(double v, const char* peak) {
+  const char* e = std::getenv(peak);
+  const double p = e ? std::atof(e) : 0;
+  if (p <= 0) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " (%.0f%% of %.0f)", 100 * v / p, p);
+  return buf;
+}
+
+/// --gpu (scripts/gpu-check.sh, on a real GPU): f32 matmul GFLOP/s at the sizes of
+/// KILN_GPU_MATMUL (default 1024,2048,4096) and the bandwidth of an elementwise add over
+/// KILN_GPU_ELEMS floats (default 2^26), as shares of KILN_GPU_PEAK_GFLOPS / KILN_GPU_PEAK_GBPS.
+void gpu_speed() {
+  const Device vk = Device::vulkan();
+  std::printf("\n## Speed\n\n| measure | value |\n|---|---|\n");
+  const char* sizes = std::getenv("KILN_GPU_MATMUL");
+  std::string list = sizes && *sizes ? sizes : "1024,2048,4096";
+  for (size_t at = 0; at < list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const int64_t n = std::atoll(list.substr(at, comma - at).c_str());
+    at = comma + 1;
+    if (n <= 0) continue;
+    const Tensor a = randn({n, n}).to(vk), b = randn({n, n}).to(vk);
+    Tensor c;
+    (void)matmul(a, b).sum().item<float>();  // first use: pipelines, autotuning
+    const double ms = best_ms(vk, 5, [&] { c = matmul(a, b); });
+    const double gflops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / ms / 1e6;
+    std::printf("| f32 matmul %lld x %lld x %lld | %.0f GFLOP/s%s |\n", static_cast<long long>(n),
+                static_cast<long long>(n), static_cast<long long>(n), gflops,
+                share(gflops, "KILN_GPU_PEAK_GFLOPS").c_str());
+  }
+  const char* elems = std::getenv("KILN_GPU_ELEMS");
+  const int64_t n = elems && std::atoll(elems) > 0 ? std::atoll(elems) : int64_t{1} << 26;
+  const Tensor a = randn({n}).to(vk), b = randn({n}).to(vk);
+  Tensor c = a + b;
+  const double ms = best_ms(vk, 5, [&] { c = a + b; });
+  const double gbps = 3.0 * 4.0 * static_cast<double>(n) / ms / 1e6;
+  std::printf("| f32 add over %lld elements (read 2, write 1) | %.0f GB/s%s |\n", static_cast<long long>(n), gbps,
+              share(gbps, "KILN_GPU_PEAK_GBPS").c_str());
+}
+
+int main(int argc, char** argv) {
   std::string why;
   if (vulkan::Context::count(&why) == 0) {
     std::printf("# Vulkan\n\nNo Vulkan device on this machine: %s\n", why.c_str());
@@ -149,5 +206,6 @@ int main() {
   std::printf("\nFallbacks of one run of the steps:");
   for (const auto& [what, c] : fallback_counts()) std::printf(" %s x%lld;", what.c_str(), static_cast<long long>(c));
   std::printf("\n");
+  if (argc > 1 && std::string(argv[1]) == "--gpu") gpu_speed();
   return 0;
 }
