@@ -102,6 +102,10 @@ class Backend {
   }
 };
 
+/// The owner to give a Storage record over memory that something else owns (a decorator's
+/// buffer handed to the backend below it): with `external` set, ~Storage gives nothing back.
+const std::shared_ptr<void>& unowned_memory();
+
 class Tensor;
 /// Host memory of t's storage (its element 0, not t's: add the storage offset), after queued
 /// work on it has run: for host code that reads or writes CPU tensors in place (plain, fused

@@ -36,6 +36,11 @@ Storage::~Storage() {
   if (backend && !external) backend->release(data, nbytes);
 }
 
+const std::shared_ptr<void>& unowned_memory() {
+  static const std::shared_ptr<void> k = std::make_shared<int>(0);
+  return k;
+}
+
 void* Backend::allocate_memory(size_t nbytes) {
   std::shared_ptr<Storage> s = allocate(nbytes);
   s->backend = nullptr;  // the memory now belongs to the caller

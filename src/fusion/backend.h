@@ -22,7 +22,9 @@ namespace kiln::fusion {
 class FusionBackend final : public Backend, private Buffers {
  public:
   explicit FusionBackend(Backend* inner)
-      : inner_(inner), exec_(inner->has_data() ? inner->fusion_executor() : nullptr) {}
+      : inner_(inner),
+        exec_(inner->has_data() ? inner->fusion_executor() : nullptr),
+        small_alone_(exec_ && exec_->small_ops_alone()) {}
   DeviceType type() const override { return inner_->type(); }
   std::string name() const override { return inner_->name() + "+fusion"; }
 
@@ -46,7 +48,7 @@ class FusionBackend final : public Backend, private Buffers {
     r.in.reserve(op.inputs.size());
     for (size_t i = 0; i < op.inputs.size(); ++i) r.in.push_back(buf_of(in[i]));
     for (size_t i = 0; i < op.outputs.size(); ++i) r.out.push_back(buf_of(out[i]));
-    const bool lz = lazy(), small = lz && exec_->small_ops_alone() && is_small(op);
+    const bool lz = lazy(), small = lz && small_alone_ && is_small(op);
     // A small convolution or product is not queued for its epilogue: its result feeds small ops.
     const bool rec = lz && recordable(op) && !(small && is_anchor(op));
     if (rec && small && independent(r)) {
@@ -78,7 +80,7 @@ class FusionBackend final : public Backend, private Buffers {
     Buf* b = buf_of(&dst);
     if (b->refs) flush("write into a queued buffer");
     materialise(b);
-    Storage tmp(b->real, b->nbytes, inner_, kept());
+    Storage tmp(b->real, b->nbytes, inner_, unowned_memory());
     inner_->write(tmp, off, src, n);
   }
   void read(const Storage& src, size_t off, void* dst, size_t n) override {
@@ -86,7 +88,7 @@ class FusionBackend final : public Backend, private Buffers {
     Buf* b = buf_of(&src);
     if (b->refs) flush("read");
     materialise(b);
-    Storage tmp(b->real, b->nbytes, inner_, kept());
+    Storage tmp(b->real, b->nbytes, inner_, unowned_memory());
     inner_->read(tmp, off, dst, n);
   }
   bool has_data() const override { return inner_->has_data(); }
@@ -155,13 +157,6 @@ class FusionBackend final : public Backend, private Buffers {
     return true;
   }
 
-  /// The owner of Storage records over a buffer's memory for the inner backend: set, it keeps
-  /// ~Storage from giving the memory back (the Buf owns it).
-  static const std::shared_ptr<void>& kept() {
-    static const std::shared_ptr<void> k = std::make_shared<int>(0);
-    return k;
-  }
-
   Buf* buf_of(const Storage* s) {
     KILN_CHECK(s->backend == this && s->data != nullptr, "fusion",
                "a buffer of another device reached the fusion decorator");
@@ -213,9 +208,10 @@ class FusionBackend final : public Backend, private Buffers {
     std::optional<std::deque<Storage>> more;
     auto wrap = [&](Buf* b) -> Storage* {
       materialise(b);
-      if (used < std::size(inline_tmp)) return &inline_tmp[used++].emplace(b->real, b->nbytes, inner_, kept());
+      if (used < std::size(inline_tmp))
+        return &inline_tmp[used++].emplace(b->real, b->nbytes, inner_, unowned_memory());
       if (!more) more.emplace();
-      return &more->emplace_back(b->real, b->nbytes, inner_, kept());
+      return &more->emplace_back(b->real, b->nbytes, inner_, unowned_memory());
     };
     SmallVec<Storage*, 4> in, out;
     for (Buf* b : r.in) in.push_back(wrap(b));
@@ -290,6 +286,7 @@ class FusionBackend final : public Backend, private Buffers {
   /// The inner backend's executor: ops may be queued, and run_single runs through it (null:
   /// every op passes through unfused).
   Executor* const exec_;
+  const bool small_alone_;                 ///< exec_->small_ops_alone(), asked once
   std::vector<char>* released_ = nullptr;  ///< per record of the stream being flushed
   std::recursive_mutex mu_;
   std::vector<Rec> stream_, spare_;  // the queue, and storage for the next one

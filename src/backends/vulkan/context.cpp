@@ -384,8 +384,6 @@ bool Context::save_pipeline_cache() noexcept {
   }
 }
 
-void Context::check_process() { check_owner(); }
-
 void Context::check_size(size_t nbytes) const {
   if (nbytes > heap_bytes_)
     throw Error("[vulkan] out of device memory allocating " + std::to_string(nbytes) + " bytes on " + name_ +
@@ -617,6 +615,7 @@ void Context::copy(const Buf* from, size_t from_off, const Buf* to, size_t to_of
 
 void Context::write(Buf* b, size_t off, const void* src, size_t n) {
   if (n == 0) return;
+  check_owner();
   if (b->map) {
     if (pending(b)) sync();
     std::memcpy(b->map + off, src, n);
@@ -646,6 +645,7 @@ void Context::write(Buf* b, size_t off, const void* src, size_t n) {
 
 void Context::read(const Buf* b, size_t off, void* dst, size_t n) {
   if (n == 0) return;
+  check_owner();
   if (b->map) {
     if (pending(b)) sync();
     std::memcpy(dst, b->map + off, n);

@@ -90,8 +90,6 @@ class Context {
   bool save_pipeline_cache() noexcept;
   /// kernel::cache_dir()/vulkan-<hash of the device's identity>.pipelines
   std::string pipeline_cache_path() const;
-  /// Throws when this process is not the one that opened the device (a forked child).
-  static void check_process();
   /// Throws the out-of-memory error of allocate when nbytes exceed the memory heap (a lazy
   /// allocator's check when a buffer is made, before its memory is).
   void check_size(size_t nbytes) const;
@@ -114,7 +112,7 @@ class Context {
   /// Bytes for a dispatch's small parameters (shapes, strides) in this batch's upload buffer;
   /// returns where they are (bind with the returned binding).
   Binding upload(const void* data, size_t n);
-  /// Host writes and reads of n bytes of b at byte `off`: through the mapping, waiting for
+  /// Host writes and reads of n bytes of b at byte `off` (a forked child's throw): through the mapping, waiting for
   /// the open batch when it uses b; or, for staged memory, as copies through host-visible
   /// buffers (a write recorded in the open batch, a read waiting for it).
   void write(Buf* b, size_t off, const void* src, size_t n);

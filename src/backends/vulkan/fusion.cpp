@@ -32,15 +32,12 @@ void FusionExecutor::run_op(const ir::Op& op, void* const* in_real, void* const*
   SmallVec<void*, 4> in, out;
   for (size_t q = 0; q < op.inputs.size(); ++q) in.push_back(memory(in_real[q]));
   for (size_t q = 0; q < op.outputs.size(); ++q) out.push_back(memory(out_real[q]));
-  if (kernels_.supports(op)) {
-    kernels_.run(ctx_, op, reinterpret_cast<Buf* const*>(in.data()), reinterpret_cast<Buf* const*>(out.data()));
+  if (kernels_.try_run(ctx_, op, reinterpret_cast<Buf* const*>(in.data()), reinterpret_cast<Buf* const*>(out.data())))
     return;
-  }
   // Through the fallback, over Storage records of the memory (the decorator owns it).
-  static const std::shared_ptr<void> kept = std::make_shared<int>(0);
   std::deque<Storage> records;
   SmallVec<Storage*, 4> si, so;
-  auto wrap = [&](void* b) { return &records.emplace_back(b, static_cast<Buf*>(b)->size, backend_, kept); };
+  auto wrap = [&](void* b) { return &records.emplace_back(b, static_cast<Buf*>(b)->size, backend_, unowned_memory()); };
   for (void* b : in) si.push_back(wrap(b));
   for (void* b : out) so.push_back(wrap(b));
   execute_op(backend_, op, si.data(), so.data());

@@ -150,14 +150,24 @@ const k::Kernel& Kernels::get(const std::string& name, const std::function<k::Ke
   return cache_.emplace(name, make()).first->second;
 }
 
-void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+bool Kernels::try_run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
   if (op.kind == OpKind::Cat) {  // one copy per input (moving bits: no f64 arithmetic)
     const std::vector<ir::Op> pieces = lib::cat_pieces(op);
-    KILN_CHECK(!pieces.empty(), "Cat", "no Vulkan kernel");
-    for (size_t q = 0; q < pieces.size(); ++q) launch(ctx, pieces[q], lib::launch_of(pieces[q], true), in + q, out);
-    return;
+    std::vector<std::optional<lib::Launch>> ls;
+    for (const ir::Op& c : pieces)
+      if (!ls.emplace_back(lib::launch_of(c, true))) return false;
+    if (pieces.empty()) return false;
+    for (size_t q = 0; q < pieces.size(); ++q) launch(ctx, pieces[q], ls[q], in + q, out);
+    return true;
   }
-  launch(ctx, op, lib::launch_of(op, float64_), in, out);
+  const std::optional<lib::Launch> l = lib::launch_of(op, float64_);
+  if (!l) return false;
+  launch(ctx, op, l, in, out);
+  return true;
+}
+
+void Kernels::run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out) {
+  KILN_CHECK(try_run(ctx, op, in, out), ir::op_name(op.kind).data(), "no Vulkan kernel");
 }
 
 void Kernels::run(Context& ctx, const lib::Launch& l, Buf* const* in, Buf* const* out) {

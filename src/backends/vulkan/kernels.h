@@ -30,6 +30,9 @@ class Kernels {
   bool supports(const ir::Op& op) const;
   /// Records op (supported) into ctx's open batch over the buffers of its operands.
   void run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
+  /// run when the library has op's kernels (its launch worked out once); false, recording
+  /// nothing, when it has not.
+  bool try_run(Context& ctx, const ir::Op& op, Buf* const* in, Buf* const* out);
   /// Records launch l (one without a host check or variants, such as a fused kernel's) over
   /// its output and input buffers.
   void run(Context& ctx, const kernel::lib::Launch& l, Buf* const* in, Buf* const* out);
