@@ -48,8 +48,9 @@ enum class Format { Auto, Safetensors, Torch };
 /// Options for reading a weights file into a TensorMap.
 struct ReadOptions {
   Device device = Device::cpu();  ///< where the tensors go
-  /// Memory-map the file and use its bytes as tensor storage without a copy where the device is
-  /// the CPU and alignment allows (safetensors). The mapping lives as long as any tensor.
+  /// Memory-map the file and use its bytes as tensor storage without a copy where the device
+  /// uses host memory in place (the CPU; a GPU with unified memory that imports it: lavapipe,
+  /// integrated GPUs) and alignment allows (safetensors). The mapping lives as long as any tensor.
   bool mmap = true;
   Format format = Format::Auto;
 };

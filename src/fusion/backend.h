@@ -100,11 +100,17 @@ class FusionBackend final : public Backend, private Buffers {
     return inner_->type() == DeviceType::CPU ? b->real : nullptr;
   }
   std::shared_ptr<Storage> wrap_host(void* data, size_t nbytes, std::shared_ptr<void> owner) override {
-    if (inner_->type() != DeviceType::CPU || !inner_->has_data()) return nullptr;
+    // On the CPU the host memory is the inner memory; a GPU may import it (a storage of its own,
+    // which the buffer then holds).
+    std::shared_ptr<Storage> inner;
+    if (inner_->type() != DeviceType::CPU || !inner_->has_data()) {
+      inner = inner_->wrap_host(data, nbytes, std::move(owner));
+      if (!inner) return nullptr;
+    }
     auto* b = new Buf;
     b->nbytes = nbytes;
-    b->real = data;
-    b->owner = owner ? std::move(owner) : std::make_shared<int>(0);
+    b->real = inner ? inner->data : data;
+    b->owner = inner ? std::shared_ptr<void>(inner) : owner ? std::move(owner) : std::make_shared<int>(0);
     return std::make_shared<Storage>(b, nbytes, this);
   }
   void sync() override {

@@ -60,6 +60,9 @@ class Executor {
   /// Whether an op with small results (fusion::small_limit) runs at once instead of queued:
   /// on the CPU it costs less than planning; on a GPU every kernel saved counts.
   virtual bool small_ops_alone() const { return true; }
+  /// The smallest product (in bytes) that takes an elementwise epilogue: on the CPU a product
+  /// runs in row blocks each followed by the group, which pays only for large products.
+  virtual int64_t epilogue_min_bytes() const { return kEpilogueMinBytes; }
   /// Whether groups may be planned as row pipelines (run_pipeline); false: each group runs
   /// alone through run_group, its row op closing it as a tail.
   virtual bool row_pipelines() const { return true; }

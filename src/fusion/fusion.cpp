@@ -374,7 +374,7 @@ bool FusionBackend::epilogue_fits(const std::vector<Rec>& s, size_t i, const Gro
   const Rec& mm = s[i];
   const ir::TensorDesc& c = mm.op.outputs[0];
   if (g.steps.empty() || shape_numel(g.S) != c.numel() ||
-      c.numel() * static_cast<int64_t>(dtype_size(c.dtype)) < kEpilogueMinBytes)
+      c.numel() * static_cast<int64_t>(dtype_size(c.dtype)) < exec_->epilogue_min_bytes())
     return false;
   Buf* out = mm.out[0];
   bool reads = false;

@@ -75,7 +75,7 @@ inline void dbg(const std::string& s) {
 /// What a fusion Storage's data points to.
 struct Buf {
   void* real = nullptr;         ///< host memory from the inner backend, once materialised
-  std::shared_ptr<void> owner;  ///< set for host memory not from the inner backend (wrap_host)
+  std::shared_ptr<void> owner;  ///< set for memory the buffer did not allocate (wrap_host)
   size_t nbytes = 0;
   bool alive = true;  ///< false once its Storage is gone
   uint32_t refs = 0;  ///< queued ops naming it

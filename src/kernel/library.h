@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -501,9 +502,10 @@ std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64);
 
 /// An operand of a fused elementwise kernel: element i of the kernel's range is read at
 /// desc.offset + i (Identity), at desc.offset (Scalar), or at desc.offset plus i unravelled
-/// over `shape` dotted with `strides` (Gather: a broadcast or strided view).
+/// over `shape` dotted with `strides` (Gather: a broadcast or strided view); Given: the value
+/// the enclosing kernel computed for element i (a product, fused_matmul_launch).
 struct FusedLoad {
-  enum Kind : uint8_t { Identity, Scalar, Gather };
+  enum Kind : uint8_t { Identity, Scalar, Gather, Given };
   Kind kind = Identity;
   kiln::ir::TensorDesc desc;
   Shape shape;
@@ -524,5 +526,48 @@ struct FusedStep {
 /// index leaves int32.
 std::optional<Launch> fused_launch(const std::vector<FusedLoad>& loads, const std::vector<FusedStep>& steps,
                                    int64_t count, bool float64);
+/// A fused group closed by a row op `tail` (Sum, Mean, Max, Min, Prod, Var, Softmax,
+/// LogSoftmax or LayerNorm over trailing dims) reading step `result`'s value: the row op's own
+/// kernel, reading its input through the chain instead of memory, so its arithmetic and order
+/// (its bits) are those of the row op alone. The tail's input must be contiguous over the
+/// group's elements. Buffers: the row op's outputs, the stored steps', the loads, the row op's
+/// other inputs.
+std::optional<Launch> fused_tail_launch(const std::vector<FusedLoad>& loads, const std::vector<FusedStep>& steps,
+                                        int result, const kiln::ir::Op& tail, bool float64);
+/// A MatMul (a MatMul of the library, contiguous [B, M, N] result) with the chain as its
+/// epilogue: each result goes through the steps in registers (Given loads read it), element i
+/// of the chain being element i of the product; `keep`: the product is stored too. Buffers:
+/// (the product,) the stored steps', a, b, (bias,) the loads but the Given ones.
+std::optional<Launch> fused_matmul_launch(const kiln::ir::Op& mm, bool keep, const std::vector<FusedLoad>& loads,
+                                          const std::vector<FusedStep>& steps, bool float64);
+
+/// Where a kernel's main input values come from: a buffer, or a chain of elementwise ops
+/// computed in the kernel (a fused group, fused.cpp). The row kernels (reduction, softmax,
+/// layer norm) read their input through one; a MatMul hands it each result as an epilogue.
+class Source {
+ public:
+  virtual ~Source() = default;
+  /// Declares its output buffers, right after the kernel's own outputs.
+  virtual void outputs(Builder& b) = 0;
+  /// Declares its input buffers where the kernel's input (of storage s) would be.
+  virtual void inputs(Builder& b, Store s, const std::string& name) = 0;
+  /// Declares its push constants, right after the kernel's parameter block.
+  virtual void scalars(Builder& b, const Buffer<int32_t>& meta) = 0;
+  /// Element e of the input, as load_store gives it. A chain also stores its stored steps'
+  /// values of e where store_if is given and true (the kernel's first read of e).
+  virtual Val at(Val e, const Val* store_if) = 0;
+  /// A product's epilogue: the chain at element e, `given` its Given loads' value.
+  virtual void epilogue(Val e, Val given) = 0;
+};
+/// The Source that loads the input from its buffer.
+std::unique_ptr<Source> buffer_source();
+/// The Source with no buffers and no epilogue (a MatMul alone).
+std::unique_ptr<Source> no_source();
+/// The row kernels and the MatMul, reading or handing on values through src.
+Kernel trace_reduce_from(const Reduce& spec, const Limits& limits, Source& src);
+Kernel trace_softmax_from(const Softmax& spec, const Limits& limits, Source& src);
+Kernel trace_norm_from(const Norm& spec, const Limits& limits, Source& src);
+/// keep: the product is stored (else only the epilogue's outputs are).
+Kernel trace_matmul_into(const MatMul& spec, const Limits& limits, Source& src, bool keep);
 
 }  // namespace kiln::kernel::lib

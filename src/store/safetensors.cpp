@@ -275,25 +275,27 @@ void check_bool_bytes(const uint8_t* p, size_t n, const Entry& e, const std::str
 }
 
 /// Tensors of `L` whose data section starts at `data` (already validated to hold data_size
-/// bytes). With `owner` and a CPU device, tensors point into the bytes where aligned.
+/// bytes). With `owner`, tensors point into the bytes where they are aligned and the device
+/// uses host memory in place (the CPU; a GPU with unified memory: Backend::wrap_host).
 TensorMap build(const Layout& L, const uint8_t* data, const std::string& file, const Device& device,
                 const std::shared_ptr<MappedFile>& owner) {
   TensorMap out;
   out.metadata = L.metadata;
   out.tensors.reserve(L.entries.size());
-  const bool zero_copy = owner != nullptr && device.is_cpu();
+  const bool zero_copy = owner != nullptr;
   for (const Entry& e : L.entries) {
     const uint8_t* p = data + e.begin;
     size_t nbytes = static_cast<size_t>(e.end - e.begin);
     if (e.dtype == DType::Bool) check_bool_bytes(p, nbytes, e, file);
     const size_t es = dtype_size(e.dtype);
-    if (zero_copy && nbytes > 0 && reinterpret_cast<uintptr_t>(p) % es == 0) {
-      auto storage = device.backend()->wrap_host(const_cast<uint8_t*>(p), nbytes, std::shared_ptr<void>(owner));
+    std::shared_ptr<Storage> storage;
+    if (zero_copy && nbytes > 0 && reinterpret_cast<uintptr_t>(p) % es == 0)
+      storage = device.backend()->wrap_host(const_cast<uint8_t*>(p), nbytes, std::shared_ptr<void>(owner));
+    if (storage)
       out.tensors.emplace_back(
           e.name, tensor_over_storage(std::move(storage), e.shape, contiguous_strides(e.shape), 0, e.dtype, device));
-    } else {
+    else
       out.tensors.emplace_back(e.name, from_blob_copy(p, e.shape, e.dtype, device));
-    }
   }
   return out;
 }

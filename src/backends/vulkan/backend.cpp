@@ -35,6 +35,13 @@ class VulkanBackend final : public Backend {
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
     ctx_.release(static_cast<Buf*>(data));
   }
+  /// Host memory in place where the device imports it (unified memory: lavapipe, integrated
+  /// GPUs); else nullptr, and the caller copies.
+  std::shared_ptr<Storage> wrap_host(void* data, size_t nbytes, std::shared_ptr<void> owner) override {
+    std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
+    Buf* b = ctx_.import_host(data, nbytes, std::move(owner));
+    return b ? std::make_shared<Storage>(b, nbytes, this) : nullptr;
+  }
   bool supports(const ir::Op& op) override { return kernels_.supports(op); }
   fusion::Executor* fusion_executor() override { return &fusion_; }
   void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {

@@ -184,6 +184,22 @@ void Context::close() noexcept {
   device_ = VK_NULL_HANDLE;
 }
 
+namespace {
+
+/// Whether the physical device offers device extension `name`.
+bool has_extension(VkPhysicalDevice phys, const char* name) {
+  Fns& f = fns();
+  uint32_t n = 0;
+  if (f.vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkExtensionProperties> ext(n);
+  if (f.vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, ext.data()) != VK_SUCCESS) return false;
+  for (const VkExtensionProperties& e : ext)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
 Context::Context(int index) {
   Fns& f = fns();
   instance_ = instance().instance;
@@ -194,6 +210,8 @@ Context::Context(int index) {
   identity_ = name_ + " vendor " + std::to_string(props.vendorID) + " device " + std::to_string(props.deviceID) +
               " driver " + std::to_string(props.driverVersion) + " api " + std::to_string(props.apiVersion);
   storage_align_ = std::max<VkDeviceSize>(4, props.limits.minStorageBufferOffsetAlignment);
+  max_bindings_ = std::min({kMaxBindings, props.limits.maxPerStageDescriptorStorageBuffers - 1,
+                            props.limits.maxDescriptorSetStorageBuffers - 1});
   limits_.shared_bytes = props.limits.maxComputeSharedMemorySize;
   limits_.max_group_threads = props.limits.maxComputeWorkGroupInvocations;
   limits_.subgroups = false;
@@ -250,8 +268,26 @@ Context::Context(int index) {
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
   di.pEnabledFeatures = &on;
+  // Host memory used in place (wrap_host), where the device can import it.
+  const char* host_ext = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+  const bool import = has_extension(phys_, host_ext);
+  if (import) {
+    di.enabledExtensionCount = 1;
+    di.ppEnabledExtensionNames = &host_ext;
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp{};
+    hp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &hp;
+    f.vkGetPhysicalDeviceProperties2(phys_, &p2);
+    import_align_ = static_cast<size_t>(hp.minImportedHostPointerAlignment);
+  }
   check(f.vkCreateDevice(phys_, &di, nullptr, &device_), "vkCreateDevice");
   if (std::string miss = load_device(device_); !miss.empty()) throw Error("[vulkan] the driver lacks " + miss);
+  if (import)
+    f.vkGetMemoryHostPointerPropertiesEXT = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
+        f.vkGetDeviceProcAddr(device_, "vkGetMemoryHostPointerPropertiesEXT"));
+  if (!f.vkGetMemoryHostPointerPropertiesEXT) import_align_ = 0;
   f.vkGetDeviceQueue(device_, family_, 0, &queue_);
 
   VkCommandPoolCreateInfo pi{};
@@ -348,11 +384,71 @@ Buf* Context::new_buffer(size_t size, VkBufferUsageFlags usage, bool host) {
 
 void Context::destroy(Buf* b) noexcept {
   Fns& f = fns();
-  if (b->map) f.vkUnmapMemory(device_, b->memory);  // staged tensors were never mapped
+  const bool imported = b->owner != nullptr;
+  if (b->map && !imported) f.vkUnmapMemory(device_, b->memory);  // staged tensors were never mapped
   f.vkDestroyBuffer(device_, b->buffer, nullptr);
   f.vkFreeMemory(device_, b->memory, nullptr);
-  reserved_ -= static_cast<int64_t>(b->size);
-  delete b;
+  if (!imported) reserved_ -= static_cast<int64_t>(b->size);
+  delete b;  // and the imported memory's owner
+}
+
+void Context::recycle(Buf* b) noexcept {
+  if (b->owner)
+    destroy(b);
+  else
+    free_.emplace(b->size, b);
+}
+
+Buf* Context::import_host(void* p, size_t n, std::shared_ptr<void> owner) {
+  check_owner();
+  Fns& f = fns();
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // The whole aligned blocks around [p, p + n): mapped memory, as long as a block is no larger
+  // than a page (the host maps whole pages).
+  const size_t a = import_align_;
+  if (closed() || a == 0 || a > page || n == 0) return nullptr;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p), lo = at / a * a, hi = (at + n + a - 1) / a * a;
+  if ((at - lo) % storage_align_ != 0) return nullptr;
+  VkMemoryHostPointerPropertiesEXT hp{};
+  hp.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
+  if (f.vkGetMemoryHostPointerPropertiesEXT(device_, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+                                            reinterpret_cast<void*>(lo), &hp) != VK_SUCCESS)
+    return nullptr;
+  auto b = std::make_unique<Buf>();
+  VkExternalMemoryBufferCreateInfo ext{};
+  ext.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+  ext.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  VkBufferCreateInfo bi{};
+  bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bi.pNext = &ext;
+  bi.size = hi - lo;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  if (f.vkCreateBuffer(device_, &bi, nullptr, &b->buffer) != VK_SUCCESS) return nullptr;
+  VkMemoryRequirements req;
+  f.vkGetBufferMemoryRequirements(device_, b->buffer, &req);
+  const uint32_t types = hp.memoryTypeBits & req.memoryTypeBits;
+  uint32_t type = 0;
+  while (type < 32 && !(types >> type & 1u)) ++type;
+  VkImportMemoryHostPointerInfoEXT imp{};
+  imp.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT;
+  imp.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  imp.pHostPointer = reinterpret_cast<void*>(lo);
+  VkMemoryAllocateInfo ai{};
+  ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  ai.pNext = &imp;
+  ai.allocationSize = hi - lo;
+  ai.memoryTypeIndex = type;
+  if (type == 32 || req.size > hi - lo || f.vkAllocateMemory(device_, &ai, nullptr, &b->memory) != VK_SUCCESS) {
+    f.vkDestroyBuffer(device_, b->buffer, nullptr);
+    return nullptr;
+  }
+  f.vkBindBufferMemory(device_, b->buffer, b->memory, 0);
+  b->base = at - lo;
+  b->map = static_cast<char*>(p);  // the host's own pointer
+  b->size = b->in_use = n;
+  b->owner = owner ? std::move(owner) : std::make_shared<int>(0);
+  return b.release();
 }
 
 std::string Context::pipeline_cache_path() const {
@@ -414,10 +510,10 @@ void Context::release(Buf* b) noexcept {
     delete b;
     return;
   }
-  in_use_ -= static_cast<int64_t>(b->in_use);
+  if (!b->owner) in_use_ -= static_cast<int64_t>(b->in_use);  // imported memory is the host's
   b->in_use = 0;
   if (!pending(b))
-    free_.emplace(b->size, b);
+    recycle(b);
   else if (b->batch == batch_)  // back once the batch that uses it last has run
     retired_.push_back(b);
   else
@@ -463,8 +559,8 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
   p->name = k.name();
   for (const auto& b : ir.buffers) p->objects.push_back(b.name);
   for (const auto& a : ir.shared) p->objects.push_back(a.name);
-  KILN_CHECK(p->nbuffers <= kMaxBindings, "vulkan",
-             "kernel '" << k.name() << "' has " << p->nbuffers << " buffers (at most " << kMaxBindings << ")");
+  KILN_CHECK(p->nbuffers <= max_bindings_, "vulkan",
+             "kernel '" << k.name() << "' has " << p->nbuffers << " buffers (at most " << max_bindings_ << " here)");
   const uint32_t nbind = p->nbuffers + (debug_ ? 1 : 0);
   std::vector<VkDescriptorSetLayoutBinding> binds(nbind);
   for (uint32_t i = 0; i < nbind; ++i) {
@@ -566,7 +662,7 @@ void Context::dispatch(Pipeline& p, const std::vector<Binding>& bindings, const 
                                : bi.range          ? bi.range
                                : asked > bi.offset ? std::min<VkDeviceSize>(asked - bi.offset, bi.buf->size - bi.offset)
                                                    : 4;
-    infos[i] = VkDescriptorBufferInfo{bi.buf->buffer, bi.offset, range};
+    infos[i] = VkDescriptorBufferInfo{bi.buf->buffer, bi.buf->base + bi.offset, range};
     writes[i] = VkWriteDescriptorSet{};
     writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[i].dstSet = set;
@@ -601,7 +697,7 @@ void Context::copy(const Buf* from, size_t from_off, const Buf* to, size_t to_of
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   constexpr VkPipelineStageFlags kBoth = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   f.vkCmdPipelineBarrier(cmd_, kBoth, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  const VkBufferCopy region{from_off, to_off, n};
+  const VkBufferCopy region{from->base + from_off, to->base + to_off, n};
   f.vkCmdCopyBuffer(cmd_, from->buffer, to->buffer, 1, &region);
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
@@ -700,7 +796,7 @@ void Context::finish_other() {
   f.vkResetFences(device_, 1, &other_.fence);
   f.vkResetDescriptorPool(device_, other_.dpool, 0);
   f.vkResetCommandBuffer(other_.cmd, 0);
-  for (Buf* b : other_.retired) free_.emplace(b->size, b);
+  for (Buf* b : other_.retired) recycle(b);
   other_.retired.clear();
   done_ = other_.batch;
   check(r, "waiting for the device");
@@ -720,7 +816,7 @@ void Context::submit_open() {
   si.pCommandBuffers = &cmd_;
   if (r == VK_SUCCESS) r = f.vkQueueSubmit(queue_, 1, &si, fence_);
   if (r != VK_SUCCESS) {  // the batch is lost: its frame is free again, its buffers too
-    for (Buf* b : retired_) free_.emplace(b->size, b);
+    for (Buf* b : retired_) recycle(b);
     retired_.clear();
     checked_.clear();
     reset_open();

@@ -21,10 +21,14 @@ namespace kiln::vulkan {
 struct Buf {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
-  char* map = nullptr;
-  size_t size = 0;     ///< bytes of the buffer (a size class: reused by the cache)
-  size_t in_use = 0;   ///< bytes asked for by its current owner
-  uint64_t batch = 0;  ///< the last batch that reads or writes it
+  char* map = nullptr;  ///< the host's view of byte 0 (from `base` in the VkBuffer)
+  size_t size = 0;      ///< bytes of the buffer (a size class: reused by the cache)
+  size_t in_use = 0;    ///< bytes asked for by its current owner
+  uint64_t batch = 0;   ///< the last batch that reads or writes it
+  /// Host memory imported in place (import_host): byte 0 lies `base` bytes into the VkBuffer;
+  /// `owner` keeps the memory alive until the buffer is destroyed (never cached).
+  size_t base = 0;
+  std::shared_ptr<void> owner;
 };
 
 /// A compute pipeline of one traced kernel.
@@ -49,8 +53,9 @@ struct Binding {
 };
 
 /// Counters since the device was opened (Vulkan section of make bench, tests).
-/// Buffers a kernel may bind: what WebGPU guarantees too (maxStorageBuffersPerShaderStage).
-constexpr uint32_t kMaxBindings = 8;
+/// Buffers a kernel may bind at most (a device may allow fewer: Context::max_bindings). The
+/// library's own kernels take at most 8, what WebGPU guarantees (maxStorageBuffersPerShaderStage).
+constexpr uint32_t kMaxBindings = 16;
 
 struct Stats {
   int64_t dispatches = 0;      ///< kernels recorded
@@ -82,6 +87,9 @@ class Context {
   const kernel::Limits& limits() const { return limits_; }
   /// Whether kernels may use f64 (the device's shaderFloat64, enabled).
   bool float64() const { return float64_; }
+  /// Buffers a kernel may bind here: the device's limit (one kept for KILN_KERNEL_DEBUG's
+  /// error buffer), at most kMaxBindings.
+  uint32_t max_bindings() const { return max_bindings_; }
 
   Buf* allocate(size_t nbytes);
   /// Writes the pipeline cache (the driver's compiled pipelines) to pipeline_cache_path(),
@@ -95,6 +103,10 @@ class Context {
   void check_size(size_t nbytes) const;
   /// Gives b back (reused once the batches that use it have finished).
   void release(Buf* b) noexcept;
+  /// A buffer over n bytes of host memory at p, used in place (VK_EXT_external_memory_host),
+  /// that `owner` keeps alive; nullptr where the device cannot import it (no extension, or p
+  /// not aligned as a storage buffer offset must be). Released like any buffer; never cached.
+  Buf* import_host(void* p, size_t n, std::shared_ptr<void> owner);
   /// Bytes of buffers held by tensors, of all buffers, the peak of in_use.
   MemoryStats memory_stats() const;
   void reset_peak();
@@ -160,6 +172,8 @@ class Context {
   /// The host-visible buffer reads are copied into (made on first use).
   Buf* readback();
   void destroy(Buf* b) noexcept;
+  /// A released buffer whose batches have run: back to the cache, or destroyed if imported.
+  void recycle(Buf* b) noexcept;
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkPhysicalDevice phys_ = VK_NULL_HANDLE;
@@ -174,6 +188,9 @@ class Context {
   Buf* readback_ = nullptr;
   uint64_t heap_bytes_ = UINT64_MAX;  ///< of memory_type_'s heap
   VkDeviceSize storage_align_ = 256;
+  uint32_t max_bindings_ = 8;
+  size_t import_align_ = 0;    ///< minImportedHostPointerAlignment (0: no host import)
+  uint32_t import_types_ = 0;  ///< memory types host memory may be imported into
   std::string name_, identity_;
   kernel::Limits limits_;
   bool float64_ = false;

@@ -18,6 +18,8 @@ namespace kiln::vulkan {
   X(vkGetPhysicalDeviceFeatures)              \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkEnumerateDeviceExtensionProperties)     \
   X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)
 
@@ -81,6 +83,8 @@ struct Fns {
   KILN_VK_INSTANCE_FNS(KILN_VK_DECLARE)
   KILN_VK_DEVICE_FNS(KILN_VK_DECLARE)
 #undef KILN_VK_DECLARE
+  /// VK_EXT_external_memory_host's (null where the device lacks it).
+  PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT = nullptr;
 };
 
 /// The entry points (filled by load / load_instance / load_device).

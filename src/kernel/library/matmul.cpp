@@ -53,6 +53,10 @@ void matmul_meta(const kiln::ir::Op& op, int32_t* meta) {
 }
 
 Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
+  return trace_matmul_into(spec, limits, *no_source(), true);
+}
+
+Kernel trace_matmul_into(const MatMul& spec, const Limits& limits, Source& src, bool keep) {
   const int kTile = spec.tile;
   return trace(
       spec.name,
@@ -60,12 +64,16 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
         b.group_size(kTile, kTile);
         const Store st = spec.value;
         const Type at_t = value_type(st);
-        const Memory out = declare_store(b, st, "out", true);
+        std::optional<Memory> out;
+        if (keep) out = declare_store(b, st, "out", true);
+        src.outputs(b);
         const Memory a = declare_store(b, st, "a", false);
         const Memory bm = declare_store(b, st, "b", false);
         std::optional<Memory> bias;
         if (spec.bias) bias = declare_store(b, st, "bias", false);
+        src.inputs(b, st, "in");
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        src.scalars(b, meta);
         const Memory ta = shared_of(b, at_t, "ta", kTile * kTile), tb = shared_of(b, at_t, "tb", kTile * kTile);
         const Val zero = Val::constant(0, at_t);
         const Val tx = thread_id(0), ty = thread_id(1);
@@ -100,7 +108,11 @@ Kernel trace_matmul(const MatMul& spec, const Limits& limits) {
           }
           barrier();
         });
-        if_(row < M && col < N, [&] { store_store(out, st, at(2, row, col), Val(acc)); });
+        if_(row < M && col < N, [&] {
+          if (out) store_store(*out, st, at(2, row, col), Val(acc));
+          // the epilogue's element: the product's, contiguous [B, M, N]
+          src.epilogue((batch * M + row) * N + col, round_trip(st, Val(acc)));
+        });
       },
       limits);
 }

@@ -127,17 +127,22 @@ bool norm_meta(const kiln::ir::Op& op, int32_t* meta) {
   return true;
 }
 
-Kernel trace_norm(const Norm& spec, const Limits& limits) {
+Kernel trace_norm(const Norm& spec, const Limits& limits) { return trace_norm_from(spec, limits, *buffer_source()); }
+
+Kernel trace_norm_from(const Norm& spec, const Limits& limits, Source& src) {
   return trace(
       spec.name,
       [&](Builder& b) {
         b.group_size(kGroup);
         const Memory y = declare_store(b, spec.x, "y", true), mean = declare_store(b, spec.stats, "mean", true),
-                     rstd = declare_store(b, spec.stats, "rstd", true), x = declare_store(b, spec.x, "x", false);
+                     rstd = declare_store(b, spec.stats, "rstd", true);
+        src.outputs(b);
+        src.inputs(b, spec.x, "x");
         std::vector<Memory> params;
         for (size_t q = 0; q < spec.params.size(); ++q)
           params.push_back(declare_store(b, spec.params[q], q == 0 && spec.weight ? "weight" : "bias", false));
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        src.scalars(b, meta);
         const Val eps = b.scalar<double>("eps");
         const Shared<double> sh = b.shared<double>("sh", kGroup);
         const Type at = value_type(spec.x), st = value_type(spec.stats);
@@ -155,13 +160,16 @@ Kernel trace_norm(const Norm& spec, const Limits& limits) {
                      kNmKeptShape + 2 * kMaxRank);
         const Val n = select(valid, meta[kNmN], Val(0));
         const Val sx = meta[kNmXs], sy = meta[kNmYs];
-        auto load_x = [&](Val i) { return load_store(x, spec.x, xb + i * sx); };
+        // the first pass reads each element once: a fused chain stores its steps then
+        bool first = true;
+        auto load_x = [&](Val i) { return src.at(xb + i * sx, first ? &valid : nullptr); };
         const Val zero = Val::constant(0, Type::F64), nf = cast(n, Type::F64);
         auto row_sum = [&](const std::function<Val(Val)>& term) {
           Var s(zero);
           for_(t, n, static_cast<int>(kGroup), [&](Val i) { s = s + term(to(load_x(i), Type::F64)); });
           sh[t] = Val(s);
           barrier();
+          first = false;
           tree_fold(sh, t, kGroup, add);
           const Val total = sh[0];
           barrier();

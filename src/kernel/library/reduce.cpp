@@ -202,6 +202,10 @@ void group_tree(OpKind kind, bool arg, bool mx, const Memory& vals, const Shared
 }  // namespace
 
 Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
+  return trace_reduce_from(spec, limits, *buffer_source());
+}
+
+Kernel trace_reduce_from(const Reduce& spec, const Limits& limits, Source& src) {
   const bool arg = spec.kind == OpKind::ArgMax || spec.kind == OpKind::ArgMin;
   const bool mx = spec.kind == OpKind::ArgMax;
   const bool var = spec.kind == OpKind::Var;
@@ -211,8 +215,10 @@ Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
         b.group_size(kGroup);
         const Type at = spec.acc;
         const Memory out = arg ? Memory(b.output<int64_t>("out")) : declare_store(b, spec.out, "out", true);
-        const Memory in = declare_store(b, spec.in, "in", false);
+        src.outputs(b);
+        src.inputs(b, spec.in, "in");
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        src.scalars(b, meta);
         Val correction, take_root;
         if (var) {
           correction = b.scalar<double>("correction");
@@ -233,7 +239,8 @@ Kernel trace_reduce(const Reduce& spec, const Limits& limits) {
           for_(t, meta[kRed], static_cast<int>(kGroup), [&](Val r) {
             Var off = Var(Val(base));
             decode(meta, meta[kNRed], kRedShape, r, off, nullptr, -1);
-            Val x = to_acc(spec.kind, load_store(in, spec.in, off), at);
+            // the first pass reads each element once: a fused chain stores its steps then
+            Val x = to_acc(spec.kind, src.at(off, centre ? nullptr : &valid), at);
             if (centre) x = (x - *centre) * (x - *centre);
             if (arg) {
               const Val better = arg_better(mx, acc, ai, x, r);

@@ -64,13 +64,19 @@ bool softmax_meta(const kiln::ir::Op& op, int32_t* meta) {
 }
 
 Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
+  return trace_softmax_from(spec, limits, *buffer_source());
+}
+
+Kernel trace_softmax_from(const Softmax& spec, const Limits& limits, Source& src) {
   return trace(
       spec.name,
       [&](Builder& b) {
         b.group_size(kGroup);
         const Buffer<float> out = b.output<float>("out");
-        const Buffer<float> in = b.input<float>("in");
+        src.outputs(b);
+        src.inputs(b, Store::F32, "in");
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
+        src.scalars(b, meta);
         const Shared<float> sh = b.shared<float>("sh", kGroup);
         const Val t = thread_id(0);
         const Val gid = group_id(1) * num_groups(0) + group_id(0);
@@ -80,7 +86,7 @@ Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
         const Val L = select(valid, meta[kRed], Val(0));
         const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
         Var m(-std::numeric_limits<float>::infinity());
-        for_(t, L, static_cast<int>(kGroup), [&](Val i) { m = nan_max(m, in[base + i * sx]); });
+        for_(t, L, static_cast<int>(kGroup), [&](Val i) { m = nan_max(m, src.at(base + i * sx, &valid)); });
         sh[t] = Val(m);
         barrier();
         tree_fold(sh, t, kGroup, nan_max);
@@ -88,7 +94,7 @@ Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
         barrier();
         Var s(0.0f);
         for_(t, L, static_cast<int>(kGroup), [&](Val i) {
-          const Val x = in[base + i * sx];
+          const Val x = src.at(base + i * sx, nullptr);
           s = s + exp(x - mx);
         });
         sh[t] = Val(s);
@@ -96,7 +102,7 @@ Kernel trace_softmax(const Softmax& spec, const Limits& limits) {
         tree_fold(sh, t, kGroup, add);
         const Val sum = sh[0];
         for_(t, L, static_cast<int>(kGroup), [&](Val i) {
-          const Val x = in[base + i * sx];
+          const Val x = src.at(base + i * sx, nullptr);
           out[obase + i * so] = spec.log ? x - mx - log(sum) : exp(x - mx) / sum;
         });
       },
