@@ -414,12 +414,15 @@ Kernel trace_softmax(const Softmax& spec, const Limits& limits);
 
 /// LayerNorm (LayerNorm, RMSNorm, GroupNorm) of f32, f64, f16 and bf16 with statistics in f64
 /// (the device needs it): one group per row (reduce_groups). Buffers: y, mean, rstd, x,
-/// (weight,) (bias,) meta (kNormMetaInts int32); push constant eps (f64). x's and y's
-/// normalised dims must each be one run (GroupNorm: x and y contiguous); mean and rstd
-/// contiguous.
+/// (weight,) (bias,) meta (kNormMetaInts int32); push constant eps (f64). y's normalised dims
+/// must be one run (GroupNorm: y contiguous), and x's too unless gathered (gather_x); mean
+/// and rstd contiguous.
 struct Norm {
   std::string name;
   bool rms = false, group = false, weight = false, bias = false;
+  /// x's element (row, i) found from x's shape and strides (element row * n + i of x in
+  /// order): x in any layout, y as above.
+  bool gather_x = false;
   Store x = Store::F32;       ///< x and y
   Store stats = Store::F32;   ///< mean and rstd: F32, or F64 for f64
   std::vector<Store> params;  ///< weight and bias, those present
@@ -438,9 +441,11 @@ enum : int {
   kNmGroups,
   kNmCg,
   kNmSpatial,
-  kNmParamOff,                     ///< weight offset and stride, then bias offset and stride
-  kNmKeptShape = kNmParamOff + 4,  ///< kept dims' shape, then x's and y's strides over them
-  kNormMetaInts = kNmKeptShape + 3 * kMaxRank
+  kNmParamOff,                             ///< weight offset and stride, then bias offset and stride
+  kNmKeptShape = kNmParamOff + 4,          ///< kept dims' shape, then x's and y's strides over them
+  kNmXRank = kNmKeptShape + 3 * kMaxRank,  ///< Norm::gather_x: x's rank, shape and strides
+  kNmXShape,
+  kNormMetaInts = kNmXShape + 2 * kMaxRank
 };
 std::optional<Norm> norm_of(const kiln::ir::Op& op);
 bool norm_meta(const kiln::ir::Op& op, int32_t* meta);

@@ -24,14 +24,37 @@ namespace {
 std::mutex g_mu;
 std::vector<std::pair<std::string, int64_t>> g_counts;  // few distinct entries: a linear scan
 
-/// KILN_FALLBACK_DEBUG: 0 off, 1 on (counts by op), 2 counts by op and dtypes.
+/// KILN_FALLBACK_DEBUG: 0 off, 1 on (counts by op), 2 counts by op and dtypes, 3 by op and
+/// operands (dtype, shape, strides).
 int debug_level() {
   static const int level = [] {
     const char* e = std::getenv("KILN_FALLBACK_DEBUG");
     if (!e || !*e || std::string(e) == "0") return 0;
-    return std::string(e) == "2" ? 2 : 1;
+    return std::string(e) == "2" ? 2 : std::string(e) == "3" ? 3 : 1;
   }();
   return level;
+}
+
+/// " (f32[2, 3]/[3, 1] -> f32[2, 3]/[3, 1])": op's operands with their shapes and strides.
+std::string descs_of(const ir::Op& op) {
+  auto one = [](const ir::TensorDesc& d) {
+    std::string s = dtype_name(d.dtype).data();
+    s += to_string(d.shape);
+    s += '/';
+    s += to_string(Shape(d.strides.begin(), d.strides.end()));
+    return s;
+  };
+  std::string s = " (";
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    s += i ? ", " : "";
+    s += one(op.inputs[i]);
+  }
+  s += " ->";
+  for (const ir::TensorDesc& d : op.outputs) {
+    s += ' ';
+    s += one(d);
+  }
+  return s + ")";
 }
 bool debug_enabled() { return debug_level() > 0; }
 
@@ -64,6 +87,7 @@ void print_summary() {
 void count(const Backend& b, const ir::Op& op, const char* how) {
   std::string key = b.name() + ": " + std::string(ir::op_name(op.kind)) + how;
   if (debug_level() == 2) key += dtypes_of(op);
+  if (debug_level() == 3) key += descs_of(op);
   static const bool summary = debug_enabled() && std::atexit(print_summary) == 0;
   (void)summary;
   std::lock_guard<std::mutex> lock(g_mu);

@@ -7,6 +7,7 @@
 #include <kiln/capture.h>
 #include <kiln/custom_op.h>
 #include <kiln/kiln.h>
+#include <kiln/nn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,39 @@ TEST(Vulkan, NativeOpsRunWithoutFallback) {
   EXPECT_LE(max_diff(yv, y), 1e-5);
   EXPECT_EQ(max_diff(tv, a.transpose(0, 1) * 2.0f), 0.0);
   EXPECT_EQ(iv.to(Device::cpu()).to_vector<int32_t>(), (arange(0, 12, 1, i32) * 3 - 5).to_vector<int32_t>());
+}
+
+// f32 corners that once fell back: scans, sorts, softmax and index ops of 0-d tensors, and
+// layer and group norms of flipped and permuted views (x gathered element by element).
+TEST(Vulkan, ZeroDimScansAndNormsOfAnyLayoutRunNatively) {
+  REQUIRE_VULKAN();
+  namespace F = nn::functional;
+  const Device vk = Device::vulkan();
+  const Tensor s = scalar_tensor(1.5, f32), i0 = scalar_tensor(0, i64), i1 = zeros({1}, {.dtype = i64});
+  const Tensor x = randn({3, 4, 5}), w = randn({4, 5}), g = randn({2, 4, 3, 3}), gw = randn({4});
+  auto ops = [&](const Device& d) {
+    const Tensor sd = s.to(d), a = i0.to(d), b = i1.to(d), xd = x.to(d), gd = g.to(d);
+    return std::vector<Tensor>{cumsum(sd, 0),
+                               argsort(sd),
+                               softmax(sd, 0),
+                               log_softmax(sd, -1),
+                               gather(sd, 0, a),
+                               index_select(sd, 0, b),
+                               scatter(sd, 0, a, sd * 2.0f),
+                               index_add(sd, 0, b, sd),
+                               F::layer_norm(flip(xd, {0}), {4, 5}, w.to(d)),
+                               F::layer_norm(flip(xd, {2}).transpose(1, 2), {5, 4}, w.to(d).t().contiguous()),
+                               F::group_norm(flip(gd, {0}).transpose(2, 3), 2, gw.to(d))};
+  };
+  const std::vector<Tensor> cpu = ops(Device::cpu());
+  sync(vk);
+  reset_fallback_counts();
+  const std::vector<Tensor> got = ops(vk);
+  sync(vk);
+  std::string fell;
+  for (const auto& [what, n] : fallback_counts()) fell += " " + what;
+  EXPECT_TRUE(fell.empty()) << "fell back:" << fell;
+  for (size_t q = 0; q < cpu.size(); ++q) EXPECT_LE(max_diff(got[q], cpu[q]), 1e-5) << "result " << q;
 }
 
 TEST(Vulkan, OtherOpsFallBackAndStayOnTheDevice) {

@@ -133,8 +133,31 @@ std::optional<Launch> unpool_launch(const kiln::ir::Op& op) {
 
 }  // namespace
 
+/// op with its 0-d operands as one element of rank 1, for a scan, sort, softmax or index op
+/// whose operands all hold at most one element (along dim 0 or -1 either way); else nothing.
+std::optional<kiln::ir::Op> as_rank1(const kiln::ir::Op& op) {
+  const Family f = kiln::ir::op_family(op.kind);
+  if (f != Family::Scan && f != Family::Index) return std::nullopt;
+  bool zero_d = false, small = true;
+  auto look = [&](const kiln::ir::TensorDesc& d) {
+    small &= d.shape.size() <= 1 && d.numel() <= 1;
+    zero_d |= d.shape.empty();
+  };
+  for (const kiln::ir::TensorDesc& d : op.inputs) look(d);
+  for (const kiln::ir::TensorDesc& d : op.outputs) look(d);
+  if (!zero_d || !small) return std::nullopt;
+  kiln::ir::Op r = op;
+  auto widen = [](kiln::ir::TensorDesc& d) {
+    if (d.shape.empty()) d.shape = {1}, d.strides = {1};
+  };
+  for (kiln::ir::TensorDesc& d : r.inputs) widen(d);
+  for (kiln::ir::TensorDesc& d : r.outputs) widen(d);
+  return r;
+}
+
 std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64) {
   if (!float64 && uses_f64(op)) return std::nullopt;
+  if (const std::optional<kiln::ir::Op> v = as_rank1(op)) return launch_of(*v, float64);
   if (op.kind == OpKind::Pad) {
     const std::optional<Pad> s = pad_of(op);
     std::optional<Launch> l = per_element(s, trace_pad, kPadMetaInts, pad_meta, op, kPdCount);

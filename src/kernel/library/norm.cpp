@@ -35,6 +35,17 @@ bool run_stride(const kiln::ir::TensorDesc& d, size_t from, int64_t* stride) {
   return true;
 }
 
+/// Whether x's normalised elements are laid out as the kernel reads them without gathering:
+/// one run per row (GroupNorm: x contiguous).
+bool x_in_runs(const kiln::ir::Op& op) {
+  const kiln::ir::NormAttrs a = kiln::ir::NormAttrs::decode(op);
+  const kiln::ir::TensorDesc& x = op.inputs[0];
+  if (a.groups > 0) return x.is_contiguous();
+  int64_t s = 0;
+  return a.ndims >= 1 && static_cast<size_t>(a.ndims) <= x.shape.size() &&
+         run_stride(x, x.shape.size() - static_cast<size_t>(a.ndims), &s);
+}
+
 }  // namespace
 
 std::optional<Norm> norm_of(const kiln::ir::Op& op) {
@@ -66,7 +77,11 @@ std::optional<Norm> norm_of(const kiln::ir::Op& op) {
   if (!x || y != x || !m || r != m || (*m != Store::F32 && *m != Store::F64)) return std::nullopt;
   n.x = *x;
   n.stats = *m;
-  n.name = std::string(n.rms ? "rms_norm" : n.group ? "group_norm" : "layer_norm") + "_" + store_name(n.x);
+  n.gather_x = !x_in_runs(op);
+  n.name = std::string(n.rms     ? "rms_norm"
+                       : n.group ? "group_norm"
+                                 : "layer_norm") +
+           "_" + store_name(n.x) + (n.gather_x ? "_gx" : "");
   for (size_t q = 1; q < op.inputs.size(); ++q) {
     const std::optional<Store> p = store(op.inputs[q]);
     if (!p) return std::nullopt;
@@ -83,8 +98,18 @@ bool norm_meta(const kiln::ir::Op& op, int32_t* meta) {
   const kiln::ir::TensorDesc &x = op.inputs[0], &y = op.outputs[0], &m = op.outputs[1], &r = op.outputs[2];
   const size_t rank = x.shape.size();
   if (y.shape != x.shape || !m.is_contiguous() || !r.is_contiguous()) return false;
-  if (a.groups > 0) {  // rows (n, g) of C/G channels x spatial: x and y contiguous
-    if (rank < 2 || !x.is_contiguous() || !y.is_contiguous() || x.shape[1] % a.groups != 0) return false;
+  // A gathered x: its rank, shape and strides.
+  const bool gather = !x_in_runs(op);
+  if (gather) {
+    if (rank > static_cast<size_t>(kMaxRank)) return false;
+    meta[kNmXRank] = static_cast<int32_t>(rank);
+    for (size_t q = 0; q < rank; ++q) {
+      meta[kNmXShape + q] = static_cast<int32_t>(x.shape[q]);
+      meta[kNmXShape + kMaxRank + q] = static_cast<int32_t>(x.strides[q]);
+    }
+  }
+  if (a.groups > 0) {  // rows (n, g) of C/G channels x spatial: y (and x unless gathered) contiguous
+    if (rank < 2 || (!gather && !x.is_contiguous()) || !y.is_contiguous() || x.shape[1] % a.groups != 0) return false;
     const int64_t rows = x.shape[0] * a.groups, n = rows == 0 ? 0 : x.numel() / rows;
     meta[kNmRows] = static_cast<int32_t>(rows);
     meta[kNmN] = static_cast<int32_t>(n);
@@ -99,7 +124,7 @@ bool norm_meta(const kiln::ir::Op& op, int32_t* meta) {
     if (a.ndims < 1 || static_cast<size_t>(a.ndims) > rank) return false;
     const size_t from = rank - static_cast<size_t>(a.ndims);
     int64_t sx = 0, sy = 0, rows = 1, n = 1;
-    if (!run_stride(x, from, &sx) || !run_stride(y, from, &sy)) return false;
+    if ((!gather && !run_stride(x, from, &sx)) || !run_stride(y, from, &sy)) return false;
     for (size_t q = 0; q < from; ++q) {
       meta[kNmKeptShape + q] = static_cast<int32_t>(x.shape[q]);
       meta[kNmKeptShape + kMaxRank + q] = static_cast<int32_t>(x.strides[q]);
@@ -162,7 +187,19 @@ Kernel trace_norm_from(const Norm& spec, const Limits& limits, Source& src) {
         const Val sx = meta[kNmXs], sy = meta[kNmYs];
         // the first pass reads each element once: a fused chain stores its steps then
         bool first = true;
-        auto load_x = [&](Val i) { return src.at(xb + i * sx, first ? &valid : nullptr); };
+        // Gathered: element row * n + i of x in order, unravelled over its shape.
+        auto x_at = [&](Val i) -> Val {
+          if (!spec.gather_x) return xb + i * sx;
+          Var off(meta[kNmXOff]), rem(select(valid, row, Val(0)) * meta[kNmN] + i);
+          const Val r = meta[kNmXRank];
+          for_(0, r, [&](Val j) {
+            const Val d = r - 1 - j;
+            off = off + (rem % meta[kNmXShape + d]) * meta[kNmXShape + kMaxRank + d];
+            rem = rem / meta[kNmXShape + d];
+          });
+          return off;
+        };
+        auto load_x = [&](Val i) { return src.at(x_at(i), first ? &valid : nullptr); };
         const Val zero = Val::constant(0, Type::F64), nf = cast(n, Type::F64);
         auto row_sum = [&](const std::function<Val(Val)>& term) {
           Var s(zero);
