@@ -64,6 +64,30 @@ double best_ms(const Device& d, int reps, Fn&& fn) {
   return best;
 }
 
+/// Kernels and best-of-3 milliseconds of the work `make(device)` returns, run one kernel per
+/// op (plain) and fused (Device::vulkan()), with the same bits (checked), as two table rows.
+template <class Make>
+void compare_fused(vulkan::Context& ctx, const Device& plain, const char* what, Make&& make) {
+  double ms[2];
+  int64_t kernels[2];
+  Tensor out[2];
+  for (int which = 0; which < 2; ++which) {
+    const Device dev = which == 0 ? plain : Device::vulkan();
+    auto run = make(dev);
+    out[which] = run().to(Device::cpu());  // the first run compiles
+    sync(dev);
+    const vulkan::Stats s0 = ctx.stats();
+    Tensor keep = run();  // held: the fused device skips work whose result nothing holds
+    sync(dev);
+    kernels[which] = diff(s0, ctx.stats()).dispatches;
+    ms[which] = best_ms(dev, 3, [&] { keep = run(); });
+  }
+  std::printf("| %s: kernels, one per op / fused | %lld / %lld |\n", what, static_cast<long long>(kernels[0]),
+              static_cast<long long>(kernels[1]));
+  std::printf("| %s: ms, one per op / fused (ratio; same bits: %s) | %.1f / %.1f (%.2fx) |\n", what,
+              out[0].equal(out[1]) ? "yes" : "NO", ms[0], ms[1], ms[0] / ms[1]);
+}
+
 /// " (12% of the peak)" when the environment variable `peak` gives one, else "".
 std::string share(double v, const char* peak) {
   const char* e = std::getenv(peak);
@@ -176,29 +200,29 @@ int main(int argc, char** argv) {
     std::printf("| MLP training step, %s: pipelines built / cache hits | %lld / %lld |\n", how,
                 static_cast<long long>(d.pipelines), static_cast<long long>(d.pipeline_hits));
   }
-  // Fusion: a chain of 8 elementwise ops over 4M f32, one kernel per op and fused (the same
-  // bits). On a CPU driver the time is memory traffic and the driver's threads; best of 3.
-  const Tensor big = randn({1 << 22});
-  double ms[2] = {1e30, 1e30};
-  int64_t kernels[2] = {0, 0};
-  for (int which = 0; which < 2; ++which) {
-    const Device dev = which == 0 ? vk : Device::vulkan();
-    const Tensor a = big.to(dev);
-    for (int r = 0; r < 4; ++r) {  // the first run compiles
-      sync(dev);
-      s0 = ctx.stats();
-      const auto c0 = std::chrono::steady_clock::now();
-      Tensor y = ((a * 1.5f + 0.25f).sigmoid() * a - 0.5f).abs().sqrt() * 2.0f;
-      sync(dev);
-      const auto c1 = std::chrono::steady_clock::now();
-      kernels[which] = diff(s0, ctx.stats()).dispatches;
-      if (r > 0) ms[which] = std::min(ms[which], std::chrono::duration<double, std::milli>(c1 - c0).count());
-    }
-  }
-  std::printf("| 8-op elementwise chain over 4M f32: kernels, one per op / fused | %lld / %lld |\n",
-              static_cast<long long>(kernels[0]), static_cast<long long>(kernels[1]));
-  std::printf("| 8-op elementwise chain over 4M f32: ms, one per op / fused (ratio) | %.1f / %.1f (%.2fx) |\n", ms[0],
-              ms[1], ms[0] / ms[1]);
+  // Fusion, one kernel per op and fused (the same bits): a chain of 8 elementwise ops over 4M
+  // f32; a linear layer with its bias and activation (the product's epilogue); attention's
+  // scores scaled, masked and softmaxed (the chain in the softmax's kernel); a residual add and
+  // layer norm. On a CPU driver the time is memory traffic and the driver's threads; best of 3.
+  const Tensor big = randn({1 << 22}), xs = randn({2048, 512}), w = randn({512, 512}), b = randn({512});
+  const Tensor q = randn({8, 4, 128, 64}), k = randn({8, 4, 128, 64}), mask = randn({128, 128});
+  const Tensor h = randn({4096, 512}), r = randn({4096, 512});
+  compare_fused(ctx, vk, "8-op elementwise chain over 4M f32", [&](const Device& d) {
+    const Tensor a = big.to(d);
+    return [a] { return ((a * 1.5f + 0.25f).sigmoid() * a - 0.5f).abs().sqrt() * 2.0f; };
+  });
+  compare_fused(ctx, vk, "relu(x @ w + b), [2048, 512] x [512, 512]", [&](const Device& d) {
+    const Tensor xd = xs.to(d), wd = w.to(d), bd = b.to(d);
+    return [=] { return relu(matmul(xd, wd) + bd); };
+  });
+  compare_fused(ctx, vk, "softmax(q k^T / 8 + mask), [8, 4, 128, 128]", [&](const Device& d) {
+    const Tensor qd = q.to(d), kd = k.to(d).transpose(-2, -1).contiguous(), md = mask.to(d);
+    return [=] { return softmax(matmul(qd, kd) * 0.125f + md, -1); };
+  });
+  compare_fused(ctx, vk, "layer_norm(h + r), [4096, 512]", [&](const Device& d) {
+    const Tensor hd = h.to(d), rd = r.to(d);
+    return [=] { return nn::functional::layer_norm(hd + rd, {512}); };
+  });
   const vulkan::Stats all = ctx.stats();
   std::printf("| whole run: pipelines built, SPIR-V compiled / from the disk cache | %lld, %lld / %lld |\n",
               static_cast<long long>(all.pipelines), static_cast<long long>(all.spirv_compiled),
