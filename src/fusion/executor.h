@@ -28,7 +28,7 @@ struct GroupLaunch {
   const std::vector<Rec>& s;
   const Group& g;
   GroupScratch& w;
-  const Rec* matmul = nullptr;
+  const Rec* matmul = nullptr;  ///< the product (MatMul, or Conv: Executor::conv_products) before it
 };
 
 /// One planned row pipeline (Note [Row pipelines] in rows.cpp): its stages over iteration shape
@@ -60,6 +60,10 @@ class Executor {
   /// Whether an op with small results (fusion::small_limit) runs at once instead of queued:
   /// on the CPU it costs less than planning; on a GPU every kernel saved counts.
   virtual bool small_ops_alone() const { return true; }
+  /// Whether a convolution (Conv, f32 or f64, contiguous result) may take the group after it as
+  /// its epilogue, as a matrix product does (GroupLaunch::matmul), where the backend cannot fuse
+  /// the CPU's conv epilogue ops (ops.def) into it.
+  virtual bool conv_products() const { return false; }
   /// The smallest product (in bytes) that takes an elementwise epilogue: on the CPU a product
   /// runs in row blocks each followed by the group, which pays only for large products.
   virtual int64_t epilogue_min_bytes() const { return kEpilogueMinBytes; }

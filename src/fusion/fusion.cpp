@@ -453,7 +453,8 @@ void FusionBackend::run_ops(const std::vector<Rec>& s, std::vector<size_t> order
         continue;
       }
     }
-    if (head + 1 < order.size() && is_matmul_anchor(s[i].op)) {
+    if (head + 1 < order.size() &&
+        (is_matmul_anchor(s[i].op) || (exec_->conv_products() && is_conv_product(s[i].op)))) {
       // The group after a product: when it reads the product only element for element, the
       // product runs in row blocks, each followed by the group over the same rows.
       Cut c;

@@ -199,6 +199,14 @@ inline bool is_matmul_anchor(const ir::Op& op) {
   return true;
 }
 
+/// A convolution whose result may feed an epilogue group (Executor::conv_products): a Conv
+/// anchor of f32 or f64 with a contiguous result.
+inline bool is_conv_product(const ir::Op& op) {
+  if (!is_conv_anchor(op) || op.outputs.size() != 1) return false;
+  const DType t = op.outputs[0].dtype;
+  return (t == DType::F32 || t == DType::F64) && op.outputs[0].is_contiguous();
+}
+
 /// An op queued only for what may follow it (an activation, an epilogue).
 inline bool is_anchor(const ir::Op& op) { return is_conv_anchor(op) || is_matmul_anchor(op); }
 

@@ -508,7 +508,7 @@ std::optional<Launch> launch_of(const kiln::ir::Op& op, bool float64);
 /// An operand of a fused elementwise kernel: element i of the kernel's range is read at
 /// desc.offset + i (Identity), at desc.offset (Scalar), or at desc.offset plus i unravelled
 /// over `shape` dotted with `strides` (Gather: a broadcast or strided view); Given: the value
-/// the enclosing kernel computed for element i (a product, fused_matmul_launch).
+/// the enclosing kernel computed for element i (a product, fused_product_launch).
 struct FusedLoad {
   enum Kind : uint8_t { Identity, Scalar, Gather, Given };
   Kind kind = Identity;
@@ -539,12 +539,12 @@ std::optional<Launch> fused_launch(const std::vector<FusedLoad>& loads, const st
 /// other inputs.
 std::optional<Launch> fused_tail_launch(const std::vector<FusedLoad>& loads, const std::vector<FusedStep>& steps,
                                         int result, const kiln::ir::Op& tail, bool float64);
-/// A MatMul (a MatMul of the library, contiguous [B, M, N] result) with the chain as its
+/// A product, MatMul or Conv (a kernel of the library, contiguous result), with the chain as its
 /// epilogue: each result goes through the steps in registers (Given loads read it), element i
 /// of the chain being element i of the product; `keep`: the product is stored too. Buffers:
-/// (the product,) the stored steps', a, b, (bias,) the loads but the Given ones.
-std::optional<Launch> fused_matmul_launch(const kiln::ir::Op& mm, bool keep, const std::vector<FusedLoad>& loads,
-                                          const std::vector<FusedStep>& steps, bool float64);
+/// (the product,) the stored steps', the product's inputs, the loads but the Given ones.
+std::optional<Launch> fused_product_launch(const kiln::ir::Op& product, bool keep, const std::vector<FusedLoad>& loads,
+                                           const std::vector<FusedStep>& steps, bool float64);
 
 /// Where a kernel's main input values come from: a buffer, or a chain of elementwise ops
 /// computed in the kernel (a fused group, fused.cpp). The row kernels (reduction, softmax,
@@ -574,5 +574,7 @@ Kernel trace_softmax_from(const Softmax& spec, const Limits& limits, Source& src
 Kernel trace_norm_from(const Norm& spec, const Limits& limits, Source& src);
 /// keep: the product is stored (else only the epilogue's outputs are).
 Kernel trace_matmul_into(const MatMul& spec, const Limits& limits, Source& src, bool keep);
+/// Conv and ConvTranspose (one thread per result) handing each result to src's epilogue.
+Kernel trace_conv_into(const Conv& spec, const Limits& limits, Source& src, bool keep);
 
 }  // namespace kiln::kernel::lib

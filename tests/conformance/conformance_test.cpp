@@ -90,7 +90,10 @@ class WriteSupport : public testing::Environment {
     auto join = [](const std::set<std::string>& v, const std::set<std::string>& minus) {
       std::string r;
       for (const std::string& x : v)
-        if (!minus.count(x)) r += (r.empty() ? "" : ", ") + x;
+        if (!minus.count(x)) {
+          if (!r.empty()) r += ", ";  // appended: GCC 12 warns (-Wrestrict) on "lit" + std::string
+          r += x;
+        }
       return r;
     };
     for (const auto& [op, sets] : support().ops)

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "kernel/library.h"
@@ -161,6 +162,29 @@ std::vector<std::pair<std::string, Kernel>> library_kernels() {
     if (const std::optional<lib::Launch> l = lib::fused_launch(loads, steps, 24, true))
       out.emplace_back(l->name, l->trace(Limits{}));
   }
+  // The chain in a row op's kernel (exp closed by the layer norm with weight and bias) and in a
+  // product's (tanh of the matmul's results): lib::fused_tail_launch, lib::fused_product_launch.
+  auto first_of = [&](size_t c, kiln::ir::OpKind kind) -> const kiln::ir::Op* {
+    const kiln::CapturedGraph gc = kiln::capture(cases[c].first, cases[c].second);
+    for (const auto& node : gc.nodes)
+      if (node.op->kind == kind) return new kiln::ir::Op(*node.op);  // outlives the graph
+    return nullptr;
+  };
+  std::unique_ptr<const kiln::ir::Op> norm, mm;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    if (!norm) norm.reset(first_of(c, kiln::ir::OpKind::LayerNorm));
+    if (!mm) mm.reset(first_of(c, kiln::ir::OpKind::MatMul));
+  }
+  if (ex && th && norm && mm) {
+    std::vector<lib::FusedLoad> loads(1);
+    loads[0].desc = norm->inputs[0];
+    if (const std::optional<lib::Launch> l = lib::fused_tail_launch(loads, {{ex, {-1}, false}}, 0, *norm, true))
+      out.emplace_back(l->name, l->trace(Limits{}));
+    loads[0].kind = lib::FusedLoad::Given;
+    loads[0].desc = mm->outputs[0];
+    if (const std::optional<lib::Launch> l = lib::fused_product_launch(*mm, false, loads, {{th, {-1}, true}}, true))
+      out.emplace_back(l->name, l->trace(Limits{}));
+  }
   return out;
 }
 
@@ -229,8 +253,10 @@ TEST(KernelTargets, LibraryKernelsCompileWithNvrtcForSm80AndSm90) {
   if (!nvrtc::available(&why)) GTEST_SKIP() << why;
   const std::vector<std::pair<std::string, Kernel>> kernels = library_kernels();
   EXPECT_GE(kernels.size(), 40u);
-  EXPECT_TRUE(
-      std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.first.rfind("fused_", 0) == 0; }));
+  for (const char* prefix : {"fused_", "tail_", "epi_"})
+    EXPECT_TRUE(
+        std::any_of(kernels.begin(), kernels.end(), [&](const auto& k) { return k.first.rfind(prefix, 0) == 0; }))
+        << "no " << prefix << " kernel";
   int compiled = 0;
   for (const auto& [name, k] : kernels) {
     const std::string src = render(k, Target::Cuda);

@@ -164,3 +164,25 @@ TEST(VulkanFusion, AProductRunsItsEpilogueInItsKernel) {
     EXPECT_EQ(nf, 1) << np << " unfused";
   }
 }
+
+TEST(VulkanFusion, AConvolutionRunsItsEpilogueInItsKernel) {
+  REQUIRE_VULKAN();
+  namespace F = nn::functional;
+  const Tensor x = randn({2, 3, 12, 12}), w = randn({8, 3, 3, 3}), b = randn({8}), scale = randn({1, 8, 1, 1}),
+               shift = randn({1, 8, 1, 1}), res = randn({2, 8, 12, 12});
+  for (bool keep : {false, true}) {
+    SCOPED_TRACE(keep ? "the convolution's result kept" : "the result only in registers");
+    fusion::reset_stats();
+    const auto [nf, np] = fused_and_plain([&](const Device& d) {
+      const Tensor xd = x.to(d), wd = w.to(d), bd = b.to(d), sd = scale.to(d), hd = shift.to(d), rd = res.to(d);
+      sync(d);
+      // A batch norm in eval mode, a residual and an activation after the convolution.
+      const Tensor y = F::conv2d(xd, wd, bd, {.padding = 1});
+      std::vector<Tensor> r{((y * sd + hd) + rd).relu().tanh()};
+      if (keep) r.push_back(y);
+      return r;
+    });
+    EXPECT_EQ(fusion::stats().epilogues, 1);
+    EXPECT_EQ(nf, 1) << np << " unfused";
+  }
+}

@@ -200,7 +200,7 @@ bool FusionExecutor::run_with_product(fusion::Buffers& mem, const fusion::GroupL
   if (l.g.tail >= 0 || bindings(l, 0, end - 1, false, product) + mm.in.size() + (keep ? 1 : 0) > ctx_.max_bindings())
     return false;
   const GroupChain c(l, 0, end, false, product);
-  const std::optional<lib::Launch> launch = lib::fused_matmul_launch(mm.op, keep, c.loads, c.steps, ctx_.float64());
+  const std::optional<lib::Launch> launch = lib::fused_product_launch(mm.op, keep, c.loads, c.steps, ctx_.float64());
   if (!launch) return false;
   fusion::dbg("    steps 0 to " + std::to_string(end - 1) + " run in the product's kernel");
   std::vector<fusion::Buf*> out;

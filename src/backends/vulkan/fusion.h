@@ -4,7 +4,7 @@
 // runs as one kernel of the library (kernel/library.h, fused_launch) over the group's loads and
 // stored values. A row op closing the group runs its own kernel reading the steps' values in
 // registers (fused_tail_launch); a product whose epilogue the group is hands its results to the
-// steps in its kernel (fused_matmul_launch). A group past the device's bindings is split into
+// steps in its kernel (a MatMul or a Conv: fused_product_launch). A group past the device's bindings is split into
 // kernels; groups the library cannot fuse run one kernel per op.
 #include "backends/vulkan/context.h"
 #include "backends/vulkan/kernels.h"
@@ -24,6 +24,7 @@ class FusionExecutor final : public fusion::Executor {
   bool row_pipelines() const override { return false; }
   bool small_ops_alone() const override { return false; }
   int64_t epilogue_min_bytes() const override { return 0; }
+  bool conv_products() const override { return true; }
   void check_allocation(size_t nbytes) const override { ctx_.check_size(nbytes); }
   void run_op(const ir::Op& op, void* const* in, void* const* out) override;
   void run_group(fusion::Buffers& mem, const fusion::GroupLaunch& l) override;

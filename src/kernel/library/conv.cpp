@@ -220,16 +220,24 @@ Kernel trace_conv_weight_grad(const Conv& spec, const Limits& limits) {
 
 Kernel trace_conv(const Conv& spec, const Limits& limits) {
   if (spec.kind == OpKind::ConvWeightGrad) return trace_conv_weight_grad(spec, limits);
+  return trace_conv_into(spec, limits, *no_source(), true);
+}
+
+Kernel trace_conv_into(const Conv& spec, const Limits& limits, Source& src, bool keep) {
   constexpr uint32_t kGroup = 256;
   return trace(
       spec.name,
       [&](Builder& b) {
         b.group_size(kGroup);
-        const Memory out = declare_store(b, spec.value, "out", true);
+        const Memory out = keep ? declare_store(b, spec.value, "out", true) : Memory(0, false);
+        src.outputs(b);
         const Memory x = declare_store(b, spec.value, "x", false);
         const Memory w = declare_store(b, spec.value, "w", false);
         const Memory bias = spec.bias ? declare_store(b, spec.value, "bias", false) : Memory(0, false);
-        const Meta meta = load_meta(b.input<int32_t>("meta"));
+        src.inputs(b, spec.value, "in");
+        const Buffer<int32_t> meta_buf = b.input<int32_t>("meta");
+        src.scalars(b, meta_buf);
+        const Meta meta = load_meta(meta_buf);
         const Val i = (group_id(1) * num_groups(0) + group_id(0)) * static_cast<int>(kGroup) + thread_id(0);
         auto product = [&](Val xi, Val wi) { return load_store(x, spec.value, xi) * load_store(w, spec.value, wi); };
         if_(i < meta[kCvCount], [&] {
@@ -280,7 +288,8 @@ Kernel trace_conv(const Conv& spec, const Limits& limits) {
           }
           Val sum = acc;
           if (spec.bias) sum = sum + load_store(bias, spec.value, meta[kCvBOff] + oc * meta[kCvBStride]);
-          store_store(out, spec.value, meta[kCvYOff] + i, sum);
+          if (keep) store_store(out, spec.value, meta[kCvYOff] + i, sum);
+          src.epilogue(i, round_trip(spec.value, sum));  // element i of the contiguous result
         });
       },
       limits);

@@ -2,8 +2,8 @@
 // Fused kernels (kernel/library.h): a chain of elementwise ops in one kernel, each op computed
 // by the function of its own kernel (elementwise_ops.cpp), values passed between them in
 // registers as their storage would keep them. The chain runs alone (fused_launch), as the
-// input of a row op's own kernel (fused_tail_launch) or as a MatMul's epilogue
-// (fused_matmul_launch): a Source those kernels read through.
+// input of a row op's own kernel (fused_tail_launch) or as a product's epilogue (MatMul, Conv:
+// fused_product_launch): a Source those kernels read through.
 #include <memory>
 #include <optional>
 #include <string>
@@ -368,30 +368,44 @@ std::optional<Launch> fused_tail_launch(const std::vector<FusedLoad>& loads, con
   return l;
 }
 
-std::optional<Launch> fused_matmul_launch(const kiln::ir::Op& mm, bool keep, const std::vector<FusedLoad>& loads,
-                                          const std::vector<FusedStep>& steps, bool float64) {
-  std::optional<MatMul> m = matmul_of(mm);
-  if (!m || !mm.outputs[0].is_contiguous()) return std::nullopt;
+std::optional<Launch> fused_product_launch(const kiln::ir::Op& product, bool keep, const std::vector<FusedLoad>& loads,
+                                           const std::vector<FusedStep>& steps, bool float64) {
+  if (product.outputs.size() != 1 || !product.outputs[0].is_contiguous()) return std::nullopt;
+  std::optional<MatMul> m = matmul_of(product);
+  std::optional<Conv> cv = m ? std::nullopt : conv_of(product);
+  if (cv && cv->kind == kiln::ir::OpKind::ConvWeightGrad) cv.reset();  // a group per result there
+  if (!m && !cv) return std::nullopt;
   std::string desc;
-  std::optional<FusedSpec> f = spec_of(loads, steps, float64, m->value, desc);
-  std::optional<Launch> row = launch_of(mm, float64);
+  std::optional<FusedSpec> f = spec_of(loads, steps, float64, m ? m->value : cv->value, desc);
+  std::optional<Launch> row = launch_of(product, float64);
   if (!f || !row) return std::nullopt;
-  desc += m->name;
+  desc += m ? m->name : cv->name;
   desc += keep ? "+" : "";
-  m->name = "mm_" + cache::hash128(desc).substr(0, 16);
+  const std::string name = "epi_" + cache::hash128(desc).substr(0, 16);
   Launch l = std::move(*row);
-  l.name = m->name;
+  l.name = name;
   l.variants.clear();  // one tile: the epilogue is traced with it
   l.tune_key.clear();
   const int base = static_cast<int>(l.meta.size());
-  append_meta(*f, loads, steps, mm.outputs[0].numel(), l.meta);
-  l.push = chain_push(*f);
+  append_meta(*f, loads, steps, product.outputs[0].numel(), l.meta);
+  std::vector<Arg> push = chain_push(*f);
+  push.insert(push.end(), l.push.begin(), l.push.end());
+  l.push = std::move(push);
   l.outputs = (keep ? 1 : 0) + f->nstored;
-  l.inputs = static_cast<int>(mm.inputs.size()) + bound_loads(*f);
-  l.trace = [f = *f, base, spec = *m, keep](const Limits& limits) {
-    Chain c(f, base, -1);
-    return trace_matmul_into(spec, limits, c, keep);
-  };
+  l.inputs = static_cast<int>(product.inputs.size()) + bound_loads(*f);
+  if (m) {
+    m->name = name;
+    l.trace = [f = *f, base, spec = *m, keep](const Limits& limits) {
+      Chain c(f, base, -1);
+      return trace_matmul_into(spec, limits, c, keep);
+    };
+  } else {
+    cv->name = name;
+    l.trace = [f = *f, base, spec = *cv, keep](const Limits& limits) {
+      Chain c(f, base, -1);
+      return trace_conv_into(spec, limits, c, keep);
+    };
+  }
   return l;
 }
 
