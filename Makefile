@@ -23,11 +23,11 @@ test: build
 test-asan:
 	$(MAKE) test PRESET=asan
 
-# ARM64 Linux (docs/micro.md, "ARM64 Linux"; not part of `make test`): the cross build of core,
+# ARM64 Linux (docs/micro.md, "ARM64 Linux"; not part of `make test`, run by CI): the cross build of core,
 # fusion, the CPU backend (portable kernels, Highway NEON/SVE/SVE2) and nn with the conformance
 # suite and the unit tests of the kernels (tests/arm64/), run under qemu-user: everything at an
 # SVE vector length of 128 bits, the conformance suite at 512 bits (the unit tests take about
-# 10 minutes there under emulation; ARM64_CTEST_ARGS= runs them too).
+# 18 minutes there under emulation; ARM64_CTEST_ARGS= runs them too).
 ARM64_CTEST_ARGS ?= -R arm64_conformance
 test-arm64:
 	@bash scripts/install-deps.sh --arm64

@@ -26,6 +26,7 @@
 #include "backends/vulkan/context.h"
 #include "kernel/cache.h"
 #include "kernel/library.h"
+#include "require_vulkan.h"
 #include "test_fork.h"
 
 using namespace kiln;
@@ -36,13 +37,6 @@ bool have_vulkan() {
   const std::vector<std::string> names = Device::list();
   return std::find(names.begin(), names.end(), "vulkan") != names.end();
 }
-
-/// Skips a test on a machine without a Vulkan device (CI has lavapipe: scripts/install-deps.sh).
-#define REQUIRE_VULKAN()                                                                     \
-  do {                                                                                       \
-    std::string why;                                                                         \
-    if (vulkan::Context::count(&why) == 0) GTEST_SKIP() << "no Vulkan device here: " << why; \
-  } while (0)
 
 double max_diff(const Tensor& a, const Tensor& b) {
   auto va = a.to(Device::cpu()).to_vector<double>(), vb = b.to(Device::cpu()).to_vector<double>();

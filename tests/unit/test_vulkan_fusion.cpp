@@ -13,16 +13,11 @@
 #include "backends/vulkan/context.h"
 #include "fusion/fusion.h"
 #include "kiln/nn/functional/norm.h"
+#include "require_vulkan.h"
 
 using namespace kiln;
 
 namespace {
-
-#define REQUIRE_VULKAN()                                                                     \
-  do {                                                                                       \
-    std::string why;                                                                         \
-    if (vulkan::Context::count(&why) == 0) GTEST_SKIP() << "no Vulkan device here: " << why; \
-  } while (0)
 
 /// Dispatches recorded on Vulkan device 0 so far.
 int64_t dispatches() { return vulkan::Context::get(0).stats().dispatches; }

@@ -18,16 +18,11 @@
 
 #include "backends/vulkan/context.h"
 #include "core/backend.h"
+#include "require_vulkan.h"
 
 using namespace kiln;
 
 namespace {
-
-#define REQUIRE_VULKAN()                                                                     \
-  do {                                                                                       \
-    std::string why;                                                                         \
-    if (vulkan::Context::count(&why) == 0) GTEST_SKIP() << "no Vulkan device here: " << why; \
-  } while (0)
 
 /// n floats in page-aligned host memory, freed when the last holder lets go.
 std::shared_ptr<float> host_floats(size_t n) {
