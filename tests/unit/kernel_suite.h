@@ -296,6 +296,28 @@ inline Kernel uniform_flow(const Limits& l = {}) {
       l);
 }
 
+/// The language's built-in math of f32: out[4 i + 0..3] = exp, log |x|, tanh and sigmoid of
+/// x[i]. They are traced as the CPU's polynomial forms, so every target gives the same bits.
+inline Kernel math_builtins(const Limits& l = {}) {
+  return trace(
+      "math_builtins",
+      [](Builder& b) {
+        b.group_size(64);
+        auto x = b.input<float>("x");
+        auto out = b.output<float>("out");
+        Val n = b.scalar<int32_t>("n");
+        Val i = group_id() * 64 + thread_id();
+        if_(i < n, [&] {
+          Val v = x[i];
+          out[i * 4] = exp(v);
+          out[i * 4 + 1] = log(abs(v));
+          out[i * 4 + 2] = tanh(v);
+          out[i * 4 + 3] = sigmoid(v);
+        });
+      },
+      l);
+}
+
 struct Entry {
   std::string name;
   std::function<Kernel(const Limits&)> make;
@@ -314,7 +336,8 @@ inline std::vector<Entry> all() {
           {"vec4_mix", vec4},
           {"collatz", collatz},
           {"int_mix", int_mix, true},
-          {"uniform_flow", uniform_flow}};
+          {"uniform_flow", uniform_flow},
+          {"math_builtins", math_builtins}};
 }
 
 }  // namespace kiln::kernel::suite

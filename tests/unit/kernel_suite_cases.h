@@ -105,6 +105,16 @@ inline std::vector<Case> cases() {
                  {buffer(values, false), buffer(std::vector<uint32_t>(64, 0), true)},
                  {static_cast<int32_t>(values.size())}});
   }
+  {  // the same bits on every target: no tolerance (inputs whose results are finite)
+    const int n = 1000;
+    c.push_back({"math_builtins",
+                 math_builtins,
+                 {ceil_div(n, 64)},
+                 {buffer(floats(n, 11, -30.f, 30.f), false), buffer(std::vector<float>(4 * n), true)},
+                 {n},
+                 0,
+                 0});
+  }
   c.push_back({"softmax_rows",
                softmax,
                {9},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -178,7 +179,8 @@ TEST(KernelCpu, IntegerMix) {
 }
 
 TEST(KernelCpu, ManyGroupsOverThreads) {
-  // Groups run over Kiln's threads: a large grid gives the same bits as a reference.
+  // Groups run over Kiln's threads: a large grid gives a reference's values (its sigmoid is the
+  // CPU's form, within a few ulps of std::exp's).
   CpuKernel k = compile_cpu(suite::broadcast(), 0);
   const int rows = 300, cols = 700;
   std::vector<float> x = random_floats(rows * cols, 13), w = random_floats(cols, 14), y(rows * cols, 0.f);
@@ -186,7 +188,8 @@ TEST(KernelCpu, ManyGroupsOverThreads) {
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
       float v = x[i * cols + j] * w[j];
-      ASSERT_EQ(y[i * cols + j], v + 1.0f / (1.0f + std::exp(-v)) * 0.5f);
+      const float want = v + 1.0f / (1.0f + std::exp(-v)) * 0.5f;
+      ASSERT_NEAR(y[i * cols + j], want, 1e-6f * (1 + std::fabs(want))) << i << "," << j;
     }
 }
 
@@ -282,4 +285,51 @@ TEST(KernelCpu, Bitcast) {
   EXPECT_NE(render(k, Target::Wgsl).find("bitcast<u32>("), std::string::npos);
   EXPECT_THROW(trace("bad_bits", [](Builder& b) { b.output<int64_t>("o")[0] = bitcast(Val(1.0), Type::I64); }),
                kiln::Error);
+}
+
+// The language's built-in exp, log, tanh and sigmoid of f32 are the CPU kernels' forms: within
+// the CPU's bounds (docs/tensors.md, Accuracy: exp 2 ulps, log and sigmoid 4, tanh 8; results in
+// the subnormal range within 2^-140, or 0 as on targets that flush them) of the f64 reference
+// over their whole ranges and special values. KernelSuiteDevices (Vulkan) and the WebGPU page check that other targets
+// give the same bits as this one (the suite's math_builtins, no tolerance).
+TEST(KernelCpu, BuiltInMathMeetsTheCpusBounds) {
+  std::vector<float> xs = {0.0f,   -0.0f,   1e-30f, -1e-30f, 1e-40f, 88.7f,  89.0f,    -87.3f,    -103.9f, -104.5f,
+                           100.0f, -100.0f, 9.0f,   -9.0f,   7.9f,   1e-13f, INFINITY, -INFINITY, NAN};
+  std::mt19937 g(5);
+  for (int e = -149; e <= 127; ++e)  // every binade, both signs
+    for (int k = 0; k < 8; ++k) {
+      const float m = std::uniform_real_distribution<float>(1.0f, 2.0f)(g);
+      xs.push_back(std::ldexp(m, e));
+      xs.push_back(-std::ldexp(m, e));
+    }
+  const int n = static_cast<int>(xs.size());
+  std::vector<float> out(4 * xs.size());
+  compile_cpu(suite::math_builtins(), 0)({ceil_div(n, 64)}, {xs, out, n});
+  struct Fn {
+    const char* name;
+    double (*ref)(double);
+    double ulps;
+  };
+  const Fn fns[] = {{"exp", [](double v) { return std::exp(v); }, 2},
+                    {"log", [](double v) { return std::log(std::fabs(v)); }, 4},
+                    {"tanh", [](double v) { return std::tanh(v); }, 8},
+                    {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, 4}};
+  for (size_t f = 0; f < 4; ++f) {
+    double worst = 0;
+    for (int i = 0; i < n; ++i) {
+      const float got = out[4 * i + f];
+      const double ref = fns[f].ref(xs[i]);
+      const float want = static_cast<float>(ref);
+      if (!std::isfinite(want) || std::fabs(ref) < 1.2e-38) {  // special values, overflow, subnormal results
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want || got == 0.0f || std::fabs(got - ref) <= 0x1p-140)
+            << fns[f].name << "(" << xs[i] << ") = " << got << ", want " << ref;
+        continue;
+      }
+      const double ulp = std::nextafter(std::fabs(want), INFINITY) - std::fabs(want);
+      const double err = std::fabs(got - ref) / ulp;
+      worst = std::max(worst, err);
+      EXPECT_LE(err, fns[f].ulps) << fns[f].name << "(" << xs[i] << ") = " << got << ", want " << ref;
+    }
+    std::printf("built-in %s of f32: worst %.2f ulps (bound %.0f)\n", fns[f].name, worst, fns[f].ulps);
+  }
 }
