@@ -401,12 +401,14 @@ std::optional<Conv> conv_of(const kiln::ir::Op& op);
 bool conv_meta(const kiln::ir::Op& op, int32_t* meta);
 Kernel trace_conv(const Conv& spec, const Limits& limits);
 
-/// Softmax and LogSoftmax of f32 along one dim. Buffers: out, in, meta (the reduction's block:
+/// Softmax and LogSoftmax along one dim, of f32, f16 and bf16 (computed in f32, rounded once,
+/// as the CPU) and f64 (the device needs it). Buffers: out, in, meta (the reduction's block:
 /// rows as outputs, the dim as the one reduced dim, its output stride at kRedShape + 1); one
 /// group per row (reduce_groups).
 struct Softmax {
   std::string name;
   bool log = false;
+  Store value = Store::F32;
 };
 std::optional<Softmax> softmax_of(const kiln::ir::Op& op);
 bool softmax_meta(const kiln::ir::Op& op, int32_t* meta);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Softmax and log-softmax of the library (kernel/library.h) along one dim of an f32 tensor:
+// Softmax and log-softmax of the library (kernel/library.h) along one dim (f16 and bf16 in f32):
 // one group per row, the row's maximum and then its sum of exp(x - max) combined in fixed
 // shared-memory trees (deterministic), as the CPU computes them: exp(x - max) / sum, and
 // x - max - log(sum). A NaN in the row makes the whole row NaN, as there.
@@ -23,11 +23,14 @@ std::optional<Softmax> softmax_of(const kiln::ir::Op& op) {
   using kiln::ir::OpKind;
   if ((op.kind != OpKind::Softmax && op.kind != OpKind::LogSoftmax) || op.inputs.size() != 1) return std::nullopt;
   const auto &x = op.inputs[0], &o = op.outputs[0];
-  if (x.dtype != DType::F32 || o.dtype != DType::F32 || !fits_i32(x) || !fits_i32(o) || x.shape != o.shape)
+  const std::optional<Store> st = storage_of(x.dtype, false);
+  if (!st || (*st != Store::F32 && *st != Store::F16 && *st != Store::BF16 && *st != Store::F64) ||
+      o.dtype != x.dtype || !fits_i32(x) || !fits_i32(o) || x.shape != o.shape)
     return std::nullopt;
   Softmax s;
   s.log = op.kind == OpKind::LogSoftmax;
-  s.name = s.log ? "log_softmax_f32" : "softmax_f32";
+  s.value = *st;
+  s.name = std::string(s.log ? "log_softmax_" : "softmax_") + store_name(s.value);
   return s;
 }
 
@@ -72,12 +75,15 @@ Kernel trace_softmax_from(const Softmax& spec, const Limits& limits, Source& src
       spec.name,
       [&](Builder& b) {
         b.group_size(kGroup);
-        const Buffer<float> out = b.output<float>("out");
+        const Type at = spec.value == Store::F64 ? Type::F64 : Type::F32;  // f16, bf16: in f32
+        const auto ex = [&](Val v) { return at == Type::F64 ? exp_f64(v) : exp(v); };
+        const auto lg = [&](Val v) { return at == Type::F64 ? log_f64(v) : log(v); };
+        const Memory out = declare_store(b, spec.value, "out", true);
         src.outputs(b);
-        src.inputs(b, Store::F32, "in");
+        src.inputs(b, spec.value, "in");
         const Buffer<int32_t> meta = b.input<int32_t>("meta");
         src.scalars(b, meta);
-        const Shared<float> sh = b.shared<float>("sh", kGroup);
+        const Memory sh = shared_of(b, at, "sh", kGroup);
         const Val t = thread_id(0);
         const Val gid = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = gid < meta[kOut];
@@ -85,17 +91,17 @@ Kernel trace_softmax_from(const Softmax& spec, const Limits& limits, Source& src
         line_offsets(meta, select(valid, gid, Val(0)), base, obase);
         const Val L = select(valid, meta[kRed], Val(0));
         const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
-        Var m(-std::numeric_limits<float>::infinity());
+        Var m(Val::constant(-std::numeric_limits<double>::infinity(), at));
         for_(t, L, static_cast<int>(kGroup), [&](Val i) { m = nan_max(m, src.at(base + i * sx, &valid)); });
         sh[t] = Val(m);
         barrier();
         tree_fold(sh, t, kGroup, nan_max);
         const Val mx = sh[0];
         barrier();
-        Var s(0.0f);
+        Var s(Val::constant(0, at));
         for_(t, L, static_cast<int>(kGroup), [&](Val i) {
           const Val x = src.at(base + i * sx, nullptr);
-          s = s + exp(x - mx);
+          s = s + ex(x - mx);
         });
         sh[t] = Val(s);
         barrier();
@@ -103,7 +109,7 @@ Kernel trace_softmax_from(const Softmax& spec, const Limits& limits, Source& src
         const Val sum = sh[0];
         for_(t, L, static_cast<int>(kGroup), [&](Val i) {
           const Val x = src.at(base + i * sx, nullptr);
-          out[obase + i * so] = spec.log ? x - mx - log(sum) : exp(x - mx) / sum;
+          store_store(out, spec.value, obase + i * so, spec.log ? x - mx - lg(sum) : ex(x - mx) / sum);
         });
       },
       limits);
