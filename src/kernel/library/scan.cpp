@@ -35,9 +35,8 @@ std::optional<Scan> scan_of(const kiln::ir::Op& op) {
   s.out = *so;
   const bool fl = is_float(value_type(*si));
   if (k == OpKind::CumMax || k == OpKind::CumMin) {
-    if (op.outputs.size() != 2 || o.dtype != x.dtype || op.outputs[1].strides != o.strides || *si == Store::B8)
-      return std::nullopt;
-    s.acc = value_type(*si);
+    if (op.outputs.size() != 2 || o.dtype != x.dtype || op.outputs[1].strides != o.strides) return std::nullopt;
+    s.acc = *si == Store::B8 ? Type::I32 : value_type(*si);  // bool compared as 0 and 1
   } else {
     if (o.dtype != x.dtype && !(o.dtype == DType::I64 && !fl)) return std::nullopt;
     s.acc = fl ? Type::F64 : Type::I64;
@@ -74,7 +73,7 @@ Kernel trace_scan(const Scan& spec, const Limits& limits) {
               const Val take = Val(at) < 0ll || nan_x || (!nan_v && (mx ? x >= v : x <= v));
               acc = select(take, x, v);
               at = select(take, cast(l, Type::I64), Val(at));
-              store_store(out, spec.out, o, acc);
+              store_store(out, spec.out, o, spec.out == Store::B8 ? Val(acc) != 0 : Val(acc));
               oidx[o] = Val(at);
               return;
             }
