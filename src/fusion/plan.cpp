@@ -241,13 +241,8 @@ struct GroupPlan {
   const Group& g;
   GroupScratch& w;
   const size_t ns;
-  const size_t gend;  ///< the stream index of the group's last record
 
-  GroupPlan(const std::vector<Rec>& s, const Group& g, GroupScratch& w)
-      : s(s), g(g), w(w), ns(g.steps.size()), gend(g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back()) {}
-
-  /// Is buffer b read by a (live or not: conservative) op after the group?
-  bool read_after(Buf* b) const { return fl(b).last_reader > static_cast<int64_t>(gend); }
+  GroupPlan(const std::vector<Rec>& s, const Group& g, GroupScratch& w) : s(s), g(g), w(w), ns(g.steps.size()) {}
 
   /// Which step values go to memory (w.store, w.tail_store): the last in-group writer of a
   /// buffer that is held by a live tensor or read after the group (or by the tail through
@@ -260,7 +255,7 @@ struct GroupPlan {
     for (size_t k = 0; k < ns; ++k) {
       Buf* b = s[g.steps[k]].out[0];
       const bool last = gr(b).last_step == static_cast<int32_t>(k);
-      if (last && (b->alive || read_after(b)))
+      if (last && needed_after(b, g))
         store[k] = 1;
       else
         ++elided;
@@ -268,7 +263,7 @@ struct GroupPlan {
     std::vector<char>& tail_store = w.tail_store;
     tail_store.clear();
     if (g.tail >= 0)
-      for (Buf* b : s[static_cast<size_t>(g.tail)].out) tail_store.push_back(b->alive || read_after(b));
+      for (Buf* b : s[static_cast<size_t>(g.tail)].out) tail_store.push_back(needed_after(b, g));
     return elided;
   }
 

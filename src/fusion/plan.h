@@ -259,6 +259,15 @@ struct Group {
   bool long_tail = false;
 };
 
+/// The stream index of a group's last record: its tail, else its last step.
+inline size_t group_end(const Group& g) { return g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back(); }
+
+/// Whether buffer b must be in memory after group g: a tensor holds it or a later op reads it
+/// (live or not: conservative).
+inline bool needed_after(Buf* b, const Group& g) {
+  return b->alive || fl(b).last_reader > static_cast<int64_t>(group_end(g));
+}
+
 /// A stage of a row pipeline (rows.cpp): a group (with its tail), a row op alone (`lone`, a
 /// stream index), or a Sum / Mean over the rows (`column`, a stream index: leaves per block,
 /// folded after the blocks). A per-row group works on one value per row (its shape: the rows).

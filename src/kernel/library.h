@@ -181,6 +181,10 @@ enum : int {
   kOutStrides = kRedShape + 2 * kMaxRank,
   kReduceMetaInts = kOutStrides + kMaxRank
 };
+/// Walks `n` dims of the parameter block from `at` (their sizes at at, strides at at + kMaxRank,
+/// and a second set of strides at at2 when >= 0) for the linear index `lin`, innermost last:
+/// adds each coordinate times its stride to off (and off2).
+void unravel(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var* off2 = nullptr, int at2 = -1);
 /// Where a line's elements start in a row kernel's input and output: `line` (an index over the
 /// kept dims) walked from the last kept dim, adding each coordinate times that dim's input and
 /// output strides to `in` and `out` (which start at the operands' offsets). The parameter block

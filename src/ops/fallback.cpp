@@ -35,14 +35,19 @@ int debug_level() {
   return level;
 }
 
-/// " (f32[2, 3]/[3, 1] -> f32[2, 3]/[3, 1])": op's operands with their shapes and strides.
-std::string descs_of(const ir::Op& op) {
-  auto one = [](const ir::TensorDesc& d) {
-    std::string s = dtype_name(d.dtype).data();
-    s += to_string(d.shape);
-    s += '/';
-    s += to_string(Shape(d.strides.begin(), d.strides.end()));
-    return s;
+bool debug_enabled() { return debug_level() > 0; }
+
+/// " (f32, i64 -> f32)": the dtypes of op's operands, with `shapes` their shapes and strides too
+/// (" (f32[2, 3]/[3, 1] -> f32[2, 3]/[3, 1])").
+std::string operands_of(const ir::Op& op, bool shapes) {
+  // Appended piecewise: GCC 12 warns (-Wrestrict) on const char* + std::string here.
+  auto one = [&](const ir::TensorDesc& d) {
+    std::string t = dtype_name(d.dtype).data();
+    if (!shapes) return t;
+    t += to_string(d.shape);
+    t += '/';
+    t += to_string(Shape(d.strides.begin(), d.strides.end()));
+    return t;
   };
   std::string s = " (";
   for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -53,23 +58,6 @@ std::string descs_of(const ir::Op& op) {
   for (const ir::TensorDesc& d : op.outputs) {
     s += ' ';
     s += one(d);
-  }
-  return s + ")";
-}
-bool debug_enabled() { return debug_level() > 0; }
-
-/// " (f32, i64 -> f32)": the dtypes of op's operands.
-std::string dtypes_of(const ir::Op& op) {
-  std::string s = " (";
-  // Appended piecewise: GCC 12 warns (-Wrestrict) on const char* + std::string here.
-  for (size_t i = 0; i < op.inputs.size(); ++i) {
-    s += i ? ", " : "";
-    s += to_string(op.inputs[i].dtype);
-  }
-  s += " ->";
-  for (const ir::TensorDesc& d : op.outputs) {
-    s += ' ';
-    s += dtype_name(d.dtype);
   }
   return s + ")";
 }
@@ -86,8 +74,7 @@ void print_summary() {
 
 void count(const Backend& b, const ir::Op& op, const char* how) {
   std::string key = b.name() + ": " + std::string(ir::op_name(op.kind)) + how;
-  if (debug_level() == 2) key += dtypes_of(op);
-  if (debug_level() == 3) key += descs_of(op);
+  if (debug_level() >= 2) key += operands_of(op, debug_level() == 3);
   static const bool summary = debug_enabled() && std::atexit(print_summary) == 0;
   (void)summary;
   std::lock_guard<std::mutex> lock(g_mu);

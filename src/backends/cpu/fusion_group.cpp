@@ -81,7 +81,7 @@ GroupRun::GroupRun(fusion::Buffers& mem, const fusion::GroupLaunch& l, const Pip
       blocks(blocks),
       ns(g.steps.size()),
       S(g.S),
-      gend(g.tail >= 0 ? static_cast<size_t>(g.tail) : g.steps.back()),
+      gend(fusion::group_end(g)),
       tail_in(l.w.tail_in),
       rowlen(l.w.rowlen),
       k_dims(l.w.k_dims) {

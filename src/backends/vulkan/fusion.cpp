@@ -195,8 +195,7 @@ bool FusionExecutor::run_with_tail(fusion::Buffers& mem, const fusion::GroupLaun
 bool FusionExecutor::run_with_product(fusion::Buffers& mem, const fusion::GroupLaunch& l, size_t end) {
   const fusion::Rec& mm = *l.matmul;
   fusion::Buf* product = mm.out[0];
-  const size_t gend = l.g.tail >= 0 ? static_cast<size_t>(l.g.tail) : l.g.steps.back();
-  const bool keep = product->alive || fusion::fl(product).last_reader > static_cast<int64_t>(gend);
+  const bool keep = fusion::needed_after(product, l.g);
   if (l.g.tail >= 0 || bindings(l, 0, end - 1, false, product) + mm.in.size() + (keep ? 1 : 0) > ctx_.max_bindings())
     return false;
   const GroupChain c(l, 0, end, false, product);
@@ -221,19 +220,15 @@ void FusionExecutor::run_group(fusion::Buffers& mem, const fusion::GroupLaunch& 
       begin = k;
     }
   // The first segment as the product's epilogue, the last one as the tail's input, where
-  // the library has those kernels; else the product and the tail run alone around them.
-  size_t first = 0;
-  if (l.matmul && run_with_product(mem, l, segs[0].end))
-    first = 1;
-  else if (l.matmul)
-    run_rec(mem, *l.matmul);
-  const bool tail = l.g.tail >= 0 && segs.size() > first;
-  const size_t last = tail ? segs.size() - 1 : segs.size();
-  for (size_t q = first; q < last; ++q) run_segment(mem, l, segs[q].begin, segs[q].end);
+  // the library has those kernels; else the product and the tail run alone around them. (A
+  // group has steps; one with a tail is no product's epilogue here: run_with_product.)
+  const bool in_product = l.matmul && run_with_product(mem, l, segs[0].end);
+  if (l.matmul && !in_product) run_rec(mem, *l.matmul);
+  const bool tail = l.g.tail >= 0;
+  for (size_t q = in_product ? 1 : 0; q < segs.size() - (tail ? 1 : 0); ++q)
+    run_segment(mem, l, segs[q].begin, segs[q].end);
   if (tail && !run_with_tail(mem, l, segs.back().begin)) {
     run_segment(mem, l, segs.back().begin, segs.back().end);
-    run_rec(mem, l.s[static_cast<size_t>(l.g.tail)]);
-  } else if (l.g.tail >= 0 && !tail) {
     run_rec(mem, l.s[static_cast<size_t>(l.g.tail)]);
   }
 }

@@ -119,8 +119,10 @@ std::optional<Launch> unpool_launch(const kiln::ir::Op& op) {
   if (!l) return l;
   const int64_t nsp = kiln::ir::PoolAttrs::decode(op).nsp;
   std::string sizes;
-  for (size_t d = 2; d < op.outputs[0].shape.size(); ++d)
-    sizes += (d > 2 ? "x" : "") + std::to_string(op.outputs[0].shape[d]);
+  for (size_t d = 2; d < op.outputs[0].shape.size(); ++d) {  // appended: GCC 12 -Wrestrict
+    if (d > 2) sizes += 'x';
+    sizes += std::to_string(op.outputs[0].shape[d]);
+  }
   l->host_check =
       HostCheck{1, 0, static_cast<double>(l->meta[kUpOutPlane]), false, [nsp, sizes](double v) {
                   const std::string api = "max_unpool" + std::to_string(nsp) + "d";

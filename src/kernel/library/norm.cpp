@@ -190,13 +190,8 @@ Kernel trace_norm_from(const Norm& spec, const Limits& limits, Source& src) {
         // Gathered: element row * n + i of x in order, unravelled over its shape.
         auto x_at = [&](Val i) -> Val {
           if (!spec.gather_x) return xb + i * sx;
-          Var off(meta[kNmXOff]), rem(select(valid, row, Val(0)) * meta[kNmN] + i);
-          const Val r = meta[kNmXRank];
-          for_(0, r, [&](Val j) {
-            const Val d = r - 1 - j;
-            off = off + (rem % meta[kNmXShape + d]) * meta[kNmXShape + kMaxRank + d];
-            rem = rem / meta[kNmXShape + d];
-          });
+          Var off(meta[kNmXOff]);
+          unravel(meta, meta[kNmXRank], kNmXShape, select(valid, row, Val(0)) * meta[kNmN] + i, off);
           return off;
         };
         auto load_x = [&](Val i) { return src.at(x_at(i), first ? &valid : nullptr); };

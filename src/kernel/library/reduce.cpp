@@ -75,20 +75,6 @@ Type acc_of(Store s) {
   return s == Store::F64 ? Type::F64 : s == Store::I32 ? Type::I32 : Type::I64;
 }
 
-/// Walks `n` dims of meta from `at` (shape at at, strides at at + kMaxRank, and a second set of
-/// strides at at2 when >= 0) for linear index `lin`: adds the offsets to off (and off2).
-void decode(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var* off2, int at2) {
-  Var rem(lin);
-  for_(0, n, [&](Val j) {
-    const Val d = n - 1 - j;
-    const Val size = meta[at + d];
-    const Val idx = rem % size;
-    rem = rem / size;
-    off = off + idx * meta[at + kMaxRank + d];
-    if (off2) *off2 = *off2 + idx * meta[at2 + d];
-  });
-}
-
 }  // namespace
 
 std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
@@ -230,7 +216,7 @@ Kernel trace_reduce_from(const Reduce& spec, const Limits& limits, Source& src) 
         const Val gid = group_id(1) * num_groups(0) + group_id(0);
         const Val valid = gid < meta[kOut];
         Var base(meta[kInOffset]), obase(meta[kOutOffset]);
-        decode(meta, meta[kKept], kKeptShape, select(valid, gid, Val(0)), base, &obase, kOutStrides);
+        unravel(meta, meta[kKept], kKeptShape, select(valid, gid, Val(0)), base, &obase, kOutStrides);
         const OpKind folded = arg ? (mx ? OpKind::Max : OpKind::Min) : var ? OpKind::Sum : spec.kind;
         // One pass folds the inputs (minus `centre`, squared, when given) into acc.
         auto pass = [&](const Val* centre) {
@@ -238,7 +224,7 @@ Kernel trace_reduce_from(const Reduce& spec, const Limits& limits, Source& src) 
           Var ai(Val(INT32_MAX));
           for_(t, meta[kRed], static_cast<int>(kGroup), [&](Val r) {
             Var off = Var(Val(base));
-            decode(meta, meta[kNRed], kRedShape, r, off, nullptr, -1);
+            unravel(meta, meta[kNRed], kRedShape, r, off, nullptr, -1);
             // the first pass reads each element once: a fused chain stores its steps then
             Val x = to_acc(spec.kind, src.at(off, centre ? nullptr : &valid), at);
             if (centre) x = (x - *centre) * (x - *centre);
@@ -287,6 +273,18 @@ std::array<uint32_t, 3> reduce_groups(int64_t nout) {
   const int64_t g = std::max<int64_t>(nout, 1);
   const uint32_t gx = static_cast<uint32_t>(std::min<int64_t>(g, 65535));
   return {gx, static_cast<uint32_t>((g + gx - 1) / gx), 1};
+}
+
+void unravel(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var* off2, int at2) {
+  Var rem(lin);
+  for_(0, n, [&](Val j) {
+    const Val d = n - 1 - j;
+    const Val size = meta[at + d];
+    const Val idx = rem % size;
+    rem = rem / size;
+    off = off + idx * meta[at + kMaxRank + d];
+    if (off2) *off2 = *off2 + idx * meta[at2 + d];
+  });
 }
 
 void line_offsets(const Buffer<int32_t>& meta, Val line, Var& in, Var& out, int count, int sizes, int in_strides,
