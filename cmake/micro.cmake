@@ -2,12 +2,14 @@
 # and bare-metal programs for the QEMU boards.
 #
 # kiln_add_onnx_micro_model(<target> <model.onnx> [NAME <c_name>] [OUTPUT_DIR <dir>]
-#                           [DIMS <param=N>...] [SHAPES <input=AxBx...>...])
+#                           [DIMS <param=N>...] [SHAPES <input=AxBx...>...]
+#                           [CONSTANTS <input=tensor.pb>...])
 #   Runs `kiln-onnx --target micro` at build time and adds the generated <c_name>.cpp and the
 #   kernels (kiln_micro.cpp) to <target> (a host target: tests, simulators), with the folder on
 #   its include path. Also the form kiln_add_onnx_model(<target> <model> MICRO ...).
 #   <target> may be "" (generate only). Sets <c_name>_MICRO_DIR (the generated folder) and
-#   <c_name>_MICRO_TARGET (the target that generates it) in the caller's scope.
+#   <c_name>_MICRO_TARGET (the target that generates it) in the caller's scope. CONSTANTS binds
+#   graph inputs to the tensors of TensorProto files (weights a model takes as inputs).
 #
 # kiln_add_micro_program(<name> BOARD <mps2-an385|mps3-an547|mps3-an547-scalar>
 #                        SOURCES <files...> [INCLUDES <dirs...>] [DEFINES <defs...>] [DEPENDS <files...>]
@@ -50,7 +52,7 @@ set(KILN_MICRO_LD_mps3-an547 mps3_an547.ld)
 set(KILN_MICRO_LD_mps3-an547-scalar mps3_an547.ld)
 
 function(kiln_add_onnx_micro_model target model)
-  cmake_parse_arguments(ARG "MICRO" "NAME;OUTPUT_DIR" "DIMS;SHAPES" ${ARGN})
+  cmake_parse_arguments(ARG "MICRO" "NAME;OUTPUT_DIR" "DIMS;SHAPES;CONSTANTS" ${ARGN})
   get_filename_component(model_abs "${model}" ABSOLUTE)
   if(NOT ARG_NAME)
     get_filename_component(ARG_NAME "${model}" NAME_WE)
@@ -68,6 +70,12 @@ function(kiln_add_onnx_micro_model target model)
   foreach(s IN LISTS ARG_SHAPES)
     list(APPEND extra --shape ${s})
   endforeach()
+  set(const_files "")
+  foreach(c IN LISTS ARG_CONSTANTS)
+    list(APPEND extra --constant ${c})
+    string(REGEX REPLACE "^[^=]*=" "" f "${c}")
+    list(APPEND const_files "${f}")
+  endforeach()
   set(outs "${ARG_OUTPUT_DIR}/${ARG_NAME}.h" "${ARG_OUTPUT_DIR}/${ARG_NAME}.cpp" "${ARG_OUTPUT_DIR}/kiln_micro.h"
            "${ARG_OUTPUT_DIR}/kiln_micro.cpp")
   # Several targets may share one folder: generate it once (one generating target per folder).
@@ -78,7 +86,7 @@ function(kiln_add_onnx_micro_model target model)
     add_custom_command(
       OUTPUT ${outs}
       COMMAND ${tool} "${model_abs}" --target micro --out "${ARG_OUTPUT_DIR}" --name "${ARG_NAME}" ${extra}
-      DEPENDS "${model_abs}" ${tool_dep}
+      DEPENDS "${model_abs}" ${tool_dep} ${const_files}
       COMMENT "kiln-onnx --target micro: generating ${ARG_NAME} from ${model}"
       VERBATIM)
     add_custom_target(${gen_target} DEPENDS ${outs})

@@ -62,6 +62,17 @@ inline void valid_range(int32_t out, int32_t len, int32_t s, int32_t pad, int32_
   *hi = b;
 }
 
+// The input positions i in [0, len) whose output position i * s + off lies in [0, out) (a
+// transposed conv's scatter): [*lo, *hi).
+inline void scatter_range(int32_t len, int32_t out, int32_t s, int32_t off, int32_t* lo, int32_t* hi) {
+  const int32_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  const int32_t rem = out - 1 - off;
+  int32_t b = rem < 0 ? 0 : rem / s + 1;
+  if (b > len) b = len;
+  *lo = a;
+  *hi = b > a ? b : a;
+}
+
 // One output of a conv at (oy, ox) whose window may cross the input's border: acc plus the
 // products over kernel rows [ky0, ky1), the kernel columns inside the input and the input
 // channels, in that order (the order of every conv path, so that all agree bitwise).
@@ -311,21 +322,29 @@ void leaky_relu(int32_t n, const float* x, float* y, float alpha) {
   for (int32_t i = 0; i < n; ++i) y[i] = x[i] >= 0.0f ? x[i] : alpha * x[i];
 }
 
+namespace {
+
+inline float sigmoid_one(float v) { return 1.0f / (1.0f + expf_approx(-v)); }
+
+// tanh(v) = sign(v) * (1 - 2 / (exp(2|v|) + 1)); small |v| by its odd series, where the
+// difference would cancel.
+inline float tanh_one(float v) {
+  const float a = v < 0.0f ? -v : v;
+  const float big = 1.0f - 2.0f / (expf_approx(2.0f * a) + 1.0f);
+  const float a2 = a * a;
+  const float small = a * (1.0f + a2 * (-0.333333333f + a2 * (0.133333333f + a2 * -0.0539682540f)));
+  const float t = a < 0.125f ? small : big;
+  return v < 0.0f ? -t : t;
+}
+
+}  // namespace
+
 void sigmoid(int32_t n, const float* x, float* y) {
-  for (int32_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + expf_approx(-x[i]));
+  for (int32_t i = 0; i < n; ++i) y[i] = sigmoid_one(x[i]);
 }
 
 void tanh(int32_t n, const float* x, float* y) {
-  for (int32_t i = 0; i < n; ++i) {
-    // tanh(v) = sign(v) * (1 - 2 / (exp(2|v|) + 1)); small |v| by its odd series, where the
-    // difference would cancel.
-    const float v = x[i], a = v < 0.0f ? -v : v;
-    const float big = 1.0f - 2.0f / (expf_approx(2.0f * a) + 1.0f);
-    const float a2 = a * a;
-    const float small = a * (1.0f + a2 * (-0.333333333f + a2 * (0.133333333f + a2 * -0.0539682540f)));
-    const float t = a < 0.125f ? small : big;
-    y[i] = v < 0.0f ? -t : t;
-  }
+  for (int32_t i = 0; i < n; ++i) y[i] = tanh_one(x[i]);
 }
 
 void exp(int32_t n, const float* x, float* y) {
@@ -479,6 +498,188 @@ void permute(const PermuteParams& p, const float* x, float* y) {
 
 void copy_rows(int32_t rows, int32_t len, const float* src, int32_t src_stride, float* dst, int32_t dst_stride) {
   for (int32_t r = 0; r < rows; ++r) __builtin_memcpy(dst + r * dst_stride, src + r * src_stride, len * sizeof(float));
+}
+
+void conv_transpose2d(const ConvTranspose2dParams& p, const float* x, const float* w, const float* b, float* y) {
+  const int32_t cin_g = p.c_in / p.groups, cout_g = p.c_out / p.groups;
+  const int32_t plane_in = p.h * p.w, plane_out = p.oh * p.ow;
+  for (int32_t n = 0; n < p.n; ++n)
+    for (int32_t oc = 0; oc < p.c_out; ++oc) {
+      float* __restrict yp = y + (n * p.c_out + oc) * plane_out;
+      const float bias = b ? b[oc] : 0.0f;
+      for (int32_t i = 0; i < plane_out; ++i) yp[i] = bias;
+      const int32_t g = oc / cout_g, ocg = oc % cout_g;
+      for (int32_t icg = 0; icg < cin_g; ++icg) {
+        const int32_t ic = g * cin_g + icg;
+        const float* xp = x + (n * p.c_in + ic) * plane_in;
+        const float* wk = w + (ic * cout_g + ocg) * p.kh * p.kw;
+        for (int32_t ky = 0; ky < p.kh; ++ky) {
+          int32_t iy_lo, iy_hi;  // input rows whose output row lies in [0, oh)
+          scatter_range(p.h, p.oh, p.sh, ky * p.dh - p.pt, &iy_lo, &iy_hi);
+          for (int32_t iy = iy_lo; iy < iy_hi; ++iy) {
+            float* yr = yp + (iy * p.sh - p.pt + ky * p.dh) * p.ow;
+            const float* xr = xp + iy * p.w;
+            for (int32_t kx = 0; kx < p.kw; ++kx) {
+              const float wv = wk[ky * p.kw + kx];
+              const int32_t off = kx * p.dw - p.pl;
+              int32_t lo, hi;
+              scatter_range(p.w, p.ow, p.sw, off, &lo, &hi);
+              if (p.sw == 1) {
+                if (hi > lo) axpy(yr + off + lo, xr + lo, wv, hi - lo);
+              } else {
+                for (int32_t ix = lo; ix < hi; ++ix) yr[ix * p.sw + off] += xr[ix] * wv;
+              }
+            }
+          }
+        }
+      }
+    }
+}
+
+void resize2d(const Resize2dParams& p, const int32_t* y0, const int32_t* y1, const float* wy, const int32_t* x0,
+              const int32_t* x1, const float* wx, const float* x, float* y) {
+  for (int32_t c = 0; c < p.planes; ++c) {
+    const float* xp = x + c * p.h * p.w;
+    float* yp = y + c * p.oh * p.ow;
+    for (int32_t oy = 0; oy < p.oh; ++oy) {
+      const float* r0 = xp + y0[oy] * p.w;
+      float* yr = yp + oy * p.ow;
+      if (!p.linear) {
+        for (int32_t ox = 0; ox < p.ow; ++ox) yr[ox] = r0[x0[ox]];
+        continue;
+      }
+      const float* r1 = xp + y1[oy] * p.w;
+      const float b = wy[oy], a = 1.0f - b;
+      for (int32_t ox = 0; ox < p.ow; ++ox) {
+        const float d = wx[ox], e = 1.0f - d;
+        const float top = r0[x0[ox]] * e + r0[x1[ox]] * d, bottom = r1[x0[ox]] * e + r1[x1[ox]] * d;
+        yr[ox] = top * a + bottom * b;
+      }
+    }
+  }
+}
+
+namespace {
+
+template <class I>
+int gather_t(int32_t outer, int32_t len, int32_t inner, const I* idx, int32_t n, const float* x, float* y) {
+  for (int32_t j = 0; j < n; ++j)
+    if (idx[j] < -static_cast<I>(len) || idx[j] >= static_cast<I>(len)) return KILN_MICRO_ERR_INDEX;
+  for (int32_t o = 0; o < outer; ++o)
+    for (int32_t j = 0; j < n; ++j) {
+      const int32_t k = static_cast<int32_t>(idx[j] < 0 ? idx[j] + len : idx[j]);
+      __builtin_memcpy(y + (o * n + j) * inner, x + (o * len + k) * inner, inner * sizeof(float));
+    }
+  return KILN_MICRO_OK;
+}
+
+// 1 / sqrt(v) for v > 0 without libm: the bit-level first guess, then three Newton steps (to
+// within 2 ulps).
+inline float rsqrt_approx(float v) {
+  int32_t i;
+  __builtin_memcpy(&i, &v, sizeof i);
+  i = 0x5f3759df - (i >> 1);
+  float r;
+  __builtin_memcpy(&r, &i, sizeof r);
+  for (int k = 0; k < 3; ++k) r = r * (1.5f - 0.5f * v * r * r);
+  return r;
+}
+
+// erf as the CPU backend's odd rational x P(x^2) / Q(x^2) on [-4, 4] (vec_math-inl.h), +-1
+// beyond; NaN passes.
+inline float erf_one(float v) {
+  static const float kP[] = {-1.60960333262415e-02f, -2.95459980854025e-03f, -7.34990630326855e-04f,
+                             -5.69250639462346e-05f, -2.10102402082508e-06f, 2.77068142495902e-08f,
+                             -2.72614225801306e-10f};
+  static const float kQ[] = {-1.42647390514189e-02f, -7.37332916720468e-03f, -1.68282697438203e-03f,
+                             -2.13374055278905e-04f, -1.45660718464996e-05f};
+  if (v != v) return v;
+  if (v >= 4.0f) return 1.0f;
+  if (v <= -4.0f) return -1.0f;
+  const float x2 = v * v;
+  float p = kP[6], q = kQ[4];
+  for (int i = 5; i >= 0; --i) p = p * x2 + kP[i];
+  for (int i = 3; i >= 0; --i) q = q * x2 + kQ[i];
+  return v * p / q;
+}
+
+}  // namespace
+
+int gather(int32_t outer, int32_t len, int32_t inner, const int64_t* idx, int32_t n, const float* x, float* y) {
+  return gather_t(outer, len, inner, idx, n, x, y);
+}
+int gather(int32_t outer, int32_t len, int32_t inner, const int32_t* idx, int32_t n, const float* x, float* y) {
+  return gather_t(outer, len, inner, idx, n, x, y);
+}
+
+void cast(int32_t n, const int64_t* x, float* y) {
+  for (int32_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+void cast(int32_t n, const int32_t* x, float* y) {
+  for (int32_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+
+void layer_norm(int32_t rows, int32_t len, float eps, const float* gamma, const float* beta, const float* x, float* y) {
+  const float inv_len = 1.0f / static_cast<float>(len);
+  for (int32_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * len;
+    float* yr = y + r * len;
+    float sum = 0.0f;
+    for (int32_t i = 0; i < len; ++i) sum += xr[i];
+    const float mean = sum * inv_len;
+    float sq = 0.0f;
+    for (int32_t i = 0; i < len; ++i) sq += (xr[i] - mean) * (xr[i] - mean);
+    const float rs = rsqrt_approx(sq * inv_len + eps);
+    if (beta) {
+      for (int32_t i = 0; i < len; ++i) yr[i] = (xr[i] - mean) * rs * gamma[i] + beta[i];
+    } else {
+      for (int32_t i = 0; i < len; ++i) yr[i] = (xr[i] - mean) * rs * gamma[i];
+    }
+  }
+}
+
+void erf(int32_t n, const float* x, float* y) {
+  for (int32_t i = 0; i < n; ++i) y[i] = erf_one(x[i]);
+}
+
+void lstm(const LstmParams& p, const float* x, const float* wt, const float* b, const float* pc, const float* h0,
+          const float* c0, float* y, float* yh, float* yc, float* scratch) {
+  const int32_t H = p.hidden, I = p.input, K = I + H, G = 4 * H, nd = p.num_dir;
+  float* row = scratch;                  // [batch, K]: x_t, then h
+  float* gates = scratch + p.batch * K;  // [batch, 4 * hidden]
+  // The direction's state of batch row bb, and where x and y of step t, row bb are.
+  auto state = [&](int32_t bb) { return p.layout ? (bb * nd + p.dir) * H : (p.dir * p.batch + bb) * H; };
+  auto x_at = [&](int32_t t, int32_t bb) { return p.layout ? (bb * p.seq + t) * I : (t * p.batch + bb) * I; };
+  auto y_at = [&](int32_t t, int32_t bb) {
+    return p.layout ? ((bb * p.seq + t) * nd + p.dir) * H : ((t * nd + p.dir) * p.batch + bb) * H;
+  };
+  for (int32_t bb = 0; bb < p.batch; ++bb)
+    for (int32_t j = 0; j < H; ++j) {
+      yh[state(bb) + j] = h0 ? h0[state(bb) + j] : 0.0f;
+      yc[state(bb) + j] = c0 ? c0[state(bb) + j] : 0.0f;
+    }
+  const LinearParams lp = {p.batch, K, G, kActNone, 0.0f, 0.0f, 0};
+  for (int32_t s = 0; s < p.seq; ++s) {
+    const int32_t t = p.reverse ? p.seq - 1 - s : s;
+    for (int32_t bb = 0; bb < p.batch; ++bb) {
+      __builtin_memcpy(row + bb * K, x + x_at(t, bb), I * sizeof(float));
+      __builtin_memcpy(row + bb * K + I, yh + state(bb), H * sizeof(float));
+    }
+    linear(lp, row, wt, b, gates);
+    for (int32_t bb = 0; bb < p.batch; ++bb) {
+      const float* g = gates + bb * G;
+      float* h = yh + state(bb);
+      float* c = yc + state(bb);
+      for (int32_t j = 0; j < H; ++j) {
+        const float pi = pc ? pc[j] * c[j] : 0.0f, pf = pc ? pc[2 * H + j] * c[j] : 0.0f;
+        const float i_g = sigmoid_one(g[j] + pi), f_g = sigmoid_one(g[2 * H + j] + pf);
+        c[j] = f_g * c[j] + i_g * tanh_one(g[3 * H + j]);
+        const float o_g = sigmoid_one(g[H + j] + (pc ? pc[H + j] * c[j] : 0.0f));
+        h[j] = o_g * tanh_one(c[j]);
+      }
+      if (y) __builtin_memcpy(y + y_at(t, bb), h, H * sizeof(float));
+    }
+  }
 }
 
 }  // namespace kiln_micro

@@ -15,8 +15,9 @@
 
 /// Status codes of a generated model's entry point.
 #define KILN_MICRO_OK 0
-#define KILN_MICRO_ERR_NULL 1  ///< a null pointer among the arrays or the buffers they list
-#define KILN_MICRO_ERR_SIZE 2  ///< a buffer's element count differs from the model's fixed shape
+#define KILN_MICRO_ERR_NULL 1   ///< a null pointer among the arrays or the buffers they list
+#define KILN_MICRO_ERR_SIZE 2   ///< a buffer's element count differs from the model's fixed shape
+#define KILN_MICRO_ERR_INDEX 3  ///< an integer input holds an index outside its table (a Gather)
 
 namespace kiln_micro {
 
@@ -119,6 +120,56 @@ void permute(const PermuteParams& p, const float* x, float* y);
 /// `rows` copies of `len` contiguous floats from src (row stride src_stride) to dst (row stride
 /// dst_stride): one input's part of a Concat.
 void copy_rows(int32_t rows, int32_t len, const float* src, int32_t src_stride, float* dst, int32_t dst_stride);
+
+/// 2-d transposed convolution, ONNX ConvTranspose semantics: x [n, c_in, h, w], w [c_in,
+/// c_out / groups, kh, kw], b [c_out] or null, y [n, c_out, oh, ow]. Input (iy, ix) adds into
+/// output (iy * sh - pt + ky * dh, ix * sw - pl + kx * dw); outputs outside [0, oh) x [0, ow)
+/// are dropped. x and y must not overlap.
+struct ConvTranspose2dParams {
+  int32_t n, c_in, h, w, c_out, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw, groups;
+};
+void conv_transpose2d(const ConvTranspose2dParams& p, const float* x, const float* w, const float* b, float* y);
+
+/// Resizes [planes, h, w] to [planes, oh, ow] from tables made at generation time (ONNX Resize
+/// of the last two dims): output row oy reads input rows y0[oy] and y1[oy] with weight wy[oy]
+/// on y1 (output column ox: x0, x1, wx likewise). Nearest (linear = 0) reads (y0, x0) only.
+/// x and y must not overlap.
+struct Resize2dParams {
+  int32_t planes, h, w, oh, ow, linear;
+};
+void resize2d(const Resize2dParams& p, const int32_t* y0, const int32_t* y1, const float* wy, const int32_t* x0,
+              const int32_t* x1, const float* wx, const float* x, float* y);
+
+/// ONNX Gather along the middle axis of x [outer, len, inner] with n run-time indices (negative
+/// ones count from the end): y [outer, n, inner]. Returns KILN_MICRO_OK, or KILN_MICRO_ERR_INDEX
+/// when an index lies outside [-len, len); nothing is read out of bounds then.
+int gather(int32_t outer, int32_t len, int32_t inner, const int64_t* idx, int32_t n, const float* x, float* y);
+int gather(int32_t outer, int32_t len, int32_t inner, const int32_t* idx, int32_t n, const float* x, float* y);
+
+/// Integers to floats (an ONNX Cast of an integer input to float).
+void cast(int32_t n, const int64_t* x, float* y);
+void cast(int32_t n, const int32_t* x, float* y);
+
+/// Layer normalisation of `rows` rows of `len` values: (x - mean) / sqrt(var + eps) * gamma +
+/// beta, with the biased variance; gamma and beta [len], beta may be null. y may equal x.
+void layer_norm(int32_t rows, int32_t len, float eps, const float* gamma, const float* beta, const float* x, float* y);
+
+/// erf(x) over n values (the CPU backend's rational form, within 4e-7 relative); y may equal x.
+void erf(int32_t n, const float* x, float* y);
+
+/// One direction of an ONNX LSTM (gates i, o, f, c; sigmoid, tanh, tanh): wt [input + hidden,
+/// 4 * hidden] is [W; R] of the direction transposed; b [4 * hidden] is Wb + Rb (or null); pc
+/// [3 * hidden] the peepholes (i, o, f) or null. Layout 0: x [seq, batch, input], y [seq, num_dir,
+/// batch, hidden], the states [num_dir, batch, hidden]; layout 1: x [batch, seq, input], y [batch,
+/// seq, num_dir, hidden], the states [batch, num_dir, hidden]. h0 / c0 (or null: zeros) start the
+/// direction's states in yh / yc, which end as the last h and c; y (or null) receives every h.
+/// scratch holds batch * (input + 5 * hidden) floats; reverse runs the steps from the last. No
+/// buffer may overlap another.
+struct LstmParams {
+  int32_t seq, batch, input, hidden, num_dir, dir, reverse, layout;
+};
+void lstm(const LstmParams& p, const float* x, const float* wt, const float* b, const float* pc, const float* h0,
+          const float* c0, float* y, float* yh, float* yc, float* scratch);
 
 }  // namespace kiln_micro
 

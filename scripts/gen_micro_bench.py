@@ -23,7 +23,8 @@ import os
 import re
 import subprocess
 
-MODELS = ["conv_net", "mlp", "depthwise", "fashion_micro", "kiln_cnn", "kiln_fashion", "resnet", "mobilenet"]
+MODELS = ["conv_net", "mlp", "depthwise", "fashion_micro", "kiln_cnn", "kiln_fashion", "resnet", "mobilenet", "unet", "bert",
+          "lstm"]
 BOARDS = {
     "mps2-an385": ("Cortex-M3", ["-M", "mps2-an385", "-cpu", "cortex-m3"]),
     "mps3-an547": ("Cortex-M55 (Helium)", ["-M", "mps3-an547", "-cpu", "cortex-m55"]),

@@ -22,6 +22,9 @@ struct MicroOptions {
   std::map<std::string, int64_t> dims;
   /// Whole input shapes by input name; they override the declared shapes.
   std::map<std::string, std::vector<int64_t>> shapes;
+  /// Graph inputs bound to constants, by input name: the path of a TensorProto file (.pb) holding
+  /// the value (a model that takes its weights as inputs). Bound inputs leave the entry point.
+  std::map<std::string, std::string> constants;
 };
 
 /// What generate_micro() wrote and planned.

@@ -12,44 +12,14 @@
 #include <limits>
 
 #include "kiln/error.h"
+#include "kiln/onnx.h"
 
 namespace kiln::onnx {
 namespace micro {
 
 namespace {
 
-using Ints = std::vector<int64_t>;
 using proto::NodeP;
-
-Ints dims_of(const Tensor& t) { return Ints(t.shape().begin(), t.shape().end()); }
-int64_t prod(const Ints& v, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t p = 1;
-  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
-  return p;
-}
-Ints contiguous_strides(const Ints& s) {
-  Ints st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
-std::vector<float> floats(const Tensor& t) { return cast(t, f32).contiguous().to_vector<float>(); }
-
-int64_t attr_i(const NodeP& n, const char* k, int64_t def) {
-  const auto* a = n.attr(k);
-  return a ? a->i : def;
-}
-float attr_f(const NodeP& n, const char* k, float def) {
-  const auto* a = n.attr(k);
-  return a ? a->f : def;
-}
-std::string attr_s(const NodeP& n, const char* k, const std::string& def) {
-  const auto* a = n.attr(k);
-  return a ? a->s : def;
-}
-Ints attr_ints(const NodeP& n, const char* k, Ints def) {
-  const auto* a = n.attr(k);
-  return a && !a->ints.empty() ? a->ints : def;
-}
 
 const std::set<std::string>& alias_ops() {
   static const std::set<std::string> s = {"Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast"};
@@ -153,11 +123,19 @@ class Lowerer {
   void bind() {
     KILN_CHECK(g_.sparse_initializers == 0, "kiln-onnx micro", path_ << ": sparse initializers are not supported");
     for (const auto& t : g_.initializers) val_[t.name] = tensor_from(t, Device::cpu(), "initializer");
+    for (const auto& [name, file] : o_.constants) {
+      bool found = false;
+      for (const auto& v : g_.inputs) found = found || v.name == name;
+      KILN_CHECK(found, "kiln-onnx micro", path_ << ": --constant names '" << name << "', which is not a graph input");
+      val_[name] = load_tensor_proto(file, Device::cpu());
+    }
     for (const auto& v : g_.inputs) {
       if (val_.count(v.name)) continue;
-      KILN_CHECK(v.is_tensor && v.elem_type == proto::kFloat, "kiln-onnx micro",
+      const bool is_int = v.elem_type == proto::kInt64 || v.elem_type == proto::kInt32;
+      KILN_CHECK(v.is_tensor && (v.elem_type == proto::kFloat || is_int), "kiln-onnx micro",
                  "input '" << v.name << "' is " << proto::data_type_name(v.elem_type)
-                           << "; the micro target takes f32 inputs only");
+                           << "; the micro target takes f32, int64 and int32 inputs only");
+      if (is_int) m_.int_type[v.name] = v.elem_type == proto::kInt64 ? "int64_t" : "int32_t";
       Ints shape;
       auto given = o_.shapes.find(v.name);
       if (given != o_.shapes.end()) {
@@ -179,7 +157,8 @@ class Lowerer {
           shape.push_back(size);
         }
       }
-      val_[v.name] = zeros(to_shape(shape));
+      val_[v.name] = zeros(to_shape(shape), {.dtype = is_int ? (v.elem_type == proto::kInt64 ? i64 : i32) : f32,
+                                             .device = Device::cpu()});
       rt_.insert(v.name);
       m_.inputs.push_back(v.name);
       m_.shape[v.name] = shape;
@@ -225,20 +204,42 @@ class Lowerer {
       if (!n.output[i].empty() && outs[i].defined()) val_[n.output[i]] = outs[i];
     // Folded: every input a constant, or a shape of a fixed-shape value.
     if (!any_rt || n.op_type == "Shape" || n.op_type == "Size") return;
+    const bool multi = n.op_type == "Split" || n.op_type == "LSTM";  // every output computed
     for (size_t i = 0; i < n.output.size(); ++i) {
       if (n.output[i].empty()) continue;
-      if (i > 0) {
+      if (i > 0 && !multi) {
         extra_[n.output[i]] = what(n);
         continue;
       }
       rt_.insert(n.output[i]);
       if (i < outs.size() && outs[i].defined()) m_.shape[n.output[i]] = dims_of(outs[i]);
     }
-    if (n.output.size() > 1 && n.op_type != "Dropout" && n.op_type != "MaxPool" && n.op_type != "BatchNormalization")
+    if (n.output.size() > 1 && !multi && n.op_type != "Dropout" && n.op_type != "MaxPool" &&
+        n.op_type != "BatchNormalization")
       return refuse(n, "ops with several outputs are not supported");
-    if (outs.empty() || !outs[0].defined() || outs[0].dtype() != f32)
-      return refuse(n, "its output is not f32 (the micro target runs f32 only)");
-    lower(n, ins);
+    if (!integers_ok(n)) return;
+    if (outs.empty() || !outs[0].defined()) return refuse(n, "it has no first output");
+    if (outs[0].dtype() != f32) {
+      // Views of integer inputs stay in the caller's buffer, typed as it.
+      if (!alias_ops().count(n.op_type) || n.op_type == "Cast" || !m_.int_type.count(n.input[0]) ||
+          outs[0].dtype() != ins[0].dtype())
+        return refuse(n, "its output is not f32 (the micro target computes f32 only)");
+      m_.int_type[n.output[0]] = m_.int_type[n.input[0]];
+    }
+    lower(n, ins, outs);
+  }
+
+  // Run-time integers (integer inputs and their views) feed only Gather's indices, Cast and
+  // views; refuses n otherwise.
+  bool integers_ok(const NodeP& n) {
+    for (size_t i = 0; i < n.input.size(); ++i) {
+      if (!m_.int_type.count(n.input[i])) continue;
+      if ((n.op_type == "Gather" && i == 1) || alias_ops().count(n.op_type)) continue;
+      refuse(n, "reads the integer value '" + n.input[i] +
+                    "'; run-time integers may only be Gather indices, cast to float or reshaped");
+      return false;
+    }
+    return true;
   }
 
   bool is_rt(const NodeP& n, size_t i) const { return i < n.input.size() && rt_.count(n.input[i]) > 0; }
@@ -252,12 +253,21 @@ class Lowerer {
     return m_.steps.back();
   }
 
-  void lower(const NodeP& n, const std::vector<Tensor>& in) {
+  void lower(const NodeP& n, const std::vector<Tensor>& in, const std::vector<Tensor>& outs) {
     const std::string& op = n.op_type;
-    const Ints out = m_.shape[n.output[0]];
+    static const std::set<std::string> rt_operands = {"Add", "Sub", "Mul", "Div", "MatMul", "Concat", "Gather", "LSTM"};
     for (size_t i = 1; i < n.input.size(); ++i)
-      if (is_rt(n, i) && op != "Add" && op != "Sub" && op != "Mul" && op != "Div" && op != "MatMul" && op != "Concat")
+      if (is_rt(n, i) && !rt_operands.count(op))
         return refuse(n, "input " + std::to_string(i) + " ('" + n.input[i] + "') must be a constant here");
+    NodeView v{n, in, outs, {}, opset_, what(n)};
+    for (size_t i = 0; i < n.input.size(); ++i) v.rt.push_back(is_rt(n, i));
+    std::string why;
+    if (lower_more(v, m_, why)) {
+      if (!why.empty()) refuse(n, why);
+      return;
+    }
+    if (op == "Cast" && m_.int_type.count(n.input[0])) return refuse(n, "integers cast to a non-float type");
+    const Ints out = m_.shape[n.output[0]];
     if (alias_ops().count(op)) {
       Step& s = add(n, Step::Alias);
       s.in = {n.input[0]};
@@ -653,15 +663,20 @@ std::vector<std::string> micro_ops() {
           "Clip",
           "Concat",
           "Conv",
+          "ConvTranspose",
           "Div",
           "Dropout",
+          "Erf",
           "Exp",
           "Flatten",
+          "Gather",
           "Gemm",
           "GlobalAveragePool",
           "GlobalMaxPool",
           "Identity",
+          "LayerNormalization",
           "LeakyRelu",
+          "LSTM",
           "MatMul",
           "MaxPool",
           "Mul",
@@ -670,13 +685,17 @@ std::vector<std::string> micro_ops() {
           "ReduceSum",
           "Relu",
           "Reshape",
+          "Resize",
           "Sigmoid",
+          "Slice",
           "Softmax",
+          "Split",
           "Squeeze",
           "Sub",
           "Tanh",
           "Transpose",
-          "Unsqueeze"};
+          "Unsqueeze",
+          "Upsample"};
 }
 
 MicroResult generate_micro(const std::string& model_path, const MicroOptions& options) {

@@ -43,6 +43,24 @@ std::string flit(float v) {
   return buf;
 }
 
+// The model's integer inputs (indices into m.inputs).
+std::vector<size_t> int_inputs(const Lowered& m) {
+  std::vector<size_t> r;
+  for (size_t i = 0; i < m.inputs.size(); ++i)
+    if (m.int_type.count(m.inputs[i])) r.push_back(i);
+  return r;
+}
+// The entry point's inputs parameter: float pointers, or untyped ones when any input is an integer.
+std::string input_param(const Lowered& m) {
+  return int_inputs(m).empty() ? "const float* const* inputs" : "const void* const* inputs";
+}
+// Whether the model gathers by run-time indices (its entry point may return KILN_MICRO_ERR_INDEX).
+bool has_index_check(const Lowered& m) {
+  for (const auto& s : m.steps)
+    if (s.kind == Step::Gather && s.tables.empty()) return true;
+  return false;
+}
+
 // Union-find over value names: values that share storage.
 struct Groups {
   std::map<std::string, std::string> parent;
@@ -67,6 +85,7 @@ Plan plan_arena(const Lowered& m) {
   for (int t = 0; t < n; ++t) {
     for (const auto& v : m.steps[t].in) last[v] = t;
     def[m.steps[t].out] = t;
+    for (const auto& v : m.steps[t].more_out) def[v] = t;
   }
   for (const auto& o : m.outputs) last[o] = n;  // copied out after the last step
   // Storage groups: aliases share their input's storage; elementwise steps write over their
@@ -87,6 +106,7 @@ Plan plan_arena(const Lowered& m) {
       if (!p.input_of.count(r) && group_last[r] == t) gr.join(s.in[0], s.out);
     }
     note(s.out);
+    for (const auto& v : s.more_out) note(v);
   }
   // Storage of each arena group: bytes and lifetime [first, last].
   struct Buf {
@@ -166,8 +186,8 @@ class Writer {
       << sizes(m_.inputs) << "};\n"
       << "extern \"C\" const size_t " << name_ << "_output_sizes[" << std::max<size_t>(1, m_.outputs.size()) << "] = {"
       << sizes(m_.outputs) << "};\n\n"
-      << "extern \"C\" int " << name_
-      << "_run(const float* const* inputs, const size_t* input_sizes, float* const* outputs,\n"
+      << "extern \"C\" int " << name_ << "_run(" << input_param(m_)
+      << ", const size_t* input_sizes, float* const* outputs,\n"
       << "           const size_t* output_sizes) {\n"
       << "  if (!inputs || !input_sizes || !outputs || !output_sizes) return KILN_MICRO_ERR_NULL;\n"
       << "  for (size_t i = 0; i < " << m_.inputs.size() << "; ++i) {\n"
@@ -176,7 +196,7 @@ class Writer {
       << "  for (size_t i = 0; i < " << m_.outputs.size() << "; ++i) {\n"
       << "    if (!outputs[i]) return KILN_MICRO_ERR_NULL;\n"
       << "    if (output_sizes[i] != " << name_ << "_output_sizes[i]) return KILN_MICRO_ERR_SIZE;\n  }\n"
-      << body << outs << "  return KILN_MICRO_OK;\n}\n";
+      << typed_inputs() << body << outs << "  return KILN_MICRO_OK;\n}\n";
     weight_bytes = weight_bytes_;
     return s.str();
   }
@@ -206,10 +226,32 @@ class Writer {
     consts_ += "const kiln_micro::" + type + " " + id + " = " + init + ";\n";
     return id;
   }
+  // An int32 const array; returns its name.
+  std::string int_array(const std::vector<int32_t>& d) {
+    const std::string id = "c" + std::to_string(n_consts_++);
+    consts_ += "const int32_t " + id + "[" + std::to_string(std::max<size_t>(1, d.size())) + "] = {";
+    for (size_t i = 0; i < d.size(); ++i) consts_ += (i % 12 ? " " : "\n    ") + std::to_string(d[i]) + ",";
+    consts_ += d.empty() ? "0};\n" : "\n};\n";
+    weight_bytes_ += static_cast<int64_t>(d.size()) * 4;
+    return id;
+  }
+  // The inputs as typed pointers in0, in1, ... (the entry point takes them as const void* when
+  // any is an integer).
+  std::string typed_inputs() const {
+    std::string r;
+    const bool any_int = !int_inputs(m_).empty();
+    for (size_t i = 0; i < m_.inputs.size(); ++i) {
+      auto t = m_.int_type.find(m_.inputs[i]);
+      const std::string type = t == m_.int_type.end() ? "float" : t->second, at = "inputs[" + std::to_string(i) + "]";
+      r += "  const " + type + "* const in" + std::to_string(i) + " = " +
+           (any_int ? "static_cast<const " + type + "*>(" + at + ")" : at) + ";\n";
+    }
+    return r;
+  }
   // The pointer expression of run-time value v.
   std::string ptr(const std::string& v) const {
     auto in = p_.input_of.find(v);
-    if (in != p_.input_of.end()) return "inputs[" + std::to_string(in->second) + "]";
+    if (in != p_.input_of.end()) return "in" + std::to_string(in->second);
     return "(arena + " + std::to_string(p_.offset.at(v) / 4) + ")";
   }
   static std::string ints(const int32_t* v, int n) {
@@ -315,7 +357,8 @@ class Writer {
       case Step::Permute: {
         const std::string pp = params("PermuteParams", "{" + std::to_string(s.perm.rank) + ", " + ints(s.perm.dims, 6) +
                                                            ", " + ints(s.perm.x_str, 6) + "}");
-        return c + "kiln_micro::permute(" + pp + ", " + x + ", " + y + ");\n";
+        const std::string from = s.x_off ? x + " + " + std::to_string(s.x_off) : x;
+        return c + "kiln_micro::permute(" + pp + ", " + from + ", " + y + ");\n";
       }
       case Step::Concat: {
         std::string r = "  // " + s.what + " -> " + outs + "\n";
@@ -327,10 +370,73 @@ class Writer {
         }
         return r;
       }
+      case Step::ConvTranspose: {
+        const auto& q = s.convt;
+        const int32_t f[] = {q.n,  q.c_in, q.h,  q.w,  q.c_out, q.oh, q.ow, q.kh,
+                             q.kw, q.sh,   q.sw, q.pt, q.pl,    q.dh, q.dw, q.groups};
+        const std::string pp = params("ConvTranspose2dParams", ints(f, 16));
+        const std::string w = array(s.w), b = s.b.empty() ? "nullptr" : array(s.b);
+        return c + "kiln_micro::conv_transpose2d(" + pp + ", " + x + ", " + w + ", " + b + ", " + y + ");\n";
+      }
+      case Step::Resize: {
+        const auto& q = s.resize;
+        const int32_t f[] = {q.planes, q.h, q.w, q.oh, q.ow, q.linear};
+        const std::string pp = params("Resize2dParams", ints(f, 6));
+        std::string t[4];
+        for (int i = 0; i < 4; ++i) t[i] = int_array(s.tables[i]);
+        const std::string wy = array(s.w), wx = array(s.b);
+        return c + "kiln_micro::resize2d(" + pp + ", " + t[0] + ", " + t[1] + ", " + wy + ", " + t[2] + ", " + t[3] +
+               ", " + wx + ", " + x + ", " + y + ");\n";
+      }
+      case Step::Gather: {
+        // in: the run-time indices (unless tables[0] holds constant ones), then the run-time data.
+        const bool rt_idx = s.tables.empty();
+        const std::string idx = rt_idx ? x : int_array(s.tables[0]);
+        const size_t data_at = rt_idx ? 1 : 0;
+        const std::string data = s.in.size() > data_at ? ptr(s.in[data_at]) : array(s.w);
+        const std::string call = "kiln_micro::gather(" + std::to_string(s.outer) + ", " + std::to_string(s.len) + ", " +
+                                 std::to_string(s.inner) + ", " + idx + ", " + std::to_string(s.batch) + ", " + data +
+                                 ", " + y + ")";
+        return c + (rt_idx ? "if (" + call + " != KILN_MICRO_OK) return KILN_MICRO_ERR_INDEX;\n" : call + ";\n");
+      }
+      case Step::CastInt:
+        return c + "kiln_micro::cast(" + nel + ", " + x + ", " + y + ");\n";
+      case Step::LayerNorm: {
+        const std::string g = array(s.w), b = s.b.empty() ? "nullptr" : array(s.b);
+        return c + "kiln_micro::layer_norm(" + std::to_string(s.outer) + ", " + std::to_string(s.len) + ", " +
+               flit(s.alpha) + ", " + g + ", " + b + ", " + x + ", " + y + ");\n";
+      }
+      case Step::Lstm:
+        return c.substr(0, c.size() - 2) + lstm_calls(s, x, y);
       case Step::Alias:
         break;
     }
     return "";
+  }
+
+  // One kiln_micro::lstm call per direction of step s (x: its input, y: its Y).
+  std::string lstm_calls(const Step& s, const std::string& x, const std::string& y) {
+    std::string r;
+    const auto& q = s.lstm;
+    const int64_t K = q.input + q.hidden, G = 4 * q.hidden;
+    const std::string yh = ptr(s.more_out[0]), yc = ptr(s.more_out[1]), scratch = ptr(s.more_out[2]);
+    auto part = [](const std::vector<float>& v, int64_t d, int64_t len) {
+      return std::vector<float>(v.begin() + d * len, v.begin() + (d + 1) * len);
+    };
+    auto initial = [&](int in, const std::vector<float>& c) -> std::string {
+      if (in >= 0) return ptr(s.in[in]);
+      return c.empty() ? "nullptr" : array(c);
+    };
+    const std::string h0 = initial(s.h0_in, s.h0), c0 = initial(s.c0_in, s.c0);
+    for (int32_t d = 0; d < q.num_dir; ++d) {
+      const int32_t f[] = {q.seq, q.batch, q.input, q.hidden, q.num_dir, d, q.reverse || d == 1, q.layout};
+      const std::string pp = params("LstmParams", ints(f, 8));
+      const std::string w = array(part(s.w, d, K * G)), b = s.b.empty() ? "nullptr" : array(part(s.b, d, G));
+      const std::string pc = s.peep.empty() ? "nullptr" : array(part(s.peep, d, 3 * q.hidden));
+      r += "  kiln_micro::lstm(" + pp + ", " + x + ", " + w + ", " + b + ", " + pc + ", " + h0 + ", " + c0 + ", " + y +
+           ", " + yh + ", " + yc + ", " + scratch + ");\n";
+    }
+    return r;
   }
 
   std::string outputs() {
@@ -368,19 +474,24 @@ std::string header_text(const Lowered& m, const Plan& p, const std::string& name
   s << "#define " << up << "_NUM_INPUTS " << m.inputs.size() << "\n#define " << up << "_NUM_OUTPUTS "
     << m.outputs.size() << "\n#define " << up << "_ARENA_BYTES " << p.arena_bytes << "\n#define " << up
     << "_ARENA_LOWER_BOUND " << p.lower_bound << "\n\n";
-  for (size_t i = 0; i < m.inputs.size(); ++i)
-    s << "// input " << i << ": '" << m.inputs[i] << "' f32 " << shape_str(m.shape.at(m.inputs[i])) << "\n";
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    auto t = m.int_type.find(m.inputs[i]);
+    const char* type = t == m.int_type.end() ? "f32" : t->second == "int64_t" ? "int64" : "int32";
+    s << "// input " << i << ": '" << m.inputs[i] << "' " << type << " " << shape_str(m.shape.at(m.inputs[i])) << "\n";
+  }
   for (size_t i = 0; i < m.outputs.size(); ++i)
     s << "// output " << i << ": '" << m.outputs[i] << "' f32 " << shape_str(m.shape.at(m.outputs[i])) << "\n";
   s << "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
     << "/// Element counts of the inputs and outputs, in the order above.\n"
     << "extern const size_t " << name << "_input_sizes[" << std::max<size_t>(1, m.inputs.size()) << "];\n"
     << "extern const size_t " << name << "_output_sizes[" << std::max<size_t>(1, m.outputs.size()) << "];\n\n"
-    << "/// Runs the model: inputs[i] holds input_sizes[i] floats (dense, row-major), outputs[i] receives\n"
-    << "/// output_sizes[i]. Returns KILN_MICRO_OK, KILN_MICRO_ERR_NULL for a null array or buffer, or\n"
-    << "/// KILN_MICRO_ERR_SIZE when a count differs from the model's; nothing is written then. Not\n"
-    << "/// reentrant (one static arena).\n"
-    << "int " << name << "_run(const float* const* inputs, const size_t* input_sizes, float* const* outputs,\n"
+    << "/// Runs the model: inputs[i] holds input_sizes[i] "
+    << (int_inputs(m).empty() ? "floats" : "values of its type above") << " (dense, row-major), outputs[i]\n"
+    << "/// receives output_sizes[i] floats. Returns KILN_MICRO_OK, KILN_MICRO_ERR_NULL for a null array or\n"
+    << "/// buffer, KILN_MICRO_ERR_SIZE when a count differs from the model's"
+    << (has_index_check(m) ? ", or KILN_MICRO_ERR_INDEX when an\n/// index input holds a value outside its table" : "")
+    << "; no output is written then.\n/// Not reentrant (one static arena).\n"
+    << "int " << name << "_run(" << input_param(m) << ", const size_t* input_sizes, float* const* outputs,\n"
     << "           const size_t* output_sizes);\n\n#ifdef __cplusplus\n}\n#endif\n\n#endif\n";
   return s.str();
 }

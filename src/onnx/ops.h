@@ -170,6 +170,15 @@ int64_t axis_of(const OpContext& c, int64_t axis, int64_t rank);
 Dims to_dims(const std::vector<int64_t>& v);
 Shape to_shape(const std::vector<int64_t>& v);
 
+/// Resize's input coordinate of output position x along an axis of `in` elements
+/// (coordinate_transformation_mode m; `out` is in * scale when scales are given, which ONNX keeps
+/// fractional for align_corners, else the requested size; roi for tf_crop_and_resize), and the
+/// nearest input index of coordinate x (nearest_mode). Shared by the run-time op and the micro
+/// target's tables (ops_resize.cpp).
+double resize_original_coord(const std::string& m, double x, double scale, int64_t in, double out, double roi_lo = 0,
+                             double roi_hi = 1);
+int64_t resize_nearest_index(const std::string& mode, double x);
+
 void register_elementwise(Registry& r);
 void register_reduce(Registry& r);
 void register_shape(Registry& r);

@@ -20,11 +20,10 @@ struct ResizeAttrs {
   bool exclude_outside = false;
 };
 
-// `out` is the output length: in * scale when scales are given (ONNX's reference keeps it
-// fractional for align_corners), else the requested size.
-double original_coord(const ResizeAttrs& a, double x, double scale, int64_t in, double out, double roi_lo,
-                      double roi_hi) {
-  const std::string& m = a.ctm;
+}  // namespace
+
+double resize_original_coord(const std::string& m, double x, double scale, int64_t in, double out, double roi_lo,
+                             double roi_hi) {
   if (m == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (m == "half_pixel_symmetric") {
     double adj = static_cast<double>(out) / (scale * static_cast<double>(in));
@@ -44,13 +43,15 @@ double original_coord(const ResizeAttrs& a, double x, double scale, int64_t in, 
   __builtin_unreachable();
 }
 
-int64_t nearest_index(const std::string& mode, double x) {
+int64_t resize_nearest_index(const std::string& mode, double x) {
   double f = std::floor(x);
   if (mode == "floor") return static_cast<int64_t>(f);
   if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
   if (mode == "round_prefer_ceil") return static_cast<int64_t>(x - f == 0.5 ? f + 1 : std::round(x));
   return static_cast<int64_t>(x - f == 0.5 ? f : std::round(x));  // round_prefer_floor
 }
+
+namespace {
 
 // The taps of one resized axis: output o reads inputs idx[k * out + o] with weights
 // w[k * out + o] (k < K), plus extra[o] (tf_crop_and_resize extrapolation) when any_extra.
@@ -72,7 +73,7 @@ Taps axis_taps(int64_t in, int64_t out, double out_len, double scale, const Resi
   bool any_extra = false;
   auto clampi = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
   for (int64_t o = 0; o < out; ++o) {
-    double xo = original_coord(a, static_cast<double>(o), scale, in, out_len, roi_lo, roi_hi);
+    double xo = resize_original_coord(a.ctm, static_cast<double>(o), scale, in, out_len, roi_lo, roi_hi);
     if (a.ctm == "tf_crop_and_resize" && (xo < 0 || xo > static_cast<double>(in - 1))) {
       extra[o] = a.extrapolation;
       any_extra = true;
@@ -80,7 +81,7 @@ Taps axis_taps(int64_t in, int64_t out, double out_len, double scale, const Resi
       continue;
     }
     if (K == 1) {
-      idx[o] = clampi(nearest_index(a.nearest, xo));
+      idx[o] = clampi(resize_nearest_index(a.nearest, xo));
       w[o] = 1;
     } else if (K == 2) {
       double xc = std::clamp(xo, 0.0, static_cast<double>(in - 1));

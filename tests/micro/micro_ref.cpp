@@ -6,6 +6,9 @@
 //   kiln_micro_ref MODEL.onnx OUT.h [--dim PARAM=N]...      seeded inputs uniform in [-1, 1)
 //       [--inputs DIR]   the inputs DIR/input_<i>.pb instead (an ONNX test case's data set)
 //       [--ns NAME]      everything in namespace NAME, counts as constexpr (several in one program)
+//       [--index-input I]  input I (int64) holds Gather indices: the test checks an index out of range
+//       [--constant NAME]  input NAME is bound to a constant in the generated code (kiln-onnx
+//                          --constant): Kiln's run takes it, the header leaves it out
 //   kiln_micro_ref MODEL.onnx OUT.h --images IMAGES.h        the uint8 images of kTestPixels / 255
 //   kiln_micro_ref --export TYPE OUT.onnx                    a seeded Kiln model of an example's
 //       type (tools/kiln-onnx/models.h) exported with kiln::onnx::export_model, dynamic batch
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +28,12 @@
 #include "models.h"
 
 namespace {
+
+std::string int_array(const std::string& name, const std::vector<int64_t>& v) {
+  std::string s = "static const int64_t " + name + "[" + std::to_string(v.size() ? v.size() : 1) + "] = {";
+  for (size_t i = 0; i < v.size(); ++i) s += (i % 12 ? " " : "\n    ") + std::to_string(v[i]) + ",";
+  return s + (v.empty() ? "0};\n" : "\n};\n");
+}
 
 std::string array(const std::string& name, const std::vector<float>& v) {
   std::string s = "static const float " + name + "[" + std::to_string(v.size() ? v.size() : 1) + "] = {";
@@ -95,7 +105,8 @@ int main(int argc, char** argv) {
   }
   try {
     std::map<std::string, int64_t> dims;
-    std::string images, inputs_dir, ns;
+    std::string images, inputs_dir, ns, index_input;
+    std::set<std::string> constants;
     for (int i = 3; i + 1 < argc; i += 2) {
       const std::string a = argv[i], v = argv[i + 1];
       if (a == "--dim")
@@ -106,6 +117,10 @@ int main(int argc, char** argv) {
         inputs_dir = v;
       else if (a == "--ns")
         ns = v;
+      else if (a == "--index-input")
+        index_input = v;
+      else if (a == "--constant")
+        constants.insert(v);
     }
     kiln::onnx::Model m(argv[1], kiln::Device::cpu());
     std::ostringstream h;
@@ -127,26 +142,36 @@ int main(int argc, char** argv) {
       std::vector<kiln::Tensor> ins;
       std::string in_names, in_sizes, out_names, out_sizes;
       uint32_t state = 12345u;
+      bool any_int = false;
+      size_t written = 0;  // inputs of the generated entry point (those not bound to constants)
       for (size_t i = 0; i < m.inputs().size(); ++i) {
         const auto& vi = m.inputs()[i];
-        kiln::Shape shape;
-        for (const auto& d : vi.shape) shape.push_back(d.value ? *d.value : dims.at(d.param));
-        std::vector<float> v(static_cast<size_t>(kiln::shape_numel(shape)));
+        kiln::Tensor t;
         if (!inputs_dir.empty()) {
-          const kiln::Tensor t =
-              kiln::onnx::load_tensor_proto(inputs_dir + "/input_" + std::to_string(i) + ".pb", kiln::Device::cpu());
-          shape = t.shape();
-          v = kiln::cast(t, kiln::f32).contiguous().to_vector<float>();
+          t = kiln::onnx::load_tensor_proto(inputs_dir + "/input_" + std::to_string(i) + ".pb", kiln::Device::cpu());
         } else {
+          kiln::Shape shape;
+          for (const auto& d : vi.shape) shape.push_back(d.value ? *d.value : dims.at(d.param));
+          std::vector<float> v(static_cast<size_t>(kiln::shape_numel(shape)));
           for (float& x : v) {
             state = state * 1664525u + 1013904223u;
             x = static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
           }
+          t = kiln::tensor(v, shape, kiln::Device::cpu());
         }
-        ins.push_back(kiln::tensor(v, shape, kiln::Device::cpu()));
-        h << array("ref_in" + std::to_string(i), v);
-        in_names += (i ? ", " : "") + std::string("ref_in") + std::to_string(i);
-        in_sizes += (i ? ", " : "") + std::to_string(v.size());
+        const bool is_int = kiln::is_integral(t.dtype());  // token ids, masks: int64
+        ins.push_back(is_int ? t : kiln::cast(t, kiln::f32));
+        if (constants.count(vi.name)) continue;
+        const std::string id = "ref_in" + std::to_string(written);
+        if (is_int) {
+          h << int_array(id, kiln::cast(t, kiln::i64).contiguous().to_vector<int64_t>());
+          any_int = true;
+        } else {
+          h << array(id, kiln::cast(t, kiln::f32).contiguous().to_vector<float>());
+        }
+        in_names += (written ? ", " : "") + id;
+        in_sizes += (written ? ", " : "") + std::to_string(t.numel());
+        ++written;
       }
       auto outs = m.run(ins);
       size_t total = 0;
@@ -158,12 +183,17 @@ int main(int argc, char** argv) {
         total += v.size();
       }
       if (ns.empty())
-        h << "#define REF_NUM_INPUTS " << ins.size() << "\n#define REF_NUM_OUTPUTS " << outs.size()
+        h << "#define REF_NUM_INPUTS " << written << "\n#define REF_NUM_OUTPUTS " << outs.size()
           << "\n#define REF_OUTPUT_TOTAL " << total << "\n";
       else
-        h << "constexpr int num_inputs = " << ins.size() << ", num_outputs = " << outs.size()
+        h << "constexpr int num_inputs = " << written << ", num_outputs = " << outs.size()
           << ";\nconstexpr size_t output_total = " << total << ";\n";
-      h << "static const float* const ref_inputs[] = {" << in_names << "};\n"
+      const std::string ptr = any_int ? "const void*" : "const float*";
+      h << "typedef " << ptr << " ref_input_ptr;\n";
+      if (!index_input.empty())
+        h << "#define REF_INDEX_INPUT " << index_input << "\n#define REF_INDEX_COUNT "
+          << ins.at(std::stoul(index_input)).numel() << "\n";
+      h << "static " << ptr << " const ref_inputs[] = {" << in_names << "};\n"
         << "static const size_t ref_input_sizes[] = {" << in_sizes << "};\n"
         << "static const float* const ref_outputs[] = {" << out_names << "};\n"
         << "static const size_t ref_output_sizes[] = {" << out_sizes << "};\n";

@@ -38,7 +38,7 @@ int main() {
     at += ref_output_sizes[i];
   }
   // Bad buffers: error codes, nothing else.
-  const float* null_inputs[REF_NUM_INPUTS] = {};
+  ref_input_ptr null_inputs[REF_NUM_INPUTS] = {};
   float* null_outputs[REF_NUM_OUTPUTS] = {};
   size_t in_sizes[REF_NUM_INPUTS], out_sizes[REF_NUM_OUTPUTS];
   for (int i = 0; i < REF_NUM_INPUTS; ++i) in_sizes[i] = ref_input_sizes[i];
@@ -57,6 +57,26 @@ int main() {
   out_sizes[REF_NUM_OUTPUTS - 1] -= 1;
   expect(KILN_MICRO_RUN(ref_inputs, in_sizes, outs, out_sizes) == KILN_MICRO_ERR_SIZE, "an output too short");
   out_sizes[REF_NUM_OUTPUTS - 1] += 1;
+
+#ifdef REF_INDEX_INPUT
+  {  // An index outside its table: an error code, and no output written.
+    static int64_t bad[REF_INDEX_COUNT];
+    const int64_t* good = static_cast<const int64_t*>(ref_inputs[REF_INDEX_INPUT]);
+    ref_input_ptr ins[REF_NUM_INPUTS];
+    for (int i = 0; i < REF_NUM_INPUTS; ++i) ins[i] = ref_inputs[i];
+    for (size_t j = 0; j < REF_INDEX_COUNT; ++j) bad[j] = good[j];
+    ins[REF_INDEX_INPUT] = bad;
+    for (size_t j = 0; j < at; ++j) g_out[j] = 12345.0f;
+    const int64_t out_of_range[2] = {int64_t{1} << 40, -(int64_t{1} << 40)};
+    for (int k = 0; k < 2; ++k) {
+      bad[REF_INDEX_COUNT - 1] = out_of_range[k];
+      expect(KILN_MICRO_RUN(ins, in_sizes, outs, out_sizes) == KILN_MICRO_ERR_INDEX, "an index out of range");
+    }
+    bool untouched = true;
+    for (size_t j = 0; j < at; ++j) untouched = untouched && g_out[j] == 12345.0f;
+    expect(untouched, "no output written after an index out of range");
+  }
+#endif
 
   const uint64_t t0 = board_ticks();
   const int rc = KILN_MICRO_RUN(ref_inputs, in_sizes, outs, out_sizes);

@@ -32,10 +32,11 @@ void usage() {
                "Writes DIR/<stem>.h, DIR/<stem>.cpp (a kiln::nn::Module) and DIR/<stem>.safetensors.\n"
                "\n"
                "usage: kiln-onnx MODEL.onnx --target micro [--out DIR] [--name c_name] [--dim PARAM=N]...\n"
-               "                 [--shape INPUT=D0xD1x...]...\n"
+               "                 [--shape INPUT=D0xD1x...]... [--constant INPUT=TENSOR.pb]...\n"
                "Writes freestanding C++ for microcontrollers (docs/micro.md): DIR/<name>.h, DIR/<name>.cpp\n"
                "(entry point <name>_run, a static arena, const weights) and the kernels kiln_micro.h/.cpp.\n"
                "Shapes are fixed at generation time: --dim sizes a symbolic dim, --shape a whole input.\n"
+               "--constant binds an input to the tensor of a TensorProto file (weights given as inputs).\n"
                "\n"
                "usage: kiln-onnx export CONFIG.json WEIGHTS.safetensors -o OUT.onnx [--batch N] [--seq-len T]\n"
                "                 [--static] [--opset N] [--fold-constants]\n"
@@ -154,6 +155,9 @@ int micro_main(int argc, char** argv) {
       std::stringstream ss(v);
       for (std::string d; std::getline(ss, d, 'x');) dims.push_back(to_int(a, d));
       o.shapes[k] = dims;
+    } else if (a == "--constant") {
+      auto [k, v] = split(value());
+      o.constants[k] = v;
     } else if (!a.empty() && a[0] == '-') {
       fail_usage("unknown option '" + a + "' for --target micro");
     } else if (model.empty()) {
