@@ -3,7 +3,7 @@
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 
-.PHONY: run run-ddp test test-asan test-arm64 deps configure build bench fuzz format install-test clean onnx-conformance wasm test-wasm
+.PHONY: run run-ddp test test-asan test-arm64 deps configure build bench fuzz format install-test clean onnx-conformance wasm test-wasm web-demo
 
 run: build
 	./$(BUILD_DIR)/examples/fashion-mnist/fashion-mnist
@@ -89,6 +89,16 @@ wasm:
 
 test-wasm: wasm
 	ctest --preset wasm
+
+# The Fashion-MNIST page (examples/web/fashion-mnist): builds it, puts the model `make run` saved
+# beside it when there is one, and serves it on http://127.0.0.1:$(WEB_PORT) until ^C.
+WEB_PORT ?= 8000
+WEB_DEMO := build/wasm/examples/web/fashion-mnist
+web-demo: wasm
+	@if [ -f runs/fashion-mnist/model.safetensors ]; then cp runs/fashion-mnist/model.safetensors $(WEB_DEMO)/; \
+	  else echo "no runs/fashion-mnist/model.safetensors (make run trains it): the page starts untrained"; fi
+	@echo "serving $(WEB_DEMO) on http://127.0.0.1:$(WEB_PORT)"
+	python3 -m http.server $(WEB_PORT) --bind 127.0.0.1 --directory $(WEB_DEMO)
 
 # tests/data holds generated text compared byte for byte (the kernel renderers' golden files).
 format:

@@ -258,6 +258,14 @@ if [ -x "$BUILD_DIR/bench/kiln_bench_kernel" ]; then
   "$BUILD_DIR/bench/kiln_bench_kernel" > bench/KERNELS.md || echo "run.sh: the kernel-language benchmark failed" >&2
 fi
 
+# ---- the web: the Fashion-MNIST page's size, time per image against native and time to the first
+# prediction, in headless Chromium, when the wasm build has it (make wasm); bench/WEB.md ----
+if [ -f build/wasm/examples/web/fashion-mnist/kiln_demo.wasm ] && [ -x "$BUILD_DIR/examples/web/web_demo_reference" ]; then
+  echo "run.sh: web"
+  python3 scripts/gen_web_bench.py --wasm build/wasm --native "$BUILD_DIR" --out bench/WEB.md ||
+    echo "run.sh: the web benchmark failed" >&2
+fi
+
 # ---- the micro target: flash, RAM and instructions per inference of the generated models under
 # QEMU (Cortex-M3, Cortex-M55 with and without Helium); bench/MICRO.md ----
 if [ -d "$BUILD_DIR/tests/micro" ] && command -v qemu-system-arm > /dev/null; then

@@ -31,10 +31,9 @@ def chromium():
     raise SystemExit("browser_run: no chromium found (scripts/install-deps.sh installs it)")
 
 
-def run_page(root, page, timeout=120):
-    """Serves `root`, opens `page` in headless Chromium, returns the JSON the page posts. A page
-    reports its console errors and uncaught exceptions as `console_errors`; any fails the run."""
-    posted, done = {}, threading.Event()
+def serve(root, on_post=None):
+    """A server of `root` on 127.0.0.1 (a free port) with the COOP/COEP headers, in a thread;
+    on_post(body) receives what is POSTed to /result. Returns the server (shutdown() stops it)."""
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *a, **kw):
@@ -48,9 +47,8 @@ def run_page(root, page, timeout=120):
 
         def do_POST(self):
             n = int(self.headers.get("Content-Length", "0"))
-            if self.path == "/result" and 0 < n <= (256 << 20):
-                posted["body"] = self.rfile.read(n)
-                done.set()
+            if self.path == "/result" and 0 < n <= (256 << 20) and on_post:
+                on_post(self.rfile.read(n))
             self.send_response(200)
             self.end_headers()
 
@@ -59,6 +57,38 @@ def run_page(root, page, timeout=120):
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def screenshot(root, page, out, width=1000, height=1000, budget_ms=20000):
+    """Writes a PNG of `page` as headless Chromium shows it once its scripts have run (virtual
+    time: timers and loading advance without waiting)."""
+    server = serve(root)
+    profile = tempfile.mkdtemp(prefix="kiln-chromium-")
+    url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
+    try:
+        flags = [f for f in CHROMIUM_FLAGS if not f.startswith("--remote-debugging-port")]
+        subprocess.run([chromium()] + flags + [f"--user-data-dir={profile}", f"--screenshot={os.path.abspath(out)}",
+                                                        f"--window-size={width},{height}", "--hide-scrollbars",
+                                                        f"--virtual-time-budget={budget_ms}", url],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120, check=True)
+    finally:
+        server.shutdown()
+        shutil.rmtree(profile, ignore_errors=True)
+    if not os.path.isfile(out):
+        raise SystemExit(f"browser_run: no screenshot of {page} was written")
+
+
+def run_page(root, page, timeout=120):
+    """Serves `root`, opens `page` in headless Chromium, returns the JSON the page posts. A page
+    reports its console errors and uncaught exceptions as `console_errors`; any fails the run."""
+    posted, done = {}, threading.Event()
+
+    def on_post(body):
+        posted["body"] = body
+        done.set()
+
+    server = serve(root, on_post)
     profile = tempfile.mkdtemp(prefix="kiln-chromium-")
     url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
     proc = subprocess.Popen([chromium()] + CHROMIUM_FLAGS + [f"--user-data-dir={profile}", url],

@@ -121,9 +121,10 @@ micro tests (`tests/micro`, `ctest -L micro`): {version(['arm-none-eabi-g++', '-
 `examples/micro/fashion_micro.onnx` (`scripts/gen_micro_models.py`), and two Kiln models exported
 with `kiln::onnx::export_model` (seeded weights, batch fixed with `--dim`): `kiln_cnn` (the
 image-folder example's CNN, [1, 3, 24, 24]) and `kiln_fashion` (the fashion-mnist example's
-net, 1.7 MB of weights: only the M3's 4 MB code memory holds it, "—" elsewhere), and the
-ResNet and MobileNet fixtures of the ONNX tests (`tests/fixtures/onnx`, [1, 3, 32, 32]). docs/micro.md
-explains the generator, the memory plan and the methods.
+net, 1.7 MB of weights: only the M3's 4 MB code memory holds it, "—" elsewhere), and the five
+architecture fixtures of the ONNX tests (`tests/fixtures/onnx`, batch 1): ResNet, MobileNet and
+UNet on [1, 3, 32, 32] images, a two-layer BERT encoder on 7 int64 token ids and a two-layer LSTM
+on 5 steps of 12 features. docs/micro.md explains the generator, the memory plan and the methods.
 
 ## Instructions per inference
 

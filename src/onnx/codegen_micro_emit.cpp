@@ -179,8 +179,8 @@ class Writer {
       << "#include \"" << name_ << ".h\"\n\n#include \"kiln_micro.h\"\n\n"
       << "// Called after each kernel with its index and node (define it to time or trace the steps).\n"
       << "#ifndef KILN_MICRO_STEP\n#define KILN_MICRO_STEP(index, node)\n#endif\n\nnamespace {\n\n"
-      << "alignas(16) float arena[" << std::max<int64_t>(1, p_.arena_bytes / 4) << "];  // " << p_.arena_bytes
-      << " bytes (liveness lower bound " << p_.lower_bound << ")\n\n"
+      << "[[maybe_unused]] alignas(16) float arena[" << std::max<int64_t>(1, p_.arena_bytes / 4) << "];  // "
+      << p_.arena_bytes << " bytes (liveness lower bound " << p_.lower_bound << ")\n\n"
       << consts_ << "}  // namespace\n\n"
       << "extern \"C\" const size_t " << name_ << "_input_sizes[" << std::max<size_t>(1, m_.inputs.size()) << "] = {"
       << sizes(m_.inputs) << "};\n"
@@ -243,7 +243,7 @@ class Writer {
     for (size_t i = 0; i < m_.inputs.size(); ++i) {
       auto t = m_.int_type.find(m_.inputs[i]);
       const std::string type = t == m_.int_type.end() ? "float" : t->second, at = "inputs[" + std::to_string(i) + "]";
-      r += "  const " + type + "* const in" + std::to_string(i) + " = " +
+      r += "  [[maybe_unused]] const " + type + "* const in" + std::to_string(i) + " = " +
            (any_int ? "static_cast<const " + type + "*>(" + at + ")" : at) + ";\n";
     }
     return r;

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT OR Apache-2.0
+"""The web section of the benchmarks (bench/WEB.md; bench/run.sh calls it when the wasm build
+has the Fashion-MNIST page): the page's size, its time per image against native Kiln's on one
+thread, and the time from opening the page to its first prediction.
+
+- size: kiln_demo.wasm + kiln_demo.js, raw and gzip -9 (what a server would send);
+- time per image: test.html's 32 single-image calls (best of 3 page loads) against
+  web_demo_reference --time (the same code natively, one thread, best of 5 x 32 calls);
+- first prediction: performance.now() when the 16 sample predictions return (the module
+  fetched, compiled and started, the weights set and round-tripped through safetensors).
+
+Usage: scripts/gen_web_bench.py [--wasm build/wasm] [--native build/release] [--out bench/WEB.md]
+"""
+import argparse
+import datetime
+import gzip
+import os
+import subprocess
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from browser_run import chromium, run_page  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wasm", default="build/wasm")
+    ap.add_argument("--native", default="build/release")
+    ap.add_argument("--out", default="bench/WEB.md")
+    a = ap.parse_args()
+    page = os.path.join(a.wasm, "examples/web/fashion-mnist")
+    samples = os.path.join(ROOT, "examples/web/fashion-mnist/samples.bin")
+    files = [os.path.join(page, f) for f in ("kiln_demo.wasm", "kiln_demo.js")]
+    raw = sum(os.path.getsize(f) for f in files)
+    gz = sum(len(gzip.compress(open(f, "rb").read(), 9)) for f in files)
+    runs = [run_page(page, "test.html", timeout=240) for _ in range(3)]
+    for r in runs:
+        if "error" in r:
+            sys.exit(f"gen_web_bench: test.html failed: {r['error']}")
+    wasm_ms = min(r["ms_per_image"] for r in runs)
+    first_ms = min(r["first_prediction_ms"] for r in runs)
+    native = subprocess.run([os.path.join(a.native, "examples/web/web_demo_reference"), samples, "--time"],
+                            capture_output=True, text=True, check=True)
+    native_ms = float(native.stdout.strip())
+    version = subprocess.run([chromium(), "--version"], capture_output=True, text=True).stdout.strip()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = f"""# Kiln in the browser: size and speed
+
+Written by `scripts/gen_web_bench.py` (called by `bench/run.sh`) on {now}: the Fashion-MNIST page
+(`examples/web/fashion-mnist`, the main job's CNN, about 420k parameters) built by `make wasm`
+(emscripten 3.1.6, -O3, SIMD128, no threads), in headless {version} on this machine, against
+the same code built natively (`web_demo_reference --time`, one thread). The page's numbers are
+the best of 3 page loads.
+
+| what | value | target |
+|---|---:|---:|
+| module size (`kiln_demo.wasm` + `kiln_demo.js`) | {raw / 1e6:.2f} MB | |
+| the same, gzip -9 | {gz / 1e6:.2f} MB | <= 2 MB |
+| time per image, page (CPU, WebAssembly) | {wasm_ms:.3f} ms | |
+| time per image, native Kiln, one thread | {native_ms:.3f} ms | |
+| page / native | {wasm_ms / native_ms:.2f}x | <= 3x |
+| page start to the first predictions | {first_ms:.0f} ms | <= 1000 ms |
+
+The native build uses oneDNN's convolutions and AVX2 or AVX-512 through Highway; the page runs
+Kiln's portable kernels on 4-lane SIMD128 without fused multiply-add. The weights are the
+deterministic test weights; a trained model's file (1.7 MB of f32) adds its own download.
+"""
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, a.out)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
