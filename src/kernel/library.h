@@ -102,8 +102,10 @@ Val exp_f32(Val x);
 Val sigmoid_f32(Val x);
 Val tanh_f32(Val x);
 Val log_f32(Val x);
-/// erf of an F32 value as the CPU's rational form (it needs f64 for subnormal inputs).
-Val erf_f32(Val x);
+/// erf of an F32 value as the CPU's rational form. With exact_subnormals, a subnormal x gives
+/// the CPU's bits through f64 (the device needs f64); without, the rational form's own f32
+/// arithmetic, which a device that flushes subnormals may return as 0 (no f64: WGSL).
+Val erf_f32(Val x, bool exact_subnormals = true);
 /// exp of an F64 value (about 1 ulp).
 Val exp_f64(Val x);
 /// log of an F64 value (about 1 ulp).

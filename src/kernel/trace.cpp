@@ -538,15 +538,17 @@ Val operator!=(Val a, Val b) { return compare(ir::CmpFn::Ne, a, b); }
 Val operator-(Val a) { return unary(ir::UnaryFn::Neg, a); }
 Val operator!(Val a) { return unary(ir::UnaryFn::Not, a); }
 
-// exp, log, tanh and sigmoid of f32 are traced as the CPU kernels' polynomial and rational
+// exp, log, tanh, sigmoid and erf of f32 are traced as the CPU kernels' polynomial and rational
 // forms (kernel/library.h, library/math.cpp), in plain f32 arithmetic on every target: the
-// targets' built-ins (GLSL's exp: 3 + 2|x| ulps; WGSL's: the same) would miss the CPU's bounds.
+// targets' built-ins (GLSL's exp: 3 + 2|x| ulps; WGSL's: the same; GLSL and WGSL have no erf)
+// would miss the CPU's bounds. erf of a subnormal is the rational form's own arithmetic (no
+// f64, which WGSL lacks): 0 where a device flushes subnormals.
 Val exp(Val x) { return x.type == Type::F32 ? lib::exp_f32(x) : unary(ir::UnaryFn::Exp, x); }
 Val log(Val x) { return x.type == Type::F32 ? lib::log_f32(x) : unary(ir::UnaryFn::Log, x); }
 Val sqrt(Val x) { return unary(ir::UnaryFn::Sqrt, x); }
 Val rsqrt(Val x) { return unary(ir::UnaryFn::Rsqrt, x); }
 Val tanh(Val x) { return x.type == Type::F32 ? lib::tanh_f32(x) : unary(ir::UnaryFn::Tanh, x); }
-Val erf(Val x) { return unary(ir::UnaryFn::Erf, x); }
+Val erf(Val x) { return x.type == Type::F32 ? lib::erf_f32(x, false) : unary(ir::UnaryFn::Erf, x); }
 Val sigmoid(Val x) { return x.type == Type::F32 ? lib::sigmoid_f32(x) : unary(ir::UnaryFn::Sigmoid, x); }
 Val abs(Val x) { return unary(ir::UnaryFn::Abs, x); }
 Val floor(Val x) { return unary(ir::UnaryFn::Floor, x); }

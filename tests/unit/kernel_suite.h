@@ -296,8 +296,8 @@ inline Kernel uniform_flow(const Limits& l = {}) {
       l);
 }
 
-/// The language's built-in math of f32: out[4 i + 0..3] = exp, log |x|, tanh and sigmoid of
-/// x[i]. They are traced as the CPU's polynomial forms, so every target gives the same bits.
+/// The language's built-in math of f32: out[5 i + 0..4] = exp, log |x|, tanh, sigmoid and erf
+/// of x[i]. They are traced as the CPU's polynomial forms, so every target gives the same bits.
 inline Kernel math_builtins(const Limits& l = {}) {
   return trace(
       "math_builtins",
@@ -309,10 +309,11 @@ inline Kernel math_builtins(const Limits& l = {}) {
         Val i = group_id() * 64 + thread_id();
         if_(i < n, [&] {
           Val v = x[i];
-          out[i * 4] = exp(v);
-          out[i * 4 + 1] = log(abs(v));
-          out[i * 4 + 2] = tanh(v);
-          out[i * 4 + 3] = sigmoid(v);
+          out[i * 5] = exp(v);
+          out[i * 5 + 1] = log(abs(v));
+          out[i * 5 + 2] = tanh(v);
+          out[i * 5 + 3] = sigmoid(v);
+          out[i * 5 + 4] = erf(v);
         });
       },
       l);

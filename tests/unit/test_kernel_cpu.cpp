@@ -287,8 +287,8 @@ TEST(KernelCpu, Bitcast) {
                kiln::Error);
 }
 
-// The language's built-in exp, log, tanh and sigmoid of f32 are the CPU kernels' forms: within
-// the CPU's bounds (docs/tensors.md, Accuracy: exp 2 ulps, log and sigmoid 4, tanh 8; results in
+// The language's built-in exp, log, tanh, sigmoid and erf of f32 are the CPU kernels' forms: within
+// the CPU's bounds (docs/tensors.md, Accuracy: exp 2 ulps, log and sigmoid 4, tanh and erf 8; results in
 // the subnormal range within 2^-140, or 0 as on targets that flush them) of the f64 reference
 // over their whole ranges and special values. KernelSuiteDevices (Vulkan) and the WebGPU page check that other targets
 // give the same bits as this one (the suite's math_builtins, no tolerance).
@@ -303,7 +303,7 @@ TEST(KernelCpu, BuiltInMathMeetsTheCpusBounds) {
       xs.push_back(-std::ldexp(m, e));
     }
   const int n = static_cast<int>(xs.size());
-  std::vector<float> out(4 * xs.size());
+  std::vector<float> out(5 * xs.size());
   compile_cpu(suite::math_builtins(), 0)({ceil_div(n, 64)}, {xs, out, n});
   struct Fn {
     const char* name;
@@ -313,11 +313,12 @@ TEST(KernelCpu, BuiltInMathMeetsTheCpusBounds) {
   const Fn fns[] = {{"exp", [](double v) { return std::exp(v); }, 2},
                     {"log", [](double v) { return std::log(std::fabs(v)); }, 4},
                     {"tanh", [](double v) { return std::tanh(v); }, 8},
-                    {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, 4}};
-  for (size_t f = 0; f < 4; ++f) {
+                    {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, 4},
+                    {"erf", [](double v) { return std::erf(v); }, 8}};
+  for (size_t f = 0; f < 5; ++f) {
     double worst = 0;
     for (int i = 0; i < n; ++i) {
-      const float got = out[4 * i + f];
+      const float got = out[5 * i + f];
       const double ref = fns[f].ref(xs[i]);
       const float want = static_cast<float>(ref);
       if (!std::isfinite(want) || std::fabs(ref) < 1.2e-38) {  // special values, overflow, subnormal results

@@ -473,10 +473,11 @@ Val pow_int(Val x, Val y) {
   return select(y < zero, neg, Val(acc));
 }
 
-// erf(x) as the CPU's odd rational x P(x^2) / Q(x^2) on x clamped to +-4, +-1 beyond; a
-// subnormal x gives 2/sqrt(pi) x built from its mantissa as an integer (bits = m for
-// m < 2^24, normal or not), so a device that flushes subnormals still gets it; NaN passes.
-Val erf_f32(Val x) {
+// erf(x) as the CPU's odd rational x P(x^2) / Q(x^2) on x clamped to +-4, +-1 beyond (without
+// exact_subnormals: x (P(x^2) / Q(x^2))); with exact_subnormals, a subnormal x gives 2/sqrt(pi) x built from its
+// mantissa as an integer (bits = m for m < 2^24, normal or not), so a device that flushes subnormals still gets it; NaN
+// passes.
+Val erf_f32(Val x, bool exact_subnormals) {
   static constexpr float kP[] = {-1.60960333262415e-02f, -2.95459980854025e-03f, -7.34990630326855e-04f,
                                  -5.69250639462346e-05f, -2.10102402082508e-06f, 2.77068142495902e-08f,
                                  -2.72614225801306e-10f};
@@ -485,10 +486,13 @@ Val erf_f32(Val x) {
   const Val xc = min(max(x, Val(-4.0f)), Val(4.0f));
   const Val x2 = xc * xc;
   const Val r = xc * poly(x2, kP) / poly(x2, kQ);
+  const Val one = select(x < 0.0f, Val(-1.0f), Val(1.0f));
+  // Without f64: x times P / Q, whose product cannot underflow before the last rounding (x P
+  // does for |x| below about 2^-120).
+  if (!exact_subnormals) return select(x != x, x, select(abs(x) >= 4.0f, one, xc * (poly(x2, kP) / poly(x2, kQ))));
   const Val bits = bitcast(x, Type::I32);
   const Val m = cast(floor(cast(bits & 0x7fffff, Type::F64) * 1.1283791670955126 + 0.5), Type::I32);
   const Val sub = bitcast((bits & static_cast<int32_t>(0x80000000u)) | m, Type::F32);
-  const Val one = select(x < 0.0f, Val(-1.0f), Val(1.0f));
   return select(x != x, x, select(tiny_f32(x), sub, select(abs(x) >= 4.0f, one, r)));
 }
 
