@@ -122,6 +122,9 @@ Val pow_int(Val x, Val y);
 /// sin, cos or tan (kind) of an F32 value through f64 over the whole range (the device needs
 /// f64): within 1 ulp of the correctly rounded value.
 Val trig_f32(kiln::ir::OpKind kind, Val x);
+/// sin (cosine false) or cos of an F32 value in F32 and integer arithmetic only (a Payne-Hanek
+/// reduction over the whole F32 range; no f64, for WGSL): within the CPU's 4 ulps.
+Val sin_cos_f32(bool cosine, Val x);
 /// asin, acos or atan (kind) of an F32 value, and atan2(y, x), through f64 (the device needs
 /// it): within 1 ulp of the correctly rounded value.
 Val inverse_trig_f32(kiln::ir::OpKind kind, Val x);

@@ -553,8 +553,8 @@ Val sigmoid(Val x) { return x.type == Type::F32 ? lib::sigmoid_f32(x) : unary(ir
 Val abs(Val x) { return unary(ir::UnaryFn::Abs, x); }
 Val floor(Val x) { return unary(ir::UnaryFn::Floor, x); }
 Val ceil(Val x) { return unary(ir::UnaryFn::Ceil, x); }
-Val sin(Val x) { return unary(ir::UnaryFn::Sin, x); }
-Val cos(Val x) { return unary(ir::UnaryFn::Cos, x); }
+Val sin(Val x) { return x.type == Type::F32 ? lib::sin_cos_f32(false, x) : unary(ir::UnaryFn::Sin, x); }
+Val cos(Val x) { return x.type == Type::F32 ? lib::sin_cos_f32(true, x) : unary(ir::UnaryFn::Cos, x); }
 Val min(Val a, Val b) {
   if (a.type == Type::Bool) fail("'min' does not take bool");
   return binary(ir::BinaryFn::Min, a, b);

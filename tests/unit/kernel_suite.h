@@ -296,8 +296,8 @@ inline Kernel uniform_flow(const Limits& l = {}) {
       l);
 }
 
-/// The language's built-in math of f32: out[5 i + 0..4] = exp, log |x|, tanh, sigmoid and erf
-/// of x[i]. They are traced as the CPU's polynomial forms, so every target gives the same bits.
+/// The language's built-in math of f32: out[7 i + 0..6] = exp, log |x|, tanh, sigmoid, erf, sin
+/// and cos of x[i]. They are traced as the CPU's polynomial forms, so every target gives the same bits.
 inline Kernel math_builtins(const Limits& l = {}) {
   return trace(
       "math_builtins",
@@ -309,11 +309,13 @@ inline Kernel math_builtins(const Limits& l = {}) {
         Val i = group_id() * 64 + thread_id();
         if_(i < n, [&] {
           Val v = x[i];
-          out[i * 5] = exp(v);
-          out[i * 5 + 1] = log(abs(v));
-          out[i * 5 + 2] = tanh(v);
-          out[i * 5 + 3] = sigmoid(v);
-          out[i * 5 + 4] = erf(v);
+          out[i * 7] = exp(v);
+          out[i * 7 + 1] = log(abs(v));
+          out[i * 7 + 2] = tanh(v);
+          out[i * 7 + 3] = sigmoid(v);
+          out[i * 7 + 4] = erf(v);
+          out[i * 7 + 5] = sin(v);
+          out[i * 7 + 6] = cos(v);
         });
       },
       l);

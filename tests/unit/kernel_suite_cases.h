@@ -110,7 +110,7 @@ inline std::vector<Case> cases() {
     c.push_back({"math_builtins",
                  math_builtins,
                  {ceil_div(n, 64)},
-                 {buffer(floats(n, 11, -30.f, 30.f), false), buffer(std::vector<float>(5 * n), true)},
+                 {buffer(floats(n, 11, -30.f, 30.f), false), buffer(std::vector<float>(7 * n), true)},
                  {n},
                  0,
                  0});

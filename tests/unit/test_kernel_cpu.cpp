@@ -287,14 +287,18 @@ TEST(KernelCpu, Bitcast) {
                kiln::Error);
 }
 
-// The language's built-in exp, log, tanh, sigmoid and erf of f32 are the CPU kernels' forms: within
-// the CPU's bounds (docs/tensors.md, Accuracy: exp 2 ulps, log and sigmoid 4, tanh and erf 8; results in
+// The language's built-in exp, log, tanh, sigmoid, erf, sin and cos of f32 meet the CPU's bounds
+// (docs/tensors.md, Accuracy: exp 2 ulps, log, sigmoid, sin and cos 4, tanh and erf 8; results in
 // the subnormal range within 2^-140, or 0 as on targets that flush them) of the f64 reference
 // over their whole ranges and special values. KernelSuiteDevices (Vulkan) and the WebGPU page check that other targets
 // give the same bits as this one (the suite's math_builtins, no tolerance).
 TEST(KernelCpu, BuiltInMathMeetsTheCpusBounds) {
   std::vector<float> xs = {0.0f,   -0.0f,   1e-30f, -1e-30f, 1e-40f, 88.7f,  89.0f,    -87.3f,    -103.9f, -104.5f,
                            100.0f, -100.0f, 9.0f,   -9.0f,   7.9f,   1e-13f, INFINITY, -INFINITY, NAN};
+  // Near multiples of pi/2, where the reduction cancels: x = 0x1.921fb6p0 (pi/2), 3.1415927,
+  // 105414350 and 0x1.ffffffp127 among them.
+  for (float v : {1.5707964f, 3.1415927f, 4.712389f, 6.2831855f, 105414350.0f, 1.0e22f, 3.4028235e38f, 0.78539819f})
+    xs.insert(xs.end(), {v, -v, std::nextafter(v, 0.0f), std::nextafter(v, INFINITY)});
   std::mt19937 g(5);
   for (int e = -149; e <= 127; ++e)  // every binade, both signs
     for (int k = 0; k < 8; ++k) {
@@ -303,7 +307,7 @@ TEST(KernelCpu, BuiltInMathMeetsTheCpusBounds) {
       xs.push_back(-std::ldexp(m, e));
     }
   const int n = static_cast<int>(xs.size());
-  std::vector<float> out(5 * xs.size());
+  std::vector<float> out(7 * xs.size());
   compile_cpu(suite::math_builtins(), 0)({ceil_div(n, 64)}, {xs, out, n});
   struct Fn {
     const char* name;
@@ -314,11 +318,13 @@ TEST(KernelCpu, BuiltInMathMeetsTheCpusBounds) {
                     {"log", [](double v) { return std::log(std::fabs(v)); }, 4},
                     {"tanh", [](double v) { return std::tanh(v); }, 8},
                     {"sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); }, 4},
-                    {"erf", [](double v) { return std::erf(v); }, 8}};
-  for (size_t f = 0; f < 5; ++f) {
+                    {"erf", [](double v) { return std::erf(v); }, 8},
+                    {"sin", [](double v) { return std::sin(v); }, 4},
+                    {"cos", [](double v) { return std::cos(v); }, 4}};
+  for (size_t f = 0; f < 7; ++f) {
     double worst = 0;
     for (int i = 0; i < n; ++i) {
-      const float got = out[5 * i + f];
+      const float got = out[7 * i + f];
       const double ref = fns[f].ref(xs[i]);
       const float want = static_cast<float>(ref);
       if (!std::isfinite(want) || std::fabs(ref) < 1.2e-38) {  // special values, overflow, subnormal results

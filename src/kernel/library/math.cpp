@@ -3,6 +3,7 @@
 // plain f32 arithmetic, so every target meets the CPU's stated bounds (docs/tensors.md,
 // Accuracy) where its built-ins would not. Scalings by powers of two are built from exponent
 // bits, not left to the target's exp2 or ldexp.
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -288,6 +289,105 @@ Val trig_f32(kiln::ir::OpKind kind, Val x) {
   const Val r = cast(v, Type::F32);
   const Val nan = Val(std::numeric_limits<float>::quiet_NaN());
   return select(finite, kind == OpKind::Cos ? r : select(tiny_f32(x), x, r), nan);
+}
+
+namespace {
+
+/// The bits of 2/pi as 32-bit words after one zero word: word i + 1 holds bits 32 i .. 32 i + 31
+/// after the binary point (the pieces of kTwoOverPi).
+constexpr uint32_t kTwoOverPiWords[] = {0,          0xa2f9836e, 0x4e441529, 0xfc2757d1, 0xf534ddc0,
+                                        0xdb629599, 0x3c439041, 0xfe5163ab, 0xdebbc561, 0xb7246e3a};
+
+Val u32c(uint32_t v) { return Val::constant(v, Type::U32); }
+
+/// Word i of kTwoOverPiWords for a run-time i in [0, 8] (a chain of selects: no arrays in the IR).
+Val two_over_pi_word(Val i) {
+  Val w = u32c(kTwoOverPiWords[9]);
+  for (int k = 8; k >= 0; --k) w = select(i == static_cast<int32_t>(k), u32c(kTwoOverPiWords[k]), w);
+  return w;
+}
+
+}  // namespace
+
+// a >= 0 finite F32 (above pi/4) as q pi/2 + r, |r| <= pi/4, in integer and F32 arithmetic only
+// (Payne-Hanek): with a = m 2^s (m < 2^24), the 96 bits of 2/pi that can reach the two integer
+// bits and the fraction of a 2/pi are multiplied by m exactly in 16-bit limbs; the fraction's
+// top 64 bits, taken to [-1/2, 1/2), become r as an F32 pair (hi + lo) times pi/2 as a pair.
+std::array<Val, 3> reduce_half_pi_f32(Val a) {
+  const Val bits = bitcast(a, Type::U32);
+  const Val e = cast(bits >> 23u, Type::I32), m = (bits & 0x7fffffu) | 0x800000u;
+  const Val o = e - 120;  // the window's first bit in the padded table: s + 30, s = e - 150
+  const Val wi = o >> 5, sh = cast(o & 31, Type::U32);
+  Val win[3];  // most significant first
+  for (int j = 0; j < 3; ++j) {
+    const Val t0 = two_over_pi_word(wi + j), t1 = two_over_pi_word(wi + j + 1);
+    win[j] = (t0 << sh) | ((t1 >> 1u) >> (31u - sh));  // no shift by 32
+  }
+  Val limb[6];  // 16-bit limbs of the window, lowest first
+  for (int j = 0; j < 3; ++j) {
+    limb[2 * (2 - j)] = win[j] & 0xffffu;
+    limb[2 * (2 - j) + 1] = win[j] >> 16u;
+  }
+  const Val ml = m & 0xffffu, mh = m >> 16u;
+  Val col[8];
+  for (auto& c : col) c = u32c(0);
+  for (int k = 0; k < 6; ++k) {
+    const Val pl = ml * limb[k], ph = mh * limb[k];
+    col[k] = col[k] + (pl & 0xffffu);
+    col[k + 1] = col[k + 1] + (pl >> 16u) + (ph & 0xffffu);
+    col[k + 2] = col[k + 2] + (ph >> 16u);
+  }
+  Val d[8], carry = u32c(0);
+  for (int c = 0; c < 8; ++c) {
+    const Val v = col[c] + carry;
+    d[c] = v & 0xffffu;
+    carry = v >> 16u;
+  }
+  // The product's binary point is at bit 94: q = bits 94-95, the fraction bits 93 down to 30.
+  Val q = (d[5] >> 14u) & 3u;
+  const Val f_hi = ((d[5] & 0x3fffu) << 18u) | (d[4] << 2u) | (d[3] >> 14u);
+  const Val f_lo = ((d[3] & 0x3fffu) << 18u) | (d[2] << 2u) | (d[1] >> 14u);
+  const Val neg = f_hi >= 0x80000000u;  // fraction >= 1/2: the next multiple, r negative
+  q = (q + select(neg, u32c(1), u32c(0))) & 3u;
+  const Val n_lo = (f_lo ^ 0xffffffffu) + 1u, n_hi = (f_hi ^ 0xffffffffu) + select(n_lo == 0u, u32c(1), u32c(0));
+  const Val m_hi = select(neg, n_hi, f_hi), m_lo = select(neg, n_lo, f_lo);
+  // |fraction| = m_hi 2^-32 + m_lo 2^-64 as a pair: m_hi's top and bottom 16 bits are exact F32.
+  const Val a1 = cast(m_hi & 0xffff0000u, Type::F32) * 0x1p-32f;
+  const Val a2 = cast(m_hi & 0xffffu, Type::F32) * 0x1p-32f + cast(m_lo, Type::F32) * 0x1p-64f;
+  const Val fh = a1 + a2, fl = a2 - (fh - a1);
+  // times pi/2 = P1 + P2, P1 with 12 bits so that fh's halves times P1 are exact.
+  constexpr float kP1 = 1.5703125f, kP2 = 4.8382679e-4f;  // pi/2 - kP1, rounded
+  const Val fh_hi = bitcast(bitcast(fh, Type::U32) & 0xfffff000u, Type::F32), fh_lo = fh - fh_hi;
+  const Val p1 = fh_hi * kP1, p2 = fh_lo * kP1;  // exact
+  const Val rh = p1 + p2, rl = (p2 - (rh - p1)) + (fh * kP2 + fl * 1.5707964f);
+  const Val r = rh + rl, r_lo = rl - (r - rh);
+  const Val sign = select(neg, Val(-1.0f), Val(1.0f));
+  return {cast(q, Type::I32), r * sign, r_lo * sign};
+}
+
+// sin and cos of an F32 value in F32 and integer arithmetic only (no f64: WGSL): |x| <= pi/4 as
+// is, else reduce_half_pi_f32; Cephes' minimax polynomials on [-pi/4, pi/4] with the reduction's
+// low part as a first-order correction. inf and NaN give NaN.
+Val sin_cos_f32(bool cosine, Val x) {
+  const Val a = abs(x);
+  const Val finite = a < std::numeric_limits<float>::infinity();
+  const Val small = a <= 0.78539816f;
+  const auto [q_big, r_big, l_big] = reduce_half_pi_f32(select(finite && !small, a, Val(1.0f)));
+  const Val q = select(small, Val(0), q_big), r = select(small, a, r_big), l = select(small, Val(0.0f), l_big);
+  const Val z = r * r;
+  const Val sn =
+      r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f)) + l * (1.0f - 0.5f * z);
+  const Val cs =
+      (1.0f - 0.5f * z + z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f))) -
+      l * r;
+  Val v;
+  if (cosine) {
+    v = select(q == 0, cs, select(q == 1, -sn, select(q == 2, -cs, sn)));
+  } else {
+    v = select(q == 0, sn, select(q == 1, cs, select(q == 2, -sn, -cs)));
+    v = select(x < 0.0f, -v, v);
+  }
+  return select(finite, v, Val(std::numeric_limits<float>::quiet_NaN()));
 }
 
 namespace {
