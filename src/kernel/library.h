@@ -117,6 +117,9 @@ Val via_f64(kiln::ir::OpKind kind, Val x);
 /// pow of F32 values through f64 (the device needs f64), and of I32 or I64 values (wrapping),
 /// as the CPU's (library/math.cpp).
 Val pow_f32(Val x, Val y);
+/// x^y of F32 values in F32 arithmetic only (a double-F32 log2; no f64, for WGSL): within the
+/// CPU's 4 ulps, IEEE pow's special cases.
+Val pow_f32_nof64(Val x, Val y);
 Val pow_int(Val x, Val y);
 
 /// sin, cos or tan (kind) of an F32 value through f64 over the whole range (the device needs

@@ -563,7 +563,9 @@ Val max(Val a, Val b) {
   if (a.type == Type::Bool) fail("'max' does not take bool");
   return binary(ir::BinaryFn::Max, a, b);
 }
-Val pow(Val a, Val b) { return binary(ir::BinaryFn::Pow, a, b); }
+Val pow(Val a, Val b) {
+  return a.type == Type::F32 && b.type == Type::F32 ? lib::pow_f32_nof64(a, b) : binary(ir::BinaryFn::Pow, a, b);
+}
 
 Val select(Val cond, Val a, Val b) {
   check_value(cond, "select");

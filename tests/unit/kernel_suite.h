@@ -321,6 +321,22 @@ inline Kernel math_builtins(const Limits& l = {}) {
       l);
 }
 
+/// The language's pow of f32: out[i] = pow(x[i], y[i]) (a double-f32 log2, no f64).
+inline Kernel math_pow(const Limits& l = {}) {
+  return trace(
+      "math_pow",
+      [](Builder& b) {
+        b.group_size(64);
+        auto x = b.input<float>("x");
+        auto y = b.input<float>("y");
+        auto out = b.output<float>("out");
+        Val n = b.scalar<int32_t>("n");
+        Val i = group_id() * 64 + thread_id();
+        if_(i < n, [&] { out[i] = pow(Val(x[i]), Val(y[i])); });
+      },
+      l);
+}
+
 struct Entry {
   std::string name;
   std::function<Kernel(const Limits&)> make;
@@ -340,7 +356,8 @@ inline std::vector<Entry> all() {
           {"collatz", collatz},
           {"int_mix", int_mix, true},
           {"uniform_flow", uniform_flow},
-          {"math_builtins", math_builtins}};
+          {"math_builtins", math_builtins},
+          {"math_pow", math_pow}};
 }
 
 }  // namespace kiln::kernel::suite

@@ -4,6 +4,7 @@
 // C++ references, test_kernel_cpu.cpp), Vulkan (test_kernel_suite_devices.cpp) and WebGPU in
 // headless Chromium (tests/browser/) must reproduce them.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -111,6 +112,19 @@ inline std::vector<Case> cases() {
                  math_builtins,
                  {ceil_div(n, 64)},
                  {buffer(floats(n, 11, -30.f, 30.f), false), buffer(std::vector<float>(7 * n), true)},
+                 {n},
+                 0,
+                 0});
+  }
+  {
+    const int n = 1000;
+    std::vector<float> x = floats(n, 13, 1.f, 20.f), y = floats(n, 14, -25.f, 25.f);  // finite results
+    for (int i = 0; i < n; i += 3) x[i] = -std::floor(x[i]);                          // negative bases, integer powers
+    for (int i = 0; i < n; i += 3) y[i] = std::floor(y[i]);
+    c.push_back({"math_pow",
+                 math_pow,
+                 {ceil_div(n, 64)},
+                 {buffer(x, false), buffer(y, false), buffer(std::vector<float>(n), true)},
                  {n},
                  0,
                  0});

@@ -556,6 +556,93 @@ Val pow_f32(Val x, Val y) {
   return cast(r, Type::F32);
 }
 
+namespace {
+
+/// An unevaluated sum hi + lo of F32 values (about 48 bits).
+struct Pair {
+  Val hi, lo;
+};
+
+/// a + b exactly (Knuth's two-sum).
+Pair two_sum(Val a, Val b) {
+  const Val s = a + b, bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+
+/// The top 12 significant bits of an F32 value (the rest, a - hi, has at most 12 more).
+Val top12(Val a) { return bitcast(bitcast(a, Type::U32) & 0xfffff000u, Type::F32); }
+
+/// a b exactly (Dekker's product, the 12-bit halves by masking: every partial product is exact,
+/// so a target that fuses a multiply and an add gets the same result).
+Pair two_prod(Val a, Val b) {
+  const Val ah = top12(a), al = a - ah, bh = top12(b), bl = b - bh, p = a * b;
+  return {p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
+}
+
+Pair renorm(Val hi, Val lo) {
+  const Val s = hi + lo;
+  return {s, lo - (s - hi)};
+}
+
+/// log2 of a positive finite normal F32 value as a pair (about 2^-40 relative): x = 2^e m with
+/// m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s), s = (m - 1) / (m + 1) as a pair.
+Pair log2_pair(Val x) {
+  const Val bits = bitcast(x, Type::I32);
+  Val e = cast((bits >> 23) - 127, Type::F32);
+  Val m = bitcast((bits & 0x7fffff) | 0x3f800000, Type::F32);
+  const Val big = m > 1.41421356f;
+  m = select(big, m * 0.5f, m);
+  e = select(big, e + 1.0f, e);
+  const Val num = m - 1.0f;  // exact
+  const Pair den = two_sum(m, Val(1.0f));
+  const Val s = num / den.hi;
+  const Pair sd = two_prod(s, den.hi);
+  const Val s_lo = (((num - sd.hi) - sd.lo) - s * den.lo) / den.hi;
+  const Val z = s * s;
+  Val t = Val(1.0f / 17);
+  for (int k = 15; k >= 3; k -= 2) t = t * z + Val(1.0f / k);
+  const Pair u = two_sum(s, s * z * t);  // atanh(s)
+  const Pair ln = renorm(u.hi * 2.0f, (u.lo + s_lo) * 2.0f);
+  constexpr float kL = 1.44269502f, kLlo = 1.9259630e-8f;  // 1 / ln 2 = kL + kLlo
+  const Pair p = two_prod(ln.hi, Val(kL));
+  const Pair lg = renorm(p.hi, p.lo + ln.hi * kLlo + ln.lo * kL);
+  const Pair w = two_sum(e, lg.hi);
+  return renorm(w.hi, w.lo + lg.lo);
+}
+
+}  // namespace
+
+// x^y of F32 values in F32 arithmetic only (no f64, for WGSL): y log2|x| as a pair, then
+// 2^k (k its nearest integer) times exp of the rest, scaled in two steps so that subnormal
+// results come out; IEEE pow's special cases as pow_f32.
+Val pow_f32_nof64(Val x, Val y) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const Val ax = abs(x), tiny = tiny_f32(x);
+  const Val xs = select(tiny, ax * 16777216.0f, select(ax < inf && ax > 0.0f, ax, Val(1.0f)));
+  Pair lg = log2_pair(xs);
+  const Pair sh = two_sum(lg.hi, select(tiny, Val(-24.0f), Val(0.0f)));  // undo the scaling
+  lg = renorm(sh.hi, sh.lo + lg.lo);
+  const Pair t0 = two_prod(y, lg.hi);
+  const Pair t = renorm(t0.hi, t0.lo + y * lg.lo);
+  const Val th = min(max(t.hi, Val(-160.0f)), Val(140.0f));  // beyond: 0 or inf either way
+  const Val k = floor(th + 0.5f);
+  const Val f = (th - k) + select(th == t.hi, t.lo, Val(0.0f));  // a clamped t saturates anyway
+  const Val ki = cast(k, Type::I32), k1 = ki >> 1, k2 = ki - k1;
+  auto pow2 = [](Val n) { return bitcast((n + 127) << 23, Type::F32); };  // n in [-126, 127]
+  Val r = exp_f32(f * 0.693147182f) * pow2(k1) * pow2(k2);
+  // Special values.
+  const Val integer = floor(y) == y, odd = integer && floor(y * 0.5f) != y * 0.5f;
+  const Val yinf = abs(y) == inf;
+  r = select(ax == 0.0f || ax == inf, select((ax == 0.0f) == (y < 0.0f), Val(inf), Val(0.0f)), r);
+  r = select(yinf, select((ax > 1.0f) == (y > 0.0f), Val(inf), Val(0.0f)), r);
+  r = select(x < 0.0f && odd, -r, r);
+  r = select(bitcast(x, Type::I32) < 0 && odd && ax == 0.0f, -r, r);  // -0 to an odd power
+  r = select(x < 0.0f && x > -inf && !integer && !yinf, Val(nan), r);
+  r = select(ax == 1.0f && yinf, Val(1.0f), r);
+  r = select(x != x || y != y, Val(nan), r);
+  return select(y == 0.0f || x == 1.0f, Val(1.0f), r);
+}
+
 // x^y of I32 or I64 values as the CPU: y < 0 gives 0 but for x = 1 (1) and x = -1 (+-1);
 // otherwise squaring and multiplying, wrapping.
 Val pow_int(Val x, Val y) {
