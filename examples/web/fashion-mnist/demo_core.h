@@ -36,10 +36,7 @@ struct Demo {
   /// Loads weights from the bytes of a safetensors file (what `make run` saves); throws
   /// kiln::Error naming what is wrong, leaving the current weights as they were.
   void load(const void* bytes, size_t size, const std::string& name) {
-    const store::TensorMap t = store::parse_safetensors(bytes, size, name);
-    examples::Net fresh{device()};
-    store::load(fresh, t);  // all or nothing: a bad file leaves `net` untouched
-    store::load(net, t);
+    store::load(net, store::parse_safetensors(bytes, size, name));  // strict: all or nothing
     opt.reset();
   }
 
