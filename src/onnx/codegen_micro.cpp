@@ -266,7 +266,6 @@ class Lowerer {
       if (!why.empty()) refuse(n, why);
       return;
     }
-    if (op == "Cast" && m_.int_type.count(n.input[0])) return refuse(n, "integers cast to a non-float type");
     const Ints out = m_.shape[n.output[0]];
     if (alias_ops().count(op)) {
       Step& s = add(n, Step::Alias);

@@ -295,7 +295,9 @@ std::string lstm(const NodeView& v, Lowered& m) {
   const Ints y_shape = layout ? Ints{batch, seq, nd, H} : Ints{seq, nd, batch, H};
   const Ints state = layout ? Ints{batch, nd, H} : Ints{nd, batch, H};
   Step& st = add(v, m, Step::Lstm, name(0, "y", y_shape));
-  st.more_out = {name(1, "h", state), name(2, "c", state), name(99, "scratch", {batch * (in + 5 * H)})};
+  const std::string scratch = base + "#scratch";  // the step's own: no graph value reads it
+  m.shape[scratch] = {batch * (in + 5 * H)};
+  st.more_out = {name(1, "h", state), name(2, "c", state), scratch};
   st.in = {n.input[0]};
   st.lstm = {i32(seq), i32(batch), i32(in), i32(H), i32(nd), 0, dir == "reverse", i32(layout)};
   if (v.in.size() > 7 && v.in[7].defined()) st.peep = floats(v.in[7]);
