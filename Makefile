@@ -82,21 +82,29 @@ fuzz: deps
 # The WebAssembly build (docs/web.md): installs emscripten when missing, configures build/wasm
 # with the preset wasm and builds the unit subset and the README example; test-wasm runs them in
 # node. KILN_WASM_THREADS=ON in the cache builds with -pthread.
+# The ResNet page's generated code comes from the host's kiln-onnx (build/release's, built here).
 wasm:
 	@bash scripts/install-deps.sh --wasm
+	@test -f build/release/CMakeCache.txt || cmake --preset release
+	cmake --build --preset release --target kiln-onnx
 	@test -f build/wasm/CMakeCache.txt || cmake --preset wasm
+	@grep -q '^KILN_ONNX_TOOL:FILEPATH=$(CURDIR)/build/release/tools/kiln-onnx/kiln-onnx$$' build/wasm/CMakeCache.txt || \
+	  cmake --preset wasm -DKILN_ONNX_TOOL=$(CURDIR)/build/release/tools/kiln-onnx/kiln-onnx
 	cmake --build --preset wasm
 
 test-wasm: wasm
 	ctest --preset wasm
 
-# The Fashion-MNIST page (examples/web/fashion-mnist): builds it, puts the model `make run` saved
-# beside it when there is one, and serves it on http://127.0.0.1:$(WEB_PORT) until ^C.
+# A demo page (examples/web/<DEMO>: fashion-mnist, resnet): builds it and serves it on
+# http://127.0.0.1:$(WEB_PORT) until ^C; for fashion-mnist, with the model `make run` saved when
+# there is one.
 WEB_PORT ?= 8000
-WEB_DEMO := build/wasm/examples/web/fashion-mnist
+DEMO ?= fashion-mnist
+WEB_DEMO := build/wasm/examples/web/$(DEMO)
 web-demo: wasm
-	@if [ -f runs/fashion-mnist/model.safetensors ]; then cp runs/fashion-mnist/model.safetensors $(WEB_DEMO)/; \
-	  else echo "no runs/fashion-mnist/model.safetensors (make run trains it): the page starts untrained"; fi
+	@if [ "$(DEMO)" = fashion-mnist ]; then \
+	  if [ -f runs/fashion-mnist/model.safetensors ]; then cp runs/fashion-mnist/model.safetensors $(WEB_DEMO)/; \
+	  else echo "no runs/fashion-mnist/model.safetensors (make run trains it): the page starts untrained"; fi; fi
 	@echo "serving $(WEB_DEMO) on http://127.0.0.1:$(WEB_PORT)"
 	python3 -m http.server $(WEB_PORT) --bind 127.0.0.1 --directory $(WEB_DEMO)
 

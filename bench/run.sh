@@ -258,7 +258,7 @@ if [ -x "$BUILD_DIR/bench/kiln_bench_kernel" ]; then
   "$BUILD_DIR/bench/kiln_bench_kernel" > bench/KERNELS.md || echo "run.sh: the kernel-language benchmark failed" >&2
 fi
 
-# ---- the web: the Fashion-MNIST page's size, time per image against native and time to the first
+# ---- the web: the demo pages' size, time per image against native and time to the first
 # prediction, in headless Chromium, when the wasm build has it (make wasm); bench/WEB.md ----
 if [ -f build/wasm/examples/web/fashion-mnist/kiln_demo.wasm ] && [ -x "$BUILD_DIR/examples/web/web_demo_reference" ]; then
   echo "run.sh: web"

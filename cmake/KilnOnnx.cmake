@@ -10,8 +10,13 @@
 include(${CMAKE_CURRENT_LIST_DIR}/micro.cmake OPTIONAL)
 # _kiln_onnx_tool(<caller>): sets `tool` and `tool_dep` in the caller to the kiln-onnx tool of
 # this build or of an installed Kiln (a macro, so the variables land in the calling function).
+# A cross build (WebAssembly, ARM) cannot run its own kiln-onnx: KILN_ONNX_TOOL names a host one.
+set(KILN_ONNX_TOOL "" CACHE FILEPATH "kiln-onnx of the host, for cross builds (empty: this build's or the package's)")
 macro(_kiln_onnx_tool caller)
-  if(TARGET kiln-onnx)
+  if(KILN_ONNX_TOOL)
+    set(tool ${KILN_ONNX_TOOL})
+    set(tool_dep ${KILN_ONNX_TOOL})
+  elseif(TARGET kiln-onnx AND NOT CMAKE_CROSSCOMPILING)
     set(tool $<TARGET_FILE:kiln-onnx>)
     set(tool_dep kiln-onnx)
   elseif(TARGET kiln::kiln-onnx)

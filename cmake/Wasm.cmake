@@ -4,7 +4,7 @@
 # SIMD128 target (one static target, no run-time dispatch), no oneDNN, no OpenMP, no background
 # compiler of fused programs, no Vulkan, MPI or remote device; C++ exceptions on (without
 # -fexceptions at compile and link time a `throw` aborts). The libraries built are core (with
-# ops and autodiff), fusion, cpu, nn (with optim) and store.
+# ops and autodiff), fusion, cpu, nn (with optim), store, and vision and onnx for ONNX import.
 option(KILN_WASM_THREADS "WebAssembly: build with -pthread (shared memory; pages then need COOP/COEP headers)" OFF)
 
 add_compile_options(-fexceptions -msimd128)
@@ -31,6 +31,11 @@ foreach(target hwy::hwy hwy::hwy_contrib nlohmann_json::nlohmann_json)
   add_library(${target} INTERFACE IMPORTED)
   set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${KILN_WASM_HOST_HEADERS})
 endforeach()
+
+# The 7x7 median's sorting network is one fold expression of 319 compare-exchanges, past clang's
+# default nesting limit of 256 (GCC has none).
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/vision/image_simd.cpp PROPERTIES COMPILE_OPTIONS
+                            -fbracket-depth=512)
 
 # Forced settings: what the portable path leaves out.
 foreach(opt KILN_WITH_ONEDNN KILN_WITH_JIT KILN_WITH_OPENMP KILN_WITH_VULKAN KILN_WITH_MPI KILN_WITH_REMOTE

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """The web section of the benchmarks (bench/WEB.md; bench/run.sh calls it when the wasm build
-has the Fashion-MNIST page): the page's size, its time per image against native Kiln's on one
-thread, and the time from opening the page to its first prediction.
+has the demo pages): each page's size, its time per image against native Kiln's on one thread,
+and the time from opening the page to its first prediction.
 
 - size: kiln_demo.wasm + kiln_demo.js, raw and gzip -9 (what a server would send);
 - time per image: test.html's single-image calls, the first 32 (V8 runs its baseline code
   then) and the best of 5 x 32 after a second of calls (its optimizing compiler has run), best of
-  3 page loads, against web_demo_reference --time (the same code natively, one thread, best of
-  5 x 32 calls);
+  3 page loads, against the page's reference program with --time (the same code natively, one
+  thread, best of 5 x 32 calls);
 - first prediction: performance.now() when the 16 sample predictions return (the module
-  fetched, compiled and started, the weights set and round-tripped through safetensors).
+  fetched, compiled and started, the weights loaded).
 
 Usage: scripts/gen_web_bench.py [--wasm build/wasm] [--native build/release] [--out bench/WEB.md]
 """
@@ -26,56 +26,85 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from browser_run import chromium, run_page  # noqa: E402
 
 
+# The pages: folder under examples/web, native reference program, what the page runs.
+PAGES = [
+    ("fashion-mnist", "web_demo_reference", "the main job's CNN (420k parameters), deterministic test weights"),
+    ("resnet", "web_resnet_reference", "a ResNet from ONNX through generated code (175k parameters), trained"),
+]
+
+
+def measure(wasm_dir, native_dir, demo, reference):
+    """The numbers of one page (a dict), or None when it is not built."""
+    page = os.path.join(wasm_dir, "examples/web", demo)
+    files = [os.path.join(page, f) for f in ("kiln_demo.wasm", "kiln_demo.js")]
+    if not all(os.path.exists(f) for f in files):
+        return None
+    samples = os.path.join(ROOT, "examples/web/fashion-mnist/samples.bin")
+    runs = [run_page(page, "test.html", timeout=240) for _ in range(3)]
+    for r in runs:
+        if "error" in r:
+            sys.exit(f"gen_web_bench: {demo}/test.html failed: {r['error']}")
+
+    def native_ms_per_image(env):
+        r = subprocess.run([os.path.join(native_dir, "examples/web", reference), samples, "--time"],
+                           capture_output=True, text=True, check=True, env=dict(os.environ, **env))
+        return float(r.stdout.strip())
+
+    return {
+        "raw": sum(os.path.getsize(f) for f in files),
+        "gz": sum(len(gzip.compress(open(f, "rb").read(), 9)) for f in files),
+        "wasm_ms": min(r["ms_per_image"] for r in runs),
+        "first32_ms": min(r["ms_per_image_first"] for r in runs),
+        "first_ms": min(r["first_prediction_ms"] for r in runs),
+        "native_ms": native_ms_per_image({}),
+        "portable_ms": native_ms_per_image({"KILN_ONEDNN": "0"}),  # the kernels the page runs, natively
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wasm", default="build/wasm")
     ap.add_argument("--native", default="build/release")
     ap.add_argument("--out", default="bench/WEB.md")
     a = ap.parse_args()
-    page = os.path.join(a.wasm, "examples/web/fashion-mnist")
-    samples = os.path.join(ROOT, "examples/web/fashion-mnist/samples.bin")
-    files = [os.path.join(page, f) for f in ("kiln_demo.wasm", "kiln_demo.js")]
-    raw = sum(os.path.getsize(f) for f in files)
-    gz = sum(len(gzip.compress(open(f, "rb").read(), 9)) for f in files)
-    runs = [run_page(page, "test.html", timeout=240) for _ in range(3)]
-    for r in runs:
-        if "error" in r:
-            sys.exit(f"gen_web_bench: test.html failed: {r['error']}")
-    wasm_ms = min(r["ms_per_image"] for r in runs)
-    first32_ms = min(r["ms_per_image_first"] for r in runs)
-    first_ms = min(r["first_prediction_ms"] for r in runs)
-    def native_ms_per_image(env):
-        r = subprocess.run([os.path.join(a.native, "examples/web/web_demo_reference"), samples, "--time"],
-                           capture_output=True, text=True, check=True, env=dict(os.environ, **env))
-        return float(r.stdout.strip())
-
-    native_ms = native_ms_per_image({})
-    portable_ms = native_ms_per_image({"KILN_ONEDNN": "0"})  # the kernels the page runs, natively
+    pages = [(demo, what, measure(a.wasm, a.native, demo, ref)) for demo, ref, what in PAGES]
+    pages = [p for p in pages if p[2]]
+    if not pages:
+        sys.exit("gen_web_bench: no demo page is built (make wasm)")
     version = subprocess.run([chromium(), "--version"], capture_output=True, text=True).stdout.strip()
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rows = [
+        ("module size (`kiln_demo.wasm` + `kiln_demo.js`)", lambda m: f"{m['raw'] / 1e6:.2f} MB", ""),
+        ("the same, gzip -9", lambda m: f"{m['gz'] / 1e6:.2f} MB", "<= 2 MB"),
+        ("time per image, page (CPU, WebAssembly), first 32 calls (V8's baseline code)",
+         lambda m: f"{m['first32_ms']:.3f} ms", ""),
+        ("time per image, page, after a second of calls (V8's optimized code)", lambda m: f"{m['wasm_ms']:.3f} ms", ""),
+        ("time per image, native Kiln, one thread", lambda m: f"{m['native_ms']:.3f} ms", ""),
+        ("page / native", lambda m: f"{m['wasm_ms'] / m['native_ms']:.2f}x", "<= 3x"),
+        ("time per image, native Kiln's portable kernels (`KILN_ONEDNN=0`), one thread",
+         lambda m: f"{m['portable_ms']:.3f} ms", ""),
+        ("page / native portable kernels", lambda m: f"{m['wasm_ms'] / m['portable_ms']:.2f}x", ""),
+        ("page start to the first predictions", lambda m: f"{m['first_ms']:.0f} ms", "<= 1000 ms"),
+    ]
+    head = "| what | " + " | ".join(f"`{d}`" for d, _, _ in pages) + " | target |"
+    table = [head, "|---|" + "---:|" * len(pages) + "---:|"]
+    for label, fmt, target in rows:
+        table.append(f"| {label} | " + " | ".join(fmt(m) for _, _, m in pages) + f" | {target} |")
+    pages_text = "\n".join(f"- `examples/web/{d}`: {what}." for d, what, _ in pages)
     text = f"""# Kiln in the browser: size and speed
 
-Written by `scripts/gen_web_bench.py` (called by `bench/run.sh`) on {now}: the Fashion-MNIST page
-(`examples/web/fashion-mnist`, the main job's CNN, about 420k parameters) built by `make wasm`
-(emscripten 3.1.6, -O3, SIMD128, no threads), in headless {version} on this machine, against
-the same code built natively (`web_demo_reference --time`, one thread). The page's numbers are
-the best of 3 page loads.
+Written by `scripts/gen_web_bench.py` (called by `bench/run.sh`) on {now}: the demo pages built
+by `make wasm` (emscripten 3.1.6, -O3, SIMD128, no threads), in headless {version} on this
+machine, against the same code built natively (each page's reference program with `--time`, one
+thread). The page's numbers are the best of 3 page loads.
 
-| what | value | target |
-|---|---:|---:|
-| module size (`kiln_demo.wasm` + `kiln_demo.js`) | {raw / 1e6:.2f} MB | |
-| the same, gzip -9 | {gz / 1e6:.2f} MB | <= 2 MB |
-| time per image, page (CPU, WebAssembly), first 32 calls (V8's baseline code) | {first32_ms:.3f} ms | |
-| time per image, page, after a second of calls (V8's optimized code) | {wasm_ms:.3f} ms | |
-| time per image, native Kiln, one thread | {native_ms:.3f} ms | |
-| page / native | {wasm_ms / native_ms:.2f}x | <= 3x |
-| time per image, native Kiln's portable kernels (`KILN_ONEDNN=0`), one thread | {portable_ms:.3f} ms | |
-| page / native portable kernels | {wasm_ms / portable_ms:.2f}x | |
-| page start to the first predictions | {first_ms:.0f} ms | <= 1000 ms |
+{pages_text}
 
-The native build uses oneDNN's convolutions and AVX2 or AVX-512 through Highway; the page runs
-Kiln's portable kernels on 4-lane SIMD128 without fused multiply-add. The weights are the
-deterministic test weights; a trained model's file (1.7 MB of f32) adds its own download.
+{chr(10).join(table)}
+
+The native build uses oneDNN's convolutions and AVX2 or AVX-512 through Highway; the pages run
+Kiln's portable kernels on 4-lane SIMD128 without fused multiply-add. Weights are downloaded
+apart from the module: the CNN's trained file is 1.7 MB of f32, the ResNet's 0.7 MB.
 """
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:

@@ -4,34 +4,22 @@
 // function returns 0 on success and -1 on a kiln::Error, whose text demo_error() then gives.
 // Nothing leaves the page: weights come from the user's file or fetch, and the tuned weights
 // go back to the page as safetensors bytes for a download.
-#include <emscripten/emscripten.h>
-
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <iterator>
 
+#include "common/demo_c_api.h"
 #include "demo_core.h"
 
 namespace {
+
+using kiln::web_demo::guarded;
 
 kiln::web_demo::Demo& demo() {
   static kiln::web_demo::Demo d;
   return d;
 }
-std::string g_error, g_saved;
-
-template <class F>
-int guarded(F&& f) {
-  try {
-    f();
-    g_error.clear();
-    return 0;
-  } catch (const std::exception& e) {
-    g_error = e.what();
-    return -1;
-  }
-}
+std::string g_saved;
 
 std::vector<float> pixels_of(const float* p, int n) { return {p, p + n * kiln::web_demo::kPixels}; }
 
@@ -40,7 +28,7 @@ std::vector<float> pixels_of(const float* p, int n) { return {p, p + n * kiln::w
 extern "C" {
 
 /// The text of the last error ("" after a success).
-EMSCRIPTEN_KEEPALIVE const char* demo_error() { return g_error.c_str(); }
+EMSCRIPTEN_KEEPALIVE const char* demo_error() { return kiln::web_demo::last_error().c_str(); }
 
 /// Loads the weights of a safetensors file of `size` bytes at `bytes`.
 EMSCRIPTEN_KEEPALIVE int demo_load(const char* bytes, int size, const char* name) {

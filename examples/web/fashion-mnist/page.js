@@ -1,34 +1,16 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The Fashion-MNIST page's interface (index.html) over demo_api.js.
 import {CLASSES, loadDemo, readSamples} from './demo_api.js';
+import {drawSample, drawingPad, showTop} from './kiln_page.js';
 
 const $ = id => document.getElementById(id);
 const status = text => { $('status').textContent = text; };
 
 /** Shows the top three classes of probs [10] and the time of the call. */
 function show(probs, ms, what) {
-  const order = [...probs.keys()].sort((a, b) => probs[b] - probs[a]).slice(0, 3);
-  $('classes').innerHTML = order.map(c => `<div class="cls"><span>${CLASSES[c]}</span>
-      <div class="bar" style="width:${(200 * probs[c]).toFixed(1)}px"></div><span>${(100 * probs[c]).toFixed(1)}%</span></div>`).join('');
+  showTop($('classes'), probs, CLASSES);
   $('time').textContent = `${ms.toFixed(2)} ms per inference (CPU, WebAssembly)`;
   $('what').textContent = what;
-}
-
-/** 28 x 28 floats in [0, 1] from the 280 x 280 drawing (the mean of each 10 x 10 block). */
-function drawingPixels(canvas) {
-  const d = canvas.getContext('2d').getImageData(0, 0, 280, 280).data, px = new Float32Array(784);
-  for (let y = 0; y < 280; ++y)
-    for (let x = 0; x < 280; ++x) px[Math.floor(y / 10) * 28 + Math.floor(x / 10)] += d[4 * (y * 280 + x)] / 255 / 100;
-  return px;
-}
-
-function drawSample(canvas, pixels) {
-  const ctx = canvas.getContext('2d'), img = ctx.createImageData(28, 28);
-  for (let i = 0; i < 784; ++i) {
-    const v = Math.round(255 * pixels[i]);
-    img.data.set([v, v, v, 255], 4 * i);
-  }
-  ctx.putImageData(img, 0, 0);
 }
 
 function plotLoss(losses) {
@@ -82,21 +64,7 @@ async function main() {
   }
   classify(samples.pixels.subarray(0, 784), `sample 0 (labelled ${CLASSES[labels[0]]})`);
   // Drawing.
-  const canvas = $('draw'), ctx = canvas.getContext('2d');
-  const clear = () => { ctx.fillStyle = '#000'; ctx.fillRect(0, 0, 280, 280); };
-  clear();
-  let down = false;
-  canvas.onpointerdown = e => { down = true; ctx.beginPath(); ctx.moveTo(e.offsetX, e.offsetY); };
-  canvas.onpointermove = e => {
-    if (!down) return;
-    ctx.strokeStyle = '#fff';
-    ctx.lineWidth = 22;
-    ctx.lineCap = 'round';
-    ctx.lineTo(e.offsetX, e.offsetY);
-    ctx.stroke();
-  };
-  canvas.onpointerup = () => { down = false; classify(drawingPixels(canvas), 'your drawing'); };
-  $('clear').onclick = clear;
+  $('clear').onclick = drawingPad($('draw'), px => classify(px, 'your drawing'));
   // Fine-tuning, a few steps per frame so the page stays responsive.
   $('tune').onclick = async () => {
     const ids = [...chosen];

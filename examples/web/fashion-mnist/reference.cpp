@@ -7,31 +7,20 @@
 //                                               losses within 1e-4 (exit 1 when stale)
 //   web_demo_reference SAMPLES.bin --time       milliseconds per single-image inference on one
 //                                               thread, as the page calls it (bench/WEB.md)
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
-#include <nlohmann/json.hpp>
 
+#include "common/reference_util.h"
 #include "demo_core.h"
 
 namespace {
 
 using kiln::web_demo::kPixels;
-constexpr int kSamples = 16, kTuned = 8, kSteps = 5;
+using kiln::web_demo::kSamples;
+using kiln::web_demo::max_diff;
+using kiln::web_demo::read_samples;
+constexpr int kTuned = 8, kSteps = 5;
 constexpr double kLr = 1e-3;
-
-// The sample images (samples.bin): pixels in [0, 1] and labels.
-void read_samples(const std::string& samples, std::vector<float>& pixels, std::vector<int64_t>& labels) {
-  std::ifstream f(samples, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (bytes.size() != static_cast<size_t>(kSamples * (1 + kPixels)))
-    throw std::runtime_error(samples + ": not 16 labels and 16 images of 784 pixels");
-  for (int i = 0; i < kSamples; ++i) labels.push_back(static_cast<uint8_t>(bytes[i]));
-  for (size_t i = kSamples; i < bytes.size(); ++i) pixels.push_back(static_cast<uint8_t>(bytes[i]) / 255.0f);
-}
 
 nlohmann::json run(const std::string& samples) {
   std::vector<int64_t> labels;
@@ -48,32 +37,15 @@ nlohmann::json run(const std::string& samples) {
   return out;
 }
 
-// The best of 5 runs of 32 single-image inferences on one thread, in ms per image.
+// Milliseconds per single-image inference on one thread (best_ms_per_call).
 double time_per_image(const std::string& samples) {
   std::vector<int64_t> labels;
   std::vector<float> pixels;
   read_samples(samples, pixels, labels);
-  kiln::set_num_threads(1);
   kiln::web_demo::Demo d;
   d.test_weights();
   const std::vector<float> one(pixels.begin(), pixels.begin() + kPixels);
-  d.predict(one, 1);  // warm-up
-  double best = INFINITY;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 32; ++i) d.predict(one, 1);
-    best =
-        std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 32);
-  }
-  return best;
-}
-
-// The largest |a - b| over two arrays of numbers (infinity when their lengths differ).
-double max_diff(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i].get<double>() - b[i].get<double>()));
-  return m;
+  return kiln::web_demo::best_ms_per_call([&] { d.predict(one, 1); });
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#pragma once
+// What the demos' native reference programs share (fashion-mnist/reference.cpp,
+// resnet/reference.cpp): the sample images, the comparison of two arrays and the timing of
+// single-image inferences as a page makes them.
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln::web_demo {
+
+constexpr int64_t kSamplePixels = 28 * 28;
+constexpr int kSamples = 16;
+
+/// The sample images (samples.bin, scripts/gen_web_samples.py): 16 labels, then 16 images of
+/// 28 x 28 bytes; pixels become floats in [0, 1].
+inline void read_samples(const std::string& path, std::vector<float>& pixels, std::vector<int64_t>& labels) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() != static_cast<size_t>(kSamples * (1 + kSamplePixels)))
+    throw std::runtime_error(path + ": not 16 labels and 16 images of 784 pixels");
+  for (int i = 0; i < kSamples; ++i) labels.push_back(static_cast<uint8_t>(bytes[static_cast<size_t>(i)]));
+  for (size_t i = kSamples; i < bytes.size(); ++i) pixels.push_back(static_cast<uint8_t>(bytes[i]) / 255.0f);
+}
+
+/// The largest |a - b| over two JSON arrays of numbers (infinity when their lengths differ).
+inline double max_diff(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i].get<double>() - b[i].get<double>()));
+  return m;
+}
+
+/// Milliseconds per call of `infer` on one thread: the best of 5 runs of 32 calls, after one.
+inline double best_ms_per_call(const std::function<void()>& infer) {
+  kiln::set_num_threads(1);
+  infer();  // warm-up
+  double best = INFINITY;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 32; ++i) infer();
+    best =
+        std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 32);
+  }
+  return best;
+}
+
+}  // namespace kiln::web_demo
