@@ -7,6 +7,11 @@
 // uniform, which validate() guarantees), and each stretch of other statements becomes a loop
 // over the group's threads. A value defined in one phase and used in another is kept per thread
 // (an array over the group), as is a local variable used in more than one phase.
+//
+// A loop whose bounds are the same for every thread (a uniform `for_` outside divergent control
+// flow, and a uniform `if_` holding one) also runs once per group, with the loop over the
+// threads inside it: the threads' work of one iteration is then a loop the compiler vectorises
+// across threads (a tiled matmul's k loop), where a loop per thread would run scalar code.
 #include <cmath>
 #include <functional>
 
@@ -366,14 +371,64 @@ class Cpp : public CLike {
   bool in_threads = false;        ///< rendering inside a loop over the threads
   int open_loops = 0;             ///< loops opened by open_threads()
 
+  std::vector<bool> divergent;  ///< ir::divergence: the value may differ between threads
+  std::vector<bool> hoist;      ///< a uniform loop (or a uniform if holding one): run per group
+  /// Integer arithmetic over thread and group ids, scalars and constants only (a few ops deep):
+  /// written out where used instead of kept per thread, so that an index stays an expression
+  /// of the thread loop's variable (contiguous accesses the compiler vectorises, not gathers).
+  std::vector<bool> remat;
+
+  void mark_remat() {
+    remat.assign(k.ops.size(), false);
+    std::vector<int> cost(k.ops.size(), 0);
+    for (uint32_t id = 0; id < k.ops.size(); ++id) {
+      const ir::Op& op = k.ops[id];
+      const bool pure = op.kind == Kind::Binary || op.kind == Kind::Unary || op.kind == Kind::Compare ||
+                        op.kind == Kind::Select || (op.kind == Kind::Cast && !op.attr);
+      if (!pure || op.lanes != 1 || is_float(op.type)) continue;
+      int c = 1;
+      bool ok = true;
+      for (uint8_t i = 0; i < op.nin && ok; ++i) {
+        const uint32_t in = op.in[i];
+        const bool from_builtin =
+            k.ops[in].kind == Kind::Builtin || k.ops[in].kind == Kind::Const || k.ops[in].kind == Kind::Scalar;
+        ok = (from_builtin && !is_float(k.ops[in].type)) || remat[in];
+        c += cost[in];
+      }
+      if (ok && c <= 12) {
+        remat[id] = true;
+        cost[id] = c;
+      }
+    }
+  }
+
   bool is_group(uint32_t id) const {
     const ir::Op& op = k.ops[id];
-    if (op.kind == Kind::Barrier) return true;
+    if (op.kind == Kind::Barrier || hoist[id]) return true;
     return contains_barrier(k, op.region[0]) || contains_barrier(k, op.region[1]);
   }
 
+  /// Marks the uniform For ops of region r (and the uniform Ifs holding them) to be run per
+  /// group; whether it marked any.
+  bool mark_hoist(uint32_t r) {
+    if (r == kNone) return false;
+    bool any = false;
+    for (uint32_t id : k.regions[r].ops) {
+      const ir::Op& op = k.ops[id];
+      if (op.kind == Kind::For && !divergent[id]) {
+        hoist[id] = true;
+        mark_hoist(op.region[0]);
+      } else if (op.kind == Kind::If && !divergent[id]) {
+        const bool a = mark_hoist(op.region[0]), b = mark_hoist(op.region[1]);
+        hoist[id] = a || b;
+      }
+      any = any || hoist[id];
+    }
+    return any;
+  }
+
   void use(uint32_t v, int phase) {
-    if (inlined(v) || def_phase[v] == -2) return;
+    if (inlined(v) || remat[v] || def_phase[v] == -2) return;
     if (def_phase[v] != phase || phase == -1) crossing[v] = true;
   }
   void touch_local(uint32_t slot, int phase) {
@@ -409,6 +464,10 @@ class Cpp : public CLike {
   }
 
   void plan() {
+    divergent = ir::divergence(k);
+    hoist.assign(k.ops.size(), false);
+    mark_hoist(0);
+    mark_remat();
     def_phase.assign(k.ops.size(), -1);
     crossing.assign(k.ops.size(), false);
     group_level.assign(k.ops.size(), false);
@@ -421,9 +480,13 @@ class Cpp : public CLike {
   }
 
   std::string ref(uint32_t id) override {
+    if (id < remat.size() && remat[id]) return expr(id);
     std::string s = CLike::ref(id);
     if (id < crossing.size() && crossing[id]) s += in_threads ? "[kk_t]" : "[0]";
     return s;
+  }
+  void statement(uint32_t id) override {
+    if (!remat[id]) CLike::statement(id);
   }
   std::string local(uint32_t slot) override {
     return std::string("l") + std::to_string(slot) + (local_multi[slot] ? (in_threads ? "[kk_t]" : "[0]") : "");
@@ -470,7 +533,7 @@ class Cpp : public CLike {
     if (r == kNone) return;
     for (uint32_t id : k.regions[r].ops) {
       if (!group_level[id]) {
-        if (!inlined(id)) {
+        if (!inlined(id) && !remat[id]) {
           open_threads();
           statement(id);
         }

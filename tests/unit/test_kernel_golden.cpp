@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Golden text of each renderer for three small kernels, so that a change to generated code shows
+// Golden text of each renderer for four small kernels, so that a change to generated code shows
 // in review. The expected files live in tests/data/kernel_golden/<kernel>.<ext>; regenerate them
 // with KILN_UPDATE_GOLDEN=1 (then read the diff).
 #include <gtest/gtest.h>
@@ -101,8 +101,27 @@ void check_all(const std::string& name, const Kernel& k) {
   check(name + ".wgsl", render(k, Target::Wgsl));
 }
 
+/// Column sums of an [n, 8] matrix: a loop whose bounds every thread shares, which the C++
+/// target runs once per group with the loop over the threads inside (and its sums per thread).
+Kernel column_sums() {
+  return trace("column_sums", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto out = b.output<float>("out");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(8);
+    Val col = thread_id();
+    Var sum(0.0f);
+    for_(Val(0), n, [&](Val r) {
+      Val v = x[r * 8 + col];
+      sum += v;
+    });
+    out[col] = sum;
+  });
+}
+
 }  // namespace
 
 TEST(KernelGolden, Saxpy) { check_all("saxpy", saxpy()); }
 TEST(KernelGolden, GroupMaxWithBarriers) { check_all("group_max", group_max()); }
 TEST(KernelGolden, CountBitsWithWhileAndAtomics) { check_all("count_bits", count_bits()); }
+TEST(KernelGolden, ColumnSumsWithAUniformLoop) { check_all("column_sums", column_sums()); }

@@ -84,26 +84,24 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tz = 0;
       const int kk_t = (kk_tz * 1 + kk_ty) * 32 + kk_tx;
       (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const int v0 = (kk_gx * 32);
-      const int v1 = (v0 + kk_tx);
-      const unsigned v2 = b0[v1];
-      l0 = v2;
+      const unsigned v0 = b0[((kk_gx * 32) + kk_tx)];
+      l0 = v0;
       l1 = 0u;
       for (;;) {
+        const unsigned v1 = l0;
+        const bool v2 = (v1 != 0u);
+        if (!v2) { break; }
         const unsigned v3 = l0;
-        const bool v4 = (v3 != 0u);
-        if (!v4) { break; }
-        const unsigned v5 = l0;
-        const unsigned v6 = (v5 & 1u);
-        const unsigned v7 = l1;
-        const unsigned v8 = (v7 + v6);
-        l1 = v8;
-        const unsigned v9 = l0;
-        const unsigned v10 = (v9 >> 1u);
-        l0 = v10;
+        const unsigned v4 = (v3 & 1u);
+        const unsigned v5 = l1;
+        const unsigned v6 = (v5 + v4);
+        l1 = v6;
+        const unsigned v7 = l0;
+        const unsigned v8 = (v7 >> 1u);
+        l0 = v8;
       }
-      const unsigned v11 = l1;
-      const unsigned v12 = __atomic_fetch_add(&b1[0], v11, __ATOMIC_RELAXED);
+      const unsigned v9 = l1;
+      const unsigned v10 = __atomic_fetch_add(&b1[0], v9, __ATOMIC_RELAXED);
     }
   }
 }

@@ -83,10 +83,8 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tz = 0;
       const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
       (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const int v0 = (kk_gx * 4);
-      const int v1 = (v0 + kk_tx);
-      const float v2 = b0[v1];
-      s0[kk_tx] = v2;
+      const float v0 = b0[((kk_gx * 4) + kk_tx)];
+      s0[kk_tx] = v0;
     }
     // barrier
     #pragma GCC ivdep
@@ -95,13 +93,25 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tz = 0;
       const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
       (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const bool v3 = (kk_tx < 2);
-      if (v3) {
+      if ((kk_tx < 2)) {
+        const float v1 = s0[kk_tx];
+        const float v2 = s0[(kk_tx + 2)];
+        const float v3 = std::fmax(v1, v2);
+        s0[kk_tx] = v3;
+      }
+    }
+    // barrier
+    #pragma GCC ivdep
+    for (int kk_tx = 0; kk_tx < 4; ++kk_tx) {
+      const int kk_ty = 0;
+      const int kk_tz = 0;
+      const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
+      (void)kk_t; (void)kk_ty; (void)kk_tz;
+      if ((kk_tx < 1)) {
         const float v4 = s0[kk_tx];
-        const int v5 = (kk_tx + 2);
-        const float v6 = s0[v5];
-        const float v7 = std::fmax(v4, v6);
-        s0[kk_tx] = v7;
+        const float v5 = s0[(kk_tx + 1)];
+        const float v6 = std::fmax(v4, v5);
+        s0[kk_tx] = v6;
       }
     }
     // barrier
@@ -111,26 +121,9 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tz = 0;
       const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
       (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const bool v8 = (kk_tx < 1);
-      if (v8) {
-        const float v9 = s0[kk_tx];
-        const int v10 = (kk_tx + 1);
-        const float v11 = s0[v10];
-        const float v12 = std::fmax(v9, v11);
-        s0[kk_tx] = v12;
-      }
-    }
-    // barrier
-    #pragma GCC ivdep
-    for (int kk_tx = 0; kk_tx < 4; ++kk_tx) {
-      const int kk_ty = 0;
-      const int kk_tz = 0;
-      const int kk_t = (kk_tz * 1 + kk_ty) * 4 + kk_tx;
-      (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const bool v13 = (kk_tx == 0);
-      if (v13) {
-        const float v14 = s0[0];
-        b1[kk_gx] = v14;
+      if ((kk_tx == 0)) {
+        const float v7 = s0[0];
+        b1[kk_gx] = v7;
       }
     }
   }

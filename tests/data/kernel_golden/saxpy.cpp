@@ -84,15 +84,12 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tz = 0;
       const int kk_t = (kk_tz * 1 + kk_ty) * 64 + kk_tx;
       (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const int v0 = (kk_gx * 64);
-      const int v1 = (v0 + kk_tx);
-      const bool v2 = (v1 < p1);
-      if (v2) {
-        const float v3 = b0[v1];
-        const float v4 = b1[v1];
-        const float v5 = (p0 * v3);
-        const float v6 = (v5 + v4);
-        b1[v1] = v6;
+      if ((((kk_gx * 64) + kk_tx) < p1)) {
+        const float v0 = b0[((kk_gx * 64) + kk_tx)];
+        const float v1 = b1[((kk_gx * 64) + kk_tx)];
+        const float v2 = (p0 * v0);
+        const float v3 = (v2 + v1);
+        b1[((kk_gx * 64) + kk_tx)] = v3;
       }
     }
   }
