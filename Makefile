@@ -83,13 +83,13 @@ fuzz: deps
 # with the preset wasm and builds the unit subset and the README example; test-wasm runs them in
 # node. KILN_WASM_THREADS=ON in the cache builds with -pthread.
 # The ResNet page's generated code comes from the host's kiln-onnx (build/release's, built here).
+KILN_ONNX_HOST := $(CURDIR)/build/release/tools/kiln-onnx/kiln-onnx
 wasm:
 	@bash scripts/install-deps.sh --wasm
 	@test -f build/release/CMakeCache.txt || cmake --preset release
 	cmake --build --preset release --target kiln-onnx
-	@test -f build/wasm/CMakeCache.txt || cmake --preset wasm
-	@grep -q '^KILN_ONNX_TOOL:FILEPATH=$(CURDIR)/build/release/tools/kiln-onnx/kiln-onnx$$' build/wasm/CMakeCache.txt || \
-	  cmake --preset wasm -DKILN_ONNX_TOOL=$(CURDIR)/build/release/tools/kiln-onnx/kiln-onnx
+	@grep -qs '^KILN_ONNX_TOOL:FILEPATH=$(KILN_ONNX_HOST)$$' build/wasm/CMakeCache.txt || \
+	  cmake --preset wasm -DKILN_ONNX_TOOL=$(KILN_ONNX_HOST)
 	cmake --build --preset wasm
 
 test-wasm: wasm
