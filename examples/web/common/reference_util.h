@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -53,6 +54,42 @@ inline double best_ms_per_call(const std::function<void()>& infer) {
         std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 32);
   }
   return best;
+}
+
+/// The reference programs' command line:
+///   NAME SAMPLES.bin              prints run(samples) as JSON (the checked-in reference)
+///   NAME SAMPLES.bin --check REF  check(run(samples), REF's JSON, samples): "" when they agree,
+///                                 else what differs (exit 1)
+///   NAME SAMPLES.bin --time       prints time(samples): milliseconds per image, one thread
+inline int reference_main(
+    int argc, char** argv, const char* name, const std::function<nlohmann::json(const std::string&)>& run,
+    const std::function<std::string(const nlohmann::json&, const nlohmann::json&, const std::string&)>& check,
+    const std::function<double(const std::string&)>& time) {
+  const bool timing = argc == 3 && std::string(argv[2]) == "--time";
+  if (argc != 2 && !timing && !(argc == 4 && std::string(argv[2]) == "--check")) {
+    std::fprintf(stderr, "usage: %s SAMPLES.bin [--check REFERENCE.json | --time]\n", name);
+    return 2;
+  }
+  try {
+    if (timing) {
+      std::printf("%.4f\n", time(argv[1]));
+      return 0;
+    }
+    const nlohmann::json got = run(argv[1]);
+    if (argc == 2) {
+      std::printf("%s\n", got.dump(1).c_str());
+      return 0;
+    }
+    std::ifstream f(argv[3]);
+    const std::string stale = check(got, nlohmann::json::parse(f), argv[1]);
+    if (stale.empty()) return 0;
+    std::fprintf(stderr, "%s: %s\n", argv[3], stale.c_str());
+    std::fprintf(stderr, "regenerate it with %s %s > %s when the change is meant\n", name, argv[1], argv[3]);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace kiln::web_demo

@@ -48,37 +48,16 @@ double time_per_image(const std::string& samples) {
   return kiln::web_demo::best_ms_per_call([&] { d.predict(one, 1); });
 }
 
+// Probabilities within 1e-5, losses within 1e-4.
+std::string check(const nlohmann::json& got, const nlohmann::json& want, const std::string&) {
+  const double dp = std::max(max_diff(got["probs"], want["probs"]), max_diff(got["tuned_probs"], want["tuned_probs"]));
+  const double dl = max_diff(got["losses"], want["losses"]);
+  std::printf("probabilities: max difference %.3g (bound 1e-5); losses: %.3g (bound 1e-4)\n", dp, dl);
+  return dp <= 1e-5 && dl <= 1e-4 ? "" : "stale: the results differ from it";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool timing = argc == 3 && std::string(argv[2]) == "--time";
-  if (argc != 2 && !timing && !(argc == 4 && std::string(argv[2]) == "--check")) {
-    std::fprintf(stderr, "usage: web_demo_reference SAMPLES.bin [--check REFERENCE.json | --time]\n");
-    return 2;
-  }
-  try {
-    if (timing) {
-      std::printf("%.4f\n", time_per_image(argv[1]));
-      return 0;
-    }
-    const nlohmann::json got = run(argv[1]);
-    if (argc == 2) {
-      std::printf("%s\n", got.dump(1).c_str());
-      return 0;
-    }
-    std::ifstream f(argv[3]);
-    const nlohmann::json want = nlohmann::json::parse(f);
-    const double dp =
-        std::max(max_diff(got["probs"], want["probs"]), max_diff(got["tuned_probs"], want["tuned_probs"]));
-    const double dl = max_diff(got["losses"], want["losses"]);
-    std::printf("probabilities: max difference %.3g (bound 1e-5); losses: %.3g (bound 1e-4)\n", dp, dl);
-    if (!(dp <= 1e-5 && dl <= 1e-4)) {
-      std::fprintf(stderr, "%s is stale: regenerate it with web_demo_reference %s > %s\n", argv[3], argv[1], argv[3]);
-      return 1;
-    }
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "web_demo_reference: %s\n", e.what());
-    return 1;
-  }
+  return kiln::web_demo::reference_main(argc, argv, "web_demo_reference", run, check, time_per_image);
 }

@@ -52,47 +52,29 @@ nlohmann::json run_time_probs(const std::string& samples) {
   return kiln::softmax(logits, 1).contiguous().to_vector<float>();
 }
 
+// Probabilities within 1e-5 of the reference and of the run-time path.
+std::string check(const nlohmann::json& got, const nlohmann::json& want, const std::string& samples) {
+  const double dp = max_diff(got["probs"], want["probs"]);
+  const double dr = max_diff(got["probs"], run_time_probs(samples));
+  std::printf("probabilities: max difference %.3g from the reference, %.3g from the run-time ONNX path (bound 1e-5)\n",
+              dp, dr);
+  if (!(dr <= 1e-5)) return "the generated code and the run-time path disagree";
+  return dp <= 1e-5 ? "" : "stale: the results differ from it";
+}
+
+// Milliseconds per single-image inference on one thread (best_ms_per_call).
+double time_per_image(const std::string& samples) {
+  std::vector<int64_t> labels;
+  std::vector<float> pixels;
+  read_samples(samples, pixels, labels);
+  ResNetDemo d;
+  load_generated_weights(d);
+  const std::vector<float> one(pixels.begin(), pixels.begin() + kSamplePixels);
+  return best_ms_per_call([&] { d.predict(one, 1); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool timing = argc == 3 && std::string(argv[2]) == "--time";
-  if (argc != 2 && !timing && !(argc == 4 && std::string(argv[2]) == "--check")) {
-    std::fprintf(stderr, "usage: web_resnet_reference SAMPLES.bin [--check REFERENCE.json | --time]\n");
-    return 2;
-  }
-  try {
-    if (timing) {
-      std::vector<int64_t> labels;
-      std::vector<float> pixels;
-      read_samples(argv[1], pixels, labels);
-      ResNetDemo d;
-      load_generated_weights(d);
-      const std::vector<float> one(pixels.begin(), pixels.begin() + kSamplePixels);
-      std::printf("%.4f\n", best_ms_per_call([&] { d.predict(one, 1); }));
-      return 0;
-    }
-    const nlohmann::json got = run(argv[1]);
-    if (argc == 2) {
-      std::printf("%s\n", got.dump(1).c_str());
-      return 0;
-    }
-    std::ifstream f(argv[3]);
-    const nlohmann::json want = nlohmann::json::parse(f);
-    const double dp = max_diff(got["probs"], want["probs"]);
-    const double dr = max_diff(got["probs"], run_time_probs(argv[1]));
-    std::printf("probabilities: max difference %.3g from %s, %.3g from the run-time ONNX path (bound 1e-5)\n", dp,
-                argv[3], dr);
-    if (!(dr <= 1e-5)) {
-      std::fprintf(stderr, "the generated code and the run-time path disagree\n");
-      return 1;
-    }
-    if (!(dp <= 1e-5)) {
-      std::fprintf(stderr, "%s is stale: regenerate it with web_resnet_reference %s > %s\n", argv[3], argv[1], argv[3]);
-      return 1;
-    }
-    return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "web_resnet_reference: %s\n", e.what());
-    return 1;
-  }
+  return reference_main(argc, argv, "web_resnet_reference", run, check, time_per_image);
 }
