@@ -13,6 +13,7 @@
 // thread count. f16/bf16 compute in f32, f64 in f64.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -246,6 +247,25 @@ void col2im(const Geom& g, const A* col, int64_t Cg, int64_t r0, int64_t r1, A* 
   parallel_for(Cg, 1, ch_fn);
 }
 
+/// A column matrix's storage, grown as needed and left uninitialised: im2col, or the GEMM with
+/// beta 0, writes every element (zero-filling it first cost about a tenth of a small
+/// convolution's time).
+template <class A>
+class Columns {
+ public:
+  A* get(int64_t n) {
+    if (static_cast<size_t>(n) > size_) {
+      data_.reset(new A[static_cast<size_t>(n)]);
+      size_ = static_cast<size_t>(n);
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<A[]> data_;
+  size_t size_ = 0;
+};
+
 /// Runs f(n) for every image: in parallel over images when there are several, else inline
 /// (the GEMM and im2col inside then run in parallel). Each image's result is the same either
 /// way.
@@ -267,7 +287,7 @@ void forward(const Geom& g, const A* x, const A* w, const A* b, A* y) {
   const bool pw = is_pointwise(g);
   const int64_t rows = g.out[0] * g.out[1], rt = rows_per_tile(g);
   for_images(g.N, [&](int64_t n) {
-    std::vector<A> col;
+    Columns<A> col;
     for (int64_t gi = 0; gi < G; ++gi) {
       const A* xg = x + (n * g.C + gi * Cg) * IN;
       const A* wg = w + gi * Og * K;
@@ -278,9 +298,9 @@ void forward(const Geom& g, const A* x, const A* w, const A* b, A* y) {
       }
       for (int64_t r0 = 0; r0 < rows; r0 += rt) {
         const int64_t r1 = std::min(rows, r0 + rt), Lt = (r1 - r0) * g.out[2];
-        col.resize(static_cast<size_t>(K * Lt));
-        im2col(g, xg, Cg, r0, r1, col.data());
-        gemm(Og, Lt, K, wg, K, 1, col.data(), Lt, 1, A(0), yg + r0 * g.out[2], L);
+        A* c = col.get(K * Lt);
+        im2col(g, xg, Cg, r0, r1, c);
+        gemm(Og, Lt, K, wg, K, 1, c, Lt, 1, A(0), yg + r0 * g.out[2], L);
       }
     }
     if (b)
@@ -299,7 +319,7 @@ void backward_data(const Geom& g, const A* y, const A* w, const A* b, A* x) {
   const bool pw = is_pointwise(g);
   const int64_t rows = g.out[0] * g.out[1], rt = rows_per_tile(g);
   for_images(g.N, [&](int64_t n) {
-    std::vector<A> col;
+    Columns<A> col;
     for (int64_t gi = 0; gi < G; ++gi) {
       A* xg = x + (n * g.C + gi * Cg) * IN;
       const A* wg = w + gi * Og * K;
@@ -312,9 +332,9 @@ void backward_data(const Geom& g, const A* y, const A* w, const A* b, A* x) {
       std::fill(xg, xg + Cg * IN, A(0));
       for (int64_t r0 = 0; r0 < rows; r0 += rt) {
         const int64_t r1 = std::min(rows, r0 + rt), Lt = (r1 - r0) * g.out[2];
-        col.resize(static_cast<size_t>(K * Lt));
-        gemm(K, Lt, Og, wg, 1, K, yg + r0 * g.out[2], L, 1, A(0), col.data(), Lt);
-        col2im(g, col.data(), Cg, r0, r1, xg);
+        A* c = col.get(K * Lt);
+        gemm(K, Lt, Og, wg, 1, K, yg + r0 * g.out[2], L, 1, A(0), c, Lt);
+        col2im(g, c, Cg, r0, r1, xg);
       }
     }
     if (b)
@@ -339,7 +359,7 @@ void backward_weights(const Geom& g, const A* x, const A* dy, A* dw) {
   auto block = [&](int64_t bi) {
     A* acc = bi == 0 ? dw : partial.data() + (bi - 1) * W;
     std::fill(acc, acc + W, A(0));
-    std::vector<A> col;
+    Columns<A> col;
     for (int64_t n = g.N * bi / nb; n < g.N * (bi + 1) / nb; ++n)
       for (int64_t gi = 0; gi < G; ++gi) {
         const A* xg = x + (n * g.C + gi * Cg) * IN;
@@ -351,9 +371,9 @@ void backward_weights(const Geom& g, const A* x, const A* dy, A* dw) {
         }
         for (int64_t r0 = 0; r0 < rows; r0 += rt) {
           const int64_t r1 = std::min(rows, r0 + rt), Lt = (r1 - r0) * g.out[2];
-          col.resize(static_cast<size_t>(K * Lt));
-          im2col(g, xg, Cg, r0, r1, col.data());
-          gemm(Og, K, Lt, dyg + r0 * g.out[2], L, 1, col.data(), 1, Lt, A(1), dwg, K);
+          A* c = col.get(K * Lt);
+          im2col(g, xg, Cg, r0, r1, c);
+          gemm(Og, K, Lt, dyg + r0 * g.out[2], L, 1, c, 1, Lt, A(1), dwg, K);
         }
       }
   };
