@@ -25,13 +25,21 @@ constexpr int kSamples = 16;
 
 /// The sample images (samples.bin, scripts/gen_web_samples.py): 16 labels, then 16 images of
 /// 28 x 28 bytes; pixels become floats in [0, 1].
-inline void read_samples(const std::string& path, std::vector<float>& pixels, std::vector<int64_t>& labels) {
+struct Samples {
+  std::vector<float> pixels;  ///< [16 * 784]
+  std::vector<int64_t> labels;
+  /// The first image's pixels.
+  std::vector<float> first() const { return {pixels.begin(), pixels.begin() + kSamplePixels}; }
+};
+inline Samples read_samples(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (bytes.size() != static_cast<size_t>(kSamples * (1 + kSamplePixels)))
     throw std::runtime_error(path + ": not 16 labels and 16 images of 784 pixels");
-  for (int i = 0; i < kSamples; ++i) labels.push_back(static_cast<uint8_t>(bytes[static_cast<size_t>(i)]));
-  for (size_t i = kSamples; i < bytes.size(); ++i) pixels.push_back(static_cast<uint8_t>(bytes[i]) / 255.0f);
+  Samples s;
+  for (int i = 0; i < kSamples; ++i) s.labels.push_back(static_cast<uint8_t>(bytes[static_cast<size_t>(i)]));
+  for (size_t i = kSamples; i < bytes.size(); ++i) s.pixels.push_back(static_cast<uint8_t>(bytes[i]) / 255.0f);
+  return s;
 }
 
 /// The largest |a - b| over two JSON arrays of numbers (infinity when their lengths differ).

@@ -22,29 +22,24 @@ using kiln::web_demo::read_samples;
 constexpr int kTuned = 8, kSteps = 5;
 constexpr double kLr = 1e-3;
 
-nlohmann::json run(const std::string& samples) {
-  std::vector<int64_t> labels;
-  std::vector<float> pixels;
-  read_samples(samples, pixels, labels);
+nlohmann::json run(const std::string& path) {
+  const kiln::web_demo::Samples s = read_samples(path);
   kiln::web_demo::Demo d;
   d.test_weights();
   nlohmann::json out;
-  out["probs"] = d.predict(pixels, kSamples).contiguous().to_vector<float>();
-  const std::vector<float> first(pixels.begin(), pixels.begin() + kTuned * kPixels);
-  const std::vector<int64_t> first_labels(labels.begin(), labels.begin() + kTuned);
+  out["probs"] = d.predict(s.pixels, kSamples).contiguous().to_vector<float>();
+  const std::vector<float> first(s.pixels.begin(), s.pixels.begin() + kTuned * kPixels);
+  const std::vector<int64_t> first_labels(s.labels.begin(), s.labels.begin() + kTuned);
   out["losses"] = d.fine_tune(first, first_labels, kTuned, kSteps, kLr);
-  out["tuned_probs"] = d.predict(pixels, kSamples).contiguous().to_vector<float>();
+  out["tuned_probs"] = d.predict(s.pixels, kSamples).contiguous().to_vector<float>();
   return out;
 }
 
 // Milliseconds per single-image inference on one thread (best_ms_per_call).
-double time_per_image(const std::string& samples) {
-  std::vector<int64_t> labels;
-  std::vector<float> pixels;
-  read_samples(samples, pixels, labels);
+double time_per_image(const std::string& path) {
   kiln::web_demo::Demo d;
   d.test_weights();
-  const std::vector<float> one(pixels.begin(), pixels.begin() + kPixels);
+  const std::vector<float> one = read_samples(path).first();
   return kiln::web_demo::best_ms_per_call([&] { d.predict(one, 1); });
 }
 

@@ -28,27 +28,22 @@ void load_generated_weights(ResNetDemo& d) {
   d.load(bytes.data(), bytes.size(), "model.safetensors");
 }
 
-nlohmann::json run(const std::string& samples) {
-  std::vector<int64_t> labels;
-  std::vector<float> pixels;
-  read_samples(samples, pixels, labels);
+nlohmann::json run(const std::string& path) {
+  const Samples s = read_samples(path);
   ResNetDemo d;
   load_generated_weights(d);
-  const kiln::Tensor probs = d.predict(pixels, kSamples);
+  const kiln::Tensor probs = d.predict(s.pixels, kSamples);
   nlohmann::json out;
   out["probs"] = probs.contiguous().to_vector<float>();
   out["predicted"] = probs.argmax(1).to_vector<int64_t>();
-  out["labels"] = labels;
+  out["labels"] = s.labels;
   return out;
 }
 
 /// The run-time path's probabilities of the same images (kiln::onnx::Model).
-nlohmann::json run_time_probs(const std::string& samples) {
-  std::vector<int64_t> labels;
-  std::vector<float> pixels;
-  read_samples(samples, pixels, labels);
+nlohmann::json run_time_probs(const std::string& path) {
   kiln::onnx::Model model(KILN_RESNET_ONNX, kiln::Device::cpu());
-  const kiln::Tensor logits = model.run({kiln::tensor(pixels, {kSamples, 1, 28, 28})})[0];
+  const kiln::Tensor logits = model.run({kiln::tensor(read_samples(path).pixels, {kSamples, 1, 28, 28})})[0];
   return kiln::softmax(logits, 1).contiguous().to_vector<float>();
 }
 
@@ -63,13 +58,10 @@ std::string check(const nlohmann::json& got, const nlohmann::json& want, const s
 }
 
 // Milliseconds per single-image inference on one thread (best_ms_per_call).
-double time_per_image(const std::string& samples) {
-  std::vector<int64_t> labels;
-  std::vector<float> pixels;
-  read_samples(samples, pixels, labels);
+double time_per_image(const std::string& path) {
   ResNetDemo d;
   load_generated_weights(d);
-  const std::vector<float> one(pixels.begin(), pixels.begin() + kSamplePixels);
+  const std::vector<float> one = read_samples(path).first();
   return best_ms_per_call([&] { d.predict(one, 1); });
 }
 
