@@ -88,7 +88,7 @@ struct ResNet : nn::Module {
   KILN_VISIT(ResNet, stem, stem_bn, b1, b2, b3, b4, b5, b6, fc)
 };
 
-/// Accuracy of net over the first `limit` test images.
+/// Accuracy of net over the test images (eval mode; training mode again after).
 double test_accuracy(ResNet& net, const data::DatasetPtr<data::ImageItem>& test, const Device& device) {
   net.eval();
   NoGradGuard no_grad;
