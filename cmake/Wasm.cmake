@@ -32,11 +32,6 @@ foreach(target hwy::hwy hwy::hwy_contrib nlohmann_json::nlohmann_json)
   set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${KILN_WASM_HOST_HEADERS})
 endforeach()
 
-# The 7x7 median's sorting network is one fold expression of 319 compare-exchanges, past clang's
-# default nesting limit of 256 (GCC has none).
-set_source_files_properties(${PROJECT_SOURCE_DIR}/src/vision/image_simd.cpp PROPERTIES COMPILE_OPTIONS
-                            -fbracket-depth=512)
-
 # Forced settings: what the portable path leaves out.
 foreach(opt KILN_WITH_ONEDNN KILN_WITH_JIT KILN_WITH_OPENMP KILN_WITH_VULKAN KILN_WITH_MPI KILN_WITH_REMOTE
             KILN_WITH_DATA KILN_WITH_SENTENCEPIECE KILN_BUILD_BENCH KILN_BUILD_EXAMPLES KILN_BUILD_FUZZ)

@@ -318,9 +318,22 @@ HWY_INLINE void CompareExchange(V& a, V& b) {
   a = lo;
 }
 
-template <int K, class V, size_t... I>
-HWY_INLINE void ApplyNetwork(V* v, std::index_sequence<I...>) {
-  (CompareExchange(v[kMedianNet<K>.a[I]], v[kMedianNet<K>.b[I]]), ...);
+/// Compare-exchanges [From, From + sizeof...(I)) of the network, unrolled by a fold.
+template <int K, size_t From, class V, size_t... I>
+HWY_INLINE void ApplyNetworkPart(V* v, std::index_sequence<I...>) {
+  (CompareExchange(v[kMedianNet<K>.a[From + I]], v[kMedianNet<K>.b[From + I]]), ...);
+}
+
+/// The whole network from pair From on, in folds of at most 128 pairs (clang limits a fold's
+/// nesting to 256; the 7x7 network has 319 pairs).
+template <int K, size_t From = 0, class V>
+HWY_INLINE void ApplyNetwork(V* v) {
+  constexpr size_t n = kMedianNet<K>.n;
+  if constexpr (From < n) {
+    constexpr size_t part = n - From < 128 ? n - From : 128;
+    ApplyNetworkPart<K, From>(v, std::make_index_sequence<part>{});
+    ApplyNetwork<K, From + part>(v);
+  }
 }
 
 /// The network unrolled at compile time: the K vectors stay in registers where they fit.
@@ -347,7 +360,7 @@ void MedianRowsK(T* dst, const T* const* src, int64_t n) {
     x = std::min(x, n - N);
     hn::Vec<decltype(d)> v[K];
     for (int i = 0; i < K; ++i) v[i] = hn::LoadU(d, src[i] + x);
-    ApplyNetwork<K>(v, std::make_index_sequence<kMedianNet<K>.n>{});
+    ApplyNetwork<K>(v);
     hn::StoreU(v[K / 2], d, dst + x);
   }
 #endif
