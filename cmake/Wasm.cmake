@@ -2,13 +2,16 @@
 # The WebAssembly build (emscripten 3.1.6; the preset `wasm`, `make wasm`, docs/web.md), included
 # by CMakeLists.txt when the toolchain is emscripten's. Kiln's portable path: Highway's WASM
 # SIMD128 target (one static target, no run-time dispatch), no oneDNN, no OpenMP, no background
-# compiler of fused programs, no Vulkan, MPI or remote device; C++ exceptions on (without
-# -fexceptions at compile and link time a `throw` aborts). The libraries built are core (with
-# ops and autodiff), fusion, cpu, nn (with optim), store, and vision and onnx for ONNX import.
+# compiler of fused programs, no Vulkan, MPI or remote device; C++ exceptions on, as WebAssembly
+# exceptions (-fwasm-exceptions at compile and link time: without it a `throw` aborts, and
+# emscripten's JavaScript exceptions would put JavaScript frames between an export and the
+# WebGPU device's waits, which JSPI cannot suspend). The libraries built are core (with ops and
+# autodiff), fusion, cpu, kernel and webgpu (the page's WebGPU device), nn (with optim), store,
+# and vision and onnx for ONNX import.
 option(KILN_WASM_THREADS "WebAssembly: build with -pthread (shared memory; pages then need COOP/COEP headers)" OFF)
 
-add_compile_options(-fexceptions -msimd128)
-add_link_options(-fexceptions -sALLOW_MEMORY_GROWTH=1)
+add_compile_options(-fwasm-exceptions -msimd128)
+add_link_options(-fwasm-exceptions -sALLOW_MEMORY_GROWTH=1)
 if(KILN_WASM_THREADS)
   add_compile_options(-pthread)
   add_link_options(-pthread)

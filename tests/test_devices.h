@@ -17,6 +17,9 @@ namespace kiln::test {
 struct TestDevice {
   std::string name;    ///< as Device::from_string takes it
   bool values = true;  ///< false where values cannot be read (null): shapes and dtypes only
+  /// Whether the device may flush subnormal f32 values to zero in arithmetic (WebGPU: WGSL
+  /// allows it, and SwiftShader does).
+  bool may_flush_subnormals = false;
   /// The device, opened on first use: listing a GPU for the suites' names opens nothing, so a
   /// test process that runs no case on it never starts its driver.
   Device device() const { return Device::from_string(name); }
@@ -49,12 +52,12 @@ inline std::vector<TestDevice> test_devices() {
     bool dup = false;
     for (const Device& o : opened) dup |= o == d;
     opened.push_back(d);
-    if (!dup) out.push_back({n, !d.is_null()});
+    if (!dup) out.push_back({n, !d.is_null(), n.rfind("webgpu", 0) == 0});
   }
   if (!(env && *env))  // and every other device that runs ops (a GPU: "vulkan", ...), unopened
     for (const std::string& n : Device::list())
       if (n != "cpu" && n != "cpu-fusion" && n != "cpu-plain" && n != "null" && n != "subset" && n != "capture")
-        out.push_back({n, true});
+        out.push_back({n, true, n.rfind("webgpu", 0) == 0});
   return out;
 }
 

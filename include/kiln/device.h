@@ -52,6 +52,11 @@ class Device {
   /// the others fall back to the CPU. The same as from_string("vulkan") / ("vulkan:1"); throws
   /// kiln::Error saying why when this build or machine has no such device.
   static Device vulkan(int index = 0);
+  /// The page's WebGPU device (docs/web.md, "The WebGPU device"), in the WebAssembly build: like
+  /// vulkan(), ops with a kernel run on it, the others fall back to the CPU. Values are read back
+  /// inside calls that can wait (JSPI: main, and the exports a page lists). Throws kiln::Error
+  /// saying why where there is none (a native build, no adapter, no JSPI).
+  static Device webgpu(int index = 0);
   /// A device on another machine (docs/remote.md): ops are sent to a kiln-server at `url`
   /// ("ws://host:port" or "wss://host:port") in batches and run on its device; values come
   /// back when read. Each call opens a new connection (a new session with its own tensors).

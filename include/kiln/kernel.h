@@ -19,7 +19,6 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -127,13 +126,28 @@ class Var {
   Type type_;
 };
 
+/// A place in the source: the file and line of the call that made it (Loc's
+/// part the language uses; the WebAssembly build's libc++ 13 has no <source_location>).
+class Loc {
+ public:
+  static constexpr Loc current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) noexcept {
+    return Loc(file, line);
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+
+ private:
+  constexpr Loc(const char* file, unsigned line) noexcept : file_(file), line_(line) {}
+  const char* file_ = "";
+  unsigned line_ = 0;
+};
+
 /// An index into a buffer or shared array, with the place in the source that wrote it.
 struct Index {
   Val v;
-  std::source_location loc;
+  Loc loc;
   template <class T>
-  requires std::is_convertible_v<const T&, Val> Index(
-      const T& i, std::source_location l = std::source_location::current())  // NOLINT
+  requires std::is_convertible_v<const T&, Val> Index(const T& i, Loc l = Loc::current())  // NOLINT
       : v(Val(i)), loc(l) {}
 };
 
@@ -154,13 +168,13 @@ class Ref {
   uint32_t obj() const { return obj_; }
   bool shared() const { return shared_; }
   Val index() const { return index_; }
-  const std::source_location& loc() const { return loc_; }
+  const Loc& loc() const { return loc_; }
 
  private:
   uint32_t obj_;
   bool shared_;
   Val index_;
-  std::source_location loc_;
+  Loc loc_;
 };
 
 /// A global buffer parameter (typed, with its access) or a workgroup shared array.
@@ -257,8 +271,6 @@ std::string render(const Kernel& k, Target t);
 std::string dump(const Kernel& k);
 
 // ---- the language ----------------------------------------------------------------------------
-
-using Loc = std::source_location;
 
 Val thread_id(int axis = 0);   ///< the thread's index within its group (I32)
 Val group_id(int axis = 0);    ///< the group's index within the grid (I32)

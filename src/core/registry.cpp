@@ -186,18 +186,34 @@ Device Device::from_string(const std::string& name) {
   return make();
 }
 
-Device Device::vulkan(int index) {
-  KILN_CHECK(index >= 0, "vulkan", "device index " << index << " is negative");
-  bool built = false;  // the Vulkan library registered its kind (KILN_WITH_VULKAN)
+namespace {
+
+/// Device `kind`:index of a kind that a layer library registers; throws `missing` (what this
+/// build lacks) when none did.
+Device of_kind(const std::string& kind, int index, const char* missing) {
+  KILN_CHECK(index >= 0, kind, "device index " << index << " is negative");
+  bool built = false;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    for (const auto& k : r.kinds) built = built || k.name == "vulkan";
+    for (const auto& k : r.kinds) built = built || k.name == kind;
   }
-  KILN_CHECK(built, "vulkan",
-             "this build has no Vulkan backend (configure with the Vulkan headers installed: libvulkan-dev; "
-             "KILN_WITH_VULKAN)");
-  return from_string("vulkan:" + std::to_string(index));
+  KILN_CHECK(built, kind, missing);
+  return Device::from_string(kind + ":" + std::to_string(index));
+}
+
+}  // namespace
+
+Device Device::vulkan(int index) {
+  return of_kind("vulkan", index,
+                 "this build has no Vulkan backend (configure with the Vulkan headers installed: libvulkan-dev; "
+                 "KILN_WITH_VULKAN)");
+}
+
+Device Device::webgpu(int index) {
+  return of_kind("webgpu", index,
+                 "this build has no WebGPU backend: it is part of the WebAssembly build (make wasm), in a browser "
+                 "with WebGPU and JavaScript Promise Integration");
 }
 
 std::vector<std::string> Device::list() {

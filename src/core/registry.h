@@ -53,5 +53,6 @@ void register_null();    ///< src/backends/null (kiln::cpu): "null"
 void register_subset();  ///< src/backends/subset (kiln::cpu): "subset"
 void register_vulkan();  ///< src/backends/vulkan (kiln::vulkan): "vulkan", "vulkan:1", ...
 void register_remote();  ///< src/remote (kiln::remote): "remote:ws://...", Device::remote
+void register_webgpu();  ///< src/backends/webgpu (kiln::webgpu, WebAssembly build): "webgpu"
 
 }  // namespace kiln

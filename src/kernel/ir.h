@@ -5,7 +5,6 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -97,8 +96,8 @@ struct Kernel {
   std::vector<SharedDecl> shared;
   std::vector<Type> locals;
   std::vector<Op> ops;
-  std::vector<Region> regions;             ///< regions[0]: the kernel body
-  std::vector<std::source_location> locs;  ///< the statements that recorded a place
+  std::vector<Region> regions;  ///< regions[0]: the kernel body
+  std::vector<Loc> locs;        ///< the statements that recorded a place
   bool uses_barrier = false;
 
   uint32_t threads() const { return group[0] * group[1] * group[2]; }

@@ -13,6 +13,9 @@ extern "C" void kiln_register_layers() {
 #if KILN_WITH_VULKAN
   kiln::register_vulkan();
 #endif
+#if KILN_WITH_WEBGPU
+  kiln::register_webgpu();
+#endif
 #if KILN_WITH_REMOTE
   kiln::register_remote();
 #endif

@@ -94,5 +94,10 @@ Args build_args(const Case& c, const Device& dev);
 /// Compares results against the case: "" when they match, else a report of the differences.
 /// values=false checks only the number, shapes and dtypes of the outputs.
 std::string compare(const Case& c, const Args& args, const Outs& got, bool values);
+/// For a device that may flush subnormal f32 values to zero (WGSL allows it): compares got
+/// with fn's results on the CPU from the case's inputs with subnormal f32 and bf16 values
+/// flushed, subnormal results flushed on both sides, with the case's tolerances ("" when they
+/// match).
+std::string compare_flushed(const Case& c, const OpFn& fn, const Outs& got);
 
 }  // namespace kiln::conformance

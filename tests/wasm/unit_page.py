@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Runs the WebAssembly unit tests (kiln_wasm_tests_web) in a page of headless Chromium.
 
-  unit_page.py BUILD_DIR [GTEST ARGS...]
+  unit_page.py BUILD_DIR [--env NAME=VALUE ...] [GTEST ARGS...]
 
 BUILD_DIR holds kiln_wasm_tests_web.{js,wasm,data}; the page (tests/wasm/unit_page.html) runs
-them with the given arguments and posts the exit code and output (scripts/browser_run.py). Prints
-the output; the exit status is the tests'.
+them with the given arguments and environment variables and posts the exit code and output
+(scripts/browser_run.py). Prints the output; the exit status is the tests'.
 """
 import os
 import shutil
@@ -22,7 +22,14 @@ from browser_run import run_page  # noqa: E402
 def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
-    build, args = os.path.abspath(sys.argv[1]), sys.argv[2:]
+    build, args, env = os.path.abspath(sys.argv[1]), [], []
+    rest = sys.argv[2:]
+    while rest:
+        a = rest.pop(0)
+        if a == "--env" and rest:
+            env.append(rest.pop(0))
+        else:
+            args.append(a)
     for ext in ("js", "wasm", "data"):
         if not os.path.isfile(os.path.join(build, "kiln_wasm_tests_web." + ext)):
             raise SystemExit(f"unit_page: {build}/kiln_wasm_tests_web.{ext} is missing (build the target kiln_wasm_tests_web)")
@@ -31,11 +38,13 @@ def main():
         for ext in ("js", "wasm", "data"):
             os.symlink(os.path.join(build, "kiln_wasm_tests_web." + ext), os.path.join(root, "kiln_wasm_tests_web." + ext))
         shutil.copy(os.path.join(HERE, "unit_page.html"), root)
-        query = urllib.parse.urlencode([("arg", a) for a in args])
+        query = urllib.parse.urlencode([("arg", a) for a in args] + [("env", e) for e in env])
         report = run_page(root, "unit_page.html?" + query, timeout=540)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(report.get("log", ""))
+    for e in report.get("console_errors", []):
+        print("console error:", e)
     print(f"unit_page: exit code {report.get('code')} ({report.get('why')}) in {report.get('agent', '?')}")
     return report.get("code", 1) if isinstance(report.get("code"), int) else 1
 

@@ -2,30 +2,43 @@
 // What the demo pages share (copied beside each page by the build): the module's memory from
 // JavaScript, the Fashion-MNIST samples and classes, the drawing canvas, the top-3 display.
 
-/** Starts a demo module (the factory of -sMODULARIZE) and returns helpers over its memory. */
-export async function startModule(factory) {
-  const M = await factory();
+/** Starts a demo module (the factory of -sMODULARIZE) and returns helpers over its memory.
+ *  asyncExports: the module's functions that may wait for the WebGPU device: they return
+ *  Promises (docs/web.md, "The WebGPU device"), and so do the helpers that call them. */
+export async function startModule(factory, asyncExports = []) {
+  const M = await factory({kilnAsyncExports: asyncExports});
   // Throws Kiln's message when a demo function returned -1.
   const check = rc => {
     if (rc !== 0) throw new Error(M.UTF8ToString(M._demo_error()));
   };
+  // Runs f(pointer) (or the Promise it returns) over size bytes of the module's memory.
+  const withBytes = (size, f, done) => {
+    const p = M._malloc(Math.max(4, size));
+    let r;
+    try { r = f(p); } catch (e) { M._free(p); throw e; }
+    if (r instanceof Promise) return r.then(v => done(p, v)).finally(() => M._free(p));
+    try { return done(p, r); } finally { M._free(p); }
+  };
   // Copies a typed array into the module's memory for the duration of f(pointer).
-  const inHeap = (arr, heap, f) => {
-    const p = M._malloc(Math.max(4, arr.byteLength));
+  const inHeap = (arr, heap, f) => withBytes(arr.byteLength, p => {
     M[heap].set(arr, p / arr.BYTES_PER_ELEMENT);
-    try { return f(p); } finally { M._free(p); }
-  };
+    return f(p);
+  }, (p, v) => v);
   // n floats that f(pointer) writes, copied out.
-  const outFloats = (n, f) => {
-    const p = M._malloc(Math.max(4, n * 4));
-    try { f(p); return M.HEAPF32.slice(p / 4, p / 4 + n); } finally { M._free(p); }
-  };
+  const outFloats = (n, f) => withBytes(n * 4, f, p => M.HEAPF32.slice(p / 4, p / 4 + n));
   // Loads safetensors bytes through demo_load; '' or Kiln's error message.
   const tryLoad = (bytes, name) => inHeap(bytes, 'HEAPU8', p =>
-      M.ccall('demo_load', 'number', ['number', 'number', 'string'], [p, bytes.length, name]) === 0
-          ? '' : M.UTF8ToString(M._demo_error()));
+      inHeap(new TextEncoder().encode(name + '\0'), 'HEAPU8', q => M._demo_load(p, bytes.length, q)));
+  const loadError = rc => rc === 0 ? '' : M.UTF8ToString(M._demo_error());
   const wasm = performance.getEntriesByType('resource').find(e => e.name.endsWith('.wasm'));
-  return {M, check, inHeap, outFloats, tryLoad, moduleBytes: wasm ? wasm.encodedBodySize : null};
+  return {
+    M, check, inHeap, outFloats,
+    tryLoad: (bytes, name) => {
+      const rc = tryLoad(bytes, name);
+      return rc instanceof Promise ? rc.then(loadError) : loadError(rc);
+    },
+    moduleBytes: wasm ? wasm.encodedBodySize : null,
+  };
 }
 
 /** The sample images (samples.bin): 16 labels, then 16 images of 28 x 28 bytes. */
@@ -92,17 +105,20 @@ export function postResult(promise) {
   });
 }
 
-/** Times single-image calls of predictOne as a page makes them: the first 32 (V8's baseline
- *  code, Liftoff, while its optimizing compiler works in the background), then the best of 5
- *  runs of 32 after a second of calls (the steady state). Milliseconds per call. */
-export function timeCalls(predictOne) {
+/** Times single-image calls of predictOne as a page makes them (awaiting each, for calls that
+ *  return Promises): the first 32 (V8's baseline code, Liftoff, while its optimizing compiler
+ *  works in the background), then the best of 5 runs of 32 after a second of calls (the steady
+ *  state). Milliseconds per call. */
+export async function timeCalls(predictOne) {
   const reps = 32;
-  const time32 = () => {
+  const time32 = async () => {
     const t = performance.now();
-    for (let i = 0; i < reps; ++i) predictOne();
+    for (let i = 0; i < reps; ++i) await predictOne();
     return (performance.now() - t) / reps;
   };
-  const first = time32();
-  for (const t = performance.now(); performance.now() - t < 1000;) predictOne();
-  return {first, steady: Math.min(...Array.from({length: 5}, time32))};
+  const first = await time32();
+  for (const t = performance.now(); performance.now() - t < 1000;) await predictOne();
+  const runs = [];
+  for (let i = 0; i < 5; ++i) runs.push(await time32());
+  return {first, steady: Math.min(...runs)};
 }

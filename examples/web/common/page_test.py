@@ -19,17 +19,22 @@ def max_diff(a, b):
     return max(abs(x - y) for x, y in zip(a, b))
 
 
-def check_page(page_dir, ref_path, bounds):
+def check_page(page_dir, ref_path, bounds, webgpu_bounds=None):
     """Runs test.html in page_dir and compares each key of `bounds` with the reference within its
-    bound. Returns (what the page posted, failures)."""
+    bound, and each key of `webgpu_bounds` (key: (reference key, bound)), the page's results on
+    WebGPU, which the page must have. Returns (what the page posted, failures)."""
     with open(ref_path) as f:
         ref = json.load(f)
     got = run_page(page_dir, "test.html", timeout=240)
     if "error" in got:
         sys.exit(f"test.html failed: {got['error']}")
     failures = []
-    for key, bound in bounds.items():
-        d = max_diff(got[key], ref[key])
+    if webgpu_bounds and not got.get("webgpu_present"):
+        failures.append("the page has no WebGPU device (Chromium gives one: --enable-unsafe-webgpu, SwiftShader)")
+    checks = [(k, k, b) for k, b in bounds.items()]
+    checks += [(k, r, b) for k, (r, b) in (webgpu_bounds or {}).items() if got.get("webgpu_present")]
+    for key, ref_key, bound in checks:
+        d = max_diff(got[key], ref[ref_key])
         print(f"{key}: {len(got[key])} values, max difference from native Kiln {d:.3g} (bound {bound:g})")
         if not d <= bound:
             failures.append(f"{key} differ from native Kiln's by {d:.3g} > {bound:g}")

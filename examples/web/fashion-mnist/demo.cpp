@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The Fashion-MNIST page's WebAssembly module: the C functions index.html (and the browser test,
-// test.html) call through emscripten's ccall. Buffers are the module's memory (_malloc); every
-// function returns 0 on success and -1 on a kiln::Error, whose text demo_error() then gives.
+// test.html) call. Buffers are the module's memory (_malloc); every function returns 0 on
+// success and -1 on a kiln::Error, whose text demo_error() then gives. The functions that may
+// wait for the WebGPU device return Promises (demo_api.js lists them in kilnAsyncExports).
 // Nothing leaves the page: weights come from the user's file or fetch, and the tuned weights
 // go back to the page as safetensors bytes for a download.
 #include <cstdio>
@@ -33,6 +34,12 @@ EMSCRIPTEN_KEEPALIVE const char* demo_error() { return kiln::web_demo::last_erro
 /// Loads the weights of a safetensors file of `size` bytes at `bytes`.
 EMSCRIPTEN_KEEPALIVE int demo_load(const char* bytes, int size, const char* name) {
   return guarded([&] { demo().load(bytes, static_cast<size_t>(size), name); });
+}
+
+/// Moves the network to WebGPU (webgpu != 0) or back to the CPU; fails when the page has no
+/// WebGPU device (demo_error() says why).
+EMSCRIPTEN_KEEPALIVE int demo_set_device(int webgpu) {
+  return guarded([&] { demo().set_device(webgpu ? kiln::Device::webgpu() : kiln::Device::cpu()); });
 }
 
 /// Sets the deterministic test weights (Demo::test_weights).

@@ -25,13 +25,21 @@ inline const char* const kClassNames[kClasses] = {"T-shirt/top", "Trouser", "Pul
                                                   "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 
 /// The demo's state: the network (in eval mode: batch norm uses its running statistics and
-/// dropout is off, also while fine-tuning) and the fine-tuning optimizer, made on first use.
+/// dropout is off, also while fine-tuning) on its device, and the fine-tuning optimizer, made on
+/// first use.
 struct Demo {
-  examples::Net net{device()};
+  /// The device with autodiff (fine-tuning records the forward pass): the CPU at first.
+  Device dev = Device::cpu().autodiff();
+  examples::Net net{dev};
   std::unique_ptr<optim::AdamW> opt;
   Demo() { net.eval(); }
-  /// The CPU with autodiff (fine-tuning records the forward pass).
-  static Device device() { return Device::cpu().autodiff(); }
+  const Device& device() const { return dev; }
+  /// Moves the network to `base` (Device::cpu() or Device::webgpu()); the optimizer starts anew.
+  void set_device(const Device& base) {
+    dev = base.autodiff();
+    net.to(dev);
+    opt.reset();
+  }
 
   /// Loads weights from the bytes of a safetensors file (what `make run` saves); throws
   /// kiln::Error naming what is wrong, leaving the current weights as they were.

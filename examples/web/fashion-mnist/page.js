@@ -6,12 +6,18 @@ import {drawSample, drawingPad, showTop} from './kiln_page.js';
 const $ = id => document.getElementById(id);
 const status = text => { $('status').textContent = text; };
 
+let deviceName = 'CPU, WebAssembly';
+
 /** Shows the top three classes of probs [10] and the time of the call. */
 function show(probs, ms, what) {
   showTop($('classes'), probs, CLASSES);
-  $('time').textContent = `${ms.toFixed(2)} ms per inference (CPU, WebAssembly)`;
+  $('time').textContent = `${ms.toFixed(2)} ms per inference (${deviceName})`;
   $('what').textContent = what;
 }
+
+// The module runs one call at a time: the page's handlers queue theirs.
+let queue = Promise.resolve();
+const serial = f => (queue = queue.then(f).catch(e => status(`Error: ${e.message}`)));
 
 function plotLoss(losses) {
   if (!losses.length) return;
@@ -26,23 +32,34 @@ async function main() {
   const samples = await readSamples('samples.bin');
   const got = await fetch('model.safetensors');
   if (got.ok) {
-    const err = demo.tryLoad(new Uint8Array(await got.arrayBuffer()), 'model.safetensors');
+    const err = await demo.tryLoad(new Uint8Array(await got.arrayBuffer()), 'model.safetensors');
     status(err ? `model.safetensors was refused: ${err}` : 'Model: model.safetensors, served with the page.');
-    if (err) demo.testWeights();
+    if (err) await demo.testWeights();
   } else {
-    demo.testWeights();
+    await demo.testWeights();
     status('No model.safetensors beside the page: untrained test weights. Load the file `make run` saved (runs/fashion-mnist/model.safetensors).');
   }
-  $('file').onchange = async e => {
+  $('file').onchange = e => serial(async () => {
     const f = e.target.files[0];
     if (!f) return;
-    const err = demo.tryLoad(new Uint8Array(await f.arrayBuffer()), f.name);
+    const err = await demo.tryLoad(new Uint8Array(await f.arrayBuffer()), f.name);
     status(err ? `${f.name} was refused: ${err}` : `Model: ${f.name}`);
-  };
-  const classify = (pixels, what) => {
-    const t0 = performance.now(), probs = demo.predict(pixels, 1);
+  });
+  let last = null;  // the last classified image, classified again on a device switch
+  const classify = (pixels, what) => serial(async () => {
+    last = [pixels, what];
+    const t0 = performance.now(), probs = await demo.predict(pixels, 1);
     show(probs, performance.now() - t0, what);
-  };
+  });
+  // The device switch: WebGPU where the page has it (navigator.gpu and WebAssembly JSPI).
+  const gpu = document.querySelector('input[value=webgpu]');
+  gpu.disabled = !demo.webgpuPresent();
+  $('gpunote').textContent = gpu.disabled ? '(not in this browser: it needs WebGPU and WebAssembly JSPI)' : '';
+  document.querySelectorAll('input[name=device]').forEach(r => r.onchange = () => serial(async () => {
+    await demo.setDevice(r.value === 'webgpu');
+    deviceName = r.value === 'webgpu' ? 'WebGPU' : 'CPU, WebAssembly';
+    if (last) classify(...last);
+  }));
   // Samples: thumbnails, labels, fine-tuning choices.
   const chosen = new Set([0, 1, 2, 3, 4, 5, 6, 7]), labels = Array.from(samples.labels);
   for (let i = 0; i < 16; ++i) {
@@ -66,7 +83,7 @@ async function main() {
   // Drawing.
   $('clear').onclick = drawingPad($('draw'), px => classify(px, 'your drawing'));
   // Fine-tuning, a few steps per frame so the page stays responsive.
-  $('tune').onclick = async () => {
+  $('tune').onclick = () => serial(async () => {
     const ids = [...chosen];
     if (!ids.length) return status('Tick at least one sample to fine-tune on.');
     const px = new Float32Array(784 * ids.length);
@@ -74,7 +91,7 @@ async function main() {
     const ys = ids.map(s => labels[s]), steps = Number($('steps').value), lr = Number($('lr').value), losses = [];
     $('tune').disabled = true;
     for (let s = 0; s < steps; s += 5) {
-      losses.push(...demo.fineTune(px, ys, Math.min(5, steps - s), lr));
+      losses.push(...await demo.fineTune(px, ys, Math.min(5, steps - s), lr));
       plotLoss(losses);
       $('tuneinfo').textContent = `step ${losses.length} of ${steps}`;
       await new Promise(r => setTimeout(r, 0));
@@ -82,12 +99,12 @@ async function main() {
     $('tune').disabled = false;
     $('tuneinfo').textContent = `tuned on ${ids.length} image(s) for ${steps} steps`;
     classify(samples.pixels.subarray(784 * ids[0], 784 * (ids[0] + 1)), `sample ${ids[0]} after fine-tuning`);
-  };
-  $('download').onclick = () => {
-    const url = URL.createObjectURL(new Blob([demo.save()], {type: 'application/octet-stream'}));
+  });
+  $('download').onclick = () => serial(async () => {
+    const url = URL.createObjectURL(new Blob([await demo.save()], {type: 'application/octet-stream'}));
     Object.assign(document.createElement('a'), {href: url, download: 'tuned.safetensors'}).click();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
-  };
+  });
 }
 
 main().catch(e => status(`Error: ${e.message}`));

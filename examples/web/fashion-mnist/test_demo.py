@@ -4,7 +4,8 @@
 
 Serves the built page folder, runs test.html in headless Chromium and compares what it posts
 with native Kiln's results on the same code (reference.json, written by web_demo_reference):
-class probabilities within 1e-5, fine-tuning losses within 1e-4. Also checks that a truncated
+class probabilities within 1e-5, fine-tuning losses within 1e-4, and the same on the page's
+WebGPU device within 1e-4 (the browser must have one: Chromium does, on SwiftShader). Also checks that a truncated
 safetensors file is refused with a message, prints the module's size, the time per image and
 the time to the first prediction, and writes a screenshot of index.html (PAGE_DIR/screenshot.png).
 
@@ -18,10 +19,16 @@ from page_test import check_page, finish  # noqa: E402
 
 def main():
     page_dir, ref_path = sys.argv[1], sys.argv[2]
-    got, failures = check_page(page_dir, ref_path, {"probs": 1e-5, "tuned_probs": 1e-5, "losses": 1e-4})
-    losses = got["losses"]
-    if not losses[-1] < losses[0]:
-        failures.append(f"fine-tuning did not lower the loss: {losses}")
+    got, failures = check_page(page_dir, ref_path, {"probs": 1e-5, "tuned_probs": 1e-5, "losses": 1e-4},
+                               {"webgpu_probs": ("probs", 1e-4), "webgpu_tuned_probs": ("tuned_probs", 1e-4),
+                                "webgpu_losses": ("losses", 1e-4)})
+    for key in ("losses", "webgpu_losses"):
+        losses = got.get(key, [0])
+        if not losses[-1] < losses[0]:
+            failures.append(f"fine-tuning did not lower the loss ({key}): {losses}")
+    if got.get("webgpu_present"):
+        print(f"WebGPU: {got['webgpu_ms_per_image_first']:.2f} ms per image at first, "
+              f"{got['webgpu_ms_per_image']:.2f} ms after a second")
     finish(page_dir, got, failures)
 
 

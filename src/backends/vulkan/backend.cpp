@@ -23,7 +23,10 @@ namespace {
 class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(int index)
-      : index_(index), ctx_(Context::get(index)), kernels_(ctx_.limits(), ctx_.float64(), ctx_.identity()) {}
+      : index_(index),
+        ctx_(Context::get(index)),
+        queue_(ctx_),
+        kernels_(ctx_.limits(), ctx_.float64(), ctx_.identity(), "Vulkan") {}
   DeviceType type() const override { return DeviceType::Vulkan; }
   std::string name() const override { return index_ == 0 ? "vulkan" : "vulkan:" + std::to_string(index_); }
 
@@ -47,10 +50,10 @@ class VulkanBackend final : public Backend {
   void execute(const ir::Op& op, Storage* const* in, Storage* const* out) override {
     // an op without a kernel is refused by Kernels::run (its launch), not asked again here
     std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
-    SmallVec<Buf*, 4> bi, bo;
+    SmallVec<void*, 4> bi, bo;
     for (size_t i = 0; i < op.inputs.size(); ++i) bi.push_back(buf(in[i]));
     for (size_t i = 0; i < op.outputs.size(); ++i) bo.push_back(buf(out[i]));
-    kernels_.run(ctx_, op, bi.data(), bo.data());
+    kernels_.run(queue_, op, bi.data(), bo.data());
   }
   void write(Storage& dst, size_t off, const void* src, size_t n) override {
     if (n == 0) return;
@@ -87,8 +90,9 @@ class VulkanBackend final : public Backend {
   }
   int index_;
   Context& ctx_;
+  Queue queue_;
   Kernels kernels_;
-  FusionExecutor fusion_{this, ctx_, kernels_};
+  FusionExecutor fusion_{this, ctx_, queue_, kernels_};
 };
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "kernel/cache.h"
+#include "kernel/device_kernels.h"
 #include "kernel/ir.h"
 #include "kiln/error.h"
 
@@ -104,17 +105,6 @@ Instance& instance() {
 }
 
 }  // namespace
-
-size_t push_bytes(const kernel::ir::Kernel& k, std::vector<size_t>* offsets) {
-  size_t end = 0;
-  for (const auto& sc : k.scalars) {
-    const size_t sz = sc.type == kernel::Type::I64 || sc.type == kernel::Type::F64 ? 8 : 4;  // aligned to their size
-    end = (end + sz - 1) / sz * sz;
-    if (offsets) offsets->push_back(end);
-    end += sz;
-  }
-  return (end + 3) / 4 * 4;
-}
 
 int Context::count(std::string* why) {
   Instance& in = instance();
@@ -554,7 +544,7 @@ Pipeline& Context::pipeline(const kernel::Kernel& k) {
   check(f.vkCreateShaderModule(device_, &si, nullptr, &p->module), "vkCreateShaderModule");
   const kernel::ir::Kernel& ir = k.ir();
   p->nbuffers = static_cast<uint32_t>(ir.buffers.size());
-  p->push_bytes = static_cast<uint32_t>(push_bytes(ir));
+  p->push_bytes = static_cast<uint32_t>(kernel::push_bytes(ir));
   p->debug = debug_;
   p->name = k.name();
   for (const auto& b : ir.buffers) p->objects.push_back(b.name);

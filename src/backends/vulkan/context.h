@@ -69,9 +69,6 @@ struct Stats {
   int64_t copies = 0;         ///< staged memory: copies between host-visible and device memory
 };
 
-/// Bytes of a kernel's push constants (its scalars, std430), and each scalar's offset.
-size_t push_bytes(const kernel::ir::Kernel& k, std::vector<size_t>* offsets = nullptr);
-
 class Context {
  public:
   /// The device of that index, opened on first use; throws kiln::Error saying why when there

@@ -32,8 +32,7 @@ void FusionExecutor::run_op(const ir::Op& op, void* const* in_real, void* const*
   SmallVec<void*, 4> in, out;
   for (size_t q = 0; q < op.inputs.size(); ++q) in.push_back(memory(in_real[q]));
   for (size_t q = 0; q < op.outputs.size(); ++q) out.push_back(memory(out_real[q]));
-  if (kernels_.try_run(ctx_, op, reinterpret_cast<Buf* const*>(in.data()), reinterpret_cast<Buf* const*>(out.data())))
-    return;
+  if (kernels_.try_run(queue_, op, in.data(), out.data())) return;
   // Through the fallback, over Storage records of the memory (the decorator owns it).
   std::deque<Storage> records;
   SmallVec<Storage*, 4> si, so;
@@ -147,7 +146,7 @@ struct GroupChain {
 
 void FusionExecutor::record(fusion::Buffers& mem, const fusion::GroupLaunch& l, size_t begin,
                             const kernel::lib::Launch& launch, const GroupChain& c, const Around& around) {
-  SmallVec<Buf*, 8> in, out;
+  SmallVec<void*, 8> in, out;
   for (fusion::Buf* b : around.out) out.push_back(memory(mem, b));
   for (size_t k = 0; k < c.steps.size(); ++k)
     if (c.steps[k].stored) out.push_back(memory(mem, l.s[l.g.steps[begin + k]].out[0]));
@@ -156,7 +155,7 @@ void FusionExecutor::record(fusion::Buffers& mem, const fusion::GroupLaunch& l, 
     if (b) in.push_back(memory(mem, b));
   for (fusion::Buf* b : around.in_last) in.push_back(memory(mem, b));
   std::lock_guard<std::recursive_mutex> lock(ctx_.mu);
-  kernels_.run(ctx_, launch, in.data(), out.data());
+  kernels_.run(queue_, launch, in.data(), out.data());
   fusion::bump(&fusion::Stats::compiled_groups);
 }
 

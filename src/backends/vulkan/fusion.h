@@ -17,7 +17,8 @@ struct GroupChain;
 
 class FusionExecutor final : public fusion::Executor {
  public:
-  FusionExecutor(Backend* backend, Context& ctx, Kernels& kernels) : backend_(backend), ctx_(ctx), kernels_(kernels) {}
+  FusionExecutor(Backend* backend, Context& ctx, Queue& queue, Kernels& kernels)
+      : backend_(backend), ctx_(ctx), queue_(queue), kernels_(kernels) {}
   bool program_step(const ir::Op&, fusion::PInstr*) const override { return false; }
   bool long_reduction(const ir::Op&) const override { return false; }
   bool column_reduction(const ir::Op&, int64_t&) const override { return false; }
@@ -54,6 +55,7 @@ class FusionExecutor final : public fusion::Executor {
   void run_rec(fusion::Buffers& mem, const fusion::Rec& r);
   Backend* backend_;
   Context& ctx_;
+  Queue& queue_;
   Kernels& kernels_;
   Buf* empty_ = nullptr;  ///< bound where a buffer is empty (never released: the backend lives on)
 };
