@@ -31,14 +31,44 @@ export async function startModule(factory, asyncExports = []) {
       inHeap(new TextEncoder().encode(name + '\0'), 'HEAPU8', q => M._demo_load(p, bytes.length, q)));
   const loadError = rc => rc === 0 ? '' : M.UTF8ToString(M._demo_error());
   const wasm = performance.getEntriesByType('resource').find(e => e.name.endsWith('.wasm'));
+  // Calls demo function `name` (awaited when it returns a Promise) and checks its result.
+  const call = async (name, ...args) => check(await M['_' + name](...args));
   return {
-    M, check, inHeap, outFloats,
+    M, check, inHeap, outFloats, call,
+    /** Loads safetensors bytes; '' or Kiln's error message (a Promise where demo_load waits). */
     tryLoad: (bytes, name) => {
       const rc = tryLoad(bytes, name);
       return rc instanceof Promise ? rc.then(loadError) : loadError(rc);
     },
+    /** Class probabilities [n * 10] of n images of 784 floats in [0, 1] (demo_predict), a Promise. */
+    predict: (pixels, n) => inHeap(pixels, 'HEAPF32', p => outFloats(n * 10, out => call('demo_predict', p, n, out))),
+    /** Whether this page can open a WebGPU device (navigator.gpu and WebAssembly JSPI). */
+    webgpuPresent: () => Boolean(navigator.gpu && M.kilnJspi),
+    /** Moves the network to WebGPU (true) or the CPU (false) (demo_set_device). */
+    setDevice: webgpu => call('demo_set_device', webgpu ? 1 : 0),
     moduleBytes: wasm ? wasm.encodedBodySize : null,
   };
+}
+
+/** A queue for a page's calls of its module, which runs one at a time: serial(f) runs the async
+ *  f after the calls queued before it; a failure goes to onError(message). */
+export function callQueue(onError) {
+  let queue = Promise.resolve();
+  return f => (queue = queue.then(f).catch(e => onError(e.message)));
+}
+
+/** Binds the page's device switch (radio inputs named "device", values cpu and webgpu, and an
+ *  element #gpunote): WebGPU is enabled where the page has it; a change moves the network
+ *  through serial and then calls switched(label). */
+export function deviceSwitch(demo, serial, switched) {
+  const gpu = document.querySelector('input[name=device][value=webgpu]');
+  gpu.disabled = !demo.webgpuPresent();
+  document.getElementById('gpunote').textContent =
+      gpu.disabled ? '(not in this browser: it needs WebGPU and WebAssembly JSPI)' : '';
+  document.querySelectorAll('input[name=device]').forEach(r => r.onchange = () => serial(async () => {
+    await demo.setDevice(r.value === 'webgpu');
+    switched(r.value === 'webgpu' ? 'WebGPU' : 'CPU, WebAssembly');
+  }));
 }
 
 /** The sample images (samples.bin): 16 labels, then 16 images of 28 x 28 bytes. */
@@ -106,11 +136,10 @@ export function postResult(promise) {
 }
 
 /** Times single-image calls of predictOne as a page makes them (awaiting each, for calls that
- *  return Promises): the first 32 (V8's baseline code, Liftoff, while its optimizing compiler
- *  works in the background), then the best of 5 runs of 32 after a second of calls (the steady
- *  state). Milliseconds per call. */
-export async function timeCalls(predictOne) {
-  const reps = 32;
+ *  return Promises): the first `reps` (V8's baseline code, Liftoff, while its optimizing
+ *  compiler works in the background), then the best of 5 runs of `reps` after a second of calls
+ *  (the steady state). Milliseconds per call. */
+export async function timeCalls(predictOne, reps = 32) {
   const time32 = async () => {
     const t = performance.now();
     for (let i = 0; i < reps; ++i) await predictOne();

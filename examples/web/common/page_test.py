@@ -52,6 +52,9 @@ def finish(page_dir, got, failures):
     print(f"module: {os.path.getsize(wasm)} + {os.path.getsize(js)} bytes, {gz} gzipped; "
           f"{got['ms_per_image_first']:.2f} ms per image at first, {got['ms_per_image']:.2f} ms after a second; "
           f"first prediction at {got['first_prediction_ms']:.0f} ms")
+    if got.get("webgpu_present"):
+        print(f"WebGPU: {got['webgpu_ms_per_image_first']:.2f} ms per image at first, "
+              f"{got['webgpu_ms_per_image']:.2f} ms after a second")
     if failures:
         sys.exit("\n".join(failures))
     shot = os.path.join(page_dir, "screenshot.png")

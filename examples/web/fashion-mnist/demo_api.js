@@ -12,26 +12,19 @@ const ASYNC = ['demo_set_device', 'demo_load', 'demo_test_weights', 'demo_predic
 
 /** Starts the module; resolves to the demo's functions. */
 export async function loadDemo() {
-  const {M, check, inHeap, outFloats, tryLoad, moduleBytes} = await startModule(KilnDemo, ASYNC);
+  const {M, call, inHeap, outFloats, tryLoad, predict, webgpuPresent, setDevice, moduleBytes} =
+      await startModule(KilnDemo, ASYNC);
   return {
-    moduleBytes,
-    /** Whether this page can open a WebGPU device (navigator.gpu and WebAssembly JSPI). */
-    webgpuPresent: () => Boolean(navigator.gpu && M.kilnJspi),
-    /** Moves the network to WebGPU (true) or the CPU (false). */
-    setDevice: async webgpu => check(await M._demo_set_device(webgpu ? 1 : 0)),
+    moduleBytes, tryLoad, predict, webgpuPresent, setDevice,
     /** The deterministic test weights (see demo_core.h). */
-    testWeights: async () => check(await M._demo_test_weights()),
-    /** Loads safetensors bytes; resolves to '' or Kiln's error message (the weights stay as they were). */
-    tryLoad,
-    /** Class probabilities [n * 10] of n images of 784 floats in [0, 1]. */
-    predict: (pixels, n) => inHeap(pixels, 'HEAPF32', p => outFloats(n * 10, out => Promise.resolve(M._demo_predict(p, n, out)).then(check))),
+    testWeights: () => call('demo_test_weights'),
     /** Fine-tunes the last layers on labelled images; resolves to the loss before each step. */
     fineTune: (pixels, labels, steps, lr) => inHeap(pixels, 'HEAPF32', p =>
         inHeap(Int32Array.from(labels), 'HEAP32', l =>
-            outFloats(steps, out => Promise.resolve(M._demo_fine_tune(p, l, labels.length, steps, lr, out)).then(check)))),
+            outFloats(steps, out => call('demo_fine_tune', p, l, labels.length, steps, lr, out)))),
     /** The current weights as the bytes of a safetensors file. */
     save: async () => {
-      check(await M._demo_save());
+      await call('demo_save');
       const p = M._demo_saved();
       return M.HEAPU8.slice(p, p + M._demo_saved_size());
     },

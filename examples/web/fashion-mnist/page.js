@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The Fashion-MNIST page's interface (index.html) over demo_api.js.
 import {CLASSES, loadDemo, readSamples} from './demo_api.js';
-import {drawSample, drawingPad, showTop} from './kiln_page.js';
+import {callQueue, deviceSwitch, drawSample, drawingPad, showTop} from './kiln_page.js';
 
 const $ = id => document.getElementById(id);
 const status = text => { $('status').textContent = text; };
@@ -14,10 +14,7 @@ function show(probs, ms, what) {
   $('time').textContent = `${ms.toFixed(2)} ms per inference (${deviceName})`;
   $('what').textContent = what;
 }
-
-// The module runs one call at a time: the page's handlers queue theirs.
-let queue = Promise.resolve();
-const serial = f => (queue = queue.then(f).catch(e => status(`Error: ${e.message}`)));
+const serial = callQueue(message => status(`Error: ${message}`));
 
 function plotLoss(losses) {
   if (!losses.length) return;
@@ -51,15 +48,10 @@ async function main() {
     const t0 = performance.now(), probs = await demo.predict(pixels, 1);
     show(probs, performance.now() - t0, what);
   });
-  // The device switch: WebGPU where the page has it (navigator.gpu and WebAssembly JSPI).
-  const gpu = document.querySelector('input[value=webgpu]');
-  gpu.disabled = !demo.webgpuPresent();
-  $('gpunote').textContent = gpu.disabled ? '(not in this browser: it needs WebGPU and WebAssembly JSPI)' : '';
-  document.querySelectorAll('input[name=device]').forEach(r => r.onchange = () => serial(async () => {
-    await demo.setDevice(r.value === 'webgpu');
-    deviceName = r.value === 'webgpu' ? 'WebGPU' : 'CPU, WebAssembly';
+  deviceSwitch(demo, serial, name => {
+    deviceName = name;
     if (last) classify(...last);
-  }));
+  });
   // Samples: thumbnails, labels, fine-tuning choices.
   const chosen = new Set([0, 1, 2, 3, 4, 5, 6, 7]), labels = Array.from(samples.labels);
   for (let i = 0; i < 16; ++i) {

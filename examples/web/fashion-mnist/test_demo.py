@@ -26,9 +26,6 @@ def main():
         losses = got.get(key, [0])
         if not losses[-1] < losses[0]:
             failures.append(f"fine-tuning did not lower the loss ({key}): {losses}")
-    if got.get("webgpu_present"):
-        print(f"WebGPU: {got['webgpu_ms_per_image_first']:.2f} ms per image at first, "
-              f"{got['webgpu_ms_per_image']:.2f} ms after a second")
     finish(page_dir, got, failures)
 
 

@@ -25,6 +25,10 @@ EMSCRIPTEN_KEEPALIVE int demo_load(const char* bytes, int size, const char* name
 }
 
 /// probs [n, 10] of n images [n, 784] in [0, 1].
+EMSCRIPTEN_KEEPALIVE int demo_set_device(int webgpu) {
+  return kiln::web_demo::guarded([&] { demo().set_device(webgpu ? kiln::Device::webgpu() : kiln::Device::cpu()); });
+}
+
 EMSCRIPTEN_KEEPALIVE int demo_predict(const float* pixels, int n, float* probs) {
   return kiln::web_demo::guarded([&] {
     const std::vector<float> x(pixels, pixels + n * 784);

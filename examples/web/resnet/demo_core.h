@@ -14,9 +14,16 @@
 
 namespace kiln::web_demo {
 
-/// The generated network, in eval mode (as generated), on the CPU.
+/// The generated network, in eval mode (as generated), on its device (the CPU at first).
 struct ResNetDemo {
-  FashionResNet net{Device::cpu()};
+  Device dev = Device::cpu();
+  FashionResNet net{dev};
+
+  /// Moves the network to `d` (Device::cpu() or Device::webgpu()).
+  void set_device(const Device& d) {
+    dev = d;
+    net.to(dev);
+  }
 
   /// Loads weights from the bytes of a safetensors file (the one kiln-onnx wrote beside the
   /// generated code); throws kiln::Error naming what is wrong, leaving the weights as they were.
@@ -27,7 +34,7 @@ struct ResNetDemo {
   /// Class probabilities [n, 10] of n images of 784 pixels in [0, 1].
   Tensor predict(const std::vector<float>& pixels, int64_t n) {
     NoGradGuard guard;
-    return softmax(net.forward(tensor(pixels, {n, 1, 28, 28})), 1);
+    return softmax(net.forward(tensor(pixels, {n, 1, 28, 28}, dev)), 1);
   }
 };
 

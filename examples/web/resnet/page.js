@@ -1,27 +1,35 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The ResNet page's interface (index.html) over demo_api.js.
 import {loadDemo} from './demo_api.js';
-import {CLASSES, drawSample, drawingPad, readSamples, showTop} from './kiln_page.js';
+import {CLASSES, callQueue, deviceSwitch, drawSample, drawingPad, readSamples, showTop} from './kiln_page.js';
 
 const $ = id => document.getElementById(id);
 const status = text => { $('status').textContent = text; };
+const serial = callQueue(message => status(`Error: ${message}`));
+let deviceName = 'CPU, WebAssembly';
 
 async function main() {
   const demo = await loadDemo();
   const samples = await readSamples('samples.bin');
   const got = await fetch('model.safetensors');
   if (!got.ok) throw new Error('model.safetensors is missing beside the page (the build copies it there)');
-  const err = demo.tryLoad(new Uint8Array(await got.arrayBuffer()), 'model.safetensors');
+  const err = await demo.tryLoad(new Uint8Array(await got.arrayBuffer()), 'model.safetensors');
   if (err) throw new Error(`model.safetensors was refused: ${err}`);
   status('Model: model.safetensors, the weights kiln-onnx wrote beside the generated code.');
-  const classify = (pixels, what) => {
-    const t0 = performance.now(), probs = demo.predict(pixels, 1);
+  let last = null;  // the last classified image, classified again on a device switch
+  const classify = (pixels, what) => serial(async () => {
+    last = [pixels, what];
+    const t0 = performance.now(), probs = await demo.predict(pixels, 1);
     showTop($('classes'), probs, CLASSES);
-    $('time').textContent = `${(performance.now() - t0).toFixed(2)} ms per inference (CPU, WebAssembly)`;
+    $('time').textContent = `${(performance.now() - t0).toFixed(2)} ms per inference (${deviceName})`;
     $('what').textContent = what;
-  };
+  });
+  deviceSwitch(demo, serial, name => {
+    deviceName = name;
+    if (last) classify(...last);
+  });
   // The 16 samples in one batch, each with the model's answer.
-  const probs = demo.predict(samples.pixels, 16);
+  const probs = await demo.predict(samples.pixels, 16);
   let right = 0;
   for (let i = 0; i < 16; ++i) {
     const p = probs.subarray(10 * i, 10 * (i + 1)), best = p.indexOf(Math.max(...p)), label = samples.labels[i];

@@ -19,7 +19,7 @@ from page_test import check_page, finish  # noqa: E402
 
 def main():
     page_dir, ref_path = sys.argv[1], sys.argv[2]
-    got, failures = check_page(page_dir, ref_path, {"probs": 1e-5})
+    got, failures = check_page(page_dir, ref_path, {"probs": 1e-5}, {"webgpu_probs": ("probs", 1e-4)})
     with open(ref_path) as f:
         ref = json.load(f)
     probs = got["probs"]
