@@ -10,13 +10,16 @@ and the time from opening the page to its first prediction.
   3 page loads, against the page's reference program with --time (the same code natively, one
   thread, best of 5 x 32 calls);
 - first prediction: performance.now() when the 16 sample predictions return (the module
-  fetched, compiled and started, the weights loaded).
+  fetched, compiled and started, the weights loaded);
+- the WebGPU device's costs (bench/web/webgpu.cpp in a page, beside the page's CPU device): a
+  read of one op's result, an op recorded in a batch, 4 MiB moved each way.
 
 Usage: scripts/gen_web_bench.py [--wasm build/wasm] [--native build/release] [--out bench/WEB.md]
 """
 import argparse
 import datetime
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -56,9 +59,22 @@ def measure(wasm_dir, native_dir, demo, reference):
         "wasm_ms": min(r["ms_per_image"] for r in runs),
         "first32_ms": min(r["ms_per_image_first"] for r in runs),
         "first_ms": min(r["first_prediction_ms"] for r in runs),
+        "webgpu_ms": min(r.get("webgpu_ms_per_image", float("inf")) for r in runs),
         "native_ms": native_ms_per_image({}),
         "portable_ms": native_ms_per_image({"KILN_ONEDNN": "0"}),  # the kernels the page runs, natively
     }
+
+
+def webgpu_costs(wasm_dir):
+    """bench/web's measurements (a dict), or None when the page is not built."""
+    page = os.path.join(wasm_dir, "bench/web")
+    if not os.path.exists(os.path.join(page, "kiln_web_bench_webgpu.wasm")):
+        return None
+    r = run_page(page, "page.html", timeout=240)
+    got = json.loads(r.get("log", "{}").strip().splitlines()[-1])
+    if r.get("code") != 0 or "error" in got:
+        sys.exit(f"gen_web_bench: bench/web/page.html failed: {r.get('log')}")
+    return got
 
 
 def main():
@@ -85,12 +101,29 @@ def main():
          lambda m: f"{m['portable_ms']:.3f} ms", ""),
         ("page / native portable kernels", lambda m: f"{m['wasm_ms'] / m['portable_ms']:.2f}x", ""),
         ("page start to the first predictions", lambda m: f"{m['first_ms']:.0f} ms", "<= 1000 ms"),
+        ("time per image, page on WebGPU (SwiftShader here: a CPU), after a second of calls",
+         lambda m: f"{m['webgpu_ms']:.1f} ms", ""),
     ]
     head = "| what | " + " | ".join(f"`{d}`" for d, _, _ in pages) + " | target |"
     table = [head, "|---|" + "---:|" * len(pages) + "---:|"]
     for label, fmt, target in rows:
         table.append(f"| {label} | " + " | ".join(fmt(m) for _, _, m in pages) + f" | {target} |")
     pages_text = "\n".join(f"- `examples/web/{d}`: {what}." for d, what, _ in pages)
+    costs = webgpu_costs(a.wasm)
+    costs_text = "" if not costs else f"""
+What the WebGPU device costs, in a page of the same browser (`bench/web/webgpu.cpp`, best of 5;
+adds of 256 floats, each on the last one's result):
+
+| | WebGPU (SwiftShader) | CPU device of the same page | ratio |
+|---|---:|---:|---:|
+| one op, then a read of its result | {costs['gpu_read_ms']:.3f} ms | {costs['cpu_read_ms']:.4f} ms | {costs['gpu_read_ms'] / costs['cpu_read_ms']:.0f}x |
+| each further op of a batch of 1000 before the read | {costs['gpu_op_ms']:.4f} ms | {costs['cpu_op_ms']:.4f} ms | {costs['gpu_op_ms'] / costs['cpu_op_ms']:.1f}x |
+| 4 MiB from the page's memory to the device | {costs['upload_4mib_ms']:.2f} ms | | |
+| 4 MiB from the device to the page's memory | {costs['download_4mib_ms']:.2f} ms | | |
+
+A read costs a submission, the wait for the device (a Promise the page's event loop resolves)
+and a mapping: keep values on the device between ops and read once.
+"""
     text = f"""# Kiln in the browser: size and speed
 
 Written by `scripts/gen_web_bench.py` (called by `bench/run.sh`) on {now}: the demo pages built
@@ -105,7 +138,12 @@ thread). The page's numbers are the best of 3 page loads.
 The native build uses oneDNN's convolutions and AVX2 or AVX-512 through Highway; the pages run
 Kiln's portable kernels on 4-lane SIMD128 without fused multiply-add. Weights are downloaded
 apart from the module: the CNN's trained file is 1.7 MB of f32, the ResNet's 0.7 MB.
-"""
+
+The WebGPU row is the same page with the network moved to `Device::webgpu()`: on a machine
+without a GPU, Chromium's WebGPU adapter is SwiftShader, which runs the kernels on the CPU, so
+this time says nothing about a GPU (no target). Each call there is one batch of dispatches and
+one read of the result, which waits for the device (docs/web.md, "The WebGPU device").
+{costs_text}"""
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
