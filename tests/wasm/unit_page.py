@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Runs the WebAssembly unit tests (kiln_wasm_tests_web) in a page of headless Chromium.
 
-  unit_page.py BUILD_DIR [--env NAME=VALUE ...] [GTEST ARGS...]
+  unit_page.py BUILD_DIR [--env NAME=VALUE ...] [--support-table FILE] [GTEST ARGS...]
 
 BUILD_DIR holds kiln_wasm_tests_web.{js,wasm,data}; the page (tests/wasm/unit_page.html) runs
 them with the given arguments and environment variables and posts the exit code and output
-(scripts/browser_run.py). Prints the output; the exit status is the tests'.
+(scripts/browser_run.py). Prints the output; the exit status is the tests'. With
+--support-table, the conformance suite's support table (KILN_SUPPORT_TABLE=-) must equal FILE
+(docs/webgpu-support.md, written by scripts/gpu-support.sh --webgpu).
 """
 import os
 import shutil
@@ -22,12 +24,15 @@ from browser_run import run_page  # noqa: E402
 def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
-    build, args, env = os.path.abspath(sys.argv[1]), [], []
+    build, args, env, table = os.path.abspath(sys.argv[1]), [], [], None
     rest = sys.argv[2:]
     while rest:
         a = rest.pop(0)
         if a == "--env" and rest:
             env.append(rest.pop(0))
+        elif a == "--support-table" and rest:
+            table = rest.pop(0)
+            env.append("KILN_SUPPORT_TABLE=-")
         else:
             args.append(a)
     for ext in ("js", "wasm", "data"):
@@ -46,7 +51,15 @@ def main():
     for e in report.get("console_errors", []):
         print("console error:", e)
     print(f"unit_page: exit code {report.get('code')} ({report.get('why')}) in {report.get('agent', '?')}")
-    return report.get("code", 1) if isinstance(report.get("code"), int) else 1
+    code = report.get("code", 1) if isinstance(report.get("code"), int) else 1
+    if table:
+        log = report.get("log", "")
+        got = log[log.find("<<<support table\n") + 17:log.find(">>>support table")] if ">>>support table" in log else ""
+        with open(table) as f:
+            if f.read() != got:
+                print(f"unit_page: {table} is out of date: run scripts/gpu-support.sh --webgpu")
+                code = code or 1
+    return code
 
 
 if __name__ == "__main__":
