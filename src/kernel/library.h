@@ -87,7 +87,9 @@ std::optional<Elementwise> bernoulli_of(const kiln::ir::Op& op);
 
 /// The elementwise kernel of op (unary, binary, ternary, cast, copy and fill ops over the
 /// storages above), or nothing when the library has none for it.
-std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op);
+/// float64 false: a device without f64, where the f32 functions that compute through f64 take
+/// their F32-only forms (unary_nof64; the kernel's name ends in "_nof64").
+std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op, bool float64 = true);
 /// Declares push constant `name` for real r of spec, of its type (real_types, else real_type).
 Val real_of(Builder& b, const Elementwise& spec, int r, const std::string& name);
 /// Traces spec's kernel (256 threads a group; groups over x and y, see elementwise_groups).
@@ -139,6 +141,17 @@ Val erfinv_f32(Val y);
 Val fmod_f32(Val x, Val y);
 Val remainder_f32(Val x, Val y);
 Val floor_div_f32(Val x, Val y);
+
+/// F32-only forms (library/math_nof64.cpp) of the functions above that use f64, for devices
+/// without it (WGSL): within a few ulps, IEEE special values as the CPU. unary_nof64 covers
+/// Sin, Cos, Tan, Exp2, Expm1, Log2, Log10, Log1p, Sinh, Cosh, Asinh, Acosh, Atanh, Atan, Asin,
+/// Acos and Erf.
+Val unary_nof64(kiln::ir::OpKind kind, Val x);
+Val log1p_nof64(Val x);
+Val expm1_nof64(Val x);
+Val exp2_nof64(Val x);
+Val atan2_nof64(Val y, Val x);
+Val hypot_nof64(Val x, Val y);
 
 /// Whether every index of d fits int32 arithmetic (and its rank the library's).
 bool fits_i32(const kiln::ir::TensorDesc& d);

@@ -765,11 +765,78 @@ std::optional<Elementwise> spec_of(const kiln::ir::Op& op) {
   return e;
 }
 
+/// The F32-only function (library/math_nof64.cpp) of an op whose f32 function computes through
+/// f64, with the same inputs and reals, for a device without f64; nullptr where there is none
+/// (Erfinv, Fmod, Remainder, FloorDiv).
+Fn nof64_fn(OpKind kind) {
+  switch (kind) {
+    case OpKind::Sin:
+    case OpKind::Cos:
+    case OpKind::Tan:
+    case OpKind::Exp2:
+    case OpKind::Expm1:
+    case OpKind::Log2:
+    case OpKind::Log10:
+    case OpKind::Log1p:
+    case OpKind::Sinh:
+    case OpKind::Cosh:
+    case OpKind::Asinh:
+    case OpKind::Acosh:
+    case OpKind::Atanh:
+    case OpKind::Atan:
+    case OpKind::Asin:
+    case OpKind::Acos:
+    case OpKind::Erf:
+      return [kind](const Val* x, const Val*) { return unary_nof64(kind, x[0]); };
+    case OpKind::Elu:  // as unary_math's, with expm1_nof64
+      return [](const Val* x, const Val* r) {
+        return select(x[0] > 0.0f, r[1] * x[0], r[1] * r[0] * expm1_nof64(x[0] * r[2]));
+      };
+    case OpKind::Softplus:
+      return [](const Val* x, const Val* r) {
+        const Val bx = x[0] * r[0];
+        return select(bx > r[1], x[0], log1p_nof64(exp_f32(bx)) / r[0]);
+      };
+    case OpKind::Mish:
+      return [](const Val* x, const Val*) {
+        return x[0] * tanh_f32(select(x[0] > 20.0f, x[0], log1p_nof64(exp_f32(x[0]))));
+      };
+    case OpKind::Gelu:
+      return [](const Val* x, const Val*) {
+        const Val h = x[0] * 0.5f;
+        return h * erf_f32(x[0] * 0.70710678f, false) + h;
+      };
+    case OpKind::Hypot:
+      return [](const Val* x, const Val*) { return hypot_nof64(x[0], x[1]); };
+    case OpKind::LogAddExp:
+      return [](const Val* x, const Val*) {
+        const Val m = select(x[0] < x[1], x[1], x[0]);
+        const Val r = m + log1p_nof64(exp_f32(-abs(x[0] - x[1])));
+        return select(abs(x[0]) == std::numeric_limits<float>::infinity() && x[0] == x[1], x[0], r);
+      };
+    case OpKind::Atan2:
+      return [](const Val* x, const Val*) { return atan2_nof64(x[0], x[1]); };
+    case OpKind::Pow:
+      return [](const Val* x, const Val*) { return pow_f32_nof64(x[0], x[1]); };
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
-std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op) {
+std::optional<Elementwise> elementwise_of(const kiln::ir::Op& op, bool float64) {
   std::optional<Elementwise> e = spec_of(op);
   if (!e) return e;
+  const bool f32 = value_type(e->output) == Type::F32 && e->real_type == Type::F32 && e->real_types.empty() &&
+                   std::all_of(e->inputs.begin(), e->inputs.end(), [](Store s) { return value_type(s) == Type::F32; });
+  if (!float64 && e->needs_f64 && f32) {
+    if (Fn f = nof64_fn(op.kind)) {
+      e->fn = std::move(f);
+      e->needs_f64 = false;
+      e->tag += "_nof64";
+    }
+  }
   e->name = std::string(kiln::ir::op_name(op.kind));
   for (Store s : e->inputs) e->name += std::string("_") + store_name(s);
   e->name += std::string("_to_") + store_name(e->output) + e->tag;

@@ -244,7 +244,7 @@ std::optional<FusedSpec> spec_of(const std::vector<FusedLoad>& loads, const std:
     desc += ';';
   }
   for (const FusedStep& s : steps) {
-    std::optional<Elementwise> e = elementwise_of(*s.op);
+    std::optional<Elementwise> e = elementwise_of(*s.op, float64);
     if (!e || e->with_index || (e->needs_f64 && !float64) || e->push.size() != static_cast<size_t>(e->reals) ||
         e->inputs.size() != s.src.size() || (s.stored && !fits_i32(s.op->outputs[0])))
       return std::nullopt;

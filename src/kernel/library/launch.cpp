@@ -76,7 +76,7 @@ std::optional<Launch> scan_launch(const kiln::ir::Op& op, bool float64) {
 }
 
 std::optional<Launch> elementwise_launch(const kiln::ir::Op& op, bool float64) {
-  const std::optional<Elementwise> s = elementwise_of(op);
+  const std::optional<Elementwise> s = elementwise_of(op, float64);
   if (!s || (s->needs_f64 && !float64)) return std::nullopt;
   Launch l = launch(*s, trace_elementwise, kMetaInts);
   if (!elementwise_meta(op, l.meta.data())) return std::nullopt;

@@ -385,7 +385,7 @@ Val sin_cos_f32(bool cosine, Val x) {
     v = select(q == 0, cs, select(q == 1, -sn, select(q == 2, -cs, sn)));
   } else {
     v = select(q == 0, sn, select(q == 1, cs, select(q == 2, -sn, -cs)));
-    v = select(x < 0.0f, -v, v);
+    v = select(x < 0.0f, -v, select(x == 0.0f, x, v));  // sin(-0) = -0
   }
   return select(finite, v, Val(std::numeric_limits<float>::quiet_NaN()));
 }
