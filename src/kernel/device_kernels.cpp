@@ -37,7 +37,8 @@ std::vector<char> pack_push(const Kernel& kern, const std::vector<Arg>& args) {
     char* at = bytes.data() + offsets[i];
     switch (scalars[i].type) {
       case Type::F32: {
-        const float v = static_cast<float>(args[i].type == Type::F32 ? args[i].f : static_cast<double>(args[i].i));
+        const bool real = args[i].type == Type::F32 || args[i].type == Type::F64;
+        const float v = static_cast<float>(real ? args[i].f : static_cast<double>(args[i].i));
         std::memcpy(at, &v, 4);
         break;
       }

@@ -214,7 +214,9 @@ void unravel(const Buffer<int32_t>& meta, Val n, int at, Val lin, Var& off, Var*
 void line_offsets(const Buffer<int32_t>& meta, Val line, Var& in, Var& out, int count = kKept, int sizes = kKeptShape,
                   int in_strides = kKeptShape + kMaxRank, int out_strides = kOutStrides);
 
-std::optional<Reduce> reduce_of(const kiln::ir::Op& op);
+/// float64 false: a device without f64, where var and std of f32 (f16, bf16) values run both
+/// passes in f32 (the kernel's name ends in "_f32").
+std::optional<Reduce> reduce_of(const kiln::ir::Op& op, bool float64 = true);
 Kernel trace_reduce(const Reduce& spec, const Limits& limits);
 /// Fills the parameter block of a reduction. False when an index leaves int32.
 bool reduce_meta(const kiln::ir::Op& op, int32_t* meta);
@@ -325,7 +327,9 @@ struct Scan {
   Store in = Store::F32, out = Store::F32;
   Type acc = Type::F64;
 };
-std::optional<Scan> scan_of(const kiln::ir::Op& op);
+/// float64 false: a device without f64, where cumulative sums and products of f32 (f16, bf16)
+/// values accumulate in f32 (sums compensated, Kahan's).
+std::optional<Scan> scan_of(const kiln::ir::Op& op, bool float64 = true);
 Kernel trace_scan(const Scan& spec, const Limits& limits);
 
 /// MaxPool (values, and i64 indices with_indices), AvgPool, AdaptiveAvgPool, AdaptiveMaxPool

@@ -340,7 +340,7 @@ std::optional<Launch> fused_tail_launch(const std::vector<FusedLoad>& loads, con
   desc += row->name;
   const std::string name = "tail_" + cache::hash128(desc).substr(0, 16);
   std::function<Kernel(const Limits&, Source&)> rt;
-  if (std::optional<Reduce> r = reduce_of(t)) {
+  if (std::optional<Reduce> r = reduce_of(t, float64)) {
     r->name = name;
     rt = [r = *r](const Limits& limits, Source& s) { return trace_reduce_from(r, limits, s); };
   } else if (std::optional<Softmax> m = softmax_of(t)) {

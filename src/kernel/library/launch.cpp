@@ -38,7 +38,7 @@ std::array<uint32_t, 3> unless_empty(int64_t n, std::array<uint32_t, 3> groups) 
 }
 
 std::optional<Launch> reduce_launch(const kiln::ir::Op& op, bool float64) {
-  const std::optional<Reduce> s = reduce_of(op);
+  const std::optional<Reduce> s = reduce_of(op, float64);
   if (!s || (s->acc == Type::F64 && !float64)) return std::nullopt;
   Launch l = launch(*s, trace_reduce, kReduceMetaInts);
   if (!reduce_meta(op, l.meta.data())) return std::nullopt;
@@ -59,7 +59,7 @@ std::optional<Launch> scan_launch(const kiln::ir::Op& op, bool float64) {
   if (const std::optional<Sort> s = sort_of(op)) {
     l = launch(*s, trace_sort, kReduceMetaInts);
     l.outputs = 2;
-  } else if (const std::optional<Scan> s = scan_of(op)) {
+  } else if (const std::optional<Scan> s = scan_of(op, float64)) {
     scan = true;
     if (s->acc == Type::F64 && !float64) return std::nullopt;
     l = launch(*s, trace_scan, kReduceMetaInts);

@@ -77,7 +77,7 @@ Type acc_of(Store s) {
 
 }  // namespace
 
-std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
+std::optional<Reduce> reduce_of(const kiln::ir::Op& op, bool float64) {
   if (op.inputs.size() != 1 || op.outputs.size() != 1) return std::nullopt;
   const DType it = op.inputs[0].dtype, ot = op.outputs[0].dtype;
   // 1- and 2-byte integers and bool too: compared and summed in i64, stored with their low bits
@@ -115,7 +115,7 @@ std::optional<Reduce> reduce_of(const kiln::ir::Op& op) {
     case OpKind::Var: {
       if (!fin || ot != it) return std::nullopt;
       const kiln::ir::ReduceAttrs a = kiln::ir::ReduceAttrs::decode(op);
-      r.acc = Type::F64;
+      r.acc = float64 || *si == Store::F64 ? Type::F64 : Type::F32;  // both passes in f32 without f64
       r.push = {Arg(a.correction), Arg(static_cast<int32_t>(a.sqrt ? 1 : 0))};
       break;
     }
@@ -207,7 +207,7 @@ Kernel trace_reduce_from(const Reduce& spec, const Limits& limits, Source& src) 
         src.scalars(b, meta);
         Val correction, take_root;
         if (var) {
-          correction = b.scalar<double>("correction");
+          correction = at == Type::F64 ? b.scalar<double>("correction") : b.scalar<float>("correction");
           take_root = b.scalar<int32_t>("root");
         }
         const Memory vals = shared_of(b, at, "vals", kGroup);
@@ -218,38 +218,52 @@ Kernel trace_reduce_from(const Reduce& spec, const Limits& limits, Source& src) 
         Var base(meta[kInOffset]), obase(meta[kOutOffset]);
         unravel(meta, meta[kKept], kKeptShape, select(valid, gid, Val(0)), base, &obase, kOutStrides);
         const OpKind folded = arg ? (mx ? OpKind::Max : OpKind::Min) : var ? OpKind::Sum : spec.kind;
-        // One pass folds the inputs (minus `centre`, squared, when given) into acc.
-        auto pass = [&](const Val* centre) {
-          Var acc(identity(folded, at));
+        // One pass folds the inputs into acc with `fold`; given a centre, their deviations from
+        // it instead: absolute (Max), else squared, after division by `scale` when given.
+        auto pass = [&](const Val* centre, const Val* scale, OpKind fold) {
+          Var acc(identity(fold, at));
           Var ai(Val(INT32_MAX));
           for_(t, meta[kRed], static_cast<int>(kGroup), [&](Val r) {
             Var off = Var(Val(base));
             unravel(meta, meta[kNRed], kRedShape, r, off, nullptr, -1);
             // the first pass reads each element once: a fused chain stores its steps then
             Val x = to_acc(spec.kind, src.at(off, centre ? nullptr : &valid), at);
-            if (centre) x = (x - *centre) * (x - *centre);
+            if (centre) {
+              const Val d = scale ? (x - *centre) / *scale : x - *centre;
+              x = fold == OpKind::Max ? abs(d) : d * d;
+            }
             if (arg) {
               const Val better = arg_better(mx, acc, ai, x, r);
               acc = select(better, x, Val(acc));
               ai = select(better, r, Val(ai));
             } else {
-              acc = combine(folded, acc, x);
+              acc = combine(fold, acc, x);
             }
           });
           vals[t] = Val(acc);
           if (arg) idx[t] = Val(ai);
           barrier();
-          group_tree(folded, arg, mx, vals, idx, t);
+          group_tree(fold, arg, mx, vals, idx, t);
         };
-        pass(nullptr);
+        pass(nullptr, nullptr, folded);
         Val result = vals[0];
-        if (var) {
-          const Val mean = result / cast(meta[kRed], Type::F64);
-          barrier();  // every thread has read vals[0] before the second pass writes it
-          pass(&mean);
-          const Val div = max(cast(meta[kRed], Type::F64) - correction, Val::constant(0, Type::F64));
-          const Val v = vals[0] / div;
-          result = select(take_root != 0, sqrt(v), v);
+        if (var) {  // two passes in f64; in f32, the deviations scaled by the largest first (no overflow)
+          const Val mean = result / cast(meta[kRed], at);
+          const Val div = max(cast(meta[kRed], at) - correction, Val::constant(0, at));
+          barrier();  // every thread has read vals[0] before the next pass writes it
+          if (at == Type::F64) {
+            pass(&mean, nullptr, OpKind::Sum);
+            const Val v = vals[0] / div;
+            result = select(take_root != 0, sqrt(v), v);
+          } else {
+            pass(&mean, nullptr, OpKind::Max);
+            const Val big = vals[0];
+            const Val sc = select(big > 0.0f && big < std::numeric_limits<float>::infinity(), big, Val(1.0f));
+            barrier();
+            pass(&mean, &sc, OpKind::Sum);
+            const Val q = vals[0] / div;
+            result = select(take_root != 0, sqrt(q) * sc, q * sc * sc);
+          }
         }
         if_(valid && t == 0, [&] {
           if (arg) {

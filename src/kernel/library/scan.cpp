@@ -21,7 +21,7 @@ Val as(Val x, Type t) {
 
 }  // namespace
 
-std::optional<Scan> scan_of(const kiln::ir::Op& op) {
+std::optional<Scan> scan_of(const kiln::ir::Op& op, bool float64) {
   const OpKind k = op.kind;
   if (k != OpKind::CumSum && k != OpKind::CumProd && k != OpKind::CumMax && k != OpKind::CumMin) return std::nullopt;
   if (op.inputs.size() != 1) return std::nullopt;
@@ -39,9 +39,10 @@ std::optional<Scan> scan_of(const kiln::ir::Op& op) {
     s.acc = *si == Store::B8 ? Type::I32 : value_type(*si);  // bool compared as 0 and 1
   } else {
     if (o.dtype != x.dtype && !(o.dtype == DType::I64 && !fl)) return std::nullopt;
-    s.acc = fl ? Type::F64 : Type::I64;
+    s.acc = !fl ? Type::I64 : float64 || *si == Store::F64 ? Type::F64 : Type::F32;  // f32: compensated sums
   }
-  s.name = "scan_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(s.in) + "_" + store_name(s.out);
+  s.name = "scan_" + std::string(kiln::ir::op_name(k)) + "_" + store_name(s.in) + "_" + store_name(s.out) +
+           (fl && s.acc == Type::F32 && !(k == OpKind::CumMax || k == OpKind::CumMin) ? "_f32acc" : "");
   return s;
 }
 
@@ -63,6 +64,8 @@ Kernel trace_scan(const Scan& spec, const Limits& limits) {
           line_offsets(meta, line, base, obase);
           const Val sx = meta[kRedShape + kMaxRank], so = meta[kRedShape + 1];
           Var acc(Val::constant(spec.kind == OpKind::CumProd ? 1 : 0, spec.acc));
+          Var comp(Val::constant(0, spec.acc));  // Kahan's compensation of an f32 sum
+          const bool kahan = spec.kind == OpKind::CumSum && spec.acc == Type::F32;
           Var at(Val(-1ll));
           for_(0, meta[kRed], [&](Val l) {
             const Val x = as(load_store(in, spec.in, base + l * sx), spec.acc);
@@ -77,7 +80,13 @@ Kernel trace_scan(const Scan& spec, const Limits& limits) {
               oidx[o] = Val(at);
               return;
             }
-            acc = spec.kind == OpKind::CumProd ? Val(acc) * x : Val(acc) + x;
+            if (kahan) {
+              const Val y = x - Val(comp), t = Val(acc) + y;
+              comp = (t - Val(acc)) - y;
+              acc = t;
+            } else {
+              acc = spec.kind == OpKind::CumProd ? Val(acc) * x : Val(acc) + x;
+            }
             const Type ot = value_type(spec.out);
             store_store(out, spec.out, o, ot == Type::Bool ? Val(acc) != Val::constant(0, spec.acc) : as(acc, ot));
           });
