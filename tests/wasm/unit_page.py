@@ -8,7 +8,8 @@ BUILD_DIR holds kiln_wasm_tests_web.{js,wasm,data}; the page (tests/wasm/unit_pa
 them with the given arguments and environment variables and posts the exit code and output
 (scripts/browser_run.py). Prints the output; the exit status is the tests'. With
 --support-table, the conformance suite's support table (KILN_SUPPORT_TABLE=-) must equal FILE
-(docs/webgpu-support.md, written by scripts/gpu-support.sh --webgpu).
+(docs/webgpu-support.md, written by scripts/gpu-support.sh --webgpu). KILN_PAGE_TIMEOUT
+(seconds, default 540) bounds the page's run.
 """
 import os
 import shutil
@@ -44,7 +45,7 @@ def main():
             os.symlink(os.path.join(build, "kiln_wasm_tests_web." + ext), os.path.join(root, "kiln_wasm_tests_web." + ext))
         shutil.copy(os.path.join(HERE, "unit_page.html"), root)
         query = urllib.parse.urlencode([("arg", a) for a in args] + [("env", e) for e in env])
-        report = run_page(root, "unit_page.html?" + query, timeout=540)
+        report = run_page(root, "unit_page.html?" + query, timeout=float(os.environ.get("KILN_PAGE_TIMEOUT", "540")))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(report.get("log", ""))
