@@ -199,6 +199,7 @@ mergeInto(LibraryManager.library, {
     for (i = 0; i < n; ++i) {
       var id = HEAPU32[(ids >> 2) + i], off = HEAPU32[(offs >> 2) + i], b = K.objects[id];
       if (p.kinds[i] !== 'storage' && written.has(id)) {
+        K.used.add(b);  // the copy reads it: a later host write must wait for this batch
         var copy = K.device.createBuffer({size: b.size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST});
         K.pending.push({copy: [b, copy, b.size]});
         K.doomed.push(copy);
