@@ -63,8 +63,6 @@ class DeviceKernels {
   /// Records launch l (one without a host check or variants, such as a fused kernel's) over
   /// its output and input buffers.
   void run(DeviceQueue& q, const lib::Launch& l, void* const* in, void* const* out);
-  const Limits& limits() const { return limits_; }
-  bool float64() const { return float64_; }
 
  private:
   /// The kernel named `name`, traced by `make` on first use.

@@ -35,12 +35,9 @@ class Context final : public kernel::DeviceQueue {
   /// The adapter's description: what a measured choice holds for.
   const std::string& identity() const { return identity_; }
   const kernel::Limits& limits() const { return limits_; }
-  /// Buffers a kernel may bind (the device's storage buffers per stage).
-  uint32_t max_bindings() const { return max_bindings_; }
 
+  /// A buffer of nbytes; throws kiln::Error when the device cannot bind one that large.
   Buf* allocate(size_t nbytes);
-  /// Throws the error of allocate when a buffer of nbytes cannot be bound.
-  void check_size(size_t nbytes) const;
   void release(Buf* b) noexcept;
   /// Host writes and reads of n bytes of b at byte `off`, in order with the recorded work
   /// (reads wait for it; unaligned writes read the words they change first).
@@ -60,6 +57,8 @@ class Context final : public kernel::DeviceQueue {
 
  private:
   Context();
+  /// Throws the error of allocate when a buffer of nbytes cannot be bound.
+  void check_size(size_t nbytes) const;
   /// The pipeline id of k (WGSL rendered and compiled on first use).
   uint32_t pipeline(const kernel::Kernel& k);
   void dispatch(uint32_t pipe, const kernel::Kernel& k, const std::vector<std::pair<const Buf*, size_t>>& buffers,
@@ -67,7 +66,7 @@ class Context final : public kernel::DeviceQueue {
 
   std::string identity_;
   kernel::Limits limits_;
-  uint32_t max_bindings_ = 8;
+  uint32_t max_bindings_ = 8;  ///< buffers a kernel may bind besides its parameter block
   uint64_t max_binding_bytes_ = 128u << 20;
   uint64_t max_buffer_bytes_ = 256u << 20;
   std::unordered_map<std::string, uint32_t> pipelines_;
