@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -113,7 +114,10 @@ K::Kernel matmul_blocked() {
         for (int j = 0; j < 4; ++j) bk.push_back(bm[k * n + cj(j)]);
         for (int i = 0; i < 4; ++i) {
           K::Val ai = a[r(i) * n + k];
-          for (int j = 0; j < 4; ++j) acc[static_cast<size_t>(i * 4 + j)] += ai * bk[static_cast<size_t>(j)];
+          for (int j = 0; j < 4; ++j) {
+            K::Var& sum = acc[static_cast<size_t>(i * 4 + j)];
+            sum = K::fma(ai, bk[static_cast<size_t>(j)], sum);
+          }
         }
       });
     };
@@ -129,6 +133,20 @@ K::Kernel matmul_blocked() {
                [&] { c[(row0 + i) * n + col + 16 * j] = acc[static_cast<size_t>(i * 4 + j)]; });
   });
 }
+
+/// A 64-byte aligned float buffer, as Kiln's tensors are (so both sides see the same alignment).
+struct Aligned {
+  std::vector<float> raw;
+  float* p;
+  int64_t n;
+  explicit Aligned(const std::vector<float>& v) : raw(v.size() + 16), n(static_cast<int64_t>(v.size())) {
+    auto a = reinterpret_cast<std::uintptr_t>(raw.data());
+    p = raw.data() + ((64 - a % 64) % 64) / sizeof(float);
+    std::copy(v.begin(), v.end(), p);
+  }
+  explicit Aligned(int64_t count) : Aligned(std::vector<float>(static_cast<size_t>(count))) {}
+  K::Arg arg() { return K::Arg(p, n); }
+};
 
 std::string us(double s) {
   char b[32];
@@ -236,18 +254,18 @@ int main(int argc, char** argv) {
   manual_seed(0);
   const Device plain = Device::cpu().without_fusion();
   Tensor x = randn({n}).to(plain);
-  std::vector<float> xs = x.to_vector<float>(), ys(static_cast<size_t>(n));
+  Aligned xs(x.to_vector<float>()), ys(n);
   int32_t ni = static_cast<int32_t>(n);
   const auto [kern, hand] = best_alternated(
       r2,
       [&] {
-        cpu({(n + 255) / 256}, {xs, ys, ni});
+        cpu({(n + 255) / 256}, {xs.arg(), ys.arg(), ni});
       },
       [&] {
         Tensor y = x * 1.5;
         (void)y;
       });
-  Tensor yk = from_blob_copy(ys.data(), {n}, f32, plain);
+  Tensor yk = from_blob_copy(ys.p, {n}, f32, plain);
   const double err = (yk - x * 1.5).abs().max().item<double>();
   std::printf(
       "\n## Speed of the C++ target (one thread, best of %d, alternated)\n\n| case | kernel language | Kiln | ratio "
@@ -257,20 +275,20 @@ int main(int argc, char** argv) {
               ms(kern).c_str(), ms(hand).c_str(), hand / kern);
   const int64_t m = smoke ? 64 : 512;
   Tensor a = randn({m, m}).to(plain), bb = randn({m, m}).to(plain);
-  std::vector<float> av = a.to_vector<float>(), bv = bb.to_vector<float>(), cv(static_cast<size_t>(m * m));
+  Aligned av(a.to_vector<float>()), bv(bb.to_vector<float>()), cv(m * m);
   K::CpuKernel mm = K::compile_cpu(matmul_blocked());
   int32_t mi = static_cast<int32_t>(m);
   const int64_t gx = (m + 63) / 64, gy = (m + 3) / 4;
   const auto [kmm, hmm] = best_alternated(
       r2,
       [&] {
-        mm({gx, gy}, {av, bv, cv, mi});
+        mm({gx, gy}, {av.arg(), bv.arg(), cv.arg(), mi});
       },
       [&] {
         Tensor c = matmul(a, bb);
         (void)c;
       });
-  Tensor ck = from_blob_copy(cv.data(), {m, m}, f32, plain);
+  Tensor ck = from_blob_copy(cv.p, {m, m}, f32, plain);
   const double mm_err = (ck - matmul(a, bb)).abs().max().item<double>();
   std::printf("| matmul %lld^3 (Kiln: oneDNN sgemm) | %s | %s | %.2f |\n", static_cast<long long>(m), ms(kmm).c_str(),
               ms(hmm).c_str(), hmm / kmm);

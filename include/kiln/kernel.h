@@ -344,6 +344,9 @@ Val min(Val a, Val b);
 Val max(Val a, Val b);
 Val pow(Val a, Val b);
 Val select(Val cond, Val if_true, Val if_false);
+/// a * b + c with one rounding (f32 or f64; every target has it: on the CPU, a vector FMA where
+/// the machine has one, else the C library's fma).
+Val fma(Val a, Val b, Val c);
 Val cast(Val x, Type t);
 /// The bits of x (F32, I32 or U32) as another of those types.
 Val bitcast(Val x, Type t);

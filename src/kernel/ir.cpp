@@ -68,6 +68,7 @@ bool Op::pure() const {
     case Kind::Binary:
     case Kind::Compare:
     case Kind::Select:
+    case Kind::Fma:
     case Kind::Cast:
     case Kind::Extract:
       return true;
@@ -162,12 +163,13 @@ struct Divergence {
 
 }  // namespace
 
-std::vector<bool> divergence(const Kernel& k) {
+std::vector<bool> divergence(const Kernel& k, std::vector<bool>* locals) {
   Divergence d{k, std::vector<bool>(k.ops.size(), false), std::vector<bool>(k.locals.size(), false)};
   do {
     d.changed = false;
     d.walk(0, false);
   } while (d.changed);
+  if (locals) *locals = d.local;
   return d.div;
 }
 
@@ -253,6 +255,9 @@ void dump_region(const ir::Kernel& k, uint32_t r, int depth, std::string& out) {
         break;
       case Kind::Select:
         line += "select " + args;
+        break;
+      case Kind::Fma:
+        line += "fma " + args;
         break;
       case Kind::Cast:
         line += (op.attr ? "bitcast " : "cast ") + args;

@@ -22,6 +22,7 @@ enum class Kind : uint8_t {
   Binary,      ///< attr: BinaryFn
   Compare,     ///< attr: CmpFn; type Bool
   Select,      ///< in: cond, a, b
+  Fma,         ///< in: a, b, c; a * b + c rounded once (float types)
   Cast,        ///< in: x; attr 1: a bitcast (32-bit types)
   Load,        ///< memory `obj` (shared if `shared`), in: index
   Store,       ///< in: index, value
@@ -123,8 +124,8 @@ void optimize(Kernel& k);
 /// Checks run when tracing ends (barriers in divergent control flow, shared memory size).
 void validate(const Kernel& k);
 /// For every op: does its value (or, for control flow, its condition) vary between the threads
-/// of a group? Index: op id.
-std::vector<bool> divergence(const Kernel& k);
+/// of a group? Index: op id. `locals` (when given) receives the same for each local slot.
+std::vector<bool> divergence(const Kernel& k, std::vector<bool>* locals = nullptr);
 
 /// True when the region (or a region nested in it) contains a barrier.
 bool contains_barrier(const Kernel& k, uint32_t region);

@@ -150,6 +150,9 @@ bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
     case Kind::Select:
       r = a->i ? *b : *c;
       break;
+    case Kind::Fma:
+      r.f = std::fma(as_f(a), as_f(b), as_f(c));
+      break;
     case Kind::Cast:
       if (op.attr) return false;  // a bitcast
       if (op.type == Type::F32)

@@ -109,6 +109,8 @@ std::string Base::expr(uint32_t id) {
       return compare(static_cast<ir::CmpFn>(op.attr), k.ops[op.in[0]].type, in(0), in(1), op.in[0] == op.in[1]);
     case Kind::Select:
       return select(in(0), in(1), in(2));
+    case Kind::Fma:
+      return fma(op.type, in(0), in(1), in(2));
     case Kind::Cast:
       if (op.attr) return bitcast(op.type, k.ops[op.in[0]].type, in(0));
       return cast(op.type, k.ops[op.in[0]].type, in(0));

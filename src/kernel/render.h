@@ -46,6 +46,10 @@ class Base {
   virtual std::string select(const std::string& c, const std::string& a, const std::string& b) {
     return "(" + c + " ? " + a + " : " + b + ")";
   }
+  /// a * b + c rounded once, of type t (F32 or F64).
+  virtual std::string fma(Type, const std::string& a, const std::string& b, const std::string& c) {
+    return "fma(" + a + ", " + b + ", " + c + ")";
+  }
   virtual std::string cast(Type to, Type from, const std::string& x) { return ty(to) + "(" + x + ")"; }
   /// The bits of x (F32, I32, U32) as type `to`.
   virtual std::string bitcast(Type to, Type from, const std::string& x) = 0;

@@ -583,6 +583,23 @@ Val select(Val cond, Val a, Val b) {
   return value(emit(op, t.tdep[cond.id] || t.tdep[a.id] || t.tdep[b.id]));
 }
 
+Val fma(Val a, Val b, Val c) {
+  check_value(a, "fma");
+  check_value(b, "fma");
+  check_value(c, "fma");
+  if (a.type != b.type || a.type != c.type)
+    fail("type mismatch in fma(): " + std::string(type_name(a.type)) + ", " + std::string(type_name(b.type)) + " and " +
+         std::string(type_name(c.type)));
+  if (a.type != Type::F32 && a.type != Type::F64) fail("fma() takes f32 or f64, not " + std::string(type_name(a.type)));
+  ir::Op op;
+  op.kind = Kind::Fma;
+  op.type = a.type;
+  op.nin = 3;
+  op.in = {a.id, b.id, c.id};
+  Tracer& t = tr();
+  return value(emit(op, t.tdep[a.id] || t.tdep[b.id] || t.tdep[c.id]));
+}
+
 Val cast(Val x, Type to) {
   check_value(x, "cast");
   if (to == Type::F16 || to == Type::BF16) fail("f16 and bf16 are storage types: cast to f32 and store");

@@ -64,7 +64,7 @@ inline Kernel block_sum(const Limits& l = {}) {
       l);
 }
 
-/// c = a (m x k) * b (k x n), tiles of T x T in shared memory.
+/// c = a (m x k) * b (k x n), tiles of T x T in shared memory, products added by fma.
 inline Kernel matmul(const Limits& l = {}) {
   return trace(
       "matmul_tiled",
@@ -85,7 +85,7 @@ inline Kernel matmul(const Limits& l = {}) {
           if_(row < M && ka < K, [&] { ta[ty * T + tx] = A[row * K + ka]; }).else_([&] { ta[ty * T + tx] = 0.0f; });
           if_(kb < K && col < N, [&] { tb[ty * T + tx] = B[kb * N + col]; }).else_([&] { tb[ty * T + tx] = 0.0f; });
           barrier();
-          for_(0, T, [&](Val kk) { acc += ta[ty * T + kk] * tb[kk * T + tx]; });
+          for_(0, T, [&](Val kk) { acc = fma(ta[ty * T + kk], tb[kk * T + tx], Val(acc)); });
           barrier();
         });
         if_(row < M && col < N, [&] { C[row * N + col] = acc; });

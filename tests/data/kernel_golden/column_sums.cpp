@@ -68,6 +68,66 @@ KK_FN float kk_sigmoid(float x) { return 1.0f / (1.0f + kk_exp(-x)); }
 template <class T> KK_FN T kk_min(T a, T b) { return b < a ? b : a; }
 template <class T> KK_FN T kk_max(T a, T b) { return a < b ? b : a; }
 template <class T, int N> struct alignas(sizeof(T) * N) kk_v { T v[N]; };
+#define KK_W16 0
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#if KK_W16 && defined(__AVX512F__)
+#define KK_W 16
+#else
+#define KK_W 8
+#endif
+typedef float kk_wf __attribute__((vector_size(KK_W * 4)));
+typedef int kk_wi __attribute__((vector_size(KK_W * 4)));
+typedef unsigned kk_wu __attribute__((vector_size(KK_W * 4)));
+#if KK_W == 16
+static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7};
+#endif
+template <class V, class E> static inline V kk_wld(const E* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
+template <class V, class E> static inline void kk_wst(E* p, V v) { std::memcpy(p, &v, sizeof v); }
+static inline bool kk_any(kk_wi m) {
+#if KK_W == 16
+  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#elif defined(__AVX__)
+  return _mm256_movemask_ps((__m256)m) != 0;
+#else
+  int r = 0; for (int l = 0; l < KK_W; ++l) r |= m[l]; return r != 0;
+#endif
+}
+static inline bool kk_all(kk_wi m) {
+#if KK_W == 16
+  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) == 0xffff;
+#elif defined(__AVX__)
+  return _mm256_movemask_ps((__m256)m) == 0xff;
+#else
+  int r = -1; for (int l = 0; l < KK_W; ++l) r &= m[l]; return r != 0;
+#endif
+}
+static inline kk_wf kk_wfma(kk_wf a, kk_wf b, kk_wf c) {
+#if KK_W == 16
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::fma(a[l], b[l], c[l]); return r;
+#endif
+}
+static inline kk_wf kk_wsqrt(kk_wf x) {
+#if KK_W == 16
+  return _mm512_sqrt_ps(x);
+#elif defined(__AVX__)
+  return _mm256_sqrt_ps(x);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::sqrt(x[l]); return r;
+#endif
+}
+static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
+static inline kk_wf kk_wfmin(kk_wf a, kk_wf b) { return ((b < a) | (a != a)) ? b : a; }
+static inline kk_wf kk_wfmax(kk_wf a, kk_wf b) { return ((a < b) | (a != a)) ? b : a; }
+template <class F> static inline kk_wf kk_wmap(kk_wf x, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
+template <class F> static inline kk_wf kk_wmap2(kk_wf x, kk_wf y, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
 extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   const float* const b0 = (const float*)a->bufs[0];
   float* const b1 = (float*)a->bufs[1];
@@ -77,38 +137,40 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   for (long long kk_g = g0; kk_g < g1; ++kk_g) {
     const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long long)kk_nx * kk_ny));
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
-    float l0[8];
-    #pragma GCC ivdep
-    for (int kk_tx = 0; kk_tx < 8; ++kk_tx) {
-      const int kk_ty = 0;
-      const int kk_tz = 0;
-      const int kk_t = (kk_tz * 1 + kk_ty) * 8 + kk_tx;
-      (void)kk_t; (void)kk_ty; (void)kk_tz;
-      l0[kk_t] = 0.0f;
+    kk_wf l0[8 / KK_W];
+    for (int kk_t0 = 0; kk_t0 < 8; kk_t0 += KK_W) {
+      const int kk_c = kk_t0 / KK_W;
+      const kk_wi kk_wt = kk_t0 + kk_iota;
+      const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};
+      const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
+      (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
+      l0[kk_c] = ((0.0f) - kk_wf{});
     }
     for (int v0 = 0; v0 < p0; v0 += 1) {
-      #pragma GCC ivdep
-      for (int kk_tx = 0; kk_tx < 8; ++kk_tx) {
-        const int kk_ty = 0;
-        const int kk_tz = 0;
-        const int kk_t = (kk_tz * 1 + kk_ty) * 8 + kk_tx;
-        (void)kk_t; (void)kk_ty; (void)kk_tz;
+      for (int kk_t0 = 0; kk_t0 < 8; kk_t0 += KK_W) {
+        const int kk_c = kk_t0 / KK_W;
+        const kk_wi kk_wt = kk_t0 + kk_iota;
+        const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};
+        const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
+        (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
         const int v1 = (v0 * 8);
-        const int v2 = (v1 + kk_tx);
-        const float v3 = b0[v2];
-        const float v4 = l0[kk_t];
-        const float v5 = (v4 + v3);
-        l0[kk_t] = v5;
+        const kk_wi v2 = (((v1) - kk_wi{}) + kk_wtx);
+        kk_wf kk_r0 = {};
+        kk_r0 = kk_wld<kk_wf>(&b0[(v1 + (kk_tx0 + 0))]);
+        const kk_wf v3 = kk_r0;
+        const kk_wf v4 = l0[kk_c];
+        const kk_wf v5 = (v4 + v3);
+        l0[kk_c] = v5;
       }
     }
-    #pragma GCC ivdep
-    for (int kk_tx = 0; kk_tx < 8; ++kk_tx) {
-      const int kk_ty = 0;
-      const int kk_tz = 0;
-      const int kk_t = (kk_tz * 1 + kk_ty) * 8 + kk_tx;
-      (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const float v6 = l0[kk_t];
-      b1[kk_tx] = v6;
+    for (int kk_t0 = 0; kk_t0 < 8; kk_t0 += KK_W) {
+      const int kk_c = kk_t0 / KK_W;
+      const kk_wi kk_wt = kk_t0 + kk_iota;
+      const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};
+      const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
+      (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
+      const kk_wf v6 = l0[kk_c];
+      kk_wst(&b1[(kk_tx0 + 0)], v6);
     }
   }
 }

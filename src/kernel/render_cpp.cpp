@@ -1,0 +1,699 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The C++ target runs a group's threads one after another. A barrier splits the kernel body
+// into phases: control flow that contains a barrier runs once per group (its condition is
+// uniform, which validate() guarantees), and each stretch of other statements becomes a loop
+// over the group's threads. A value defined in one phase and used in another is kept per thread
+// (an array over the group), as is a local variable used in more than one phase.
+//
+// A loop whose bounds are the same for every thread (a uniform `for_` outside divergent control
+// flow, and a uniform `if_` holding one) also runs once per group, with the loop over the
+// threads inside it: the threads' work of one iteration is then a loop the compiler vectorises
+// across threads (a tiled matmul's k loop), where a loop per thread would run scalar code.
+//
+// Vector mode (where the kernel allows it: no debug checks, x group size a multiple of 8, every
+// value that varies between threads 32 bits wide, no loop whose bounds vary): a phase runs its
+// threads KK_W at a time (8, or 16 with AVX-512), each varying value a vector of KK_W lanes
+// (GCC vector types), each uniform value a scalar. A varying `if` becomes a lane mask: memory is
+// touched only for active lanes, the masked-off lanes of a local keep their value. An index whose
+// lanes are consecutive (thread_id(0) plus a uniform value) is one vector load or store; any
+// other is a loop over the lanes. The compiler then keeps vector values in registers across a
+// uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
+#include <functional>
+
+#include "kernel/render_clike.h"
+
+namespace kiln::kernel::gen {
+namespace {
+
+using ir::Kind;
+using ir::kNone;
+
+/// The C++ target: phases split at barriers, threads of a group as loops.
+class Cpp : public CLike {
+ public:
+  Cpp(const ir::Kernel& kk, bool debug) : CLike(kk, Target::Cpp, debug) {}
+
+  std::string text() override {
+    if (k.limits.subgroups) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
+    plan();
+    out = "// kernel " + k.name + " [" + k.spec + "]\n";
+    out += kCppPrelude;
+    out += kConversions;
+    if (vec_) out += std::string("#define KK_W16 ") + (k.group[0] % 16 == 0 ? "1\n" : "0\n") + kCppVectorPrelude;
+    out += "extern \"C\" void kk_run(const kk_args* a, long long g0, long long g1) {\n";
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
+      const auto& b = k.buffers[i];
+      std::string n = std::to_string(i);
+      line(std::string(b.access == Access::Read ? "const " : "") + ty(b.type, 1) + "* const b" + n + " = (" +
+           (b.access == Access::Read ? "const " : "") + ty(b.type, 1) + "*)a->bufs[" + n + "];");
+      if (debug_) line("const long long n" + n + " = a->sizes[" + n + "];");
+    }
+    for (size_t i = 0; i < k.scalars.size(); ++i) {
+      Type t = k.scalars[i].type;
+      std::string n = std::to_string(i);
+      line("const " + ty(t, 1) + " p" + n + " = (" + ty(t, 1) + ")a->" + (is_float(t) ? "fargs[" : "iargs[") + n +
+           "];");
+    }
+    line("const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];");
+    line("(void)kk_nz;");
+    if (debug_) {
+      line("try {");
+      ++depth;
+    }
+    line("for (long long kk_g = g0; kk_g < g1; ++kk_g) {");
+    ++depth;
+    line(
+        "const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long "
+        "long)kk_nx * kk_ny));");
+    line("(void)kk_gx; (void)kk_gy; (void)kk_gz;");
+    for (size_t i = 0; i < k.shared.size(); ++i)
+      line(ty(k.shared[i].type, 1) + " s" + std::to_string(i) + "[" + std::to_string(k.shared[i].count) + "];");
+    std::string gs = std::to_string(k.threads()), chunks = "[" + gs + " / KK_W]";
+    for (size_t i = 0; i < k.locals.size(); ++i) {
+      std::string l = " l" + std::to_string(i);
+      if (!vec_)
+        line(ty(k.locals[i], 1) + l + (local_multi[i] ? "[" + gs + "]" : "") + ";");
+      else
+        line((vlocal[i] ? wty(k.locals[i]) : ty(k.locals[i], 1)) + l + (local_multi[i] ? chunks : "") + ";");
+    }
+    for (uint32_t id = 0; id < k.ops.size(); ++id) {
+      if (!crossing[id]) continue;
+      if (!vec_)
+        line(ty(k.ops[id].type, k.ops[id].lanes) + " " + name(id) + "[" + gs + "];");
+      else
+        line(divergent[id] ? wty(k.ops[id].type) + " " + name(id) + chunks + ";"
+                           : ty(k.ops[id].type, k.ops[id].lanes) + " " + name(id) + ";");
+    }
+    group_region(0);
+    --depth;
+    line("}");
+    if (debug_) {
+      --depth;
+      line("} catch (const kk_oob&) {}");
+    }
+    out += "}\n";
+    return out;
+  }
+
+ private:
+  std::vector<int> def_phase;     ///< op -> phase of its definition (-1: group level)
+  std::vector<bool> crossing;     ///< value used outside its phase: one per thread
+  std::vector<int> local_phase;   ///< local -> first phase using it
+  std::vector<bool> local_multi;  ///< local used in several phases
+  std::vector<bool> group_level;  ///< op runs once per group
+  bool in_threads = false;        ///< rendering inside a loop over the threads
+  int open_loops = 0;             ///< loops opened by open_threads()
+
+  std::vector<bool> divergent;  ///< ir::divergence: the value may differ between threads
+  std::vector<bool> hoist;      ///< a uniform loop (or a uniform if holding one): run per group
+  /// Integer arithmetic over thread and group ids, scalars and constants only (a few ops deep):
+  /// written out where used instead of kept per thread, so that an index stays an expression
+  /// of the thread loop's variable (contiguous accesses the compiler vectorises, not gathers).
+  std::vector<bool> remat;
+
+  void mark_remat() {
+    remat.assign(k.ops.size(), false);
+    std::vector<int> cost(k.ops.size(), 0);
+    for (uint32_t id = 0; id < k.ops.size(); ++id) {
+      const ir::Op& op = k.ops[id];
+      const bool pure = op.kind == Kind::Binary || op.kind == Kind::Unary || op.kind == Kind::Compare ||
+                        op.kind == Kind::Select || (op.kind == Kind::Cast && !op.attr);
+      if (!pure || op.lanes != 1 || is_float(op.type)) continue;
+      int c = 1;
+      bool ok = true;
+      for (uint8_t i = 0; i < op.nin && ok; ++i) {
+        const uint32_t in = op.in[i];
+        const bool from_builtin =
+            k.ops[in].kind == Kind::Builtin || k.ops[in].kind == Kind::Const || k.ops[in].kind == Kind::Scalar;
+        ok = (from_builtin && !is_float(k.ops[in].type)) || remat[in];
+        c += cost[in];
+      }
+      if (ok && c <= 12) {
+        remat[id] = true;
+        cost[id] = c;
+      }
+    }
+  }
+
+  bool is_group(uint32_t id) const {
+    const ir::Op& op = k.ops[id];
+    if (op.kind == Kind::Barrier || hoist[id]) return true;
+    return contains_barrier(k, op.region[0]) || contains_barrier(k, op.region[1]);
+  }
+
+  /// Marks the uniform For ops of region r (and the uniform Ifs holding them) to be run per
+  /// group; whether it marked any.
+  bool mark_hoist(uint32_t r) {
+    if (r == kNone) return false;
+    bool any = false;
+    for (uint32_t id : k.regions[r].ops) {
+      const ir::Op& op = k.ops[id];
+      if (op.kind == Kind::For && !divergent[id]) {
+        hoist[id] = true;
+        mark_hoist(op.region[0]);
+      } else if (op.kind == Kind::If && !divergent[id]) {
+        const bool a = mark_hoist(op.region[0]), b = mark_hoist(op.region[1]);
+        hoist[id] = a || b;
+      }
+      any = any || hoist[id];
+    }
+    return any;
+  }
+
+  void use(uint32_t v, int phase) {
+    if (inlined(v) || remat[v] || def_phase[v] == -2) return;
+    if (def_phase[v] != phase || phase == -1) crossing[v] = true;
+  }
+  void touch_local(uint32_t slot, int phase) {
+    if (local_phase[slot] == -1)
+      local_phase[slot] = phase;
+    else if (local_phase[slot] != phase)
+      local_multi[slot] = true;
+  }
+
+  /// Assigns phases; `group` is true for a region whose ops may be group level.
+  void plan_region(uint32_t r, bool group, int& phase, int& cur) {
+    if (r == kNone) return;
+    for (uint32_t id : k.regions[r].ops) {
+      const ir::Op& op = k.ops[id];
+      bool g = group && (is_group(id) || op.kind == Kind::Yield);
+      if (g) {
+        group_level[id] = true;
+        cur = -1;
+        for (uint8_t i = 0; i < op.nin; ++i) use(op.in[i], -1);
+        if (op.kind == Kind::For) def_phase[id] = -2;  // a plain variable of the group loop
+        plan_region(op.region[0], true, phase, cur);
+        plan_region(op.region[1], true, phase, cur);
+        cur = -1;
+        continue;
+      }
+      if (cur == -1) cur = ++phase;
+      def_phase[id] = cur;
+      for (uint8_t i = 0; i < op.nin; ++i) use(op.in[i], cur);
+      if (op.kind == Kind::LocalLoad || op.kind == Kind::LocalStore) touch_local(op.obj, cur);
+      plan_region(op.region[0], false, phase, cur);
+      plan_region(op.region[1], false, phase, cur);
+    }
+  }
+
+  void plan() {
+    divergent = ir::divergence(k, &vlocal);
+    hoist.assign(k.ops.size(), false);
+    mark_hoist(0);
+    mark_remat();
+    def_phase.assign(k.ops.size(), -1);
+    crossing.assign(k.ops.size(), false);
+    group_level.assign(k.ops.size(), false);
+    local_phase.assign(k.locals.size(), -1);
+    local_multi.assign(k.locals.size(), false);
+    int phase = 0, cur = -1;
+    plan_region(0, true, phase, cur);
+    for (uint32_t id = 0; id < k.ops.size(); ++id)
+      if (crossing[id]) name(id);
+    vec_ = vector_ok(0) && k.group[0] % 8 == 0 && !debug_;
+    for (size_t i = 0; i < k.locals.size() && vec_; ++i) vec_ = !vlocal[i] || word(k.locals[i]);
+    if (vec_) mark_strides();
+  }
+
+  std::string ref(uint32_t id) override {
+    if (vec_) return vref(id);
+    if (id < remat.size() && remat[id]) return expr(id);
+    std::string s = CLike::ref(id);
+    if (id < crossing.size() && crossing[id]) s += in_threads ? "[kk_t]" : "[0]";
+    return s;
+  }
+  void statement(uint32_t id) override {
+    if (remat[id]) return;
+    if (vec_)
+      vstatement(id);
+    else
+      CLike::statement(id);
+  }
+  std::string local(uint32_t slot) override {
+    if (vec_) {
+      // A local used in several phases has a copy per chunk of lanes (each chunk runs a phase
+      // to its end before the next starts), even when uniform: a read-modify-write of it must
+      // see the chunk's own previous value.
+      std::string s =
+          std::string("l") + std::to_string(slot) + (local_multi[slot] ? (in_threads ? "[kk_c]" : "[0]") : "");
+      return !vlocal[slot] || lane_.empty() ? s : s + "[" + lane_ + "]";
+    }
+    return std::string("l") + std::to_string(slot) + (local_multi[slot] ? (in_threads ? "[kk_t]" : "[0]") : "");
+  }
+  void define(uint32_t id, const std::string& e) override {
+    if (vec_ && divergent[id]) {
+      if (crossing[id])
+        line(name(id) + "[kk_c] = " + e + ";");
+      else
+        line("const " + wty(k.ops[id].type) + " " + name(id) + " = " + e + ";");
+    } else if (crossing[id]) {
+      line(name(id) + (vec_ ? " = " : "[kk_t] = ") + e + ";");
+    } else {
+      CLike::define(id, e);
+    }
+  }
+  std::string builtin(const ir::Op& op) override {
+    auto b = static_cast<ir::Builtin>(op.attr);
+    if (!vec_ || (b != ir::Builtin::ThreadId && b != ir::Builtin::LaneId)) return CLike::builtin(op);
+    if (b == ir::Builtin::LaneId) return lane_.empty() ? "kk_wi{}" : "0";
+    const std::string ax(1, "xyz"[op.axis]);
+    if (lane_.empty()) return "kk_wt" + ax;
+    return op.axis == 0 ? "(kk_tx0 + " + lane_ + ")" : "kk_t" + ax + "0";
+  }
+  std::string int_divide(bool mod, const std::string& a, const std::string& b) override {
+    std::string e = CLike::int_divide(mod, a, b);
+    // A uniform division under a lane mask runs only if some lane is active (b may be 0 else).
+    if (vec_ && in_threads && lane_.empty() && !mask_.empty()) return "(kk_any(" + mask_ + ") ? " + e + " : 0)";
+    return e;
+  }
+
+  /// Opens the loops over the group's threads: one per axis of more than one thread, x innermost
+  /// so that consecutive threads are consecutive iterations.
+  void open_threads() {
+    if (in_threads) return;
+    const auto& g = k.group;
+    open_loops = 0;
+    if (vec_) {
+      open_chunks();
+      return;
+    }
+    for (int axis = 2; axis >= 0; --axis) {
+      std::string v = std::string("kk_t") + "xyz"[axis];
+      if (g[static_cast<size_t>(axis)] == 1 && axis > 0) continue;
+      // The threads of one phase are independent (what one writes, another reads only after a
+      // barrier, which ends the phase), so the compiler may vectorise across them.
+      if (axis == 0) line("#pragma GCC ivdep");
+      line("for (int " + v + " = 0; " + v + " < " + std::to_string(g[static_cast<size_t>(axis)]) + "; ++" + v + ") {");
+      ++depth;
+      ++open_loops;
+    }
+    if (g[1] == 1) line("const int kk_ty = 0;");
+    if (g[2] == 1) line("const int kk_tz = 0;");
+    line("const int kk_t = (kk_tz * " + std::to_string(g[1]) + " + kk_ty) * " + std::to_string(g[0]) + " + kk_tx;");
+    line("(void)kk_t; (void)kk_ty; (void)kk_tz;");
+    in_threads = true;
+  }
+  void close_threads() {
+    if (!in_threads) return;
+    for (; open_loops > 0; --open_loops) {
+      --depth;
+      line("}");
+    }
+    in_threads = false;
+  }
+
+  // ---- vector mode ----
+  bool vec_ = false;            ///< threads run KK_W at a time as vector lanes
+  std::vector<bool> vlocal;     ///< local slot that varies between threads (a vector)
+  std::vector<int64_t> stride;  ///< an integer's step from one lane to the next (kNoStride: none)
+  std::string mask_;            ///< the active lanes ("": all)
+  std::string lane_;            ///< rendering the scalar value of this lane ("": whole vectors)
+  int temps_ = 0;
+  static constexpr int64_t kNoStride = INT64_MIN;
+
+  static bool word(Type t) { return t == Type::Bool || t == Type::I32 || t == Type::U32 || t == Type::F32; }
+  /// The vector type of a varying value (a bool is a mask of 0 / -1 ints).
+  static std::string wty(Type t) { return t == Type::F32 ? "kk_wf" : t == Type::U32 ? "kk_wu" : "kk_wi"; }
+  std::string temp(const char* stem) { return std::string(stem) + std::to_string(temps_++); }
+
+  /// Whether every varying value of region r (and below) is a 32-bit scalar and every loop has
+  /// uniform bounds.
+  bool vector_ok(uint32_t r) const {
+    if (r == kNone) return true;
+    for (uint32_t id : k.regions[r].ops) {
+      const ir::Op& op = k.ops[id];
+      if (divergent[id]) {
+        if (op.kind == Kind::For || op.kind == Kind::While || op.kind == Kind::Subgroup || op.kind == Kind::StoreVec ||
+            op.lanes != 1)
+          return false;
+        if (op.has_value() && !word(op.type)) return false;
+      }
+      if (!vector_ok(op.region[0]) || !vector_ok(op.region[1])) return false;
+    }
+    return true;
+  }
+
+  /// Lane strides of the integer values: thread_id(0) steps by 1 (a chunk of lanes lies in one
+  /// row of the group), uniform values by 0, sums, differences and multiples by constants follow.
+  void mark_strides() {
+    stride.assign(k.ops.size(), kNoStride);
+    for (uint32_t id = 0; id < k.ops.size(); ++id) {
+      const ir::Op& op = k.ops[id];
+      if (!divergent[id]) {
+        stride[id] = 0;
+        continue;
+      }
+      auto st = [&](int i) { return stride[op.in[static_cast<size_t>(i)]]; };
+      auto cst = [&](int i) -> const ir::Op* {
+        const ir::Op& o = k.ops[op.in[static_cast<size_t>(i)]];
+        return o.kind == Kind::Const && !is_float(o.type) ? &o : nullptr;
+      };
+      if (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::ThreadId)) {
+        stride[id] = op.axis == 0 ? 1 : 0;
+      } else if (op.kind == Kind::Cast && !op.attr && (op.type == Type::I32 || op.type == Type::U32) &&
+                 (k.ops[op.in[0]].type == Type::I32 || k.ops[op.in[0]].type == Type::U32)) {
+        stride[id] = st(0);
+      } else if (op.kind == Kind::Binary && st(0) != kNoStride && st(1) != kNoStride && !is_float(op.type)) {
+        auto f = static_cast<ir::BinaryFn>(op.attr);
+        if (f == ir::BinaryFn::Add) stride[id] = st(0) + st(1);
+        if (f == ir::BinaryFn::Sub) stride[id] = st(0) - st(1);
+        if (f == ir::BinaryFn::Mul && cst(1)) stride[id] = st(0) * cst(1)->i;
+        if (f == ir::BinaryFn::Mul && cst(0)) stride[id] = st(1) * cst(0)->i;
+        if (stride[id] != kNoStride && (stride[id] > INT32_MAX || stride[id] < INT32_MIN)) stride[id] = kNoStride;
+      }
+    }
+  }
+  bool contiguous(uint32_t idx) const { return stride[idx] == 1; }
+  /// Lane 0 of a value with a stride, as a scalar expression of lane 0 of its operands (not an
+  /// extract from the vector, which the compiler would then compute).
+  std::string first_lane(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    if (!divergent[id] || stride[id] == kNoStride || op.kind == Kind::Builtin) return at_lane(id, "0");
+    if (op.kind == Kind::Cast) return cast(op.type, k.ops[op.in[0]].type, first_lane(op.in[0]));
+    return "(" + first_lane(op.in[0]) + " " + ir::binary_name(static_cast<ir::BinaryFn>(op.attr)) + " " +
+           first_lane(op.in[1]) + ")";
+  }
+
+  /// The scalar value of lane `l` of a value (any value: uniform ones are already scalars).
+  std::string at_lane(uint32_t id, const std::string& l) {
+    std::string saved = lane_;
+    lane_ = l;
+    std::string r = ref(id);
+    lane_ = saved;
+    return r;
+  }
+  /// A value as a vector (uniform values broadcast).
+  std::string bc(uint32_t id) {
+    std::string r = ref(id);
+    if (divergent[id]) return r;
+    Type t = k.ops[id].type;
+    if (t == Type::Bool) return "(kk_wi{} + ((" + r + ") ? -1 : 0))";
+    // x - 0 is x for every float (x + 0 is not: -0 + 0 is +0), so the compiler drops it.
+    return "((" + r + ") - " + wty(t) + "{})";
+  }
+
+  std::string vref(uint32_t id) {
+    const bool lanes = in_threads && divergent[id];
+    if (remat[id]) return lanes && lane_.empty() ? vexpr(id) : expr(id);
+    if (!lanes || inlined(id)) return CLike::ref(id);  // a uniform crossing value is one scalar
+    std::string s = name(id) + (crossing[id] ? "[kk_c]" : "");
+    return lane_.empty() ? s : s + "[" + lane_ + "]";
+  }
+
+  /// Opens the loop over the group's threads in chunks of KK_W lanes.
+  void open_chunks() {
+    const auto& g = k.group;
+    const std::string gx = std::to_string(g[0]), gxy = std::to_string(g[0] * g[1]), gy = std::to_string(g[1]);
+    line("for (int kk_t0 = 0; kk_t0 < " + std::to_string(k.threads()) + "; kk_t0 += KK_W) {");
+    ++depth;
+    open_loops = 1;
+    line("const int kk_c = kk_t0 / KK_W;");
+    line("const kk_wi kk_wt = kk_t0 + kk_iota;");
+    if (g[1] * g[2] == 1) {
+      line("const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};");
+      line("const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;");
+    } else {
+      line("const kk_wi kk_wtx = kk_wt % " + gx + ", kk_wty = kk_wt / " + gx + " % " + gy + ", kk_wtz = kk_wt / " +
+           gxy + ";");
+      line("const int kk_tx0 = kk_t0 % " + gx + ", kk_ty0 = kk_t0 / " + gx + " % " + gy + ", kk_tz0 = kk_t0 / " + gxy +
+           ";");
+    }
+    line("(void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;");
+    in_threads = true;
+    mask_.clear();
+  }
+
+  /// A loop over the lanes (the active ones under a mask) around `body`.
+  void lane_loop(const std::function<void()>& body) {
+    line("for (int kk_l = 0; kk_l < KK_W; ++kk_l) {");
+    ++depth;
+    if (!mask_.empty()) {
+      line("if (!" + mask_ + "[kk_l]) continue;");
+    }
+    std::string saved = lane_;
+    lane_ = "kk_l";
+    body();
+    lane_ = saved;
+    --depth;
+    line("}");
+  }
+  /// `fast` when every lane is active, else the lane loop `slow`.
+  void all_or_lanes(const std::function<void()>& fast, const std::function<void()>& slow) {
+    if (mask_.empty()) {
+      fast();
+      return;
+    }
+    line("if (kk_all(" + mask_ + ")) {");
+    ++depth;
+    fast();
+    --depth;
+    line("} else {");
+    ++depth;
+    lane_loop(slow);
+    --depth;
+    line("}");
+  }
+  /// Runs `body` only if some lane is active.
+  void if_any(const std::function<void()>& body) {
+    if (mask_.empty()) {
+      body();
+      return;
+    }
+    line("if (kk_any(" + mask_ + ")) {");
+    ++depth;
+    body();
+    --depth;
+    line("}");
+  }
+
+  void vstatement(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    if (!in_threads) {
+      CLike::statement(id);
+      return;
+    }
+    switch (op.kind) {
+      case Kind::Load:
+        vload(id);
+        return;
+      case Kind::Store:
+      case Kind::StoreVec:
+        vstore(id);
+        return;
+      case Kind::Atomic: {
+        std::string t = temp("kk_r");
+        line(wty(op.type) + " " + t + " = {};");
+        lane_loop([&] { line(t + "[kk_l] = " + atomic(op, ref(op.in[0]), ref(op.in[1])) + ";"); });
+        define(id, t);
+        return;
+      }
+      case Kind::LocalStore:
+        if (vlocal[op.obj]) {
+          std::string dst = local(op.obj), v = bc(op.in[0]);
+          line(dst + " = " + (mask_.empty() ? v : mask_ + " ? " + v + " : " + dst) + ";");
+        } else {
+          CLike::statement(id);
+        }
+        return;
+      case Kind::If:
+        if (divergent[id])
+          vif(id);
+        else
+          CLike::statement(id);
+        return;
+      case Kind::LoadVec:
+        if (!mask_.empty()) {
+          define(id, "(kk_any(" + mask_ + ") ? " + expr(id) + " : " + ty(op.type, op.lanes) + "())");
+          return;
+        }
+        break;
+      default:
+        if (divergent[id] && op.has_value()) {
+          define(id, vexpr(id));
+          return;
+        }
+    }
+    CLike::statement(id);
+  }
+
+  void vload(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    const uint32_t idx = op.in[0];
+    if (!divergent[id]) {
+      std::string e = load(op, ref(idx));
+      define(id, mask_.empty() ? e : "(kk_any(" + mask_ + ") ? " + e + " : " + ty(op.type, 1) + "())");
+      return;
+    }
+    std::string t = temp("kk_r");
+    line(wty(op.type) + " " + t + " = {};");
+    auto slow = [&] {
+      std::string v = load(op, ref(idx));
+      line(t + "[kk_l] = " + (op.type == Type::Bool ? "(" + v + ") ? -1 : 0" : v) + ";");
+    };
+    if (contiguous(idx) && elem(op) == op.type && op.type != Type::Bool) {
+      all_or_lanes([&] { line(t + " = kk_wld<" + wty(op.type) + ">(&" + mem(op) + "[" + first_lane(idx) + "]);"); },
+                   slow);
+    } else {
+      lane_loop(slow);
+    }
+    define(id, t);
+  }
+
+  void vstore(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    const uint32_t idx = op.in[0], val = op.in[1];
+    if (op.kind == Kind::StoreVec || (!divergent[idx] && !divergent[val])) {
+      if_any([&] { CLike::statement(id); });
+      return;
+    }
+    auto slow = [&] { store(op, ref(idx), {ref(val)}); };
+    const Type vt = k.ops[val].type;
+    if (divergent[idx] && contiguous(idx) && elem(op) == vt && vt != Type::Bool) {
+      all_or_lanes([&] { line("kk_wst(&" + mem(op) + "[" + first_lane(idx) + "], " + bc(val) + ");"); }, slow);
+    } else {
+      lane_loop(slow);
+    }
+  }
+
+  /// A varying if: the then-block under (mask & c), the else-block under (mask & ~c).
+  void vif(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    const std::string c = temp("kk_c"), saved = mask_;
+    line("const kk_wi " + c + " = " + bc(op.in[0]) + ";");
+    for (int branch = 0; branch < 2; ++branch) {
+      const uint32_t r = op.region[static_cast<size_t>(branch)];
+      if (r == kNone || k.regions[r].ops.empty()) continue;
+      const std::string cond = branch ? "~" + c : c, m = temp("kk_m");
+      line("const kk_wi " + m + " = " + (saved.empty() ? cond : "(" + saved + " & " + cond + ")") + ";");
+      line("if (kk_any(" + m + ")) {");
+      ++depth;
+      mask_ = m;
+      region(r);
+      mask_ = saved;
+      --depth;
+      line("}");
+    }
+  }
+
+  /// The vector expression of a varying pure op.
+  std::string vexpr(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    auto in = [&](int i) { return bc(op.in[static_cast<size_t>(i)]); };
+    const std::string w = wty(op.type);
+    switch (op.kind) {
+      case Kind::Unary: {
+        using U = ir::UnaryFn;
+        auto f = static_cast<U>(op.attr);
+        const std::string x = in(0);
+        if (f == U::Neg) return "(-" + x + ")";
+        if (f == U::Not) return "(~" + x + ")";
+        if (f == U::Abs)
+          return op.type == Type::F32 ? "kk_wfabs(" + x + ")" : "(" + x + " < 0 ? -" + x + " : " + x + ")";
+        if (f == U::Sqrt) return "kk_wsqrt(" + x + ")";
+        if (f == U::Rsqrt) return "(1.0f / kk_wsqrt(" + x + "))";
+        return "kk_wmap(" + x + ", [](float kk_x) { return " + math(f, Type::F32, "kk_x") + "; })";
+      }
+      case Kind::Binary: {
+        using B = ir::BinaryFn;
+        auto f = static_cast<B>(op.attr);
+        const std::string a = in(0), b = in(1);
+        const bool fl = op.type == Type::F32;
+        if (f == B::Min)
+          return fl ? "kk_wfmin(" + a + ", " + b + ")" : "(" + b + " < " + a + " ? " + b + " : " + a + ")";
+        if (f == B::Max)
+          return fl ? "kk_wfmax(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + b + " : " + a + ")";
+        if (f == B::Pow)
+          return "kk_wmap2(" + a + ", " + b + ", [](float kk_x, float kk_y) { return " +
+                 binary_fn(f, Type::F32, "kk_x", "kk_y") + "; })";
+        if ((f == B::Div || f == B::Mod) && !fl && !mask_.empty())  // masked-off lanes divide by 1
+          return "(" + a + (f == B::Mod ? " % " : " / ") + "(" + mask_ + " ? " + b + " : " + w + "{} + 1))";
+        const char* o = op.type == Type::Bool ? (f == B::And ? "&" : f == B::Or ? "|" : "^") : ir::binary_name(f);
+        return "(" + a + " " + o + " " + b + ")";
+      }
+      case Kind::Compare: {
+        auto f = static_cast<ir::CmpFn>(op.attr);
+        const bool order = k.ops[op.in[0]].type == Type::Bool && f != ir::CmpFn::Eq && f != ir::CmpFn::Ne;
+        const std::string a = order ? "(-" + in(0) + ")" : in(0), b = order ? "(-" + in(1) + ")" : in(1);
+        return "(" + a + " " + ir::cmp_name(f) + " " + b + ")";
+      }
+      case Kind::Select:
+        return "(" + in(0) + " ? " + in(1) + " : " + in(2) + ")";
+      case Kind::Fma:
+        return "kk_wfma(" + in(0) + ", " + in(1) + ", " + in(2) + ")";
+      case Kind::Cast: {
+        const Type from = k.ops[op.in[0]].type;
+        const std::string x = in(0);
+        if (op.attr) return "((" + w + ")" + x + ")";
+        if (from == op.type) return x;
+        if (op.type == Type::Bool) return "(" + x + " != " + wty(from) + "{})";
+        if (from == Type::Bool)
+          return op.type == Type::I32 ? "(-" + x + ")" : "__builtin_convertvector(-" + x + ", " + w + ")";
+        return "__builtin_convertvector(" + x + ", " + w + ")";
+      }
+      case Kind::LocalLoad:
+        return local(op.obj);
+      default:
+        unsupported("this varying operation in vector mode");
+    }
+  }
+
+  void group_region(uint32_t r) {
+    if (r == kNone) return;
+    for (uint32_t id : k.regions[r].ops) {
+      if (!group_level[id]) {
+        if (!inlined(id) && !remat[id]) {
+          open_threads();
+          statement(id);
+        }
+        continue;
+      }
+      close_threads();
+      const ir::Op& op = k.ops[id];
+      switch (op.kind) {
+        case Kind::Barrier:
+          line("// barrier");
+          break;
+        case Kind::If:
+          line("if (" + ref(op.in[0]) + ") {");
+          ++depth;
+          group_region(op.region[0]);
+          --depth;
+          if (op.region[1] != kNone) {
+            line("} else {");
+            ++depth;
+            group_region(op.region[1]);
+            --depth;
+          }
+          line("}");
+          break;
+        case Kind::For:
+          open_for(id, ref(op.in[0]), ref(op.in[1]), ref(op.in[2]));
+          ++depth;
+          group_region(op.region[0]);
+          --depth;
+          line("}");
+          break;
+        case Kind::While:
+          open_loop();
+          ++depth;
+          group_region(op.region[0]);
+          group_region(op.region[1]);
+          --depth;
+          line("}");
+          break;
+        case Kind::Yield:
+          line("if (!" + ref(op.in[0]) + ") { break; }");
+          break;
+        default:
+          break;
+      }
+    }
+    close_threads();
+  }
+};
+
+}  // namespace
+
+std::string render_cpp(const ir::Kernel& k, bool debug) { return Cpp(k, debug).text(); }
+
+}  // namespace kiln::kernel::gen

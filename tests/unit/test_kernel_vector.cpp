@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The C++ target's vector mode (threads run as lanes of vector values) against its scalar
+// rendering (one thread after another, as compile_cpu's debug build renders every kernel): the
+// same kernel over the same inputs must give the same values. The kernels here use every form
+// the vector mode renders: masks from varying ifs (nested, with else), locals blended under a
+// mask, uniform loops inside a varying if, integer division where masked-off lanes divide by
+// zero, casts between every 32-bit type and bool, u32 comparisons, NaN-aware min/max, the math
+// functions, contiguous, strided and reversed loads, f16/bf16 storage, atomics, a uniform
+// index written by a varying value, 2-D groups, shared memory and barriers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kiln/half.h"
+#include "kiln/kernel.h"
+
+using namespace kiln::kernel;
+
+namespace {
+
+constexpr int kOut = 26;  // values per thread in `mixed`'s out
+
+/// Threads in groups of 8 x 2; thread i of n writes kOut values of its own.
+Kernel mixed() {
+  return trace("vector_mixed", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto u = b.input<uint32_t>("u");
+    auto h = b.input<kiln::Half>("h");
+    auto z = b.input<kiln::BFloat16>("z");
+    auto out = b.output<float>("out");
+    auto ho = b.output<kiln::Half>("ho");
+    auto flags = b.output<uint32_t>("flags");
+    auto hist = b.inout<int32_t>("hist");
+    auto last = b.output<float>("last");
+    Val n = b.scalar<int32_t>("n"), d = b.scalar<int32_t>("d");
+    b.group_size(8, 2);
+    Val tx = thread_id(0), ty = thread_id(1);
+    Val row = group_id(0) * 2 + ty;
+    Val i = row * 8 + tx;
+    if_(i < n, [&] {
+      Val xi = x[i];
+      Val ui = u[i];
+      Val hi = h[i];
+      Val zi = z[i];
+      Val o = i * kOut;
+      Var acc(0.0f);
+      Var cnt(0);
+      if_(xi > 0.0f, [&] {
+        acc = exp(xi);
+        cnt = 1;
+      }).else_([&] {
+        acc = sin(xi) * 2.0f;
+        if_(xi < -1.0f, [&] { cnt = -1; });
+      });
+      if_(ui % 3u == 0u, [&] { for_(Val(0), d, [&](Val j) { acc = fma(Val(acc), Val(0.5f), cast(j, Type::F32)); }); });
+      out[o] = acc;
+      out[o + 1] = cast(Val(cnt), Type::F32);
+      Val iv = cast(ui, Type::I32) - 50;
+      Var q(-7);
+      if_(iv != 0, [&] { q = Val(1000) / iv + Val(1000) % iv; });
+      out[o + 2] = cast(Val(q), Type::F32);
+      out[o + 3] = cast(abs(iv), Type::F32);
+      out[o + 4] = cast(min(iv, Val(7)) + max(iv, Val(-3)), Type::F32);
+      out[o + 5] = cast((ui >> 2u) + (ui << 3u) + (ui ^ 0x55u), Type::F32);
+      out[o + 6] = select(ui < 100u, cast(ui, Type::F32), -cast(ui, Type::F32));
+      out[o + 7] = min(xi, hi) + max(hi, xi);
+      out[o + 8] = bitcast(bitcast(xi, Type::U32) ^ 0x80000000u, Type::F32);
+      out[o + 9] = cast(cast(min(max(xi, -1e6f), 1e6f) * 10.0f, Type::I32), Type::F32);
+      out[o + 10] = cast(cast(xi, Type::Bool), Type::F32) + cast(cast(iv, Type::Bool), Type::F32);
+      out[o + 11] = sqrt(abs(xi)) + rsqrt(abs(hi) + 1.0f);
+      out[o + 12] = floor(xi) + ceil(hi);
+      out[o + 13] = tanh(xi) + erf(hi);
+      out[o + 14] = sigmoid(xi) + log(abs(xi) + 1e-3f);
+      out[o + 15] = pow(abs(xi), zi) + cos(hi);
+      out[o + 16] = select(xi > hi && ui > 10u, xi, hi);
+      Val strided = x[(i * 3) % n];
+      Val reversed = x[n - 1 - i];
+      out[o + 17] = strided + reversed;
+      out[o + 18] = select(cast(cast(ui, Type::F32), Type::U32) == ui, Val(1.0f), Val(0.0f));
+      out[o + 19] = cast(ui / 7u + ui % 7u, Type::F32);
+      out[o + 20] = cast(-iv, Type::F32) + cast(ui ^ 0xffffffffu, Type::F32);
+      out[o + 21] = select(!(xi == xi), Val(42.0f), xi / (hi + 3.0f));
+      out[o + 22] = zi * 2.0f - hi;
+      out[o + 23] = cast(cast(xi > 0.0f, Type::I32) + cast(hi < xi, Type::I32), Type::F32);
+      Val prev = atomic_add(hist[ui % 8u], Val(1));
+      out[o + 24] = cast(prev >= 0, Type::F32);
+      out[o + 25] = cast(tx * 100 + ty, Type::F32);
+      ho[i] = hi * 2.0f + xi;
+      flags[i] = cast(xi > 0.5f || ui % 5u == 1u, Type::U32);
+      if_(tx >= 3, [&] { last[row] = xi + cast(tx, Type::F32); });
+    });
+  });
+}
+
+/// A group of 32: shared memory, barriers, a uniform loop around a phase (a local kept per
+/// chunk of lanes across phases, a uniform local updated in every phase).
+Kernel shared_phases() {
+  return trace("vector_phases", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    auto sh = b.shared<float>("sh", 32);
+    Val rounds = b.scalar<int32_t>("rounds");
+    b.group_size(32);
+    Val t = thread_id();
+    Val g = global_id();
+    Var v(x[g]);
+    Var step(1);
+    for_(Val(0), rounds, [&](Val) {
+      sh[t] = v;
+      barrier();
+      Val other = sh[(t + step) % 32];
+      if_(t % 2 == 0, [&] { v = Val(v) + other; }).else_([&] { v = max(Val(v), other); });
+      step = Val(step) * 2 % 31;
+      barrier();
+    });
+    y[g] = Val(v) + cast(step, Type::F32);
+  });
+}
+
+bool same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+std::vector<float> inputs(int n) {
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> d(-4.f, 4.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = d(g);
+  const float special[] = {0.f,      -0.f,      1.f,    -1.f,   0.5f,  std::numeric_limits<float>::quiet_NaN(),
+                           INFINITY, -INFINITY, 1e-40f, -3e38f, 3e38f, 100.f};
+  for (size_t j = 0; j < std::size(special) && j < v.size(); ++j) v[j * 5 % v.size()] = special[j];
+  return v;
+}
+
+}  // namespace
+
+TEST(KernelVector, RendersThreadsAsLanes) {
+  const std::string src = render(mixed(), Target::Cpp);
+  EXPECT_NE(src.find("kk_t0 += KK_W"), std::string::npos);
+  EXPECT_NE(src.find("kk_wld<kk_wf>"), std::string::npos) << "a contiguous load is one vector load";
+  // The debug build keeps one thread after another (and is the reference below).
+  EXPECT_EQ(compile_cpu(mixed(), 1).debug(), true);
+}
+
+TEST(KernelVector, MixedKernelMatchesScalarRendering) {
+  const Kernel k = mixed();
+  for (int n : {1, 13, 16, 61}) {
+    std::vector<float> x = inputs(n), zf = inputs(n);
+    std::vector<uint32_t> u(static_cast<size_t>(n));
+    std::vector<kiln::Half> h(static_cast<size_t>(n));
+    std::vector<kiln::BFloat16> z(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      u[static_cast<size_t>(j)] = static_cast<uint32_t>(j * 37 % 120 + (j % 4 == 1 ? 3000000000u : 0u));
+      h[static_cast<size_t>(j)] = kiln::Half(zf[static_cast<size_t>(j)] * 0.5f);
+      z[static_cast<size_t>(j)] = kiln::BFloat16(std::fabs(zf[static_cast<size_t>(j)]) * 0.25f);
+    }
+    const int rows = (n + 7) / 8, groups = (rows + 1) / 2;
+    std::vector<std::vector<float>> outs, lasts;
+    std::vector<std::vector<kiln::Half>> hos;
+    std::vector<std::vector<int32_t>> hists;
+    std::vector<std::vector<uint32_t>> flag_values;
+    for (int debug : {0, 1}) {
+      std::vector<float> out(static_cast<size_t>(n) * kOut, -1.f), last(static_cast<size_t>(groups) * 2, -1.f);
+      std::vector<kiln::Half> ho(static_cast<size_t>(n));
+      std::vector<uint32_t> flags(static_cast<size_t>(n), 9u);
+      std::vector<int32_t> hist(8, 0);
+      compile_cpu(k, debug)({groups}, {x, u, h, z, out, ho, flags, hist, last, n, 3});
+      outs.push_back(out);
+      lasts.push_back(last);
+      hos.push_back(ho);
+      hists.push_back(hist);
+      flag_values.push_back(flags);
+    }
+    for (size_t j = 0; j < outs[0].size(); ++j)
+      ASSERT_TRUE(same(outs[0][j], outs[1][j]))
+          << "n=" << n << " thread " << j / kOut << " value " << j % kOut << ": " << outs[0][j] << " vs " << outs[1][j];
+    for (size_t j = 0; j < lasts[0].size(); ++j) EXPECT_TRUE(same(lasts[0][j], lasts[1][j])) << "last " << j;
+    for (size_t j = 0; j < hos[0].size(); ++j)
+      EXPECT_TRUE(same(static_cast<float>(hos[0][j]), static_cast<float>(hos[1][j]))) << "ho " << j;
+    EXPECT_EQ(hists[0], hists[1]);
+    EXPECT_EQ(flag_values[0], flag_values[1]);
+    // Spot checks against plain C++ (not only the other rendering).
+    EXPECT_EQ(outs[0][25], 0.f);
+    if (n > 9) EXPECT_EQ(outs[0][9 * kOut + 25], 101.f) << "thread (1, 1)";
+    int total = 0;
+    for (int c : hists[0]) total += c;
+    EXPECT_EQ(total, n);
+  }
+}
+
+TEST(KernelVector, SharedMemoryPhasesMatchScalarRendering) {
+  const Kernel k = shared_phases();
+  EXPECT_NE(render(k, Target::Cpp).find("kk_t0 += KK_W"), std::string::npos);
+  const int groups = 3;
+  std::vector<float> x = inputs(groups * 32);
+  for (float& v : x)
+    if (!std::isfinite(v) || std::fabs(v) > 1e30f) v = 1.5f;
+  std::vector<float> y0(x.size()), y1(x.size());
+  compile_cpu(k, 0)({groups}, {x, y0, 5});
+  compile_cpu(k, 1)({groups}, {x, y1, 5});
+  for (size_t j = 0; j < x.size(); ++j) ASSERT_TRUE(same(y0[j], y1[j])) << j << ": " << y0[j] << " vs " << y1[j];
+  // Plain C++: the same rounds over one group.
+  for (int g = 0; g < groups; ++g) {
+    std::vector<float> v(x.begin() + g * 32, x.begin() + (g + 1) * 32);
+    int step = 1;
+    for (int r = 0; r < 5; ++r) {
+      std::vector<float> sh = v;
+      for (int t = 0; t < 32; ++t) v[t] = t % 2 == 0 ? v[t] + sh[(t + step) % 32] : std::max(v[t], sh[(t + step) % 32]);
+      step = step * 2 % 31;
+    }
+    for (int t = 0; t < 32; ++t) ASSERT_EQ(y0[g * 32 + t], v[t] + static_cast<float>(step)) << g << "," << t;
+  }
+}
