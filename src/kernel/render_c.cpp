@@ -77,10 +77,7 @@ template <class T> static inline T kk_atomic_max(T* p, T v) {
 }
 )";
 
-const char* const kCppVectorPrelude = R"(#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-#if KK_W16 && defined(__AVX512F__)
+const char* const kCppVectorPrelude = R"(#if KK_W16 && defined(__AVX512F__)
 #define KK_W 16
 #else
 #define KK_W 8
@@ -88,6 +85,7 @@ const char* const kCppVectorPrelude = R"(#if defined(__x86_64__) || defined(__i3
 typedef float kk_wf __attribute__((vector_size(KK_W * 4)));
 typedef int kk_wi __attribute__((vector_size(KK_W * 4)));
 typedef unsigned kk_wu __attribute__((vector_size(KK_W * 4)));
+typedef int kk_i4 __attribute__((vector_size(16)));
 #if KK_W == 16
 static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 #else
@@ -95,24 +93,24 @@ static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7};
 #endif
 template <class V, class E> static inline V kk_wld(const E* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
 template <class V, class E> static inline void kk_wst(E* p, V v) { std::memcpy(p, &v, sizeof v); }
-static inline bool kk_any(kk_wi m) {
-#if KK_W == 16
-  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
-#elif defined(__AVX__)
-  return _mm256_movemask_ps((__m256)m) != 0;
-#else
-  int r = 0; for (int l = 0; l < KK_W; ++l) r |= m[l]; return r != 0;
-#endif
+template <bool Or> static inline bool kk_fold(kk_wi m) {
+  kk_i4 r, p;
+  std::memcpy(&r, &m, 16);
+  for (int i = 1; i < KK_W / 4; ++i) { std::memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
+  return Or ? (r[0] | r[1] | r[2] | r[3]) != 0 : (r[0] & r[1] & r[2] & r[3]) != 0;
 }
-static inline bool kk_all(kk_wi m) {
-#if KK_W == 16
-  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) == 0xffff;
-#elif defined(__AVX__)
-  return _mm256_movemask_ps((__m256)m) == 0xff;
-#else
-  int r = -1; for (int l = 0; l < KK_W; ++l) r &= m[l]; return r != 0;
+static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
+static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
+static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
+static inline kk_wf kk_wfmin(kk_wf a, kk_wf b) { return ((b < a) | (a != a)) ? b : a; }
+static inline kk_wf kk_wfmax(kk_wf a, kk_wf b) { return ((a < b) | (a != a)) ? b : a; }
+template <class F> static inline kk_wf kk_wmap(kk_wf x, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
+template <class F> static inline kk_wf kk_wmap2(kk_wf x, kk_wf y, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
+)";
+
+const char* const kCppVectorMath = R"(#if KK_W == 16 || defined(__AVX__)
+#include <immintrin.h>
 #endif
-}
 static inline kk_wf kk_wfma(kk_wf a, kk_wf b, kk_wf c) {
 #if KK_W == 16
   return _mm512_fmadd_ps(a, b, c);
@@ -131,11 +129,6 @@ static inline kk_wf kk_wsqrt(kk_wf x) {
   kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::sqrt(x[l]); return r;
 #endif
 }
-static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
-static inline kk_wf kk_wfmin(kk_wf a, kk_wf b) { return ((b < a) | (a != a)) ? b : a; }
-static inline kk_wf kk_wfmax(kk_wf a, kk_wf b) { return ((a < b) | (a != a)) ? b : a; }
-template <class F> static inline kk_wf kk_wmap(kk_wf x, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
-template <class F> static inline kk_wf kk_wmap2(kk_wf x, kk_wf y, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
 )";
 
 namespace {

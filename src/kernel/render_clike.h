@@ -17,6 +17,8 @@ extern const char* const kCppPrelude;
 /// The C++ target's vector mode: the lane count KK_W (16 where KK_W16 is set before it and the
 /// machine has AVX-512, else 8), the vector types kk_wf/kk_wi/kk_wu and their helpers.
 extern const char* const kCppVectorPrelude;
+/// Vector fma and sqrt (the machine's instructions where it has them), for kernels using them.
+extern const char* const kCppVectorMath;
 
 inline std::string identifier(const std::string& s) {
   std::string r = "kk_";

@@ -39,7 +39,10 @@ class Cpp : public CLike {
     out = "// kernel " + k.name + " [" + k.spec + "]\n";
     out += kCppPrelude;
     out += kConversions;
-    if (vec_) out += std::string("#define KK_W16 ") + (k.group[0] % 16 == 0 ? "1\n" : "0\n") + kCppVectorPrelude;
+    if (vec_) {
+      out += std::string("#define KK_W16 ") + (k.group[0] % 16 == 0 ? "1\n" : "0\n") + kCppVectorPrelude;
+      if (vector_math()) out += kCppVectorMath;
+    }
     out += "extern \"C\" void kk_run(const kk_args* a, long long g0, long long g1) {\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
@@ -364,6 +367,17 @@ class Cpp : public CLike {
     }
   }
   bool contiguous(uint32_t idx) const { return stride[idx] == 1; }
+  /// Whether a varying value is an fma, sqrt or rsqrt (kk_wfma, kk_wsqrt).
+  bool vector_math() const {
+    for (uint32_t id = 0; id < k.ops.size(); ++id) {
+      const ir::Op& op = k.ops[id];
+      const auto f = static_cast<ir::UnaryFn>(op.attr);
+      if (divergent[id] && (op.kind == Kind::Fma || (op.kind == Kind::Unary && op.type == Type::F32 &&
+                                                     (f == ir::UnaryFn::Sqrt || f == ir::UnaryFn::Rsqrt))))
+        return true;
+    }
+    return false;
+  }
   /// Lane 0 of a value with a stride, as a scalar expression of lane 0 of its operands (not an
   /// extract from the vector, which the compiler would then compute).
   std::string first_lane(uint32_t id) {

@@ -69,9 +69,6 @@ template <class T> KK_FN T kk_min(T a, T b) { return b < a ? b : a; }
 template <class T> KK_FN T kk_max(T a, T b) { return a < b ? b : a; }
 template <class T, int N> struct alignas(sizeof(T) * N) kk_v { T v[N]; };
 #define KK_W16 0
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 #if KK_W16 && defined(__AVX512F__)
 #define KK_W 16
 #else
@@ -80,6 +77,7 @@ template <class T, int N> struct alignas(sizeof(T) * N) kk_v { T v[N]; };
 typedef float kk_wf __attribute__((vector_size(KK_W * 4)));
 typedef int kk_wi __attribute__((vector_size(KK_W * 4)));
 typedef unsigned kk_wu __attribute__((vector_size(KK_W * 4)));
+typedef int kk_i4 __attribute__((vector_size(16)));
 #if KK_W == 16
 static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 #else
@@ -87,42 +85,14 @@ static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7};
 #endif
 template <class V, class E> static inline V kk_wld(const E* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
 template <class V, class E> static inline void kk_wst(E* p, V v) { std::memcpy(p, &v, sizeof v); }
-static inline bool kk_any(kk_wi m) {
-#if KK_W == 16
-  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
-#elif defined(__AVX__)
-  return _mm256_movemask_ps((__m256)m) != 0;
-#else
-  int r = 0; for (int l = 0; l < KK_W; ++l) r |= m[l]; return r != 0;
-#endif
+template <bool Or> static inline bool kk_fold(kk_wi m) {
+  kk_i4 r, p;
+  std::memcpy(&r, &m, 16);
+  for (int i = 1; i < KK_W / 4; ++i) { std::memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
+  return Or ? (r[0] | r[1] | r[2] | r[3]) != 0 : (r[0] & r[1] & r[2] & r[3]) != 0;
 }
-static inline bool kk_all(kk_wi m) {
-#if KK_W == 16
-  return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) == 0xffff;
-#elif defined(__AVX__)
-  return _mm256_movemask_ps((__m256)m) == 0xff;
-#else
-  int r = -1; for (int l = 0; l < KK_W; ++l) r &= m[l]; return r != 0;
-#endif
-}
-static inline kk_wf kk_wfma(kk_wf a, kk_wf b, kk_wf c) {
-#if KK_W == 16
-  return _mm512_fmadd_ps(a, b, c);
-#elif defined(__FMA__)
-  return _mm256_fmadd_ps(a, b, c);
-#else
-  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::fma(a[l], b[l], c[l]); return r;
-#endif
-}
-static inline kk_wf kk_wsqrt(kk_wf x) {
-#if KK_W == 16
-  return _mm512_sqrt_ps(x);
-#elif defined(__AVX__)
-  return _mm256_sqrt_ps(x);
-#else
-  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::sqrt(x[l]); return r;
-#endif
-}
+static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
+static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
 static inline kk_wf kk_wfmin(kk_wf a, kk_wf b) { return ((b < a) | (a != a)) ? b : a; }
 static inline kk_wf kk_wfmax(kk_wf a, kk_wf b) { return ((a < b) | (a != a)) ? b : a; }
