@@ -36,7 +36,8 @@ class Cpp : public CLike {
   std::string text() override {
     if (k.limits.subgroups) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
     plan();
-    out = "// kernel " + k.name + " [" + k.spec + "]\n";
+    out.reserve(8192 + 160 * k.ops.size());
+    out += "// kernel " + k.name + " [" + k.spec + "]\n";
     out += kCppPrelude;
     out += kConversions;
     if (vec_) {
