@@ -31,8 +31,8 @@ std::string Kernel::key(Target t) const {
 namespace ir {
 
 const char* unary_name(UnaryFn f) {
-  static constexpr const char* n[] = {"neg", "not",     "exp", "log",   "sqrt", "rsqrt", "tanh",
-                                      "erf", "sigmoid", "abs", "floor", "ceil", "sin",   "cos"};
+  static constexpr const char* n[] = {"neg",     "not", "exp",   "log",  "sqrt", "rsqrt", "tanh",      "erf",
+                                      "sigmoid", "abs", "floor", "ceil", "sin",  "cos",   "round_f16", "round_bf16"};
   return n[static_cast<unsigned>(f)];
 }
 const char* binary_name(BinaryFn f) {

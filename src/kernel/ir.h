@@ -41,7 +41,25 @@ enum class Kind : uint8_t {
 };
 
 enum class Builtin : uint8_t { ThreadId, GroupId, NumGroups, LaneId };
-enum class UnaryFn : uint8_t { Neg, Not, Exp, Log, Sqrt, Rsqrt, Tanh, Erf, Sigmoid, Abs, Floor, Ceil, Sin, Cos };
+/// RoundF16 / RoundBF16: an f32 rounded to the nearest f16 / bf16 value (ties to even), as f32.
+enum class UnaryFn : uint8_t {
+  Neg,
+  Not,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Erf,
+  Sigmoid,
+  Abs,
+  Floor,
+  Ceil,
+  Sin,
+  Cos,
+  RoundF16,
+  RoundBF16
+};
 enum class BinaryFn : uint8_t { Add, Sub, Mul, Div, Mod, And, Or, Xor, Shl, Shr, Min, Max, Pow };
 enum class CmpFn : uint8_t { Lt, Le, Gt, Ge, Eq, Ne };
 enum class AtomicFn : uint8_t { Add, Min, Max };

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "kernel/ir.h"
+#include "kiln/half.h"
 
 namespace kiln::kernel::ir {
 namespace {
@@ -142,6 +143,10 @@ bool fold(Op& op, const Op* a, const Op* b, const Op* c) {
           r.i = wrap(static_cast<int64_t>(0 - static_cast<uint64_t>(a->i)), t);
       } else if (f == UnaryFn::Not && t == Type::Bool) {
         r.i = !a->i;
+      } else if (f == UnaryFn::RoundF16 && fl) {
+        r.f = static_cast<float>(Half(as_f(a)));
+      } else if (f == UnaryFn::RoundBF16 && fl) {
+        r.f = static_cast<float>(BFloat16(as_f(a)));
       } else {
         return false;
       }

@@ -63,6 +63,8 @@ class CLike : public Base {
     using U = ir::UnaryFn;
     const bool d = t == Type::F64;
     if (f == U::Sigmoid) return "kk_sigmoid(" + x + ")";
+    if (f == U::RoundF16) return "kk_h2f(kk_f2h(" + x + "))";
+    if (f == U::RoundBF16) return "kk_b2f(kk_f2b(" + x + "))";
     if (f == U::Rsqrt)
       return cuda ? (d ? "rsqrt(" : "rsqrtf(") + x + ")" : (d ? "(1.0 / std::sqrt(" : "(1.0f / std::sqrt(") + x + "))";
     static const char* n[] = {"",    "", "exp",  "log",   "sqrt", "",    "tanh",

@@ -93,6 +93,23 @@ class Glsl : public Base {
       out += "shared " + ty(k.shared[i].type) + " s" + std::to_string(i) + "[" + std::to_string(k.shared[i].count) +
              "];\n";
     if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "float kk_sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }\n";
+    if (uses_unary(k, ir::UnaryFn::RoundF16))
+      out +=
+          "float kk_round_f16(float x) {\n"
+          "  uint u = floatBitsToUint(x), s = u & 0x80000000u, a = u & 0x7fffffffu;\n"
+          "  if (a > 0x7f800000u) return x;\n"
+          "  if (a >= 0x477ff000u) return uintBitsToFloat(s | 0x7f800000u);\n"
+          "  if (a >= 0x38800000u) return uintBitsToFloat(s | ((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u));\n"
+          "  return uintBitsToFloat(s | floatBitsToUint(roundEven(uintBitsToFloat(a) * 16777216.0) * "
+          "5.9604644775390625e-8));\n"
+          "}\n";
+    if (uses_unary(k, ir::UnaryFn::RoundBF16))
+      out +=
+          "float kk_round_bf16(float x) {\n"
+          "  uint u = floatBitsToUint(x);\n"
+          "  if ((u & 0x7fffffffu) > 0x7f800000u) return x;\n"
+          "  return uintBitsToFloat((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);\n"
+          "}\n";
     if (uses_unary(k, ir::UnaryFn::Erf))
       out +=
           "float kk_erf(float x) {\n"
@@ -156,6 +173,8 @@ class Glsl : public Base {
     return "";
   }
   std::string math(ir::UnaryFn f, Type, const std::string& x) override {
+    if (f == ir::UnaryFn::RoundF16) return "kk_round_f16(" + x + ")";
+    if (f == ir::UnaryFn::RoundBF16) return "kk_round_bf16(" + x + ")";
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inversesqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
     return std::string(n[static_cast<int>(f)]) + "(" + x + ")";
@@ -272,6 +291,22 @@ class Wgsl : public Base {
           "var<workgroup> s" + std::to_string(i) + ": array<" + e + ", " + std::to_string(k.shared[i].count) + ">;\n";
     }
     if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "fn kk_sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }\n";
+    if (uses_unary(k, ir::UnaryFn::RoundF16))
+      out +=
+          "fn kk_round_f16(x: f32) -> f32 {\n"
+          "  let u = bitcast<u32>(x);\n  let s = u & 0x80000000u;\n  let a = u & 0x7fffffffu;\n"
+          "  if (a > 0x7f800000u) { return x; }\n"
+          "  if (a >= 0x477ff000u) { return bitcast<f32>(s | 0x7f800000u); }\n"
+          "  if (a >= 0x38800000u) { return bitcast<f32>(s | ((a + 0xfffu + ((a >> 13u) & 1u)) & 0xffffe000u)); }\n"
+          "  return bitcast<f32>(s | bitcast<u32>(round(bitcast<f32>(a) * 16777216.0) * 5.9604644775390625e-8));\n"
+          "}\n";
+    if (uses_unary(k, ir::UnaryFn::RoundBF16))
+      out +=
+          "fn kk_round_bf16(x: f32) -> f32 {\n"
+          "  let u = bitcast<u32>(x);\n"
+          "  if ((u & 0x7fffffffu) > 0x7f800000u) { return x; }\n"
+          "  return bitcast<f32>((u + 0x7fffu + ((u >> 16u) & 1u)) & 0xffff0000u);\n"
+          "}\n";
     // WGSL's constant expressions may not hold an infinity or a NaN (a shader compiler rejects
     // bitcast<f32>(0x7f800000u)); a function's result is not a constant expression.
     const bool special = std::any_of(k.ops.begin(), k.ops.end(), [](const ir::Op& op) {
@@ -353,6 +388,8 @@ class Wgsl : public Base {
     return "";
   }
   std::string math(ir::UnaryFn f, Type, const std::string& x) override {
+    if (f == ir::UnaryFn::RoundF16) return "kk_round_f16(" + x + ")";
+    if (f == ir::UnaryFn::RoundBF16) return "kk_round_bf16(" + x + ")";
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inverseSqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
     return std::string(n[static_cast<int>(f)]) + "(" + x + ")";

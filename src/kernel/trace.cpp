@@ -9,6 +9,7 @@
 
 #include "kernel/ir.h"
 #include "kernel/library.h"
+#include "kiln/half.h"
 
 namespace kiln::kernel {
 namespace {
@@ -95,6 +96,26 @@ Val hoisted(ir::Op op, bool dep) {
 
 Val value(uint32_t id) { return Val(Val::Raw{}, id, tr().k.ops[id].type, tr().serial); }
 
+// f16 and bf16 values: the IR holds them as f32 values rounded to the type (each operation on
+// them is its f32 form followed by a RoundF16 / RoundBF16), and the Val carries the type.
+bool half(Type t) { return t == Type::F16 || t == Type::BF16; }
+/// The f32 value `id` (exactly representable in t) as a value of type t.
+Val tagged(uint32_t id, Type t) { return Val(Val::Raw{}, id, t, tr().serial); }
+/// An f16/bf16 value as the f32 value it is.
+Val widen(Val x) { return half(x.type) ? tagged(x.id, Type::F32) : x; }
+/// The f32 value x rounded to t (nearest, ties to even), as a value of type t.
+Val round_to(Val x, Type t) {
+  ir::Op op;
+  op.kind = Kind::Unary;
+  op.attr = static_cast<uint8_t>(t == Type::F16 ? ir::UnaryFn::RoundF16 : ir::UnaryFn::RoundBF16);
+  op.type = Type::F32;
+  op.nin = 1;
+  op.in[0] = x.id;
+  return tagged(emit(op, tr().tdep[x.id]), t);
+}
+/// f applied to an f16/bf16 value through f32, the result rounded back (or f(x) for others).
+Val through_f32(Val x, Val (*f)(Val)) { return half(x.type) ? round_to(f(widen(x)), x.type) : f(x); }
+
 void check_value(const Val& v, const char* what) {
   if (v.id == UINT32_MAX) fail(std::string("an undefined value used in ") + what);
   if (v.trace != tr().serial || v.id >= tr().k.ops.size())
@@ -115,6 +136,10 @@ Val builtin(ir::Builtin b, int axis) {
 Val unary(ir::UnaryFn f, Val x) {
   check_value(x, ir::unary_name(f));
   using U = ir::UnaryFn;
+  if (half(x.type) && f != U::Not) {  // neg, abs, floor and ceil are exact in the type
+    Val r = unary(f, widen(x));
+    return f == U::Neg || f == U::Abs || f == U::Floor || f == U::Ceil ? tagged(r.id, x.type) : round_to(r, x.type);
+  }
   const bool f64_ok = f == U::Sqrt || f == U::Rsqrt || f == U::Floor || f == U::Ceil;
   bool ok = f == U::Not                  ? (x.type == Type::Bool || is_int(x.type))
             : f == U::Neg || f == U::Abs ? x.type != Type::Bool && x.type != Type::U32
@@ -137,6 +162,11 @@ Val binary(ir::BinaryFn f, Val a, Val b) {
     fail(std::string("type mismatch in '") + ir::binary_name(f) + "': " + std::string(type_name(a.type)) + " and " +
          std::string(type_name(b.type)) + " (convert one with cast())");
   bool bits = f == B::And || f == B::Or || f == B::Xor;
+  if (half(a.type) && !bits && f != B::Shl && f != B::Shr && f != B::Mod) {
+    Val r = binary(f, widen(a), widen(b));
+    return f == B::Min || f == B::Max ? tagged(r.id, a.type) : round_to(r, a.type);
+  }
+  if (half(a.type)) fail(std::string("'") + ir::binary_name(f) + "' does not take " + std::string(type_name(a.type)));
   bool ok = a.type == Type::Bool  ? bits
             : a.type == Type::F32 ? !bits && f != B::Shl && f != B::Shr && f != B::Mod
             : a.type == Type::F64 ? !bits && f != B::Shl && f != B::Shr && f != B::Mod && f != B::Pow
@@ -227,6 +257,7 @@ void store(bool shared, uint32_t obj, Val index, Val v, uint32_t loc) {
   check_index(index, "a store");
   check_value(v, "a store");
   Type want = value_of(elem_type(shared, obj));
+  if (v.type == elem_type(shared, obj)) v = widen(v);  // an f16 value into f16 memory
   if (v.type != want)
     fail("type mismatch: stores " + std::string(type_name(v.type)) + " into " + mem_name(shared, obj) + " of " +
              std::string(type_name(elem_type(shared, obj))),
@@ -282,6 +313,10 @@ Val atomic(ir::AtomicFn f, const Ref& r, Val v, const Loc& where) {
 Val subgroup(ir::SubgroupFn f, Val v, Val other = Val()) {
   check_value(v, "a subgroup operation");
   if (v.type == Type::Bool) fail("subgroup operations do not take bool");
+  if (half(v.type)) {  // a sum rounds once, at the end
+    Val r = subgroup(f, widen(v), other);
+    return f == ir::SubgroupFn::Add ? round_to(r, v.type) : tagged(r.id, v.type);
+  }
   ir::Op op;
   op.kind = Kind::Subgroup;
   op.attr = static_cast<uint8_t>(f);
@@ -302,7 +337,11 @@ Val subgroup(ir::SubgroupFn f, Val v, Val other = Val()) {
 // ---- values ------------------------------------------------------------------------------------
 
 Val Val::constant(double v, Type t) {
-  if (t == Type::F16 || t == Type::BF16) t = Type::F32;
+  if (half(t)) {
+    const auto f = static_cast<float>(v);
+    return tagged(
+        constant(t == Type::F16 ? static_cast<float>(Half(f)) : static_cast<float>(BFloat16(f)), Type::F32).id, t);
+  }
   ir::Op op;
   op.kind = Kind::Const;
   op.type = t;
@@ -341,8 +380,7 @@ Val::Val(bool v) : Val(constant(v, Type::Bool)) {}
 namespace {
 uint32_t new_local(Type t) {
   Tracer& tc = tr();
-  if (t == Type::F16 || t == Type::BF16) fail("a Var cannot have the storage type f16 or bf16");
-  tc.k.locals.push_back(t);
+  tc.k.locals.push_back(half(t) ? Type::F32 : t);
   tc.local_tdep.push_back(false);
   return static_cast<uint32_t>(tc.k.locals.size() - 1);
 }
@@ -362,7 +400,7 @@ Var& Var::operator=(Val v) {
   ir::Op op;
   op.kind = Kind::LocalStore;
   op.obj = slot_;
-  op.type = type_;
+  op.type = half(type_) ? Type::F32 : type_;
   op.nin = 1;
   op.in[0] = v.id;
   emit(op, false);
@@ -373,8 +411,8 @@ Var::operator Val() const {
   ir::Op op;
   op.kind = Kind::LocalLoad;
   op.obj = slot_;
-  op.type = type_;
-  return value(emit(op, tr().local_tdep[slot_]));
+  op.type = half(type_) ? Type::F32 : type_;
+  return tagged(emit(op, tr().local_tdep[slot_]), type_);
 }
 Var& Var::operator+=(Val v) { return *this = Val(*this) + v; }
 Var& Var::operator-=(Val v) { return *this = Val(*this) - v; }
@@ -427,7 +465,7 @@ void store_vec(bool shared, uint32_t obj, Val index, const Val* v, uint8_t lanes
   op.in[0] = index.id;
   for (uint8_t l = 0; l < lanes; ++l) {
     check_value(v[l], "a vector store");
-    if (v[l].type != want)
+    if (v[l].type != want && v[l].type != elem_type(shared, obj))
       fail("type mismatch: stores " + std::string(type_name(v[l].type)) + " into " + mem_name(shared, obj), loc);
     op.in[1 + l] = v[l].id;
   }
@@ -543,18 +581,39 @@ Val operator!(Val a) { return unary(ir::UnaryFn::Not, a); }
 // targets' built-ins (GLSL's exp: 3 + 2|x| ulps; WGSL's: the same; GLSL and WGSL have no erf)
 // would miss the CPU's bounds. erf of a subnormal is the rational form's own arithmetic (no
 // f64, which WGSL lacks): 0 where a device flushes subnormals.
-Val exp(Val x) { return x.type == Type::F32 ? lib::exp_f32(x) : unary(ir::UnaryFn::Exp, x); }
-Val log(Val x) { return x.type == Type::F32 ? lib::log_f32(x) : unary(ir::UnaryFn::Log, x); }
+Val exp(Val x) {
+  if (half(x.type)) return through_f32(x, exp);
+  return x.type == Type::F32 ? lib::exp_f32(x) : unary(ir::UnaryFn::Exp, x);
+}
+Val log(Val x) {
+  if (half(x.type)) return through_f32(x, log);
+  return x.type == Type::F32 ? lib::log_f32(x) : unary(ir::UnaryFn::Log, x);
+}
 Val sqrt(Val x) { return unary(ir::UnaryFn::Sqrt, x); }
 Val rsqrt(Val x) { return unary(ir::UnaryFn::Rsqrt, x); }
-Val tanh(Val x) { return x.type == Type::F32 ? lib::tanh_f32(x) : unary(ir::UnaryFn::Tanh, x); }
-Val erf(Val x) { return x.type == Type::F32 ? lib::erf_f32(x, false) : unary(ir::UnaryFn::Erf, x); }
-Val sigmoid(Val x) { return x.type == Type::F32 ? lib::sigmoid_f32(x) : unary(ir::UnaryFn::Sigmoid, x); }
+Val tanh(Val x) {
+  if (half(x.type)) return through_f32(x, tanh);
+  return x.type == Type::F32 ? lib::tanh_f32(x) : unary(ir::UnaryFn::Tanh, x);
+}
+Val erf(Val x) {
+  if (half(x.type)) return through_f32(x, erf);
+  return x.type == Type::F32 ? lib::erf_f32(x, false) : unary(ir::UnaryFn::Erf, x);
+}
+Val sigmoid(Val x) {
+  if (half(x.type)) return through_f32(x, sigmoid);
+  return x.type == Type::F32 ? lib::sigmoid_f32(x) : unary(ir::UnaryFn::Sigmoid, x);
+}
 Val abs(Val x) { return unary(ir::UnaryFn::Abs, x); }
 Val floor(Val x) { return unary(ir::UnaryFn::Floor, x); }
 Val ceil(Val x) { return unary(ir::UnaryFn::Ceil, x); }
-Val sin(Val x) { return x.type == Type::F32 ? lib::sin_cos_f32(false, x) : unary(ir::UnaryFn::Sin, x); }
-Val cos(Val x) { return x.type == Type::F32 ? lib::sin_cos_f32(true, x) : unary(ir::UnaryFn::Cos, x); }
+Val sin(Val x) {
+  if (half(x.type)) return through_f32(x, sin);
+  return x.type == Type::F32 ? lib::sin_cos_f32(false, x) : unary(ir::UnaryFn::Sin, x);
+}
+Val cos(Val x) {
+  if (half(x.type)) return through_f32(x, cos);
+  return x.type == Type::F32 ? lib::sin_cos_f32(true, x) : unary(ir::UnaryFn::Cos, x);
+}
 Val min(Val a, Val b) {
   if (a.type == Type::Bool) fail("'min' does not take bool");
   return binary(ir::BinaryFn::Min, a, b);
@@ -564,6 +623,7 @@ Val max(Val a, Val b) {
   return binary(ir::BinaryFn::Max, a, b);
 }
 Val pow(Val a, Val b) {
+  if (half(a.type) && a.type == b.type) return round_to(pow(widen(a), widen(b)), a.type);
   return a.type == Type::F32 && b.type == Type::F32 ? lib::pow_f32_nof64(a, b) : binary(ir::BinaryFn::Pow, a, b);
 }
 
@@ -574,6 +634,7 @@ Val select(Val cond, Val a, Val b) {
   if (cond.type != Type::Bool) fail("select() needs a bool condition, not " + std::string(type_name(cond.type)));
   if (a.type != b.type)
     fail("type mismatch in select(): " + std::string(type_name(a.type)) + " and " + std::string(type_name(b.type)));
+  if (half(a.type)) return tagged(select(cond, widen(a), widen(b)).id, a.type);
   ir::Op op;
   op.kind = Kind::Select;
   op.type = a.type;
@@ -590,6 +651,7 @@ Val fma(Val a, Val b, Val c) {
   if (a.type != b.type || a.type != c.type)
     fail("type mismatch in fma(): " + std::string(type_name(a.type)) + ", " + std::string(type_name(b.type)) + " and " +
          std::string(type_name(c.type)));
+  if (half(a.type)) return round_to(fma(widen(a), widen(b), widen(c)), a.type);
   if (a.type != Type::F32 && a.type != Type::F64) fail("fma() takes f32 or f64, not " + std::string(type_name(a.type)));
   ir::Op op;
   op.kind = Kind::Fma;
@@ -602,8 +664,18 @@ Val fma(Val a, Val b, Val c) {
 
 Val cast(Val x, Type to) {
   check_value(x, "cast");
-  if (to == Type::F16 || to == Type::BF16) fail("f16 and bf16 are storage types: cast to f32 and store");
   if (x.type == to) return x;
+  if (half(to)) {
+    const ir::Op& src = tr().k.ops[x.id];
+    // A load from memory of this type is already exact in it.
+    if ((src.kind == Kind::Load || src.kind == Kind::Extract) && x.type == Type::F32) {
+      const uint32_t mem = src.kind == Kind::Load ? x.id : src.in[0];
+      const ir::Op& m = tr().k.ops[mem];
+      if (elem_type(m.shared, m.obj) == to) return tagged(x.id, to);
+    }
+    return round_to(cast(widen(x), Type::F32), to);
+  }
+  if (half(x.type)) return cast(widen(x), to);
   ir::Op op;
   op.kind = Kind::Cast;
   op.type = to;

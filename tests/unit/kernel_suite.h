@@ -337,6 +337,34 @@ inline Kernel math_pow(const Limits& l = {}) {
       l);
 }
 
+/// f16 and bf16 arithmetic: every operation on an f16 (bf16) value rounds to f16 (bf16), as
+/// native half arithmetic does; y[6 i + 0..5] are f32 copies of six such results.
+inline Kernel half_math(const Limits& l = {}) {
+  return trace(
+      "half_math",
+      [](Builder& b) {
+        auto x = b.input<float>("x");
+        auto y = b.output<float>("y");
+        Val n = b.scalar<int32_t>("n");
+        b.group_size(64);
+        Val i = global_id();
+        if_(i < n, [&] {
+          Val xf = x[i];
+          Val h = cast(xf, Type::F16), hb = cast(xf, Type::BF16);
+          Val o = i * 6;
+          y[o] = cast(h * h + h / 3.0f, Type::F32);
+          y[o + 1] = cast(exp(h * 0.25f) - sqrt(abs(h)), Type::F32);
+          Var acc(Type::F16);
+          for_(Val(0), Val(4), [&](Val j) { acc = Val(acc) * h + cast(j, Type::F16); });
+          y[o + 2] = cast(Val(acc), Type::F32);
+          y[o + 3] = cast(hb * hb + hb, Type::F32);
+          y[o + 4] = cast(max(h, Val::constant(0.5, Type::F16)) + select(h > 0.0f, h, -h) + fma(h, h, h), Type::F32);
+          y[o + 5] = cast(h * 1000.0f, Type::F32) + cast(cast(hb, Type::F16), Type::F32);
+        });
+      },
+      l);
+}
+
 struct Entry {
   std::string name;
   std::function<Kernel(const Limits&)> make;
@@ -357,7 +385,8 @@ inline std::vector<Entry> all() {
           {"int_mix", int_mix, true},
           {"uniform_flow", uniform_flow},
           {"math_builtins", math_builtins},
-          {"math_pow", math_pow}};
+          {"math_pow", math_pow},
+          {"half_math", half_math}};
 }
 
 }  // namespace kiln::kernel::suite

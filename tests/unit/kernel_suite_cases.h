@@ -129,6 +129,18 @@ inline std::vector<Case> cases() {
                  0,
                  0});
   }
+  {  // f16/bf16 arithmetic: the same bits on every target (f32 buffers, so WGSL runs it too)
+    std::vector<float> x = floats(600, 16, -60.f, 60.f);
+    const float special[] = {0.f, -0.f, 1e-7f, -6e-8f, 3e-5f, 65504.f, 65519.f, -65500.f, 255.5f, 0.33325195f};
+    for (size_t j = 0; j < std::size(special); ++j) x[j * 7] = special[j];
+    c.push_back({"half_math",
+                 half_math,
+                 {ceil_div(600, 64)},
+                 {buffer(x, false), buffer(std::vector<float>(6 * 600), true)},
+                 {600},
+                 0,
+                 0});
+  }
   c.push_back({"softmax_rows",
                softmax,
                {9},

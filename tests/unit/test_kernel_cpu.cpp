@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "kernel_suite.h"
+#include "kernel_suite_cases.h"
 
 using namespace kiln::kernel;
 namespace suite = kiln::kernel::suite;
@@ -127,6 +127,45 @@ TEST(KernelCpu, HalfStorage) {
   }
   k({ceil_div(n, 64)}, {x, z, y, 1.5f, n});
   for (int i = 0; i < n; ++i) ASSERT_EQ(y[i].bits, want[i].bits) << i;
+}
+
+TEST(KernelCpu, HalfArithmeticRoundsEveryOperation) {
+  CpuKernel k = compile_cpu(suite::half_math(), 0);
+  const suite::Case c = [] {
+    for (const suite::Case& e : suite::cases())
+      if (e.name == "half_math") return e;
+    return suite::Case{};
+  }();
+  ASSERT_EQ(c.name, "half_math");
+  const int n = 600;
+  std::vector<float> x(n), y(6 * n, -1.f);
+  std::memcpy(x.data(), c.buffers[0].bytes.data(), n * sizeof(float));
+  k({ceil_div(n, 64)}, {x, y, n});
+  using H = kiln::Half;
+  using B = kiln::BFloat16;
+  auto h = [](float v) { return static_cast<float>(H(v)); };  // one f16 rounding
+  auto b = [](float v) { return static_cast<float>(B(v)); };
+  auto same = [](float a, float e) { return a == e || (std::isnan(a) && std::isnan(e)); };
+  for (int i = 0; i < n; ++i) {
+    const float v = h(x[i]), vb = b(x[i]);
+    float acc = 0.f;
+    for (int j = 0; j < 4; ++j) acc = h(h(acc * v) + static_cast<float>(j));
+    const float want[6] = {h(h(v * v) + h(v / 3.f)),
+                           h(h(std::exp(h(v * 0.25f))) - h(std::sqrt(std::fabs(v)))),
+                           acc,
+                           b(b(vb * vb) + vb),
+                           h(h(std::max(v, 0.5f) + (v > 0.f ? v : -v)) + h(std::fma(v, v, v))),
+                           h(v * 1000.f) + h(vb)};
+    for (int r = 0; r < 6; ++r) {
+      const float got = y[static_cast<size_t>(6 * i + r)];
+      if (r == 1 && !same(got, want[r])) {
+        // exp is the CPU's polynomial (2 ulps of f32), std::exp's f16 rounding may differ by one.
+        EXPECT_LE(std::fabs(got - want[r]), std::fabs(want[r]) * 0x1p-10f + 0x1p-24f) << i << ": x=" << x[i];
+        continue;
+      }
+      ASSERT_TRUE(same(got, want[r])) << i << "," << r << ": x=" << x[i] << " got " << got << " want " << want[r];
+    }
+  }
 }
 
 TEST(KernelCpu, VectorLoads) {

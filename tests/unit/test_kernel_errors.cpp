@@ -96,6 +96,20 @@ TEST(KernelErrors, TypeMismatch) {
   EXPECT_HAS(m, "[kernel 'bad_if'] if_() needs a bool condition, not i32 (test_kernel_errors.cpp:");
   m = error_of([] { trace("float_mod", [](Builder&) { (void)(Val(1.5f) % Val(2.0f)); }); });
   EXPECT_HAS(m, "'%' does not take f32");
+  // f16 and bf16 values: arithmetic rounds to the type; bits, mixes and stores into f32 memory are refused.
+  m = error_of(
+      [] { trace("half_bits", [](Builder&) { (void)(cast(Val(1.5f), Type::F16) & cast(Val(1.0f), Type::F16)); }); });
+  EXPECT_HAS(m, "[kernel 'half_bits'] '&' does not take f16");
+  m = error_of(
+      [] { trace("half_mix", [](Builder&) { (void)(cast(Val(1.5f), Type::F16) + cast(Val(1.0f), Type::BF16)); }); });
+  EXPECT_HAS(m, "type mismatch in '+': f16 and bf16");
+  m = error_of([] {
+    trace("half_store", [](Builder& b) {
+      auto y = b.output<float>("y");
+      y[global_id()] = cast(Val(2.0f), Type::F16);
+    });
+  });
+  EXPECT_HAS(m, "type mismatch: stores f16 into buffer 'y' of f32");
 }
 
 TEST(KernelErrors, ReadWithoutBarrierAfterOtherThreadsWrote) {

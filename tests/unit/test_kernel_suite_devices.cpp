@@ -41,7 +41,8 @@ DType dtype_of_type(Type t) {
   return f32;
 }
 
-/// "" when got matches want: integers bit for bit, floats within atol + rtol * |want|.
+/// "" when got matches want: integers bit for bit, floats equal (NaN to NaN) or within
+/// atol + rtol * |want|.
 std::string compare(const suite::CaseBuffer& got, const suite::CaseBuffer& want, double rtol, double atol) {
   if (got.bytes.size() != want.bytes.size()) return "size differs";
   if (!is_float(want.type)) {
@@ -56,7 +57,8 @@ std::string compare(const suite::CaseBuffer& got, const suite::CaseBuffer& want,
   const Tensor e = from_blob_copy(want.bytes.data(), {want.count()}, dtype_of_type(want.type), Device::cpu()).to(f64);
   const std::vector<double> gv = g.to_vector<double>(), ev = e.to_vector<double>();
   for (size_t i = 0; i < ev.size(); ++i)
-    if (!(std::abs(gv[i] - ev[i]) <= atol + rtol * std::abs(ev[i]))) {
+    if (gv[i] != ev[i] && !(std::isnan(gv[i]) && std::isnan(ev[i])) &&
+        !(std::abs(gv[i] - ev[i]) <= atol + rtol * std::abs(ev[i]))) {
       std::ostringstream os;
       os << "element " << i << ": got " << gv[i] << ", the C++ target " << ev[i];
       return os.str();
