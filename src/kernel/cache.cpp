@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -56,64 +58,6 @@ int run(const std::vector<std::string>& argv, const std::string& log) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/// Removes the temporaries of compilers whose process is gone (a crash mid-compile), once per
-/// folder and process.
-void sweep_temporaries(const std::string& dir) {
-  static std::mutex mu;
-  static std::set<std::string> swept;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!swept.insert(dir).second) return;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("tmp-", 0) != 0) continue;
-    long pid = std::strtol(n.c_str() + 4, nullptr, 10);
-    if (pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
-    std::filesystem::remove(e.path(), ec);
-  }
-}
-
-/// Keeps the cache folder under KILN_KERNEL_CACHE_MB (default 256; 0: no bound) by removing the
-/// least recently used kernels (a load touches its files).
-void evict(const std::string& dir, const std::string& keep) {
-  double mb = 256;
-  if (const char* e = std::getenv("KILN_KERNEL_CACHE_MB"); e && *e) mb = std::strtod(e, nullptr);
-  if (!(mb > 0)) return;
-  struct Item {
-    std::filesystem::file_time_type when{};
-    std::string base, main;
-    uintmax_t bytes = 0;
-  };
-  std::map<std::string, Item> items;
-  uintmax_t total = 0;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    std::string n = e.path().filename().string(), ext = e.path().extension().string();
-    if (n.rfind("k", 0) != 0) continue;
-    std::string base = (e.path().parent_path() / e.path().stem()).string();
-    uintmax_t size = e.file_size(ec);
-    Item& it = items[base];
-    it.base = base;
-    it.bytes += size;
-    if (ext != ".sum") {
-      it.when = e.last_write_time(ec);
-      it.main = e.path().string();
-    }
-    total += size;
-  }
-  std::vector<Item> order;
-  for (auto& [b, it] : items) order.push_back(it);
-  std::sort(order.begin(), order.end(), [](const Item& a, const Item& b) { return a.when < b.when; });
-  const auto bound = static_cast<uintmax_t>(mb * 1024 * 1024);
-  for (const Item& it : order) {
-    if (total <= bound) break;
-    if (it.base == keep) continue;
-    if (!it.main.empty()) std::filesystem::remove(it.main, ec);
-    std::filesystem::remove(it.base + ".sum", ec);
-    total -= it.bytes;
-  }
 }
 
 }  // namespace
@@ -197,22 +141,179 @@ void dump_source(const ir::Kernel& k, const std::string& ext, const std::string&
   write_all(std::string(d) + "/" + n + "-" + hash128(text).substr(0, 8) + "." + ext, text);
 }
 
+// ---- a cache folder's housekeeping --------------------------------------------------------------
+
+namespace {
+
+constexpr double kEvictTo = 0.8;            ///< eviction stops at this share of the bound
+constexpr time_t kStaleTempSeconds = 3600;  ///< a temporary this old is removed, whoever owns it
+
+const std::string& host_name() {
+  static const std::string name = [] {
+    char b[256] = {};
+    return gethostname(b, sizeof b - 1) == 0 && b[0] ? std::string(b) : std::string("localhost");
+  }();
+  return name;
+}
+
+bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+std::vector<std::string> split_on(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::stringstream ss(s);
+  while (std::getline(ss, cur, sep)) out.push_back(cur);
+  return out;
+}
+
+/// The process that owns a temporary, from its name: a folder tmp-<pid>@<host>, or a file with a
+/// "tmp" part beside its pid (<name>.<pid>.tmp.<ext>, store::write_atomic's .<name>.tmp.<pid>.<x>).
+/// pid -1: not a temporary; 0: one whose owner is unknown.
+struct Owner {
+  long pid = -1;
+  std::string host;  ///< "" for a file (this host's)
+};
+Owner temp_owner(const std::string& name) {
+  Owner o;
+  if (name.rfind("tmp-", 0) == 0) {
+    const size_t at = name.find('@');
+    const std::string pid = name.substr(4, at == std::string::npos ? std::string::npos : at - 4);
+    o.pid = all_digits(pid) ? std::strtol(pid.c_str(), nullptr, 10) : 0;
+    o.host = at == std::string::npos ? "" : name.substr(at + 1);
+    return o;
+  }
+  const std::vector<std::string> parts = split_on(name, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] != "tmp") continue;
+    o.pid = i > 0 && all_digits(parts[i - 1])                  ? std::strtol(parts[i - 1].c_str(), nullptr, 10)
+            : i + 1 < parts.size() && all_digits(parts[i + 1]) ? std::strtol(parts[i + 1].c_str(), nullptr, 10)
+                                                               : 0;
+    return o;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string folder(const std::string& sub) {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/" + sub;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kiln/" + sub;
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/kiln/" + sub;
+  return fallback_folder(sub);
+}
+
+std::string fallback_folder(const std::string& sub) { return "/tmp/kiln-" + std::to_string(getuid()) + "/" + sub; }
+
+std::string temp_folder_name() { return "tmp-" + std::to_string(getpid()) + "@" + host_name(); }
+
+bool is_temporary(const std::string& name) { return temp_owner(name).pid >= 0; }
+
+uint64_t bound_bytes(const char* env, double default_mb) {
+  double mb = default_mb;
+  if (const char* e = std::getenv(env); e && *e) {
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (end != e && *end == '\0' && v >= 0) mb = v;
+  }
+  return static_cast<uint64_t>(mb * 1024 * 1024);
+}
+
+void touch(const std::string& path) { utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 3; ++attempt)
+    if (std::filesystem::remove_all(path, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+  const std::string own = temp_folder_name();
+  const time_t now = time(nullptr);
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string();
+    const Owner o = temp_owner(name);
+    struct stat st {};
+    if (o.pid < 0 || name == own || lstat(de.path().c_str(), &st) != 0) continue;
+    const bool here = o.host.empty() || o.host == host_name();
+    const bool gone = here && o.pid > 0 && kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH;
+    if (gone || now - st.st_mtime > kStaleTempSeconds) remove_tree(de.path().string());
+  }
+}
+
+void evict(const std::string& dir, uint64_t bound, const std::function<std::string(const std::string&)>& entry_of,
+           const std::set<std::string>& keep) {
+  if (bound == 0) return;
+  struct Group {
+    double used = 0;
+    uint64_t bytes = 0;
+    std::vector<std::string> files;
+  };
+  std::map<std::string, Group> groups;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string();
+    const std::string entry = is_temporary(name) ? "" : entry_of(name);
+    struct stat st {};
+    if (entry.empty() || lstat(de.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    Group& g = groups[entry];
+    g.used = std::max(g.used, static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9);
+    g.bytes += static_cast<uint64_t>(st.st_size);
+    g.files.push_back(de.path().string());
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  if (total <= bound) return;
+  std::vector<std::pair<double, const Group*>> order;
+  for (const auto& [entry, g] : groups)
+    if (!keep.count(entry)) order.emplace_back(g.used, &g);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto target = static_cast<uint64_t>(static_cast<double>(bound) * kEvictTo);
+  for (const auto& [used, g] : order) {
+    if (total <= target) break;
+    for (const std::string& f : g->files) std::remove(f.c_str());
+    total -= g->bytes;
+  }
+}
+
+namespace {
+
+/// A kernel's entry: k<32 hex digits> (its object or SPIR-V, and the checksum beside it).
+std::string kernel_entry(const std::string& name) {
+  const std::string stem = name.substr(0, name.find('.'));
+  return stem.size() == 33 && stem[0] == 'k' && stem.find_first_not_of("0123456789abcdef", 1) == std::string::npos
+             ? stem
+             : "";
+}
+
+/// Removes what earlier processes left in the kernel folder, once per folder and process.
+void sweep_once(const std::string& dir) {
+  static std::mutex mu;
+  static std::set<std::string> swept;
+  std::lock_guard<std::mutex> lock(mu);
+  if (swept.insert(dir).second) remove_stale_temporaries(dir);
+}
+
+}  // namespace
+
 Artifact build(const ir::Kernel& k, const std::string& key, const std::string& source, const std::string& src_ext,
                const std::string& ext, const std::vector<std::string>& argv, const std::string& tool) {
   std::string dir = cache_dir();
   if (!make_dirs(dir)) throw Error(k.prefix() + "cannot create the kernel cache folder " + dir);
-  sweep_temporaries(dir);
+  sweep_once(dir);
   Artifact a;
   std::string base = dir + "/k" + key, sum = base + ".sum";
   a.path = base + ext;
   a.bytes = read_all(a.path);
   if (!a.bytes.empty() && read_all(sum) == checksum(a.bytes)) {
-    utimensat(AT_FDCWD, a.path.c_str(), nullptr, 0);  // recently used
+    touch(a.path);  // recently used
     a.origin = "disk";
     return a;
   }
   static std::atomic<int> counter{0};
-  std::string tmp = dir + "/tmp-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + key.substr(0, 8);
+  // <entry>-<n>.<pid>.tmp<ext>: a temporary of this process (removed by the next process to open
+  // the folder if this one dies before renaming it into place).
+  std::string tmp = base + "-" + std::to_string(counter++) + "." + std::to_string(getpid()) + ".tmp";
   std::string in = tmp + src_ext, out = tmp + ext, log = tmp + ".log";
   if (!write_all(in, source)) throw Error(k.prefix() + "cannot write " + in);
   std::vector<std::string> args;
@@ -235,17 +336,12 @@ Artifact build(const ir::Kernel& k, const std::string& key, const std::string& s
     throw Error(k.prefix() + "cannot write the built kernel into " + dir);
   }
   a.origin = "compiled";
-  evict(dir, base);
+  evict(dir, bound_bytes("KILN_KERNEL_CACHE_MB", 256), kernel_entry, {"k" + key});
   return a;
 }
 
 }  // namespace cache
 
-std::string cache_dir() {
-  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/kernels";
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kiln/kernels";
-  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/kiln/kernels";
-  return "/tmp/kiln-" + std::to_string(getuid()) + "/kernels";
-}
+std::string cache_dir() { return cache::folder("kernels"); }
 
 }  // namespace kiln::kernel

@@ -153,7 +153,7 @@ TEST(KernelIr, DiskCacheAndChecksum) {
   });
   // The temporary of a compiler whose process is gone is swept on first use of the folder.
   fs::create_directories(dir + "/kernels");
-  std::string stale = dir + "/kernels/tmp-999999999-0-deadbeef.cpp";
+  std::string stale = dir + "/kernels/kdeadbeef-0.999999999.tmp.cpp";
   std::ofstream(stale) << "left by a crash";
   EXPECT_EQ(compile_cpu(k, 0).origin(), "compiled");
   EXPECT_FALSE(fs::exists(stale));

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "backends/cpu/vec.h"
+#include "kernel/cache.h"
 #include "kiln/error.h"
 #include "kiln/store.h"
 #include "store/file_util.h"
@@ -138,125 +139,17 @@ bool write_file(const std::string& path, const std::string& text) {
 /// An object's checksum file: its size and hash.
 std::string checksum(const std::string& bytes) { return std::to_string(bytes.size()) + " " + hex(fnv1a(bytes)) + "\n"; }
 
+namespace cache = kiln::kernel::cache;
+using cache::find_executable;
+using cache::make_dirs;
+using cache::remove_stale_temporaries;
+using cache::remove_tree;
+using cache::temp_folder_name;
+using cache::touch;
+
 /// The folder of last resort, when the configured one cannot be made (a read-only home).
-std::string tmp_cache_dir() { return "/tmp/kiln-" + std::to_string(getuid()) + "/programs"; }
-
-std::string cache_dir() {
-  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/programs";
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kiln/programs";
-  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/kiln/programs";
-  return tmp_cache_dir();
-}
-
-bool make_dirs(const std::string& path) {
-  std::string cur;
-  for (const std::string& part : split(path, '/')) {
-    cur += "/" + part;
-    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
-  }
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/// The executable `cmd` names (a path, or a name found on PATH); "" when there is none.
-std::string find_executable(const std::string& cmd) {
-  if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0 ? cmd : "";
-  const char* path = std::getenv("PATH");
-  for (const std::string& d : split(path ? path : "", ':'))
-    if (access((d + "/" + cmd).c_str(), X_OK) == 0) return d + "/" + cmd;
-  return "";
-}
-
-/// Size and modification time of a file (the compiler: an upgrade changes its cache keys).
-std::string file_stamp(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || stat(path.c_str(), &st) != 0) return "";
-  return std::to_string(st.st_size) + "@" + std::to_string(st.st_mtime);
-}
-
-// ---- the cache folder's housekeeping ------------------------------------------------------------
-
-constexpr double kDefaultCacheMB = 512;     ///< the size bound without KILN_JIT_CACHE_MB
-constexpr double kEvictTo = 0.8;            ///< eviction stops at this share of the bound
-constexpr time_t kStaleTempSeconds = 3600;  ///< a temporary this old is removed, whoever owns it
-
-/// The bound on the cache folder's size in bytes: KILN_JIT_CACHE_MB (0: none), else 512 MB.
-uint64_t cache_bound() {
-  double mb = kDefaultCacheMB;
-  if (const char* e = std::getenv("KILN_JIT_CACHE_MB"); e && *e) {
-    char* end = nullptr;
-    const double v = std::strtod(e, &end);
-    if (end != e && *end == '\0' && v >= 0) mb = v;
-  }
-  return static_cast<uint64_t>(mb * 1024 * 1024);
-}
-
-const std::string& host_name() {
-  static const std::string name = [] {
-    char b[256] = {};
-    return gethostname(b, sizeof b - 1) == 0 && b[0] ? std::string(b) : std::string("localhost");
-  }();
-  return name;
-}
-
-/// The name of the folder of this process's temporaries in a cache folder.
-std::string temp_folder_name() { return "tmp-" + std::to_string(getpid()) + "@" + host_name(); }
-
-bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
-
-/// The process that owns a temporary, from its name: a folder tmp-<pid>@<host>, or a file with a
-/// "tmp" part beside its pid (<name>.<pid>.tmp.<ext>, store::write_atomic's .<name>.tmp.<pid>.<x>).
-/// pid -1: not a temporary; 0: one whose owner is unknown.
-struct Owner {
-  long pid = -1;
-  std::string host;  ///< "" for a file (this host's)
-};
-Owner temp_owner(const std::string& name) {
-  Owner o;
-  if (name.rfind("tmp-", 0) == 0) {
-    const size_t at = name.find('@');
-    const std::string pid = name.substr(4, at == std::string::npos ? std::string::npos : at - 4);
-    o.pid = all_digits(pid) ? std::strtol(pid.c_str(), nullptr, 10) : 0;
-    o.host = at == std::string::npos ? "" : name.substr(at + 1);
-    return o;
-  }
-  const std::vector<std::string> parts = split(name, '.');
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i] != "tmp") continue;
-    o.pid = i > 0 && all_digits(parts[i - 1])                  ? std::strtol(parts[i - 1].c_str(), nullptr, 10)
-            : i + 1 < parts.size() && all_digits(parts[i + 1]) ? std::strtol(parts[i + 1].c_str(), nullptr, 10)
-                                                               : 0;
-    return o;
-  }
-  return o;
-}
-
-/// Removes a file or a folder with what it holds; a process still writing into a removed folder
-/// cannot create files there any more.
-void remove_tree(const std::filesystem::path& path) {
-  std::error_code ec;
-  for (int attempt = 0; attempt < 3; ++attempt)
-    if (std::filesystem::remove_all(path, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
-}
-
-/// Removes the temporaries in dir that no process will finish: those of a process of this host
-/// that is gone (killed while it compiled: it could not clean up), and any older than an hour
-/// (a process of another host, or a reused pid). The compilers of a killed process may still be
-/// running: they write into a folder that no longer exists, and fail.
-void remove_stale_temps(const std::string& dir) {
-  const std::string own = temp_folder_name();
-  const time_t now = time(nullptr);
-  std::error_code ec;
-  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = de.path().filename().string();
-    const Owner o = temp_owner(name);
-    struct stat st {};
-    if (o.pid < 0 || name == own || lstat(de.path().c_str(), &st) != 0) continue;
-    const bool here = o.host.empty() || o.host == host_name();
-    const bool gone = here && o.pid > 0 && kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH;
-    if (gone || now - st.st_mtime > kStaleTempSeconds) remove_tree(de.path());
-  }
-}
+std::string tmp_cache_dir() { return cache::fallback_folder("programs"); }
+std::string cache_dir() { return cache::folder("programs"); }
 
 /// The entry a cache file belongs to (its name up to the first dot: p<32 hex digits> for a
 /// kernel, kiln_program_<16 hex digits> for a header); "" for any other file.
@@ -265,50 +158,15 @@ std::string entry_of(const std::string& name) {
   auto hex_from = [&](size_t from, size_t n) {
     return stem.size() == from + n && stem.find_first_not_of("0123456789abcdef", from) == std::string::npos;
   };
-  if (temp_owner(name).pid >= 0) return "";
+  if (cache::is_temporary(name)) return "";
   if ((stem.rfind('p', 0) == 0 && hex_from(1, 32)) || (stem.rfind("kiln_program_", 0) == 0 && hex_from(13, 16)))
     return stem;
   return "";
 }
 
-/// Marks a cache file as used now (its entry's place in the eviction order).
-void touch(const std::string& path) { utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
-
-/// When the entries of dir take more than bound bytes, deletes the least recently used ones (the
-/// time of an entry: its newest file's) until they take at most 80% of it. The entries in keep
-/// stay. A process loading a deleted kernel finds it missing or its checksum wrong, and compiles
-/// it again.
+/// Keeps dir under bound (cache::evict over this folder's entries).
 void evict(const std::string& dir, uint64_t bound, const std::set<std::string>& keep) {
-  if (bound == 0) return;
-  struct Group {
-    double used = 0;
-    uint64_t bytes = 0;
-    std::vector<std::string> files;
-  };
-  std::map<std::string, Group> groups;
-  uint64_t total = 0;
-  std::error_code ec;
-  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = de.path().filename().string(), entry = entry_of(name);
-    struct stat st {};
-    if (entry.empty() || lstat(de.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    Group& g = groups[entry];
-    g.used = std::max(g.used, static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9);
-    g.bytes += static_cast<uint64_t>(st.st_size);
-    g.files.push_back(de.path().string());
-    total += static_cast<uint64_t>(st.st_size);
-  }
-  if (total <= bound) return;
-  std::vector<std::pair<double, const Group*>> order;
-  for (const auto& [entry, g] : groups)
-    if (!keep.count(entry)) order.emplace_back(g.used, &g);
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const auto target = static_cast<uint64_t>(static_cast<double>(bound) * kEvictTo);
-  for (const auto& [used, g] : order) {
-    if (total <= target) break;
-    for (const std::string& f : g->files) std::remove(f.c_str());
-    total -= g->bytes;
-  }
+  cache::evict(dir, bound, entry_of, keep);
 }
 
 // ---- the compiler and the cache ---------------------------------------------------------------
@@ -381,7 +239,7 @@ class Jit {
     cxx_ = cxx;
     includes_ = split(KILN_JIT_INCLUDES, ':');
     dir_ = dir;
-    bound_ = cache_bound();
+    bound_ = cache::bound_bytes("KILN_JIT_CACHE_MB", 512);
     // The headers the kernels include (Kiln's and Highway's version and math) and the compiler's
     // stamp are part of every cache key, so a kernel built against other arithmetic or by
     // another compiler is never loaded.
@@ -391,7 +249,7 @@ class Jit {
                             "/hwy/highway.h", "/hwy/contrib/math/math-inl.h"})
         headers_ += read_file(inc + h);
     const std::string compiler = find_executable(cxx_);
-    stamp_ = file_stamp(compiler);
+    stamp_ = compiler.empty() ? "" : cache::stamp(compiler);
     why_.clear();
     if (headers_.find("OpVector") == std::string::npos)
       why_ = "the Kiln source tree (" + std::string(KILN_JIT_INCLUDES) + ") is not readable";
@@ -406,7 +264,7 @@ class Jit {
     // What a process killed while it compiled left, and the entries past the bound.
     struct stat st {};
     if (stat(dir_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      remove_stale_temps(dir_);
+      remove_stale_temporaries(dir_);
       evict(dir_, bound_, {});
     }
   }
@@ -849,6 +707,7 @@ void set_jit_compiler(const std::string& cxx, const std::string& dir) {
 #include <string>
 
 #include "backends/cpu/vec.h"
+#include "kernel/cache.h"
 
 namespace kiln::cpu::vec {
 
