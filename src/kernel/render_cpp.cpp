@@ -327,9 +327,7 @@ class Cpp : public CLike {
     for (uint32_t id : k.regions[r].ops) {
       const ir::Op& op = k.ops[id];
       if (divergent[id]) {
-        if (op.kind == Kind::For || op.kind == Kind::While || op.kind == Kind::Subgroup || op.kind == Kind::StoreVec ||
-            op.lanes != 1)
-          return false;
+        if (op.kind == Kind::Subgroup || op.kind == Kind::StoreVec || op.lanes != 1) return false;
         if (op.has_value() && !word(op.type)) return false;
       }
       if (!vector_ok(op.region[0]) || !vector_ok(op.region[1])) return false;
@@ -354,6 +352,8 @@ class Cpp : public CLike {
       };
       if (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::ThreadId)) {
         stride[id] = op.axis == 0 ? 1 : 0;
+      } else if (op.kind == Kind::For && !divergent[op.in[2]]) {
+        stride[id] = st(0);  // every lane steps alike: the lanes keep their distance
       } else if (op.kind == Kind::Cast && !op.attr && (op.type == Type::I32 || op.type == Type::U32) &&
                  (k.ops[op.in[0]].type == Type::I32 || k.ops[op.in[0]].type == Type::U32)) {
         stride[id] = st(0);
@@ -383,7 +383,8 @@ class Cpp : public CLike {
   /// extract from the vector, which the compiler would then compute).
   std::string first_lane(uint32_t id) {
     const ir::Op& op = k.ops[id];
-    if (!divergent[id] || stride[id] == kNoStride || op.kind == Kind::Builtin) return at_lane(id, "0");
+    if (!divergent[id] || stride[id] == kNoStride || (op.kind != Kind::Binary && op.kind != Kind::Cast))
+      return at_lane(id, "0");
     if (op.kind == Kind::Cast) return cast(op.type, k.ops[op.in[0]].type, first_lane(op.in[0]));
     return "(" + first_lane(op.in[0]) + " " + ir::binary_name(static_cast<ir::BinaryFn>(op.attr)) + " " +
            first_lane(op.in[1]) + ")";
@@ -516,6 +517,21 @@ class Cpp : public CLike {
         else
           CLike::statement(id);
         return;
+      case Kind::For:
+      case Kind::While:
+        if (divergent[id])
+          vloop(id);
+        else
+          CLike::statement(id);
+        return;
+      case Kind::Yield:
+        if (divergent[op.in[0]]) {  // the lanes whose condition fails leave the loop
+          line(mask_ + " &= " + bc(op.in[0]) + ";");
+          line("if (!kk_any(" + mask_ + ")) break;");
+        } else {
+          CLike::statement(id);
+        }
+        return;
       case Kind::LoadVec:
         if (!mask_.empty()) {
           define(id, "(kk_any(" + mask_ + ") ? " + expr(id) + " : " + ty(op.type, op.lanes) + "())");
@@ -588,6 +604,32 @@ class Cpp : public CLike {
       --depth;
       line("}");
     }
+  }
+
+  /// A loop whose bounds (or condition) differ between lanes: it runs while some lane is in it,
+  /// under a mask of those lanes (a lane that leaves stays out).
+  void vloop(uint32_t id) {
+    const ir::Op& op = k.ops[id];
+    const std::string lm = temp("kk_m"), saved = mask_;
+    std::string iv;
+    if (op.kind == Kind::For) {
+      iv = name(id);
+      line(wty(op.type) + " " + iv + " = " + bc(op.in[0]) + ";");
+    }
+    line("kk_wi " + lm + " = " + (saved.empty() ? "~kk_wi{}" : saved) + ";");
+    line("for (;;) {");
+    ++depth;
+    if (op.kind == Kind::For) {
+      line(lm + " &= (" + iv + " < " + bc(op.in[1]) + ");");
+      line("if (!kk_any(" + lm + ")) break;");
+    }
+    mask_ = lm;
+    region(op.region[0]);
+    if (op.kind == Kind::While) region(op.region[1]);
+    mask_ = saved;
+    if (op.kind == Kind::For) line(iv + " += " + bc(op.in[2]) + ";");
+    --depth;
+    line("}");
   }
 
   /// The vector expression of a varying pure op.

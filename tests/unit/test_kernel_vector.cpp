@@ -6,7 +6,8 @@
 // mask, uniform loops inside a varying if, integer division where masked-off lanes divide by
 // zero, casts between every 32-bit type and bool, u32 comparisons, NaN-aware min/max, the math
 // functions, contiguous, strided and reversed loads, f16/bf16 storage, atomics, a uniform
-// index written by a varying value, 2-D groups, shared memory and barriers.
+// index written by a varying value, 2-D groups, shared memory and barriers, and loops whose
+// bounds or conditions differ between threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,6 +124,32 @@ Kernel shared_phases() {
   });
 }
 
+/// Loops whose bounds or conditions differ between threads: a grid-stride loop, a loop whose
+/// count depends on the thread with an if inside, and a while loop (Collatz steps).
+Kernel varying_loops() {
+  return trace("vector_loops", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    auto steps = b.output<int32_t>("steps");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(16);
+    Val t = thread_id(), g = group_id();
+    Var acc(0.0f);
+    for_(g * 16 + t, n, num_groups() * 16, [&](Val j) { acc = Val(acc) + x[j] * 0.5f; });
+    Var c(0);
+    for_(Val(0), t % 5, [&](Val j) { if_(j % 2 == 0, [&] { c = Val(c) + j; }).else_([&] { c = Val(c) - 1; }); });
+    Var v(cast(t + g * 16 + 1, Type::U32));
+    Var k(0);
+    while_([&] { return Val(v) != 1u && Val(k) < 200; },
+           [&] {
+             if_(Val(v) % 2u == 0u, [&] { v = Val(v) / 2u; }).else_([&] { v = Val(v) * 3u + 1u; });
+             k = Val(k) + 1;
+           });
+    y[g * 16 + t] = Val(acc) + cast(Val(c), Type::F32);
+    steps[g * 16 + t] = k;
+  });
+}
+
 bool same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 std::vector<float> inputs(int n) {
@@ -214,4 +241,26 @@ TEST(KernelVector, SharedMemoryPhasesMatchScalarRendering) {
     }
     for (int t = 0; t < 32; ++t) ASSERT_EQ(y0[g * 32 + t], v[t] + static_cast<float>(step)) << g << "," << t;
   }
+}
+
+TEST(KernelVector, VaryingLoopsMatchScalarRendering) {
+  const Kernel k = varying_loops();
+  EXPECT_NE(render(k, Target::Cpp).find("kk_t0 += KK_W"), std::string::npos);
+  const int groups = 3, n = 300;
+  std::vector<float> x = inputs(n);
+  for (float& v : x)
+    if (!std::isfinite(v) || std::fabs(v) > 1e30f) v = -0.25f;
+  std::vector<float> y[2];
+  std::vector<int32_t> s[2];
+  for (int debug : {0, 1}) {
+    y[debug].assign(groups * 16, -1.f);
+    s[debug].assign(groups * 16, -1);
+    compile_cpu(k, debug)({groups}, {x, y[debug], s[debug], n});
+  }
+  for (int i = 0; i < groups * 16; ++i) {
+    ASSERT_TRUE(same(y[0][i], y[1][i])) << i << ": " << y[0][i] << " vs " << y[1][i];
+    ASSERT_EQ(s[0][i], s[1][i]) << i;
+  }
+  EXPECT_EQ(s[0][26], 111);  // 27 takes 111 Collatz steps to reach 1
+  EXPECT_EQ(s[0][0], 0);
 }

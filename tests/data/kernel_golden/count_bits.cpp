@@ -68,6 +68,36 @@ KK_FN float kk_sigmoid(float x) { return 1.0f / (1.0f + kk_exp(-x)); }
 template <class T> KK_FN T kk_min(T a, T b) { return b < a ? b : a; }
 template <class T> KK_FN T kk_max(T a, T b) { return a < b ? b : a; }
 template <class T, int N> struct alignas(sizeof(T) * N) kk_v { T v[N]; };
+#define KK_W16 1
+#if KK_W16 && defined(__AVX512F__)
+#define KK_W 16
+#else
+#define KK_W 8
+#endif
+typedef float kk_wf __attribute__((vector_size(KK_W * 4)));
+typedef int kk_wi __attribute__((vector_size(KK_W * 4)));
+typedef unsigned kk_wu __attribute__((vector_size(KK_W * 4)));
+typedef int kk_i4 __attribute__((vector_size(16)));
+#if KK_W == 16
+static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#else
+static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7};
+#endif
+template <class V, class E> static inline V kk_wld(const E* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
+template <class V, class E> static inline void kk_wst(E* p, V v) { std::memcpy(p, &v, sizeof v); }
+template <bool Or> static inline bool kk_fold(kk_wi m) {
+  kk_i4 r, p;
+  std::memcpy(&r, &m, 16);
+  for (int i = 1; i < KK_W / 4; ++i) { std::memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
+  return Or ? (r[0] | r[1] | r[2] | r[3]) != 0 : (r[0] & r[1] & r[2] & r[3]) != 0;
+}
+static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
+static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
+static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
+static inline kk_wf kk_wfmin(kk_wf a, kk_wf b) { return ((b < a) | (a != a)) ? b : a; }
+static inline kk_wf kk_wfmax(kk_wf a, kk_wf b) { return ((a < b) | (a != a)) ? b : a; }
+template <class F> static inline kk_wf kk_wmap(kk_wf x, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
+template <class F> static inline kk_wf kk_wmap2(kk_wf x, kk_wf y, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
 extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   const unsigned* const b0 = (const unsigned*)a->bufs[0];
   unsigned* const b1 = (unsigned*)a->bufs[1];
@@ -76,32 +106,40 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   for (long long kk_g = g0; kk_g < g1; ++kk_g) {
     const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long long)kk_nx * kk_ny));
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
-    unsigned l0;
-    unsigned l1;
-    #pragma GCC ivdep
-    for (int kk_tx = 0; kk_tx < 32; ++kk_tx) {
-      const int kk_ty = 0;
-      const int kk_tz = 0;
-      const int kk_t = (kk_tz * 1 + kk_ty) * 32 + kk_tx;
-      (void)kk_t; (void)kk_ty; (void)kk_tz;
-      const unsigned v0 = b0[((kk_gx * 32) + kk_tx)];
+    kk_wu l0;
+    kk_wu l1;
+    for (int kk_t0 = 0; kk_t0 < 32; kk_t0 += KK_W) {
+      const int kk_c = kk_t0 / KK_W;
+      const kk_wi kk_wt = kk_t0 + kk_iota;
+      const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};
+      const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
+      (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
+      kk_wu kk_r0 = {};
+      kk_r0 = kk_wld<kk_wu>(&b0[((kk_gx * 32) + (kk_tx0 + 0))]);
+      const kk_wu v0 = kk_r0;
       l0 = v0;
-      l1 = 0u;
+      l1 = ((0u) - kk_wu{});
+      kk_wi kk_m1 = ~kk_wi{};
       for (;;) {
-        const unsigned v1 = l0;
-        const bool v2 = (v1 != 0u);
-        if (!v2) { break; }
-        const unsigned v3 = l0;
-        const unsigned v4 = (v3 & 1u);
-        const unsigned v5 = l1;
-        const unsigned v6 = (v5 + v4);
-        l1 = v6;
-        const unsigned v7 = l0;
-        const unsigned v8 = (v7 >> 1u);
-        l0 = v8;
+        const kk_wu v1 = l0;
+        const kk_wi v2 = (v1 != ((0u) - kk_wu{}));
+        kk_m1 &= v2;
+        if (!kk_any(kk_m1)) break;
+        const kk_wu v3 = l0;
+        const kk_wu v4 = (v3 & ((1u) - kk_wu{}));
+        const kk_wu v5 = l1;
+        const kk_wu v6 = (v5 + v4);
+        l1 = kk_m1 ? v6 : l1;
+        const kk_wu v7 = l0;
+        const kk_wu v8 = (v7 >> ((1u) - kk_wu{}));
+        l0 = kk_m1 ? v8 : l0;
       }
-      const unsigned v9 = l1;
-      const unsigned v10 = __atomic_fetch_add(&b1[0], v9, __ATOMIC_RELAXED);
+      const kk_wu v9 = l1;
+      kk_wu kk_r2 = {};
+      for (int kk_l = 0; kk_l < KK_W; ++kk_l) {
+        kk_r2[kk_l] = __atomic_fetch_add(&b1[0], v9[kk_l], __ATOMIC_RELAXED);
+      }
+      const kk_wu v10 = kk_r2;
     }
   }
 }
