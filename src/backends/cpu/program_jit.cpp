@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "backends/cpu/vec.h"
-#include "kernel/cache.h"
+#include "core/cache_folder.h"
 #include "kiln/error.h"
 #include "kiln/store.h"
 #include "store/file_util.h"
@@ -139,7 +139,7 @@ bool write_file(const std::string& path, const std::string& text) {
 /// An object's checksum file: its size and hash.
 std::string checksum(const std::string& bytes) { return std::to_string(bytes.size()) + " " + hex(fnv1a(bytes)) + "\n"; }
 
-namespace cache = kiln::kernel::cache;
+namespace cache = kiln::cache_folder;
 using cache::find_executable;
 using cache::make_dirs;
 using cache::remove_stale_temporaries;
@@ -707,7 +707,7 @@ void set_jit_compiler(const std::string& cxx, const std::string& dir) {
 #include <string>
 
 #include "backends/cpu/vec.h"
-#include "kernel/cache.h"
+#include "core/cache_folder.h"
 
 namespace kiln::cpu::vec {
 

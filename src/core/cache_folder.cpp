@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+#include "core/cache_folder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace kiln::cache_folder {
+
+bool make_dirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string find_executable(const std::string& cmd) {
+  if (cmd.find('/') != std::string::npos) return access(cmd.c_str(), X_OK) == 0 ? cmd : "";
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path ? path : "/usr/bin:/bin";
+  // Every compile looks its tool up (a cache hit too): the walk over PATH is remembered per
+  // (command, PATH) for the process, and checked again only when the file it found is gone.
+  static std::mutex mu;
+  static std::map<std::string, std::string> found;
+  const std::string key = cmd + '\n' + dirs;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = found.find(key); it != found.end() && access(it->second.c_str(), X_OK) == 0) return it->second;
+  }
+  std::stringstream ss(dirs);
+  std::string dir;
+  while (std::getline(ss, dir, ':'))
+    if (!dir.empty() && access((dir + "/" + cmd).c_str(), X_OK) == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      return found[key] = dir + "/" + cmd;
+    }
+  return "";
+}
+
+std::string stamp(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "?";
+  return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
+}
+
+namespace {
+
+constexpr double kEvictTo = 0.8;            ///< eviction stops at this share of the bound
+constexpr time_t kStaleTempSeconds = 3600;  ///< a temporary this old is removed, whoever owns it
+
+const std::string& host_name() {
+  static const std::string name = [] {
+    char b[256] = {};
+    return gethostname(b, sizeof b - 1) == 0 && b[0] ? std::string(b) : std::string("localhost");
+  }();
+  return name;
+}
+
+bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+std::vector<std::string> split_on(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::stringstream ss(s);
+  while (std::getline(ss, cur, sep)) out.push_back(cur);
+  return out;
+}
+
+/// The process that owns a temporary, from its name: a folder tmp-<pid>@<host>, or a file with a
+/// "tmp" part beside its pid (<name>.<pid>.tmp.<ext>, store::write_atomic's .<name>.tmp.<pid>.<x>).
+/// pid -1: not a temporary; 0: one whose owner is unknown.
+struct Owner {
+  long pid = -1;
+  std::string host;  ///< "" for a file (this host's)
+};
+Owner temp_owner(const std::string& name) {
+  Owner o;
+  if (name.rfind("tmp-", 0) == 0) {
+    const size_t at = name.find('@');
+    const std::string pid = name.substr(4, at == std::string::npos ? std::string::npos : at - 4);
+    o.pid = all_digits(pid) ? std::strtol(pid.c_str(), nullptr, 10) : 0;
+    o.host = at == std::string::npos ? "" : name.substr(at + 1);
+    return o;
+  }
+  const std::vector<std::string> parts = split_on(name, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] != "tmp") continue;
+    o.pid = i > 0 && all_digits(parts[i - 1])                  ? std::strtol(parts[i - 1].c_str(), nullptr, 10)
+            : i + 1 < parts.size() && all_digits(parts[i + 1]) ? std::strtol(parts[i + 1].c_str(), nullptr, 10)
+                                                               : 0;
+    return o;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string folder(const std::string& sub) {
+  if (const char* d = std::getenv("KILN_CACHE_DIR"); d && *d) return std::string(d) + "/" + sub;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/kiln/" + sub;
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/kiln/" + sub;
+  return fallback_folder(sub);
+}
+
+std::string fallback_folder(const std::string& sub) { return "/tmp/kiln-" + std::to_string(getuid()) + "/" + sub; }
+
+std::string temp_folder_name() { return "tmp-" + std::to_string(getpid()) + "@" + host_name(); }
+
+bool is_temporary(const std::string& name) { return temp_owner(name).pid >= 0; }
+
+uint64_t bound_bytes(const char* env, double default_mb) {
+  double mb = default_mb;
+  if (const char* e = std::getenv(env); e && *e) {
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (end != e && *end == '\0' && v >= 0) mb = v;
+  }
+  return static_cast<uint64_t>(mb * 1024 * 1024);
+}
+
+void touch(const std::string& path) { utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  for (int attempt = 0; attempt < 3; ++attempt)
+    if (std::filesystem::remove_all(path, ec) != static_cast<std::uintmax_t>(-1) && !ec) return;
+}
+
+void remove_stale_temporaries(const std::string& dir) {
+  const std::string own = temp_folder_name();
+  const time_t now = time(nullptr);
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string();
+    const Owner o = temp_owner(name);
+    struct stat st {};
+    if (o.pid < 0 || name == own || lstat(de.path().c_str(), &st) != 0) continue;
+    const bool here = o.host.empty() || o.host == host_name();
+    const bool gone = here && o.pid > 0 && kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH;
+    if (gone || now - st.st_mtime > kStaleTempSeconds) remove_tree(de.path().string());
+  }
+}
+
+void evict(const std::string& dir, uint64_t bound, const std::function<std::string(const std::string&)>& entry_of,
+           const std::set<std::string>& keep) {
+  if (bound == 0) return;
+  struct Group {
+    double used = 0;
+    uint64_t bytes = 0;
+    std::vector<std::string> files;
+  };
+  std::map<std::string, Group> groups;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& de : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string();
+    const std::string entry = is_temporary(name) ? "" : entry_of(name);
+    struct stat st {};
+    if (entry.empty() || lstat(de.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    Group& g = groups[entry];
+    g.used = std::max(g.used, static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) * 1e-9);
+    g.bytes += static_cast<uint64_t>(st.st_size);
+    g.files.push_back(de.path().string());
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  if (total <= bound) return;
+  std::vector<std::pair<double, const Group*>> order;
+  for (const auto& [entry, g] : groups)
+    if (!keep.count(entry)) order.emplace_back(g.used, &g);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto target = static_cast<uint64_t>(static_cast<double>(bound) * kEvictTo);
+  for (const auto& [used, g] : order) {
+    if (total <= target) break;
+    for (const std::string& f : g->files) std::remove(f.c_str());
+    total -= g->bytes;
+  }
+}
+
+}  // namespace kiln::cache_folder
