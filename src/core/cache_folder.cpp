@@ -16,6 +16,9 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::cache_folder {
 
