@@ -344,6 +344,20 @@ Val min(Val a, Val b);
 Val max(Val a, Val b);
 Val pow(Val a, Val b);
 Val select(Val cond, Val if_true, Val if_false);
+// min, max and pow with a literal: the literal takes the value's type, as with the operators.
+#define KILN_KERNEL_LITERAL_FN(fn)                               \
+  template <Literal T>                                           \
+  Val fn(Val a, T b) {                                           \
+    return fn(a, Val::constant(static_cast<double>(b), a.type)); \
+  }                                                              \
+  template <Literal T>                                           \
+  Val fn(T a, Val b) {                                           \
+    return fn(Val::constant(static_cast<double>(a), b.type), b); \
+  }
+KILN_KERNEL_LITERAL_FN(min)
+KILN_KERNEL_LITERAL_FN(max)
+KILN_KERNEL_LITERAL_FN(pow)
+#undef KILN_KERNEL_LITERAL_FN
 /// a * b + c with one rounding (f32 or f64; every target has it: on the CPU, a vector FMA where
 /// the machine has one, else the C library's fma).
 Val fma(Val a, Val b, Val c);

@@ -2,6 +2,7 @@
 #include "kernel/render.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -45,6 +46,21 @@ std::string Base::ref(uint32_t id) {
   if (op.kind == Kind::Scalar) return scalar(op.obj);
   if (op.kind == Kind::Builtin) return builtin(op);
   return name(id);
+}
+
+std::string Base::int_lit(const ir::Op& op, const std::string& i64) {
+  switch (op.type) {
+    case Type::Bool:
+      return op.i ? "true" : "false";
+    case Type::I32:
+      return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
+    case Type::U32:
+      return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
+    case Type::I64:
+      return op.i == INT64_MIN ? "(-9223372036854775807" + i64 + " - 1" + i64 + ")" : std::to_string(op.i) + i64;
+    default:
+      return "";
+  }
 }
 
 std::string Base::float_text(double f) {

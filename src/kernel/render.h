@@ -75,6 +75,9 @@ class Base {
   /// Renders one op as statements (control flow recursing into its regions).
   virtual void statement(uint32_t id);
   void region(uint32_t r);
+  /// The C-style literal of a bool, i32, u32 or i64 constant (i64 with the suffix `i64`), "" for
+  /// other types.
+  static std::string int_lit(const ir::Op& op, const std::string& i64);
   /// The literal of a float (finite), shortest round-trip form with a '.' or exponent.
   static std::string float_text(double f);
   /// The same for a double (finite): 17 significant digits where fewer do not round-trip.

@@ -40,18 +40,7 @@ class CLike : public Base {
     return lanes > 1 ? "kk_v<" + s + ", " + std::to_string(lanes) + ">" : s;
   }
   std::string lit(const ir::Op& op) override {
-    switch (op.type) {
-      case Type::Bool:
-        return op.i ? "true" : "false";
-      case Type::I32:
-        return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
-      case Type::U32:
-        return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
-      case Type::I64:
-        return op.i == INT64_MIN ? "(-9223372036854775807ll - 1)" : std::to_string(op.i) + "ll";
-      default:
-        break;
-    }
+    if (std::string s = int_lit(op, "ll"); !s.empty()) return s;
     const bool d = op.type == Type::F64;
     if (std::isfinite(op.f)) return d ? double_text(op.f) : float_text(op.f) + "f";
     const std::string v = std::isnan(op.f) ? "kk_as_float(0x7fc00000u)"

@@ -138,18 +138,7 @@ class Glsl : public Base {
     return lanes > 1 ? v[static_cast<int>(t)] + std::to_string(lanes) : s[static_cast<int>(t)];
   }
   std::string lit(const ir::Op& op) override {
-    switch (op.type) {
-      case Type::Bool:
-        return op.i ? "true" : "false";
-      case Type::I32:
-        return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
-      case Type::U32:
-        return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
-      case Type::I64:
-        return op.i == INT64_MIN ? "(-9223372036854775807l - 1l)" : std::to_string(op.i) + "l";
-      default:
-        break;
-    }
+    if (std::string s = int_lit(op, "l"); !s.empty()) return s;
     const bool d = op.type == Type::F64;
     if (std::isfinite(op.f)) return d ? double_text(op.f) + "lf" : float_text(op.f);
     const std::string v = std::isnan(op.f) ? "uintBitsToFloat(0x7fc00000u)"

@@ -358,7 +358,7 @@ inline Kernel half_math(const Limits& l = {}) {
           for_(Val(0), Val(4), [&](Val j) { acc = Val(acc) * h + cast(j, Type::F16); });
           y[o + 2] = cast(Val(acc), Type::F32);
           y[o + 3] = cast(hb * hb + hb, Type::F32);
-          y[o + 4] = cast(max(h, Val::constant(0.5, Type::F16)) + select(h > 0.0f, h, -h) + fma(h, h, h), Type::F32);
+          y[o + 4] = cast(max(h, 0.5f) + select(h > 0.0f, h, -h) + fma(h, h, h), Type::F32);
           y[o + 5] = cast(h * 1000.0f, Type::F32) + cast(cast(hb, Type::F16), Type::F32);
         });
       },
