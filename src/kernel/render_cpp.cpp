@@ -11,10 +11,11 @@
 // across threads (a tiled matmul's k loop), where a loop per thread would run scalar code.
 //
 // Vector mode (where the kernel allows it: no debug checks, x group size a multiple of 8, every
-// value that varies between threads 32 bits wide, no loop whose bounds vary): a phase runs its
-// threads KK_W at a time (8, or 16 with AVX-512), each varying value a vector of KK_W lanes
-// (GCC vector types), each uniform value a scalar. A varying `if` becomes a lane mask: memory is
-// touched only for active lanes, the masked-off lanes of a local keep their value. An index whose
+// value that varies between threads 32 bits wide): a phase runs its threads KK_W at a time (8,
+// or 16 with AVX-512), each varying value a vector of KK_W lanes (GCC vector types), each
+// uniform value a scalar. A varying `if` becomes a lane mask: memory is touched only for active
+// lanes, the masked-off lanes of a local keep their value; a varying loop runs while some lane
+// is in it, under the mask of those lanes. An index whose
 // lanes are consecutive (thread_id(0) plus a uniform value) is one vector load or store; any
 // other is a loop over the lanes. The compiler then keeps vector values in registers across a
 // uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
@@ -320,8 +321,8 @@ class Cpp : public CLike {
   static std::string wty(Type t) { return t == Type::F32 ? "kk_wf" : t == Type::U32 ? "kk_wu" : "kk_wi"; }
   std::string temp(const char* stem) { return std::string(stem) + std::to_string(temps_++); }
 
-  /// Whether every varying value of region r (and below) is a 32-bit scalar and every loop has
-  /// uniform bounds.
+  /// Whether every varying value of region r (and below) is a 32-bit scalar (no subgroup
+  /// operation, no vector load or store of a varying value).
   bool vector_ok(uint32_t r) const {
     if (r == kNone) return true;
     for (uint32_t id : k.regions[r].ops) {
