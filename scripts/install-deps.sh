@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Kiln needs to build and test; does nothing when all are present.
-# glslc and spirv-tools check the GLSL rendering of the kernel language (tests/unit/test_kernel_targets.cpp).
+# glslc and spirv-tools check the GLSL rendering of the kernel language (tests/unit/test_kernel_targets.cpp);
+# glslang-dev and libshaderc-dev let it compile GLSL to SPIR-V in process (src/kernel/spirv.cpp).
 # libvulkan-dev builds the Vulkan backend; mesa-vulkan-drivers (lavapipe) runs it on the CPU.
 # libopenmpi-dev and openmpi-bin build kiln_dist and run its tests under mpirun (docs/distributed.md).
 # libboost-dev (Beast) and libssl-dev build the remote device and kiln-server (docs/remote.md);
@@ -46,7 +47,7 @@ fi
 pkgs=(cmake g++ make ccache pkg-config libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format libdnnl-dev
   nlohmann-json3-dev zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev libncurses-dev
   dataset-fashion-mnist python3-sklearn libonnx-testdata
-  glslc glslang-tools spirv-tools libvulkan-dev mesa-vulkan-drivers
+  glslc glslang-tools glslang-dev libshaderc-dev spirv-tools libvulkan-dev mesa-vulkan-drivers
   libopenmpi-dev openmpi-bin libboost-dev libssl-dev openssl libsentencepiece-dev fortunes python3-statsmodels
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm chromium)
 [ "$wasm" -eq 0 ] || pkgs+=(emscripten nodejs googletest)

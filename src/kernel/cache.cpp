@@ -120,8 +120,8 @@ void sweep_once(const std::string& dir) {
 
 }  // namespace
 
-Artifact build(const ir::Kernel& k, const std::string& key, const std::string& source, const std::string& src_ext,
-               const std::string& ext, const std::vector<std::string>& argv, const std::string& tool) {
+Artifact build(const ir::Kernel& k, const std::string& key, const std::string& ext,
+               const std::function<std::string(const std::string& tmp)>& produce) {
   std::string dir = cache_dir();
   if (!make_dirs(dir)) throw Error(k.prefix() + "cannot create the kernel cache folder " + dir);
   sweep_once(dir);
@@ -138,21 +138,9 @@ Artifact build(const ir::Kernel& k, const std::string& key, const std::string& s
   // <entry>-<n>.<pid>.tmp<ext>: a temporary of this process (removed by the next process to open
   // the folder if this one dies before renaming it into place).
   std::string tmp = base + "-" + std::to_string(counter++) + "." + std::to_string(getpid()) + ".tmp";
-  std::string in = tmp + src_ext, out = tmp + ext, log = tmp + ".log";
-  if (!write_all(in, source)) throw Error(k.prefix() + "cannot write " + in);
-  std::vector<std::string> args;
-  for (const std::string& s : argv) args.push_back(s == "{in}" ? in : s == "{out}" ? out : s);
-  int rc = run(args, log);
-  std::string text = read_all(log);
-  std::remove(in.c_str());
-  std::remove(log.c_str());
-  if (rc != 0) {
-    std::remove(out.c_str());
-    throw Error(k.prefix() + tool + " failed (" + argv[0] + ", status " + std::to_string(rc) + "):\n" +
-                text.substr(0, 4000));
-  }
-  a.bytes = read_all(out);
-  bool ok = !a.bytes.empty() && std::rename(out.c_str(), a.path.c_str()) == 0 &&
+  a.bytes = produce(tmp);
+  std::string out = tmp + ext;
+  bool ok = !a.bytes.empty() && write_all(out, a.bytes) && std::rename(out.c_str(), a.path.c_str()) == 0 &&
             write_all(tmp + ".sum", checksum(a.bytes)) && std::rename((tmp + ".sum").c_str(), sum.c_str()) == 0;
   if (!ok) {
     std::remove(out.c_str());
@@ -162,6 +150,26 @@ Artifact build(const ir::Kernel& k, const std::string& key, const std::string& s
   a.origin = "compiled";
   evict(dir, bound_bytes("KILN_KERNEL_CACHE_MB", 256), kernel_entry, {"k" + key});
   return a;
+}
+
+Artifact build(const ir::Kernel& k, const std::string& key, const std::string& source, const std::string& src_ext,
+               const std::string& ext, const std::vector<std::string>& argv, const std::string& tool) {
+  return build(k, key, ext, [&](const std::string& tmp) {
+    std::string in = tmp + src_ext, out = tmp + ".out" + ext, log = tmp + ".log";
+    if (!write_all(in, source)) throw Error(k.prefix() + "cannot write " + in);
+    std::vector<std::string> args;
+    for (const std::string& s : argv) args.push_back(s == "{in}" ? in : s == "{out}" ? out : s);
+    int rc = run(args, log);
+    std::string text = read_all(log);
+    std::remove(in.c_str());
+    std::remove(log.c_str());
+    std::string bytes = rc == 0 ? read_all(out) : "";
+    std::remove(out.c_str());
+    if (rc != 0)
+      throw Error(k.prefix() + tool + " failed (" + argv[0] + ", status " + std::to_string(rc) + "):\n" +
+                  text.substr(0, 4000));
+    return bytes;
+  });
 }
 
 }  // namespace cache

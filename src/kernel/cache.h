@@ -8,6 +8,7 @@
 // The folder's housekeeping is core/cache_folder.h, which the fused-program compiler
 // (src/backends/cpu/program_jit.cpp, folder "programs") uses too.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,14 @@ struct Artifact {
   std::string origin;  ///< "compiled" or "disk"
 };
 
-/// The entry k<key><ext> of cache_dir(): read when present and its checksum holds, else built by
-/// running `argv` with "{in}" replaced by a temporary file holding `source` (extension `src_ext`)
+/// The entry k<key><ext> of cache_dir(): read when present and its checksum holds, else made by
+/// `produce`, which is given the entry's temporary stem (for any files of its own, removed
+/// before it returns) and returns the built bytes or throws kiln::Error. An empty result is an
+/// error. The entry is written under a temporary name and renamed into place.
+Artifact build(const ir::Kernel& k, const std::string& key, const std::string& ext,
+               const std::function<std::string(const std::string& tmp)>& produce);
+
+/// build() by running `argv` with "{in}" replaced by a temporary file holding `source` (extension `src_ext`)
 /// and "{out}" by the temporary output. Throws kiln::Error("[kernel 'name'] <tool> failed ...").
 Artifact build(const ir::Kernel& k, const std::string& key, const std::string& source, const std::string& src_ext,
                const std::string& ext, const std::vector<std::string>& argv, const std::string& tool);

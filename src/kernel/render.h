@@ -91,6 +91,9 @@ void dump_rendered(const ir::Kernel& k, Target t, const std::string& text);
 /// Forgets the kernels compile_cpu loaded in this process (they stay mapped): the next call
 /// looks in the disk cache. For tests.
 void forget_loaded_kernels();
+/// Starts the in-process GLSL compiler's one-time setup in a background thread (a no-op where
+/// SPIR-V is compiled by a tool), so a device's first kernel does not pay it.
+void warm_spirv_compiler();
 }  // namespace kiln::kernel::detail
 namespace kiln::kernel::gen {
 

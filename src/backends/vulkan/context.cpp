@@ -32,6 +32,7 @@
 #include "kernel/cache.h"
 #include "kernel/device_kernels.h"
 #include "kernel/ir.h"
+#include "kernel/render.h"
 #include "kiln/error.h"
 
 namespace kiln::vulkan {
@@ -191,6 +192,7 @@ bool has_extension(VkPhysicalDevice phys, const char* name) {
 }  // namespace
 
 Context::Context(int index) {
+  kernel::detail::warm_spirv_compiler();  // overlaps glslang's setup with the device's
   Fns& f = fns();
   instance_ = instance().instance;
   phys_ = instance().devices[static_cast<size_t>(index)];
