@@ -89,16 +89,10 @@ bool contains_barrier(const Kernel& k, uint32_t region) {
 
 std::vector<uint32_t> use_counts(const Kernel& k) {
   std::vector<uint32_t> n(k.ops.size(), 0);
-  std::function<void(uint32_t)> walk = [&](uint32_t r) {
-    if (r == kNone) return;
-    for (uint32_t id : k.regions[r].ops) {
-      const Op& op = k.ops[id];
-      for (uint8_t i = 0; i < op.nin; ++i) ++n[op.in[i]];
-      walk(op.region[0]);
-      walk(op.region[1]);
-    }
-  };
-  walk(0);
+  for_each_op(k, 0, [&](uint32_t id) {
+    const Op& op = k.ops[id];
+    for (uint8_t i = 0; i < op.nin; ++i) ++n[op.in[i]];
+  });
   return n;
 }
 

@@ -131,9 +131,21 @@ struct Kernel {
   std::string where(uint32_t loc) const { return loc == kNone ? "" : " (" + loc_text(loc) + ")"; }
 };
 
+/// Calls f(id) for every op reachable from region r of kernel k (an ir::Kernel, const or not),
+/// in program order: an op before the ops of its regions. f may change ops, not regions.
+template <class K, class F>
+void for_each_op(K& k, uint32_t r, F&& f) {
+  if (r == kNone) return;
+  for (uint32_t id : k.regions[r].ops) {
+    f(id);
+    for_each_op(k, k.ops[id].region[0], f);
+    for_each_op(k, k.ops[id].region[1], f);
+  }
+}
+
 /// The passes, in the order optimize() runs them.
 void fold_constants(Kernel& k);
-void unroll_loops(Kernel& k, uint32_t max_count);
+bool unroll_loops(Kernel& k, uint32_t max_count);  ///< true when a loop was unrolled
 void eliminate_common(Kernel& k);
 void eliminate_dead(Kernel& k);
 void lower_subgroups(Kernel& k);  ///< without Limits::subgroups: subgroups of one lane

@@ -3,11 +3,11 @@
 // subexpressions, dead code, and the lowering of subgroup operations to one-lane subgroups.
 // Each pass keeps op ids stable: a replaced value is redirected (its uses renamed) and the op
 // leaves its region, so ids index `ops` for the kernel's life.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
-#include <tuple>
 
 #include "kernel/ir.h"
 #include "kiln/half.h"
@@ -186,50 +186,44 @@ bool const_is(const Kernel& k, uint32_t v, double x) {
 
 void fold_constants(Kernel& k) {
   std::vector<uint32_t> repl(k.ops.size(), kNone);
-  std::function<void(uint32_t)> walk = [&](uint32_t r) {
-    if (r == kNone) return;
-    for (uint32_t id : k.regions[r].ops) {
-      Op& op = k.ops[id];
-      for (uint8_t i = 0; i < op.nin; ++i)
-        while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
-      if (op.pure() && op.kind != Kind::Const && op.nin > 0) {
-        bool all = true;
-        for (uint8_t i = 0; i < op.nin; ++i) all = all && is_const(k, op.in[i]);
-        if (op.kind == Kind::Select && is_const(k, op.in[0])) {
-          repl[id] = k.ops[op.in[0]].i ? op.in[1] : op.in[2];
-        } else if (all) {
-          const Op* a = &k.ops[op.in[0]];
-          const Op* b = op.nin > 1 ? &k.ops[op.in[1]] : nullptr;
-          const Op* c = op.nin > 2 ? &k.ops[op.in[2]] : nullptr;
-          Op copy = op;
-          if (fold(copy, a, b, c)) k.ops[id] = copy;
-        } else if (op.kind == Kind::Binary && !is_float(op.type)) {
-          // integer identities: x+0, x-0, x*1, x/1, x*0
-          auto f = static_cast<BinaryFn>(op.attr);
-          if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0))
-            repl[id] = op.in[1];
-          else if ((f == BinaryFn::Add || f == BinaryFn::Sub || f == BinaryFn::Or || f == BinaryFn::Xor ||
-                    f == BinaryFn::Shl || f == BinaryFn::Shr) &&
-                   const_is(k, op.in[1], 0))
-            repl[id] = op.in[0];
-          else if (f == BinaryFn::Mul && const_is(k, op.in[1], 1))
-            repl[id] = op.in[0];
-          else if (f == BinaryFn::Mul && const_is(k, op.in[0], 1))
-            repl[id] = op.in[1];
-          else if (f == BinaryFn::Div && const_is(k, op.in[1], 1))
-            repl[id] = op.in[0];
-        } else if (op.kind == Kind::Binary && static_cast<BinaryFn>(op.attr) == BinaryFn::Mul) {
-          if (const_is(k, op.in[1], 1))
-            repl[id] = op.in[0];
-          else if (const_is(k, op.in[0], 1))
-            repl[id] = op.in[1];
-        }
+  for_each_op(k, 0, [&](uint32_t id) {
+    Op& op = k.ops[id];
+    for (uint8_t i = 0; i < op.nin; ++i)
+      while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
+    if (op.pure() && op.kind != Kind::Const && op.nin > 0) {
+      bool all = true;
+      for (uint8_t i = 0; i < op.nin; ++i) all = all && is_const(k, op.in[i]);
+      if (op.kind == Kind::Select && is_const(k, op.in[0])) {
+        repl[id] = k.ops[op.in[0]].i ? op.in[1] : op.in[2];
+      } else if (all) {
+        const Op* a = &k.ops[op.in[0]];
+        const Op* b = op.nin > 1 ? &k.ops[op.in[1]] : nullptr;
+        const Op* c = op.nin > 2 ? &k.ops[op.in[2]] : nullptr;
+        Op copy = op;
+        if (fold(copy, a, b, c)) k.ops[id] = copy;
+      } else if (op.kind == Kind::Binary && !is_float(op.type)) {
+        // integer identities: x+0, x-0, x*1, x/1, x*0
+        auto f = static_cast<BinaryFn>(op.attr);
+        if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0))
+          repl[id] = op.in[1];
+        else if ((f == BinaryFn::Add || f == BinaryFn::Sub || f == BinaryFn::Or || f == BinaryFn::Xor ||
+                  f == BinaryFn::Shl || f == BinaryFn::Shr) &&
+                 const_is(k, op.in[1], 0))
+          repl[id] = op.in[0];
+        else if (f == BinaryFn::Mul && const_is(k, op.in[1], 1))
+          repl[id] = op.in[0];
+        else if (f == BinaryFn::Mul && const_is(k, op.in[0], 1))
+          repl[id] = op.in[1];
+        else if (f == BinaryFn::Div && const_is(k, op.in[1], 1))
+          repl[id] = op.in[0];
+      } else if (op.kind == Kind::Binary && static_cast<BinaryFn>(op.attr) == BinaryFn::Mul) {
+        if (const_is(k, op.in[1], 1))
+          repl[id] = op.in[0];
+        else if (const_is(k, op.in[0], 1))
+          repl[id] = op.in[1];
       }
-      walk(op.region[0]);
-      walk(op.region[1]);
     }
-  };
-  walk(0);
+  });
   apply(k, repl);
 }
 
@@ -238,6 +232,7 @@ namespace {
 struct Unroller {
   Kernel& k;
   uint32_t max_count;
+  bool unrolled = false;
 
   size_t size(uint32_t r) {
     if (r == kNone) return 0;
@@ -281,6 +276,7 @@ struct Unroller {
         int64_t b = k.ops[op.in[0]].i, e = k.ops[op.in[1]].i, s = k.ops[op.in[2]].i;
         int64_t n = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : -1;
         if (n >= 0 && n <= max_count && static_cast<size_t>(n) * size(op.region[0]) <= 1024) {
+          unrolled = true;
           for (int64_t it = 0; it < n; ++it) {
             Op c;
             c.kind = Kind::Const;
@@ -301,48 +297,107 @@ struct Unroller {
   }
 };
 
-using CseKey = std::tuple<uint8_t, uint8_t, uint8_t, uint8_t, uint32_t, std::array<uint32_t, 5>, uint64_t, int64_t>;
-
 }  // namespace
 
-void unroll_loops(Kernel& k, uint32_t max_count) { Unroller{k, max_count}.walk(0); }
+bool unroll_loops(Kernel& k, uint32_t max_count) {
+  Unroller u{k, max_count};
+  u.walk(0);
+  return u.unrolled;
+}
 
-void eliminate_common(Kernel& k) {
-  std::vector<uint32_t> repl(k.ops.size(), kNone);
-  std::vector<std::map<CseKey, uint32_t>> scopes;
-  std::function<void(uint32_t)> walk = [&](uint32_t r) {
+namespace {
+
+/// The pure values seen so far, by everything that makes two ops compute the same value. A
+/// chained hash table whose entries form a stack: the entries of a region are dropped when the
+/// walk leaves it (a value defined inside an if or loop is not visible after it).
+class ValueTable {
+ public:
+  explicit ValueTable(const Kernel& k) : k_(k), head_(1024, kNone) {}
+  /// The earlier op computing what `id` computes, kNone if none (then `id` is added).
+  uint32_t find_or_add(uint32_t id) {
+    const uint64_t h = hash(k_.ops[id]);
+    uint32_t& head = head_[h & (head_.size() - 1)];
+    for (uint32_t e = head; e != kNone; e = entries_[e].next)
+      if (entries_[e].hash == h && same(k_.ops[entries_[e].id], k_.ops[id])) return entries_[e].id;
+    entries_.push_back({h, id, head});
+    head = static_cast<uint32_t>(entries_.size() - 1);
+    return kNone;
+  }
+  size_t mark() const { return entries_.size(); }
+  /// Drops the entries added since mark `m` (newest first, so each bucket's head is restored).
+  void drop_to(size_t m) {
+    while (entries_.size() > m) {
+      head_[entries_.back().hash & (head_.size() - 1)] = entries_.back().next;
+      entries_.pop_back();
+    }
+  }
+
+ private:
+  struct Entry {
+    uint64_t hash;
+    uint32_t id, next;
+  };
+  static uint64_t bits(double f) {
+    uint64_t b;
+    std::memcpy(&b, &f, sizeof b);
+    return b;
+  }
+  static uint64_t hash(const Op& op) {
+    uint64_t h = (static_cast<uint64_t>(op.kind) << 24) ^ (static_cast<uint64_t>(op.attr) << 16) ^
+                 (static_cast<uint64_t>(op.type) << 8) ^ op.axis;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 0x9e3779b97f4a7c15ull; };
+    mix(op.obj);
+    for (uint8_t i = 0; i < op.nin; ++i) mix(op.in[i]);
+    mix(bits(op.f));
+    mix(static_cast<uint64_t>(op.i));
+    return h ^ (h >> 29);
+  }
+  static bool same(const Op& a, const Op& b) {
+    return a.kind == b.kind && a.attr == b.attr && a.type == b.type && a.axis == b.axis && a.obj == b.obj &&
+           a.nin == b.nin && std::equal(a.in.begin(), a.in.begin() + a.nin, b.in.begin()) && bits(a.f) == bits(b.f) &&
+           a.i == b.i;
+  }
+  const Kernel& k_;
+  std::vector<uint32_t> head_;
+  std::vector<Entry> entries_;
+};
+
+struct Cse {
+  Kernel& k;
+  std::vector<uint32_t> repl;
+  ValueTable table;
+
+  void walk(uint32_t r) {
     if (r == kNone) return;
-    scopes.emplace_back();
-    std::vector<uint32_t> kept;
-    for (uint32_t id : k.regions[r].ops) {
+    const size_t mark = table.mark();
+    std::vector<uint32_t>& ops = k.regions[r].ops;
+    size_t kept = 0;
+    for (size_t n = 0; n < ops.size(); ++n) {
+      const uint32_t id = ops[n];
       Op& op = k.ops[id];
       for (uint8_t i = 0; i < op.nin; ++i)
         while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
       if (op.pure()) {
-        uint64_t fb;
-        std::memcpy(&fb, &op.f, sizeof fb);
-        std::array<uint32_t, 5> in{};
-        for (uint8_t i = 0; i < op.nin; ++i) in[i] = op.in[i];
-        CseKey key{
-            static_cast<uint8_t>(op.kind), op.attr, static_cast<uint8_t>(op.type), op.axis, op.obj, in, fb, op.i};
-        uint32_t found = kNone;
-        for (auto s = scopes.rbegin(); s != scopes.rend() && found == kNone; ++s)
-          if (auto it = s->find(key); it != s->end()) found = it->second;
-        if (found != kNone) {
+        if (uint32_t found = table.find_or_add(id); found != kNone) {
           repl[id] = found;
           continue;
         }
-        scopes.back()[key] = id;
       }
-      kept.push_back(id);
+      ops[kept++] = id;
       walk(op.region[0]);
       walk(op.region[1]);
     }
-    k.regions[r].ops = std::move(kept);
-    scopes.pop_back();
-  };
-  walk(0);
-  apply(k, repl);
+    k.regions[r].ops.resize(kept);
+    table.drop_to(mark);
+  }
+};
+
+}  // namespace
+
+void eliminate_common(Kernel& k) {
+  Cse cse{k, std::vector<uint32_t>(k.ops.size(), kNone), ValueTable(k)};
+  cse.walk(0);
+  apply(k, cse.repl);
 }
 
 void eliminate_dead(Kernel& k) {
@@ -390,11 +445,11 @@ void lower_subgroups(Kernel& k) {
 
 void optimize(Kernel& k) {
   lower_subgroups(k);
+  // Folding reaches its fixed point in one walk (definitions come before uses), and merging
+  // equal values makes nothing newly constant: it runs again only over unrolled copies.
   fold_constants(k);
-  unroll_loops(k, 16);
-  fold_constants(k);
+  if (unroll_loops(k, 16)) fold_constants(k);
   eliminate_common(k);
-  fold_constants(k);
   eliminate_dead(k);
 }
 

@@ -5,6 +5,8 @@
 // per process, and warm_spirv_compiler() pays it in the background when a Vulkan device opens;
 // after that a small kernel compiles in about a millisecond. Otherwise, or when KILN_GLSLC
 // names a tool, glslc (or glslangValidator) runs as a process for each kernel (~60 ms each).
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -24,17 +26,18 @@ namespace {
 
 #if KILN_WITH_SHADERC
 /// The process's in-process compiler: one shaderc compiler kept for the process's life (its
-/// release would drop glslang's tables), used under a lock.
+/// release would drop glslang's tables), used under a lock. It is never torn down: glslang's
+/// teardown is unsafe in a forked child and needless at exit. A forked child (which may have
+/// been forked while the parent compiled) uses the tool instead.
 class InProcess {
  public:
   static InProcess& get() {
-    static InProcess p;
-    return p;
+    static InProcess* p = new InProcess;
+    static Joiner joiner{p};
+    return *p;
   }
-  ~InProcess() {
-    if (warmer_.joinable()) warmer_.join();
-    if (compiler_) shaderc_compiler_release(compiler_);
-  }
+  /// False in a forked child of the process that made this compiler.
+  bool usable() const { return getpid() == owner_; }
   /// Starts glslang's one-time setup in a background thread (once).
   void warm() {
     std::call_once(warm_once_, [this] {
@@ -66,6 +69,14 @@ class InProcess {
   }
 
  private:
+  /// At exit, waits for the warm-up thread in the process that started it.
+  struct Joiner {
+    InProcess* p;
+    ~Joiner() {
+      if (p->usable() && p->warmer_.joinable()) p->warmer_.join();
+    }
+  };
+  pid_t owner_ = getpid();
   std::mutex mu_;
   shaderc_compiler_t compiler_ = nullptr;
   std::once_flag warm_once_;
@@ -87,7 +98,7 @@ std::vector<std::string> tool_argv() {
 bool use_in_process() {
 #if KILN_WITH_SHADERC
   const char* env = std::getenv("KILN_GLSLC");
-  return !(env && *env);
+  return !(env && *env) && InProcess::get().usable();
 #else
   return false;
 #endif

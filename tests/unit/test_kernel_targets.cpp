@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Every kernel of the suite, and of the kernel library (one op of each family and storage, as
 // the library launches it), rendered for the GPU targets and checked by the real tools: CUDA C
-// compiled by NVRTC to CUBIN for sm_80 and sm_90, GLSL compiled to SPIR-V by glslc and
-// validated by spirv-val. A tool that is not installed skips its test (GTEST_SKIP).
+// compiled by NVRTC to CUBIN for sm_80 and sm_90, GLSL compiled to SPIR-V (in process where
+// shaderc is linked, else by glslc) and validated by spirv-val. A tool that is not installed skips its test
+// (GTEST_SKIP).
 #include <gtest/gtest.h>
 #include <kiln/capture.h>
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 
 #include "kernel/library.h"
 #include "kernel/nvrtc.h"
+#include "kernel/render.h"
 #include "kernel_suite.h"
 
 using namespace kiln::kernel;
@@ -324,6 +327,40 @@ TEST(KernelTargets, GlslCompilesToValidSpirv) {
     EXPECT_EQ(origin, "memory") << name;
   }
   std::printf("GLSL to SPIR-V: %d kernels, %.1f ms each on first use\n", n, ms / std::max(n, 1));
+  if (saved.empty())
+    unsetenv("KILN_CACHE_DIR");
+  else
+    setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  fs::remove_all(dir);
+}
+
+TEST(KernelTargets, SpirvCompilesInAForkedChildThatThenExits) {
+  // The in-process GLSL compiler may be busy when a process forks; its child compiles with the
+  // tool instead, and exits cleanly (nothing of the parent's compiler is torn down there).
+  if (tool("glslc").empty() && tool("glslangValidator").empty()) GTEST_SKIP() << "glslc not installed";
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln-glsl-fork-" + std::to_string(getpid()));
+  const char* old = std::getenv("KILN_CACHE_DIR");
+  std::string saved = old ? old : "";
+  setenv("KILN_CACHE_DIR", dir.c_str(), 1);
+  auto kernels = suite_kernels(false);
+  ASSERT_GE(kernels.size(), 2u);
+  (void)compile_spirv(kernels[0].second);
+  detail::warm_spirv_compiler();  // its thread may still run when the process forks
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 3;
+    try {
+      std::vector<uint32_t> words = compile_spirv(kernels[1].second);
+      rc = words.size() > 5 && words[0] == 0x07230203u ? 0 : 2;
+    } catch (...) {
+    }
+    std::exit(rc);  // runs the static destructors, as a child's normal exit does
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   if (saved.empty())
     unsetenv("KILN_CACHE_DIR");
   else
