@@ -31,14 +31,24 @@ template <class T> KK_FN T kk_max(T a, T b) { return a < b ? b : a; }
 template <class T, int N> struct alignas(sizeof(T) * N) kk_v { T v[N]; };
 )";
 
-const char* const kCppPrelude = R"(#include <cmath>
-#include <cstring>
-#include <limits>
-#include <type_traits>
-#define KK_FN static inline
-static inline float kk_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline unsigned kk_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-static inline float kk_exp(float x) { return std::exp(x); }
+// No standard header: <cmath> alone takes half of a small kernel's compile. The math functions
+// are the compiler's built-ins, which are what <cmath>'s float and double overloads call.
+const char* const kCppPrelude = R"(#define KK_FN static inline
+namespace kk_m {
+#define KK_M1(n) \
+  static inline float n(float x) { return __builtin_##n##f(x); } \
+  static inline double n(double x) { return __builtin_##n(x); }
+#define KK_M2(n) \
+  static inline float n(float x, float y) { return __builtin_##n##f(x, y); } \
+  static inline double n(double x, double y) { return __builtin_##n(x, y); }
+KK_M1(exp) KK_M1(log) KK_M1(sqrt) KK_M1(tanh) KK_M1(erf) KK_M1(fabs) KK_M1(floor) KK_M1(ceil) KK_M1(sin) KK_M1(cos)
+KK_M2(fmin) KK_M2(fmax) KK_M2(pow)
+static inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
+}  // namespace kk_m
+static inline float kk_as_float(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned kk_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline float kk_exp(float x) { return kk_m::exp(x); }
 struct kk_error { int set; int buf; long long index; };
 struct kk_args {
   void* const* bufs;
@@ -62,7 +72,7 @@ static inline long long kk_chk(long long i, long long n, int buf, const kk_args*
   return i;
 }
 template <class T> static inline T kk_div(T x, T y, bool mod, const kk_args* a) {
-  if (y == 0 || (std::is_signed<T>::value && y == T(-1) && x == std::numeric_limits<T>::min())) kk_fail(-1, (long long)x, a);
+  if (y == 0 || (T(-1) < T(0) && y == T(-1) && x == T((unsigned long long)1 << (sizeof(T) * 8 - 1)))) kk_fail(-1, (long long)x, a);
   return mod ? x % y : x / y;
 }
 template <class T> static inline T kk_atomic_min(T* p, T v) {
@@ -91,12 +101,12 @@ static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 
 #else
 static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7};
 #endif
-template <class V, class E> static inline V kk_wld(const E* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
-template <class V, class E> static inline void kk_wst(E* p, V v) { std::memcpy(p, &v, sizeof v); }
+template <class V, class E> static inline V kk_wld(const E* p) { V v; __builtin_memcpy(&v, p, sizeof v); return v; }
+template <class V, class E> static inline void kk_wst(E* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 template <bool Or> static inline bool kk_fold(kk_wi m) {
   kk_i4 r, p;
-  std::memcpy(&r, &m, 16);
-  for (int i = 1; i < KK_W / 4; ++i) { std::memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
+  __builtin_memcpy(&r, &m, 16);
+  for (int i = 1; i < KK_W / 4; ++i) { __builtin_memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
   return Or ? (r[0] | r[1] | r[2] | r[3]) != 0 : (r[0] & r[1] & r[2] & r[3]) != 0;
 }
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
@@ -117,7 +127,7 @@ static inline kk_wf kk_wfma(kk_wf a, kk_wf b, kk_wf c) {
 #elif defined(__FMA__)
   return _mm256_fmadd_ps(a, b, c);
 #else
-  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::fma(a[l], b[l], c[l]); return r;
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::fma(a[l], b[l], c[l]); return r;
 #endif
 }
 static inline kk_wf kk_wsqrt(kk_wf x) {
@@ -126,7 +136,7 @@ static inline kk_wf kk_wsqrt(kk_wf x) {
 #elif defined(__AVX__)
   return _mm256_sqrt_ps(x);
 #else
-  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = std::sqrt(x[l]); return r;
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::sqrt(x[l]); return r;
 #endif
 }
 )";

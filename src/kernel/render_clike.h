@@ -55,23 +55,24 @@ class CLike : public Base {
     if (f == U::RoundF16) return "kk_h2f(kk_f2h(" + x + "))";
     if (f == U::RoundBF16) return "kk_b2f(kk_f2b(" + x + "))";
     if (f == U::Rsqrt)
-      return cuda ? (d ? "rsqrt(" : "rsqrtf(") + x + ")" : (d ? "(1.0 / std::sqrt(" : "(1.0f / std::sqrt(") + x + "))";
+      return cuda ? (d ? "rsqrt(" : "rsqrtf(") + x + ")"
+                  : (d ? "(1.0 / kk_m::sqrt(" : "(1.0f / kk_m::sqrt(") + x + "))";
     static const char* n[] = {"",    "", "exp",  "log",   "sqrt", "",    "tanh",
                               "erf", "", "fabs", "floor", "ceil", "sin", "cos"};
     return (cuda ? std::string(n[static_cast<int>(f)]) + (d ? "(" : "f(")
-                 : "std::" + std::string(n[static_cast<int>(f)]) + "(") +
+                 : "kk_m::" + std::string(n[static_cast<int>(f)]) + "(") +
            x + ")";
   }
   std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) override {
     if (t == Type::F32 || t == Type::F64) {
       const char* n = f == ir::BinaryFn::Min ? "fmin" : f == ir::BinaryFn::Max ? "fmax" : "pow";
-      return (cuda ? std::string(n) + (t == Type::F64 ? "(" : "f(") : "std::" + std::string(n) + "(") + a + ", " + b +
+      return (cuda ? std::string(n) + (t == Type::F64 ? "(" : "f(") : "kk_m::" + std::string(n) + "(") + a + ", " + b +
              ")";
     }
     return std::string(f == ir::BinaryFn::Min ? "kk_min(" : "kk_max(") + a + ", " + b + ")";
   }
   std::string fma(Type t, const std::string& a, const std::string& b, const std::string& c) override {
-    return (cuda ? (t == Type::F64 ? "fma(" : "fmaf(") : "std::fma(") + a + ", " + b + ", " + c + ")";
+    return (cuda ? (t == Type::F64 ? "fma(" : "fmaf(") : "kk_m::fma(") + a + ", " + b + ", " + c + ")";
   }
   std::string cast(Type to, Type, const std::string& x) override { return "((" + ty(to, 1) + ")" + x + ")"; }
   std::string bitcast(Type to, Type from, const std::string& x) override {

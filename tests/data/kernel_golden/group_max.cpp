@@ -1,12 +1,20 @@
 // kernel group_max []
-#include <cmath>
-#include <cstring>
-#include <limits>
-#include <type_traits>
 #define KK_FN static inline
-static inline float kk_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-static inline unsigned kk_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-static inline float kk_exp(float x) { return std::exp(x); }
+namespace kk_m {
+#define KK_M1(n) \
+  static inline float n(float x) { return __builtin_##n##f(x); } \
+  static inline double n(double x) { return __builtin_##n(x); }
+#define KK_M2(n) \
+  static inline float n(float x, float y) { return __builtin_##n##f(x, y); } \
+  static inline double n(double x, double y) { return __builtin_##n(x, y); }
+KK_M1(exp) KK_M1(log) KK_M1(sqrt) KK_M1(tanh) KK_M1(erf) KK_M1(fabs) KK_M1(floor) KK_M1(ceil) KK_M1(sin) KK_M1(cos)
+KK_M2(fmin) KK_M2(fmax) KK_M2(pow)
+static inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
+}  // namespace kk_m
+static inline float kk_as_float(unsigned u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned kk_as_uint(float f) { unsigned u; __builtin_memcpy(&u, &f, 4); return u; }
+static inline float kk_exp(float x) { return kk_m::exp(x); }
 struct kk_error { int set; int buf; long long index; };
 struct kk_args {
   void* const* bufs;
@@ -30,7 +38,7 @@ static inline long long kk_chk(long long i, long long n, int buf, const kk_args*
   return i;
 }
 template <class T> static inline T kk_div(T x, T y, bool mod, const kk_args* a) {
-  if (y == 0 || (std::is_signed<T>::value && y == T(-1) && x == std::numeric_limits<T>::min())) kk_fail(-1, (long long)x, a);
+  if (y == 0 || (T(-1) < T(0) && y == T(-1) && x == T((unsigned long long)1 << (sizeof(T) * 8 - 1)))) kk_fail(-1, (long long)x, a);
   return mod ? x % y : x / y;
 }
 template <class T> static inline T kk_atomic_min(T* p, T v) {
@@ -96,7 +104,7 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       if ((kk_tx < 2)) {
         const float v1 = s0[kk_tx];
         const float v2 = s0[(kk_tx + 2)];
-        const float v3 = std::fmax(v1, v2);
+        const float v3 = kk_m::fmax(v1, v2);
         s0[kk_tx] = v3;
       }
     }
@@ -110,7 +118,7 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       if ((kk_tx < 1)) {
         const float v4 = s0[kk_tx];
         const float v5 = s0[(kk_tx + 1)];
-        const float v6 = std::fmax(v4, v5);
+        const float v6 = kk_m::fmax(v4, v5);
         s0[kk_tx] = v6;
       }
     }
