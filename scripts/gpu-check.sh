@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with a real GPU (docs/gpu.md, "Running the suite on a GPU"): the conformance
-# suite and the gradient checks on the Vulkan devices, then the Vulkan bench with its speed
+# suite and the gradient checks on the Vulkan devices, the kernel language's suite launched on
+# CUDA (docs/kernels.md), then the Vulkan bench with its speed
 # section (f32 matmul GFLOP/s, elementwise bandwidth, as shares of the GPU's peak where this
 # script knows it, or KILN_GPU_PEAK_GFLOPS / KILN_GPU_PEAK_GBPS say), and a training step of
 # the bench's MLP in PyTorch on the same GPU where PyTorch with CUDA is installed. Writes
@@ -45,6 +46,12 @@ trap 'rm -f "$tmp"' EXIT
   KILN_TEST_DEVICES=vulkan,vulkan-plain "$tests" --gtest_filter="$filter" 2>&1 |
     grep -E "conformance on|fallbacks|^\[  (PASSED|FAILED)" || true
   KILN_DEVICE=vulkan "$tests" --gtest_filter='Grad*:NNLoss.Grad*' 2>&1 | grep -E "^\[  (PASSED|FAILED)" || true
+  echo '```'
+  echo
+  echo "## The kernel suite on CUDA (NVRTC and the driver) against the C++ target"
+  echo
+  echo '```'
+  "$tests" --gtest_filter='KernelSuiteDevices.Cuda*' 2>&1 | grep -E "^\[ +(OK|SKIPPED|FAILED|PASSED) |Failure|Skipped|buffer|kernel '" || true
   echo '```'
   echo
   "$bench" --gpu | sed 's/^# Vulkan/## Vulkan/'

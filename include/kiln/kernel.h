@@ -454,6 +454,39 @@ CpuKernel compile_cpu(const Kernel& k, int debug = -1);
 /// Throws kiln::Error with the compiler's message.
 std::vector<uint32_t> compile_spirv(const Kernel& k, std::string* origin = nullptr, bool debug = false);
 
+/// A kernel compiled for an NVIDIA GPU: its CUDA C rendering compiled by NVRTC for the GPU's
+/// architecture, loaded by the CUDA driver (both found at run time, never linked). A launch
+/// takes host memory, like CpuKernel: each buffer is copied to the GPU, the kernel runs, the
+/// buffers it may write are copied back, and the call returns when the GPU is done.
+class CudaKernel {
+ public:
+  struct Impl;
+  CudaKernel() = default;
+  explicit CudaKernel(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  /// Runs the kernel over `groups` (y and z at most 65535). Checks the arguments like
+  /// CpuKernel; a CUDA error raises kiln::Error naming the kernel and the call.
+  void operator()(Dim3 groups, std::initializer_list<Arg> args) const;
+  void launch(Dim3 groups, const std::vector<Arg>& args) const;
+  /// The GPU's name and architecture ("NVIDIA H200, sm_90").
+  std::string device() const;
+  /// "compiled" (NVRTC ran), "disk" or "memory".
+  const std::string& origin() const;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// True when CUDA device `device` can run kernels (a driver, the device, NVRTC); otherwise
+/// `why`, when given, says what is missing.
+bool cuda_available(int device = 0, std::string* why = nullptr);
+/// The limits of CUDA device `device` for tracing (shared memory, threads per group,
+/// subgroups of 32 lanes). Throws kiln::Error when it is not available.
+Limits cuda_limits(int device = 0);
+/// Compiles (or finds in the memory or disk cache) the CUDA C rendering of `k` for device
+/// `device`. Throws kiln::Error when no such device is available, with NVRTC's log when the
+/// source does not compile, and when `k` was traced for limits the device lacks.
+CudaKernel compile_cuda(const Kernel& k, int device = 0);
+
 /// The cache folder of compiled kernels: $KILN_CACHE_DIR/kernels, else
 /// $XDG_CACHE_HOME/kiln/kernels, else ~/.cache/kiln/kernels.
 std::string cache_dir();

@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "core/parallel.h"
+#include "kernel/args.h"
 #include "kernel/cache.h"
 #include "kernel/ir.h"
 #include "kernel/render.h"
@@ -139,35 +140,20 @@ void CpuKernel::operator()(Dim3 groups, std::initializer_list<Arg> args) const {
 void CpuKernel::launch(Dim3 groups, const std::vector<Arg>& args) const {
   if (!impl_) throw Error("[kernel] launch of an empty CpuKernel");
   const ir::Kernel& k = *impl_->k;
-  size_t nb = k.buffers.size(), ns = k.scalars.size();
-  if (args.size() != nb + ns)
-    throw Error(k.prefix() + "takes " + std::to_string(nb) + " buffers and " + std::to_string(ns) + " scalars, got " +
-                std::to_string(args.size()) + " arguments");
+  detail::check_launch(k, groups, args);
+  const size_t nb = k.buffers.size(), ns = k.scalars.size();
   std::vector<void*> bufs(nb);
   std::vector<long long> sizes(nb), iargs(ns);
   std::vector<double> fargs(ns);
   for (size_t i = 0; i < args.size(); ++i) {
-    const Arg& a = args[i];
-    bool want_buf = i < nb;
-    Type want = want_buf ? k.buffers[i].type : k.scalars[i - nb].type;
-    std::string what = want_buf ? "buffer '" + k.buffers[i].name + "'" : "scalar '" + k.scalars[i - nb].name + "'";
-    if (a.is_buffer != want_buf || a.type != want)
-      throw Error(k.prefix() + "argument " + std::to_string(i) + " (" + what + ") must be " +
-                  (want_buf ? "a buffer of " : "a scalar of ") + std::string(type_name(want)) + ", got " +
-                  (a.is_buffer ? "a buffer of " : "a scalar of ") + std::string(type_name(a.type)));
-    if (want_buf) {
-      if (!a.ptr && a.count > 0) throw Error(k.prefix() + what + " is null");
-      bufs[i] = a.ptr;
-      sizes[i] = a.count;
+    if (i < nb) {
+      bufs[i] = args[i].ptr;
+      sizes[i] = args[i].count;
     } else {
-      iargs[i - nb] = a.i;
-      fargs[i - nb] = a.f;
+      iargs[i - nb] = args[i].i;
+      fargs[i - nb] = args[i].f;
     }
   }
-  for (int64_t g : {groups.x, groups.y, groups.z})
-    if (g < 0 || g > INT32_MAX)
-      throw Error(k.prefix() + "a grid of " + std::to_string(groups.x) + "x" + std::to_string(groups.y) + "x" +
-                  std::to_string(groups.z) + " groups is out of range");
   if (groups.x == 0 || groups.y == 0 || groups.z == 0) return;
   ErrorSlot err{0, 0, 0};
   Args a{bufs.data(),

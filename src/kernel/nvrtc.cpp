@@ -85,8 +85,10 @@ std::string compile_cubin(const std::string& source, const std::string& kernel, 
   if (int rc = a.create(&p, source.c_str(), (kernel + ".cu").c_str(), 0, nullptr, nullptr); rc != 0)
     throw Error(prefix + "nvrtcCreateProgram: " + a.error(rc));
   std::string gpu = "--gpu-architecture=sm_" + std::to_string(arch);
-  const char* opts[] = {gpu.c_str(), "-std=c++17"};
-  int rc = a.compile(p, 2, opts);
+  // --fmad=false: a * b + c rounds twice, as written (the C++ target's -ffp-contract=off, the
+  // GLSL target's `precise`); fma() is the fused form.
+  const char* opts[] = {gpu.c_str(), "-std=c++17", "--fmad=false"};
+  int rc = a.compile(p, 3, opts);
   size_t n = 0;
   a.log_size(p, &n);
   std::string log(n, '\0');

@@ -185,7 +185,10 @@ inline std::vector<Case> cases() {
 }
 
 /// The case's buffers after running it on the C++ target (compiled for `limits`).
-inline std::vector<CaseBuffer> run_cpp(const Case& c, const Limits& limits = {}) {
+/// The case's buffers after `launch` ran its kernel (traced for `limits`) over copies of them.
+inline std::vector<CaseBuffer> run_with(
+    const Case& c, const Limits& limits,
+    const std::function<void(const Kernel&, Dim3, const std::vector<Arg>&)>& launch) {
   std::vector<CaseBuffer> bufs = c.buffers;
   std::vector<Arg> args;
   for (CaseBuffer& b : bufs) {
@@ -196,8 +199,14 @@ inline std::vector<CaseBuffer> run_cpp(const Case& c, const Limits& limits = {})
     args.push_back(a);
   }
   args.insert(args.end(), c.scalars.begin(), c.scalars.end());
-  compile_cpu(c.make(limits), 0).launch(c.groups, args);
+  launch(c.make(limits), c.groups, args);
   return bufs;
+}
+
+/// The case's buffers after the C++ target ran it.
+inline std::vector<CaseBuffer> run_cpp(const Case& c, const Limits& limits = {}) {
+  return run_with(c, limits,
+                  [](const Kernel& k, Dim3 g, const std::vector<Arg>& a) { compile_cpu(k, 0).launch(g, a); });
 }
 
 }  // namespace kiln::kernel::suite

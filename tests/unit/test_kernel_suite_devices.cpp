@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The kernel suite's launches (kernel_suite_cases.h) on the devices with a kernel launcher
-// (Vulkan: lavapipe in CI), each written buffer against the C++ target's: integers bit for bit,
-// floats within the case's tolerance. WebGPU runs the same launches in headless Chromium
+// (Vulkan: lavapipe in CI; CUDA where a GPU is), each written buffer against the C++ target's:
+// integers bit for bit, floats within the case's tolerance. WebGPU runs the same launches in headless Chromium
 // (tests/browser/).
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
@@ -97,4 +97,59 @@ TEST(KernelSuiteDevices, VulkanMatchesTheCppTarget) {
     ++ran;
   }
   EXPECT_EQ(ran, static_cast<int>(suite::cases().size()));
+}
+
+TEST(KernelSuiteDevices, CudaMatchesTheCppTarget) {
+  std::string why;
+  if (!cuda_available(0, &why)) GTEST_SKIP() << why;
+  const Limits limits = cuda_limits(0);
+  int ran = 0;
+  for (const suite::Case& c : suite::cases()) {
+    SCOPED_TRACE(c.name);
+    const std::vector<suite::CaseBuffer> want = suite::run_cpp(c);
+    std::vector<suite::CaseBuffer> got;
+    try {
+      got = suite::run_with(c, limits,
+                            [](const Kernel& k, Dim3 g, const std::vector<Arg>& a) { compile_cuda(k).launch(g, a); });
+    } catch (const kiln::Error& e) {
+      ADD_FAILURE() << e.what();
+      continue;
+    }
+    for (size_t i = 0; i < c.buffers.size(); ++i)
+      if (c.buffers[i].written) EXPECT_EQ(compare(got[i], want[i], c.rtol, c.atol), "") << "buffer " << i;
+    ++ran;
+  }
+  EXPECT_EQ(ran, static_cast<int>(suite::cases().size()));
+}
+
+TEST(KernelSuiteDevices, CudaWithoutADeviceSaysWhy) {
+  // Here (no GPU): every entry point names what is missing. With a GPU: a kernel runs, and
+  // bad launches are refused before the GPU sees them.
+  Kernel k = trace("add_one", [](Builder& b) {
+    auto x = b.inout<float>("x");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(64);
+    Val i = global_id();
+    if_(i < n, [&] { x[i] = x[i] + 1.0f; });
+  });
+  std::string why;
+  if (!cuda_available(0, &why)) {
+    EXPECT_NE(why.find("CUDA device 0"), std::string::npos) << why;
+    try {
+      (void)compile_cuda(k);
+      ADD_FAILURE() << "compile_cuda without a device did not throw";
+    } catch (const kiln::Error& e) {
+      EXPECT_EQ(std::string(e.what()), why);
+    }
+    EXPECT_THROW((void)cuda_limits(0), kiln::Error);
+    return;
+  }
+  CudaKernel ck = compile_cuda(k);
+  std::vector<float> x(100);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  ck(Dim3(2), {x, int32_t{100}});
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], static_cast<float>(i) + 1.0f);
+  EXPECT_THROW(ck(Dim3(1, 70000), {x, int32_t{100}}), kiln::Error);  // y over 65535
+  EXPECT_THROW(ck(Dim3(2), {x, 100.0f}), kiln::Error);               // the scalar's type
+  EXPECT_EQ(compile_cuda(k).origin(), "memory");
 }
