@@ -2,8 +2,10 @@
 #include "core/cache_folder.h"
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+extern char** environ;
 
 namespace kiln::cache_folder {
 
@@ -63,6 +67,33 @@ std::string stamp(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return "?";
   return std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
+}
+
+int run_tool(const std::vector<std::string>& argv, const std::string& input, const std::string& log,
+             const std::function<void(int pid)>& started) {
+  if (argv.empty()) return -1;
+  std::vector<char*> a;
+  for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, input.empty() ? "/dev/null" : input.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, a[0], &fa, &attr, a.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  if (started) started(static_cast<int>(pid));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 namespace {

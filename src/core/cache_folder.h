@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace kiln::cache_folder {
 
@@ -19,6 +20,13 @@ bool make_dirs(const std::string& path);
 std::string find_executable(const std::string& cmd);
 /// Size and modification time of a file (a tool's upgrade changes the keys).
 std::string stamp(const std::string& path);
+/// Runs the tool argv[0] (looked up on PATH) with `argv`, its standard input from `input`
+/// (/dev/null when ""), its output and errors to the file `log`, in a process group of its own
+/// (so a caller can end it and its children with kill(-pid)). `started`, when given, receives
+/// its pid before the wait (and may release a lock meanwhile). The tool's exit status; -1 when
+/// it could not start or did not exit normally.
+int run_tool(const std::vector<std::string>& argv, const std::string& input, const std::string& log,
+             const std::function<void(int pid)>& started = nullptr);
 
 /// The cache folder `sub`: under $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
 /// ~/.cache/kiln, else fallback_folder(sub).

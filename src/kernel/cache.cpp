@@ -2,10 +2,8 @@
 #include "kernel/cache.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,8 +21,6 @@
 #include <set>
 #include <sstream>
 
-extern char** environ;
-
 namespace kiln::kernel {
 namespace cache {
 namespace {
@@ -39,26 +35,6 @@ std::string hex(uint64_t v) {
   return b;
 }
 std::string checksum(const std::string& bytes) { return std::to_string(bytes.size()) + " " + hash128(bytes) + "\n"; }
-
-/// Runs `argv`, its output to `log`; the exit status (-1 when it cannot start).
-int run(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<char*> a;
-  for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid;
-  int rc = posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 }  // namespace
 
@@ -159,7 +135,7 @@ Artifact build(const ir::Kernel& k, const std::string& key, const std::string& s
     if (!write_all(in, source)) throw Error(k.prefix() + "cannot write " + in);
     std::vector<std::string> args;
     for (const std::string& s : argv) args.push_back(s == "{in}" ? in : s == "{out}" ? out : s);
-    int rc = run(args, log);
+    int rc = run_tool(args, "", log);
     std::string text = read_all(log);
     std::remove(in.c_str());
     std::remove(log.c_str());

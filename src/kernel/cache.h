@@ -35,6 +35,7 @@ using cache_folder::is_temporary;
 using cache_folder::make_dirs;
 using cache_folder::remove_stale_temporaries;
 using cache_folder::remove_tree;
+using cache_folder::run_tool;
 using cache_folder::stamp;
 using cache_folder::temp_folder_name;
 using cache_folder::touch;

@@ -4,10 +4,8 @@
 // of the source, the compiler, this CPU's features and the flags) and loaded with dlopen.
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,8 +25,6 @@
 #include "kernel/cache.h"
 #include "kernel/ir.h"
 #include "kernel/render.h"
-
-extern char** environ;
 
 namespace kiln::kernel {
 namespace {

@@ -22,9 +22,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,8 +56,6 @@
 #if KILN_WITH_HWY
 #include "hwy/detect_targets.h"
 #endif
-
-extern char** environ;
 
 // Configuration, baked in by CMake (KILN_JIT_CXX in the environment overrides the compiler).
 #if KILN_JIT_CONFIG
@@ -392,36 +388,17 @@ class Jit {
     std::vector<std::string> args{cxx_};
     for (const std::string& a : split(tg.flags, ' ')) args.push_back(a);
     args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     if (stop_) return false;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, input.empty() ? "/dev/null" : input.c_str(), O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    // A process group of its own, so that the destructor can end the compiler and its children.
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = -1;
     const auto t0 = std::chrono::steady_clock::now();
-    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    int status = -1;
-    if (rc == 0) {
+    // The lock is released while the compiler runs; child_ lets the destructor end it.
+    const int status = cache::run_tool(args, input, log, [&](int pid) {
       child_ = pid;
       lk.unlock();
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      lk.lock();
-      child_ = -1;
-    }
+    });
+    if (!lk.owns_lock()) lk.lock();
+    child_ = -1;
     if (secs) *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return status == 0;
   }
 
   /// The header every program of tg includes (tg.preamble), once per cache folder and flags, and
