@@ -316,12 +316,27 @@ class Cpp : public CLike {
   int temps_ = 0;
   static constexpr int64_t kNoStride = INT64_MIN;
 
-  static bool word(Type t) { return t == Type::Bool || t == Type::I32 || t == Type::U32 || t == Type::F32; }
-  /// The vector type of a varying value (a bool is a mask of 0 / -1 ints).
-  static std::string wty(Type t) { return t == Type::F32 ? "kk_wf" : t == Type::U32 ? "kk_wu" : "kk_wi"; }
+  /// A type a varying value may have in vector mode (f16/bf16 values are f32 inside).
+  static bool word(Type t) {
+    return t == Type::Bool || t == Type::I32 || t == Type::U32 || t == Type::F32 || t == Type::I64 || t == Type::F64;
+  }
+  static bool wide(Type t) { return t == Type::I64 || t == Type::F64; }
+  /// The vector type of a varying value (a bool is a mask of 0 / -1 ints; 64-bit values take
+  /// vectors twice as long, as many lanes).
+  static std::string wty(Type t) {
+    return t == Type::F32   ? "kk_wf"
+           : t == Type::U32 ? "kk_wu"
+           : t == Type::F64 ? "kk_wd"
+           : t == Type::I64 ? "kk_wl"
+                            : "kk_wi";
+  }
+  /// A mask (kk_wi) as the mask of values of type t.
+  static std::string mask_for(Type t, const std::string& m) { return wide(t) ? "kk_wide(" + m + ")" : m; }
+  /// The result of a comparison of values of type t as a mask (kk_wi).
+  static std::string as_mask(Type t, const std::string& c) { return wide(t) ? "kk_narrow(" + c + ")" : c; }
   std::string temp(const char* stem) { return std::string(stem) + std::to_string(temps_++); }
 
-  /// Whether every varying value of region r (and below) is a 32-bit scalar (no subgroup
+  /// Whether every varying value of region r (and below) is a scalar of a vector type (no subgroup
   /// operation, no vector load or store of a varying value).
   bool vector_ok(uint32_t r) const {
     if (r == kNone) return true;
@@ -355,8 +370,7 @@ class Cpp : public CLike {
         stride[id] = op.axis == 0 ? 1 : 0;
       } else if (op.kind == Kind::For && !divergent[op.in[2]]) {
         stride[id] = st(0);  // every lane steps alike: the lanes keep their distance
-      } else if (op.kind == Kind::Cast && !op.attr && (op.type == Type::I32 || op.type == Type::U32) &&
-                 (k.ops[op.in[0]].type == Type::I32 || k.ops[op.in[0]].type == Type::U32)) {
+      } else if (op.kind == Kind::Cast && !op.attr && is_index(op.type) && is_index(k.ops[op.in[0]].type)) {
         stride[id] = st(0);
       } else if (op.kind == Kind::Binary && st(0) != kNoStride && st(1) != kNoStride && !is_float(op.type)) {
         auto f = static_cast<ir::BinaryFn>(op.attr);
@@ -369,13 +383,14 @@ class Cpp : public CLike {
     }
   }
   bool contiguous(uint32_t idx) const { return stride[idx] == 1; }
+  static bool is_index(Type t) { return t == Type::I32 || t == Type::U32 || t == Type::I64; }
   /// Whether a varying value is an fma, sqrt or rsqrt (kk_wfma, kk_wsqrt).
   bool vector_math() const {
     for (uint32_t id = 0; id < k.ops.size(); ++id) {
       const ir::Op& op = k.ops[id];
       const auto f = static_cast<ir::UnaryFn>(op.attr);
-      if (divergent[id] && (op.kind == Kind::Fma || (op.kind == Kind::Unary && op.type == Type::F32 &&
-                                                     (f == ir::UnaryFn::Sqrt || f == ir::UnaryFn::Rsqrt))))
+      if (divergent[id] && op.type == Type::F32 &&
+          (op.kind == Kind::Fma || (op.kind == Kind::Unary && (f == ir::UnaryFn::Sqrt || f == ir::UnaryFn::Rsqrt))))
         return true;
     }
     return false;
@@ -507,7 +522,7 @@ class Cpp : public CLike {
       case Kind::LocalStore:
         if (vlocal[op.obj]) {
           std::string dst = local(op.obj), v = bc(op.in[0]);
-          line(dst + " = " + (mask_.empty() ? v : mask_ + " ? " + v + " : " + dst) + ";");
+          line(dst + " = " + (mask_.empty() ? v : mask_for(k.locals[op.obj], mask_) + " ? " + v + " : " + dst) + ";");
         } else {
           CLike::statement(id);
         }
@@ -621,7 +636,7 @@ class Cpp : public CLike {
     line("for (;;) {");
     ++depth;
     if (op.kind == Kind::For) {
-      line(lm + " &= (" + iv + " < " + bc(op.in[1]) + ");");
+      line(lm + " &= " + as_mask(op.type, "(" + iv + " < " + bc(op.in[1]) + ")") + ";");
       line("if (!kk_any(" + lm + ")) break;");
     }
     mask_ = lm;
@@ -638,6 +653,9 @@ class Cpp : public CLike {
     const ir::Op& op = k.ops[id];
     auto in = [&](int i) { return bc(op.in[static_cast<size_t>(i)]); };
     const std::string w = wty(op.type);
+    const bool f32 = op.type == Type::F32, fl = is_float(op.type);
+    // f64 math, and f32 math without a vector instruction, runs lane by lane
+    const std::string lane_fn = std::string("[](") + (f32 ? "float" : "double") + " kk_x";
     switch (op.kind) {
       case Kind::Unary: {
         using U = ir::UnaryFn;
@@ -645,45 +663,46 @@ class Cpp : public CLike {
         const std::string x = in(0);
         if (f == U::Neg) return "(-" + x + ")";
         if (f == U::Not) return "(~" + x + ")";
-        if (f == U::Abs)
-          return op.type == Type::F32 ? "kk_wfabs(" + x + ")" : "(" + x + " < 0 ? -" + x + " : " + x + ")";
-        if (f == U::Sqrt) return "kk_wsqrt(" + x + ")";
-        if (f == U::Rsqrt) return "(1.0f / kk_wsqrt(" + x + "))";
-        return "kk_wmap(" + x + ", [](float kk_x) { return " + math(f, Type::F32, "kk_x") + "; })";
+        if (f == U::Abs) return fl ? "kk_wfabs(" + x + ")" : "(" + x + " < 0 ? -" + x + " : " + x + ")";
+        if (f32 && f == U::Sqrt) return "kk_wsqrt(" + x + ")";
+        if (f32 && f == U::Rsqrt) return "(1.0f / kk_wsqrt(" + x + "))";
+        return "kk_wmap(" + x + ", " + lane_fn + ") { return " + math(f, op.type, "kk_x") + "; })";
       }
       case Kind::Binary: {
         using B = ir::BinaryFn;
         auto f = static_cast<B>(op.attr);
         const std::string a = in(0), b = in(1);
-        const bool fl = op.type == Type::F32;
         if (f == B::Min)
           return fl ? "kk_wfmin(" + a + ", " + b + ")" : "(" + b + " < " + a + " ? " + b + " : " + a + ")";
         if (f == B::Max)
           return fl ? "kk_wfmax(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + b + " : " + a + ")";
         if (f == B::Pow)
-          return "kk_wmap2(" + a + ", " + b + ", [](float kk_x, float kk_y) { return " +
-                 binary_fn(f, Type::F32, "kk_x", "kk_y") + "; })";
+          return "kk_wmap2(" + a + ", " + b + ", " + lane_fn + ", " + (f32 ? "float" : "double") + " kk_y) { return " +
+                 binary_fn(f, op.type, "kk_x", "kk_y") + "; })";
         if ((f == B::Div || f == B::Mod) && !fl && !mask_.empty())  // masked-off lanes divide by 1
-          return "(" + a + (f == B::Mod ? " % " : " / ") + "(" + mask_ + " ? " + b + " : " + w + "{} + 1))";
+          return "(" + a + (f == B::Mod ? " % " : " / ") + "(" + mask_for(op.type, mask_) + " ? " + b + " : " + w +
+                 "{} + 1))";
         const char* o = op.type == Type::Bool ? (f == B::And ? "&" : f == B::Or ? "|" : "^") : ir::binary_name(f);
         return "(" + a + " " + o + " " + b + ")";
       }
       case Kind::Compare: {
         auto f = static_cast<ir::CmpFn>(op.attr);
-        const bool order = k.ops[op.in[0]].type == Type::Bool && f != ir::CmpFn::Eq && f != ir::CmpFn::Ne;
+        const Type t = k.ops[op.in[0]].type;
+        const bool order = t == Type::Bool && f != ir::CmpFn::Eq && f != ir::CmpFn::Ne;
         const std::string a = order ? "(-" + in(0) + ")" : in(0), b = order ? "(-" + in(1) + ")" : in(1);
-        return "(" + a + " " + ir::cmp_name(f) + " " + b + ")";
+        return as_mask(t, "(" + a + " " + ir::cmp_name(f) + " " + b + ")");
       }
       case Kind::Select:
-        return "(" + in(0) + " ? " + in(1) + " : " + in(2) + ")";
+        return "(" + mask_for(op.type, in(0)) + " ? " + in(1) + " : " + in(2) + ")";
       case Kind::Fma:
-        return "kk_wfma(" + in(0) + ", " + in(1) + ", " + in(2) + ")";
+        return f32 ? "kk_wfma(" + in(0) + ", " + in(1) + ", " + in(2) + ")"
+                   : "kk_wfma_lanes(" + in(0) + ", " + in(1) + ", " + in(2) + ")";
       case Kind::Cast: {
         const Type from = k.ops[op.in[0]].type;
         const std::string x = in(0);
         if (op.attr) return "((" + w + ")" + x + ")";
         if (from == op.type) return x;
-        if (op.type == Type::Bool) return "(" + x + " != " + wty(from) + "{})";
+        if (op.type == Type::Bool) return as_mask(from, "(" + x + " != " + wty(from) + "{})");
         if (from == Type::Bool)
           return op.type == Type::I32 ? "(-" + x + ")" : "__builtin_convertvector(-" + x + ", " + w + ")";
         return "__builtin_convertvector(" + x + ", " + w + ")";

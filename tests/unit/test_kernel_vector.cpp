@@ -6,8 +6,8 @@
 // mask, uniform loops inside a varying if, integer division where masked-off lanes divide by
 // zero, casts between every 32-bit type and bool, u32 comparisons, NaN-aware min/max, the math
 // functions, contiguous, strided and reversed loads, f16/bf16 storage, atomics, a uniform
-// index written by a varying value, 2-D groups, shared memory and barriers, and loops whose
-// bounds or conditions differ between threads.
+// index written by a varying value, 2-D groups, shared memory and barriers, loops whose
+// bounds or conditions differ between threads, and f64/i64 values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -150,6 +150,58 @@ Kernel varying_loops() {
   });
 }
 
+constexpr int kWide = 8;  // values per thread in `wide_values`' outputs
+
+/// f64 and i64 values as vectors: arithmetic, shifts, NaN-aware min/max, abs of -0, sqrt,
+/// rsqrt, floor, ceil, fma, compares and selects (64-bit values under 32-bit masks), masked
+/// division where masked-off lanes divide by zero, casts between i64, f64, f32, i32 and bool, a
+/// contiguous load through an i64 index, Vars blended under a mask and a varying loop with an
+/// i64 induction variable.
+Kernel wide_values() {
+  return trace("vector_wide", [](Builder& b) {
+    auto x = b.input<double>("x");
+    auto l = b.input<int64_t>("l");
+    auto out = b.output<double>("out");
+    auto lo = b.output<int64_t>("lo");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(16);
+    Val i = global_id();
+    Val wi = cast(i, Type::I64);
+    auto d = [](double v) { return Val::constant(v, Type::F64); };
+    auto w = [](long long v) { return Val(v); };
+    if_(i < n, [&] {
+      Val xi = x[wi], li = l[i], o = wi * kWide;
+      Var acc(d(0.0));
+      Var cnt(w(0));
+      if_(xi > 0.0, [&] {
+        acc = sqrt(xi) * 3.0;
+        cnt = li * 2;
+      }).else_([&] { acc = floor(xi) + 1.0; });
+      out[o] = acc;
+      lo[o] = cnt;
+      Var q(w(-7));
+      if_(li != 0, [&] { q = w(1000000000000LL) / li + w(1000) % li; });
+      lo[o + 1] = q;
+      lo[o + 2] = abs(li) + min(li, w(5)) + max(li, w(-5));
+      lo[o + 3] = cast(select(xi == xi, min(max(xi, -1e6), 1e6), d(0.0)) * 10.0, Type::I64);  // NaN: 0
+      lo[o + 4] = (li ^ w(0x5555)) + (li << w(3)) - (li >> w(2));
+      lo[o + 5] = cast(cast(li, Type::Bool), Type::I64) + cast(cast(xi, Type::Bool), Type::I64) * 2 +
+                  cast(li < w(3) && xi >= 0.0, Type::I64) * 4;
+      Var s(w(0));
+      for_(w(0), li % 7, [&](Val j) { s = Val(s) + j; });
+      lo[o + 6] = s;
+      lo[o + 7] = cast(cast(li, Type::I32), Type::I64) + cast(cast(li, Type::F64) * 0.5, Type::I64);
+      out[o + 1] = min(xi, cast(li, Type::F64)) + max(cast(li, Type::F64), xi);
+      out[o + 2] = sqrt(abs(xi)) + rsqrt(abs(xi) + 1.0) / 3.0;
+      out[o + 3] = fma(xi, cast(li, Type::F64), d(0.25));
+      out[o + 4] = select(li < w(0), xi, -xi);
+      out[o + 5] = cast(cast(xi, Type::F32), Type::F64) + floor(xi) + ceil(-xi);
+      out[o + 6] = abs(xi);
+      out[o + 7] = select(xi < 0.5 || li > w(2), xi - cast(li, Type::F64), xi * xi);
+    });
+  });
+}
+
 bool same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 std::vector<float> inputs(int n) {
@@ -263,4 +315,46 @@ TEST(KernelVector, VaryingLoopsMatchScalarRendering) {
   }
   EXPECT_EQ(s[0][26], 111);  // 27 takes 111 Collatz steps to reach 1
   EXPECT_EQ(s[0][0], 0);
+}
+
+TEST(KernelVector, WideValuesMatchScalarRendering) {
+  const Kernel k = wide_values();
+  const std::string src = render(k, Target::Cpp);
+  EXPECT_NE(src.find("kk_t0 += KK_W"), std::string::npos) << "f64 and i64 values run as lanes too";
+  EXPECT_NE(src.find("kk_wld<kk_wd>"), std::string::npos) << "a contiguous f64 load is one vector load";
+  for (int n : {5, 16, 45}) {
+    std::vector<double> x(static_cast<size_t>(n));
+    std::vector<int64_t> l(static_cast<size_t>(n));
+    const std::vector<float> xf = inputs(n);
+    for (int j = 0; j < n; ++j) {
+      x[static_cast<size_t>(j)] = j % 9 == 4 ? -0.0 : static_cast<double>(xf[static_cast<size_t>(j)]) * 1.000001;
+      l[static_cast<size_t>(j)] = (j * 37 % 23 - 11) * (j % 5 == 2 ? 3000000000LL : 1);
+    }
+    const int groups = (n + 15) / 16;
+    std::vector<double> out[2];
+    std::vector<int64_t> lo[2];
+    for (int debug : {0, 1}) {
+      out[debug].assign(static_cast<size_t>(n) * kWide, -1.0);
+      lo[debug].assign(static_cast<size_t>(n) * kWide, -1);
+      compile_cpu(k, debug)({groups}, {x, l, out[debug], lo[debug], n});
+    }
+    for (size_t j = 0; j < out[0].size(); ++j) {
+      uint64_t a, b;
+      std::memcpy(&a, &out[0][j], 8);
+      std::memcpy(&b, &out[1][j], 8);
+      ASSERT_TRUE(a == b || (std::isnan(out[0][j]) && std::isnan(out[1][j])))
+          << "n=" << n << " thread " << j / kWide << " f64 value " << j % kWide << ": " << out[0][j] << " vs "
+          << out[1][j];
+      ASSERT_EQ(lo[0][j], lo[1][j]) << "n=" << n << " thread " << j / kWide << " i64 value " << j % kWide;
+    }
+    // Spot checks against plain C++.
+    for (int j = 0; j < n; ++j) {
+      const int64_t lj = l[static_cast<size_t>(j)];
+      int64_t s = 0;
+      for (int64_t t = 0; t < lj % 7; ++t) s += t;
+      EXPECT_EQ(lo[0][static_cast<size_t>(j) * kWide + 6], s) << j;
+      EXPECT_EQ(lo[0][static_cast<size_t>(j) * kWide + 1], lj != 0 ? 1000000000000LL / lj + 1000 % lj : -7) << j;
+      EXPECT_FALSE(std::signbit(out[0][static_cast<size_t>(j) * kWide + 6])) << "abs(-0) is +0, thread " << j;
+    }
+  }
 }

@@ -86,6 +86,10 @@ typedef float kk_wf __attribute__((vector_size(KK_W * 4)));
 typedef int kk_wi __attribute__((vector_size(KK_W * 4)));
 typedef unsigned kk_wu __attribute__((vector_size(KK_W * 4)));
 typedef int kk_i4 __attribute__((vector_size(16)));
+typedef double kk_wd __attribute__((vector_size(KK_W * 8)));
+typedef long long kk_wl __attribute__((vector_size(KK_W * 8)));
+static inline kk_wl kk_wide(kk_wi m) { return __builtin_convertvector(m, kk_wl); }
+static inline kk_wi kk_narrow(kk_wl m) { return __builtin_convertvector(m, kk_wi); }
 #if KK_W == 16
 static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 #else
@@ -102,10 +106,12 @@ template <bool Or> static inline bool kk_fold(kk_wi m) {
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
 static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
-static inline kk_wf kk_wfmin(kk_wf a, kk_wf b) { return ((b < a) | (a != a)) ? b : a; }
-static inline kk_wf kk_wfmax(kk_wf a, kk_wf b) { return ((a < b) | (a != a)) ? b : a; }
-template <class F> static inline kk_wf kk_wmap(kk_wf x, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
-template <class F> static inline kk_wf kk_wmap2(kk_wf x, kk_wf y, F f) { kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
+static inline kk_wd kk_wfabs(kk_wd x) { return (kk_wd)((kk_wl)x & 0x7fffffffffffffffLL); }
+template <class V> static inline V kk_wfmin(V a, V b) { return ((b < a) | (a != a)) ? b : a; }
+template <class V> static inline V kk_wfmax(V a, V b) { return ((a < b) | (a != a)) ? b : a; }
+template <class V, class F> static inline V kk_wmap(V x, F f) { V r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
+template <class V, class F> static inline V kk_wmap2(V x, V y, F f) { V r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
+static inline kk_wd kk_wfma_lanes(kk_wd a, kk_wd b, kk_wd c) { kk_wd r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::fma(a[l], b[l], c[l]); return r; }
 extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   const float* const b0 = (const float*)a->bufs[0];
   float* const b1 = (float*)a->bufs[1];
