@@ -63,12 +63,6 @@ struct Driver {
   }
 };
 
-template <class F>
-bool bind(void* lib, const char* name, F& f) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  return f != nullptr;
-}
-
 const Driver& driver() {
   static Driver d;
   static std::once_flag once;
@@ -78,14 +72,15 @@ const Driver& driver() {
       d.why = "no CUDA driver (libcuda.so.1 not found)";
       return;
     }
-    bool ok = bind(d.lib, "cuInit", d.init) && bind(d.lib, "cuDeviceGetCount", d.device_count) &&
-              bind(d.lib, "cuDeviceGet", d.device_get) && bind(d.lib, "cuDeviceGetName", d.device_name) &&
-              bind(d.lib, "cuDeviceGetAttribute", d.attribute) && bind(d.lib, "cuDevicePrimaryCtxRetain", d.retain) &&
-              bind(d.lib, "cuCtxSetCurrent", d.set_current) && bind(d.lib, "cuModuleLoadData", d.load) &&
-              bind(d.lib, "cuModuleGetFunction", d.function) && bind(d.lib, "cuMemAlloc_v2", d.alloc) &&
-              bind(d.lib, "cuMemFree_v2", d.free) && bind(d.lib, "cuMemcpyHtoD_v2", d.to_device) &&
-              bind(d.lib, "cuMemcpyDtoH_v2", d.to_host) && bind(d.lib, "cuLaunchKernel", d.launch) &&
-              bind(d.lib, "cuCtxSynchronize", d.sync) && bind(d.lib, "cuGetErrorString", d.error);
+    bool ok = bind_symbol(d.lib, "cuInit", d.init) && bind_symbol(d.lib, "cuDeviceGetCount", d.device_count) &&
+              bind_symbol(d.lib, "cuDeviceGet", d.device_get) && bind_symbol(d.lib, "cuDeviceGetName", d.device_name) &&
+              bind_symbol(d.lib, "cuDeviceGetAttribute", d.attribute) &&
+              bind_symbol(d.lib, "cuDevicePrimaryCtxRetain", d.retain) &&
+              bind_symbol(d.lib, "cuCtxSetCurrent", d.set_current) && bind_symbol(d.lib, "cuModuleLoadData", d.load) &&
+              bind_symbol(d.lib, "cuModuleGetFunction", d.function) && bind_symbol(d.lib, "cuMemAlloc_v2", d.alloc) &&
+              bind_symbol(d.lib, "cuMemFree_v2", d.free) && bind_symbol(d.lib, "cuMemcpyHtoD_v2", d.to_device) &&
+              bind_symbol(d.lib, "cuMemcpyDtoH_v2", d.to_host) && bind_symbol(d.lib, "cuLaunchKernel", d.launch) &&
+              bind_symbol(d.lib, "cuCtxSynchronize", d.sync) && bind_symbol(d.lib, "cuGetErrorString", d.error);
     if (!ok) {
       d.why = "the CUDA driver lacks an entry point Kiln needs";
     } else if (CUresult rc = d.init(0); rc != 0) {

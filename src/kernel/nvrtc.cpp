@@ -27,12 +27,6 @@ struct Api {
   const char* (*error)(int) = nullptr;
 };
 
-template <class F>
-bool bind(void* lib, const char* name, F& f) {
-  f = reinterpret_cast<F>(dlsym(lib, name));
-  return f != nullptr;
-}
-
 const Api& api() {
   static Api a;
   static std::once_flag once;
@@ -48,11 +42,12 @@ const Api& api() {
       a.why = "libnvrtc not found (tried CUDA_HOME, the loader path and /usr/local/cuda/lib64)";
       return;
     }
-    bool ok = bind(a.lib, "nvrtcVersion", a.version) && bind(a.lib, "nvrtcCreateProgram", a.create) &&
-              bind(a.lib, "nvrtcDestroyProgram", a.destroy) && bind(a.lib, "nvrtcCompileProgram", a.compile) &&
-              bind(a.lib, "nvrtcGetCUBINSize", a.cubin_size) && bind(a.lib, "nvrtcGetCUBIN", a.cubin) &&
-              bind(a.lib, "nvrtcGetProgramLogSize", a.log_size) && bind(a.lib, "nvrtcGetProgramLog", a.log) &&
-              bind(a.lib, "nvrtcGetErrorString", a.error);
+    bool ok = bind_symbol(a.lib, "nvrtcVersion", a.version) && bind_symbol(a.lib, "nvrtcCreateProgram", a.create) &&
+              bind_symbol(a.lib, "nvrtcDestroyProgram", a.destroy) &&
+              bind_symbol(a.lib, "nvrtcCompileProgram", a.compile) &&
+              bind_symbol(a.lib, "nvrtcGetCUBINSize", a.cubin_size) && bind_symbol(a.lib, "nvrtcGetCUBIN", a.cubin) &&
+              bind_symbol(a.lib, "nvrtcGetProgramLogSize", a.log_size) &&
+              bind_symbol(a.lib, "nvrtcGetProgramLog", a.log) && bind_symbol(a.lib, "nvrtcGetErrorString", a.error);
     if (!ok) {
       a.why = "libnvrtc lacks an entry point Kiln needs";
       dlclose(a.lib);

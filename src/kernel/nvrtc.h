@@ -3,7 +3,20 @@
 // for an architecture. NVRTC needs no GPU, so generated CUDA is checked on any machine with the
 // toolkit.
 #pragma once
+#include <dlfcn.h>
+
 #include <string>
+
+namespace kiln::kernel {
+
+/// Sets f to the entry point `name` of a library opened with dlopen; whether it exists.
+template <class F>
+bool bind_symbol(void* lib, const char* name, F& f) {
+  f = reinterpret_cast<F>(dlsym(lib, name));
+  return f != nullptr;
+}
+
+}  // namespace kiln::kernel
 
 namespace kiln::kernel::nvrtc {
 
