@@ -7,6 +7,7 @@
 // time printed is the host's cost of recording a dispatch, which is the backend's own code.
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -130,7 +131,44 @@ void gpu_speed() {
               share(gbps, "KILN_GPU_PEAK_GBPS").c_str());
 }
 
+/// --first-step (a fresh process, on the kernel cache folder it is given): the time from
+/// opening the device to the end of the first fused MLP training step, and the SPIR-V
+/// modules it compiled, printed as "<ms> <compiled>".
+int first_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Device dev = Device::vulkan();
+  vulkan::Context& ctx = vulkan::Context::get(0);
+  manual_seed(0);
+  Mlp net(Device::cpu().autodiff());
+  net.to(dev.autodiff());
+  optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
+  Tensor xb = randn({64, 64}).to(dev), yb = randint(0, 10, {64}).to(dev);
+  Tensor loss = F::cross_entropy(net.forward(xb), yb);
+  opt.step(loss.backward());
+  (void)loss.item<double>();
+  sync(dev);
+  std::printf("%.3f %lld\n", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+              static_cast<long long>(ctx.stats().spirv_compiled));
+  return 0;
+}
+
+/// The first training step of a fresh process on an empty kernel cache, with the GLSL compiler
+/// in the process and with glslc as a process (KILN_GLSLC=glslc): "<ms> <compiled>", or "".
+std::string cold_first_step(const char* self, bool tool) {
+  const std::string dir = "/tmp/kiln_bench_vulkan_cold_" + std::to_string(::getpid()) + (tool ? "_tool" : "");
+  const std::string cmd = "rm -rf " + dir + " && KILN_CACHE_DIR=" + dir + (tool ? " KILN_GLSLC=glslc" : "") + " \"" +
+                          self + "\" --first-step; rm -rf " + dir;
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[128] = {0};
+    if (std::fgets(buf, sizeof buf, p)) out = buf;
+    pclose(p);
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--first-step") return first_step();
   std::string why;
   if (vulkan::Context::count(&why) == 0) {
     std::printf("# Vulkan\n\nNo Vulkan device on this machine: %s\n", why.c_str());
@@ -247,6 +285,16 @@ int main(int argc, char** argv) {
   std::printf("| whole run: pipelines built, SPIR-V compiled / from the disk cache | %lld, %lld / %lld |\n",
               static_cast<long long>(all.pipelines), static_cast<long long>(all.spirv_compiled),
               static_cast<long long>(all.spirv_from_disk));
+  {
+    double ms[2] = {0, 0};
+    long long compiled[2] = {0, 0};
+    for (int tool = 0; tool < 2; ++tool)
+      std::sscanf(cold_first_step(argv[0], tool == 1).c_str(), "%lf %lld", &ms[tool], &compiled[tool]);
+    std::printf(
+        "| first fused MLP training step of a fresh process on an empty kernel cache (SPIR-V modules compiled): "
+        "GLSL compiled in process / by glslc processes | %.0f ms / %.0f ms (%lld / %lld) |\n",
+        ms[0], ms[1], compiled[0], compiled[1]);
+  }
   std::printf("\nFallbacks of one run of the steps:");
   for (const auto& [what, c] : fallback_counts()) std::printf(" %s x%lld;", what.c_str(), static_cast<long long>(c));
   std::printf("\n");

@@ -71,6 +71,10 @@ std::string stamp(const std::string& path) {
 
 int run_tool(const std::vector<std::string>& argv, const std::string& input, const std::string& log,
              const std::function<void(int pid)>& started) {
+#if defined(__EMSCRIPTEN__)
+  (void)argv, (void)input, (void)log, (void)started;  // no processes in the browser or node
+  return -1;
+#else
   if (argv.empty()) return -1;
   std::vector<char*> a;
   for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
@@ -94,6 +98,7 @@ int run_tool(const std::vector<std::string>& argv, const std::string& input, con
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#endif
 }
 
 namespace {
