@@ -3,22 +3,11 @@
 // the system compiler into a shared object (kept in the disk cache, kernel/cache.h, under a hash
 // of the source, the compiler, this CPU's features and the flags) and loaded with dlopen.
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <set>
-#include <sstream>
 
 #include "core/parallel.h"
 #include "kernel/args.h"
