@@ -94,6 +94,12 @@ void forget_loaded_kernels();
 /// Starts the in-process GLSL compiler's one-time setup in a background thread (a no-op where
 /// SPIR-V is compiled by a tool), so a device's first kernel does not pay it.
 void warm_spirv_compiler();
+/// Whether compile_spirv compiles in this process (shaderc linked, KILN_GLSLC unset, not a
+/// forked child).
+bool spirv_in_process();
+/// The SPIR-V bytes of a GLSL compute shader from the in-process compiler; kiln::Error (prefix,
+/// then the compiler's message) when it does not compile or there is no such compiler.
+std::string glsl_to_spirv(const std::string& glsl, const std::string& prefix);
 }  // namespace kiln::kernel::detail
 namespace kiln::kernel::gen {
 

@@ -112,6 +112,13 @@ void warm_spirv_compiler() {
   if (use_in_process()) InProcess::get().warm();
 #endif
 }
+bool spirv_in_process() { return use_in_process(); }
+std::string glsl_to_spirv(const std::string& glsl, const std::string& prefix) {
+#if KILN_WITH_SHADERC
+  if (use_in_process()) return InProcess::get().compile(glsl, prefix);
+#endif
+  throw Error(prefix + "no in-process GLSL compiler (built without shaderc, KILN_GLSLC set, or a forked child)");
+}
 }  // namespace detail
 
 std::vector<uint32_t> compile_spirv(const Kernel& kernel, std::string* origin, bool debug) {
@@ -146,7 +153,7 @@ std::vector<uint32_t> compile_spirv(const Kernel& kernel, std::string* origin, b
   cache::Artifact a;
   if (in_process) {
 #if KILN_WITH_SHADERC
-    a = cache::build(k, key, ".spv", [&](const std::string&) { return InProcess::get().compile(src, k.prefix()); });
+    a = cache::build(k, key, ".spv", [&](const std::string&) { return detail::glsl_to_spirv(src, k.prefix()); });
 #endif
   } else {
     a = cache::build(k, key, src, ".comp", ".spv", argv, "the GLSL compiler");

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -332,6 +333,29 @@ TEST(KernelTargets, GlslCompilesToValidSpirv) {
   else
     setenv("KILN_CACHE_DIR", saved.c_str(), 1);
   fs::remove_all(dir);
+}
+
+TEST(KernelTargets, InProcessGlslErrorsNameTheKernelAndTheLine) {
+  if (!detail::spirv_in_process())
+    GTEST_SKIP() << "built without shaderc (glslang-dev, libshaderc-dev) or KILN_GLSLC set";
+  const std::string good = "#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n";
+  const std::string spv = detail::glsl_to_spirv(good, "[kernel 'ok'] ");
+  ASSERT_GE(spv.size(), 20u);
+  uint32_t magic = 0;
+  std::memcpy(&magic, spv.data(), 4);
+  EXPECT_EQ(magic, 0x07230203u);
+  try {
+    (void)detail::glsl_to_spirv("#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared = 1; }\n",
+                                "[kernel 'broken'] ");
+    ADD_FAILURE() << "broken GLSL compiled";
+  } catch (const kiln::Error& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(w.rfind("[kernel 'broken'] the GLSL compiler (shaderc, in process) failed", 0), 0u) << w;
+    EXPECT_NE(w.find("undeclared"), std::string::npos) << w;
+    EXPECT_NE(w.find(":3:"), std::string::npos) << "the line of the error: " << w;
+  }
+  // The compiler is still usable after an error.
+  EXPECT_EQ(detail::glsl_to_spirv(good, "[kernel 'ok'] "), spv);
 }
 
 TEST(KernelTargets, SpirvCompilesInAForkedChildThatThenExits) {
