@@ -94,6 +94,8 @@ void forget_loaded_kernels();
 /// Starts the in-process GLSL compiler's one-time setup in a background thread (a no-op where
 /// SPIR-V is compiled by a tool), so a device's first kernel does not pay it.
 void warm_spirv_compiler();
+/// Waits until that setup has ended (tests that fork: a sanitizer's allocator is not fork-safe).
+void join_spirv_warm_up();
 /// Whether compile_spirv compiles in this process (shaderc linked, KILN_GLSLC unset, not a
 /// forked child).
 bool spirv_in_process();

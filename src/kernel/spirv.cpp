@@ -38,9 +38,15 @@ class InProcess {
   }
   /// False in a forked child of the process that made this compiler.
   bool usable() const { return getpid() == owner_; }
+  /// Waits for the warm-up thread to end (in the process that started it).
+  void join_warm_up() {
+    std::lock_guard<std::mutex> lock(join_mu_);
+    if (usable() && warmer_.joinable()) warmer_.join();
+  }
   /// Starts glslang's one-time setup in a background thread (once).
   void warm() {
     std::call_once(warm_once_, [this] {
+      std::lock_guard<std::mutex> lock(join_mu_);
       warmer_ = std::thread([this] {
         try {
           (void)compile("#version 450\nlayout(local_size_x = 1) in;\nvoid main() {}\n", "warm-up");
@@ -72,12 +78,10 @@ class InProcess {
   /// At exit, waits for the warm-up thread in the process that started it.
   struct Joiner {
     InProcess* p;
-    ~Joiner() {
-      if (p->usable() && p->warmer_.joinable()) p->warmer_.join();
-    }
+    ~Joiner() { p->join_warm_up(); }
   };
   pid_t owner_ = getpid();
-  std::mutex mu_;
+  std::mutex mu_, join_mu_;
   shaderc_compiler_t compiler_ = nullptr;
   std::once_flag warm_once_;
   std::thread warmer_;
@@ -113,6 +117,11 @@ void warm_spirv_compiler() {
 #endif
 }
 bool spirv_in_process() { return use_in_process(); }
+void join_spirv_warm_up() {
+#if KILN_WITH_SHADERC
+  if (use_in_process()) InProcess::get().join_warm_up();
+#endif
+}
 std::string glsl_to_spirv(const std::string& glsl, const std::string& prefix) {
 #if KILN_WITH_SHADERC
   if (use_in_process()) return InProcess::get().compile(glsl, prefix);
