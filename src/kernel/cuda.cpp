@@ -238,15 +238,14 @@ void CudaKernel::launch(Dim3 groups, const std::vector<Arg>& args) const {
   DeviceMemory mem;
   mem.ptrs.assign(nb, 0);
   // Parameter values, in the kernel's parameter order: buffer pointers, then scalars of their types.
-  std::vector<CUdeviceptr> ptr_values(nb);
   std::vector<std::array<unsigned char, 8>> scalar_values(args.size() - nb);
   std::vector<void*> params;
+  std::vector<size_t> bytes(nb);
   for (size_t i = 0; i < nb; ++i) {
-    const size_t bytes = static_cast<size_t>(args[i].count) * static_cast<size_t>(gen::type_bytes(args[i].type));
-    check(d.alloc(&mem.ptrs[i], std::max<size_t>(bytes, 4)), k, "cuMemAlloc");
-    if (bytes) check(d.to_device(mem.ptrs[i], args[i].ptr, bytes), k, "cuMemcpyHtoD");
-    ptr_values[i] = mem.ptrs[i];
-    params.push_back(&ptr_values[i]);
+    bytes[i] = static_cast<size_t>(args[i].count) * static_cast<size_t>(gen::type_bytes(args[i].type));
+    check(d.alloc(&mem.ptrs[i], std::max<size_t>(bytes[i], 4)), k, "cuMemAlloc");
+    if (bytes[i]) check(d.to_device(mem.ptrs[i], args[i].ptr, bytes[i]), k, "cuMemcpyHtoD");
+    params.push_back(&mem.ptrs[i]);  // mem.ptrs keeps its size: the addresses hold
   }
   for (size_t i = nb; i < args.size(); ++i) {
     auto& v = scalar_values[i - nb];
@@ -281,11 +280,9 @@ void CudaKernel::launch(Dim3 groups, const std::vector<Arg>& args) const {
                  static_cast<unsigned>(groups.z), b[0], b[1], b[2], 0, nullptr, params.data(), nullptr),
         k, "cuLaunchKernel");
   check(d.sync(), k, "the kernel (cuCtxSynchronize)");
-  for (size_t i = 0; i < nb; ++i) {
-    const size_t bytes = static_cast<size_t>(args[i].count) * static_cast<size_t>(gen::type_bytes(args[i].type));
-    if (k.buffers[i].access != Access::Read && bytes)
-      check(d.to_host(args[i].ptr, mem.ptrs[i], bytes), k, "cuMemcpyDtoH");
-  }
+  for (size_t i = 0; i < nb; ++i)
+    if (k.buffers[i].access != Access::Read && bytes[i])
+      check(d.to_host(args[i].ptr, mem.ptrs[i], bytes[i]), k, "cuMemcpyDtoH");
 }
 
 }  // namespace kiln::kernel

@@ -11,14 +11,13 @@
 // across threads (a tiled matmul's k loop), where a loop per thread would run scalar code.
 //
 // Vector mode (where the kernel allows it: no debug checks, x group size a multiple of 8, every
-// value that varies between threads 32 bits wide): a phase runs its threads KK_W at a time (8,
-// or 16 with AVX-512), each varying value a vector of KK_W lanes (GCC vector types), each
-// uniform value a scalar. A varying `if` becomes a lane mask: memory is touched only for active
-// lanes, the masked-off lanes of a local keep their value; a varying loop runs while some lane
-// is in it, under the mask of those lanes. An index whose
-// lanes are consecutive (thread_id(0) plus a uniform value) is one vector load or store; any
-// other is a loop over the lanes. The compiler then keeps vector values in registers across a
-// uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
+// value that varies between threads a 32- or 64-bit scalar): a phase runs its threads KK_W at a
+// time (8, or 16 with AVX-512), each varying value a vector of KK_W lanes (GCC vector types;
+// 64-bit values in vectors twice as long, masks always 32-bit), each uniform value a scalar. A varying `if` becomes a
+// lane mask: memory is touched only for active lanes, the masked-off lanes of a local keep their value; a varying loop
+// runs while some lane is in it, under the mask of those lanes. An index whose lanes are consecutive (thread_id(0) plus
+// a uniform value) is one vector load or store; any other is a loop over the lanes. The compiler then keeps vector
+// values in registers across a uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
 #include <functional>
 
 #include "kernel/render_clike.h"
@@ -216,7 +215,7 @@ class Cpp : public CLike {
     for (uint32_t id = 0; id < k.ops.size(); ++id)
       if (crossing[id]) name(id);
     vec_ = vector_ok(0) && k.group[0] % 8 == 0 && !debug_;
-    for (size_t i = 0; i < k.locals.size() && vec_; ++i) vec_ = !vlocal[i] || word(k.locals[i]);
+    for (size_t i = 0; i < k.locals.size() && vec_; ++i) vec_ = !vlocal[i] || lane_type(k.locals[i]);
     if (vec_) mark_strides();
   }
 
@@ -317,7 +316,7 @@ class Cpp : public CLike {
   static constexpr int64_t kNoStride = INT64_MIN;
 
   /// A type a varying value may have in vector mode (f16/bf16 values are f32 inside).
-  static bool word(Type t) {
+  static bool lane_type(Type t) {
     return t == Type::Bool || t == Type::I32 || t == Type::U32 || t == Type::F32 || t == Type::I64 || t == Type::F64;
   }
   static bool wide(Type t) { return t == Type::I64 || t == Type::F64; }
@@ -344,7 +343,7 @@ class Cpp : public CLike {
       const ir::Op& op = k.ops[id];
       if (divergent[id]) {
         if (op.kind == Kind::Subgroup || op.kind == Kind::StoreVec || op.lanes != 1) return false;
-        if (op.has_value() && !word(op.type)) return false;
+        if (op.has_value() && !lane_type(op.type)) return false;
       }
       if (!vector_ok(op.region[0]) || !vector_ok(op.region[1])) return false;
     }
