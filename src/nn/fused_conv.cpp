@@ -6,6 +6,7 @@
 #include "kiln/nn/fused.h"
 #include "kiln/ops.h"
 #include "ops/conv_epilogue.h"
+#include "ops/prepared.h"
 
 namespace kiln::nn {
 
@@ -40,6 +41,43 @@ bool fused_pool(const FusedConvOptions& o, F::ConvEpilogue& e) {
   return true;
 }
 
+using Key = SmallVec<int64_t, 32>;
+
+void add_list(Key& key, const Dims& v) {
+  key.push_back(static_cast<int64_t>(v.size()));
+  for (int64_t x : v) key.push_back(x);
+}
+
+int64_t bits_of(double v) {
+  int64_t b;
+  static_assert(sizeof b == sizeof v);
+  __builtin_memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+/// What a conv_act / conv_bn call builds its op from besides its operands' layouts (Note
+/// [Prepared steps] in ops/prepared.h): the module's geometry, the options, which of the six
+/// operands are given. False when the call does not keep its op (padding "same" or "valid").
+template <int N>
+bool prepared_key(const ConvNd<N>& conv, const FusedConvOptions& o, const Tensor (&in)[6], Key& key) {
+  const ConvConfig& c = conv.config;
+  if (!c.padding.text().empty()) return false;
+  int64_t given = 0;
+  for (int i = 0; i < 6; ++i) given |= in[i].defined() ? int64_t{1} << i : 0;
+  key.push_back(N);
+  key.push_back(given);
+  key.push_back(static_cast<int64_t>(o.act));
+  key.push_back(bits_of(o.min));
+  key.push_back(bits_of(o.max));
+  key.push_back(c.groups);
+  for (const Dims* d :
+       {&c.stride.values(), &c.padding.values().values(), &c.dilation.values(), &o.pool_kernel_size.values(),
+        &o.pool.stride.values(), &o.pool.padding.values(), &o.pool.dilation.values()})
+    add_list(key, *d);
+  key.push_back(o.pool.ceil_mode);
+  return true;
+}
+
 /// bn: null for conv_act.
 template <int N, class BN>
 Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConvOptions& o) {
@@ -60,7 +98,16 @@ Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConv
   }
   if (fused && r.defined()) fused = r.dtype() == x.dtype() && r.device() == x.device();
   if (!fused) return separate_ops();
+  const Tensor in[6] = {x, conv.weight, conv.bias, affine.first, affine.second, r};
+  Key key;
+  const bool keep = conv.prepared_ && prepared_key(conv, o, in, key);
+  if (keep)
+    if (Tensor y = kiln::detail::run_prepared(conv.prepared_.get(), in, key); y.defined()) return y;
   F::ConvEpilogue e;
+  if (keep) {
+    e.keep = conv.prepared_.get();
+    e.key = key;
+  }
   e.scale = affine.first;
   e.shift = affine.second;
   e.residual = r;

@@ -7,6 +7,7 @@
 #include "kiln/nn/layers.h"
 #include "kiln/ops.h"
 #include "layers_util.h"
+#include "ops/prepared.h"
 
 namespace kiln::nn {
 
@@ -31,7 +32,8 @@ std::string layer_name(const char* base, int n) { return std::string(base) + std
 // ---- ConvNd ----------------------------------------------------------------------------------
 
 template <int N>
-ConvNd<N>::ConvNd(const ConvConfig& c, const Device& device) : config(c) {
+ConvNd<N>::ConvNd(const ConvConfig& c, const Device& device)
+    : config(c), prepared_(std::make_shared<kiln::detail::PreparedOp>()) {
   const std::string name = layer_name("Conv", N);
   const Dims k = c.kernel_size.expand(N, name.c_str(), "kernel_size");
   c.stride.expand(N, name.c_str(), "stride");

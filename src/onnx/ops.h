@@ -12,11 +12,15 @@
 #include "kiln/tensor.h"
 #include "onnx/proto.h"
 
+namespace kiln::detail {
+struct PreparedOp;
+}  // namespace kiln::detail
+
 namespace kiln::onnx {
 
 struct OpContext;
 struct EmitContext;
-struct PreparedOp;
+using detail::PreparedOp;
 using OpFn = std::function<void(OpContext&)>;
 /// Code generation of one node: appends C++ statements to `EmitContext::code` that compute
 /// the node's outputs, and returns true; false leaves the node to the generic emitter (a call
@@ -68,7 +72,7 @@ struct OpContext {
   /// reads it.
   const std::vector<Tensor>* host = nullptr;
   /// The run-time plan's slot(s) for the op this step issues (Note [Prepared steps] in
-  /// onnx/prepared.h): Conv, MatMul and Gemm steps, two for a Conv pair; null elsewhere.
+  /// ops/prepared.h): Conv, MatMul and Gemm steps, two for a Conv pair; null elsewhere.
   PreparedOp* prep = nullptr;
 
   std::string where() const;  ///< "node 'name' (Op)" for messages

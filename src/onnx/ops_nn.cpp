@@ -15,13 +15,15 @@
 #include "kiln/nn/functional/norm.h"
 #include "kiln/nn/functional/pool.h"
 #include "onnx/ops.h"
-#include "onnx/prepared.h"
 #include "ops/conv_epilogue.h"
 #include "ops/dispatch.h"
+#include "ops/prepared.h"
 
 namespace kiln::onnx {
 
 namespace F = kiln::nn::functional;
+using detail::keep_prepared;
+using detail::run_prepared;
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "onnx/ops.h"
-#include "onnx/prepared.h"
+#include "ops/prepared.h"
 
 namespace kiln::onnx {
 

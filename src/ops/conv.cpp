@@ -5,6 +5,7 @@
 #include "kiln/nn/functional/conv.h"
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kiln/autodiff.h"
 #include "ops/conv_epilogue.h"
 #include "ops/dispatch.h"
+#include "ops/prepared.h"
 
 namespace kiln::detail {
 namespace {
@@ -103,10 +105,27 @@ Tensor run_conv_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w
   return detail::run1(api, op, {x.contiguous(), w.contiguous()});
 }
 
+/// Keeps op (just run: its operands `in`, its result y) in e.keep when each operand is the
+/// source it was taken from, unchanged (sources: x, w, bias, scale, shift, residual).
+void keep_epilogue_op(const char* api, const ir::Op& op, const std::vector<Tensor>& in, std::array<Tensor, 6> sources,
+                      const Tensor& y, const ConvEpilogue& e) {
+  int src[6], n = 0;
+  for (int s = 0; s < 6; ++s) {
+    if (!sources[static_cast<size_t>(s)].defined()) continue;
+    const TensorImpl &a = in[static_cast<size_t>(n)].impl(), &b = sources[static_cast<size_t>(s)].impl();
+    if (a.storage != b.storage || a.offset != b.offset || a.shape != b.shape || a.strides != b.strides) return;
+    src[n++] = s;
+  }
+  if (static_cast<size_t>(n) != in.size()) return;
+  detail::keep_prepared(e.keep, api, op, y.device(), sources, std::span<const int>(src, static_cast<size_t>(n)),
+                        y.shape(), e.key);
+}
+
 /// The Conv op (geometry in op) with the epilogue's bits, bounds and inputs (ops.def order: x, w,
 /// bias, scale, shift, residual); infer checks their shapes.
-Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w, const Tensor& b,
-                       const ConvEpilogue& e) {
+/// `input`: the caller's tensor x was taken from (the op is kept only when x is input itself).
+Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& input, const Tensor& x, const Tensor& w,
+                       const Tensor& b, const ConvEpilogue& e) {
   ir::ConvAttrs a = ir::ConvAttrs::decode(op);
   int64_t bits = 0;
   std::vector<Tensor> in{x.contiguous(), w.contiguous()};
@@ -146,7 +165,9 @@ Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& x, const Tenso
   if (grad_enabled())
     for (const Tensor& t : in)
       KILN_CHECK(!t.requires_grad(), api, "the fused form records no gradient; an input requires grad");
-  return detail::run(api, op, x.device(), in)[0];
+  Tensor y = detail::run(api, op, x.device(), in)[0];
+  if (e.keep) keep_epilogue_op(api, op, in, {input, w, b, e.scale, e.shift, e.residual}, y, e);
+  return y;
 }
 
 Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -211,7 +232,7 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
     for (size_t i = 0; i < epi->pool_kernel.size() && nsp == 2; ++i)
       if (checked_add(out[2 + i], checked_mul(2, epi->pool_padding[i], api), api) < epi->pool_kernel[i]) return {};
   }
-  Tensor y = epi ? run_epilogue_op(api, op, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
+  Tensor y = epi ? run_epilogue_op(api, op, input, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
   return batched ? y : y.squeeze({0});
 }
 

@@ -2,7 +2,13 @@
 #pragma once
 // Internal: a convolution with the Conv op's fused epilogue (ops.def), for callers that record
 // no gradient through it (the op's gradient rule knows no epilogue): nn::conv_bn in inference.
+#include <span>
+
 #include "kiln/nn/functional/conv.h"
+
+namespace kiln::detail {
+struct PreparedOp;
+}  // namespace kiln::detail
 
 namespace kiln::nn::functional {
 
@@ -16,6 +22,12 @@ struct ConvEpilogue {
   /// Then a 2-d max pool (no residual): kernel, stride, padding (<= kernel / 2) per spatial
   /// dim; dilation 1, floor mode, values only. Empty: none.
   Dims pool_kernel, pool_stride, pool_padding;
+  /// Where to keep the op for the next call (Note [Prepared steps] in ops/prepared.h), with the
+  /// key of what built it; null: nowhere. The op is kept only when every operand is the given
+  /// tensor itself (x, weight, bias, scale, shift, residual; no contiguous copy, no padding):
+  /// the slot's sources are those six, in that order.
+  kiln::detail::PreparedOp* keep = nullptr;
+  std::span<const int64_t> key;
 };
 
 /// conv1d/2d/3d (nsp spatial dims, batched x only) followed by the epilogue, as one op; an

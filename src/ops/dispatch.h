@@ -50,7 +50,7 @@ Tensor run1(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs);
 void run_into(const char* api, ir::Op& op, std::initializer_list<Tensor> inputs, const Tensor& out);
 /// What run() does after shape inference, for a caller that built and inferred op once and runs
 /// it again over new buffers with the same layouts (the ONNX run-time plan's prepared steps,
-/// Note [Prepared steps] in onnx/prepared.h): inputs[i] holds the data op.inputs[i] describes
+/// Note [Prepared steps] in ops/prepared.h): inputs[i] holds the data op.inputs[i] describes
 /// (its stamp is refreshed here); the outputs are allocated as op.outputs describe (contiguous,
 /// their stamps set) into outs[i], then op executes on dev. The caller stands for what run()
 /// checks: op came from ir::infer over these layouts and dtypes, every input lives on dev, and

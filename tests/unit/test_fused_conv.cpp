@@ -5,9 +5,11 @@
 #include <kiln/kiln.h>
 #include <kiln/nn.h>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/onednn.h"
@@ -304,4 +306,91 @@ TEST(FusedConv, MaxPoolRunsOneOpAndChecksItsInput) {
         nn::conv_act(c1, randn({1, 4, 8}, {.device = dev}), {.pool_kernel_size = 2});
       },
       "conv_act", "2-d convolution");
+}
+
+TEST(FusedConv, RepeatedCallsReuseTheirOpAndFollowEveryChange) {
+  // In inference a module keeps the op of its last call and only binds new buffers when the
+  // next call has the same layouts and options (Note [Prepared steps]); every change below
+  // must give the separate ops' result again.
+  NoGradGuard no_grad;
+  for (const Device& dev : {Device::cpu(), Device::cpu().without_fusion()}) {
+    manual_seed(11);
+    nn::Conv2d conv({.in_channels = 4, .out_channels = 8, .kernel_size = 3, .padding = 1}, dev);
+    nn::BatchNorm2d bn({.num_features = 8}, dev);
+    bn.running_mean.copy_(randn({8}, {.device = dev}));
+    bn.running_var.copy_(rand({8}, {.device = dev}) + 0.5);
+    bn.eval();
+    const TensorOptions on{.device = dev};
+    auto check = [&](const nn::Conv2d& c, const Tensor& x, const nn::FusedConvOptions& o, bool with_bn,
+                     const std::string& what) {
+      Tensor want = with_bn ? bn(c(x)) : c(x);
+      if (o.residual.defined()) want = want + o.residual;
+      if (o.act == Act::Relu) want = relu(want);
+      if (o.act == Act::Clamp) want = clamp(want, o.min, o.max);
+      if (!o.pool_kernel_size.values().empty()) want = F::max_pool2d(want, o.pool_kernel_size, o.pool);
+      expect_same(want, with_bn ? nn::conv_bn(c, bn, x, o) : nn::conv_act(c, x, o), what);
+    };
+    Tensor x = randn({2, 4, 7, 7}, on), r = randn({2, 8, 7, 7}, on);
+    const nn::FusedConvOptions relu_only{.act = Act::Relu};
+    check(conv, x, relu_only, true, "first call");
+    check(conv, x, relu_only, true, "second call (the kept op)");
+    check(conv, randn({2, 4, 7, 7}, on), relu_only, true, "another input of the same layout");
+    conv.weight.mul_(-0.5);
+    check(conv, x, relu_only, true, "weights changed in place");
+    conv.bias = randn({8}, on);
+    check(conv, x, relu_only, true, "bias replaced");
+    bn.running_var.add_(2.0);
+    check(conv, x, relu_only, true, "batch norm statistics changed");
+    check(conv, x, {.residual = r, .act = Act::Relu}, true, "with a residual");
+    check(conv, x, {.residual = randn({2, 8, 7, 7}, on), .act = Act::Relu}, true, "another residual");
+    check(conv, x, {.act = Act::Clamp, .min = -1, .max = 1}, true, "clamp");
+    check(conv, x, {.act = Act::Clamp, .min = -0.25, .max = 0.5}, true, "other clamp bounds");
+    check(conv, x, relu_only, false, "conv_act on the same module");
+    check(conv, x, {.act = Act::Relu, .pool_kernel_size = 3, .pool = {.stride = Dims{2, 2}, .padding = Dims{1, 1}}},
+          true, "with a max pool");
+    check(conv, x, {.act = Act::Relu, .pool_kernel_size = 2, .pool = {.stride = Dims{2, 2}}}, true, "another pool");
+    check(conv, randn({1, 4, 9, 5}, on), relu_only, true, "another shape");
+    check(conv, randn({2, 7, 7, 4}, on).permute({0, 3, 1, 2}), relu_only, true, "a channels-last input");
+    check(conv, randn({3, 4, 7, 7}, on).narrow(0, 1, 2), relu_only, true, "an input at an offset");
+    check(conv, x, relu_only, true, "the first layout again");
+    conv.config.stride = 2;
+    check(conv, x, relu_only, true, "stride changed in the module's config");
+    conv.config.padding = Dims{0, 1};
+    check(conv, x, relu_only, true, "padding changed");
+    conv.config.padding = "same";
+    conv.config.stride = 1;
+    check(conv, x, relu_only, true, "padding \"same\"");
+    check(conv, x, relu_only, true, "padding \"same\" again");
+    // A copy shares the module's slot; with weights of its own it gives its own result.
+    nn::Conv2d copy = conv;
+    copy.weight = randn({8, 4, 3, 3}, on);
+    check(copy, x, relu_only, true, "a copy with other weights");
+    check(conv, x, relu_only, true, "the original after its copy");
+  }
+}
+
+TEST(FusedConv, ConcurrentCallsOnOneModuleGiveEachTheirOwnResult) {
+  NoGradGuard no_grad;
+  manual_seed(12);
+  nn::Conv2d conv({.in_channels = 3, .out_channels = 8, .kernel_size = 3, .padding = 1});
+  nn::BatchNorm2d bn({.num_features = 8});
+  bn.eval();
+  std::vector<Tensor> xs, want;
+  for (int i = 0; i < 4; ++i) {
+    xs.push_back(randn({1, 3, 6 + i % 2, 6}));
+    want.push_back(relu(bn(conv(xs.back()))));
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      NoGradGuard g;
+      for (int it = 0; it < 200; ++it) {
+        const size_t i = static_cast<size_t>((it + t) % 4);
+        Tensor y = nn::conv_bn(conv, bn, xs[i], {.act = Act::Relu});
+        if (!equal(y, want[i])) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }

@@ -19,6 +19,10 @@
 #include "kiln/nn/functional/pool.h"
 #include "kiln/nn/module.h"
 
+namespace kiln::detail {
+struct PreparedOp;
+}  // namespace kiln::detail
+
 namespace kiln::nn {
 
 // ---- Bilinear, Embedding --------------------------------------------------------------------
@@ -119,6 +123,10 @@ struct ConvNd : Module {
     v.field("bias", bias);
   }
   std::string type_name() const override { return "Conv" + std::to_string(N) + "d"; }
+
+  /// conv_act / conv_bn in inference keep the op they issued here for the next call with the
+  /// same layouts and options (shared by copies of the module; used by one call at a time).
+  mutable std::shared_ptr<kiln::detail::PreparedOp> prepared_;
 };
 using Conv1d = ConvNd<1>;
 using Conv2d = ConvNd<2>;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
-// Internal to the ONNX run-time path: plan steps that keep the IR op they issue from one run to
-// the next (Note [Prepared steps]).
+// Steps that keep the IR op they issue from one run to the next (Note [Prepared steps]): the
+// ONNX run-time path's Conv, MatMul and Gemm steps, and nn::conv_act / nn::conv_bn in inference.
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -9,7 +9,7 @@
 #include "ir/op.h"
 #include "kiln/tensor.h"
 
-namespace kiln::onnx {
+namespace kiln::detail {
 
 // Note [Prepared steps]
 // A Conv, MatMul or Gemm step of the run-time plan issues one IR op (ir::Op) whose attributes
@@ -28,6 +28,10 @@ namespace kiln::onnx {
 // step whose op is not the plain case (asymmetric pads, a broadcast residual, operands that
 // record a gradient) never fills its slot. The op holds descriptors only, no tensor: nothing is
 // kept alive by it.
+//
+// A caller whose op depends on more than its inputs' layouts (nn::conv_bn: the module's
+// configuration and the call's options) passes those as a `key`: the slot is used only by a
+// call with an equal key.
 struct PreparedOp {
   std::atomic<bool> busy{false};
   bool ready = false;
@@ -41,18 +45,21 @@ struct PreparedOp {
   /// The step's result: the op's one output viewed with this contiguous descriptor (a product's
   /// [1, M, N] output as [..., M, N]).
   ir::TensorDesc result;
+  /// What else the op was built from (empty for ONNX steps).
+  SmallVec<int64_t, 32> key;
 };
 
 /// The result of p's op over the buffers of `in` when p holds an op built from inputs laid out
 /// as `in` is (Note [Prepared steps]); an undefined Tensor otherwise, or when p is null (the
-/// caller then builds the op and may keep it with keep_prepared).
-Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in);
+/// caller then builds the op and may keep it with keep_prepared). An undefined input matches no
+/// operand; `key` must equal the one the op was kept with.
+Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in, std::span<const int64_t> key = {});
 
 /// Keeps op, just run by dispatch on dev, in p (when p is not null and no other run holds it):
 /// op input i was in[src[i]] or a view of it that depends only on its layout, and the step's
 /// result is op's output viewed as `result_shape` (contiguous, the same number of elements).
 /// The caller stands for the plain case: every operand on dev, no gradient recorded.
 void keep_prepared(PreparedOp* p, const char* api, const ir::Op& op, const Device& dev, std::span<const Tensor> in,
-                   std::span<const int> src, const Shape& result_shape);
+                   std::span<const int> src, const Shape& result_shape, std::span<const int64_t> key = {});
 
-}  // namespace kiln::onnx
+}  // namespace kiln::detail

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // Plan steps that keep the IR op they issue (Note [Prepared steps] in prepared.h).
-#include "onnx/prepared.h"
+#include "ops/prepared.h"
+
+#include <algorithm>
 
 #include "kiln/autodiff.h"
 #include "ops/dispatch.h"
 
-namespace kiln::onnx {
+namespace kiln::detail {
 
 namespace {
 
@@ -31,9 +33,9 @@ bool same_layout(const TensorImpl& t, const ir::TensorDesc& d) {
 
 }  // namespace
 
-Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in) {
+Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in, std::span<const int64_t> key) {
   Hold hold(p);
-  if (!hold.held() || !p->ready) return {};
+  if (!hold.held() || !p->ready || !std::equal(key.begin(), key.end(), p->key.begin(), p->key.end())) return {};
   SmallVec<Storage*, 4> bufs;
   for (size_t i = 0; i < p->src.size(); ++i) {
     const size_t s = p->src[i];
@@ -44,12 +46,12 @@ Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in) {
     bufs.push_back(t.storage.get());
   }
   std::shared_ptr<Storage> out;
-  detail::run_prepared(p->api, p->op, p->dev, bufs.data(), &out);
-  return detail::wrap(p->result, p->dev, std::move(out));
+  run_prepared(p->api, p->op, p->dev, bufs.data(), &out);
+  return wrap(p->result, p->dev, std::move(out));
 }
 
 void keep_prepared(PreparedOp* p, const char* api, const ir::Op& op, const Device& dev, std::span<const Tensor> in,
-                   std::span<const int> src, const Shape& result_shape) {
+                   std::span<const int> src, const Shape& result_shape, std::span<const int64_t> key) {
   if (!p || dev.backend()->autodiff_options() || op.outputs.size() != 1 || src.size() != op.inputs.size() ||
       shape_numel(result_shape) != op.outputs[0].numel())
     return;
@@ -61,13 +63,14 @@ void keep_prepared(PreparedOp* p, const char* api, const ir::Op& op, const Devic
   for (int s : src) {
     if (s < 0 || s > 255 || static_cast<size_t>(s) >= in.size() || !in[static_cast<size_t>(s)].defined()) return;
     p->src.push_back(static_cast<uint8_t>(s));
-    p->layout.push_back(detail::desc_of(in[static_cast<size_t>(s)]));
+    p->layout.push_back(desc_of(in[static_cast<size_t>(s)]));
   }
   p->dev = dev;
   p->api = api;
   p->op = op;
   p->result = ir::contiguous_desc(result_shape, op.outputs[0].dtype);
+  p->key.assign(key.begin(), key.end());
   p->ready = true;
 }
 
-}  // namespace kiln::onnx
+}  // namespace kiln::detail
