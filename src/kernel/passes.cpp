@@ -399,30 +399,58 @@ void eliminate_common(Kernel& k) {
   apply(k, cse.repl);
 }
 
+namespace {
+
+/// An op that may go when nothing uses its value.
+bool droppable(const Op& op) {
+  return op.pure() || op.kind == Kind::Load || op.kind == Kind::LoadVec || op.kind == Kind::LocalLoad ||
+         op.kind == Kind::Subgroup;
+}
+
+}  // namespace
+
 void eliminate_dead(Kernel& k) {
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::vector<uint32_t> uses = use_counts(k);
-    std::vector<bool> local_read(k.locals.size(), false);
-    for (const Region& r : k.regions)
-      for (uint32_t id : r.ops)
-        if (k.ops[id].kind == Kind::LocalLoad) local_read[k.ops[id].obj] = true;
-    for (Region& r : k.regions) {
-      std::vector<uint32_t> kept;
-      for (uint32_t id : r.ops) {
-        const Op& op = k.ops[id];
-        bool droppable = op.pure() || op.kind == Kind::Load || op.kind == Kind::LoadVec || op.kind == Kind::LocalLoad ||
-                         op.kind == Kind::Subgroup;
-        bool dead = (droppable && uses[id] == 0) || (op.kind == Kind::LocalStore && !local_read[op.obj]) ||
-                    (op.kind == Kind::If && k.regions[op.region[0]].ops.empty() &&
-                     (op.region[1] == kNone || k.regions[op.region[1]].ops.empty()));
-        if (dead)
-          changed = true;
-        else
-          kept.push_back(id);
-      }
-      r.ops = std::move(kept);
+  // Use counts are kept up to date as ops go, so one pass over a worklist finds every value
+  // that becomes unused (and every store to a local that is no longer read). Only an if whose
+  // regions became empty sends the pass round again.
+  std::vector<uint32_t> uses = use_counts(k);
+  std::vector<bool> dead(k.ops.size(), false);
+  std::vector<uint32_t> local_reads(k.locals.size(), 0);
+  std::vector<std::vector<uint32_t>> local_stores(k.locals.size());
+  for_each_op(k, 0, [&](uint32_t id) {
+    const Op& op = k.ops[id];
+    if (op.kind == Kind::LocalLoad) ++local_reads[op.obj];
+    if (op.kind == Kind::LocalStore) local_stores[op.obj].push_back(id);
+  });
+  std::vector<uint32_t> work;
+  auto drop = [&](uint32_t id) {
+    if (dead[id]) return;
+    dead[id] = true;
+    work.push_back(id);
+  };
+  for (bool again = true; again;) {
+    again = false;
+    for_each_op(k, 0, [&](uint32_t id) {
+      const Op& op = k.ops[id];
+      if ((droppable(op) && uses[id] == 0) || (op.kind == Kind::LocalStore && local_reads[op.obj] == 0)) drop(id);
+    });
+    while (!work.empty()) {
+      const Op& op = k.ops[work.back()];
+      work.pop_back();
+      for (uint8_t i = 0; i < op.nin; ++i)
+        if (--uses[op.in[i]] == 0 && droppable(k.ops[op.in[i]])) drop(op.in[i]);
+      if (op.kind == Kind::LocalLoad && --local_reads[op.obj] == 0)
+        for (uint32_t s : local_stores[op.obj]) drop(s);
     }
+    for (Region& r : k.regions) std::erase_if(r.ops, [&](uint32_t id) { return dead[id]; });
+    auto empty = [&](uint32_t r) { return r == kNone || k.regions[r].ops.empty(); };
+    for_each_op(k, 0, [&](uint32_t id) {
+      const Op& op = k.ops[id];
+      if (op.kind == Kind::If && !dead[id] && empty(op.region[0]) && empty(op.region[1])) {
+        drop(id);
+        again = true;
+      }
+    });
   }
 }
 

@@ -5,7 +5,7 @@
 // operations happen, so an error names the statement; the rest is checked in validate().
 #include <atomic>
 #include <map>
-#include <tuple>
+#include <unordered_map>
 
 #include "kernel/ir.h"
 #include "kernel/library.h"
@@ -31,7 +31,18 @@ struct Tracer {
   std::vector<bool> tdep;              ///< per op: may the value differ between the threads of a group
   std::vector<bool> local_tdep;
   size_t hoisted = 0;  ///< constants, parameters and builtins lead region 0
-  std::map<std::tuple<int, uint8_t, uint8_t, int64_t, uint64_t>, uint32_t> interned;
+  /// Hoisted ops by their key (see hoisted()).
+  struct InternKey {
+    uint64_t head, i, f;
+    bool operator==(const InternKey&) const = default;
+  };
+  struct InternHash {
+    size_t operator()(const InternKey& x) const {
+      uint64_t h = x.head * 0x9e3779b97f4a7c15ull ^ x.i * 0xc2b2ae3d27d4eb4full ^ x.f * 0x165667b19e3779f9ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<InternKey, uint32_t, InternHash> interned;
   std::map<std::pair<bool, uint32_t>, std::vector<Write>> writes;  ///< since the last barrier
   uint32_t last_loc = kNone;
   bool group_set = false;
@@ -45,9 +56,15 @@ struct Tracer {
 
 thread_local Tracer* g_tracer = nullptr;
 
-Tracer& tr() {
-  if (!g_tracer) throw Error("[kernel] kernel values are used outside kiln::kernel::trace()");
-  return *g_tracer;
+[[noreturn, gnu::cold]] void no_tracer() {
+  throw Error("[kernel] kernel values are used outside kiln::kernel::trace()");
+}
+
+inline Tracer& tr() {
+  Tracer* t = g_tracer;
+  if (!t) [[unlikely]]
+    no_tracer();
+  return *t;
 }
 
 [[noreturn]] void fail(const std::string& what, uint32_t loc = kNone) {
@@ -82,8 +99,9 @@ Val hoisted(ir::Op op, bool dep) {
   uint64_t fbits = 0;
   static_assert(sizeof(double) == sizeof(uint64_t));
   __builtin_memcpy(&fbits, &op.f, sizeof fbits);
-  auto key = std::make_tuple(static_cast<int>(op.kind) * 256 + op.axis, static_cast<uint8_t>(op.type), op.attr,
-                             op.i + (op.obj == kNone ? 0 : (int64_t{op.obj} << 40)), fbits);
+  const Tracer::InternKey key{(uint64_t{static_cast<uint8_t>(op.kind)} << 24) | (uint64_t{op.axis} << 16) |
+                                  (uint64_t{static_cast<uint8_t>(op.type)} << 8) | op.attr,
+                              static_cast<uint64_t>(op.i) + (op.obj == kNone ? 0 : (uint64_t{op.obj} << 40)), fbits};
   if (auto it = t.interned.find(key); it != t.interned.end()) return Val(Val::Raw{}, it->second, op.type, t.serial);
   uint32_t id = static_cast<uint32_t>(t.k.ops.size());
   t.k.ops.push_back(op);
