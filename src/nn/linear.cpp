@@ -6,6 +6,7 @@
 #include "kiln/error.h"
 #include "kiln/matmul.h"
 #include "kiln/ops.h"
+#include "ops/prepared.h"
 
 namespace kiln::nn {
 
@@ -25,7 +26,8 @@ LinearConfig resolved(LinearConfig c) {
 }  // namespace
 #pragma GCC diagnostic pop
 
-Linear::Linear(const LinearConfig& cfg, const Device& device) : config(resolved(cfg)) {
+Linear::Linear(const LinearConfig& cfg, const Device& device)
+    : config(resolved(cfg)), prepared_(std::make_shared<kiln::detail::PreparedOp>()) {
   const LinearConfig& c = config;
   KILN_CHECK(c.in_features >= 0 && c.out_features >= 0, "Linear",
              "in_features and out_features must be >= 0, got in_features=" << c.in_features
@@ -41,6 +43,17 @@ Tensor Linear::forward(const Tensor& x) const {
              "Linear(in_features=" << config.in_features << ", out_features=" << config.out_features
                                    << ") expects input [..., " << config.in_features << "], got "
                                    << (x.defined() ? to_string(x.shape()) : std::string("undefined")));
+  if (prepared_ && !lora && weight.dim() == 2) {
+    // Inference: the op of the last call when the layouts are the same, else the one MatMul op
+    // linear issues for the plain case, kept for the next call (Note [Prepared steps]).
+    const Tensor in[3] = {x, weight, bias};
+    const int64_t key[1] = {bias.defined()};
+    if (Tensor y = kiln::detail::run_prepared(prepared_.get(), in, key); y.defined()) return y;
+    if (Tensor y = kiln::detail::matmul_op(x.dim() == 1 ? x.unsqueeze(0) : x, weight.t(), bias,
+                                           x.dim() == 1 ? nullptr : prepared_.get(), in, key);
+        y.defined())
+      return x.dim() == 1 ? y.squeeze({0}) : y;
+  }
   Tensor y = linear(x, weight, bias);
   return lora ? y + lora->forward(x) : y;
 }

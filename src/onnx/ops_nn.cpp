@@ -23,6 +23,7 @@ namespace kiln::onnx {
 
 namespace F = kiln::nn::functional;
 using detail::keep_prepared;
+using detail::matmul_op;
 using detail::run_prepared;
 
 namespace {
@@ -254,35 +255,6 @@ Tensor conv_op(const Tensor& x, const Tensor& wt, const Tensor& b, const Window&
     keep_prepared(keep->prep, api, op, dev, keep->in, std::span<const int>(src, static_cast<size_t>(k)), y.shape());
   }
   return y;
-}
-
-/// a [..., K] times a 2-D b [K, N] (plus bias [N] when defined) as the one MatMul op that matmul
-/// and linear issue for it ([1, M, K] x [1, K, N] views), without their argument parsing; null
-/// when not that plain case (the caller then takes the general path). With `keep`, a, b and bias
-/// are views (depending only on their layouts) of c.in[0], [1] and [2], and the op is kept in
-/// keep->prep for the next run (Note [Prepared steps]).
-Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias, const OpContext* keep = nullptr) {
-  const DType dt = a.dtype();
-  if (a.dim() < 2 || b.dim() != 2 || !a.is_contiguous() || b.dtype() != dt || (dt != f32 && dt != f64) ||
-      b.device() != a.device() || a.size(-1) != b.size(0) || a.numel() == 0 || b.numel() == 0)
-    return {};
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != b.size(1) || bias.dtype() != dt ||
-                         bias.device() != a.device() || !bias.is_contiguous()))
-    return {};
-  if (grad_enabled() && (a.requires_grad() || b.requires_grad() || (bias.defined() && bias.requires_grad()))) return {};
-  const int64_t K = b.size(0), N = b.size(1), M = a.numel() / K;
-  Shape ys(a.shape().begin(), a.shape().end() - 1);
-  ys.push_back(N);
-  ir::Op op;
-  op.kind = ir::OpKind::MatMul;
-  const Tensor a3 = a.view({1, M, K}), b3 = b.unsqueeze(0);
-  const char* api = bias.defined() ? "linear" : "matmul";
-  Tensor y = bias.defined() ? detail::run1(api, op, {a3, b3, bias}) : detail::run1(api, op, {a3, b3});
-  if (keep && keep->prep) {
-    static constexpr int src[3] = {0, 1, 2};
-    keep_prepared(keep->prep, api, op, a.device(), keep->in, std::span<const int>(src, op.inputs.size()), ys);
-  }
-  return y.view(ys);
 }
 
 /// Conv of c's node (inputs x, w [, b]) with what the plan fused into it: its residual Add
@@ -713,7 +685,8 @@ void register_nn(Registry& r) {
       const Tensor bias = c.x(2).reshape({b.size(1)});
       // The MatMul op addmm issues; kept for the next run when the bias is a view of input 2
       // (matmul_op takes a and b as views).
-      if (Tensor y = matmul_op(a, b, bias, c.x(2).is_contiguous() ? &c : nullptr); y.defined()) return c.set(0, y);
+      if (Tensor y = matmul_op(a, b, bias, c.x(2).is_contiguous() ? c.prep : nullptr, c.in); y.defined())
+        return c.set(0, y);
       c.set(0, addmm(bias, a, b));
       return;
     }
@@ -725,7 +698,7 @@ void register_nn(Registry& r) {
   r["MatMul"] = [](OpContext& c) {
     if (Tensor y = run_prepared(c.prep, c.in); y.defined()) return c.set(0, std::move(y));
     const Tensor &a = c.x(0), &b = c.x(1);
-    if (Tensor y = matmul_op(a, b, c.post == 3 ? c.x(2) : Tensor{}, &c); y.defined()) {
+    if (Tensor y = matmul_op(a, b, c.post == 3 ? c.x(2) : Tensor{}, c.prep, c.in); y.defined()) {
       c.set(0, y);
       return;
     }

@@ -73,4 +73,29 @@ void keep_prepared(PreparedOp* p, const char* api, const ir::Op& op, const Devic
   p->ready = true;
 }
 
+Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias, PreparedOp* keep,
+                 std::span<const Tensor> sources, std::span<const int64_t> key) {
+  const DType dt = a.dtype();
+  if (a.dim() < 2 || b.dim() != 2 || !a.is_contiguous() || b.dtype() != dt || (dt != f32 && dt != f64) ||
+      b.device() != a.device() || a.size(-1) != b.size(0) || a.numel() == 0 || b.numel() == 0)
+    return {};
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != b.size(1) || bias.dtype() != dt ||
+                         bias.device() != a.device() || !bias.is_contiguous()))
+    return {};
+  if (grad_enabled() && (a.requires_grad() || b.requires_grad() || (bias.defined() && bias.requires_grad()))) return {};
+  const int64_t K = b.size(0), N = b.size(1), M = a.numel() / K;
+  Shape ys(a.shape().begin(), a.shape().end() - 1);
+  ys.push_back(N);
+  ir::Op op;
+  op.kind = ir::OpKind::MatMul;
+  const Tensor a3 = a.view({1, M, K}), b3 = b.unsqueeze(0);
+  const char* api = bias.defined() ? "linear" : "matmul";
+  Tensor y = bias.defined() ? run1(api, op, {a3, b3, bias}) : run1(api, op, {a3, b3});
+  if (keep) {
+    static constexpr int src[3] = {0, 1, 2};
+    keep_prepared(keep, api, op, a.device(), sources, std::span<const int>(src, op.inputs.size()), ys, key);
+  }
+  return y.view(ys);
+}
+
 }  // namespace kiln::detail

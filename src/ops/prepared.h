@@ -62,4 +62,12 @@ Tensor run_prepared(PreparedOp* p, std::span<const Tensor> in, std::span<const i
 void keep_prepared(PreparedOp* p, const char* api, const ir::Op& op, const Device& dev, std::span<const Tensor> in,
                    std::span<const int> src, const Shape& result_shape, std::span<const int64_t> key = {});
 
+/// a [..., K] times a 2-D b [K, N] (plus bias [N] when defined) as the one MatMul op that matmul
+/// and linear issue for it ([1, M, K] x [1, K, N] views), without their argument parsing; an
+/// undefined Tensor when not that plain case (the caller then takes the general path). With
+/// `keep`, a, b and bias are views (depending only on their layouts) of sources[0], [1] and [2],
+/// and the op is kept in `keep` for the next call with those sources' layouts and `key`.
+Tensor matmul_op(const Tensor& a, const Tensor& b, const Tensor& bias, PreparedOp* keep = nullptr,
+                 std::span<const Tensor> sources = {}, std::span<const int64_t> key = {});
+
 }  // namespace kiln::detail

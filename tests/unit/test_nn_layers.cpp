@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace kiln;
 namespace init = kiln::nn::init;
 
@@ -461,4 +463,59 @@ TEST(NnContainers, ResNetBlockNamesMatchPyTorch) {
   nn::Sequential layer(block, BasicBlock(16, 16, 1));
   EXPECT_EQ(names(layer)[0], "0.conv1.weight");
   EXPECT_EQ(names(layer).back(), "1.downsample.1.bias");
+}
+
+TEST(NnLayers, LinearInferenceKeepsItsOpAndFollowsEveryChange) {
+  // Without gradients Linear keeps the product op of its last call and only binds new buffers
+  // when the layouts match (Note [Prepared steps]); every case is bitwise kiln::linear.
+  NoGradGuard no_grad;
+  manual_seed(21);
+  nn::Linear fc({.in_features = 5, .out_features = 4});
+  auto check = [](const nn::Linear& m, const Tensor& x, const std::string& what) {
+    Tensor want = linear(x, m.weight, m.bias), got = m(x);
+    ASSERT_EQ(want.shape(), got.shape()) << what;
+    EXPECT_TRUE(equal(want, got)) << what;
+  };
+  Tensor x = randn({3, 5});
+  check(fc, x, "first call");
+  check(fc, x, "second call (the kept op)");
+  check(fc, randn({3, 5}), "another input of the same layout");
+  fc.weight.mul_(-2.0);
+  check(fc, x, "weight changed in place");
+  fc.bias = randn({4});
+  check(fc, x, "bias replaced");
+  check(fc, randn({2, 3, 5}), "a batch of matrices");
+  check(fc, randn({5}), "a vector");
+  check(fc, randn({5, 3}).t(), "a transposed input");
+  check(fc, randn({4, 5}).narrow(0, 1, 3), "an input at an offset");
+  check(fc, x, "the first layout again");
+  nn::Linear copy = fc;
+  copy.weight = randn({4, 5});
+  check(copy, x, "a copy with other weights");
+  check(fc, x, "the original after its copy");
+  nn::Linear no_bias({.in_features = 5, .out_features = 4, .bias = false});
+  check(no_bias, x, "no bias");
+  check(no_bias, x, "no bias again");
+  nn::Linear wide({.in_features = 5, .out_features = 4, .dtype = f64});
+  check(wide, randn({3, 5}, {.dtype = f64}), "f64");
+  test::expect_error([&] { fc(randn({3, 5}, {.dtype = f64})); }, "linear");
+  test::expect_error([&] { fc(randn({3, 6})); }, "Linear", "in_features=5");
+}
+
+TEST(NnLayers, LinearRecordsGradientsAfterInferenceCalls) {
+  manual_seed(22);
+  const Device dev = Device::cpu().autodiff();
+  nn::Linear fc({.in_features = 3, .out_features = 2}, dev);
+  Tensor x = randn({4, 3}, {.device = dev});
+  {
+    NoGradGuard g;
+    (void)fc(x);
+    (void)fc(x);
+  }
+  auto grads = fc(x).sum().backward();
+  ASSERT_TRUE(grads.get(fc.weight).defined());
+  // d(sum(x W^T + b))/dW = column sums of x for every output row.
+  Tensor want = x.sum(Dims{0}).unsqueeze(0).expand({2, 3});
+  EXPECT_TRUE(allclose(grads.get(fc.weight), want));
+  EXPECT_TRUE(allclose(grads.get(fc.bias), full({2}, 4.0, {.device = dev})));
 }

@@ -19,10 +19,6 @@
 #include "kiln/nn/functional/pool.h"
 #include "kiln/nn/module.h"
 
-namespace kiln::detail {
-struct PreparedOp;
-}  // namespace kiln::detail
-
 namespace kiln::nn {
 
 // ---- Bilinear, Embedding --------------------------------------------------------------------

@@ -40,6 +40,10 @@ struct Linear : Module {
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::string extra_repr() const override;
   KILN_VISIT(Linear, weight, bias, lora)
+
+  /// Inference calls keep the op they issued here for the next call with the same layouts
+  /// (shared by copies of the module; used by one call at a time).
+  mutable std::shared_ptr<kiln::detail::PreparedOp> prepared_;
 };
 
 }  // namespace kiln::nn

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,11 @@
 #include <vector>
 
 #include "kiln/tensor.h"
+
+namespace kiln::detail {
+/// An op a layer keeps between inference calls (src/ops/prepared.h); opaque here.
+struct PreparedOp;
+}  // namespace kiln::detail
 
 namespace kiln::nn {
 
