@@ -5,6 +5,7 @@
 //
 //   kiln_bench_kernel [--smoke]      (--smoke: tiny sizes, a few repetitions)
 //   kiln_bench_kernel --disk-probe   (internal: times a compile that only the disk cache serves)
+//   KILN_BENCH_ROWS=1: also each library kernel's trace and trace + render times, on stderr
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include "kiln/kernel.h"
 #include "kiln/kiln.h"
+#include "library_launches.h"
 
 using namespace kiln;
 namespace K = kiln::kernel;
@@ -159,6 +161,49 @@ std::string ms(double s) {
   return b;
 }
 
+/// Tracing plus rendering of every kernel in the library sample (tests/library_launches.h), per
+/// target: how many take at most 50 µs, the median and the slowest (best of `reps` each).
+void library_table(int reps) {
+  constexpr K::Target targets[] = {K::Target::Cpp, K::Target::Glsl, K::Target::Cuda, K::Target::Wgsl};
+  struct Row {
+    std::string name;
+    double total[4];  ///< trace + render per target; < 0: not expressible
+  };
+  std::vector<Row> rows;
+  kiln::test::for_each_library_launch(
+      [&](const std::string& name, const std::function<K::Kernel(const K::Limits&)>& trace) {
+        const K::Kernel k = trace(K::Limits{});
+        const double tr = best(reps, [&] { (void)trace(K::Limits{}); });
+        Row r{name, {}};
+        for (int t = 0; t < 4; ++t) {
+          try {
+            r.total[t] = tr + best(reps, [&] { (void)K::render(k, targets[t]); });
+          } catch (const Error&) {
+            r.total[t] = -1;
+          }
+        }
+        rows.push_back(r);
+        if (std::getenv("KILN_BENCH_ROWS"))
+          std::fprintf(stderr, "%-40s trace %6.1f cpp %6.1f glsl %6.1f\n", name.c_str(), tr * 1e6, r.total[0] * 1e6,
+                       r.total[1] * 1e6);
+      });
+  std::printf(
+      "\n## The library's kernels: tracing plus rendering (best of %d)\n\n%zu kernels: one op of each family "
+      "and storage, their variants and three fused kernels (`tests/library_launches.h`).\n\n"
+      "| target | within 50 µs | median | slowest |\n|---|---|---|---|\n",
+      reps, rows.size());
+  for (int t = 0; t < 4; ++t) {
+    std::vector<std::pair<double, std::string>> v;
+    for (const Row& r : rows)
+      if (r.total[t] >= 0) v.emplace_back(r.total[t], r.name);
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const auto within = std::count_if(v.begin(), v.end(), [](const auto& e) { return e.first <= 50e-6; });
+    std::printf("| %s | %td of %zu | %s | %s (%s) |\n", std::string(K::target_name(targets[t])).c_str(), within,
+                v.size(), us(v[v.size() / 2].first).c_str(), us(v.back().first).c_str(), v.back().second.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,6 +258,7 @@ int main(int argc, char** argv) {
     }
     std::printf("| %s | %s |%s\n", label.c_str(), us(tr).c_str(), cells.c_str());
   }
+  library_table(smoke ? 2 : 20);
 
   // ---- compiling ----
   K::Kernel k = scale_shift();
