@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
       double r = 0;
       try {
         r = best(reps, [&] { (void)K::render(k, t); });
-        cells += " " + us(r) + " |";
+        cells.append(" ").append(us(r)).append(" |");  // not " " + ...: GCC 12's -Wrestrict false positive
       } catch (const Error&) {
         cells += " (not expressible) |";
       }
