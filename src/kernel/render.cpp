@@ -42,7 +42,11 @@ bool Base::inlined(uint32_t id) const {
 
 std::string Base::ref(uint32_t id) {
   const ir::Op& op = k.ops[id];
-  if (op.kind == Kind::Const) return lit(op);
+  if (op.kind == Kind::Const) {
+    if (literals.empty()) literals.resize(k.ops.size());
+    if (literals[id].empty()) literals[id] = lit(op);
+    return literals[id];
+  }
   if (op.kind == Kind::Scalar) return scalar(op.obj);
   if (op.kind == Kind::Builtin) return builtin(op);
   return name(id);
@@ -63,7 +67,15 @@ std::string Base::int_lit(const ir::Op& op, const std::string& i64) {
   }
 }
 
+/// The text of an integer value below 10^6 in magnitude ("3.0"), what the %g loops below give
+/// for it; "" for other values (and -0).
+static std::string integral_text(double f) {
+  if (f != std::trunc(f) || std::fabs(f) >= 1e6 || (f == 0 && std::signbit(f))) return "";
+  return std::to_string(static_cast<int64_t>(f)) + ".0";
+}
+
 std::string Base::float_text(double f) {
+  if (std::string s = integral_text(f); !s.empty()) return s;
   char b[48];
   for (int prec = 6; prec <= 9; ++prec) {
     std::snprintf(b, sizeof b, "%.*g", prec, f);
@@ -75,6 +87,7 @@ std::string Base::float_text(double f) {
 }
 
 std::string Base::double_text(double f) {
+  if (std::string s = integral_text(f); !s.empty()) return s;
   char b[48];
   for (int prec = 15; prec <= 17; ++prec) {
     std::snprintf(b, sizeof b, "%.*g", prec, f);

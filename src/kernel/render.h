@@ -23,6 +23,7 @@ class Base {
   int depth = 1;
   std::vector<uint32_t> names;                  ///< op id -> compact number of its value
   std::vector<bool> atomic_buf, atomic_shared;  ///< memory used by an atomic
+  std::vector<std::string> literals;            ///< op id -> lit() of a constant, once rendered
   uint32_t next_name = 0;
 
   [[noreturn]] void unsupported(const std::string& what) const;
