@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // nn::conv_act and nn::conv_bn: convolution, batch norm, residual and activation; in inference
 // one convolution with the Conv op's fused epilogue.
+#include <bit>
+
 #include "autodiff/graph.h"
 #include "kiln/autodiff.h"
 #include "kiln/nn/fused.h"
 #include "kiln/ops.h"
+#include "layers_util.h"
 #include "ops/conv_epilogue.h"
 #include "ops/prepared.h"
 
@@ -43,37 +46,21 @@ bool fused_pool(const FusedConvOptions& o, F::ConvEpilogue& e) {
 
 using Key = SmallVec<int64_t, 32>;
 
-void add_list(Key& key, const Dims& v) {
-  key.push_back(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) key.push_back(x);
-}
-
-int64_t bits_of(double v) {
-  int64_t b;
-  static_assert(sizeof b == sizeof v);
-  __builtin_memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-/// What a conv_act / conv_bn call builds its op from besides its operands' layouts (Note
-/// [Prepared steps] in ops/prepared.h): the module's geometry, the options, which of the six
-/// operands are given. False when the call does not keep its op (padding "same" or "valid").
+/// The key of a conv_act / conv_bn call's op: the module's (layers_detail::conv_key, with which
+/// of the six operands are given) and the options. False when the call does not keep its op.
 template <int N>
 bool prepared_key(const ConvNd<N>& conv, const FusedConvOptions& o, const Tensor (&in)[6], Key& key) {
-  const ConvConfig& c = conv.config;
-  if (!c.padding.text().empty()) return false;
   int64_t given = 0;
   for (int i = 0; i < 6; ++i) given |= in[i].defined() ? int64_t{1} << i : 0;
-  key.push_back(N);
-  key.push_back(given);
+  if (!layers_detail::conv_key(conv, 1, given, key)) return false;
   key.push_back(static_cast<int64_t>(o.act));
-  key.push_back(bits_of(o.min));
-  key.push_back(bits_of(o.max));
-  key.push_back(c.groups);
+  key.push_back(std::bit_cast<int64_t>(o.min));
+  key.push_back(std::bit_cast<int64_t>(o.max));
   for (const Dims* d :
-       {&c.stride.values(), &c.padding.values().values(), &c.dilation.values(), &o.pool_kernel_size.values(),
-        &o.pool.stride.values(), &o.pool.padding.values(), &o.pool.dilation.values()})
-    add_list(key, *d);
+       {&o.pool_kernel_size.values(), &o.pool.stride.values(), &o.pool.padding.values(), &o.pool.dilation.values()}) {
+    key.push_back(static_cast<int64_t>(d->size()));
+    for (int64_t x : *d) key.push_back(x);
+  }
   key.push_back(o.pool.ceil_mode);
   return true;
 }
@@ -100,12 +87,12 @@ Tensor run(const ConvNd<N>& conv, const BN* bn, const Tensor& x, const FusedConv
   if (!fused) return separate_ops();
   const Tensor in[6] = {x, conv.weight, conv.bias, affine.first, affine.second, r};
   Key key;
-  const bool keep = conv.prepared_ && prepared_key(conv, o, in, key);
+  const bool keep = prepared_key(conv, o, in, key);
   if (keep)
-    if (Tensor y = kiln::detail::run_prepared(conv.prepared_.get(), in, key); y.defined()) return y;
+    if (Tensor y = kiln::detail::run_prepared(&conv.prepared_[1], in, key); y.defined()) return y;
   F::ConvEpilogue e;
   if (keep) {
-    e.keep = conv.prepared_.get();
+    e.keep = &conv.prepared_[1];
     e.key = key;
   }
   e.scale = affine.first;

@@ -2,11 +2,13 @@
 // Conv1d/2d/3d and ConvTranspose1d/2d/3d (kiln/nn/layers.h).
 #include <cmath>
 
+#include "kiln/autodiff.h"
 #include "kiln/error.h"
 #include "kiln/nn/init.h"
 #include "kiln/nn/layers.h"
 #include "kiln/ops.h"
 #include "layers_util.h"
+#include "ops/conv_epilogue.h"
 #include "ops/prepared.h"
 
 namespace kiln::nn {
@@ -32,8 +34,7 @@ std::string layer_name(const char* base, int n) { return std::string(base) + std
 // ---- ConvNd ----------------------------------------------------------------------------------
 
 template <int N>
-ConvNd<N>::ConvNd(const ConvConfig& c, const Device& device)
-    : config(c), prepared_(std::make_shared<kiln::detail::PreparedOp>()) {
+ConvNd<N>::ConvNd(const ConvConfig& c, const Device& device) : config(c), prepared_(new kiln::detail::PreparedOp[2]) {
   const std::string name = layer_name("Conv", N);
   const Dims k = c.kernel_size.expand(N, name.c_str(), "kernel_size");
   c.stride.expand(N, name.c_str(), "stride");
@@ -75,6 +76,15 @@ Tensor ConvNd<N>::forward(const Tensor& x) const {
              describe(*this) << " expects input " << expected_input(N, config.in_channels) << ", got " << shape_str(x));
   F::ConvOptions o{
       .stride = config.stride, .padding = config.padding, .dilation = config.dilation, .groups = config.groups};
+  SmallVec<int64_t, 32> key;
+  if (x.dim() == N + 2 && !(grad_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad())) &&
+      layers_detail::conv_key(*this, 0, bias.defined(), key)) {
+    // Inference: the op of the last call when the layouts are the same, else the one conv_nd
+    // issues, kept for the next call (Note [Prepared steps]).
+    const Tensor in[3] = {x, weight, bias};
+    if (Tensor y = kiln::detail::run_prepared(&prepared_[0], in, key); y.defined()) return y;
+    return F::conv_kept(N, x, weight, bias, o, &prepared_[0], key);
+  }
   Tensor in = x;
   if (config.padding_mode != "zeros") {
     // Pad explicitly with the mode, then convolve without padding (PyTorch's

@@ -4,10 +4,29 @@
 #include <string>
 
 #include "kiln/nn/functional/common.h"
+#include "kiln/nn/layers.h"
 #include "kiln/nn/module.h"
 #include "kiln/tensor.h"
 
 namespace kiln::nn::layers_detail {
+
+/// The key of an op a convolution module keeps between inference calls (Note [Prepared steps]
+/// in ops/prepared.h): `kind` (which call built it), the given operands, the module's geometry.
+/// False when the module does not keep its op (padding "same" or "valid", a padding mode).
+template <int N>
+bool conv_key(const ConvNd<N>& conv, int64_t kind, int64_t given, SmallVec<int64_t, 32>& key) {
+  const ConvConfig& c = conv.config;
+  if (!conv.prepared_ || !c.padding.text().empty() || c.padding_mode != "zeros") return false;
+  key.push_back(kind);
+  key.push_back(N);
+  key.push_back(given);
+  key.push_back(c.groups);
+  for (const Dims* d : {&c.stride.values(), &c.padding.values().values(), &c.dilation.values()}) {
+    key.push_back(static_cast<int64_t>(d->size()));
+    for (int64_t x : *d) key.push_back(x);
+  }
+  return true;
+}
 
 /// "(3, 3)" for an IntList expanded to n dims ("(3,)" for one), as PyTorch prints tuples.
 inline std::string tuple_str(const Dims& d) {

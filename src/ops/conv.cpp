@@ -100,25 +100,34 @@ Params expand_params(const char* api, int64_t nsp, const IntList& stride, const 
   return p;
 }
 
-Tensor run_conv_op(const char* api, ir::Op& op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (b.defined()) return detail::run1(api, op, {x.contiguous(), w.contiguous(), b.contiguous()});
-  return detail::run1(api, op, {x.contiguous(), w.contiguous()});
-}
-
-/// Keeps op (just run: its operands `in`, its result y) in e.keep when each operand is the
-/// source it was taken from, unchanged (sources: x, w, bias, scale, shift, residual).
-void keep_epilogue_op(const char* api, const ir::Op& op, const std::vector<Tensor>& in, std::array<Tensor, 6> sources,
-                      const Tensor& y, const ConvEpilogue& e) {
-  int src[6], n = 0;
-  for (int s = 0; s < 6; ++s) {
-    if (!sources[static_cast<size_t>(s)].defined()) continue;
-    const TensorImpl &a = in[static_cast<size_t>(n)].impl(), &b = sources[static_cast<size_t>(s)].impl();
+/// Keeps op (just run: its operands `in`, its result y) in `keep` when each operand is the
+/// source it was taken from, unchanged (the undefined sources have no operand).
+template <size_t S>
+void keep_if_unchanged(const char* api, const ir::Op& op, const std::vector<Tensor>& in,
+                       const std::array<Tensor, S>& sources, const Tensor& y, kiln::detail::PreparedOp* keep,
+                       std::span<const int64_t> key) {
+  int src[S], n = 0;
+  for (size_t s = 0; s < S; ++s) {
+    if (!sources[s].defined()) continue;
+    if (static_cast<size_t>(n) >= in.size()) return;
+    const TensorImpl &a = in[static_cast<size_t>(n)].impl(), &b = sources[s].impl();
     if (a.storage != b.storage || a.offset != b.offset || a.shape != b.shape || a.strides != b.strides) return;
-    src[n++] = s;
+    src[n++] = static_cast<int>(s);
   }
   if (static_cast<size_t>(n) != in.size()) return;
-  detail::keep_prepared(e.keep, api, op, y.device(), sources, std::span<const int>(src, static_cast<size_t>(n)),
-                        y.shape(), e.key);
+  detail::keep_prepared(keep, api, op, y.device(), sources, std::span<const int>(src, static_cast<size_t>(n)),
+                        y.shape(), key);
+}
+
+/// The plain Conv op over x, w (and b); kept in `keep` (when given) if x is `input` itself and
+/// no operand needed a contiguous copy.
+Tensor run_conv_op(const char* api, ir::Op& op, const Tensor& input, const Tensor& x, const Tensor& w, const Tensor& b,
+                   kiln::detail::PreparedOp* keep = nullptr, std::span<const int64_t> key = {}) {
+  std::vector<Tensor> in{x.contiguous(), w.contiguous()};
+  if (b.defined()) in.push_back(b.contiguous());
+  Tensor y = detail::run(api, op, x.device(), in)[0];
+  if (keep) keep_if_unchanged<3>(api, op, in, {input, w, b}, y, keep, key);
+  return y;
 }
 
 /// The Conv op (geometry in op) with the epilogue's bits, bounds and inputs (ops.def order: x, w,
@@ -166,12 +175,14 @@ Tensor run_epilogue_op(const char* api, ir::Op& op, const Tensor& input, const T
     for (const Tensor& t : in)
       KILN_CHECK(!t.requires_grad(), api, "the fused form records no gradient; an input requires grad");
   Tensor y = detail::run(api, op, x.device(), in)[0];
-  if (e.keep) keep_epilogue_op(api, op, in, {input, w, b, e.scale, e.shift, e.residual}, y, e);
+  if (e.keep) keep_if_unchanged<6>(api, op, in, {input, w, b, e.scale, e.shift, e.residual}, y, e.keep, e.key);
   return y;
 }
 
+/// keep / key: where a plain convolution keeps its op (epi carries its own).
 Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& weight, const Tensor& bias,
-               const ConvOptions& o, const ConvEpilogue* epi = nullptr) {
+               const ConvOptions& o, const ConvEpilogue* epi = nullptr, kiln::detail::PreparedOp* keep = nullptr,
+               std::span<const int64_t> key = {}) {
   check_dtypes(api, input, weight, bias);
   bool batched = true;
   Tensor x = batch_input(api, input, nsp, batched);
@@ -232,7 +243,8 @@ Tensor conv_nd(const char* api, int64_t nsp, const Tensor& input, const Tensor& 
     for (size_t i = 0; i < epi->pool_kernel.size() && nsp == 2; ++i)
       if (checked_add(out[2 + i], checked_mul(2, epi->pool_padding[i], api), api) < epi->pool_kernel[i]) return {};
   }
-  Tensor y = epi ? run_epilogue_op(api, op, input, x, weight, bias, *epi) : run_conv_op(api, op, x, weight, bias);
+  Tensor y = epi ? run_epilogue_op(api, op, input, x, weight, bias, *epi)
+                 : run_conv_op(api, op, input, x, weight, bias, keep, key);
   return batched ? y : y.squeeze({0});
 }
 
@@ -282,7 +294,7 @@ Tensor conv_transpose_nd(const char* api, int64_t nsp, const Tensor& input, cons
                 .dilation = p.dilation,
                 .output_padding = op_pad}
       .encode(op);
-  Tensor y = run_conv_op(api, op, x, weight, bias);
+  Tensor y = run_conv_op(api, op, x, x, weight, bias);
   return batched ? y : y.squeeze({0});
 }
 
@@ -304,6 +316,13 @@ Tensor conv_with_epilogue(int64_t nsp, const Tensor& x, const Tensor& weight, co
   KILN_CHECK(x.defined() && x.dim() == nsp + 2, api,
              "the fused form needs a batched input, got " << (x.defined() ? to_string(x.shape()) : "undefined"));
   return conv_nd(api, nsp, x, weight, bias, options, &epilogue);
+}
+
+Tensor conv_kept(int64_t nsp, const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& options,
+                 kiln::detail::PreparedOp* keep, std::span<const int64_t> key) {
+  static const char* const names[] = {"conv1d", "conv2d", "conv3d"};
+  KILN_CHECK(nsp >= 1 && nsp <= 3, "conv", "1 to 3 spatial dims, got " << nsp);
+  return conv_nd(names[nsp - 1], nsp, x, weight, bias, options, nullptr, keep, key);
 }
 
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvOptions& options) {

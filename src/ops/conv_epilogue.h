@@ -35,4 +35,10 @@ struct ConvEpilogue {
 Tensor conv_with_epilogue(int64_t nsp, const Tensor& x, const Tensor& weight, const Tensor& bias,
                           const ConvOptions& options, const ConvEpilogue& epilogue);
 
+/// conv1d/2d/3d (nsp spatial dims) as conv_nd issues it, the op kept in `keep` with `key` when
+/// x, weight and bias are its operands unchanged (no contiguous copy, no padding, batched x):
+/// the slot's sources are those three, in that order (Note [Prepared steps]).
+Tensor conv_kept(int64_t nsp, const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvOptions& options,
+                 kiln::detail::PreparedOp* keep, std::span<const int64_t> key);
+
 }  // namespace kiln::nn::functional

@@ -309,9 +309,9 @@ TEST(FusedConv, MaxPoolRunsOneOpAndChecksItsInput) {
 }
 
 TEST(FusedConv, RepeatedCallsReuseTheirOpAndFollowEveryChange) {
-  // In inference a module keeps the op of its last call and only binds new buffers when the
-  // next call has the same layouts and options (Note [Prepared steps]); every change below
-  // must give the separate ops' result again.
+  // In inference a module keeps the op of its last call (forward, conv_act or conv_bn) and only
+  // binds new buffers when the next call has the same layouts and options (Note [Prepared
+  // steps]); every change below must give the separate ops' result again.
   NoGradGuard no_grad;
   for (const Device& dev : {Device::cpu(), Device::cpu().without_fusion()}) {
     manual_seed(11);
@@ -321,9 +321,20 @@ TEST(FusedConv, RepeatedCallsReuseTheirOpAndFollowEveryChange) {
     bn.running_var.copy_(rand({8}, {.device = dev}) + 0.5);
     bn.eval();
     const TensorOptions on{.device = dev};
+    // The module's convolution through the functional form (no kept op), and through the module
+    // (forward keeps its op in the slot conv_act / conv_bn use).
+    auto plain = [](const nn::Conv2d& c, const Tensor& x) {
+      return F::conv2d(x, c.weight, c.bias,
+                       {.stride = c.config.stride,
+                        .padding = c.config.padding,
+                        .dilation = c.config.dilation,
+                        .groups = c.config.groups});
+    };
     auto check = [&](const nn::Conv2d& c, const Tensor& x, const nn::FusedConvOptions& o, bool with_bn,
                      const std::string& what) {
-      Tensor want = with_bn ? bn(c(x)) : c(x);
+      Tensor y = plain(c, x);
+      expect_same(y, c(x), what + " (forward)");
+      Tensor want = with_bn ? bn(y) : y;
       if (o.residual.defined()) want = want + o.residual;
       if (o.act == Act::Relu) want = relu(want);
       if (o.act == Act::Clamp) want = clamp(want, o.min, o.max);

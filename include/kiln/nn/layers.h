@@ -120,9 +120,10 @@ struct ConvNd : Module {
   }
   std::string type_name() const override { return "Conv" + std::to_string(N) + "d"; }
 
-  /// conv_act / conv_bn in inference keep the op they issued here for the next call with the
-  /// same layouts and options (shared by copies of the module; used by one call at a time).
-  mutable std::shared_ptr<kiln::detail::PreparedOp> prepared_;
+  /// In inference forward ([0]) and conv_act / conv_bn ([1]) keep the op they issued here for
+  /// the next call with the same layouts and options (shared by copies of the module; each used
+  /// by one call at a time).
+  mutable std::shared_ptr<kiln::detail::PreparedOp[]> prepared_;
 };
 using Conv1d = ConvNd<1>;
 using Conv2d = ConvNd<2>;
