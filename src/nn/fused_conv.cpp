@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // nn::conv_act and nn::conv_bn: convolution, batch norm, residual and activation; in inference
 // one convolution with the Conv op's fused epilogue.
-#include <bit>
-
 #include "autodiff/graph.h"
 #include "kiln/autodiff.h"
 #include "kiln/nn/fused.h"
@@ -46,6 +44,13 @@ bool fused_pool(const FusedConvOptions& o, F::ConvEpilogue& e) {
 
 using Key = SmallVec<int64_t, 32>;
 
+int64_t bits_of(double v) {  // not std::bit_cast: emscripten's libc++ has none
+  int64_t b;
+  static_assert(sizeof b == sizeof v);
+  __builtin_memcpy(&b, &v, sizeof b);
+  return b;
+}
+
 /// The key of a conv_act / conv_bn call's op: the module's (layers_detail::conv_key, with which
 /// of the six operands are given) and the options. False when the call does not keep its op.
 template <int N>
@@ -54,8 +59,8 @@ bool prepared_key(const ConvNd<N>& conv, const FusedConvOptions& o, const Tensor
   for (int i = 0; i < 6; ++i) given |= in[i].defined() ? int64_t{1} << i : 0;
   if (!layers_detail::conv_key(conv, 1, given, key)) return false;
   key.push_back(static_cast<int64_t>(o.act));
-  key.push_back(std::bit_cast<int64_t>(o.min));
-  key.push_back(std::bit_cast<int64_t>(o.max));
+  key.push_back(bits_of(o.min));
+  key.push_back(bits_of(o.max));
   for (const Dims* d :
        {&o.pool_kernel_size.values(), &o.pool.stride.values(), &o.pool.padding.values(), &o.pool.dilation.values()}) {
     key.push_back(static_cast<int64_t>(d->size()));
