@@ -26,15 +26,21 @@ struct Mat {
   int64_t bs, rs, cs;
 };
 
-/// Runs f(batch) for every batch: one at a time (each product parallel inside) when the
-/// matrices are large, else spread over the threads (each product single-threaded). The
-/// products are thread-count independent, so either way the result is too.
+/// Runs f(batch) for every batch: spread over the threads (each product single-threaded) when
+/// the batches split evenly over them or the matrices are small, else one at a time (each
+/// product parallel inside). The products are thread-count independent, so either way the
+/// result is too.
 template <class F>
 void for_batches(int64_t nb, int64_t M, int64_t N, int64_t K, const F& f) {
   // Sizes from the work that pays for a thread on this machine (machine.h; 64^3 on the
-  // reference: one product alone from 128^3, at least 32^3 of work per task).
+  // reference: one product alone from 128^3, at least 32^3 of work per task). Whole products
+  // per thread need no split and no join inside each product: 32 x 128^3 at 2 threads went
+  // from 254 to 304 GFLOP/s, 32 x 192^3 from 277 to 321, 16 x 256^3 from 305 to 320 (bench/
+  // RESULTS.md); a batch that does not split evenly (3 over 2 threads) keeps the per-product split.
   const double work = double(M) * double(N) * double(K), per_thread = tuning().gemm_thread_work;
-  if (nb == 1 || work >= 8 * per_thread) {
+  const int64_t nt = num_threads();
+  const bool even = nb >= nt && (nb % nt == 0 || nb >= 4 * nt);
+  if (nb == 1 || (work >= 8 * per_thread && !even)) {
     for (int64_t b = 0; b < nb; ++b) f(b);
     return;
   }
