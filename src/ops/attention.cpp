@@ -17,8 +17,10 @@ namespace {
 // Note [Attention chunking]: the scores of one query chunk are [batch, chunk, S]. Above
 // kChunkAbove score elements in all, queries are processed in chunks of about kChunkTarget
 // score elements, and the chunk outputs are concatenated: the peak extra memory is a few
-// chunk-sized temporaries instead of several [batch, L, S] ones. Causal attention chunks from
-// 2 * kChunkTarget scores on, as each chunk then skips the keys no row of it can see.
+// chunk-sized temporaries instead of several [batch, L, S] ones. Causal attention chunks above
+// kChunkTarget scores, in chunks of half that, as each chunk then skips the keys no row of it
+// can see (b4 h8 L=S=256, 2^21 scores: 5.9 -> 4.9 ms at 1 thread, 3.1 -> 2.4 ms at 2, against
+// one pass with the whole mask).
 constexpr int64_t kChunkAbove = int64_t{1} << 22;
 constexpr int64_t kChunkTarget = int64_t{1} << 20;
 
@@ -142,11 +144,12 @@ Tensor scaled_dot_product_attention(const Tensor& q0, const Tensor& k0, const Te
   const int64_t batch = shape_numel(broadcast_shapes(qb, kb, api));
   Tensor out;
   // Causal attention chunks earlier: a chunk skips the keys after its last row.
-  const int64_t chunk_above = o.is_causal ? 2 * kChunkTarget : kChunkAbove;
+  const int64_t chunk_above = o.is_causal ? kChunkTarget : kChunkAbove;
   if (batch * L * S <= chunk_above || L <= 1) {
     out = attend(q, k, v, mask, o.is_causal, 0, o);
   } else {
-    const int64_t chunk = std::max<int64_t>(1, kChunkTarget / std::max<int64_t>(1, batch * S));
+    const int64_t target = o.is_causal ? kChunkTarget / 2 : kChunkTarget;
+    const int64_t chunk = std::max<int64_t>(1, target / std::max<int64_t>(1, batch * S));
     std::vector<Tensor> parts;
     for (int64_t r0 = 0; r0 < L; r0 += chunk) {
       const int64_t c = std::min(chunk, L - r0);

@@ -142,6 +142,19 @@ TEST(Attention, ChunkedMatchesUnchunkedWithMask) {
   EXPECT_TRUE(o.allclose(r, 1e-4, 1e-5));
 }
 
+TEST(Attention, CausalChunksMatchTheWholeMask) {
+  // Just above the causal chunking threshold (1M scores): three chunks of rows, each skipping
+  // the keys after its last row; queries fewer than keys (the mask's diagonal starts top left).
+  manual_seed(19);
+  for (int64_t S : {int64_t{400}, int64_t{448}}) {
+    Tensor q = randn({2, 4, 400, 8}), k = randn({2, 4, S, 8}), v = randn({2, 4, S, 6});
+    Tensor keep = tril(ones({400, S}, {.dtype = bool_}));
+    Tensor add = zeros({400, S}).masked_fill(logical_not(keep), -INFINITY);
+    Tensor o = F::scaled_dot_product_attention(q, k, v, {.is_causal = true});
+    EXPECT_TRUE(o.allclose(reference(q, k, v, add), 1e-4, 1e-5)) << "S = " << S;
+  }
+}
+
 TEST(Attention, HalfComputesInFloat) {
   manual_seed(17);
   Tensor q = randn({2, 5, 8}), k = randn({2, 6, 8}), v = randn({2, 6, 4});
