@@ -44,7 +44,7 @@ bool fused_pool(const FusedConvOptions& o, F::ConvEpilogue& e) {
 
 using Key = SmallVec<int64_t, 32>;
 
-int64_t bits_of(double v) {  // not std::bit_cast: emscripten's libc++ has none
+int64_t bits_of(double v) {  // no bit cast from <bit>: emscripten's libc++ has none
   int64_t b;
   static_assert(sizeof b == sizeof v);
   __builtin_memcpy(&b, &v, sizeof b);
