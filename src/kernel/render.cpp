@@ -12,7 +12,7 @@ namespace gen {
 using ir::Kind;
 using ir::kNone;
 
-Base::Base(const ir::Kernel& kk, Target t) : k(kk), target(t), names(kk.ops.size(), kNone) {
+Base::Base(const ir::Kernel& kk, Target t) : k(kk), target(t), names(kk.ops.size(), kNone), literals(kk.ops.size()) {
   atomic_buf.assign(k.buffers.size(), false);
   atomic_shared.assign(k.shared.size(), false);
   for (const ir::Region& r : k.regions)
@@ -43,7 +43,6 @@ bool Base::inlined(uint32_t id) const {
 std::string Base::ref(uint32_t id) {
   const ir::Op& op = k.ops[id];
   if (op.kind == Kind::Const) {
-    if (literals.empty()) literals.resize(k.ops.size());
     if (literals[id].empty()) literals[id] = lit(op);
     return literals[id];
   }

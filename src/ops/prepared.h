@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
 // Steps that keep the IR op they issue from one run to the next (Note [Prepared steps]): the
-// ONNX run-time path's Conv, MatMul and Gemm steps, and nn::conv_act / nn::conv_bn in inference.
+// ONNX run-time path's Conv, MatMul and Gemm steps, and in inference the Conv modules (forward,
+// nn::conv_act, nn::conv_bn) and nn::Linear.
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -29,8 +30,8 @@ namespace kiln::detail {
 // record a gradient) never fills its slot. The op holds descriptors only, no tensor: nothing is
 // kept alive by it.
 //
-// A caller whose op depends on more than its inputs' layouts (nn::conv_bn: the module's
-// configuration and the call's options) passes those as a `key`: the slot is used only by a
+// A caller whose op depends on more than its inputs' layouts (a Conv module: its configuration
+// and the call's options) passes those as a `key`: the slot is used only by a
 // call with an equal key.
 struct PreparedOp {
   std::atomic<bool> busy{false};

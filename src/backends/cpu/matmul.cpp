@@ -35,8 +35,8 @@ void for_batches(int64_t nb, int64_t M, int64_t N, int64_t K, const F& f) {
   // Sizes from the work that pays for a thread on this machine (machine.h; 64^3 on the
   // reference: one product alone from 128^3, at least 32^3 of work per task). Whole products
   // per thread need no split and no join inside each product: 32 x 128^3 at 2 threads went
-  // from 254 to 304 GFLOP/s, 32 x 192^3 from 277 to 321, 16 x 256^3 from 305 to 320 (bench/
-  // RESULTS.md); a batch that does not split evenly (3 over 2 threads) keeps the per-product split.
+  // from 254 to 304 GFLOP/s, 32 x 192^3 from 277 to 321, 16 x 256^3 from 305 to 320 (timed
+  // alone, Intel Xeon); a batch that does not split evenly (3 over 2 threads) keeps the per-product split.
   const double work = double(M) * double(N) * double(K), per_thread = tuning().gemm_thread_work;
   const int64_t nt = num_threads();
   const bool even = nb >= nt && (nb % nt == 0 || nb >= 4 * nt);
