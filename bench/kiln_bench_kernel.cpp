@@ -5,6 +5,7 @@
 //
 //   kiln_bench_kernel [--smoke]      (--smoke: tiny sizes, a few repetitions)
 //   kiln_bench_kernel --disk-probe   (internal: times a compile that only the disk cache serves)
+//   kiln_bench_kernel --render-loop TARGET [REPS [FILE]]   (rendering alone, for a profiler)
 //   KILN_BENCH_ROWS=1: also each library kernel's trace and trace + render times, on stderr
 #include <unistd.h>
 
@@ -204,6 +205,34 @@ void library_table(int reps) {
   }
 }
 
+/// --render-loop TARGET [REPS [FILE]]: renders the library sample and the kernels above REPS
+/// times for one target, for a profiler; FILE receives the sources of the first round (diff two
+/// builds' files to see that a renderer change keeps the text).
+int render_loop(int argc, char** argv) {
+  std::vector<K::Kernel> ks;
+  kiln::test::for_each_library_launch([&](const std::string&, const std::function<K::Kernel(const K::Limits&)>& trace) {
+    ks.push_back(trace(K::Limits{}));
+  });
+  for (auto make : {scale_shift, group_sum, matmul_blocked}) ks.push_back(make());
+  K::Target target = K::Target::Cpp;
+  for (K::Target t : {K::Target::Cpp, K::Target::Cuda, K::Target::Glsl, K::Target::Wgsl})
+    if (K::target_name(t) == argv[2]) target = t;
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 300;
+  std::FILE* f = argc > 4 ? std::fopen(argv[4], "w") : nullptr;
+  for (int i = 0; i < reps; ++i)
+    for (const K::Kernel& k : ks) {
+      std::string text;
+      try {
+        text = K::render(k, target);
+      } catch (const Error& e) {
+        text = std::string("(not expressible) ") + e.what() + "\n";
+      }
+      if (f && i == 0) std::fprintf(f, "=====\n%s", text.c_str());
+    }
+  if (f) std::fclose(f);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,6 +249,7 @@ int main(int argc, char** argv) {
     std::printf("%.9f %s %.9f %s\n", cpu_s, c.origin().c_str(), since(t), origin.c_str());
     return 0;
   }
+  if (argc > 2 && std::string(argv[1]) == "--render-loop") return render_loop(argc, argv);
   const int reps = smoke ? 3 : 200;
   // A fresh kernel cache, so the first compiles run the compilers.
   const std::filesystem::path cache =

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "kernel/render.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,15 +25,11 @@ void Base::unsupported(const std::string& what) const {
   throw Error(k.prefix() + "the " + std::string(target_name(target)) + " target does not support " + what);
 }
 
-void Base::line(const std::string& s) {
-  out.append(static_cast<size_t>(depth) * 2, ' ');
-  out += s;
-  out += '\n';
-}
-
 std::string Base::name(uint32_t id) {
   if (names[id] == kNone) names[id] = next_name++;
-  return std::string("v") + std::to_string(names[id]);
+  char b[16] = {'v'};
+  const auto r = std::to_chars(b + 1, b + sizeof b, names[id]);
+  return std::string(b, r.ptr);
 }
 
 bool Base::inlined(uint32_t id) const {
@@ -58,7 +55,7 @@ std::string Base::int_lit(const ir::Op& op, const std::string& i64) {
     case Type::I32:
       return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
     case Type::U32:
-      return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
+      return cat(std::to_string(static_cast<uint32_t>(op.i)), "u");  // -1 is 4294967295u
     case Type::I64:
       return op.i == INT64_MIN ? "(-9223372036854775807" + i64 + " - 1" + i64 + ")" : std::to_string(op.i) + i64;
     default:
@@ -70,7 +67,7 @@ std::string Base::int_lit(const ir::Op& op, const std::string& i64) {
 /// for it; "" for other values (and -0).
 static std::string integral_text(double f) {
   if (f != std::trunc(f) || std::fabs(f) >= 1e6 || (f == 0 && std::signbit(f))) return "";
-  return std::to_string(static_cast<int64_t>(f)) + ".0";
+  return cat(std::to_string(static_cast<int64_t>(f)), ".0");
 }
 
 std::string Base::float_text(double f) {
@@ -99,12 +96,12 @@ std::string Base::double_text(double f) {
 
 void Base::define(uint32_t id, const std::string& e) {
   const ir::Op& op = k.ops[id];
-  line("const " + ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
+  line("const ", ty(op.type, op.lanes), " ", name(id), " = ", e, ";");
 }
 
 void Base::open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s) {
   std::string iv = name(id);
-  line("for (" + ty(k.ops[id].type) + " " + iv + " = " + b + "; " + iv + " < " + e + "; " + iv + " += " + s + ") {");
+  line("for (", ty(k.ops[id].type), " ", iv, " = ", b, "; ", iv, " < ", e, "; ", iv, " += ", s, ") {");
 }
 
 std::string Base::expr(uint32_t id) {
@@ -113,8 +110,8 @@ std::string Base::expr(uint32_t id) {
   switch (op.kind) {
     case Kind::Unary: {
       auto f = static_cast<ir::UnaryFn>(op.attr);
-      if (f == ir::UnaryFn::Neg) return "(-" + in(0) + ")";
-      if (f == ir::UnaryFn::Not) return std::string(op.type == Type::Bool ? "(!" : "(~") + in(0) + ")";
+      if (f == ir::UnaryFn::Neg) return cat("(-", in(0), ")");
+      if (f == ir::UnaryFn::Not) return cat(op.type == Type::Bool ? "(!" : "(~", in(0), ")");
       if (f == ir::UnaryFn::Abs && !is_float(op.type))
         return binary_fn(ir::BinaryFn::Max, op.type, in(0), "(-" + in(0) + ")");
       return math(f, op.type, in(0));
@@ -125,13 +122,13 @@ std::string Base::expr(uint32_t id) {
         return binary_fn(f, op.type, in(0), in(1));
       if (op.type == Type::Bool) {
         const char* o = f == ir::BinaryFn::And ? " && " : f == ir::BinaryFn::Or ? " || " : " != ";
-        return std::string("(") + in(0) + o + in(1) + ")";
+        return cat("(", in(0), o, in(1), ")");
       }
       if ((f == ir::BinaryFn::Div || f == ir::BinaryFn::Mod) && !is_float(op.type))
         return int_divide(f == ir::BinaryFn::Mod, in(0), in(1));
       if (f == ir::BinaryFn::Shl || f == ir::BinaryFn::Shr)
-        return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + shift_amount(in(1), op.type) + ")";
-      return std::string("(") + in(0) + " " + ir::binary_name(f) + " " + in(1) + ")";
+        return cat("(", in(0), " ", ir::binary_name(f), " ", shift_amount(in(1), op.type), ")");
+      return cat("(", in(0), " ", ir::binary_name(f), " ", in(1), ")");
     }
     case Kind::Compare:
       return compare(static_cast<ir::CmpFn>(op.attr), k.ops[op.in[0]].type, in(0), in(1), op.in[0] == op.in[1]);
@@ -179,13 +176,13 @@ void Base::statement(uint32_t id) {
       define(id, subgroup(op, in(0), op.nin > 1 ? in(1) : ""));
       return;
     case Kind::LocalStore:
-      line(local(op.obj) + " = " + in(0) + ";");
+      line(local(op.obj), " = ", in(0), ";");
       return;
     case Kind::Barrier:
       barrier();
       return;
     case Kind::If:
-      line("if (" + in(0) + ") {");
+      line("if (", in(0), ") {");
       ++depth;
       region(op.region[0]);
       --depth;
@@ -213,7 +210,7 @@ void Base::statement(uint32_t id) {
       line("}");
       return;
     case Kind::Yield:
-      line("if (!" + in(0) + ") { break; }");
+      line("if (!", in(0), ") { break; }");
       return;
     default:
       define(id, expr(id));

@@ -2,12 +2,41 @@
 // The part every renderer shares: naming values, walking regions into statements, and the
 // expressions whose syntax the C-like targets agree on. A target overrides the hooks.
 #pragma once
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernel/ir.h"
 
 namespace kiln::kernel::gen {
+
+/// A piece of text: a string, a literal or one character.
+inline std::string_view piece(std::string_view s) { return s; }
+inline std::string_view piece(const char& c) { return {&c, 1}; }
+
+/// Appends the pieces to `out`, growing it once (std::string::append per piece is an out-of-line
+/// call each, which dominated rendering).
+template <class... P>
+void append(std::string& out, const P&... p) {
+  const std::string_view v[] = {piece(p)...};
+  size_t n = 0;
+  for (std::string_view s : v) n += s.size();
+  size_t at = out.size();
+  out.resize(at + n);
+  for (std::string_view s : v) {
+    if (!s.empty()) std::memcpy(&out[at], s.data(), s.size());
+    at += s.size();
+  }
+}
+
+/// The pieces joined into one string.
+template <class... P>
+std::string cat(const P&... p) {
+  std::string r;
+  append(r, p...);
+  return r;
+}
 
 class Base {
  public:
@@ -27,7 +56,16 @@ class Base {
   uint32_t next_name = 0;
 
   [[noreturn]] void unsupported(const std::string& what) const;
-  void line(const std::string& s);
+  /// Appends one line at the current depth: the pieces, then a newline.
+  template <class... P>
+  void line(const P&... p) {
+    static constexpr char kSpaces[] = "                                                                ";
+    const size_t indent = static_cast<size_t>(depth) * 2;
+    if (indent < sizeof kSpaces)
+      append(out, std::string_view(kSpaces, indent), p..., '\n');
+    else
+      append(out, std::string(indent, ' '), p..., '\n');
+  }
   std::string name(uint32_t id);
   bool inlined(uint32_t id) const;  ///< Const, Scalar, Builtin: written where used
 
@@ -36,30 +74,30 @@ class Base {
   virtual std::string ty(Type t, int lanes = 1) = 0;
   virtual std::string lit(const ir::Op& op) = 0;
   virtual std::string builtin(const ir::Op& op) = 0;
-  virtual std::string scalar(uint32_t obj) { return std::string("p") + std::to_string(obj); }
+  virtual std::string scalar(uint32_t obj) { return cat("p", std::to_string(obj)); }
   /// The math function f of x, a value of type t (F32, or F64 for abs, sqrt, rsqrt, floor, ceil).
   virtual std::string math(ir::UnaryFn f, Type t, const std::string& x) = 0;
   virtual std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) = 0;
   /// A comparison a (cmp) b of values of type t (`same`: both operands are one value).
   virtual std::string compare(ir::CmpFn f, Type t, const std::string& a, const std::string& b, bool same) {
-    return "(" + a + " " + ir::cmp_name(f) + " " + b + ")";
+    return cat("(", a, " ", ir::cmp_name(f), " ", b, ")");
   }
   virtual std::string select(const std::string& c, const std::string& a, const std::string& b) {
-    return "(" + c + " ? " + a + " : " + b + ")";
+    return cat("(", c, " ? ", a, " : ", b, ")");
   }
   /// a * b + c rounded once, of type t (F32 or F64).
   virtual std::string fma(Type, const std::string& a, const std::string& b, const std::string& c) {
-    return "fma(" + a + ", " + b + ", " + c + ")";
+    return cat("fma(", a, ", ", b, ", ", c, ")");
   }
-  virtual std::string cast(Type to, Type from, const std::string& x) { return ty(to) + "(" + x + ")"; }
+  virtual std::string cast(Type to, Type from, const std::string& x) { return cat(ty(to), "(", x, ")"); }
   /// The bits of x (F32, I32, U32) as type `to`.
   virtual std::string bitcast(Type to, Type from, const std::string& x) = 0;
   /// Integer a / b (or a % b).
   virtual std::string int_divide(bool mod, const std::string& a, const std::string& b) {
-    return std::string("(") + a + (mod ? " % " : " / ") + b + ")";
+    return cat("(", a, (mod ? " % " : " / "), b, ")");
   }
   virtual std::string shift_amount(const std::string& b, Type) { return b; }
-  virtual std::string extract(const std::string& v, int lane) { return v + "." + "xyzw"[lane]; }
+  virtual std::string extract(const std::string& v, int lane) { return cat(v, ".", "xyzw"[lane]); }
   virtual std::string load(const ir::Op& op, const std::string& idx) = 0;
   virtual std::string load_vec(const ir::Op& op, const std::string& idx) = 0;
   virtual void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& vals) = 0;
@@ -67,7 +105,7 @@ class Base {
   virtual std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) = 0;
   virtual void barrier() = 0;
   virtual void define(uint32_t id, const std::string& e);
-  virtual std::string local(uint32_t slot) { return std::string("l") + std::to_string(slot); }
+  virtual std::string local(uint32_t slot) { return cat("l", std::to_string(slot)); }
   virtual void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s);
   virtual void open_loop() { line("for (;;) {"); }
 

@@ -168,8 +168,7 @@ std::string CLike::cuda_text() {
   out += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(k.threads()) + ") " + fn + "(" + params +
          ") {\n";
   for (size_t i = 0; i < k.shared.size(); ++i)
-    line("__shared__ " + ty(k.shared[i].type, 1) + " s" + std::to_string(i) + "[" + std::to_string(k.shared[i].count) +
-         "];");
+    line("__shared__ ", ty(k.shared[i].type, 1), " s", std::to_string(i), "[", std::to_string(k.shared[i].count), "];");
   declarations();
   region(0);
   out += "}\n";

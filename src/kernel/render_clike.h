@@ -51,115 +51,113 @@ class CLike : public Base {
   std::string math(ir::UnaryFn f, Type t, const std::string& x) override {
     using U = ir::UnaryFn;
     const bool d = t == Type::F64;
-    if (f == U::Sigmoid) return "kk_sigmoid(" + x + ")";
-    if (f == U::RoundF16) return "kk_h2f(kk_f2h(" + x + "))";
-    if (f == U::RoundBF16) return "kk_b2f(kk_f2b(" + x + "))";
+    if (f == U::Sigmoid) return cat("kk_sigmoid(", x, ")");
+    if (f == U::RoundF16) return cat("kk_h2f(kk_f2h(", x, "))");
+    if (f == U::RoundBF16) return cat("kk_b2f(kk_f2b(", x, "))");
     if (f == U::Rsqrt)
-      return cuda ? (d ? "rsqrt(" : "rsqrtf(") + x + ")"
-                  : (d ? "(1.0 / kk_m::sqrt(" : "(1.0f / kk_m::sqrt(") + x + "))";
+      return cuda ? cat(d ? "rsqrt(" : "rsqrtf(", x, ")")
+                  : cat(d ? "(1.0 / kk_m::sqrt(" : "(1.0f / kk_m::sqrt(", x, "))");
     static const char* n[] = {"",    "", "exp",  "log",   "sqrt", "",    "tanh",
                               "erf", "", "fabs", "floor", "ceil", "sin", "cos"};
-    return (cuda ? std::string(n[static_cast<int>(f)]) + (d ? "(" : "f(")
-                 : "kk_m::" + std::string(n[static_cast<int>(f)]) + "(") +
-           x + ")";
+    const char* fn = n[static_cast<int>(f)];
+    return cuda ? cat(fn, d ? "(" : "f(", x, ")") : cat("kk_m::", fn, "(", x, ")");
   }
   std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) override {
     if (t == Type::F32 || t == Type::F64) {
       const char* n = f == ir::BinaryFn::Min ? "fmin" : f == ir::BinaryFn::Max ? "fmax" : "pow";
-      return (cuda ? std::string(n) + (t == Type::F64 ? "(" : "f(") : "kk_m::" + std::string(n) + "(") + a + ", " + b +
-             ")";
+      return cuda ? cat(n, t == Type::F64 ? "(" : "f(", a, ", ", b, ")") : cat("kk_m::", n, "(", a, ", ", b, ")");
     }
-    return std::string(f == ir::BinaryFn::Min ? "kk_min(" : "kk_max(") + a + ", " + b + ")";
+    return cat(f == ir::BinaryFn::Min ? "kk_min(" : "kk_max(", a, ", ", b, ")");
   }
   std::string fma(Type t, const std::string& a, const std::string& b, const std::string& c) override {
-    return (cuda ? (t == Type::F64 ? "fma(" : "fmaf(") : "kk_m::fma(") + a + ", " + b + ", " + c + ")";
+    return cat((cuda ? (t == Type::F64 ? "fma(" : "fmaf(") : "kk_m::fma("), a, ", ", b, ", ", c, ")");
   }
-  std::string cast(Type to, Type, const std::string& x) override { return "((" + ty(to, 1) + ")" + x + ")"; }
+  std::string cast(Type to, Type, const std::string& x) override { return cat("((", ty(to, 1), ")", x, ")"); }
   std::string bitcast(Type to, Type from, const std::string& x) override {
-    if (to == Type::F32) return "kk_as_float((unsigned)" + x + ")";
-    if (from == Type::F32) return "((" + ty(to, 1) + ")kk_as_uint(" + x + "))";
-    return "((" + ty(to, 1) + ")" + x + ")";
+    if (to == Type::F32) return cat("kk_as_float((unsigned)", x, ")");
+    if (from == Type::F32) return cat("((", ty(to, 1), ")kk_as_uint(", x, "))");
+    return cat("((", ty(to, 1), ")", x, ")");
   }
   std::string int_divide(bool mod, const std::string& a, const std::string& b) override {
     if (!debug_ || cuda) return Base::int_divide(mod, a, b);
-    return "kk_div(" + a + ", " + b + (mod ? ", true, a)" : ", false, a)");
+    return cat("kk_div(", a, ", ", b, (mod ? ", true, a)" : ", false, a)"));
   }
-  std::string extract(const std::string& v, int lane) override { return v + ".v[" + std::to_string(lane) + "]"; }
+  std::string extract(const std::string& v, int lane) override { return cat(v, ".v[", std::to_string(lane), "]"); }
 
-  std::string mem(const ir::Op& op) const { return std::string(op.shared ? "s" : "b") + std::to_string(op.obj); }
+  std::string mem(const ir::Op& op) const { return cat(op.shared ? "s" : "b", std::to_string(op.obj)); }
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
   std::string index(const ir::Op& op, const std::string& idx, int lanes = 1) {
     if (!debug_) return idx;
     std::string n = op.shared ? std::to_string(k.shared[op.obj].count) : "n" + std::to_string(op.obj);
     int id = static_cast<int>(op.shared ? k.buffers.size() + op.obj : op.obj);
-    if (lanes == 1) return "kk_chk(" + idx + ", " + n + ", " + std::to_string(id) + ", a)";
-    return "(kk_chk((long long)" + idx + " + " + std::to_string(lanes - 1) + ", " + n + ", " + std::to_string(id) +
-           ", a) - " + std::to_string(lanes - 1) + ")";
+    if (lanes == 1) return cat("kk_chk(", idx, ", ", n, ", ", std::to_string(id), ", a)");
+    return cat("(kk_chk((long long)", idx, " + ", std::to_string(lanes - 1), ", ", n, ", ", std::to_string(id),
+               ", a) - ", std::to_string(lanes - 1), ")");
   }
   std::string from_storage(Type t, const std::string& x) {
-    return t == Type::F16 ? "kk_h2f(" + x + ")" : t == Type::BF16 ? "kk_b2f(" + x + ")" : x;
+    return t == Type::F16 ? cat("kk_h2f(", x, ")") : t == Type::BF16 ? cat("kk_b2f(", x, ")") : x;
   }
   std::string to_storage(Type t, const std::string& x) {
-    return t == Type::F16 ? "kk_f2h(" + x + ")" : t == Type::BF16 ? "kk_f2b(" + x + ")" : x;
+    return t == Type::F16 ? cat("kk_f2h(", x, ")") : t == Type::BF16 ? cat("kk_f2b(", x, ")") : x;
   }
   std::string load(const ir::Op& op, const std::string& idx) override {
-    return from_storage(elem(op), mem(op) + "[" + index(op, idx) + "]");
+    return from_storage(elem(op), cat(mem(op), "[", index(op, idx), "]"));
   }
   std::string load_vec(const ir::Op& op, const std::string& idx) override {
     Type e = elem(op);
     std::string i = index(op, idx, op.lanes);
     if (cuda && e != Type::F16 && e != Type::BF16)
-      return "*(const " + ty(e, op.lanes) + "*)(" + mem(op) + " + " + i + ")";
+      return cat("*(const ", ty(e, op.lanes), "*)(", mem(op), " + ", i, ")");
     std::string s = ty(op.type, op.lanes) + "{{";
     for (int l = 0; l < op.lanes; ++l)
       s += (l ? ", " : "") + from_storage(e, mem(op) + "[" + i + " + " + std::to_string(l) + "]");
-    return s + "}}";
+    return cat(s, "}}");
   }
   void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
     Type e = elem(op);
     std::string i = index(op, idx, op.lanes);
     if (v.size() == 1) {
-      line(mem(op) + "[" + i + "] = " + to_storage(e, v[0]) + ";");
+      line(mem(op), "[", i, "] = ", to_storage(e, v[0]), ";");
       return;
     }
     if (cuda && e != Type::F16 && e != Type::BF16) {
       std::string s = "*(" + ty(e, op.lanes) + "*)(" + mem(op) + " + " + i + ") = " + ty(e, op.lanes) + "{{";
       for (size_t l = 0; l < v.size(); ++l) s += (l ? ", " : "") + v[l];
-      line(s + "}};");
+      line(s, "}};");
       return;
     }
     line("{");
     ++depth;
-    line("const long long kk_i = " + i + ";");
+    line("const long long kk_i = ", i, ";");
     for (size_t l = 0; l < v.size(); ++l)
-      line(mem(op) + "[kk_i + " + std::to_string(l) + "] = " + to_storage(e, v[l]) + ";");
+      line(mem(op), "[kk_i + ", std::to_string(l), "] = ", to_storage(e, v[l]), ";");
     --depth;
     line("}");
   }
   std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
-    std::string p = std::string("&") + mem(op) + "[" + index(op, idx) + "]";
+    std::string p = cat("&", mem(op), "[", index(op, idx), "]");
     auto f = static_cast<ir::AtomicFn>(op.attr);
     if (cuda) {
       const char* n = f == ir::AtomicFn::Add ? "atomicAdd(" : f == ir::AtomicFn::Min ? "atomicMin(" : "atomicMax(";
-      return n + p + ", " + v + ")";
+      return cat(n, p, ", ", v, ")");
     }
-    if (f == ir::AtomicFn::Add) return "__atomic_fetch_add(" + p + ", " + v + ", __ATOMIC_RELAXED)";
-    return std::string(f == ir::AtomicFn::Min ? "kk_atomic_min(" : "kk_atomic_max(") + p + ", " + v + ")";
+    if (f == ir::AtomicFn::Add) return cat("__atomic_fetch_add(", p, ", ", v, ", __ATOMIC_RELAXED)");
+    return cat(f == ir::AtomicFn::Min ? "kk_atomic_min(" : "kk_atomic_max(", p, ", ", v, ")");
   }
   std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
     if (!cuda) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
     if (k.limits.subgroup_size != 32) unsupported("a subgroup size other than 32");
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
       case ir::SubgroupFn::Add:
-        return "kk_sg_add(" + v + ")";
+        return cat("kk_sg_add(", v, ")");
       case ir::SubgroupFn::Min:
-        return "kk_sg_min(" + v + ")";
+        return cat("kk_sg_min(", v, ")");
       case ir::SubgroupFn::Max:
-        return "kk_sg_max(" + v + ")";
+        return cat("kk_sg_max(", v, ")");
       case ir::SubgroupFn::Shuffle:
-        return "__shfl_sync(0xffffffffu, " + v + ", " + other + ")";
+        return cat("__shfl_sync(0xffffffffu, ", v, ", ", other, ")");
       case ir::SubgroupFn::ShuffleXor:
-        return "__shfl_xor_sync(0xffffffffu, " + v + ", " + other + ")";
+        return cat("__shfl_xor_sync(0xffffffffu, ", v, ", ", other, ")");
     }
     return "";
   }
@@ -167,14 +165,14 @@ class CLike : public Base {
     auto b = static_cast<ir::Builtin>(op.attr);
     std::string ax(1, "xyz"[op.axis]);
     if (cuda) {
-      if (b == ir::Builtin::ThreadId) return "((int)threadIdx." + ax + ")";
-      if (b == ir::Builtin::GroupId) return "((int)blockIdx." + ax + ")";
-      if (b == ir::Builtin::NumGroups) return "((int)gridDim." + ax + ")";
+      if (b == ir::Builtin::ThreadId) return cat("((int)threadIdx.", ax, ")");
+      if (b == ir::Builtin::GroupId) return cat("((int)blockIdx.", ax, ")");
+      if (b == ir::Builtin::NumGroups) return cat("((int)gridDim.", ax, ")");
       return "((int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u))";
     }
-    if (b == ir::Builtin::ThreadId) return "kk_t" + ax;
-    if (b == ir::Builtin::GroupId) return "kk_g" + ax;
-    if (b == ir::Builtin::NumGroups) return "kk_n" + ax;
+    if (b == ir::Builtin::ThreadId) return cat("kk_t", ax);
+    if (b == ir::Builtin::GroupId) return cat("kk_g", ax);
+    if (b == ir::Builtin::NumGroups) return cat("kk_n", ax);
     return "0";
   }
   void barrier() override {
@@ -182,7 +180,7 @@ class CLike : public Base {
   }
 
   void declarations() {
-    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i], 1) + " l" + std::to_string(i) + ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i], 1), " l", std::to_string(i), ";");
   }
   void body_params(std::string& s) {
     for (size_t i = 0; i < k.buffers.size(); ++i) {

@@ -48,15 +48,14 @@ class Cpp : public CLike {
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
       std::string n = std::to_string(i);
-      line(std::string(b.access == Access::Read ? "const " : "") + ty(b.type, 1) + "* const b" + n + " = (" +
-           (b.access == Access::Read ? "const " : "") + ty(b.type, 1) + "*)a->bufs[" + n + "];");
-      if (debug_) line("const long long n" + n + " = a->sizes[" + n + "];");
+      line(b.access == Access::Read ? "const " : "", ty(b.type, 1), "* const b", n, " = (",
+           (b.access == Access::Read ? "const " : ""), ty(b.type, 1), "*)a->bufs[", n, "];");
+      if (debug_) line("const long long n", n, " = a->sizes[", n, "];");
     }
     for (size_t i = 0; i < k.scalars.size(); ++i) {
       Type t = k.scalars[i].type;
       std::string n = std::to_string(i);
-      line("const " + ty(t, 1) + " p" + n + " = (" + ty(t, 1) + ")a->" + (is_float(t) ? "fargs[" : "iargs[") + n +
-           "];");
+      line("const ", ty(t, 1), " p", n, " = (", ty(t, 1), ")a->", (is_float(t) ? "fargs[" : "iargs["), n, "];");
     }
     line("const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];");
     line("(void)kk_nz;");
@@ -71,22 +70,22 @@ class Cpp : public CLike {
         "long)kk_nx * kk_ny));");
     line("(void)kk_gx; (void)kk_gy; (void)kk_gz;");
     for (size_t i = 0; i < k.shared.size(); ++i)
-      line(ty(k.shared[i].type, 1) + " s" + std::to_string(i) + "[" + std::to_string(k.shared[i].count) + "];");
+      line(ty(k.shared[i].type, 1), " s", std::to_string(i), "[", std::to_string(k.shared[i].count), "];");
     std::string gs = std::to_string(k.threads()), chunks = "[" + gs + " / KK_W]";
     for (size_t i = 0; i < k.locals.size(); ++i) {
       std::string l = " l" + std::to_string(i);
       if (!vec_)
-        line(ty(k.locals[i], 1) + l + (local_multi[i] ? "[" + gs + "]" : "") + ";");
+        line(ty(k.locals[i], 1), l, (local_multi[i] ? "[" + gs + "]" : ""), ";");
       else
-        line((vlocal[i] ? wty(k.locals[i]) : ty(k.locals[i], 1)) + l + (local_multi[i] ? chunks : "") + ";");
+        line((vlocal[i] ? wty(k.locals[i]) : ty(k.locals[i], 1)), l, (local_multi[i] ? chunks : ""), ";");
     }
     for (uint32_t id = 0; id < k.ops.size(); ++id) {
       if (!crossing[id]) continue;
       if (!vec_)
-        line(ty(k.ops[id].type, k.ops[id].lanes) + " " + name(id) + "[" + gs + "];");
+        line(ty(k.ops[id].type, k.ops[id].lanes), " ", name(id), "[", gs, "];");
       else
-        line(divergent[id] ? wty(k.ops[id].type) + " " + name(id) + chunks + ";"
-                           : ty(k.ops[id].type, k.ops[id].lanes) + " " + name(id) + ";");
+        line(divergent[id] ? wty(k.ops[id].type) : ty(k.ops[id].type, k.ops[id].lanes), " ", name(id),
+             divergent[id] ? chunks : "", ";");
     }
     group_region(0);
     --depth;
@@ -238,20 +237,20 @@ class Cpp : public CLike {
       // A local used in several phases has a copy per chunk of lanes (each chunk runs a phase
       // to its end before the next starts), even when uniform: a read-modify-write of it must
       // see the chunk's own previous value.
-      std::string s =
-          std::string("l") + std::to_string(slot) + (local_multi[slot] ? (in_threads ? "[kk_c]" : "[0]") : "");
-      return !vlocal[slot] || lane_.empty() ? s : s + "[" + lane_ + "]";
+      const bool lane = vlocal[slot] && !lane_.empty();
+      return cat("l", std::to_string(slot), local_multi[slot] ? (in_threads ? "[kk_c]" : "[0]") : "", lane ? "[" : "",
+                 lane ? lane_ : std::string(), lane ? "]" : "");
     }
-    return std::string("l") + std::to_string(slot) + (local_multi[slot] ? (in_threads ? "[kk_t]" : "[0]") : "");
+    return cat("l", std::to_string(slot), local_multi[slot] ? (in_threads ? "[kk_t]" : "[0]") : "");
   }
   void define(uint32_t id, const std::string& e) override {
     if (vec_ && divergent[id]) {
       if (crossing[id])
-        line(name(id) + "[kk_c] = " + e + ";");
+        line(name(id), "[kk_c] = ", e, ";");
       else
-        line("const " + wty(k.ops[id].type) + " " + name(id) + " = " + e + ";");
+        line("const ", wty(k.ops[id].type), " ", name(id), " = ", e, ";");
     } else if (crossing[id]) {
-      line(name(id) + (vec_ ? " = " : "[kk_t] = ") + e + ";");
+      line(name(id), vec_ ? " = " : "[kk_t] = ", e, ";");
     } else {
       CLike::define(id, e);
     }
@@ -261,13 +260,13 @@ class Cpp : public CLike {
     if (!vec_ || (b != ir::Builtin::ThreadId && b != ir::Builtin::LaneId)) return CLike::builtin(op);
     if (b == ir::Builtin::LaneId) return lane_.empty() ? "kk_wi{}" : "0";
     const std::string ax(1, "xyz"[op.axis]);
-    if (lane_.empty()) return "kk_wt" + ax;
-    return op.axis == 0 ? "(kk_tx0 + " + lane_ + ")" : "kk_t" + ax + "0";
+    if (lane_.empty()) return cat("kk_wt", ax);
+    return op.axis == 0 ? cat("(kk_tx0 + ", lane_, ")") : cat("kk_t", ax, "0");
   }
   std::string int_divide(bool mod, const std::string& a, const std::string& b) override {
     std::string e = CLike::int_divide(mod, a, b);
     // A uniform division under a lane mask runs only if some lane is active (b may be 0 else).
-    if (vec_ && in_threads && lane_.empty() && !mask_.empty()) return "(kk_any(" + mask_ + ") ? " + e + " : 0)";
+    if (vec_ && in_threads && lane_.empty() && !mask_.empty()) return cat("(kk_any(", mask_, ") ? ", e, " : 0)");
     return e;
   }
 
@@ -287,13 +286,13 @@ class Cpp : public CLike {
       // The threads of one phase are independent (what one writes, another reads only after a
       // barrier, which ends the phase), so the compiler may vectorise across them.
       if (axis == 0) line("#pragma GCC ivdep");
-      line("for (int " + v + " = 0; " + v + " < " + std::to_string(g[static_cast<size_t>(axis)]) + "; ++" + v + ") {");
+      line("for (int ", v, " = 0; ", v, " < ", std::to_string(g[static_cast<size_t>(axis)]), "; ++", v, ") {");
       ++depth;
       ++open_loops;
     }
     if (g[1] == 1) line("const int kk_ty = 0;");
     if (g[2] == 1) line("const int kk_tz = 0;");
-    line("const int kk_t = (kk_tz * " + std::to_string(g[1]) + " + kk_ty) * " + std::to_string(g[0]) + " + kk_tx;");
+    line("const int kk_t = (kk_tz * ", std::to_string(g[1]), " + kk_ty) * ", std::to_string(g[0]), " + kk_tx;");
     line("(void)kk_t; (void)kk_ty; (void)kk_tz;");
     in_threads = true;
   }
@@ -322,7 +321,7 @@ class Cpp : public CLike {
   static bool wide(Type t) { return t == Type::I64 || t == Type::F64; }
   /// The vector type of a varying value (a bool is a mask of 0 / -1 ints; 64-bit values take
   /// vectors twice as long, as many lanes).
-  static std::string wty(Type t) {
+  static const char* wty(Type t) {
     return t == Type::F32   ? "kk_wf"
            : t == Type::U32 ? "kk_wu"
            : t == Type::F64 ? "kk_wd"
@@ -330,10 +329,10 @@ class Cpp : public CLike {
                             : "kk_wi";
   }
   /// A mask (kk_wi) as the mask of values of type t.
-  static std::string mask_for(Type t, const std::string& m) { return wide(t) ? "kk_wide(" + m + ")" : m; }
+  static std::string mask_for(Type t, const std::string& m) { return wide(t) ? cat("kk_wide(", m, ")") : m; }
   /// The result of a comparison of values of type t as a mask (kk_wi).
-  static std::string as_mask(Type t, const std::string& c) { return wide(t) ? "kk_narrow(" + c + ")" : c; }
-  std::string temp(const char* stem) { return std::string(stem) + std::to_string(temps_++); }
+  static std::string as_mask(Type t, const std::string& c) { return wide(t) ? cat("kk_narrow(", c, ")") : c; }
+  std::string temp(const char* stem) { return cat(stem, std::to_string(temps_++)); }
 
   /// Whether every varying value of region r (and below) is a scalar of a vector type (no subgroup
   /// operation, no vector load or store of a varying value).
@@ -401,8 +400,8 @@ class Cpp : public CLike {
     if (!divergent[id] || stride[id] == kNoStride || (op.kind != Kind::Binary && op.kind != Kind::Cast))
       return at_lane(id, "0");
     if (op.kind == Kind::Cast) return cast(op.type, k.ops[op.in[0]].type, first_lane(op.in[0]));
-    return "(" + first_lane(op.in[0]) + " " + ir::binary_name(static_cast<ir::BinaryFn>(op.attr)) + " " +
-           first_lane(op.in[1]) + ")";
+    return cat("(", first_lane(op.in[0]), " ", ir::binary_name(static_cast<ir::BinaryFn>(op.attr)), " ",
+               first_lane(op.in[1]), ")");
   }
 
   /// The scalar value of lane `l` of a value (any value: uniform ones are already scalars).
@@ -418,24 +417,23 @@ class Cpp : public CLike {
     std::string r = ref(id);
     if (divergent[id]) return r;
     Type t = k.ops[id].type;
-    if (t == Type::Bool) return "(kk_wi{} + ((" + r + ") ? -1 : 0))";
+    if (t == Type::Bool) return cat("(kk_wi{} + ((", r, ") ? -1 : 0))");
     // x - 0 is x for every float (x + 0 is not: -0 + 0 is +0), so the compiler drops it.
-    return "((" + r + ") - " + wty(t) + "{})";
+    return cat("((", r, ") - ", wty(t), "{})");
   }
 
   std::string vref(uint32_t id) {
     const bool lanes = in_threads && divergent[id];
     if (remat[id]) return lanes && lane_.empty() ? vexpr(id) : expr(id);
     if (!lanes || inlined(id)) return CLike::ref(id);  // a uniform crossing value is one scalar
-    std::string s = name(id) + (crossing[id] ? "[kk_c]" : "");
-    return lane_.empty() ? s : s + "[" + lane_ + "]";
+    return cat(name(id), crossing[id] ? "[kk_c]" : "", lane_.empty() ? "" : "[", lane_, lane_.empty() ? "" : "]");
   }
 
   /// Opens the loop over the group's threads in chunks of KK_W lanes.
   void open_chunks() {
     const auto& g = k.group;
     const std::string gx = std::to_string(g[0]), gxy = std::to_string(g[0] * g[1]), gy = std::to_string(g[1]);
-    line("for (int kk_t0 = 0; kk_t0 < " + std::to_string(k.threads()) + "; kk_t0 += KK_W) {");
+    line("for (int kk_t0 = 0; kk_t0 < ", std::to_string(k.threads()), "; kk_t0 += KK_W) {");
     ++depth;
     open_loops = 1;
     line("const int kk_c = kk_t0 / KK_W;");
@@ -444,10 +442,8 @@ class Cpp : public CLike {
       line("const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};");
       line("const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;");
     } else {
-      line("const kk_wi kk_wtx = kk_wt % " + gx + ", kk_wty = kk_wt / " + gx + " % " + gy + ", kk_wtz = kk_wt / " +
-           gxy + ";");
-      line("const int kk_tx0 = kk_t0 % " + gx + ", kk_ty0 = kk_t0 / " + gx + " % " + gy + ", kk_tz0 = kk_t0 / " + gxy +
-           ";");
+      line("const kk_wi kk_wtx = kk_wt % ", gx, ", kk_wty = kk_wt / ", gx, " % ", gy, ", kk_wtz = kk_wt / ", gxy, ";");
+      line("const int kk_tx0 = kk_t0 % ", gx, ", kk_ty0 = kk_t0 / ", gx, " % ", gy, ", kk_tz0 = kk_t0 / ", gxy, ";");
     }
     line("(void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;");
     in_threads = true;
@@ -459,7 +455,7 @@ class Cpp : public CLike {
     line("for (int kk_l = 0; kk_l < KK_W; ++kk_l) {");
     ++depth;
     if (!mask_.empty()) {
-      line("if (!" + mask_ + "[kk_l]) continue;");
+      line("if (!", mask_, "[kk_l]) continue;");
     }
     std::string saved = lane_;
     lane_ = "kk_l";
@@ -474,7 +470,7 @@ class Cpp : public CLike {
       fast();
       return;
     }
-    line("if (kk_all(" + mask_ + ")) {");
+    line("if (kk_all(", mask_, ")) {");
     ++depth;
     fast();
     --depth;
@@ -490,7 +486,7 @@ class Cpp : public CLike {
       body();
       return;
     }
-    line("if (kk_any(" + mask_ + ")) {");
+    line("if (kk_any(", mask_, ")) {");
     ++depth;
     body();
     --depth;
@@ -513,15 +509,15 @@ class Cpp : public CLike {
         return;
       case Kind::Atomic: {
         std::string t = temp("kk_r");
-        line(wty(op.type) + " " + t + " = {};");
-        lane_loop([&] { line(t + "[kk_l] = " + atomic(op, ref(op.in[0]), ref(op.in[1])) + ";"); });
+        line(wty(op.type), " ", t, " = {};");
+        lane_loop([&] { line(t, "[kk_l] = ", atomic(op, ref(op.in[0]), ref(op.in[1])), ";"); });
         define(id, t);
         return;
       }
       case Kind::LocalStore:
         if (vlocal[op.obj]) {
           std::string dst = local(op.obj), v = bc(op.in[0]);
-          line(dst + " = " + (mask_.empty() ? v : mask_for(k.locals[op.obj], mask_) + " ? " + v + " : " + dst) + ";");
+          line(dst, " = ", (mask_.empty() ? v : mask_for(k.locals[op.obj], mask_) + " ? " + v + " : " + dst), ";");
         } else {
           CLike::statement(id);
         }
@@ -541,15 +537,15 @@ class Cpp : public CLike {
         return;
       case Kind::Yield:
         if (divergent[op.in[0]]) {  // the lanes whose condition fails leave the loop
-          line(mask_ + " &= " + bc(op.in[0]) + ";");
-          line("if (!kk_any(" + mask_ + ")) break;");
+          line(mask_, " &= ", bc(op.in[0]), ";");
+          line("if (!kk_any(", mask_, ")) break;");
         } else {
           CLike::statement(id);
         }
         return;
       case Kind::LoadVec:
         if (!mask_.empty()) {
-          define(id, "(kk_any(" + mask_ + ") ? " + expr(id) + " : " + ty(op.type, op.lanes) + "())");
+          define(id, cat("(kk_any(", mask_, ") ? ", expr(id), " : ", ty(op.type, op.lanes), "())"));
           return;
         }
         break;
@@ -567,18 +563,17 @@ class Cpp : public CLike {
     const uint32_t idx = op.in[0];
     if (!divergent[id]) {
       std::string e = load(op, ref(idx));
-      define(id, mask_.empty() ? e : "(kk_any(" + mask_ + ") ? " + e + " : " + ty(op.type, 1) + "())");
+      define(id, mask_.empty() ? e : cat("(kk_any(", mask_, ") ? ", e, " : ", ty(op.type, 1), "())"));
       return;
     }
     std::string t = temp("kk_r");
-    line(wty(op.type) + " " + t + " = {};");
+    line(wty(op.type), " ", t, " = {};");
     auto slow = [&] {
       std::string v = load(op, ref(idx));
-      line(t + "[kk_l] = " + (op.type == Type::Bool ? "(" + v + ") ? -1 : 0" : v) + ";");
+      line(t, "[kk_l] = ", (op.type == Type::Bool ? "(" + v + ") ? -1 : 0" : v), ";");
     };
     if (contiguous(idx) && elem(op) == op.type && op.type != Type::Bool) {
-      all_or_lanes([&] { line(t + " = kk_wld<" + wty(op.type) + ">(&" + mem(op) + "[" + first_lane(idx) + "]);"); },
-                   slow);
+      all_or_lanes([&] { line(t, " = kk_wld<", wty(op.type), ">(&", mem(op), "[", first_lane(idx), "]);"); }, slow);
     } else {
       lane_loop(slow);
     }
@@ -595,7 +590,7 @@ class Cpp : public CLike {
     auto slow = [&] { store(op, ref(idx), {ref(val)}); };
     const Type vt = k.ops[val].type;
     if (divergent[idx] && contiguous(idx) && elem(op) == vt && vt != Type::Bool) {
-      all_or_lanes([&] { line("kk_wst(&" + mem(op) + "[" + first_lane(idx) + "], " + bc(val) + ");"); }, slow);
+      all_or_lanes([&] { line("kk_wst(&", mem(op), "[", first_lane(idx), "], ", bc(val), ");"); }, slow);
     } else {
       lane_loop(slow);
     }
@@ -605,13 +600,13 @@ class Cpp : public CLike {
   void vif(uint32_t id) {
     const ir::Op& op = k.ops[id];
     const std::string c = temp("kk_c"), saved = mask_;
-    line("const kk_wi " + c + " = " + bc(op.in[0]) + ";");
+    line("const kk_wi ", c, " = ", bc(op.in[0]), ";");
     for (int branch = 0; branch < 2; ++branch) {
       const uint32_t r = op.region[static_cast<size_t>(branch)];
       if (r == kNone || k.regions[r].ops.empty()) continue;
       const std::string cond = branch ? "~" + c : c, m = temp("kk_m");
-      line("const kk_wi " + m + " = " + (saved.empty() ? cond : "(" + saved + " & " + cond + ")") + ";");
-      line("if (kk_any(" + m + ")) {");
+      line("const kk_wi ", m, " = ", (saved.empty() ? cond : "(" + saved + " & " + cond + ")"), ";");
+      line("if (kk_any(", m, ")) {");
       ++depth;
       mask_ = m;
       region(r);
@@ -629,20 +624,20 @@ class Cpp : public CLike {
     std::string iv;
     if (op.kind == Kind::For) {
       iv = name(id);
-      line(wty(op.type) + " " + iv + " = " + bc(op.in[0]) + ";");
+      line(wty(op.type), " ", iv, " = ", bc(op.in[0]), ";");
     }
-    line("kk_wi " + lm + " = " + (saved.empty() ? "~kk_wi{}" : saved) + ";");
+    line("kk_wi ", lm, " = ", (saved.empty() ? "~kk_wi{}" : saved), ";");
     line("for (;;) {");
     ++depth;
     if (op.kind == Kind::For) {
-      line(lm + " &= " + as_mask(op.type, "(" + iv + " < " + bc(op.in[1]) + ")") + ";");
-      line("if (!kk_any(" + lm + ")) break;");
+      line(lm, " &= ", as_mask(op.type, "(" + iv + " < " + bc(op.in[1]) + ")"), ";");
+      line("if (!kk_any(", lm, ")) break;");
     }
     mask_ = lm;
     region(op.region[0]);
     if (op.kind == Kind::While) region(op.region[1]);
     mask_ = saved;
-    if (op.kind == Kind::For) line(iv + " += " + bc(op.in[2]) + ";");
+    if (op.kind == Kind::For) line(iv, " += ", bc(op.in[2]), ";");
     --depth;
     line("}");
   }
@@ -651,60 +646,59 @@ class Cpp : public CLike {
   std::string vexpr(uint32_t id) {
     const ir::Op& op = k.ops[id];
     auto in = [&](int i) { return bc(op.in[static_cast<size_t>(i)]); };
-    const std::string w = wty(op.type);
+    const char* w = wty(op.type);
     const bool f32 = op.type == Type::F32, fl = is_float(op.type);
     // f64 math, and f32 math without a vector instruction, runs lane by lane
-    const std::string lane_fn = std::string("[](") + (f32 ? "float" : "double") + " kk_x";
+    const char* lane_fn = f32 ? "[](float kk_x" : "[](double kk_x";
     switch (op.kind) {
       case Kind::Unary: {
         using U = ir::UnaryFn;
         auto f = static_cast<U>(op.attr);
         const std::string x = in(0);
-        if (f == U::Neg) return "(-" + x + ")";
-        if (f == U::Not) return "(~" + x + ")";
-        if (f == U::Abs) return fl ? "kk_wfabs(" + x + ")" : "(" + x + " < 0 ? -" + x + " : " + x + ")";
-        if (f32 && f == U::Sqrt) return "kk_wsqrt(" + x + ")";
-        if (f32 && f == U::Rsqrt) return "(1.0f / kk_wsqrt(" + x + "))";
-        return "kk_wmap(" + x + ", " + lane_fn + ") { return " + math(f, op.type, "kk_x") + "; })";
+        if (f == U::Neg) return cat("(-", x, ")");
+        if (f == U::Not) return cat("(~", x, ")");
+        if (f == U::Abs) return fl ? cat("kk_wfabs(", x, ")") : cat("(", x, " < 0 ? -", x, " : ", x, ")");
+        if (f32 && f == U::Sqrt) return cat("kk_wsqrt(", x, ")");
+        if (f32 && f == U::Rsqrt) return cat("(1.0f / kk_wsqrt(", x, "))");
+        return cat("kk_wmap(", x, ", ", lane_fn, ") { return ", math(f, op.type, "kk_x"), "; })");
       }
       case Kind::Binary: {
         using B = ir::BinaryFn;
         auto f = static_cast<B>(op.attr);
         const std::string a = in(0), b = in(1);
-        if (f == B::Min)
-          return fl ? "kk_wfmin(" + a + ", " + b + ")" : "(" + b + " < " + a + " ? " + b + " : " + a + ")";
-        if (f == B::Max)
-          return fl ? "kk_wfmax(" + a + ", " + b + ")" : "(" + a + " < " + b + " ? " + b + " : " + a + ")";
+        if (f == B::Min) return fl ? cat("kk_wfmin(", a, ", ", b, ")") : cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
+        if (f == B::Max) return fl ? cat("kk_wfmax(", a, ", ", b, ")") : cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
         if (f == B::Pow)
-          return "kk_wmap2(" + a + ", " + b + ", " + lane_fn + ", " + (f32 ? "float" : "double") + " kk_y) { return " +
-                 binary_fn(f, op.type, "kk_x", "kk_y") + "; })";
+          return cat("kk_wmap2(", a, ", ", b, ", ", lane_fn, ", ", f32 ? "float" : "double", " kk_y) { return ",
+                     binary_fn(f, op.type, "kk_x", "kk_y"), "; })");
         if ((f == B::Div || f == B::Mod) && !fl && !mask_.empty())  // masked-off lanes divide by 1
-          return "(" + a + (f == B::Mod ? " % " : " / ") + "(" + mask_for(op.type, mask_) + " ? " + b + " : " + w +
-                 "{} + 1))";
+          return cat("(", a, f == B::Mod ? " % " : " / ", "(", mask_for(op.type, mask_), " ? ", b, " : ", w,
+                     "{} + 1))");
         const char* o = op.type == Type::Bool ? (f == B::And ? "&" : f == B::Or ? "|" : "^") : ir::binary_name(f);
-        return "(" + a + " " + o + " " + b + ")";
+        return cat("(", a, " ", o, " ", b, ")");
       }
       case Kind::Compare: {
         auto f = static_cast<ir::CmpFn>(op.attr);
         const Type t = k.ops[op.in[0]].type;
         const bool order = t == Type::Bool && f != ir::CmpFn::Eq && f != ir::CmpFn::Ne;
-        const std::string a = order ? "(-" + in(0) + ")" : in(0), b = order ? "(-" + in(1) + ")" : in(1);
-        return as_mask(t, "(" + a + " " + ir::cmp_name(f) + " " + b + ")");
+        const std::string a = in(0), b = in(1);
+        const char* neg = order ? "(-" : "";
+        const char* close = order ? ")" : "";
+        return as_mask(t, cat("(", neg, a, close, " ", ir::cmp_name(f), " ", neg, b, close, ")"));
       }
       case Kind::Select:
-        return "(" + mask_for(op.type, in(0)) + " ? " + in(1) + " : " + in(2) + ")";
+        return cat("(", mask_for(op.type, in(0)), " ? ", in(1), " : ", in(2), ")");
       case Kind::Fma:
-        return f32 ? "kk_wfma(" + in(0) + ", " + in(1) + ", " + in(2) + ")"
-                   : "kk_wfma_lanes(" + in(0) + ", " + in(1) + ", " + in(2) + ")";
+        return cat(f32 ? "kk_wfma(" : "kk_wfma_lanes(", in(0), ", ", in(1), ", ", in(2), ")");
       case Kind::Cast: {
         const Type from = k.ops[op.in[0]].type;
         const std::string x = in(0);
-        if (op.attr) return "((" + w + ")" + x + ")";
+        if (op.attr) return cat("((", w, ")", x, ")");
         if (from == op.type) return x;
-        if (op.type == Type::Bool) return as_mask(from, "(" + x + " != " + wty(from) + "{})");
+        if (op.type == Type::Bool) return as_mask(from, cat("(", x, " != ", wty(from), "{})"));
         if (from == Type::Bool)
-          return op.type == Type::I32 ? "(-" + x + ")" : "__builtin_convertvector(-" + x + ", " + w + ")";
-        return "__builtin_convertvector(" + x + ", " + w + ")";
+          return op.type == Type::I32 ? cat("(-", x, ")") : cat("__builtin_convertvector(-", x, ", ", w, ")");
+        return cat("__builtin_convertvector(", x, ", ", w, ")");
       }
       case Kind::LocalLoad:
         return local(op.obj);
@@ -730,7 +724,7 @@ class Cpp : public CLike {
           line("// barrier");
           break;
         case Kind::If:
-          line("if (" + ref(op.in[0]) + ") {");
+          line("if (", ref(op.in[0]), ") {");
           ++depth;
           group_region(op.region[0]);
           --depth;
@@ -758,7 +752,7 @@ class Cpp : public CLike {
           line("}");
           break;
         case Kind::Yield:
-          line("if (!" + ref(op.in[0]) + ") { break; }");
+          line("if (!", ref(op.in[0]), ") { break; }");
           break;
         default:
           break;

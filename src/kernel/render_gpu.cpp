@@ -125,7 +125,7 @@ class Glsl : public Base {
           "uint kk_f2b(float f) {\n  uint u = floatBitsToUint(f);\n  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> "
           "16) | 0x40u;\n  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n}\n";
     out += "void main() {\n";
-    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]) + " l" + std::to_string(i) + ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]), " l", std::to_string(i), ";");
     region(0);
     out += "}\n";
     return out;
@@ -146,62 +146,62 @@ class Glsl : public Base {
                                            : "uintBitsToFloat(0xff800000u)";
     return d ? "double(" + v + ")" : v;
   }
-  std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
+  std::string scalar(uint32_t obj) override { return cat("kk_p.p", std::to_string(obj)); }
   std::string builtin(const ir::Op& op) override {
     std::string ax(1, "xyz"[op.axis]);
     switch (static_cast<ir::Builtin>(op.attr)) {
       case ir::Builtin::ThreadId:
-        return "int(gl_LocalInvocationID." + ax + ")";
+        return cat("int(gl_LocalInvocationID.", ax, ")");
       case ir::Builtin::GroupId:
-        return "int(gl_WorkGroupID." + ax + ")";
+        return cat("int(gl_WorkGroupID.", ax, ")");
       case ir::Builtin::NumGroups:
-        return "int(gl_NumWorkGroups." + ax + ")";
+        return cat("int(gl_NumWorkGroups.", ax, ")");
       case ir::Builtin::LaneId:
         return "int(gl_SubgroupInvocationID)";
     }
     return "";
   }
   std::string math(ir::UnaryFn f, Type, const std::string& x) override {
-    if (f == ir::UnaryFn::RoundF16) return "kk_round_f16(" + x + ")";
-    if (f == ir::UnaryFn::RoundBF16) return "kk_round_bf16(" + x + ")";
+    if (f == ir::UnaryFn::RoundF16) return cat("kk_round_f16(", x, ")");
+    if (f == ir::UnaryFn::RoundBF16) return cat("kk_round_bf16(", x, ")");
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inversesqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
-    return std::string(n[static_cast<int>(f)]) + "(" + x + ")";
+    return cat(n[static_cast<int>(f)], "(", x, ")");
   }
   std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
-    return std::string(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(") + a + ", " + b + ")";
+    return cat(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(", a, ", ", b, ")");
   }
   std::string bitcast(Type to, Type from, const std::string& x) override {
-    if (to == Type::F32) return std::string(from == Type::I32 ? "intBitsToFloat(" : "uintBitsToFloat(") + x + ")";
-    if (from == Type::F32) return std::string(to == Type::I32 ? "floatBitsToInt(" : "floatBitsToUint(") + x + ")";
-    return ty(to) + "(" + x + ")";
+    if (to == Type::F32) return cat(from == Type::I32 ? "intBitsToFloat(" : "uintBitsToFloat(", x, ")");
+    if (from == Type::F32) return cat(to == Type::I32 ? "floatBitsToInt(" : "floatBitsToUint(", x, ")");
+    return cat(ty(to), "(", x, ")");
   }
   std::string mem(const ir::Op& op, const std::string& idx, bool checked = true) {
-    std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
-    if (debug_ && checked) i = "(" + ok(op, i) + " ? " + i + " : 0)";
-    return op.shared ? "s" + std::to_string(op.obj) + "[" + i + "]" : "b" + std::to_string(op.obj) + ".d[" + i + "]";
+    std::string i = k.ops[op.in[0]].type == Type::I64 ? cat("int(", idx, ")") : idx;
+    if (debug_ && checked) i = cat("(", ok(op, i), " ? ", i, " : 0)");
+    return cat(op.shared ? "s" : "b", std::to_string(op.obj), op.shared ? "[" : ".d[", i, "]");
   }
   /// KILN_KERNEL_DEBUG: whether index i of op's memory is in range (recording the first that is not).
   std::string ok(const ir::Op& op, const std::string& i) {
     const std::string n =
         op.shared ? std::to_string(k.shared[op.obj].count) : "b" + std::to_string(op.obj) + ".d.length()";
     const size_t obj = op.shared ? k.buffers.size() + op.obj : op.obj;
-    return "kk_ok(" + i + ", " + n + ", " + std::to_string(obj) + "u)";
+    return cat("kk_ok(", i, ", ", n, ", ", std::to_string(obj), "u)");
   }
   bool debug_;
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
   std::string from_storage(Type t, const std::string& x) {
-    return t == Type::F16 ? "float(" + x + ")" : t == Type::BF16 ? "uintBitsToFloat(uint(" + x + ") << 16)" : x;
+    return t == Type::F16 ? cat("float(", x, ")") : t == Type::BF16 ? cat("uintBitsToFloat(uint(", x, ") << 16)") : x;
   }
   std::string to_storage(Type t, const std::string& x) {
-    return t == Type::F16 ? "float16_t(" + x + ")" : t == Type::BF16 ? "uint16_t(kk_f2b(" + x + "))" : x;
+    return t == Type::F16 ? cat("float16_t(", x, ")") : t == Type::BF16 ? cat("uint16_t(kk_f2b(", x, "))") : x;
   }
   std::string load(const ir::Op& op, const std::string& idx) override { return from_storage(elem(op), mem(op, idx)); }
   std::string load_vec(const ir::Op& op, const std::string& idx) override {
     std::string s = ty(op.type, op.lanes) + "(";
     for (int l = 0; l < op.lanes; ++l)
       s += (l ? ", " : "") + from_storage(elem(op), mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx));
-    return s + ")";
+    return cat(s, ")");
   }
   void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
     for (size_t l = 0; l < v.size(); ++l) {
@@ -218,20 +218,20 @@ class Glsl : public Base {
                              mem(op, idx, false) + ", " + v + ")";
     if (!debug_) return call;
     const std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
-    return "(" + ok(op, i) + " ? " + call + " : " + ty(op.type) + "(0))";
+    return cat("(", ok(op, i), " ? ", call, " : ", ty(op.type), "(0))");
   }
   std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
       case ir::SubgroupFn::Add:
-        return "subgroupAdd(" + v + ")";
+        return cat("subgroupAdd(", v, ")");
       case ir::SubgroupFn::Min:
-        return "subgroupMin(" + v + ")";
+        return cat("subgroupMin(", v, ")");
       case ir::SubgroupFn::Max:
-        return "subgroupMax(" + v + ")";
+        return cat("subgroupMax(", v, ")");
       case ir::SubgroupFn::Shuffle:
-        return "subgroupShuffle(" + v + ", uint(" + other + "))";
+        return cat("subgroupShuffle(", v, ", uint(", other, "))");
       case ir::SubgroupFn::ShuffleXor:
-        return "subgroupShuffleXor(" + v + ", uint(" + other + "))";
+        return cat("subgroupShuffleXor(", v, ", uint(", other, "))");
     }
     return "";
   }
@@ -245,7 +245,7 @@ class Glsl : public Base {
     // precise: float arithmetic as written (no contraction, no reassociation by the driver's
     // compiler), so the CPU's forms (a two-constant reduction, say) keep their accuracy
     const bool fl = op.type == Type::F32 || op.type == Type::F64;
-    line(std::string(fl ? "precise " : "") + ty(op.type, op.lanes) + " " + name(id) + " = " + e + ";");
+    line(fl ? "precise " : "", ty(op.type, op.lanes), " ", name(id), " = ", e, ";");
   }
   void open_loop() override { line("while (true) {"); }
 };
@@ -325,7 +325,7 @@ class Wgsl : public Base {
     out += "        @builtin(num_workgroups) kk_nwg: vec3<u32>";
     if (sg) out += ", @builtin(subgroup_invocation_id) kk_lane: u32";
     out += ") {\n";
-    for (size_t i = 0; i < k.locals.size(); ++i) line("var l" + std::to_string(i) + ": " + ty(k.locals[i]) + ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line("var l", std::to_string(i), ": ", ty(k.locals[i]), ";");
     region(0);
     out += "}\n";
     return out;
@@ -344,60 +344,60 @@ class Wgsl : public Base {
       case Type::I32:
         return op.i == INT32_MIN ? "bitcast<i32>(0x80000000u)" : std::to_string(op.i) + "i";
       case Type::U32:
-        return std::to_string(static_cast<uint32_t>(op.i)) + "u";  // -1 is 4294967295u
+        return cat(std::to_string(static_cast<uint32_t>(op.i)), "u");  // -1 is 4294967295u
       default:
         break;
     }
-    if (std::isfinite(op.f)) return float_text(op.f) + "f";
+    if (std::isfinite(op.f)) return cat(float_text(op.f), "f");
     return std::isnan(op.f) ? "kk_f32_bits(0x7fc00000u)"
            : op.f > 0       ? "kk_f32_bits(0x7f800000u)"
                             : "kk_f32_bits(0xff800000u)";
   }
-  std::string scalar(uint32_t obj) override { return "kk_p.p" + std::to_string(obj); }
+  std::string scalar(uint32_t obj) override { return cat("kk_p.p", std::to_string(obj)); }
   std::string compare(ir::CmpFn f, Type t, const std::string& a, const std::string& b, bool same) override {
     if (!is_float(t)) return Base::compare(f, t, a, b, same);
     const std::string na = "kk_isnan(f32(" + a + "))", nb = "kk_isnan(f32(" + b + "))";
     if (same && f == ir::CmpFn::Ne) return na;
-    if (same && f == ir::CmpFn::Eq) return "!" + na;
-    if (f == ir::CmpFn::Ne) return "(" + na + " || " + nb + " || " + a + " != " + b + ")";
-    return "(!" + na + " && !" + nb + " && " + a + " " + ir::cmp_name(f) + " " + b + ")";
+    if (same && f == ir::CmpFn::Eq) return cat("!", na);
+    if (f == ir::CmpFn::Ne) return cat("(", na, " || ", nb, " || ", a, " != ", b, ")");
+    return cat("(!", na, " && !", nb, " && ", a, " ", ir::cmp_name(f), " ", b, ")");
   }
   std::string builtin(const ir::Op& op) override {
     std::string ax(1, "xyz"[op.axis]);
     switch (static_cast<ir::Builtin>(op.attr)) {
       case ir::Builtin::ThreadId:
-        return "i32(kk_lid." + ax + ")";
+        return cat("i32(kk_lid.", ax, ")");
       case ir::Builtin::GroupId:
-        return "i32(kk_wid." + ax + ")";
+        return cat("i32(kk_wid.", ax, ")");
       case ir::Builtin::NumGroups:
-        return "i32(kk_nwg." + ax + ")";
+        return cat("i32(kk_nwg.", ax, ")");
       case ir::Builtin::LaneId:
         return "i32(kk_lane)";
     }
     return "";
   }
   std::string math(ir::UnaryFn f, Type, const std::string& x) override {
-    if (f == ir::UnaryFn::RoundF16) return "kk_round_f16(" + x + ")";
-    if (f == ir::UnaryFn::RoundBF16) return "kk_round_bf16(" + x + ")";
+    if (f == ir::UnaryFn::RoundF16) return cat("kk_round_f16(", x, ")");
+    if (f == ir::UnaryFn::RoundBF16) return cat("kk_round_bf16(", x, ")");
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inverseSqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
-    return std::string(n[static_cast<int>(f)]) + "(" + x + ")";
+    return cat(n[static_cast<int>(f)], "(", x, ")");
   }
   std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
-    return std::string(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(") + a + ", " + b + ")";
+    return cat(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(", a, ", ", b, ")");
   }
-  std::string bitcast(Type to, Type, const std::string& x) override { return "bitcast<" + ty(to) + ">(" + x + ")"; }
+  std::string bitcast(Type to, Type, const std::string& x) override { return cat("bitcast<", ty(to), ">(", x, ")"); }
   std::string select(const std::string& c, const std::string& a, const std::string& b) override {
-    return "select(" + b + ", " + a + ", " + c + ")";
+    return cat("select(", b, ", ", a, ", ", c, ")");
   }
   std::string mem(const ir::Op& op, const std::string& idx) {
-    return (op.shared ? "s" : "b") + std::to_string(op.obj) + "[" + idx + "]";
+    return cat((op.shared ? "s" : "b"), std::to_string(op.obj), "[", idx, "]");
   }
   bool is_atomic(const ir::Op& op) const { return op.shared ? atomic_shared[op.obj] : atomic_buf[op.obj]; }
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
   std::string load(const ir::Op& op, const std::string& idx) override {
-    if (is_atomic(op)) return "atomicLoad(&" + mem(op, idx) + ")";
-    return elem(op) == Type::F16 ? "f32(" + mem(op, idx) + ")" : mem(op, idx);
+    if (is_atomic(op)) return cat("atomicLoad(&", mem(op, idx), ")");
+    return elem(op) == Type::F16 ? cat("f32(", mem(op, idx), ")") : mem(op, idx);
   }
   std::string load_vec(const ir::Op& op, const std::string& idx) override {
     std::string s = ty(op.type, op.lanes) + "(";
@@ -405,7 +405,7 @@ class Wgsl : public Base {
       ir::Op one = op;
       s += (l ? ", " : "") + load(one, l ? "(" + idx + ") + " + std::to_string(l) : idx);
     }
-    return s + ")";
+    return cat(s, ")");
   }
   void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
     for (size_t l = 0; l < v.size(); ++l) {
@@ -416,23 +416,23 @@ class Wgsl : public Base {
   }
   std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
     auto f = static_cast<ir::AtomicFn>(op.attr);
-    return std::string(f == ir::AtomicFn::Add   ? "atomicAdd(&"
-                       : f == ir::AtomicFn::Min ? "atomicMin(&"
-                                                : "atomicMax(&") +
-           mem(op, idx) + ", " + v + ")";
+    return cat(f == ir::AtomicFn::Add   ? "atomicAdd(&"
+               : f == ir::AtomicFn::Min ? "atomicMin(&"
+                                        : "atomicMax(&",
+               mem(op, idx), ", ", v, ")");
   }
   std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
       case ir::SubgroupFn::Add:
-        return "subgroupAdd(" + v + ")";
+        return cat("subgroupAdd(", v, ")");
       case ir::SubgroupFn::Min:
-        return "subgroupMin(" + v + ")";
+        return cat("subgroupMin(", v, ")");
       case ir::SubgroupFn::Max:
-        return "subgroupMax(" + v + ")";
+        return cat("subgroupMax(", v, ")");
       case ir::SubgroupFn::Shuffle:
-        return "subgroupShuffle(" + v + ", u32(" + other + "))";
+        return cat("subgroupShuffle(", v, ", u32(", other, "))");
       case ir::SubgroupFn::ShuffleXor:
-        return "subgroupShuffleXor(" + v + ", u32(" + other + "))";
+        return cat("subgroupShuffleXor(", v, ", u32(", other, "))");
     }
     return "";
   }
@@ -442,15 +442,14 @@ class Wgsl : public Base {
   }
   void define(uint32_t id, const std::string& e) override {
     const ir::Op& op = k.ops[id];
-    line("let " + name(id) + ": " + ty(op.type, op.lanes) + " = " + e + ";");
+    line("let ", name(id), ": ", ty(op.type, op.lanes), " = ", e, ";");
   }
   void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s) override {
     std::string iv = name(id);
-    line("for (var " + iv + ": " + ty(k.ops[id].type) + " = " + b + "; " + iv + " < " + e + "; " + iv + " += " + s +
-         ") {");
+    line("for (var ", iv, ": ", ty(k.ops[id].type), " = ", b, "; ", iv, " < ", e, "; ", iv, " += ", s, ") {");
   }
   void open_loop() override { line("loop {"); }
-  std::string shift_amount(const std::string& b, Type t) override { return t == Type::U32 ? b : "u32(" + b + ")"; }
+  std::string shift_amount(const std::string& b, Type t) override { return t == Type::U32 ? b : cat("u32(", b, ")"); }
 };
 
 }  // namespace
