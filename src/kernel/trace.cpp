@@ -30,7 +30,9 @@ struct Tracer {
   std::vector<bool> stack_div{false};  ///< is each open region inside thread-dependent control
   std::vector<bool> tdep;              ///< per op: may the value differ between the threads of a group
   std::vector<bool> local_tdep;
-  size_t hoisted = 0;  ///< constants, parameters and builtins lead region 0
+  /// Constants, parameters and builtins, in order: they lead region 0 when tracing ends (kept
+  /// apart until then, as inserting each at the front would move the whole body).
+  std::vector<uint32_t> lead;
   /// Hoisted ops by their key (see hoisted()).
   struct InternKey {
     uint64_t head, i, f;
@@ -106,8 +108,7 @@ Val hoisted(ir::Op op, bool dep) {
   uint32_t id = static_cast<uint32_t>(t.k.ops.size());
   t.k.ops.push_back(op);
   t.tdep.push_back(dep);
-  auto& body = t.k.regions[0].ops;
-  body.insert(body.begin() + static_cast<std::ptrdiff_t>(t.hoisted++), id);
+  t.lead.push_back(id);
   t.interned[key] = id;
   return Val(Val::Raw{}, id, op.type, t.serial);
 }
@@ -822,6 +823,7 @@ Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Li
   t.k.name = std::move(name);
   t.k.limits = limits;
   t.k.regions.emplace_back();
+  t.k.ops.reserve(256);
   Tracer* outer = g_tracer;
   g_tracer = &t;
   try {
@@ -832,6 +834,8 @@ Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Li
     throw;
   }
   g_tracer = outer;
+  auto& body = t.k.regions[0].ops;
+  body.insert(body.begin(), t.lead.begin(), t.lead.end());
   ir::validate(t.k);
   ir::optimize(t.k);
   return Kernel(std::make_shared<const ir::Kernel>(std::move(t.k)));
