@@ -44,39 +44,6 @@ const char* cmp_name(CmpFn f) {
   return n[static_cast<unsigned>(f)];
 }
 
-bool Op::has_value() const {
-  switch (kind) {
-    case Kind::Store:
-    case Kind::StoreVec:
-    case Kind::LocalStore:
-    case Kind::If:
-    case Kind::While:
-    case Kind::Yield:
-    case Kind::Barrier:
-      return false;
-    default:
-      return true;
-  }
-}
-
-bool Op::pure() const {
-  switch (kind) {
-    case Kind::Const:
-    case Kind::Scalar:
-    case Kind::Builtin:
-    case Kind::Unary:
-    case Kind::Binary:
-    case Kind::Compare:
-    case Kind::Select:
-    case Kind::Fma:
-    case Kind::Cast:
-    case Kind::Extract:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool contains_barrier(const Kernel& k, uint32_t region) {
   if (region == kNone) return false;
   for (uint32_t id : k.regions[region].ops) {

@@ -87,6 +87,39 @@ struct Op {
   bool pure() const;       ///< no effects: may be merged, moved or dropped
 };
 
+inline bool Op::has_value() const {
+  switch (kind) {
+    case Kind::Store:
+    case Kind::StoreVec:
+    case Kind::LocalStore:
+    case Kind::If:
+    case Kind::While:
+    case Kind::Yield:
+    case Kind::Barrier:
+      return false;
+    default:
+      return true;
+  }
+}
+
+inline bool Op::pure() const {
+  switch (kind) {
+    case Kind::Const:
+    case Kind::Scalar:
+    case Kind::Builtin:
+    case Kind::Unary:
+    case Kind::Binary:
+    case Kind::Compare:
+    case Kind::Select:
+    case Kind::Fma:
+    case Kind::Cast:
+    case Kind::Extract:
+      return true;
+    default:
+      return false;
+  }
+}
+
 struct Region {
   std::vector<uint32_t> ops;
 };

@@ -4,6 +4,7 @@
 // Each pass keeps op ids stable: a replaced value is redirected (its uses renamed) and the op
 // leaves its region, so ids index `ops` for the kernel's life.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -185,15 +186,20 @@ bool const_is(const Kernel& k, uint32_t v, double x) {
 
 void fold_constants(Kernel& k) {
   std::vector<uint32_t> repl(k.ops.size(), kNone);
+  bool any = false;  // a value replaced by another
   for_each_op(k, 0, [&](uint32_t id) {
     Op& op = k.ops[id];
+    auto to = [&](uint32_t v) {  // op's value is v's
+      repl[id] = v;
+      any = true;
+    };
     for (uint8_t i = 0; i < op.nin; ++i)
       while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
     if (op.pure() && op.kind != Kind::Const && op.nin > 0) {
       bool all = true;
       for (uint8_t i = 0; i < op.nin; ++i) all = all && is_const(k, op.in[i]);
       if (op.kind == Kind::Select && is_const(k, op.in[0])) {
-        repl[id] = k.ops[op.in[0]].i ? op.in[1] : op.in[2];
+        to(k.ops[op.in[0]].i ? op.in[1] : op.in[2]);
       } else if (all) {
         const Op* a = &k.ops[op.in[0]];
         const Op* b = op.nin > 1 ? &k.ops[op.in[1]] : nullptr;
@@ -204,26 +210,26 @@ void fold_constants(Kernel& k) {
         // integer identities: x+0, x-0, x*1, x/1, x*0
         auto f = static_cast<BinaryFn>(op.attr);
         if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0))
-          repl[id] = op.in[1];
+          to(op.in[1]);
         else if ((f == BinaryFn::Add || f == BinaryFn::Sub || f == BinaryFn::Or || f == BinaryFn::Xor ||
                   f == BinaryFn::Shl || f == BinaryFn::Shr) &&
                  const_is(k, op.in[1], 0))
-          repl[id] = op.in[0];
+          to(op.in[0]);
         else if (f == BinaryFn::Mul && const_is(k, op.in[1], 1))
-          repl[id] = op.in[0];
+          to(op.in[0]);
         else if (f == BinaryFn::Mul && const_is(k, op.in[0], 1))
-          repl[id] = op.in[1];
+          to(op.in[1]);
         else if (f == BinaryFn::Div && const_is(k, op.in[1], 1))
-          repl[id] = op.in[0];
+          to(op.in[0]);
       } else if (op.kind == Kind::Binary && static_cast<BinaryFn>(op.attr) == BinaryFn::Mul) {
         if (const_is(k, op.in[1], 1))
-          repl[id] = op.in[0];
+          to(op.in[0]);
         else if (const_is(k, op.in[0], 1))
-          repl[id] = op.in[1];
+          to(op.in[1]);
       }
     }
   });
-  apply(k, repl);
+  if (any) apply(k, repl);
 }
 
 namespace {
@@ -311,7 +317,8 @@ namespace {
 /// walk leaves it (a value defined inside an if or loop is not visible after it).
 class ValueTable {
  public:
-  explicit ValueTable(const Kernel& k) : k_(k), head_(1024, kNone) {}
+  /// Buckets: a power of two, at least twice the ops (short chains for large kernels too).
+  explicit ValueTable(const Kernel& k) : k_(k), head_(std::bit_ceil(std::max<size_t>(64, 2 * k.ops.size())), kNone) {}
   /// The earlier op computing what `id` computes, kNone if none (then `id` is added).
   uint32_t find_or_add(uint32_t id) {
     const uint64_t h = hash(k_.ops[id]);
@@ -413,12 +420,13 @@ void eliminate_dead(Kernel& k) {
   // Use counts are kept up to date as ops go, so one pass over a worklist finds every value
   // that becomes unused (and every store to a local that is no longer read). Only an if whose
   // regions became empty sends the pass round again.
-  std::vector<uint32_t> uses = use_counts(k);
+  std::vector<uint32_t> uses(k.ops.size(), 0);  // use_counts(k), in the walk below
   std::vector<bool> dead(k.ops.size(), false);
   std::vector<uint32_t> local_reads(k.locals.size(), 0);
   std::vector<std::vector<uint32_t>> local_stores(k.locals.size());
   for_each_op(k, 0, [&](uint32_t id) {
     const Op& op = k.ops[id];
+    for (uint8_t i = 0; i < op.nin; ++i) ++uses[op.in[i]];
     if (op.kind == Kind::LocalLoad) ++local_reads[op.obj];
     if (op.kind == Kind::LocalStore) local_stores[op.obj].push_back(id);
   });
@@ -456,10 +464,11 @@ void eliminate_dead(Kernel& k) {
 
 void lower_subgroups(Kernel& k) {
   if (k.limits.subgroups) return;
-  std::vector<uint32_t> repl(k.ops.size(), kNone);
+  std::vector<uint32_t> repl;
   for (uint32_t id = 0; id < k.ops.size(); ++id) {
     Op& op = k.ops[id];
     if (op.kind == Kind::Subgroup) {
+      if (repl.empty()) repl.assign(k.ops.size(), kNone);
       repl[id] = op.in[0];
     } else if (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(Builtin::LaneId)) {
       op = Op{};
@@ -467,7 +476,7 @@ void lower_subgroups(Kernel& k) {
       op.type = Type::I32;
     }
   }
-  apply(k, repl);
+  if (!repl.empty()) apply(k, repl);
 }
 
 void optimize(Kernel& k) {

@@ -5,7 +5,6 @@
 // operations happen, so an error names the statement; the rest is checked in validate().
 #include <atomic>
 #include <map>
-#include <unordered_map>
 
 #include "kernel/ir.h"
 #include "kernel/library.h"
@@ -38,13 +37,37 @@ struct Tracer {
     uint64_t head, i, f;
     bool operator==(const InternKey&) const = default;
   };
-  struct InternHash {
-    size_t operator()(const InternKey& x) const {
+  /// Open addressing over a power-of-two table (linear probing, grown at half full): a kernel
+  /// asks for a constant per use, so this lookup is on the tracing's hot path.
+  struct InternTable {
+    struct Slot {
+      InternKey key;
+      uint32_t id = kNone;
+    };
+    std::vector<Slot> slots = std::vector<Slot>(64);
+    size_t used = 0;
+
+    static size_t hash(const InternKey& x) {
       uint64_t h = x.head * 0x9e3779b97f4a7c15ull ^ x.i * 0xc2b2ae3d27d4eb4full ^ x.f * 0x165667b19e3779f9ull;
       return static_cast<size_t>(h ^ (h >> 29));
     }
+    /// The slot of key: its entry, or the empty slot where it belongs.
+    Slot& find(const InternKey& key) {
+      const size_t mask = slots.size() - 1;
+      for (size_t i = hash(key) & mask;; i = (i + 1) & mask)
+        if (slots[i].id == kNone || slots[i].key == key) return slots[i];
+    }
+    void add(Slot& s, const InternKey& key, uint32_t id) {
+      s.key = key;
+      s.id = id;
+      if (++used * 2 <= slots.size()) return;
+      std::vector<Slot> old(slots.size() * 2);
+      old.swap(slots);
+      for (const Slot& o : old)
+        if (o.id != kNone) find(o.key) = o;
+    }
   };
-  std::unordered_map<InternKey, uint32_t, InternHash> interned;
+  InternTable interned;
   std::map<std::pair<bool, uint32_t>, std::vector<Write>> writes;  ///< since the last barrier
   uint32_t last_loc = kNone;
   bool group_set = false;
@@ -104,12 +127,13 @@ Val hoisted(ir::Op op, bool dep) {
   const Tracer::InternKey key{(uint64_t{static_cast<uint8_t>(op.kind)} << 24) | (uint64_t{op.axis} << 16) |
                                   (uint64_t{static_cast<uint8_t>(op.type)} << 8) | op.attr,
                               static_cast<uint64_t>(op.i) + (op.obj == kNone ? 0 : (uint64_t{op.obj} << 40)), fbits};
-  if (auto it = t.interned.find(key); it != t.interned.end()) return Val(Val::Raw{}, it->second, op.type, t.serial);
+  Tracer::InternTable::Slot& slot = t.interned.find(key);
+  if (slot.id != kNone) return Val(Val::Raw{}, slot.id, op.type, t.serial);
   uint32_t id = static_cast<uint32_t>(t.k.ops.size());
   t.k.ops.push_back(op);
   t.tdep.push_back(dep);
   t.lead.push_back(id);
-  t.interned[key] = id;
+  t.interned.add(slot, key, id);
   return Val(Val::Raw{}, id, op.type, t.serial);
 }
 
