@@ -18,8 +18,6 @@
 // runs while some lane is in it, under the mask of those lanes. An index whose lanes are consecutive (thread_id(0) plus
 // a uniform value) is one vector load or store; any other is a loop over the lanes. The compiler then keeps vector
 // values in registers across a uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
-#include <functional>
-
 #include "kernel/render_clike.h"
 
 namespace kiln::kernel::gen {
@@ -451,7 +449,8 @@ class Cpp : public CLike {
   }
 
   /// A loop over the lanes (the active ones under a mask) around `body`.
-  void lane_loop(const std::function<void()>& body) {
+  template <class F>
+  void lane_loop(const F& body) {
     line("for (int kk_l = 0; kk_l < KK_W; ++kk_l) {");
     ++depth;
     if (!mask_.empty()) {
@@ -465,7 +464,8 @@ class Cpp : public CLike {
     line("}");
   }
   /// `fast` when every lane is active, else the lane loop `slow`.
-  void all_or_lanes(const std::function<void()>& fast, const std::function<void()>& slow) {
+  template <class Fast, class Slow>
+  void all_or_lanes(const Fast& fast, const Slow& slow) {
     if (mask_.empty()) {
       fast();
       return;
@@ -481,7 +481,8 @@ class Cpp : public CLike {
     line("}");
   }
   /// Runs `body` only if some lane is active.
-  void if_any(const std::function<void()>& body) {
+  template <class F>
+  void if_any(const F& body) {
     if (mask_.empty()) {
       body();
       return;
