@@ -69,13 +69,15 @@ struct Divergence {
   const Kernel& k;
   std::vector<bool> div;
   std::vector<bool> local;
+  /// A flag read before this walk set it flipped (a local, or a while's condition read by its
+  /// condition region): the walk must run again. A value's own flag is final in one walk, as
+  /// its operands come before it.
   bool changed = false;
 
-  void set(std::vector<bool>& v, size_t i, bool x) {
-    if (x && !v[i]) {
-      v[i] = true;
-      changed = true;
-    }
+  static bool set(std::vector<bool>& v, size_t i, bool x) {
+    if (!x || v[i]) return false;
+    v[i] = true;
+    return true;
   }
 
   void walk(uint32_t r, bool ctx) {
@@ -97,7 +99,7 @@ struct Divergence {
           set(div, id, local[op.obj]);
           break;
         case Kind::LocalStore:
-          set(local, op.obj, any || ctx);
+          changed = set(local, op.obj, any || ctx) || changed;
           break;
         case Kind::If:
           set(div, id, any);
@@ -111,7 +113,7 @@ struct Divergence {
         case Kind::While: {
           const auto& cond = k.regions[op.region[0]].ops;
           walk(op.region[0], ctx || div[id]);
-          set(div, id, !cond.empty() && div[k.ops[cond.back()].in[0]]);
+          changed = set(div, id, !cond.empty() && div[k.ops[cond.back()].in[0]]) || changed;
           walk(op.region[1], ctx || div[id]);
           break;
         }
