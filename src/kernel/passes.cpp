@@ -305,6 +305,11 @@ struct Unroller {
 }  // namespace
 
 bool unroll_loops(Kernel& k, uint32_t max_count) {
+  // Most kernels have no loop with constant bounds: then there is nothing to walk.
+  const bool any = std::any_of(k.ops.begin(), k.ops.end(), [&](const Op& op) {
+    return op.kind == Kind::For && is_const(k, op.in[0]) && is_const(k, op.in[1]) && is_const(k, op.in[2]);
+  });
+  if (!any) return false;
   Unroller u{k, max_count};
   u.walk(0);
   return u.unrolled;
