@@ -72,14 +72,12 @@ static std::string integral_text(double f) {
   return cat(std::to_string(static_cast<int64_t>(f)), ".0");
 }
 
-/// printf's "%.*g" of f into b (48 bytes), returning its end, and the double that text reads as.
-/// std::to_chars and std::from_chars give the same text and value where the library has them
-/// for floats, several times faster than snprintf and strtod.
+/// printf's "%.*g" of f into b (48 bytes), returning its end; read_text: the double a text reads
+/// as. std::to_chars and std::from_chars give the same text and value where the library has
+/// them for floats, several times faster than snprintf and strtod.
 static char* general_text(char* b, double f, int prec) {
 #if KILN_FLOAT_CHARCONV
-  char* e = std::to_chars(b, b + 47, f, std::chars_format::general, prec).ptr;
-  *e = 0;
-  return e;
+  return std::to_chars(b, b + 48, f, std::chars_format::general, prec).ptr;
 #else
   return b + std::snprintf(b, 48, "%.*g", prec, f);
 #endif
