@@ -234,6 +234,11 @@ void fold_constants(Kernel& k) {
 
 namespace {
 
+/// A for loop whose begin, end and step are constants (what the unroller may unroll).
+bool constant_bounds(const Kernel& k, const Op& op) {
+  return op.kind == Kind::For && is_const(k, op.in[0]) && is_const(k, op.in[1]) && is_const(k, op.in[2]);
+}
+
 struct Unroller {
   Kernel& k;
   uint32_t max_count;
@@ -277,7 +282,7 @@ struct Unroller {
       walk(k.ops[id].region[0]);
       walk(k.ops[id].region[1]);
       const Op op = k.ops[id];
-      if (op.kind == Kind::For && is_const(k, op.in[0]) && is_const(k, op.in[1]) && is_const(k, op.in[2])) {
+      if (constant_bounds(k, op)) {
         int64_t b = k.ops[op.in[0]].i, e = k.ops[op.in[1]].i, s = k.ops[op.in[2]].i;
         int64_t n = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : -1;
         if (n >= 0 && n <= max_count && static_cast<size_t>(n) * size(op.region[0]) <= 1024) {
@@ -306,10 +311,7 @@ struct Unroller {
 
 bool unroll_loops(Kernel& k, uint32_t max_count) {
   // Most kernels have no loop with constant bounds: then there is nothing to walk.
-  const bool any = std::any_of(k.ops.begin(), k.ops.end(), [&](const Op& op) {
-    return op.kind == Kind::For && is_const(k, op.in[0]) && is_const(k, op.in[1]) && is_const(k, op.in[2]);
-  });
-  if (!any) return false;
+  if (std::none_of(k.ops.begin(), k.ops.end(), [&](const Op& op) { return constant_bounds(k, op); })) return false;
   Unroller u{k, max_count};
   u.walk(0);
   return u.unrolled;
