@@ -5,7 +5,8 @@
 //
 //   kiln_bench_kernel [--smoke]      (--smoke: tiny sizes, a few repetitions)
 //   kiln_bench_kernel --disk-probe   (internal: times a compile that only the disk cache serves)
-//   kiln_bench_kernel --render-loop TARGET [REPS [FILE]]   (rendering alone, for a profiler)
+//   kiln_bench_kernel --render-loop TARGET [REPS [FILE]]   (rendering alone, for a profiler;
+//                                                           TARGET trace: tracing alone)
 //   KILN_BENCH_ROWS=1: also each library kernel's trace and trace + render times, on stderr
 #include <unistd.h>
 
@@ -57,6 +58,21 @@ double best(int reps, const std::function<void()>& f) {
 }
 
 /// y = 1.5 x over n elements: the elementwise case (one op, as Kiln's hand-written kernel).
+/// y = exp(x): the language's exp (the CPU's polynomial, a kernel function).
+K::Kernel exp_kernel() {
+  return K::trace("bench_exp", [](K::Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    K::Val n = b.scalar<int32_t>("n");
+    b.group_size(256);
+    K::Val i = K::global_id();
+    K::if_(i < n, [&] {
+      K::Val v = x[i];
+      y[i] = K::exp(v);
+    });
+  });
+}
+
 K::Kernel scale_shift() {
   return K::trace("bench_scale", [](K::Builder& b) {
     auto x = b.input<float>("x");
@@ -185,8 +201,8 @@ void library_table(int reps) {
         }
         rows.push_back(r);
         if (std::getenv("KILN_BENCH_ROWS"))
-          std::fprintf(stderr, "%-40s trace %6.1f cpp %6.1f glsl %6.1f\n", name.c_str(), tr * 1e6, r.total[0] * 1e6,
-                       r.total[1] * 1e6);
+          std::fprintf(stderr, "%-40s ir lines %5td trace %6.1f cpp %6.1f glsl %6.1f\n", name.c_str(),
+                       std::ranges::count(K::dump(k), '\n'), tr * 1e6, r.total[0] * 1e6, r.total[1] * 1e6);
       });
   std::printf(
       "\n## The library's kernels: tracing plus rendering (best of %d)\n\n%zu kernels: one op of each family "
@@ -209,6 +225,24 @@ void library_table(int reps) {
 /// times for one target, for a profiler; FILE receives the sources of the first round (diff two
 /// builds' files to see that a renderer change keeps the text).
 int render_loop(int argc, char** argv) {
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 300;
+  std::FILE* f = argc > 4 ? std::fopen(argv[4], "w") : nullptr;
+  if (std::string(argv[2]) == "trace") {  // tracing alone; FILE receives the optimised IR
+    kiln::test::for_each_library_launch(
+        [&](const std::string&, const std::function<K::Kernel(const K::Limits&)>& trace) {
+          for (int i = 0; i < reps; ++i) {
+            const K::Kernel k = trace(K::Limits{});
+            if (f && i == 0) std::fprintf(f, "=====\n%s", K::dump(k).c_str());
+          }
+        });
+    for (auto make : {scale_shift, group_sum, matmul_blocked})
+      for (int i = 0; i < reps; ++i) {
+        const K::Kernel k = make();
+        if (f && i == 0) std::fprintf(f, "=====\n%s", K::dump(k).c_str());
+      }
+    if (f) std::fclose(f);
+    return 0;
+  }
   std::vector<K::Kernel> ks;
   kiln::test::for_each_library_launch([&](const std::string&, const std::function<K::Kernel(const K::Limits&)>& trace) {
     ks.push_back(trace(K::Limits{}));
@@ -217,8 +251,6 @@ int render_loop(int argc, char** argv) {
   K::Target target = K::Target::Cpp;
   for (K::Target t : {K::Target::Cpp, K::Target::Cuda, K::Target::Glsl, K::Target::Wgsl})
     if (K::target_name(t) == argv[2]) target = t;
-  const int reps = argc > 3 ? std::atoi(argv[3]) : 300;
-  std::FILE* f = argc > 4 ? std::fopen(argv[4], "w") : nullptr;
   for (int i = 0; i < reps; ++i)
     for (const K::Kernel& k : ks) {
       std::string text;
@@ -371,6 +403,26 @@ int main(int argc, char** argv) {
     std::printf("| y = 1.5 x, %lld floats (Kiln: its Highway kernel) | %s | %s | %.2f |\n", static_cast<long long>(n),
                 ms(kern).c_str(), ms(hand).c_str(), hand / kern);
   }
+  {
+    const int64_t n = smoke ? int64_t{4096} : int64_t{1} << 20;
+    Tensor x = randn({n}).to(plain);
+    Aligned xs(x.to_vector<float>()), ys(n);
+    int32_t ni = static_cast<int32_t>(n);
+    K::CpuKernel ek = K::compile_cpu(exp_kernel());
+    const auto [kern, hand] = best_alternated(
+        r2,
+        [&] {
+          ek({(n + 255) / 256}, {xs.arg(), ys.arg(), ni});
+        },
+        [&] {
+          Tensor y = x.exp();
+          (void)y;
+        });
+    Tensor yk = from_blob_copy(ys.p, {n}, f32, plain), want = x.exp();
+    err = std::max(err, ((yk - want).abs() / want).max().item<double>());
+    std::printf("| y = exp(x), %lld floats (Kiln: its Highway kernel) | %s | %s | %.2f |\n", static_cast<long long>(n),
+                ms(kern).c_str(), ms(hand).c_str(), hand / kern);
+  }
   const int64_t m = smoke ? 64 : 512;
   Tensor a = randn({m, m}).to(plain), bb = randn({m, m}).to(plain);
   Aligned av(a.to_vector<float>()), bv(bb.to_vector<float>()), cv(m * m);
@@ -390,7 +442,8 @@ int main(int argc, char** argv) {
   const double mm_err = (ck - matmul(a, bb)).abs().max().item<double>();
   std::printf("| matmul %lld^3 (Kiln: oneDNN sgemm) | %s | %s | %.2f |\n", static_cast<long long>(m), ms(kmm).c_str(),
               ms(hmm).c_str(), hmm / kmm);
-  std::printf("\nLargest differences from Kiln's results: elementwise %.2g, matmul %.2g.\n", err, mm_err);
+  std::printf("\nLargest differences from Kiln's results: elementwise %.2g (exp: relative), matmul %.2g.\n", err,
+              mm_err);
   std::filesystem::remove_all(cache);
   return err < 1e-5 && mm_err < 1e-2 ? 0 : 1;
 }

@@ -31,7 +31,8 @@ namespace kiln::kernel {
 
 namespace ir {
 struct Kernel;
-}
+struct Function;
+}  // namespace ir
 
 /// Element and value types. F16 and BF16 are storage types: a load gives an F32 value and a
 /// store rounds an F32 value, on every target. F64 is a value type with arithmetic, comparisons,
@@ -263,6 +264,39 @@ class Kernel {
 /// Runs `fn` once with symbolic values and returns the checked, optimised kernel. Errors are
 /// kiln::Error("[kernel 'name'] ... (file:line)").
 Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Limits& limits = {});
+
+/// A function kernels call (docs/kernels.md, Functions). `body` computes the result from one
+/// value per parameter type (at most 5); it runs once per process, at the first call, and is
+/// traced and optimised into a function of its own. A call records one operation in the calling
+/// kernel, and each target's source defines the function once. The body may use arithmetic,
+/// math, comparisons, select, casts, Var and other functions; memory, control flow, barriers,
+/// subgroups and thread indices are errors. Names are unique in a process (the sources name the
+/// function after it).
+class Function {
+ public:
+  Function(std::string name, std::vector<Type> params, std::function<Val(const std::vector<Val>&)> body);
+  /// The value of a call (in a trace): one argument of each parameter's type; a literal takes
+  /// its parameter's type.
+  template <class... A>
+  Val operator()(const A&... args) const {
+    size_t i = 0;
+    return call({arg(args, i++)...});
+  }
+  Val call(const std::vector<Val>& args) const;
+  const std::string& name() const;
+  /// The traced function (traced now if it was not yet).
+  const std::shared_ptr<const ir::Function>& ir() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+  Type param(size_t i) const;
+  Val arg(const Val& v, size_t) const { return v; }
+  template <Literal T>
+  Val arg(const T& v, size_t i) const {
+    return Val::constant(static_cast<double>(v), param(i));
+  }
+};
 
 /// The kernel as source text for a target. Throws kiln::Error when the kernel uses something the
 /// target cannot express (for example i64 in WGSL).

@@ -263,6 +263,9 @@ void dump_region(const ir::Kernel& k, uint32_t r, int depth, std::string& out) {
       case Kind::Subgroup:
         line += "subgroup" + std::to_string(op.attr) + " " + args;
         break;
+      case Kind::Call:
+        line += "call " + k.functions[op.obj]->name + " " + args;
+        break;
     }
     out += line + "\n";
     if (op.region[0] != ir::kNone) dump_region(k, op.region[0], depth + 1, out);

@@ -5,6 +5,8 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,7 @@ enum class Kind : uint8_t {
   Yield,       ///< in: the condition of a while
   Barrier,
   Subgroup,  ///< attr: SubgroupFn, in: value (and lane or mask)
+  Call,      ///< function `obj` of Kernel::functions, in: its arguments; the value: its result
 };
 
 enum class Builtin : uint8_t { ThreadId, GroupId, NumGroups, LaneId };
@@ -114,6 +117,7 @@ inline bool Op::pure() const {
     case Kind::Fma:
     case Kind::Cast:
     case Kind::Extract:
+    case Kind::Call:
       return true;
     default:
       return false;
@@ -139,6 +143,8 @@ struct SharedDecl {
   uint32_t count;
 };
 
+struct Function;
+
 struct Kernel {
   std::string name, spec;
   Limits limits;
@@ -148,13 +154,15 @@ struct Kernel {
   std::vector<SharedDecl> shared;
   std::vector<Type> locals;
   std::vector<Op> ops;
-  std::vector<Region> regions;  ///< regions[0]: the kernel body
-  std::vector<Loc> locs;        ///< the statements that recorded a place
+  std::vector<Region> regions;                             ///< regions[0]: the kernel body
+  std::vector<Loc> locs;                                   ///< the statements that recorded a place
+  std::vector<std::shared_ptr<const Function>> functions;  ///< what Call ops call (by index)
   bool uses_barrier = false;
+  bool is_function = false;  ///< a Function's body
 
   uint32_t threads() const { return group[0] * group[1] * group[2]; }
-  /// "[kernel 'name'] " for error messages.
-  std::string prefix() const { return "[kernel '" + name + "'] "; }
+  /// "[kernel 'name'] " (or "[function 'name'] ") for error messages.
+  std::string prefix() const { return (is_function ? "[function '" : "[kernel '") + name + "'] "; }
   /// "file:line" of a recorded place (the file's name without its folder).
   std::string loc_text(uint32_t loc) const {
     std::string f = locs[loc].file_name();
@@ -162,6 +170,22 @@ struct Kernel {
     return f + ":" + std::to_string(locs[loc].line());
   }
   std::string where(uint32_t loc) const { return loc == kNone ? "" : " (" + loc_text(loc) + ")"; }
+};
+
+/// A kernel function (kiln::kernel::Function) as traced: its body is a kernel whose scalars are
+/// the parameters and whose region 0 ends with a Yield of the result; straight-line code (no
+/// memory, control flow, barriers, subgroups or thread indices), optimised once.
+struct Function {
+  std::string name;  ///< unique in a process: the generated sources name it after this
+  std::vector<Type> params;
+  Type result = Type::F32;
+  Kernel body;
+  /// The type of the IR value of a call (f16 and bf16 values are f32 values in the IR).
+  Type value_type() const { return result == Type::F16 || result == Type::BF16 ? Type::F32 : result; }
+  /// Its definition per target (index: Target; 4: the C++ target's vector form), rendered on
+  /// first use.
+  mutable std::mutex text_mu;
+  mutable std::string text[5];
 };
 
 /// Calls f(id) for every op reachable from region r of kernel k (an ir::Kernel, const or not),

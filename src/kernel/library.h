@@ -99,7 +99,15 @@ bool elementwise_meta(const kiln::ir::Op& op, int32_t* meta);
 /// Groups of an elementwise dispatch over n elements (x at most 65535).
 std::array<uint32_t, 3> elementwise_groups(int64_t n);
 
-/// exp and sigmoid of an F32 value in the CPU's polynomial forms (library/math.cpp).
+/// body(args) as a call of a kernel function (kiln::kernel::Function) named `name` with the
+/// argument types appended, made at the first such call and kept for the process: a kernel
+/// records one call op, and each target's source holds the function once. The math below is
+/// called this way; `body` must give the same function for the same name.
+Val call_library(std::string name, const std::vector<Val>& args,
+                 const std::function<Val(const std::vector<Val>&)>& body);
+
+/// exp and sigmoid of an F32 value in the CPU's polynomial forms (library/math.cpp). These and
+/// the other math functions below are kernel functions (call_library).
 Val exp_f32(Val x);
 Val sigmoid_f32(Val x);
 Val tanh_f32(Val x);

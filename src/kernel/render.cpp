@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #include "kernel/render.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -45,7 +47,7 @@ std::string Base::ref(uint32_t id) {
     if (literals[id].empty()) literals[id] = lit(op);
     return literals[id];
   }
-  if (op.kind == Kind::Scalar) return scalar(op.obj);
+  if (op.kind == Kind::Scalar) return in_function_ ? cat("p", std::to_string(op.obj)) : scalar(op.obj);
   if (op.kind == Kind::Builtin) return builtin(op);
   return name(id);
 }
@@ -166,6 +168,8 @@ std::string Base::expr(uint32_t id) {
       return load_vec(op, in(0));
     case Kind::LocalLoad:
       return local(op.obj);
+    case Kind::Call:
+      return cat(function_name(*k.functions[op.obj]), call_args(op));
     default:
       return "?";
   }
@@ -229,11 +233,58 @@ void Base::statement(uint32_t id) {
       line("}");
       return;
     case Kind::Yield:
-      line("if (!", in(0), ") { break; }");
+      if (in_function_)
+        line("return ", in(0), ";");
+      else
+        line("if (!", in(0), ") { break; }");
       return;
     default:
       define(id, expr(id));
   }
+}
+
+std::string Base::function_name(const ir::Function& f) {
+  std::string r = "kk_f_";
+  for (char c : f.name) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return r;
+}
+
+std::string Base::call_args(const ir::Op& op) {
+  std::string r = "(";
+  for (uint8_t i = 0; i < op.nin; ++i) append(r, i ? ", " : "", ref(op.in[i]));
+  return r + ")";
+}
+
+std::string Base::function(const ir::Function& f) {
+  in_function_ = true;
+  out.clear();
+  depth = 0;
+  line(function_head(f));
+  depth = 1;
+  for (size_t i = 0; i < k.locals.size(); ++i) declare_local(static_cast<uint32_t>(i), k.locals[i]);
+  region(0);
+  out += "}\n";
+  return out;
+}
+
+std::string Base::functions(int slot, const std::function<std::string(const ir::Function&)>& render) {
+  std::string r;
+  std::vector<const ir::Function*> done;
+  auto visit = [&](const ir::Kernel& kk, auto& self) -> void {
+    for (const auto& f : kk.functions) {
+      if (std::find(done.begin(), done.end(), f.get()) != done.end()) continue;
+      for (const ir::Function* d : done)
+        if (d->name == f->name) throw Error(k.prefix() + "calls two different functions named '" + f->name + "'");
+      self(f->body, self);
+      done.push_back(f.get());
+      std::lock_guard<std::mutex> lock(f->text_mu);
+      std::string& text = f->text[slot];
+      if (text.empty()) text = render(*f);
+      r += text;
+    }
+  };
+  visit(k, visit);
+  return r;
 }
 
 void Base::region(uint32_t r) {

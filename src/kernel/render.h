@@ -3,6 +3,7 @@
 // expressions whose syntax the C-like targets agree on. A target overrides the hooks.
 #pragma once
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,17 @@ std::string cat(const P&... p) {
   return r;
 }
 
+/// Whether p(kernel, op) holds for an op of k's regions or of the functions it calls.
+template <class P>
+bool any_op(const ir::Kernel& k, const P& p) {
+  for (const ir::Region& r : k.regions)
+    for (uint32_t id : r.ops)
+      if (p(k, k.ops[id])) return true;
+  for (const auto& f : k.functions)
+    if (any_op(f->body, p)) return true;
+  return false;
+}
+
 class Base {
  public:
   Base(const ir::Kernel& k, Target t);
@@ -54,6 +66,7 @@ class Base {
   std::vector<bool> atomic_buf, atomic_shared;  ///< memory used by an atomic
   std::vector<std::string> literals;            ///< op id -> lit() of a constant, once rendered
   uint32_t next_name = 0;
+  bool in_function_ = false;  ///< rendering a Function's body (function())
 
   [[noreturn]] void unsupported(const std::string& what) const;
   /// Appends one line at the current depth: the pieces, then a newline.
@@ -108,6 +121,25 @@ class Base {
   virtual std::string local(uint32_t slot) { return cat("l", std::to_string(slot)); }
   virtual void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s);
   virtual void open_loop() { line("for (;;) {"); }
+
+  // ---- functions (kiln::kernel::Function) ----
+  /// The name of f in the generated sources.
+  static std::string function_name(const ir::Function& f);
+  /// f's definition in this target (a renderer of this target over f.body calls function()).
+  virtual std::string render_function(const ir::Function& f) = 0;
+  /// The first line of f's definition, through the opening brace.
+  virtual std::string function_head(const ir::Function& f) = 0;
+  virtual void declare_local(uint32_t slot, Type t) { line(ty(t), " l", std::to_string(slot), ";"); }
+  /// The definition of f, whose body is this renderer's kernel.
+  std::string function(const ir::Function& f);
+  /// The definitions of the functions the kernel calls, callees first (each rendered once per
+  /// process and target): render(f) into ir::Function::text[slot].
+  std::string functions(int slot, const std::function<std::string(const ir::Function&)>& render);
+  std::string functions() {
+    return functions(static_cast<int>(target), [this](const ir::Function& f) { return render_function(f); });
+  }
+  /// A call's argument list "(a, b)".
+  std::string call_args(const ir::Op& op);
 
   /// The expression of a pure op or a load.
   std::string expr(uint32_t id);

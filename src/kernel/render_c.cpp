@@ -162,6 +162,7 @@ std::string CLike::cuda_text() {
   out = "// kernel " + k.name + " [" + k.spec + "]\n";
   out += kCudaPrelude;
   out += kConversions;
+  out += functions();
   std::string params;
   body_params(params);
   std::string fn = identifier(k.name);

@@ -179,6 +179,15 @@ class CLike : public Base {
     if (cuda) line("__syncthreads();");
   }
 
+  std::string render_function(const ir::Function& f) override { return CLike(f.body, target, false).function(f); }
+  std::string function_head(const ir::Function& f) override {
+    std::string s =
+        cat(cuda ? "__device__ __forceinline__ " : "static inline ", ty(f.value_type(), 1), " ", function_name(f), "(");
+    for (size_t i = 0; i < f.body.scalars.size(); ++i)
+      append(s, i ? ", " : "", ty(f.body.scalars[i].type, 1), " p", std::to_string(i));
+    return s + ") {";
+  }
+
   void declarations() {
     for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i], 1), " l", std::to_string(i), ";");
   }

@@ -31,6 +31,43 @@ class Cpp : public CLike {
  public:
   Cpp(const ir::Kernel& kk, bool debug) : CLike(kk, Target::Cpp, debug) {}
 
+  /// The vector form of f for vector mode, vector_name(f): each parameter, value and local a
+  /// vector of KK_W lanes (constants broadcast).
+  std::string vector_function(const ir::Function& f) {
+    const size_t n = k.ops.size();
+    in_function_ = vec_ = in_threads = true;
+    divergent.assign(n, true);
+    for (size_t i = 0; i < n; ++i) divergent[i] = k.ops[i].kind != Kind::Const;
+    remat.assign(n, false);
+    crossing.assign(n, false);
+    hoist.assign(n, false);
+    stride.assign(n, kNoStride);
+    vlocal.assign(k.locals.size(), true);
+    local_multi.assign(k.locals.size(), false);
+    out.clear();
+    depth = 0;
+    std::string head = cat("static inline ", wty(f.value_type()), " ", vector_name(f), "(");
+    for (size_t i = 0; i < k.scalars.size(); ++i)
+      append(head, i ? ", " : "", wty(k.scalars[i].type), " p", std::to_string(i));
+    line(head, ") {");
+    depth = 1;
+    for (size_t i = 0; i < k.locals.size(); ++i) line(wty(k.locals[i]), " l", std::to_string(i), ";");
+    for (uint32_t id : k.regions[0].ops) {
+      const ir::Op& op = k.ops[id];
+      if (op.kind == Kind::Const || op.kind == Kind::Scalar) continue;
+      if (op.kind == Kind::Yield)
+        line("return ", bc(op.in[0]), ";");
+      else if (op.kind == Kind::LocalStore)
+        line(local(op.obj), " = ", bc(op.in[0]), ";");
+      else
+        define(id, vexpr(id));
+    }
+    out += "}\n";
+    return out;
+  }
+  /// The name of f's vector form.
+  static std::string vector_name(const ir::Function& f) { return "kk_fv_" + function_name(f).substr(5); }
+
   std::string text() override {
     if (k.limits.subgroups) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
     plan();
@@ -42,6 +79,8 @@ class Cpp : public CLike {
       out += std::string("#define KK_W16 ") + (k.group[0] % 16 == 0 ? "1\n" : "0\n") + kCppVectorPrelude;
       if (vector_math()) out += kCppVectorMath;
     }
+    out += functions();
+    if (vec_) out += functions(4, [](const ir::Function& f) { return Cpp(f.body, false).vector_function(f); });
     out += "extern \"C\" void kk_run(const kk_args* a, long long g0, long long g1) {\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
@@ -382,6 +421,12 @@ class Cpp : public CLike {
   static bool is_index(Type t) { return t == Type::I32 || t == Type::U32 || t == Type::I64; }
   /// Whether a varying value is an fma, sqrt or rsqrt (kk_wfma, kk_wsqrt).
   bool vector_math() const {
+    const bool in_functions = any_op(k, [](const ir::Kernel& kk, const ir::Op& op) {
+      const auto f = static_cast<ir::UnaryFn>(op.attr);
+      return kk.is_function && op.type == Type::F32 &&
+             (op.kind == Kind::Fma || (op.kind == Kind::Unary && (f == ir::UnaryFn::Sqrt || f == ir::UnaryFn::Rsqrt)));
+    });
+    if (in_functions) return true;
     for (uint32_t id = 0; id < k.ops.size(); ++id) {
       const ir::Op& op = k.ops[id];
       const auto f = static_cast<ir::UnaryFn>(op.attr);
@@ -703,6 +748,11 @@ class Cpp : public CLike {
       }
       case Kind::LocalLoad:
         return local(op.obj);
+      case Kind::Call: {
+        std::string r = cat(vector_name(*k.functions[op.obj]), "(");
+        for (int i = 0; i < op.nin; ++i) append(r, i ? ", " : "", in(i));
+        return r + ")";
+      }
       default:
         unsupported("this varying operation in vector mode");
     }

@@ -11,6 +11,7 @@ namespace {
 
 using ir::Kind;
 
+/// Whether k (or a function it calls) has a value, parameter, local or memory of type t.
 bool uses_type(const ir::Kernel& k, Type t) {
   for (const auto& b : k.buffers)
     if (b.type == t) return true;
@@ -20,6 +21,8 @@ bool uses_type(const ir::Kernel& k, Type t) {
     if (s.type == t) return true;
   for (Type l : k.locals)
     if (l == t) return true;
+  for (const auto& f : k.functions)
+    if (uses_type(f->body, t)) return true;
   for (const auto& r : k.regions)
     for (uint32_t id : r.ops)
       if (k.ops[id].type == t) return true;
@@ -27,21 +30,16 @@ bool uses_type(const ir::Kernel& k, Type t) {
 }
 
 bool uses_unary(const ir::Kernel& k, ir::UnaryFn f) {
-  for (const auto& r : k.regions)
-    for (uint32_t id : r.ops)
-      if (k.ops[id].kind == Kind::Unary && k.ops[id].attr == static_cast<uint8_t>(f)) return true;
-  return false;
+  return any_op(k, [f](const ir::Kernel&, const ir::Op& op) {
+    return op.kind == Kind::Unary && op.attr == static_cast<uint8_t>(f);
+  });
 }
 
 bool uses_subgroups(const ir::Kernel& k) {
-  for (const auto& r : k.regions)
-    for (uint32_t id : r.ops) {
-      const ir::Op& op = k.ops[id];
-      if (op.kind == Kind::Subgroup ||
-          (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::LaneId)))
-        return true;
-    }
-  return false;
+  return any_op(k, [](const ir::Kernel&, const ir::Op& op) {
+    return op.kind == Kind::Subgroup ||
+           (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::LaneId));
+  });
 }
 
 class Glsl : public Base {
@@ -124,6 +122,7 @@ class Glsl : public Base {
       out +=
           "uint kk_f2b(float f) {\n  uint u = floatBitsToUint(f);\n  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> "
           "16) | 0x40u;\n  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n}\n";
+    out += functions();
     out += "void main() {\n";
     for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]), " l", std::to_string(i), ";");
     region(0);
@@ -248,6 +247,13 @@ class Glsl : public Base {
     line(fl ? "precise " : "", ty(op.type, op.lanes), " ", name(id), " = ", e, ";");
   }
   void open_loop() override { line("while (true) {"); }
+  std::string render_function(const ir::Function& f) override { return Glsl(f.body, false).function(f); }
+  std::string function_head(const ir::Function& f) override {
+    std::string s = cat(ty(f.value_type()), " ", function_name(f), "(");
+    for (size_t i = 0; i < f.body.scalars.size(); ++i)
+      append(s, i ? ", " : "", ty(f.body.scalars[i].type), " p", std::to_string(i));
+    return s + ") {";
+  }
 };
 
 class Wgsl : public Base {
@@ -298,15 +304,15 @@ class Wgsl : public Base {
           "}\n";
     // WGSL's constant expressions may not hold an infinity or a NaN (a shader compiler rejects
     // bitcast<f32>(0x7f800000u)); a function's result is not a constant expression.
-    const bool special = std::any_of(k.ops.begin(), k.ops.end(), [](const ir::Op& op) {
+    const bool special = any_op(k, [](const ir::Kernel&, const ir::Op& op) {
       return op.kind == ir::Kind::Const && is_float(op.type) && !std::isfinite(op.f);
     });
     if (special) out += "fn kk_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n";
     // WGSL lets an implementation assume that floats are never NaN (SwiftShader folds x != x
     // to false): comparisons of floats test for NaN on the bits, so that they follow IEEE 754
     // as on the other targets.
-    const bool float_compare = std::any_of(k.ops.begin(), k.ops.end(), [&](const ir::Op& op) {
-      return op.kind == ir::Kind::Compare && is_float(k.ops[op.in[0]].type);
+    const bool float_compare = any_op(k, [](const ir::Kernel& kk, const ir::Op& op) {
+      return op.kind == ir::Kind::Compare && is_float(kk.ops[op.in[0]].type);
     });
     if (float_compare) out += "fn kk_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n";
     if (uses_unary(k, ir::UnaryFn::Erf))
@@ -319,6 +325,7 @@ class Wgsl : public Base {
           "0.17087277)))))))));\n"
           "  return select(r - 1.0, 1.0 - r, x >= 0.0);\n"
           "}\n";
+    out += functions();
     out += "@compute @workgroup_size(" + std::to_string(k.group[0]) + ", " + std::to_string(k.group[1]) + ", " +
            std::to_string(k.group[2]) + ")\n";
     out += "fn main(@builtin(local_invocation_id) kk_lid: vec3<u32>, @builtin(workgroup_id) kk_wid: vec3<u32>,\n";
@@ -450,6 +457,14 @@ class Wgsl : public Base {
   }
   void open_loop() override { line("loop {"); }
   std::string shift_amount(const std::string& b, Type t) override { return t == Type::U32 ? b : cat("u32(", b, ")"); }
+  std::string render_function(const ir::Function& f) override { return Wgsl(f.body).function(f); }
+  std::string function_head(const ir::Function& f) override {
+    std::string s = cat("fn ", function_name(f), "(");
+    for (size_t i = 0; i < f.body.scalars.size(); ++i)
+      append(s, i ? ", " : "", "p", std::to_string(i), ": ", ty(f.body.scalars[i].type));
+    return cat(s, ") -> ", ty(f.value_type()), " {");
+  }
+  void declare_local(uint32_t slot, Type t) override { line("var l", std::to_string(slot), ": ", ty(t), ";"); }
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 
+#include "kernel/function.h"
 #include "kernel/ir.h"
 #include "kernel/library.h"
 #include "kiln/half.h"
@@ -71,6 +72,7 @@ struct Tracer {
   std::map<std::pair<bool, uint32_t>, std::vector<Write>> writes;  ///< since the last barrier
   uint32_t last_loc = kNone;
   bool group_set = false;
+  bool function = false;            ///< tracing a Function's body
   uint32_t serial = next_serial();  ///< tells this trace's values from those of others
 
   static uint32_t next_serial() {
@@ -107,6 +109,12 @@ uint32_t record(const Loc& loc) {
 }
 
 bool region_divergent() { return tr().stack_div.back(); }
+
+/// Fails when a Function's body is being traced: `what` is not available there.
+void no_function(const char* what) {
+  if (tr().function)
+    fail(std::string(what) + " cannot be used in a function (a function computes a value from its arguments)");
+}
 
 uint32_t emit(ir::Op op, bool dep) {
   Tracer& t = tr();
@@ -167,6 +175,7 @@ void check_value(const Val& v, const char* what) {
 }
 
 Val builtin(ir::Builtin b, int axis) {
+  no_function("a thread or group index");
   if (axis < 0 || axis > 2) fail("axis " + std::to_string(axis) + " is not 0, 1 or 2");
   ir::Op op;
   op.kind = Kind::Builtin;
@@ -253,6 +262,7 @@ Type elem_type(bool shared, uint32_t obj) {
 Type value_of(Type storage) { return storage == Type::F16 || storage == Type::BF16 ? Type::F32 : storage; }
 
 void check_index(Val index, const char* what) {
+  no_function("memory");
   check_value(index, what);
   if (!is_int(index.type))
     fail(std::string("an index must be i32, u32 or i64, not ") + std::string(type_name(index.type)));
@@ -319,6 +329,7 @@ void store(bool shared, uint32_t obj, Val index, Val v, uint32_t loc) {
 
 /// Opens a region for `body`, closes it, and returns its id.
 uint32_t nested(bool divergent, const std::function<void()>& body) {
+  no_function("control flow (if_, for_, while_)");
   Tracer& t = tr();
   uint32_t r = static_cast<uint32_t>(t.k.regions.size());
   t.k.regions.emplace_back();
@@ -354,6 +365,7 @@ Val atomic(ir::AtomicFn f, const Ref& r, Val v, const Loc& where) {
 }
 
 Val subgroup(ir::SubgroupFn f, Val v, Val other = Val()) {
+  no_function("a subgroup operation");
   check_value(v, "a subgroup operation");
   if (v.type == Type::Bool) fail("subgroup operations do not take bool");
   if (half(v.type)) {  // a sum rounds once, at the end
@@ -580,6 +592,7 @@ Val thread_id(int axis) { return builtin(ir::Builtin::ThreadId, axis); }
 Val group_id(int axis) { return builtin(ir::Builtin::GroupId, axis); }
 Val num_groups(int axis) { return builtin(ir::Builtin::NumGroups, axis); }
 Val group_size(int axis) {
+  no_function("group_size()");
   Tracer& t = tr();
   if (axis < 0 || axis > 2) fail("axis " + std::to_string(axis) + " is not 0, 1 or 2");
   t.group_set = true;  // the size is read: it may no longer change
@@ -588,6 +601,7 @@ Val group_size(int axis) {
 Val global_id(int axis) { return group_id(axis) * group_size(axis) + thread_id(axis); }
 Val lane_id() { return builtin(ir::Builtin::LaneId, 0); }
 Val subgroup_size() {
+  no_function("subgroup_size()");
   const Limits& l = tr().k.limits;
   return Val::constant(l.subgroups ? l.subgroup_size : 1, Type::I32);
 }
@@ -820,6 +834,7 @@ void while_(const std::function<Val()>& cond, const std::function<void()>& body,
 }
 
 void barrier(Loc where) {
+  no_function("barrier()");
   uint32_t loc = record(where);
   Tracer& t = tr();
   ir::Op op;
@@ -839,6 +854,90 @@ Val subgroup_min(Val v) { return subgroup(ir::SubgroupFn::Min, v); }
 Val subgroup_max(Val v) { return subgroup(ir::SubgroupFn::Max, v); }
 Val subgroup_shuffle(Val v, Val lane) { return subgroup(ir::SubgroupFn::Shuffle, v, lane); }
 Val subgroup_shuffle_xor(Val v, Val mask) { return subgroup(ir::SubgroupFn::ShuffleXor, v, mask); }
+
+// ---- functions ---------------------------------------------------------------------------------
+
+/// Traces a Function's body into an optimised ir::Function (kernel/function.h).
+std::shared_ptr<const ir::Function> detail::trace_function(const std::string& name, const std::vector<Type>& params,
+                                                           const std::function<Val(const std::vector<Val>&)>& fn) {
+  Tracer t;
+  t.function = true;
+  t.k.is_function = true;
+  t.k.name = name;
+  t.k.regions.emplace_back();
+  Tracer* outer = g_tracer;
+  g_tracer = &t;
+  Type result = Type::F32;
+  try {
+    std::vector<Val> args;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Type p = params[i];
+      std::string pname = "a";
+      pname += std::to_string(i);
+      t.k.scalars.push_back({std::move(pname), half(p) ? Type::F32 : p});
+      ir::Op op;
+      op.kind = Kind::Scalar;
+      op.obj = static_cast<uint32_t>(i);
+      op.type = half(p) ? Type::F32 : p;
+      const Val v = hoisted(op, false);
+      args.push_back(half(p) ? tagged(v.id, p) : v);
+    }
+    const Val r = fn(args);
+    check_value(r, "the function's result");
+    if (r.type == Type::Bool) fail("a function returns a number, not bool");
+    result = r.type;
+    ir::Op y;
+    y.kind = Kind::Yield;
+    y.nin = 1;
+    y.in[0] = r.id;
+    emit(y, false);
+  } catch (...) {
+    g_tracer = outer;
+    throw;
+  }
+  g_tracer = outer;
+  auto& body = t.k.regions[0].ops;
+  body.insert(body.begin(), t.lead.begin(), t.lead.end());
+  ir::optimize(t.k);
+  auto f = std::make_shared<ir::Function>();
+  f->name = name;
+  f->params = params;
+  f->result = result;
+  f->body = std::move(t.k);
+  return f;
+}
+
+/// A call of f (kernel/function.h).
+Val detail::emit_call(const std::shared_ptr<const ir::Function>& fn, const std::vector<Val>& args) {
+  const ir::Function* f = fn.get();
+  Tracer& t = tr();
+  const std::string what = "a call of '" + f->name + "'";
+  if (args.size() != f->params.size())
+    fail(what + " with " + std::to_string(args.size()) + " arguments (it takes " + std::to_string(f->params.size()) +
+         ")");
+  ir::Op op;
+  op.kind = Kind::Call;
+  op.nin = static_cast<uint8_t>(args.size());
+  op.type = half(f->result) ? Type::F32 : f->result;
+  bool dep = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    check_value(args[i], what.c_str());
+    if (args[i].type != f->params[i])
+      fail("type mismatch in " + what + ": argument " + std::to_string(i) + " is " +
+           std::string(type_name(args[i].type)) + ", the parameter " + std::string(type_name(f->params[i])));
+    op.in[i] = args[i].id;
+    dep = dep || t.tdep[args[i].id];
+  }
+  uint32_t index = 0;
+  while (index < t.k.functions.size() && t.k.functions[index].get() != f) {
+    if (t.k.functions[index]->name == f->name) fail("two different functions named '" + f->name + "'");
+    ++index;
+  }
+  if (index == t.k.functions.size()) t.k.functions.push_back(fn);
+  op.obj = index;
+  const uint32_t id = emit(op, dep);
+  return half(f->result) ? tagged(id, f->result) : value(id);
+}
 
 // ---- trace -------------------------------------------------------------------------------------
 

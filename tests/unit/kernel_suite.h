@@ -365,6 +365,46 @@ inline Kernel half_math(const Limits& l = {}) {
       l);
 }
 
+/// y = the kernel functions below of x (three parameters of two types, a local, a nested
+/// call), a divergent call and a uniform one (literal arguments).
+inline const Function& square_plus() {
+  static const Function f("suite_square_plus", {Type::F32, Type::F32},
+                          [](const std::vector<Val>& a) { return a[0] * a[0] + a[1]; });
+  return f;
+}
+inline const Function& mix_fn() {
+  static const Function f("suite_mix", {Type::F32, Type::I32, Type::F32}, [](const std::vector<Val>& a) {
+    Var acc(a[0]);
+    acc = square_plus()(Val(acc), a[2]);
+    acc = select(a[1] > 2, Val(acc) * 0.5f, Val(acc) - 1.0f);
+    return Val(acc) + cast(a[1], Type::F32);
+  });
+  return f;
+}
+/// The reference of mix_fn.
+inline float mix_reference(float x, int32_t k, float c) {
+  float acc = x * x;
+  acc = acc + c;
+  acc = k > 2 ? acc * 0.5f : acc - 1.0f;
+  return acc + static_cast<float>(k);
+}
+inline Kernel functions(const Limits& l = {}) {
+  return trace(
+      "functions",
+      [](Builder& b) {
+        auto x = b.input<float>("x");
+        auto y = b.output<float>("y");
+        Val n = b.scalar<int32_t>("n"), c = b.scalar<float>("c");
+        b.group_size(64);
+        Val i = global_id();
+        if_(i < n, [&] {
+          Val xi = x[i];
+          y[i] = mix_fn()(xi, i % 5, c) + mix_fn()(c, 3, 1.0f);
+        });
+      },
+      l);
+}
+
 struct Entry {
   std::string name;
   std::function<Kernel(const Limits&)> make;
@@ -386,7 +426,8 @@ inline std::vector<Entry> all() {
           {"uniform_flow", uniform_flow},
           {"math_builtins", math_builtins},
           {"math_pow", math_pow},
-          {"half_math", half_math}};
+          {"half_math", half_math},
+          {"functions", functions}};
 }
 
 }  // namespace kiln::kernel::suite

@@ -175,6 +175,11 @@ inline std::vector<Case> cases() {
     m.i64 = true;
     c.push_back(m);
   }
+  c.push_back({"functions",
+               functions,
+               {ceil_div(300, 64)},
+               {buffer(floats(300, 17), false), buffer(std::vector<float>(300), true)},
+               {300, 0.75f}});
   for (int32_t mode : {0, 1})
     c.push_back({"uniform_flow_mode" + std::to_string(mode),
                  uniform_flow,

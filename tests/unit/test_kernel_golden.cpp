@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// Golden text of each renderer for four small kernels, so that a change to generated code shows
+// Golden text of each renderer for five small kernels, so that a change to generated code shows
 // in review. The expected files live in tests/data/kernel_golden/<kernel>.<ext>; regenerate them
 // with KILN_UPDATE_GOLDEN=1 (then read the diff).
 #include <gtest/gtest.h>
@@ -119,9 +119,26 @@ Kernel column_sums() {
   });
 }
 
+/// A kernel function with a local and a literal argument, called from a kernel in vector mode.
+Kernel softplus_call() {
+  static const Function softplus("golden_softplus", {Type::F32, Type::F32}, [](const std::vector<Val>& a) {
+    Var r(a[0] * a[1]);
+    r = log(1.0f + exp(Val(r))) / a[1];
+    return Val(r);
+  });
+  return trace("softplus_call", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    b.group_size(64);
+    Val i = global_id();
+    y[i] = softplus(x[i], 2.0f);
+  });
+}
+
 }  // namespace
 
 TEST(KernelGolden, Saxpy) { check_all("saxpy", saxpy()); }
 TEST(KernelGolden, GroupMaxWithBarriers) { check_all("group_max", group_max()); }
 TEST(KernelGolden, CountBitsWithWhileAndAtomics) { check_all("count_bits", count_bits()); }
 TEST(KernelGolden, ColumnSumsWithAUniformLoop) { check_all("column_sums", column_sums()); }
+TEST(KernelGolden, AFunctionAndTheMathItCalls) { check_all("softplus_call", softplus_call()); }

@@ -15,7 +15,7 @@ namespace kiln::kernel::lib {
 // ExpSafe (src/backends/cpu/vec_math-inl.h), the scale 2^n applied in two halves so results
 // reach +inf and the subnormals out of the arithmetic itself (a device that flushes subnormal
 // results gives 0 there, below 2^-126); NaN passes through.
-Val exp_f32(Val x) {
+static Val exp_f32_impl(Val x) {
   const Val xc = min(max(x, Val(-104.0f)), Val(89.0f));
   const Val n = floor(xc * 1.44269504088896341f + 0.5f);
   Val r = xc - n * 0.693359375f;  // exact: the constant has 9 significant bits
@@ -47,7 +47,7 @@ Val poly(Val y, const float (&c)[N]) {
 // tanh(x) as the CPU's odd rational x P(x^2) / Q(x^2) on x clamped to +-7.905, +-1 from |x| >= 9;
 // |x| < 2^-40 is x itself (tanh(x) rounds to x there, and a device that flushes subnormal
 // arithmetic keeps a subnormal x this way); NaN passes through.
-Val tanh_f32(Val x) {
+static Val tanh_f32_impl(Val x) {
   static constexpr float kP[] = {4.89352455891786e-03f, 6.37261928875436e-04f,  1.48572235717979e-05f,
                                  5.12229709037114e-08f, -8.60467152213735e-11f, 2.00018790482477e-13f,
                                  -2.76076847742355e-16f};
@@ -66,7 +66,7 @@ Val tanh_f32(Val x) {
 // CPU's special values: log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN passes. A
 // subnormal x is read from its bits (its mantissa as an integer), so a device that flushes
 // subnormal arithmetic still gets its logarithm.
-Val log_f32(Val x) {
+static Val log_f32_impl(Val x) {
   const Val bits = bitcast(x, Type::I32);
   const Val mant = bits & 0x7fffff, expo = bits & 0x7f800000;
   const Val sub = expo == 0 && mant != 0;
@@ -107,7 +107,7 @@ Val pow2_f64(Val k) {
 // exp(x) of an F64 value to about 1 ulp: x = n ln 2 + r with a two-constant ln 2 (the high
 // part exact in n * ln2_hi), exp(r) by its Taylor series to r^13 (|r| <= ln 2 / 2: the rest is
 // below 0.05 ulp), the scale 2^n in two halves; +inf past 709.79, 0 below -745.2, NaN passes.
-Val exp_f64(Val x) {
+static Val exp_f64_impl(Val x) {
   const Val xc = min(max(x, Val::constant(-746.0, Type::F64)), Val::constant(710.0, Type::F64));
   const Val n = floor(xc * 1.4426950408889634 + 0.5);
   Val r = xc - n * 6.93147180369123816490e-01;
@@ -127,7 +127,7 @@ Val exp_f64(Val x) {
 // exact power-of-two steps (a binary search over the exponent), log(m) = 2 atanh(z) with
 // z = (m - 1) / (m + 1) by its series to z^23, plus e ln 2 in two parts. log(0) = -inf,
 // log(x < 0) = NaN, log(inf) = inf, NaN passes (as std::log).
-Val log_f64(Val x) {
+static Val log_f64_impl(Val x) {
   auto d = [](double v) { return Val::constant(v, Type::F64); };
   Var m(x);
   Var e(Val(0));
@@ -165,7 +165,7 @@ Val exact_f64(Val x) {
 
 }  // namespace
 
-Val via_f64(kiln::ir::OpKind kind, Val x) {
+static Val via_f64_impl(kiln::ir::OpKind kind, Val x) {
   using kiln::ir::OpKind;
   const Val d = exact_f64(x);
   const bool small_is_x = kind == OpKind::Expm1 || kind == OpKind::Log1p || kind == OpKind::Sinh ||
@@ -262,7 +262,7 @@ std::pair<Val, Val> reduce_half_pi(Val a) {
 // above, then the Taylor series of sin and cos on [-pi/4, pi/4] (to theta^21 and theta^22: the
 // rest is below 2^-70) and the quadrant. Rounded once to F32: within 1 ulp of the correctly
 // rounded value (tested); a subnormal x gives x for sin and tan; inf and NaN give NaN.
-Val trig_f32(kiln::ir::OpKind kind, Val x) {
+static Val trig_f32_impl(kiln::ir::OpKind kind, Val x) {
   using kiln::ir::OpKind;
   const Val a = abs(exact_f64(x));
   const double inf = std::numeric_limits<double>::infinity();
@@ -368,7 +368,7 @@ std::array<Val, 3> reduce_half_pi_f32(Val a) {
 // sin and cos of an F32 value in F32 and integer arithmetic only (no f64: WGSL): |x| <= pi/4 as
 // is, else reduce_half_pi_f32; Cephes' minimax polynomials on [-pi/4, pi/4] with the reduction's
 // low part as a first-order correction. inf and NaN give NaN.
-Val sin_cos_f32(bool cosine, Val x) {
+static Val sin_cos_f32_impl(bool cosine, Val x) {
   const Val a = abs(x);
   const Val finite = a < std::numeric_limits<float>::infinity();
   const Val small = a <= 0.78539816f;
@@ -414,7 +414,7 @@ Val atan_f64(Val d) {
 // asin, acos and atan of an F32 value through f64 (see atan_f64): asin x = atan(x / sqrt((1 -
 // x)(1 + x))), acos x = 2 atan(sqrt((1 - x) / (1 + x))), both exact in their differences and
 // NaN beyond [-1, 1]. Rounded once: within 1 ulp; a subnormal x gives x for asin and atan.
-Val inverse_trig_f32(kiln::ir::OpKind kind, Val x) {
+static Val inverse_trig_f32_impl(kiln::ir::OpKind kind, Val x) {
   using kiln::ir::OpKind;
   const Val d = exact_f64(x), one = f64c(1);
   Val r;
@@ -432,7 +432,7 @@ Val inverse_trig_f32(kiln::ir::OpKind kind, Val x) {
 // atan2(y, x) of F32 values through f64 as atan(|y| / |x|), then pi minus it for a negative x
 // (its sign bit: -0 too) and y's sign, with IEEE's special cases: both zero gives 0 or pi, both
 // infinite pi/4 or 3 pi/4, NaN passes. Within 1 ulp.
-Val atan2_f32(Val y, Val x) {
+static Val atan2_f32_impl(Val y, Val x) {
   const Val a = abs(exact_f64(y)), b = abs(exact_f64(x));
   const double inf = std::numeric_limits<double>::infinity();
   const Val q = select(a == 0.0 && b == 0.0, f64c(0), select(a == inf && b == inf, f64c(1), a / b));
@@ -477,7 +477,7 @@ Val giles(Val w, const double* c, int n) {
 // w = -log((1 - x)(1 + x)) for a start, then two Newton steps in f64 whose erf(r) - x is taken
 // as s ((1 - s x) - erfc(|r|)) beyond |r| = 2, free of the cancellation near +-1; rounded once
 // (bit for bit the CPU's over 4 million sampled inputs). +-1 gives +-inf, beyond them NaN.
-Val erfinv_f32(Val y) {
+static Val erfinv_f32_impl(Val y) {
   static constexpr double kLow[] = {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
                                     -0.00125372503, -0.00417768164, 0.246640727,    1.50140941};
   static constexpr double kHigh[] = {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
@@ -504,7 +504,7 @@ Val erfinv_f32(Val y) {
 // step's product and difference is exact; a quotient one too high or too low (the division's
 // rounding) is corrected. Straight-line code: no loop whose trip count differs between threads.
 // The result has x's sign; NaN for an infinite x, a zero y or a NaN; x itself for an infinite y.
-Val fmod_f32(Val x, Val y) {
+static Val fmod_f32_impl(Val x, Val y) {
   const Val a = abs(exact_f64(x)), b = abs(exact_f64(y));
   const double inf = std::numeric_limits<double>::infinity();
   const Val defined = a < inf && b > 0.0;  // false for NaNs too
@@ -520,14 +520,14 @@ Val fmod_f32(Val x, Val y) {
 }
 
 // Python's remainder of F32 values as the CPU's: fmod, moved by y when the signs differ.
-Val remainder_f32(Val x, Val y) {
+static Val remainder_f32_impl(Val x, Val y) {
   const Val r = fmod_f32(x, y);
   return select(r != 0.0f && ((r < 0.0f) != (y < 0.0f)), r + y, r);
 }
 
 // Floor division of F32 values as the CPU's (PyTorch's): through fmod, so that the quotient is
 // exact; a zero divisor gives x / y; a zero quotient takes the sign of x / y.
-Val floor_div_f32(Val x, Val y) {
+static Val floor_div_f32_impl(Val x, Val y) {
   const Val mod = fmod_f32(x, y);
   const Val d0 = (x - mod) / y;
   const Val div = select(mod != 0.0f && ((y < 0.0f) != (mod < 0.0f)), d0 - 1.0f, d0);
@@ -541,7 +541,7 @@ Val floor_div_f32(Val x, Val y) {
 // x^y of F32 values as exp(y log|x|) in f64, rounded (within an ulp of std::pow), with IEEE
 // pow's special cases: y = 0 or x = 1 give 1 (NaN too), x = -1 with y = +-inf gives 1, a
 // negative finite x with a non-integer y is NaN, an odd integer y keeps x's sign (-0 too).
-Val pow_f32(Val x, Val y) {
+static Val pow_f32_impl(Val x, Val y) {
   const Val a = exact_f64(x), b = exact_f64(y);
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   const Val one = Val::constant(1, Type::F64);
@@ -615,7 +615,7 @@ Pair log2_pair(Val x) {
 // x^y of F32 values in F32 arithmetic only (no f64, for WGSL): y log2|x| as a pair, then
 // 2^k (k its nearest integer) times exp of the rest, scaled in two steps so that subnormal
 // results come out; IEEE pow's special cases as pow_f32.
-Val pow_f32_nof64(Val x, Val y) {
+static Val pow_f32_nof64_impl(Val x, Val y) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const Val ax = abs(x), tiny = tiny_f32(x);
   const Val xs = select(tiny, ax * 16777216.0f, select(ax < inf && ax > 0.0f, ax, Val(1.0f)));
@@ -664,7 +664,7 @@ Val pow_int(Val x, Val y) {
 // exact_subnormals: x (P(x^2) / Q(x^2))); with exact_subnormals, a subnormal x gives 2/sqrt(pi) x built from its
 // mantissa as an integer (bits = m for m < 2^24, normal or not), so a device that flushes subnormals still gets it; NaN
 // passes.
-Val erf_f32(Val x, bool exact_subnormals) {
+static Val erf_f32_impl(Val x, bool exact_subnormals) {
   static constexpr float kP[] = {-1.60960333262415e-02f, -2.95459980854025e-03f, -7.34990630326855e-04f,
                                  -5.69250639462346e-05f, -2.10102402082508e-06f, 2.77068142495902e-08f,
                                  -2.72614225801306e-10f};
@@ -684,6 +684,73 @@ Val erf_f32(Val x, bool exact_subnormals) {
 }
 
 // 1 / (1 + exp(-x)), as the CPU: exp(-x) = +inf for very negative x gives 0.
-Val sigmoid_f32(Val x) { return 1.0f / (1.0f + exp_f32(-x)); }
+static Val sigmoid_f32_impl(Val x) { return 1.0f / (1.0f + exp_f32(-x)); }
+
+// ---- the functions above as kernel functions (one call op each; call_library) ----
+
+namespace {
+using Args = std::vector<Val>;
+std::string kind_name(const char* stem, kiln::ir::OpKind kind) {
+  return std::string(stem) + "_" + std::to_string(static_cast<int>(kind));
+}
+}  // namespace
+
+Val exp_f32(Val x) {
+  return call_library("exp_f32", {x}, [](const Args& a) { return exp_f32_impl(a[0]); });
+}
+Val sigmoid_f32(Val x) {
+  return call_library("sigmoid_f32", {x}, [](const Args& a) { return sigmoid_f32_impl(a[0]); });
+}
+Val tanh_f32(Val x) {
+  return call_library("tanh_f32", {x}, [](const Args& a) { return tanh_f32_impl(a[0]); });
+}
+Val log_f32(Val x) {
+  return call_library("log_f32", {x}, [](const Args& a) { return log_f32_impl(a[0]); });
+}
+Val erf_f32(Val x, bool exact_subnormals) {
+  return call_library(exact_subnormals ? "erf_f32_exact" : "erf_f32", {x},
+                      [exact_subnormals](const Args& a) { return erf_f32_impl(a[0], exact_subnormals); });
+}
+Val exp_f64(Val x) {
+  return call_library("exp_f64", {x}, [](const Args& a) { return exp_f64_impl(a[0]); });
+}
+Val log_f64(Val x) {
+  return call_library("log_f64", {x}, [](const Args& a) { return log_f64_impl(a[0]); });
+}
+Val via_f64(kiln::ir::OpKind kind, Val x) {
+  return call_library(kind_name("via_f64", kind), {x}, [kind](const Args& a) { return via_f64_impl(kind, a[0]); });
+}
+Val pow_f32(Val x, Val y) {
+  return call_library("pow_f32", {x, y}, [](const Args& a) { return pow_f32_impl(a[0], a[1]); });
+}
+Val pow_f32_nof64(Val x, Val y) {
+  return call_library("pow_f32_nof64", {x, y}, [](const Args& a) { return pow_f32_nof64_impl(a[0], a[1]); });
+}
+Val trig_f32(kiln::ir::OpKind kind, Val x) {
+  return call_library(kind_name("trig_f32", kind), {x}, [kind](const Args& a) { return trig_f32_impl(kind, a[0]); });
+}
+Val sin_cos_f32(bool cosine, Val x) {
+  return call_library(cosine ? "cos_f32" : "sin_f32", {x},
+                      [cosine](const Args& a) { return sin_cos_f32_impl(cosine, a[0]); });
+}
+Val inverse_trig_f32(kiln::ir::OpKind kind, Val x) {
+  return call_library(kind_name("inverse_trig_f32", kind), {x},
+                      [kind](const Args& a) { return inverse_trig_f32_impl(kind, a[0]); });
+}
+Val atan2_f32(Val y, Val x) {
+  return call_library("atan2_f32", {y, x}, [](const Args& a) { return atan2_f32_impl(a[0], a[1]); });
+}
+Val erfinv_f32(Val y) {
+  return call_library("erfinv_f32", {y}, [](const Args& a) { return erfinv_f32_impl(a[0]); });
+}
+Val fmod_f32(Val x, Val y) {
+  return call_library("fmod_f32", {x, y}, [](const Args& a) { return fmod_f32_impl(a[0], a[1]); });
+}
+Val remainder_f32(Val x, Val y) {
+  return call_library("remainder_f32", {x, y}, [](const Args& a) { return remainder_f32_impl(a[0], a[1]); });
+}
+Val floor_div_f32(Val x, Val y) {
+  return call_library("floor_div_f32", {x, y}, [](const Args& a) { return floor_div_f32_impl(a[0], a[1]); });
+}
 
 }  // namespace kiln::kernel::lib

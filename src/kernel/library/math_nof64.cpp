@@ -37,17 +37,17 @@ Val asin_poly(Val t) {
 
 }  // namespace
 
-Val log1p_nof64(Val x) {  // log(u) x / (u - 1) with u = 1 + x rounded (Kahan): the rounding cancels
+static Val log1p_nof64_impl(Val x) {  // log(u) x / (u - 1) with u = 1 + x rounded (Kahan): the rounding cancels
   const Val u = 1.0f + x;
   return select(u == 1.0f, x, select(u == kInf, u, log_f32(u) * (x / (u - 1.0f))));
 }
 
-Val expm1_nof64(Val x) {  // (u - 1) x / log(u) with u = exp(x) rounded (Kahan)
+static Val expm1_nof64_impl(Val x) {  // (u - 1) x / log(u) with u = exp(x) rounded (Kahan)
   const Val u = exp_f32(x), um1 = u - 1.0f;
   return select(u == 1.0f, x, select(um1 == -1.0f, Val(-1.0f), select(u == kInf, u, um1 * (x / log_f32(u)))));
 }
 
-Val exp2_nof64(Val x) {  // exp(f ln 2) 2^n1 2^n2, n = round(x) = n1 + n2, f = x - n exact
+static Val exp2_nof64_impl(Val x) {  // exp(f ln 2) 2^n1 2^n2, n = round(x) = n1 + n2, f = x - n exact
   const Val xc = select(x < -160.0f, Val(-160.0f), select(x > 130.0f, Val(130.0f), x));
   const Val n = floor(xc + 0.5f), f = xc - n;
   const Val ni = cast(select(x == x, n, Val(0.0f)), Type::I32), n1 = ni >> 1, n2 = ni - n1;
@@ -65,7 +65,7 @@ Val half_exp_big(Val a) {
 
 }  // namespace
 
-Val unary_nof64(kiln::ir::OpKind kind, Val x) {
+static Val unary_nof64_impl(kiln::ir::OpKind kind, Val x) {
   using kiln::ir::OpKind;
   const Val a = abs(x);
   switch (kind) {
@@ -131,7 +131,7 @@ Val unary_nof64(kiln::ir::OpKind kind, Val x) {
   }
 }
 
-Val atan2_nof64(Val y, Val x) {
+static Val atan2_nof64_impl(Val y, Val x) {
   const Val ax = abs(x), ay = abs(y);
   const Val hi = select(ax < ay, ay, ax), lo = select(ax < ay, ax, ay);
   // both infinite: pi/4; both zero: 0; else atan of the ratio in [0, 1]
@@ -144,11 +144,37 @@ Val atan2_nof64(Val y, Val x) {
   return select(x == x && y == y, r, x + y);
 }
 
-Val hypot_nof64(Val x, Val y) {  // hi sqrt(1 + (lo / hi)^2): no overflow; inf wins over NaN
+static Val hypot_nof64_impl(Val x, Val y) {  // hi sqrt(1 + (lo / hi)^2): no overflow; inf wins over NaN
   const Val ax = abs(x), ay = abs(y);
   const Val hi = select(ax < ay, ay, ax), lo = select(ax < ay, ax, ay), q = lo / hi;
   const Val h = select(hi == 0.0f, Val(0.0f), hi * sqrt(1.0f + q * q));
   return select(ax == kInf || ay == kInf, Val(kInf), select(x == x && y == y, h, x + y));
+}
+
+// ---- the functions above as kernel functions (one call op each; call_library) ----
+
+namespace {
+using Args = std::vector<Val>;
+}  // namespace
+
+Val log1p_nof64(Val x) {
+  return call_library("log1p_nof64", {x}, [](const Args& a) { return log1p_nof64_impl(a[0]); });
+}
+Val expm1_nof64(Val x) {
+  return call_library("expm1_nof64", {x}, [](const Args& a) { return expm1_nof64_impl(a[0]); });
+}
+Val exp2_nof64(Val x) {
+  return call_library("exp2_nof64", {x}, [](const Args& a) { return exp2_nof64_impl(a[0]); });
+}
+Val unary_nof64(kiln::ir::OpKind kind, Val x) {
+  return call_library("unary_nof64_" + std::to_string(static_cast<int>(kind)), {x},
+                      [kind](const Args& a) { return unary_nof64_impl(kind, a[0]); });
+}
+Val atan2_nof64(Val y, Val x) {
+  return call_library("atan2_nof64", {y, x}, [](const Args& a) { return atan2_nof64_impl(a[0], a[1]); });
+}
+Val hypot_nof64(Val x, Val y) {
+  return call_library("hypot_nof64", {x, y}, [](const Args& a) { return hypot_nof64_impl(a[0], a[1]); });
 }
 
 }  // namespace kiln::kernel::lib

@@ -24,20 +24,38 @@ void mul_hilo(Val a, uint32_t m, Val& hi, Val& lo) {
   lo = a * m;
 }
 
-/// Word `s` (0..3, I32) of Philox-4x32-10 for key (k0, k1) and counter (c0, c1), as
-/// rng::Philox::generate.
+/// Words 2p and 2p + 1 (p 0 or 1, I32) of Philox-4x32-10 for key (k0, k1) and counter (c0, c1),
+/// as rng::Philox::generate, as one I64 (word 2p in the high half): a kernel function, so a
+/// kernel records one call instead of the rounds.
+Val philox_pair(Val k0, Val k1, Val c0, Val c1, Val p) {
+  return call_library("philox_pair", {k0, k1, c0, c1, p}, [](const std::vector<Val>& a) {
+    Val k0 = a[0], k1 = a[1], x0 = a[2], x1 = a[3], x2 = Val(0x9E3779B9u), x3 = Val(0x243F6A88u);
+    for (int r = 0; r < 10; ++r) {  // unrolled while tracing
+      Val hi0, lo0, hi1, lo1;
+      mul_hilo(x0, 0xD2511F53u, hi0, lo0);
+      mul_hilo(x2, 0xCD9E8D57u, hi1, lo1);
+      const Val n0 = hi1 ^ x1 ^ k0, n2 = hi0 ^ x3 ^ k1;
+      x0 = n0, x1 = lo1, x2 = n2, x3 = lo0;
+      k0 = k0 + 0x9E3779B9u;
+      k1 = k1 + 0xBB67AE85u;
+    }
+    // hi as a signed word times 2^32 plus lo: no signed overflow on any target
+    const Val first = a[4] == 0;
+    const Val hi = cast(bitcast(select(first, x0, x2), Type::I32), Type::I64);
+    const Val lo = cast(select(first, x1, x3), Type::I64);
+    return hi * 4294967296ll + lo;
+  });
+}
+
+/// The high (word 2p) and low (word 2p + 1) words of a philox_pair, as U32 (an arithmetic shift
+/// gives hi's bits back).
+Val pair_hi(Val pair) { return cast((pair >> 32ll) & 0xffffffffll, Type::U32); }
+Val pair_lo(Val pair) { return cast(pair & 0xffffffffll, Type::U32); }
+
+/// Word `s` (0..3, I32) of Philox-4x32-10 for key (k0, k1) and counter (c0, c1).
 Val philox_word(Val k0, Val k1, Val c0, Val c1, Val s) {
-  Val x0 = c0, x1 = c1, x2 = Val(0x9E3779B9u), x3 = Val(0x243F6A88u);
-  for (int r = 0; r < 10; ++r) {  // unrolled while tracing
-    Val hi0, lo0, hi1, lo1;
-    mul_hilo(x0, 0xD2511F53u, hi0, lo0);
-    mul_hilo(x2, 0xCD9E8D57u, hi1, lo1);
-    const Val n0 = hi1 ^ x1 ^ k0, n2 = hi0 ^ x3 ^ k1;
-    x0 = n0, x1 = lo1, x2 = n2, x3 = lo0;
-    k0 = k0 + 0x9E3779B9u;
-    k1 = k1 + 0xBB67AE85u;
-  }
-  return select(s == 0, x0, select(s == 1, x1, select(s == 2, x2, x3)));
+  const Val pair = philox_pair(k0, k1, c0, c1, s >> 1);
+  return select((s & 1) == 0, pair_hi(pair), pair_lo(pair));
 }
 
 /// The two key words of a seed (I64) and the two counter words of block ctr (I64).
@@ -62,8 +80,8 @@ std::optional<Elementwise> normal_of(const kiln::ir::Op& op) {
   e.fn = [](const Val* x, const Val* r) {
     Val k0, k1, c0, c1;
     key_and_counter(r[0], r[1] + cast(x[0] >> 2, Type::I64), k0, k1, c0, c1);
-    const Val pair = (x[0] >> 1) & 1;
-    const Val w1 = philox_word(k0, k1, c0, c1, pair * 2), w2 = philox_word(k0, k1, c0, c1, pair * 2 + 1);
+    const Val words = philox_pair(k0, k1, c0, c1, (x[0] >> 1) & 1);
+    const Val w1 = pair_hi(words), w2 = pair_lo(words);
     const Val u1 = cast((cast(w1, Type::F64) + 1.0) * (1.0 / 4294967296.0), Type::F32);
     const Val rad = sqrt(-2.0f * cast(log_f64(cast(u1, Type::F64)), Type::F32));
     const Val t = 6.2831855f * (cast(w2 >> 8u, Type::F32) * (1.0f / 16777216.0f));
@@ -95,8 +113,8 @@ std::optional<Elementwise> bernoulli_of(const kiln::ir::Op& op) {
   e.fn = [](const Val* x, const Val* r) {
     Val k0, k1, c0, c1;
     key_and_counter(r[0], r[1] + cast(x[1] >> 1, Type::I64), k0, k1, c0, c1);
-    const Val w = (x[1] & 1) * 2;
-    const Val hi = cast(philox_word(k0, k1, c0, c1, w), Type::I64), lo = philox_word(k0, k1, c0, c1, w + 1);
+    const Val words = philox_pair(k0, k1, c0, c1, x[1] & 1);
+    const Val hi = cast(pair_hi(words), Type::I64), lo = pair_lo(words);
     const Val bits = ((hi << 21ll) ^ cast(lo >> 11u, Type::I64)) & ((1ll << 53) - 1);
     const Val u = cast(bits, Type::F64) * (1.0 / 9007199254740992.0);
     return select(u < cast(x[0], Type::F64), Val::constant(1, x[0].type), Val::constant(0, x[0].type));

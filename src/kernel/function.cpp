@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// kiln::kernel::Function: a body traced once per process (detail::trace_function, in
+// trace.cpp), called from kernels (detail::emit_call).
+#include "kernel/function.h"
+
+#include <mutex>
+
+#include "kernel/ir.h"
+
+namespace kiln::kernel {
+
+struct Function::State {
+  std::string name;
+  std::vector<Type> params;
+  std::function<Val(const std::vector<Val>&)> body;
+  std::recursive_mutex mu;  // recursive: a body that calls its own function fails instead of waiting
+  bool tracing = false;
+  std::shared_ptr<const ir::Function> fn;
+};
+
+Function::Function(std::string name, std::vector<Type> params, std::function<Val(const std::vector<Val>&)> body)
+    : s_(std::make_shared<State>()) {
+  if (name.empty()) throw Error("[function] a function needs a name");
+  if (params.size() > 5)
+    throw Error("[function '" + name + "'] takes at most 5 parameters, not " + std::to_string(params.size()));
+  if (!body) throw Error("[function '" + name + "'] has no body");
+  s_->name = std::move(name);
+  s_->params = std::move(params);
+  s_->body = std::move(body);
+}
+
+const std::string& Function::name() const { return s_->name; }
+Type Function::param(size_t i) const { return i < s_->params.size() ? s_->params[i] : Type::F32; }
+
+const std::shared_ptr<const ir::Function>& Function::ir() const {
+  std::lock_guard<std::recursive_mutex> lock(s_->mu);
+  if (s_->fn) return s_->fn;
+  if (s_->tracing) throw Error("[function '" + s_->name + "'] calls itself");
+  s_->tracing = true;
+  try {
+    s_->fn = detail::trace_function(s_->name, s_->params, s_->body);
+  } catch (...) {
+    s_->tracing = false;
+    throw;
+  }
+  s_->tracing = false;
+  return s_->fn;
+}
+
+Val Function::call(const std::vector<Val>& args) const { return detail::emit_call(ir(), args); }
+
+}  // namespace kiln::kernel

@@ -1,0 +1,114 @@
+#version 450
+// kernel softplus_call []
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+layout(std430, set = 0, binding = 0) readonly buffer B0 { float d[]; } b0;
+layout(std430, set = 0, binding = 1) writeonly buffer B1 { float d[]; } b1;
+float kk_f_exp_f32_f32(float p0) {
+  precise float v0 = max(p0, -104.0);
+  precise float v1 = min(v0, 89.0);
+  precise float v2 = (v1 * 1.442695);
+  precise float v3 = (v2 + 0.5);
+  precise float v4 = floor(v3);
+  precise float v5 = (v4 * 0.6933594);
+  precise float v6 = (v1 - v5);
+  precise float v7 = (v4 * -0.00021219444);
+  precise float v8 = (v6 - v7);
+  precise float v9 = (0.00019875691 * v8);
+  precise float v10 = (v9 + 0.0013981999);
+  precise float v11 = (v10 * v8);
+  precise float v12 = (v11 + 0.008333452);
+  precise float v13 = (v12 * v8);
+  precise float v14 = (v13 + 0.041665796);
+  precise float v15 = (v14 * v8);
+  precise float v16 = (v15 + 0.16666666);
+  precise float v17 = (v16 * v8);
+  precise float v18 = (v17 + 0.5);
+  precise float v19 = (v8 + 1.0);
+  precise float v20 = (v8 * v8);
+  precise float v21 = (v18 * v20);
+  precise float v22 = (v21 + v19);
+  int v23 = int(v4);
+  int v24 = (v23 >> 1);
+  int v25 = (v23 - v24);
+  int v26 = (v24 + 127);
+  int v27 = (v26 << 23);
+  precise float v28 = intBitsToFloat(v27);
+  int v29 = (v25 + 127);
+  int v30 = (v29 << 23);
+  precise float v31 = intBitsToFloat(v30);
+  precise float v32 = (v22 * v28);
+  precise float v33 = (v32 * v31);
+  bool v34 = (p0 != p0);
+  precise float v35 = (v34 ? p0 : v33);
+  return v35;
+}
+float kk_f_log_f32_f32(float p0) {
+  int v0 = floatBitsToInt(p0);
+  int v1 = (v0 & 8388607);
+  int v2 = (v0 & 2139095040);
+  bool v3 = (v2 == 0);
+  bool v4 = (v1 != 0);
+  bool v5 = (v3 && v4);
+  precise float v6 = float(v1);
+  precise float v7 = (v6 * 4.7019774e-38);
+  precise float v8 = (v5 ? v7 : p0);
+  int v9 = floatBitsToInt(v8);
+  int v10 = (v9 + 4913933);
+  int v11 = (v5 ? -25 : 0);
+  int v12 = (v10 >> 23);
+  int v13 = (v12 - 127);
+  int v14 = (v13 + v11);
+  precise float v15 = float(v14);
+  int v16 = (v10 & 8388607);
+  int v17 = (v16 + 1060439283);
+  precise float v18 = intBitsToFloat(v17);
+  precise float v19 = (v18 - 1.0);
+  precise float v20 = (v18 + 1.0);
+  precise float v21 = (v19 / v20);
+  precise float v22 = (v21 * v21);
+  precise float v23 = (v22 * v22);
+  precise float v24 = (v23 * 0.24279079);
+  precise float v25 = (v24 + 0.40000972);
+  precise float v26 = (v25 * v23);
+  precise float v27 = (v23 * 0.28498787);
+  precise float v28 = (v27 + 0.6666666);
+  precise float v29 = (v28 * v22);
+  precise float v30 = (v29 + v26);
+  precise float v31 = (v15 * 9.058001e-06);
+  precise float v32 = (v19 - v30);
+  precise float v33 = (v21 * v32);
+  precise float v34 = (v33 - v31);
+  precise float v35 = (v34 - v19);
+  precise float v36 = (v15 * 0.6931381);
+  precise float v37 = (v36 - v35);
+  int v38 = (v0 & 2147483647);
+  bool v39 = (v38 == 0);
+  bool v40 = (p0 == uintBitsToFloat(0x7f800000u));
+  precise float v41 = (v40 ? p0 : v37);
+  bool v42 = (v0 < 0);
+  precise float v43 = (v42 ? uintBitsToFloat(0x7fc00000u) : v41);
+  precise float v44 = (v39 ? uintBitsToFloat(0xff800000u) : v43);
+  bool v45 = (p0 != p0);
+  precise float v46 = (v45 ? p0 : v44);
+  return v46;
+}
+float kk_f_golden_softplus(float p0, float p1) {
+  float l0;
+  precise float v0 = (p0 * p1);
+  l0 = v0;
+  precise float v1 = l0;
+  precise float v2 = kk_f_exp_f32_f32(v1);
+  precise float v3 = (1.0 + v2);
+  precise float v4 = kk_f_log_f32_f32(v3);
+  precise float v5 = (v4 / p1);
+  l0 = v5;
+  precise float v6 = l0;
+  return v6;
+}
+void main() {
+  int v0 = (int(gl_WorkGroupID.x) * 64);
+  int v1 = (v0 + int(gl_LocalInvocationID.x));
+  precise float v2 = b0.d[v1];
+  precise float v3 = kk_f_golden_softplus(v2, 2.0);
+  b1.d[v1] = v3;
+}
