@@ -174,6 +174,10 @@ Memory shared_of(Builder& b, Type t, const std::string& name, uint32_t count);
 /// Folds sh[0..n) into sh[0] with fn in a fixed tree (n a power of two; every thread of the
 /// group, t its index, reaches every barrier): the same order, so the same bits, on every run.
 void tree_fold(const Memory& sh, Val t, uint32_t n, Val (*fn)(Val, Val));
+/// The steps of such a tree over n values as a loop (a few operations whatever n, where
+/// unrolled steps would trace a copy each): step(s) for s = n / 2, n / 4, ..., 1 (a uniform I32),
+/// each followed by a barrier.
+void tree_steps(uint32_t n, const std::function<void(Val)>& step);
 /// Element e of m (B8 loads as Bool, U8 as U32, X64 as I64).
 Val load_store(const Memory& m, Store s, Val e);
 /// Stores v as element e of m.

@@ -76,23 +76,27 @@ Val elem_shift(Val e, int w) { return w == 1 ? cast(e & 3, Type::U32) * 8u : cas
 Val word_of(Val e, int w) { return w == 1 ? e >> 2 : e >> 1; }
 
 /// f16 bits (U32) as f32: exact, subnormals included (built in integers, so a device that
-/// flushes subnormal floats still gets them right).
+/// flushes subnormal floats still gets them right). A kernel function, as float_to_half.
 Val half_to_float(Val h) {
-  const Val sign = (h & 0x8000u) << 16u, e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
-  const Val special = bitcast(sign | 0x7f800000u | (m << 13u), Type::F32);
-  const Val normal = bitcast(sign | ((e + 112u) << 23u) | (m << 13u), Type::F32);
-  const Val sub = cast(m, Type::F32) * 5.9604644775390625e-8f;
-  return select(e == 0x1fu, special, select(e == 0u, select(sign != 0u, -sub, sub), normal));
+  return call_library("half_to_float", {h}, [](const std::vector<Val>& a) {
+    const Val hb = a[0], sign = (hb & 0x8000u) << 16u, e = (hb >> 10u) & 0x1fu, m = hb & 0x3ffu;
+    const Val special = bitcast(sign | 0x7f800000u | (m << 13u), Type::F32);
+    const Val normal = bitcast(sign | ((e + 112u) << 23u) | (m << 13u), Type::F32);
+    const Val sub = cast(m, Type::F32) * 5.9604644775390625e-8f;
+    return select(e == 0x1fu, special, select(e == 0u, select(sign != 0u, -sub, sub), normal));
+  });
 }
 
 /// f32 as f16 bits (U32), round to nearest even (the CPU's conversion, line for line).
 Val float_to_half(Val f) {
-  const Val x = bitcast(f, Type::U32), sign = (x >> 16u) & 0x8000u, ax = x & 0x7fffffffu;
-  const Val nan_inf = sign | select(ax > 0x7f800000u, Val(0x7e00u), Val(0x7c00u));
-  const Val tiny = sign | (bitcast(bitcast(ax, Type::F32) + 0.5f, Type::U32) - 0x3f000000u);
-  const Val normal = sign | ((ax + 0xc8000fffu + ((ax >> 13u) & 1u)) >> 13u);
-  return select(ax >= 0x7f800000u, nan_inf,
-                select(ax >= 0x477ff000u, sign | 0x7c00u, select(ax < 0x38800000u, tiny, normal)));
+  return call_library("float_to_half", {f}, [](const std::vector<Val>& a) {
+    const Val x = bitcast(a[0], Type::U32), sign = (x >> 16u) & 0x8000u, ax = x & 0x7fffffffu;
+    const Val nan_inf = sign | select(ax > 0x7f800000u, Val(0x7e00u), Val(0x7c00u));
+    const Val tiny = sign | (bitcast(bitcast(ax, Type::F32) + 0.5f, Type::U32) - 0x3f000000u);
+    const Val normal = sign | ((ax + 0xc8000fffu + ((ax >> 13u) & 1u)) >> 13u);
+    return select(ax >= 0x7f800000u, nan_inf,
+                  select(ax >= 0x477ff000u, sign | 0x7c00u, select(ax < 0x38800000u, tiny, normal)));
+  });
 }
 
 /// f32 as bf16 bits (U32), round to nearest even, NaN kept quiet.
@@ -145,13 +149,22 @@ Memory shared_of(Builder& b, Type t, const std::string& name, uint32_t count) {
 }
 
 void tree_fold(const Memory& sh, Val t, uint32_t n, Val (*fn)(Val, Val)) {
-  for (uint32_t s = n / 2; s > 0; s /= 2) {
-    if_(t < static_cast<int>(s), [&] {
-      const Val a = sh[t], b = sh[t + static_cast<int>(s)];
+  tree_steps(n, [&](Val s) {
+    if_(t < s, [&] {
+      const Val a = sh[t], b = sh[t + s];
       sh[t] = fn(a, b);
     });
-    barrier();
-  }
+  });
+}
+
+void tree_steps(uint32_t n, const std::function<void(Val)>& step) {
+  Var s(static_cast<int>(n / 2));
+  while_([&] { return Val(s) > 0; },
+         [&] {
+           step(Val(s));
+           barrier();
+           s = Val(s) >> 1;
+         });
 }
 
 namespace {

@@ -169,11 +169,11 @@ namespace {
 /// Combines the group's partial values in vals (and indices in idx for the arg forms) in a
 /// fixed tree; vals[0] (idx[0]) holds the result after the last barrier.
 void group_tree(OpKind kind, bool arg, bool mx, const Memory& vals, const Shared<int32_t>& idx, Val t) {
-  for (uint32_t s = kGroup / 2; s > 0; s /= 2) {
-    if_(t < static_cast<int>(s), [&] {
-      const Val va = vals[t], vb = vals[t + static_cast<int>(s)];
+  tree_steps(kGroup, [&](Val s) {
+    if_(t < s, [&] {
+      const Val va = vals[t], vb = vals[t + s];
       if (arg) {
-        const Val ia = idx[t], ib = idx[t + static_cast<int>(s)];
+        const Val ia = idx[t], ib = idx[t + s];
         const Val better = arg_better(mx, va, ia, vb, ib);
         vals[t] = select(better, vb, va);
         idx[t] = select(better, ib, ia);
@@ -181,8 +181,7 @@ void group_tree(OpKind kind, bool arg, bool mx, const Memory& vals, const Shared
         vals[t] = combine(kind, va, vb);
       }
     });
-    barrier();
-  }
+  });
 }
 
 }  // namespace

@@ -77,24 +77,36 @@ Kernel trace_sort(const Sort& spec, const Limits& limits) {
           }).else_([&] { keys[i] = Val::constant(0, kt); });
         });
         barrier();
-        for (uint32_t k = 2; k <= P; k *= 2)
-          for (uint32_t j = k / 2; j >= 1; j /= 2) {
-            for_(t, Val(static_cast<int>(P / 2)), g, [&](Val p) {
-              const Val i = (p / static_cast<int>(j)) * static_cast<int>(2 * j) + p % static_cast<int>(j);
-              const Val l = i + static_cast<int>(j);
-              const Val up = (i & static_cast<int>(k)) == 0;
-              const Val ka = keys[i], kb = keys[l], ia = ids[i], ib = ids[l];
-              const Val swap = select(up, before(kb, ib, ka, ia, len, spec.descending),
-                                      before(ka, ia, kb, ib, len, spec.descending));
-              if_(swap, [&] {
-                keys[i] = kb;
-                keys[l] = ka;
-                ids[i] = ib;
-                ids[l] = ia;
-              });
-            });
-            barrier();
-          }
+        // The bitonic network's stages as loops (width w = 2, 4, ..., P, lw = log2 w; span h = w /
+        // 2, ..., 1, lh = log2 h): a few operations whatever P, where unrolled stages would trace
+        // a copy each.
+        Var w(2), lw(1);
+        while_([&] { return Val(w) <= static_cast<int>(P); },
+               [&] {
+                 Var h(Val(w) >> 1), lh(Val(lw) - 1);
+                 while_([&] { return Val(h) >= 1; },
+                        [&] {
+                          for_(t, Val(static_cast<int>(P / 2)), g, [&](Val p) {
+                            const Val i = ((p >> Val(lh)) << (Val(lh) + 1)) + (p & (Val(h) - 1));
+                            const Val l = i + Val(h);
+                            const Val up = (i & Val(w)) == 0;
+                            const Val ka = keys[i], kb = keys[l], ia = ids[i], ib = ids[l];
+                            const Val swap = select(up, before(kb, ib, ka, ia, len, spec.descending),
+                                                    before(ka, ia, kb, ib, len, spec.descending));
+                            if_(swap, [&] {
+                              keys[i] = kb;
+                              keys[l] = ka;
+                              ids[i] = ib;
+                              ids[l] = ia;
+                            });
+                          });
+                          barrier();
+                          h = Val(h) >> 1;
+                          lh = Val(lh) - 1;
+                        });
+                 w = Val(w) << 1;
+                 lw = Val(lw) + 1;
+               });
         for_(t, len, g, [&](Val i) {
           const Val k = keys[i];
           store_store(out, spec.value, obase + i * so, vt == Type::Bool ? k != 0 : k);
