@@ -6,7 +6,8 @@
 //   kiln_bench_kernel [--smoke]      (--smoke: tiny sizes, a few repetitions)
 //   kiln_bench_kernel --disk-probe   (internal: times a compile that only the disk cache serves)
 //   kiln_bench_kernel --render-loop TARGET [REPS [FILE]]   (rendering alone, for a profiler;
-//                                                           TARGET trace: tracing alone)
+//                                                           TARGET trace: tracing alone;
+//                                                           KILN_BENCH_ONLY=s: kernels named *s*)
 //   KILN_BENCH_ROWS=1: also each library kernel's trace and trace + render times, on stderr
 #include <unistd.h>
 
@@ -227,16 +228,18 @@ void library_table(int reps) {
 int render_loop(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 300;
   std::FILE* f = argc > 4 ? std::fopen(argv[4], "w") : nullptr;
+  const char* only = std::getenv("KILN_BENCH_ONLY");  // the kernels whose name holds it
+  auto skip = [&](const std::string& name) { return only && name.find(only) == std::string::npos; };
   if (std::string(argv[2]) == "trace") {  // tracing alone; FILE receives the optimised IR
     kiln::test::for_each_library_launch(
-        [&](const std::string&, const std::function<K::Kernel(const K::Limits&)>& trace) {
-          for (int i = 0; i < reps; ++i) {
+        [&](const std::string& name, const std::function<K::Kernel(const K::Limits&)>& trace) {
+          for (int i = 0; i < reps && !skip(name); ++i) {
             const K::Kernel k = trace(K::Limits{});
             if (f && i == 0) std::fprintf(f, "=====\n%s", K::dump(k).c_str());
           }
         });
     for (auto make : {scale_shift, group_sum, matmul_blocked})
-      for (int i = 0; i < reps; ++i) {
+      for (int i = 0; i < reps && !skip(make().name()); ++i) {
         const K::Kernel k = make();
         if (f && i == 0) std::fprintf(f, "=====\n%s", K::dump(k).c_str());
       }
@@ -248,6 +251,7 @@ int render_loop(int argc, char** argv) {
     ks.push_back(trace(K::Limits{}));
   });
   for (auto make : {scale_shift, group_sum, matmul_blocked}) ks.push_back(make());
+  std::erase_if(ks, [&](const K::Kernel& k) { return skip(k.name()); });
   K::Target target = K::Target::Cpp;
   for (K::Target t : {K::Target::Cpp, K::Target::Cuda, K::Target::Glsl, K::Target::Wgsl})
     if (K::target_name(t) == argv[2]) target = t;

@@ -431,8 +431,11 @@ void eliminate_dead(Kernel& k) {
   std::vector<bool> dead(k.ops.size(), false);
   std::vector<uint32_t> local_reads(k.locals.size(), 0);
   std::vector<std::vector<uint32_t>> local_stores(k.locals.size());
+  std::vector<uint32_t> reachable;  // in program order (ops only leave it)
+  reachable.reserve(k.ops.size());
   for_each_op(k, 0, [&](uint32_t id) {
     const Op& op = k.ops[id];
+    reachable.push_back(id);
     for (uint8_t i = 0; i < op.nin; ++i) ++uses[op.in[i]];
     if (op.kind == Kind::LocalLoad) ++local_reads[op.obj];
     if (op.kind == Kind::LocalStore) local_stores[op.obj].push_back(id);
@@ -445,10 +448,10 @@ void eliminate_dead(Kernel& k) {
   };
   for (bool again = true; again;) {
     again = false;
-    for_each_op(k, 0, [&](uint32_t id) {
+    for (uint32_t id : reachable) {
       const Op& op = k.ops[id];
       if ((droppable(op) && uses[id] == 0) || (op.kind == Kind::LocalStore && local_reads[op.obj] == 0)) drop(id);
-    });
+    }
     while (!work.empty()) {
       const Op& op = k.ops[work.back()];
       work.pop_back();
@@ -459,13 +462,14 @@ void eliminate_dead(Kernel& k) {
     }
     for (Region& r : k.regions) std::erase_if(r.ops, [&](uint32_t id) { return dead[id]; });
     auto empty = [&](uint32_t r) { return r == kNone || k.regions[r].ops.empty(); };
-    for_each_op(k, 0, [&](uint32_t id) {
+    std::erase_if(reachable, [&](uint32_t id) { return dead[id]; });
+    for (uint32_t id : reachable) {
       const Op& op = k.ops[id];
-      if (op.kind == Kind::If && !dead[id] && empty(op.region[0]) && empty(op.region[1])) {
+      if (op.kind == Kind::If && empty(op.region[0]) && empty(op.region[1])) {
         drop(id);
         again = true;
       }
-    });
+    }
   }
 }
 

@@ -267,24 +267,24 @@ std::string Base::function(const ir::Function& f) {
   return out;
 }
 
-std::string Base::functions(int slot, const std::function<std::string(const ir::Function&)>& render) {
-  std::string r;
+void Base::functions(int slot, const std::function<std::string(const ir::Function&)>& render,
+                     const std::vector<bool>* roots) {
   std::vector<const ir::Function*> done;
   auto visit = [&](const ir::Kernel& kk, auto& self) -> void {
-    for (const auto& f : kk.functions) {
-      if (std::find(done.begin(), done.end(), f.get()) != done.end()) continue;
+    for (size_t i = 0; i < kk.functions.size(); ++i) {
+      const ir::Function* f = kk.functions[i].get();
+      if ((&kk == &k && roots && !(*roots)[i]) || std::find(done.begin(), done.end(), f) != done.end()) continue;
       for (const ir::Function* d : done)
         if (d->name == f->name) throw Error(k.prefix() + "calls two different functions named '" + f->name + "'");
       self(f->body, self);
-      done.push_back(f.get());
+      done.push_back(f);
       std::lock_guard<std::mutex> lock(f->text_mu);
       std::string& text = f->text[slot];
       if (text.empty()) text = render(*f);
-      r += text;
+      out += text;
     }
   };
   visit(k, visit);
-  return r;
 }
 
 void Base::region(uint32_t r) {

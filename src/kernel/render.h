@@ -12,9 +12,14 @@
 
 namespace kiln::kernel::gen {
 
-/// A piece of text: a string, a literal or one character.
+/// A piece of text: a string, a literal or one character. A char array is a string literal:
+/// its text is all of it but the terminating zero (no strlen at run time).
 inline std::string_view piece(std::string_view s) { return s; }
 inline std::string_view piece(const char& c) { return {&c, 1}; }
+template <size_t N>
+std::string_view piece(const char (&s)[N]) {
+  return {s, N - 1};
+}
 
 /// Appends the pieces to `out`, growing it once (std::string::append per piece is an out-of-line
 /// call each, which dominated rendering).
@@ -132,11 +137,13 @@ class Base {
   virtual void declare_local(uint32_t slot, Type t) { line(ty(t), " l", std::to_string(slot), ";"); }
   /// The definition of f, whose body is this renderer's kernel.
   std::string function(const ir::Function& f);
-  /// The definitions of the functions the kernel calls, callees first (each rendered once per
-  /// process and target): render(f) into ir::Function::text[slot].
-  std::string functions(int slot, const std::function<std::string(const ir::Function&)>& render);
-  std::string functions() {
-    return functions(static_cast<int>(target), [this](const ir::Function& f) { return render_function(f); });
+  /// Appends the definitions of the functions the kernel calls (those k.functions[i] with
+  /// (*roots)[i], when given), callees first, each rendered once per process and target:
+  /// render(f) into ir::Function::text[slot].
+  void functions(int slot, const std::function<std::string(const ir::Function&)>& render,
+                 const std::vector<bool>* roots = nullptr);
+  void functions() {
+    functions(static_cast<int>(target), [this](const ir::Function& f) { return render_function(f); });
   }
   /// A call's argument list "(a, b)".
   std::string call_args(const ir::Op& op);

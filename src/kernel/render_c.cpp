@@ -4,7 +4,7 @@
 
 namespace kiln::kernel::gen {
 
-const char* const kConversions = R"(KK_FN float kk_h2f(unsigned short h) {
+const std::string_view kConversions = R"(KK_FN float kk_h2f(unsigned short h) {
   unsigned sign = (unsigned)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0x1fu) return kk_as_float(sign | 0x7f800000u | (m << 13));
   if (e == 0) { float v = (float)m * 5.9604644775390625e-8f; return sign ? -v : v; }
@@ -33,7 +33,7 @@ template <class T, int N> struct alignas(sizeof(T) * N) kk_v { T v[N]; };
 
 // No standard header: <cmath> alone takes half of a small kernel's compile. The math functions
 // are the compiler's built-ins, which are what <cmath>'s float and double overloads call.
-const char* const kCppPrelude = R"(#define KK_FN static inline
+const std::string_view kCppPrelude = R"(#define KK_FN static inline
 namespace kk_m {
 #define KK_M1(n) \
   static inline float n(float x) { return __builtin_##n##f(x); } \
@@ -87,7 +87,7 @@ template <class T> static inline T kk_atomic_max(T* p, T v) {
 }
 )";
 
-const char* const kCppVectorPrelude = R"(#if KK_W16 && defined(__AVX512F__)
+const std::string_view kCppVectorPrelude = R"(#if KK_W16 && defined(__AVX512F__)
 #define KK_W 16
 #else
 #define KK_W 8
@@ -124,7 +124,7 @@ template <class V, class F> static inline V kk_wmap2(V x, V y, F f) { V r; for (
 static inline kk_wd kk_wfma_lanes(kk_wd a, kk_wd b, kk_wd c) { kk_wd r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::fma(a[l], b[l], c[l]); return r; }
 )";
 
-const char* const kCppVectorMath = R"(#if KK_W == 16 || defined(__AVX__)
+const std::string_view kCppVectorMath = R"(#if KK_W == 16 || defined(__AVX__)
 #include <immintrin.h>
 #endif
 static inline kk_wf kk_wfma(kk_wf a, kk_wf b, kk_wf c) {
@@ -148,7 +148,7 @@ static inline kk_wf kk_wsqrt(kk_wf x) {
 )";
 
 namespace {
-const char* kCudaPrelude = R"(#define KK_FN __device__ __forceinline__
+const std::string_view kCudaPrelude = R"(#define KK_FN __device__ __forceinline__
 KK_FN float kk_as_float(unsigned u) { return __uint_as_float(u); }
 KK_FN unsigned kk_as_uint(float f) { return __float_as_uint(f); }
 KK_FN float kk_exp(float x) { return expf(x); }
@@ -162,7 +162,7 @@ std::string CLike::cuda_text() {
   out = "// kernel " + k.name + " [" + k.spec + "]\n";
   out += kCudaPrelude;
   out += kConversions;
-  out += functions();
+  functions();
   std::string params;
   body_params(params);
   std::string fn = identifier(k.name);

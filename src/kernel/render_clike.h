@@ -11,14 +11,14 @@
 namespace kiln::kernel::gen {
 
 /// The f16/bf16 conversions and small helpers both C-like targets include.
-extern const char* const kConversions;
+extern const std::string_view kConversions;
 /// The C++ target's includes, argument block and checks.
-extern const char* const kCppPrelude;
+extern const std::string_view kCppPrelude;
 /// The C++ target's vector mode: the lane count KK_W (16 where KK_W16 is set before it and the
 /// machine has AVX-512, else 8), the vector types kk_wf/kk_wi/kk_wu and their helpers.
-extern const char* const kCppVectorPrelude;
+extern const std::string_view kCppVectorPrelude;
 /// Vector fma and sqrt (the machine's instructions where it has them), for kernels using them.
-extern const char* const kCppVectorMath;
+extern const std::string_view kCppVectorMath;
 
 inline std::string identifier(const std::string& s) {
   std::string r = "kk_";

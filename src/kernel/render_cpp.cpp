@@ -76,11 +76,25 @@ class Cpp : public CLike {
     out += kCppPrelude;
     out += kConversions;
     if (vec_) {
-      out += std::string("#define KK_W16 ") + (k.group[0] % 16 == 0 ? "1\n" : "0\n") + kCppVectorPrelude;
+      out += k.group[0] % 16 == 0 ? "#define KK_W16 1\n" : "#define KK_W16 0\n";
+      out += kCppVectorPrelude;
       if (vector_math()) out += kCppVectorMath;
     }
-    out += functions();
-    if (vec_) out += functions(4, [](const ir::Function& f) { return Cpp(f.body, false).vector_function(f); });
+    if (!k.functions.empty()) {
+      // In vector mode a varying call takes the vector form, a uniform one the scalar form.
+      std::vector<bool> scalar(k.functions.size(), !vec_), vector(k.functions.size(), false);
+      if (vec_)
+        ir::for_each_op(k, 0, [&](uint32_t id) {
+          const ir::Op& op = k.ops[id];
+          if (op.kind != Kind::Call) return;
+          (divergent[id] ? vector : scalar)[op.obj] = true;
+          if (remat[id]) scalar[op.obj] = true;  // rendered again lane by lane
+        });
+      functions(
+          static_cast<int>(Target::Cpp), [this](const ir::Function& f) { return render_function(f); }, &scalar);
+      functions(
+          4, [](const ir::Function& f) { return Cpp(f.body, false).vector_function(f); }, &vector);
+    }
     out += "extern \"C\" void kk_run(const kk_args* a, long long g0, long long g1) {\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];

@@ -122,7 +122,7 @@ class Glsl : public Base {
       out +=
           "uint kk_f2b(float f) {\n  uint u = floatBitsToUint(f);\n  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> "
           "16) | 0x40u;\n  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n}\n";
-    out += functions();
+    functions();
     out += "void main() {\n";
     for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]), " l", std::to_string(i), ";");
     region(0);
@@ -325,7 +325,7 @@ class Wgsl : public Base {
           "0.17087277)))))))));\n"
           "  return select(r - 1.0, 1.0 - r, x >= 0.0);\n"
           "}\n";
-    out += functions();
+    functions();
     out += "@compute @workgroup_size(" + std::to_string(k.group[0]) + ", " + std::to_string(k.group[1]) + ", " +
            std::to_string(k.group[2]) + ")\n";
     out += "fn main(@builtin(local_invocation_id) kk_lid: vec3<u32>, @builtin(workgroup_id) kk_wid: vec3<u32>,\n";
