@@ -626,13 +626,20 @@ class Cpp : public CLike {
       define(id, mask_.empty() ? e : cat("(kk_any(", mask_, ") ? ", e, " : ", ty(op.type, 1), "())"));
       return;
     }
+    const bool plain = elem(op) == op.type && op.type != Type::Bool;
+    if (mask_.empty() && plain && (contiguous(idx) || stride[idx] == 0)) {  // every lane loads
+      const std::string at = cat("&", mem(op), "[", first_lane(idx), "]");
+      define(id, contiguous(idx) ? cat("kk_wld<", wty(op.type), ">(", at, ")")
+                                 : cat("((*", at, ") - ", wty(op.type), "{})"));  // one element, broadcast
+      return;
+    }
     std::string t = temp("kk_r");
     line(wty(op.type), " ", t, " = {};");
     auto slow = [&] {
       std::string v = load(op, ref(idx));
       line(t, "[kk_l] = ", (op.type == Type::Bool ? "(" + v + ") ? -1 : 0" : v), ";");
     };
-    if (contiguous(idx) && elem(op) == op.type && op.type != Type::Bool) {
+    if (contiguous(idx) && plain) {
       all_or_lanes([&] { line(t, " = kk_wld<", wty(op.type), ">(&", mem(op), "[", first_lane(idx), "]);"); }, slow);
     } else {
       lane_loop(slow);

@@ -139,9 +139,7 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
         (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
         const int v1 = (v0 * 8);
         const kk_wi v2 = (((v1) - kk_wi{}) + kk_wtx);
-        kk_wf kk_r0 = {};
-        kk_r0 = kk_wld<kk_wf>(&b0[(v1 + (kk_tx0 + 0))]);
-        const kk_wf v3 = kk_r0;
+        const kk_wf v3 = kk_wld<kk_wf>(&b0[(v1 + (kk_tx0 + 0))]);
         const kk_wf v4 = l0[kk_c];
         const kk_wf v5 = (v4 + v3);
         l0[kk_c] = v5;

@@ -128,32 +128,30 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};
       const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
       (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
-      kk_wu kk_r0 = {};
-      kk_r0 = kk_wld<kk_wu>(&b0[((kk_gx * 32) + (kk_tx0 + 0))]);
-      const kk_wu v0 = kk_r0;
+      const kk_wu v0 = kk_wld<kk_wu>(&b0[((kk_gx * 32) + (kk_tx0 + 0))]);
       l0 = v0;
       l1 = ((0u) - kk_wu{});
-      kk_wi kk_m1 = ~kk_wi{};
+      kk_wi kk_m0 = ~kk_wi{};
       for (;;) {
         const kk_wu v1 = l0;
         const kk_wi v2 = (v1 != ((0u) - kk_wu{}));
-        kk_m1 &= v2;
-        if (!kk_any(kk_m1)) break;
+        kk_m0 &= v2;
+        if (!kk_any(kk_m0)) break;
         const kk_wu v3 = l0;
         const kk_wu v4 = (v3 & ((1u) - kk_wu{}));
         const kk_wu v5 = l1;
         const kk_wu v6 = (v5 + v4);
-        l1 = kk_m1 ? v6 : l1;
+        l1 = kk_m0 ? v6 : l1;
         const kk_wu v7 = l0;
         const kk_wu v8 = (v7 >> ((1u) - kk_wu{}));
-        l0 = kk_m1 ? v8 : l0;
+        l0 = kk_m0 ? v8 : l0;
       }
       const kk_wu v9 = l1;
-      kk_wu kk_r2 = {};
+      kk_wu kk_r1 = {};
       for (int kk_l = 0; kk_l < KK_W; ++kk_l) {
-        kk_r2[kk_l] = __atomic_fetch_add(&b1[0], v9[kk_l], __ATOMIC_RELAXED);
+        kk_r1[kk_l] = __atomic_fetch_add(&b1[0], v9[kk_l], __ATOMIC_RELAXED);
       }
-      const kk_wu v10 = kk_r2;
+      const kk_wu v10 = kk_r1;
     }
   }
 }

@@ -228,9 +228,7 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const kk_wi kk_wtx = kk_wt, kk_wty = kk_wi{}, kk_wtz = kk_wi{};
       const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
       (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
-      kk_wf kk_r0 = {};
-      kk_r0 = kk_wld<kk_wf>(&b0[((kk_gx * 64) + (kk_tx0 + 0))]);
-      const kk_wf v0 = kk_r0;
+      const kk_wf v0 = kk_wld<kk_wf>(&b0[((kk_gx * 64) + (kk_tx0 + 0))]);
       const kk_wf v1 = kk_fv_golden_softplus(v0, ((2.0f) - kk_wf{}));
       kk_wst(&b1[((kk_gx * 64) + (kk_tx0 + 0))], v1);
     }
