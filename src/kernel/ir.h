@@ -200,12 +200,19 @@ void for_each_op(K& k, uint32_t r, F&& f) {
   }
 }
 
+/// fold_op's answer when op folds to a constant.
+inline constexpr uint32_t kFolded = UINT32_MAX - 1;
+/// What constant folding makes of op, given the ops its operands are: kNone (nothing), the id of
+/// an operand whose value it is (x + 0, a select on a constant), or kFolded with `out` the
+/// constant (the tracer folds as it records; fold_constants after lowering and unrolling).
+uint32_t fold_op(const Kernel& k, const Op& op, Op& out);
+
 /// The passes, in the order optimize() runs them.
 void fold_constants(Kernel& k);
 bool unroll_loops(Kernel& k, uint32_t max_count);  ///< true when a loop was unrolled
 void eliminate_common(Kernel& k);
 void eliminate_dead(Kernel& k);
-void lower_subgroups(Kernel& k);  ///< without Limits::subgroups: subgroups of one lane
+bool lower_subgroups(Kernel& k);  ///< without Limits::subgroups: subgroups of one lane (true: changed)
 void optimize(Kernel& k);
 
 /// Checks run when tracing ends (barriers in divergent control flow, shared memory size).

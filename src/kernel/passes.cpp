@@ -10,6 +10,7 @@
 #include <map>
 
 #include "kernel/ir.h"
+#include "kernel/value_table.h"
 #include "kiln/half.h"
 
 namespace kiln::kernel::ir {
@@ -184,49 +185,49 @@ bool const_is(const Kernel& k, uint32_t v, double x) {
 
 }  // namespace
 
+uint32_t fold_op(const Kernel& k, const Op& op, Op& out) {
+  if (!op.pure() || op.kind == Kind::Const || op.nin == 0) return kNone;
+  bool all = true;
+  for (uint8_t i = 0; i < op.nin; ++i) all = all && is_const(k, op.in[i]);
+  if (op.kind == Kind::Select && is_const(k, op.in[0])) return k.ops[op.in[0]].i ? op.in[1] : op.in[2];
+  if (all) {
+    const Op* a = &k.ops[op.in[0]];
+    const Op* b = op.nin > 1 ? &k.ops[op.in[1]] : nullptr;
+    const Op* c = op.nin > 2 ? &k.ops[op.in[2]] : nullptr;
+    out = op;
+    return fold(out, a, b, c) ? kFolded : kNone;
+  }
+  if (op.kind != Kind::Binary) return kNone;
+  const auto f = static_cast<BinaryFn>(op.attr);
+  if (!is_float(op.type)) {  // integer identities: x+0, x-0, x*1, x/1, x|0, x^0, x<<0, x>>0
+    if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0)) return op.in[1];
+    if ((f == BinaryFn::Add || f == BinaryFn::Sub || f == BinaryFn::Or || f == BinaryFn::Xor || f == BinaryFn::Shl ||
+         f == BinaryFn::Shr) &&
+        const_is(k, op.in[1], 0))
+      return op.in[0];
+    if ((f == BinaryFn::Mul || f == BinaryFn::Div) && const_is(k, op.in[1], 1)) return op.in[0];
+    if (f == BinaryFn::Mul && const_is(k, op.in[0], 1)) return op.in[1];
+    return kNone;
+  }
+  if (f == BinaryFn::Mul && const_is(k, op.in[1], 1)) return op.in[0];
+  if (f == BinaryFn::Mul && const_is(k, op.in[0], 1)) return op.in[1];
+  return kNone;
+}
+
 void fold_constants(Kernel& k) {
   std::vector<uint32_t> repl(k.ops.size(), kNone);
   bool any = false;  // a value replaced by another
   for_each_op(k, 0, [&](uint32_t id) {
     Op& op = k.ops[id];
-    auto to = [&](uint32_t v) {  // op's value is v's
-      repl[id] = v;
-      any = true;
-    };
     for (uint8_t i = 0; i < op.nin; ++i)
       while (repl[op.in[i]] != kNone) op.in[i] = repl[op.in[i]];
-    if (op.pure() && op.kind != Kind::Const && op.nin > 0) {
-      bool all = true;
-      for (uint8_t i = 0; i < op.nin; ++i) all = all && is_const(k, op.in[i]);
-      if (op.kind == Kind::Select && is_const(k, op.in[0])) {
-        to(k.ops[op.in[0]].i ? op.in[1] : op.in[2]);
-      } else if (all) {
-        const Op* a = &k.ops[op.in[0]];
-        const Op* b = op.nin > 1 ? &k.ops[op.in[1]] : nullptr;
-        const Op* c = op.nin > 2 ? &k.ops[op.in[2]] : nullptr;
-        Op copy = op;
-        if (fold(copy, a, b, c)) k.ops[id] = copy;
-      } else if (op.kind == Kind::Binary && !is_float(op.type)) {
-        // integer identities: x+0, x-0, x*1, x/1, x*0
-        auto f = static_cast<BinaryFn>(op.attr);
-        if ((f == BinaryFn::Add || f == BinaryFn::Or || f == BinaryFn::Xor) && const_is(k, op.in[0], 0))
-          to(op.in[1]);
-        else if ((f == BinaryFn::Add || f == BinaryFn::Sub || f == BinaryFn::Or || f == BinaryFn::Xor ||
-                  f == BinaryFn::Shl || f == BinaryFn::Shr) &&
-                 const_is(k, op.in[1], 0))
-          to(op.in[0]);
-        else if (f == BinaryFn::Mul && const_is(k, op.in[1], 1))
-          to(op.in[0]);
-        else if (f == BinaryFn::Mul && const_is(k, op.in[0], 1))
-          to(op.in[1]);
-        else if (f == BinaryFn::Div && const_is(k, op.in[1], 1))
-          to(op.in[0]);
-      } else if (op.kind == Kind::Binary && static_cast<BinaryFn>(op.attr) == BinaryFn::Mul) {
-        if (const_is(k, op.in[1], 1))
-          to(op.in[0]);
-        else if (const_is(k, op.in[0], 1))
-          to(op.in[1]);
-      }
+    Op folded;
+    const uint32_t r = fold_op(k, op, folded);
+    if (r == kFolded) {
+      k.ops[id] = folded;
+    } else if (r != kNone) {
+      repl[id] = r;
+      any = true;
     }
   });
   if (any) apply(k, repl);
@@ -318,62 +319,6 @@ bool unroll_loops(Kernel& k, uint32_t max_count) {
 }
 
 namespace {
-
-/// The pure values seen so far, by everything that makes two ops compute the same value. A
-/// chained hash table whose entries form a stack: the entries of a region are dropped when the
-/// walk leaves it (a value defined inside an if or loop is not visible after it).
-class ValueTable {
- public:
-  /// Buckets: a power of two, at least twice the ops (short chains for large kernels too).
-  explicit ValueTable(const Kernel& k) : k_(k), head_(std::bit_ceil(std::max<size_t>(64, 2 * k.ops.size())), kNone) {}
-  /// The earlier op computing what `id` computes, kNone if none (then `id` is added).
-  uint32_t find_or_add(uint32_t id) {
-    const uint64_t h = hash(k_.ops[id]);
-    uint32_t& head = head_[h & (head_.size() - 1)];
-    for (uint32_t e = head; e != kNone; e = entries_[e].next)
-      if (entries_[e].hash == h && same(k_.ops[entries_[e].id], k_.ops[id])) return entries_[e].id;
-    entries_.push_back({h, id, head});
-    head = static_cast<uint32_t>(entries_.size() - 1);
-    return kNone;
-  }
-  size_t mark() const { return entries_.size(); }
-  /// Drops the entries added since mark `m` (newest first, so each bucket's head is restored).
-  void drop_to(size_t m) {
-    while (entries_.size() > m) {
-      head_[entries_.back().hash & (head_.size() - 1)] = entries_.back().next;
-      entries_.pop_back();
-    }
-  }
-
- private:
-  struct Entry {
-    uint64_t hash;
-    uint32_t id, next;
-  };
-  static uint64_t bits(double f) {
-    uint64_t b;
-    std::memcpy(&b, &f, sizeof b);
-    return b;
-  }
-  static uint64_t hash(const Op& op) {
-    uint64_t h = (static_cast<uint64_t>(op.kind) << 24) ^ (static_cast<uint64_t>(op.attr) << 16) ^
-                 (static_cast<uint64_t>(op.type) << 8) ^ op.axis;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 0x9e3779b97f4a7c15ull; };
-    mix(op.obj);
-    for (uint8_t i = 0; i < op.nin; ++i) mix(op.in[i]);
-    mix(bits(op.f));
-    mix(static_cast<uint64_t>(op.i));
-    return h ^ (h >> 29);
-  }
-  static bool same(const Op& a, const Op& b) {
-    return a.kind == b.kind && a.attr == b.attr && a.type == b.type && a.axis == b.axis && a.obj == b.obj &&
-           a.nin == b.nin && std::equal(a.in.begin(), a.in.begin() + a.nin, b.in.begin()) && bits(a.f) == bits(b.f) &&
-           a.i == b.i;
-  }
-  const Kernel& k_;
-  std::vector<uint32_t> head_;
-  std::vector<Entry> entries_;
-};
 
 struct Cse {
   Kernel& k;
@@ -473,8 +418,9 @@ void eliminate_dead(Kernel& k) {
   }
 }
 
-void lower_subgroups(Kernel& k) {
-  if (k.limits.subgroups) return;
+bool lower_subgroups(Kernel& k) {
+  if (k.limits.subgroups) return false;
+  bool lane = false;
   std::vector<uint32_t> repl;
   for (uint32_t id = 0; id < k.ops.size(); ++id) {
     Op& op = k.ops[id];
@@ -485,18 +431,22 @@ void lower_subgroups(Kernel& k) {
       op = Op{};
       op.kind = Kind::Const;
       op.type = Type::I32;
+      lane = true;
     }
   }
   if (!repl.empty()) apply(k, repl);
+  return lane || !repl.empty();
 }
 
 void optimize(Kernel& k) {
-  lower_subgroups(k);
-  // Folding reaches its fixed point in one walk (definitions come before uses), and merging
-  // equal values makes nothing newly constant: it runs again only over unrolled copies.
-  fold_constants(k);
-  if (unroll_loops(k, 16)) fold_constants(k);
-  eliminate_common(k);
+  // The tracer folds each op and merges it with an earlier equal one as it records it, and
+  // merging equal values makes nothing newly constant: folding and merging run again only where
+  // lowering or unrolling made new constants and copies.
+  const bool lowered = lower_subgroups(k);
+  if (lowered) fold_constants(k);
+  const bool unrolled = unroll_loops(k, 16);
+  if (unrolled) fold_constants(k);
+  if (lowered || unrolled) eliminate_common(k);
   eliminate_dead(k);
 }
 

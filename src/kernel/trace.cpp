@@ -9,6 +9,7 @@
 #include "kernel/function.h"
 #include "kernel/ir.h"
 #include "kernel/library.h"
+#include "kernel/value_table.h"
 #include "kiln/half.h"
 
 namespace kiln::kernel {
@@ -69,6 +70,8 @@ struct Tracer {
     }
   };
   InternTable interned;
+  /// The pure values recorded in the open regions (an equal op is not recorded again).
+  ir::ValueTable values{k};
   std::map<std::pair<bool, uint32_t>, std::vector<Write>> writes;  ///< since the last barrier
   uint32_t last_loc = kNone;
   bool group_set = false;
@@ -116,9 +119,20 @@ void no_function(const char* what) {
     fail(std::string(what) + " cannot be used in a function (a function computes a value from its arguments)");
 }
 
+Val hoisted(ir::Op op, bool dep);
+
+/// Records op in the open region; a pure op is folded first (ir::fold_op), and one equal to an
+/// earlier value of the open regions is that value: then nothing is recorded.
 uint32_t emit(ir::Op op, bool dep) {
   Tracer& t = tr();
   uint32_t id = static_cast<uint32_t>(t.k.ops.size());
+  if (op.nin > 0 && op.pure()) {
+    ir::Op folded;
+    const uint32_t r = ir::fold_op(t.k, op, folded);
+    if (r == ir::kFolded) return hoisted(folded, false).id;
+    if (r != kNone) return r;
+    if (const uint32_t same = t.values.find_or_add(op, id); same != kNone) return same;
+  }
   t.k.ops.push_back(op);
   t.tdep.push_back(dep);
   t.k.regions[t.stack.back()].ops.push_back(id);
@@ -335,7 +349,9 @@ uint32_t nested(bool divergent, const std::function<void()>& body) {
   t.k.regions.emplace_back();
   t.stack.push_back(r);
   t.stack_div.push_back(t.stack_div.back() || divergent);
+  const size_t mark = t.values.mark();  // the region's values are not visible after it
   body();
+  t.values.drop_to(mark);
   t.stack.pop_back();
   t.stack_div.pop_back();
   return r;
