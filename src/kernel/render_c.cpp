@@ -145,6 +145,24 @@ static inline kk_wf kk_wsqrt(kk_wf x) {
   kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::sqrt(x[l]); return r;
 #endif
 }
+static inline kk_wf kk_wfloor(kk_wf x) {
+#if KK_W == 16
+  return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+  return _mm256_floor_ps(x);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::floor(x[l]); return r;
+#endif
+}
+static inline kk_wf kk_wceil(kk_wf x) {
+#if KK_W == 16
+  return _mm512_roundscale_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+  return _mm256_ceil_ps(x);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::ceil(x[l]); return r;
+#endif
+}
 )";
 
 namespace {

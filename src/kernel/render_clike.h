@@ -17,7 +17,8 @@ extern const std::string_view kCppPrelude;
 /// The C++ target's vector mode: the lane count KK_W (16 where KK_W16 is set before it and the
 /// machine has AVX-512, else 8), the vector types kk_wf/kk_wi/kk_wu and their helpers.
 extern const std::string_view kCppVectorPrelude;
-/// Vector fma and sqrt (the machine's instructions where it has them), for kernels using them.
+/// Vector fma, sqrt, floor and ceil (the machine's instructions where it has them), for kernels
+/// using them.
 extern const std::string_view kCppVectorMath;
 
 inline std::string identifier(const std::string& s) {

@@ -433,21 +433,19 @@ class Cpp : public CLike {
   }
   bool contiguous(uint32_t idx) const { return stride[idx] == 1; }
   static bool is_index(Type t) { return t == Type::I32 || t == Type::U32 || t == Type::I64; }
-  /// Whether a varying value is an fma, sqrt or rsqrt (kk_wfma, kk_wsqrt).
+  /// Whether the vector math helpers are needed (kCppVectorMath).
   bool vector_math() const {
-    const bool in_functions = any_op(k, [](const ir::Kernel& kk, const ir::Op& op) {
-      const auto f = static_cast<ir::UnaryFn>(op.attr);
-      return kk.is_function && op.type == Type::F32 &&
-             (op.kind == Kind::Fma || (op.kind == Kind::Unary && (f == ir::UnaryFn::Sqrt || f == ir::UnaryFn::Rsqrt)));
-    });
-    if (in_functions) return true;
-    for (uint32_t id = 0; id < k.ops.size(); ++id) {
-      const ir::Op& op = k.ops[id];
-      const auto f = static_cast<ir::UnaryFn>(op.attr);
-      if (divergent[id] && op.type == Type::F32 &&
-          (op.kind == Kind::Fma || (op.kind == Kind::Unary && (f == ir::UnaryFn::Sqrt || f == ir::UnaryFn::Rsqrt))))
-        return true;
-    }
+    // an op kk_wfma, kk_wsqrt, kk_wfloor or kk_wceil renders (in a vector function: any f32 one)
+    auto uses = [](const ir::Op& op) {
+      using U = ir::UnaryFn;
+      const auto f = static_cast<U>(op.attr);
+      return op.type == Type::F32 &&
+             (op.kind == Kind::Fma ||
+              (op.kind == Kind::Unary && (f == U::Sqrt || f == U::Rsqrt || f == U::Floor || f == U::Ceil)));
+    };
+    if (any_op(k, [&](const ir::Kernel& kk, const ir::Op& op) { return kk.is_function && uses(op); })) return true;
+    for (uint32_t id = 0; id < k.ops.size(); ++id)
+      if (divergent[id] && uses(k.ops[id])) return true;
     return false;
   }
   /// Lane 0 of a value with a stride, as a scalar expression of lane 0 of its operands (not an
@@ -726,6 +724,8 @@ class Cpp : public CLike {
         if (f == U::Not) return cat("(~", x, ")");
         if (f == U::Abs) return fl ? cat("kk_wfabs(", x, ")") : cat("(", x, " < 0 ? -", x, " : ", x, ")");
         if (f32 && f == U::Sqrt) return cat("kk_wsqrt(", x, ")");
+        if (f32 && f == U::Floor) return cat("kk_wfloor(", x, ")");
+        if (f32 && f == U::Ceil) return cat("kk_wceil(", x, ")");
         if (f32 && f == U::Rsqrt) return cat("(1.0f / kk_wsqrt(", x, "))");
         return cat("kk_wmap(", x, ", ", lane_fn, ") { return ", math(f, op.type, "kk_x"), "; })");
       }

@@ -112,12 +112,51 @@ template <class V> static inline V kk_wfmax(V a, V b) { return ((a < b) | (a != 
 template <class V, class F> static inline V kk_wmap(V x, F f) { V r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l]); return r; }
 template <class V, class F> static inline V kk_wmap2(V x, V y, F f) { V r; for (int l = 0; l < KK_W; ++l) r[l] = f(x[l], y[l]); return r; }
 static inline kk_wd kk_wfma_lanes(kk_wd a, kk_wd b, kk_wd c) { kk_wd r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::fma(a[l], b[l], c[l]); return r; }
+#if KK_W == 16 || defined(__AVX__)
+#include <immintrin.h>
+#endif
+static inline kk_wf kk_wfma(kk_wf a, kk_wf b, kk_wf c) {
+#if KK_W == 16
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::fma(a[l], b[l], c[l]); return r;
+#endif
+}
+static inline kk_wf kk_wsqrt(kk_wf x) {
+#if KK_W == 16
+  return _mm512_sqrt_ps(x);
+#elif defined(__AVX__)
+  return _mm256_sqrt_ps(x);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::sqrt(x[l]); return r;
+#endif
+}
+static inline kk_wf kk_wfloor(kk_wf x) {
+#if KK_W == 16
+  return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+  return _mm256_floor_ps(x);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::floor(x[l]); return r;
+#endif
+}
+static inline kk_wf kk_wceil(kk_wf x) {
+#if KK_W == 16
+  return _mm512_roundscale_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+#elif defined(__AVX__)
+  return _mm256_ceil_ps(x);
+#else
+  kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::ceil(x[l]); return r;
+#endif
+}
 static inline kk_wf kk_fv_exp_f32_f32(kk_wf p0) {
   const kk_wf v0 = kk_wfmax(p0, ((-104.0f) - kk_wf{}));
   const kk_wf v1 = kk_wfmin(v0, ((89.0f) - kk_wf{}));
   const kk_wf v2 = (v1 * ((1.442695f) - kk_wf{}));
   const kk_wf v3 = (v2 + ((0.5f) - kk_wf{}));
-  const kk_wf v4 = kk_wmap(v3, [](float kk_x) { return kk_m::floor(kk_x); });
+  const kk_wf v4 = kk_wfloor(v3);
   const kk_wf v5 = (v4 * ((0.6933594f) - kk_wf{}));
   const kk_wf v6 = (v1 - v5);
   const kk_wf v7 = (v4 * ((-0.00021219444f) - kk_wf{}));
