@@ -58,10 +58,9 @@ double best(int reps, const std::function<void()>& f) {
   return b;
 }
 
-/// y = 1.5 x over n elements: the elementwise case (one op, as Kiln's hand-written kernel).
-/// y = exp(x): the language's exp (the CPU's polynomial, a kernel function).
-K::Kernel exp_kernel() {
-  return K::trace("bench_exp", [](K::Builder& b) {
+/// y[i] = f(x[i]) over n elements, 256 threads a group.
+K::Kernel map_kernel(const char* name, K::Val (*f)(K::Val)) {
+  return K::trace(name, [f](K::Builder& b) {
     auto x = b.input<float>("x");
     auto y = b.output<float>("y");
     K::Val n = b.scalar<int32_t>("n");
@@ -69,23 +68,17 @@ K::Kernel exp_kernel() {
     K::Val i = K::global_id();
     K::if_(i < n, [&] {
       K::Val v = x[i];
-      y[i] = K::exp(v);
+      y[i] = f(v);
     });
   });
 }
-
+/// y = 1.5 x: the elementwise case (one op, as Kiln's hand-written kernel); y = exp(x): the
+/// language's exp (the CPU's polynomial, a kernel function).
 K::Kernel scale_shift() {
-  return K::trace("bench_scale", [](K::Builder& b) {
-    auto x = b.input<float>("x");
-    auto y = b.output<float>("y");
-    K::Val n = b.scalar<int32_t>("n");
-    b.group_size(256);
-    K::Val i = K::global_id();
-    K::if_(i < n, [&] {
-      K::Val v = x[i];
-      y[i] = v * 1.5f;
-    });
-  });
+  return map_kernel("bench_scale", [](K::Val v) { return v * 1.5f; });
+}
+K::Kernel exp_kernel() {
+  return map_kernel("bench_exp", [](K::Val v) { return K::exp(v); });
 }
 
 /// A group-wide tree sum in shared memory, one partial sum per group.

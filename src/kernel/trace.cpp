@@ -873,6 +873,18 @@ Val subgroup_shuffle_xor(Val v, Val mask) { return subgroup(ir::SubgroupFn::Shuf
 
 // ---- functions ---------------------------------------------------------------------------------
 
+namespace {
+
+/// Ends a trace: the hoisted values lead the body, then the checks (a kernel) and the passes.
+void finish(Tracer& t, bool check) {
+  auto& body = t.k.regions[0].ops;
+  body.insert(body.begin(), t.lead.begin(), t.lead.end());
+  if (check) ir::validate(t.k);
+  ir::optimize(t.k);
+}
+
+}  // namespace
+
 /// Traces a Function's body into an optimised ir::Function (kernel/function.h).
 std::shared_ptr<const ir::Function> detail::trace_function(const std::string& name, const std::vector<Type>& params,
                                                            const std::function<Val(const std::vector<Val>&)>& fn) {
@@ -912,9 +924,7 @@ std::shared_ptr<const ir::Function> detail::trace_function(const std::string& na
     throw;
   }
   g_tracer = outer;
-  auto& body = t.k.regions[0].ops;
-  body.insert(body.begin(), t.lead.begin(), t.lead.end());
-  ir::optimize(t.k);
+  finish(t, false);
   auto f = std::make_shared<ir::Function>();
   f->name = name;
   f->params = params;
@@ -973,10 +983,7 @@ Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Li
     throw;
   }
   g_tracer = outer;
-  auto& body = t.k.regions[0].ops;
-  body.insert(body.begin(), t.lead.begin(), t.lead.end());
-  ir::validate(t.k);
-  ir::optimize(t.k);
+  finish(t, true);
   return Kernel(std::make_shared<const ir::Kernel>(std::move(t.k)));
 }
 

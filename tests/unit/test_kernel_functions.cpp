@@ -13,21 +13,14 @@
 
 #include "kernel_suite.h"
 #include "kiln/kernel.h"
+#include "test_util.h"
 
 using namespace kiln::kernel;
 namespace suite = kiln::kernel::suite;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const kiln::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using kiln::test::error_of;
 
 #define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
