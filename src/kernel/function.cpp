@@ -3,6 +3,7 @@
 // trace.cpp), called from kernels (detail::emit_call).
 #include "kernel/function.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "kernel/ir.h"
@@ -13,8 +14,7 @@ struct Function::State {
   std::string name;
   std::vector<Type> params;
   std::function<Val(const std::vector<Val>&)> body;
-  std::recursive_mutex mu;  // recursive: a body that calls its own function fails instead of waiting
-  bool tracing = false;
+  std::mutex mu;  // guards fn (the body is traced outside it: no lock is held while tracing)
   std::shared_ptr<const ir::Function> fn;
 };
 
@@ -33,17 +33,25 @@ const std::string& Function::name() const { return s_->name; }
 Type Function::param(size_t i) const { return i < s_->params.size() ? s_->params[i] : Type::F32; }
 
 const std::shared_ptr<const ir::Function>& Function::ir() const {
-  std::lock_guard<std::recursive_mutex> lock(s_->mu);
-  if (s_->fn) return s_->fn;
-  if (s_->tracing) throw Error("[function '" + s_->name + "'] calls itself");
-  s_->tracing = true;
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (s_->fn) return s_->fn;  // set once, never changed
+  }
+  // The functions this thread is tracing: a body that reaches its own function again fails.
+  thread_local std::vector<const State*> tracing;
+  if (std::find(tracing.begin(), tracing.end(), s_.get()) != tracing.end())
+    throw Error("[function '" + s_->name + "'] calls itself");
+  tracing.push_back(s_.get());
+  std::shared_ptr<const ir::Function> fn;
   try {
-    s_->fn = detail::trace_function(s_->name, s_->params, s_->body);
+    fn = detail::trace_function(s_->name, s_->params, s_->body);
   } catch (...) {
-    s_->tracing = false;
+    tracing.pop_back();
     throw;
   }
-  s_->tracing = false;
+  tracing.pop_back();
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (!s_->fn) s_->fn = std::move(fn);  // two threads may both trace it; the first one is kept
   return s_->fn;
 }
 

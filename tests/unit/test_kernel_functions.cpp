@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernel_suite.h"
@@ -178,4 +179,22 @@ TEST(KernelFunctions, BadCallsAreRejected) {
   const Function b("test_twin", {Type::F32}, [](const std::vector<Val>& v) { return v[0] + 2.0f; });
   EXPECT_HAS(call([&] { return a(1.0f) + b(2.0f); }), "two different functions named 'test_twin'");
   EXPECT_HAS(error_of([] { (void)suite::square_plus()(1.0f, 2.0f); }), "outside kiln::kernel::trace()");
+}
+
+TEST(KernelFunctions, KernelsOnSeveralThreadsShareOneTrace) {
+  const Function twice("test_threads_twice", {Type::F32}, [](const std::vector<Val>& a) { return a[0] * 2.0f; });
+  std::vector<std::string> texts(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < texts.size(); ++t)
+    threads.emplace_back([&, t] {
+      const Kernel k = trace("threads", [&](Builder& b) {
+        auto y = b.output<float>("y");
+        y[global_id()] = twice(cast(global_id(), Type::F32));
+      });
+      texts[t] = render(k, Target::Glsl);
+    });
+  for (std::thread& th : threads) th.join();
+  for (const std::string& t : texts) EXPECT_EQ(t, texts[0]);
+  EXPECT_EQ(count(texts[0], "float kk_f_test_threads_twice(float p0) {"), 1u) << texts[0];
+  EXPECT_EQ(twice.ir().get(), twice.ir().get());
 }
