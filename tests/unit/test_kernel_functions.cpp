@@ -198,3 +198,29 @@ TEST(KernelFunctions, KernelsOnSeveralThreadsShareOneTrace) {
   EXPECT_EQ(count(texts[0], "float kk_f_test_threads_twice(float p0) {"), 1u) << texts[0];
   EXPECT_EQ(twice.ir().get(), twice.ir().get());
 }
+
+TEST(KernelFunctions, NoParametersAndAHalfResult) {
+  const Function pi("test_pi", {}, [](const std::vector<Val>&) { return Val(3.25f); });
+  // f16 in and out: the value is rounded to f16 inside the function and stays an f16 value.
+  const Function halve("test_halve_f16", {Type::F16},
+                       [](const std::vector<Val>& a) { return a[0] * Val::constant(0.5, Type::F16); });
+  for (uint32_t group : {64u, 12u}) {
+    const Kernel k = trace("no_params_" + std::to_string(group), [&](Builder& b) {
+      auto x = b.input<float>("x");
+      auto y = b.output<float>("y");
+      b.group_size(group);
+      Val i = global_id();
+      Val h = cast(Val(x[i]), Type::F16);
+      y[i] = cast(halve(h), Type::F32) + pi();
+    });
+    for (Target t : {Target::Cpp, Target::Cuda, Target::Glsl, Target::Wgsl})
+      EXPECT_NE(render(k, t).find("kk_f_test_pi()"), std::string::npos) << target_name(t);
+    std::vector<float> x = {1.0f, 0.1f, -3.0f, 65504.0f}, y(group, 0.f);
+    x.resize(group, 2.0f);
+    compile_cpu(k, 0)({1}, {x, y});
+    for (uint32_t i = 0; i < group; ++i) {
+      const float h = static_cast<float>(kiln::Half(x[i]));
+      EXPECT_EQ(y[i], static_cast<float>(kiln::Half(h * 0.5f)) + 3.25f) << "group " << group << ", " << i;
+    }
+  }
+}
