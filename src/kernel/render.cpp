@@ -2,7 +2,6 @@
 #include "kernel/render.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -243,11 +242,7 @@ void Base::statement(uint32_t id) {
   }
 }
 
-std::string Base::function_name(const ir::Function& f) {
-  std::string r = "kk_f_";
-  for (char c : f.name) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return r;
-}
+std::string Base::function_name(const ir::Function& f) { return identifier("f_" + f.name); }
 
 std::string Base::call_args(const ir::Op& op) {
   std::string r = "(";

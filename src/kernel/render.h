@@ -2,6 +2,7 @@
 // The part every renderer shares: naming values, walking regions into statements, and the
 // expressions whose syntax the C-like targets agree on. A target overrides the hooks.
 #pragma once
+#include <cctype>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -41,6 +42,13 @@ template <class... P>
 std::string cat(const P&... p) {
   std::string r;
   append(r, p...);
+  return r;
+}
+
+/// "kk_" and s with every character that cannot be in a C identifier as '_'.
+inline std::string identifier(const std::string& s) {
+  std::string r = "kk_";
+  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return r;
 }
 

@@ -21,12 +21,6 @@ extern const std::string_view kCppVectorPrelude;
 /// using them.
 extern const std::string_view kCppVectorMath;
 
-inline std::string identifier(const std::string& s) {
-  std::string r = "kk_";
-  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return r;
-}
-
 class CLike : public Base {
  public:
   CLike(const ir::Kernel& kk, Target t, bool debug) : Base(kk, t), cuda(t == Target::Cuda), debug_(debug) {}
