@@ -122,8 +122,9 @@ TEST(KernelIr, SpecialisationKey) {
   EXPECT_EQ(a.group_size(), (std::array<uint32_t, 3>{16, 16, 1}));
 }
 
-TEST(KernelIr, TraceAndRenderTime) {
-  // Tracing and rendering every suite kernel for every target, timed (issue target: <= 50 us).
+TEST(KernelIr, EverySuiteKernelRendersForEveryTarget) {
+  // Tracing and rendering every suite kernel for every target; the time is printed, not checked
+  // (bench/kiln_bench_kernel measures it).
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   int n = 0;
@@ -136,7 +137,6 @@ TEST(KernelIr, TraceAndRenderTime) {
     }
   double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / n;
   std::printf("trace + 4 renders: %.1f us per kernel\n", us);
-  EXPECT_LT(us, 20000.0);  // a loose bound for slow CI machines; the figure is printed
 }
 
 TEST(KernelIr, DiskCacheAndChecksum) {
