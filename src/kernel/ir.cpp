@@ -2,6 +2,7 @@
 // The IR's names, the checks run when tracing ends, the divergence analysis and the IR dump.
 #include "kernel/ir.h"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -277,6 +278,35 @@ void dump_region(const ir::Kernel& k, uint32_t r, int depth, std::string& out) {
 }
 
 }  // namespace
+
+namespace ir {
+
+Function::Uses function_uses(const Kernel& body) {
+  Function::Uses u;
+  for (const Region& r : body.regions)
+    for (uint32_t id : r.ops) {
+      const Op& op = body.ops[id];
+      u.types |= 1u << static_cast<int>(op.type);
+      if (op.kind == Kind::Unary) u.unary |= 1u << op.attr;
+      if (op.kind == Kind::Unary && op.type == Type::F32) u.unary_f32 |= 1u << op.attr;
+      u.fma_f32 = u.fma_f32 || (op.kind == Kind::Fma && op.type == Type::F32);
+      u.special = u.special || (op.kind == Kind::Const && is_float(op.type) && !std::isfinite(op.f));
+      u.float_compare = u.float_compare || (op.kind == Kind::Compare && is_float(body.ops[op.in[0]].type));
+    }
+  for (const ScalarDecl& p : body.scalars) u.types |= 1u << static_cast<int>(p.type);
+  for (Type t : body.locals) u.types |= 1u << static_cast<int>(t);
+  for (const auto& f : body.functions) {
+    u.types |= f->uses.types;
+    u.unary |= f->uses.unary;
+    u.unary_f32 |= f->uses.unary_f32;
+    u.fma_f32 = u.fma_f32 || f->uses.fma_f32;
+    u.special = u.special || f->uses.special;
+    u.float_compare = u.float_compare || f->uses.float_compare;
+  }
+  return u;
+}
+
+}  // namespace ir
 
 std::string dump(const Kernel& kernel) {
   const ir::Kernel& k = kernel.ir();

@@ -180,6 +180,14 @@ struct Function {
   std::vector<Type> params;
   Type result = Type::F32;
   Kernel body;
+  /// What the body and the functions it calls hold, for the renderers' preludes (so that they
+  /// need not walk the bodies for every kernel): value types (bit per Type), unary functions
+  /// (bit per UnaryFn; unary_f32: those of f32 values), f32 fma, non-finite float constants and
+  /// float comparisons.
+  struct Uses {
+    uint32_t types = 0, unary = 0, unary_f32 = 0;
+    bool fma_f32 = false, special = false, float_compare = false;
+  } uses;
   /// The type of the IR value of a call (f16 and bf16 values are f32 values in the IR).
   Type value_type() const { return result == Type::F16 || result == Type::BF16 ? Type::F32 : result; }
   /// Its definition per target (index: Target; 4: the C++ target's vector form), rendered on
@@ -187,6 +195,9 @@ struct Function {
   mutable std::mutex text_mu;
   mutable std::string text[5];
 };
+
+/// The Uses of a function whose body is `body` (its own ops and those of the functions it calls).
+Function::Uses function_uses(const Kernel& body);
 
 /// Calls f(id) for every op reachable from region r of kernel k (an ir::Kernel, const or not),
 /// in program order: an op before the ops of its regions. f may change ops, not regions.

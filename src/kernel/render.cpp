@@ -262,8 +262,10 @@ std::string Base::function(const ir::Function& f) {
   return out;
 }
 
-void Base::functions(int slot, const std::function<std::string(const ir::Function&)>& render,
-                     const std::vector<bool>* roots) {
+std::vector<const std::string*> Base::function_texts(int slot,
+                                                     const std::function<std::string(const ir::Function&)>& render,
+                                                     const std::vector<bool>* roots) {
+  std::vector<const std::string*> texts;
   std::vector<const ir::Function*> done;
   auto visit = [&](const ir::Kernel& kk, auto& self) -> void {
     for (size_t i = 0; i < kk.functions.size(); ++i) {
@@ -276,10 +278,16 @@ void Base::functions(int slot, const std::function<std::string(const ir::Functio
       std::lock_guard<std::mutex> lock(f->text_mu);
       std::string& text = f->text[slot];
       if (text.empty()) text = render(*f);
-      out += text;
+      texts.push_back(&text);  // set once, never changed: valid while k holds f
     }
   };
   visit(k, visit);
+  return texts;
+}
+
+void Base::functions(int slot, const std::function<std::string(const ir::Function&)>& render,
+                     const std::vector<bool>* roots) {
+  for (const std::string* t : function_texts(slot, render, roots)) out += *t;
 }
 
 void Base::region(uint32_t r) {

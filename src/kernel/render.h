@@ -52,14 +52,15 @@ inline std::string identifier(const std::string& s) {
   return r;
 }
 
-/// Whether p(kernel, op) holds for an op of k's regions or of the functions it calls.
-template <class P>
-bool any_op(const ir::Kernel& k, const P& p) {
+/// Whether p(op) holds for an op of k's regions, or q(uses) for a function it calls (the
+/// function's ir::Function::Uses, which sums its body once).
+template <class P, class Q>
+bool any_op(const ir::Kernel& k, const P& p, const Q& q) {
   for (const ir::Region& r : k.regions)
     for (uint32_t id : r.ops)
-      if (p(k, k.ops[id])) return true;
+      if (p(k.ops[id])) return true;
   for (const auto& f : k.functions)
-    if (any_op(f->body, p)) return true;
+    if (q(f->uses)) return true;
   return false;
 }
 
@@ -150,6 +151,10 @@ class Base {
   /// render(f) into ir::Function::text[slot].
   void functions(int slot, const std::function<std::string(const ir::Function&)>& render,
                  const std::vector<bool>* roots = nullptr);
+  /// The same definitions, in that order, without appending them.
+  std::vector<const std::string*> function_texts(int slot,
+                                                 const std::function<std::string(const ir::Function&)>& render,
+                                                 const std::vector<bool>* roots = nullptr);
   void functions() {
     functions(static_cast<int>(target), [this](const ir::Function& f) { return render_function(f); });
   }

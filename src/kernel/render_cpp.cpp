@@ -71,17 +71,11 @@ class Cpp : public CLike {
   std::string text() override {
     if (k.limits.subgroups) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
     plan();
-    out.reserve(8192 + 160 * k.ops.size());
-    out += "// kernel " + k.name + " [" + k.spec + "]\n";
-    out += kCppPrelude;
-    out += kConversions;
-    if (vec_) {
-      out += k.group[0] % 16 == 0 ? "#define KK_W16 1\n" : "#define KK_W16 0\n";
-      out += kCppVectorPrelude;
-      if (vector_math()) out += kCppVectorMath;
-    }
+    // The functions' definitions first (rendered once per process), so that the output is sized
+    // once for them too. In vector mode a varying call takes the vector form, a uniform one the
+    // scalar form.
+    std::vector<const std::string*> defs;
     if (!k.functions.empty()) {
-      // In vector mode a varying call takes the vector form, a uniform one the scalar form.
       std::vector<bool> scalar(k.functions.size(), !vec_), vector(k.functions.size(), false);
       if (vec_)
         ir::for_each_op(k, 0, [&](uint32_t id) {
@@ -90,11 +84,24 @@ class Cpp : public CLike {
           (divergent[id] ? vector : scalar)[op.obj] = true;
           if (remat[id]) scalar[op.obj] = true;  // rendered again lane by lane
         });
-      functions(
+      defs = function_texts(
           static_cast<int>(Target::Cpp), [this](const ir::Function& f) { return render_function(f); }, &scalar);
-      functions(
-          4, [](const ir::Function& f) { return Cpp(f.body, false).vector_function(f); }, &vector);
+      for (const std::string* t : function_texts(
+               4, [](const ir::Function& f) { return Cpp(f.body, false).vector_function(f); }, &vector))
+        defs.push_back(t);
     }
+    size_t size = 8192 + 160 * k.ops.size();
+    for (const std::string* t : defs) size += t->size();
+    out.reserve(size);
+    out += "// kernel " + k.name + " [" + k.spec + "]\n";
+    out += kCppPrelude;
+    out += kConversions;
+    if (vec_) {
+      out += k.group[0] % 16 == 0 ? "#define KK_W16 1\n" : "#define KK_W16 0\n";
+      out += kCppVectorPrelude;
+      if (vector_math()) out += kCppVectorMath;
+    }
+    for (const std::string* t : defs) out += *t;
     out += "extern \"C\" void kk_run(const kk_args* a, long long g0, long long g1) {\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
@@ -435,7 +442,7 @@ class Cpp : public CLike {
   static bool is_index(Type t) { return t == Type::I32 || t == Type::U32 || t == Type::I64; }
   /// Whether the vector math helpers are needed (kCppVectorMath).
   bool vector_math() const {
-    // an op kk_wfma, kk_wsqrt, kk_wfloor or kk_wceil renders (in a vector function: any f32 one)
+    // an op kk_wfma, kk_wsqrt, kk_wfloor or kk_wceil renders (for a function: any such op)
     auto uses = [](const ir::Op& op) {
       using U = ir::UnaryFn;
       const auto f = static_cast<U>(op.attr);
@@ -443,7 +450,11 @@ class Cpp : public CLike {
              (op.kind == Kind::Fma ||
               (op.kind == Kind::Unary && (f == U::Sqrt || f == U::Rsqrt || f == U::Floor || f == U::Ceil)));
     };
-    if (any_op(k, [&](const ir::Kernel& kk, const ir::Op& op) { return kk.is_function && uses(op); })) return true;
+    using U = ir::UnaryFn;
+    constexpr uint32_t kVectorUnary = 1u << static_cast<int>(U::Sqrt) | 1u << static_cast<int>(U::Rsqrt) |
+                                      1u << static_cast<int>(U::Floor) | 1u << static_cast<int>(U::Ceil);
+    for (const auto& f : k.functions)
+      if (f->uses.fma_f32 || (f->uses.unary_f32 & kVectorUnary)) return true;
     for (uint32_t id = 0; id < k.ops.size(); ++id)
       if (divergent[id] && uses(k.ops[id])) return true;
     return false;

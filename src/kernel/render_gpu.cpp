@@ -22,7 +22,7 @@ bool uses_type(const ir::Kernel& k, Type t) {
   for (Type l : k.locals)
     if (l == t) return true;
   for (const auto& f : k.functions)
-    if (uses_type(f->body, t)) return true;
+    if (f->uses.types >> static_cast<int>(t) & 1) return true;
   for (const auto& r : k.regions)
     for (uint32_t id : r.ops)
       if (k.ops[id].type == t) return true;
@@ -30,16 +30,20 @@ bool uses_type(const ir::Kernel& k, Type t) {
 }
 
 bool uses_unary(const ir::Kernel& k, ir::UnaryFn f) {
-  return any_op(k, [f](const ir::Kernel&, const ir::Op& op) {
-    return op.kind == Kind::Unary && op.attr == static_cast<uint8_t>(f);
-  });
+  return any_op(
+      k, [f](const ir::Op& op) { return op.kind == Kind::Unary && op.attr == static_cast<uint8_t>(f); },
+      [f](const ir::Function::Uses& u) { return u.unary >> static_cast<int>(f) & 1; });
 }
 
+/// (A function's body has no subgroup operation.)
 bool uses_subgroups(const ir::Kernel& k) {
-  return any_op(k, [](const ir::Kernel&, const ir::Op& op) {
-    return op.kind == Kind::Subgroup ||
-           (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::LaneId));
-  });
+  return any_op(
+      k,
+      [](const ir::Op& op) {
+        return op.kind == Kind::Subgroup ||
+               (op.kind == Kind::Builtin && op.attr == static_cast<uint8_t>(ir::Builtin::LaneId));
+      },
+      [](const ir::Function::Uses&) { return false; });
 }
 
 class Glsl : public Base {
@@ -304,16 +308,16 @@ class Wgsl : public Base {
           "}\n";
     // WGSL's constant expressions may not hold an infinity or a NaN (a shader compiler rejects
     // bitcast<f32>(0x7f800000u)); a function's result is not a constant expression.
-    const bool special = any_op(k, [](const ir::Kernel&, const ir::Op& op) {
-      return op.kind == ir::Kind::Const && is_float(op.type) && !std::isfinite(op.f);
-    });
+    const bool special = any_op(
+        k, [](const ir::Op& op) { return op.kind == ir::Kind::Const && is_float(op.type) && !std::isfinite(op.f); },
+        [](const ir::Function::Uses& u) { return u.special; });
     if (special) out += "fn kk_f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n";
     // WGSL lets an implementation assume that floats are never NaN (SwiftShader folds x != x
     // to false): comparisons of floats test for NaN on the bits, so that they follow IEEE 754
     // as on the other targets.
-    const bool float_compare = any_op(k, [](const ir::Kernel& kk, const ir::Op& op) {
-      return op.kind == ir::Kind::Compare && is_float(kk.ops[op.in[0]].type);
-    });
+    const bool float_compare = any_op(
+        k, [&](const ir::Op& op) { return op.kind == ir::Kind::Compare && is_float(k.ops[op.in[0]].type); },
+        [](const ir::Function::Uses& u) { return u.float_compare; });
     if (float_compare) out += "fn kk_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n";
     if (uses_unary(k, ir::UnaryFn::Erf))
       out +=

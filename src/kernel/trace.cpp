@@ -930,6 +930,7 @@ std::shared_ptr<const ir::Function> detail::trace_function(const std::string& na
   f->params = params;
   f->result = result;
   f->body = std::move(t.k);
+  f->uses = ir::function_uses(f->body);
   return f;
 }
 
