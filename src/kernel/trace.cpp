@@ -875,6 +875,15 @@ Val subgroup_shuffle_xor(Val v, Val mask) { return subgroup(ir::SubgroupFn::Shuf
 
 namespace {
 
+/// Makes t the current trace for its scope (the outer one, if any, again after it).
+struct Active {
+  explicit Active(Tracer& t) : outer(g_tracer) { g_tracer = &t; }
+  ~Active() { g_tracer = outer; }
+  Active(const Active&) = delete;
+  Active& operator=(const Active&) = delete;
+  Tracer* outer;
+};
+
 /// Ends a trace: the hoisted values lead the body, then the checks (a kernel) and the passes.
 void finish(Tracer& t, bool check) {
   auto& body = t.k.regions[0].ops;
@@ -893,20 +902,19 @@ std::shared_ptr<const ir::Function> detail::trace_function(const std::string& na
   t.k.is_function = true;
   t.k.name = name;
   t.k.regions.emplace_back();
-  Tracer* outer = g_tracer;
-  g_tracer = &t;
   Type result = Type::F32;
-  try {
+  {
+    Active active(t);
     std::vector<Val> args;
     for (size_t i = 0; i < params.size(); ++i) {
       const Type p = params[i];
       std::string pname = "a";
       pname += std::to_string(i);
-      t.k.scalars.push_back({std::move(pname), half(p) ? Type::F32 : p});
+      t.k.scalars.push_back({std::move(pname), value_of(p)});
       ir::Op op;
       op.kind = Kind::Scalar;
       op.obj = static_cast<uint32_t>(i);
-      op.type = half(p) ? Type::F32 : p;
+      op.type = value_of(p);
       const Val v = hoisted(op, false);
       args.push_back(half(p) ? tagged(v.id, p) : v);
     }
@@ -919,11 +927,7 @@ std::shared_ptr<const ir::Function> detail::trace_function(const std::string& na
     y.nin = 1;
     y.in[0] = r.id;
     emit(y, false);
-  } catch (...) {
-    g_tracer = outer;
-    throw;
   }
-  g_tracer = outer;
   finish(t, false);
   auto f = std::make_shared<ir::Function>();
   f->name = name;
@@ -945,7 +949,7 @@ Val detail::emit_call(const std::shared_ptr<const ir::Function>& fn, const std::
   ir::Op op;
   op.kind = Kind::Call;
   op.nin = static_cast<uint8_t>(args.size());
-  op.type = half(f->result) ? Type::F32 : f->result;
+  op.type = f->value_type();
   bool dep = false;
   for (size_t i = 0; i < args.size(); ++i) {
     check_value(args[i], what.c_str());
@@ -974,16 +978,11 @@ Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Li
   t.k.limits = limits;
   t.k.regions.emplace_back();
   t.k.ops.reserve(256);
-  Tracer* outer = g_tracer;
-  g_tracer = &t;
-  try {
+  {
+    Active active(t);
     Builder b;
     fn(b);
-  } catch (...) {
-    g_tracer = outer;
-    throw;
   }
-  g_tracer = outer;
   finish(t, true);
   return Kernel(std::make_shared<const ir::Kernel>(std::move(t.k)));
 }
