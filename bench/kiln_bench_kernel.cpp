@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
     }
     std::printf("| %s | %s |%s\n", label.c_str(), us(tr).c_str(), cells.c_str());
   }
+  if (std::getenv("KILN_BENCH_RENDER_ONLY")) return 0;  // the table above alone
   library_table(smoke ? 2 : 20);
 
   // ---- compiling ----

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include "core/charconv.h"
 
@@ -16,7 +17,9 @@ namespace gen {
 using ir::Kind;
 using ir::kNone;
 
-Base::Base(const ir::Kernel& kk, Target t) : k(kk), target(t), names(kk.ops.size(), kNone), literals(kk.ops.size()) {
+Base::Base(const ir::Kernel& kk, Target t)
+    : k(kk), target(t), names(kk.ops.size(), kNone), literals(kk.ops.size()), name_text(kk.ops.size()) {
+  TextArena::enter();
   atomic_buf.assign(k.buffers.size(), false);
   atomic_shared.assign(k.shared.size(), false);
   for (const ir::Region& r : k.regions)
@@ -28,39 +31,84 @@ void Base::unsupported(const std::string& what) const {
   throw Error(k.prefix() + "the " + std::string(target_name(target)) + " target does not support " + what);
 }
 
-std::string Base::name(uint32_t id) {
+Text Base::name(uint32_t id) {
+  if (!name_text[id].empty()) return name_text[id];
   if (names[id] == kNone) names[id] = next_name++;
   char b[16] = {'v'};
   const auto r = std::to_chars(b + 1, b + sizeof b, names[id]);
-  return std::string(b, r.ptr);
+  name_text[id] = Text(Text::copy(std::string_view(b, static_cast<size_t>(r.ptr - b))));
+  return name_text[id];
 }
 
-bool Base::inlined(uint32_t id) const {
-  Kind kd = k.ops[id].kind;
-  return kd == Kind::Const || kd == Kind::Scalar || kd == Kind::Builtin;
+namespace {
+/// One thread's arena: chunks of at least 64 KiB, filled in order.
+struct Arena {
+  std::vector<std::unique_ptr<char[]>> chunks;
+  std::vector<size_t> sizes;
+  size_t chunk = 0;  ///< the chunk being filled
+  int users = 0;
+};
+thread_local Arena arena;
+}  // namespace
+
+thread_local TextArena::Cursor TextArena::cursor;
+
+char* TextArena::grow(size_t n) {
+  Arena& a = arena;
+  Cursor& c = cursor;
+  // The next chunk that holds n characters (a new one at the end where none does).
+  size_t i = c.at ? a.chunk + 1 : 0;
+  while (i < a.chunks.size() && a.sizes[i] < n) ++i;
+  if (i == a.chunks.size()) {
+    a.sizes.push_back(std::max<size_t>(size_t{1} << 16, n));
+    a.chunks.emplace_back(new char[a.sizes.back()]);
+  }
+  a.chunk = i;
+  c.at = a.chunks[i].get() + n;
+  c.end = a.chunks[i].get() + a.sizes[i];
+  return a.chunks[i].get();
 }
 
-std::string Base::ref(uint32_t id) {
+void TextArena::enter() { ++arena.users; }
+
+void TextArena::leave() {
+  Arena& a = arena;
+  if (--a.users > 0) return;
+  a.chunk = 0;
+  cursor = Cursor{};
+  if (a.chunks.size() > 4) {  // a very large kernel: keep what a usual one needs
+    a.chunks.resize(4);
+    a.sizes.resize(4);
+  }
+}
+
+Text num(int64_t v) {
+  char b[24];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return Text(Text::copy(std::string_view(b, static_cast<size_t>(r.ptr - b))));
+}
+
+Text Base::ref(uint32_t id) {
   const ir::Op& op = k.ops[id];
   if (op.kind == Kind::Const) {
     if (literals[id].empty()) literals[id] = lit(op);
     return literals[id];
   }
-  if (op.kind == Kind::Scalar) return in_function_ ? cat("p", std::to_string(op.obj)) : scalar(op.obj);
+  if (op.kind == Kind::Scalar) return in_function_ ? cat("p", num(op.obj)) : scalar(op.obj);
   if (op.kind == Kind::Builtin) return builtin(op);
   return name(id);
 }
 
-std::string Base::int_lit(const ir::Op& op, const std::string& i64) {
+Text Base::int_lit(const ir::Op& op, Text i64) {
   switch (op.type) {
     case Type::Bool:
       return op.i ? "true" : "false";
     case Type::I32:
-      return op.i == INT32_MIN ? "(-2147483647 - 1)" : std::to_string(op.i);
+      return op.i == INT32_MIN ? "(-2147483647 - 1)" : num(op.i);
     case Type::U32:
-      return cat(std::to_string(static_cast<uint32_t>(op.i)), "u");  // -1 is 4294967295u
+      return cat(num(static_cast<uint32_t>(op.i)), "u");  // -1 is 4294967295u
     case Type::I64:
-      return op.i == INT64_MIN ? "(-9223372036854775807" + i64 + " - 1" + i64 + ")" : std::to_string(op.i) + i64;
+      return op.i == INT64_MIN ? "(-9223372036854775807" + i64 + " - 1" + i64 + ")" : num(op.i) + i64;
     default:
       return "";
   }
@@ -70,7 +118,7 @@ std::string Base::int_lit(const ir::Op& op, const std::string& i64) {
 /// for it; "" for other values (and -0).
 static std::string integral_text(double f) {
   if (f != std::trunc(f) || std::fabs(f) >= 1e6 || (f == 0 && std::signbit(f))) return "";
-  return cat(std::to_string(static_cast<int64_t>(f)), ".0");
+  return std::to_string(static_cast<int64_t>(f)) + ".0";
 }
 
 /// printf's "%.*g" of f into b (48 bytes), returning its end; read_text: the double a text reads
@@ -110,21 +158,21 @@ static std::string shortest_text(double f, bool dbl) {
   return s;
 }
 
-std::string Base::float_text(double f) { return shortest_text(f, false); }
+Text Base::float_text(double f) { return shortest_text(f, false); }
 
-std::string Base::double_text(double f) { return shortest_text(f, true); }
+Text Base::double_text(double f) { return shortest_text(f, true); }
 
-void Base::define(uint32_t id, const std::string& e) {
+void Base::define(uint32_t id, Text e) {
   const ir::Op& op = k.ops[id];
   line("const ", ty(op.type, op.lanes), " ", name(id), " = ", e, ";");
 }
 
-void Base::open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s) {
-  std::string iv = name(id);
+void Base::open_for(uint32_t id, Text b, Text e, Text s) {
+  Text iv = name(id);
   line("for (", ty(k.ops[id].type), " ", iv, " = ", b, "; ", iv, " < ", e, "; ", iv, " += ", s, ") {");
 }
 
-std::string Base::expr(uint32_t id) {
+Text Base::expr(uint32_t id) {
   const ir::Op& op = k.ops[id];
   auto in = [&](int i) { return ref(op.in[static_cast<size_t>(i)]); };
   switch (op.kind) {
@@ -186,7 +234,7 @@ void Base::statement(uint32_t id) {
       store(op, in(0), {in(1)});
       return;
     case Kind::StoreVec: {
-      std::vector<std::string> v;
+      std::vector<Text> v;
       for (int l = 0; l < op.lanes; ++l) v.push_back(in(1 + l));
       store(op, in(0), v);
       return;
@@ -242,12 +290,13 @@ void Base::statement(uint32_t id) {
   }
 }
 
-std::string Base::function_name(const ir::Function& f) { return identifier("f_" + f.name); }
+Text Base::function_name(const ir::Function& f) { return identifier("f_" + f.name); }
 
-std::string Base::call_args(const ir::Op& op) {
+Text Base::call_args(const ir::Op& op) {
   std::string r = "(";
   for (uint8_t i = 0; i < op.nin; ++i) append(r, i ? ", " : "", ref(op.in[i]));
-  return r + ")";
+  r += ')';
+  return r;
 }
 
 std::string Base::function(const ir::Function& f) {

@@ -2,9 +2,11 @@
 // The part every renderer shares: naming values, walking regions into statements, and the
 // expressions whose syntax the C-like targets agree on. A target overrides the hooks.
 #pragma once
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,13 +39,121 @@ void append(std::string& out, const P&... p) {
   }
 }
 
-/// The pieces joined into one string.
+/// A source being written: appending copies the characters once (std::string::resize would
+/// zero-fill them first).
+class Out {
+ public:
+  /// n characters at the end, to be written by the caller.
+  char* extend(size_t n) {
+    if (cap_ - size_ < n) grow(n);
+    char* p = buf_.get() + size_;
+    size_ += n;
+    return p;
+  }
+  void reserve(size_t n) {
+    if (n > cap_) grow(n - size_);
+  }
+  void clear() { size_ = 0; }
+  Out& operator+=(std::string_view s) {
+    if (!s.empty()) std::memcpy(extend(s.size()), s.data(), s.size());
+    return *this;
+  }
+  Out& operator=(std::string_view s) {
+    clear();
+    return *this += s;
+  }
+  operator std::string() const { return std::string(buf_.get(), size_); }
+
+ private:
+  std::unique_ptr<char[]> buf_;
+  size_t size_ = 0, cap_ = 0;
+  void grow(size_t n) {
+    const size_t cap = std::max(cap_ * 2, size_ + n + 4096);
+    std::unique_ptr<char[]> b(new char[cap]);
+    if (size_) std::memcpy(b.get(), buf_.get(), size_);
+    buf_ = std::move(b);
+    cap_ = cap;
+  }
+};
+
+/// Appends the pieces to `out`.
 template <class... P>
-std::string cat(const P&... p) {
-  std::string r;
-  append(r, p...);
-  return r;
+void append(Out& out, const P&... p) {
+  const std::string_view v[] = {piece(p)...};
+  size_t n = 0;
+  for (std::string_view s : v) n += s.size();
+  char* at = out.extend(n);
+  for (std::string_view s : v) {
+    if (!s.empty()) std::memcpy(at, s.data(), s.size());
+    at += s.size();
+  }
 }
+
+/// Where rendered text lives: a thread's chunks of characters, reused from the start once the
+/// outermost renderer of the thread ends (Base counts them). Rendering builds an expression's
+/// text from its operands' texts; keeping them here costs a pointer bump, not an allocation.
+class TextArena {
+ public:
+  /// n characters that stay put until the arena is reset.
+  static char* alloc(size_t n) {
+    Cursor& c = cursor;
+    if (static_cast<size_t>(c.end - c.at) < n) return grow(n);
+    char* p = c.at;
+    c.at += n;
+    return p;
+  }
+  /// Counts a renderer in and out; the last one out resets the arena.
+  static void enter();
+  static void leave();
+
+ private:
+  struct Cursor {
+    char *at = nullptr, *end = nullptr;  ///< the free part of the chunk being filled
+  };
+  static thread_local Cursor cursor;
+  /// alloc() where the chunk being filled has no room: the next chunk that does.
+  static char* grow(size_t n);
+};
+
+/// Rendered text: a view of characters that stay put while a renderer runs (the arena, a
+/// literal, or a string that outlives the renderer). Built from a std::string, it copies it
+/// into the arena.
+struct Text : std::string_view {
+  Text() = default;
+  Text(const char* s) : std::string_view(s) {}
+  explicit Text(std::string_view v) : std::string_view(v) {}
+  Text(const std::string& s) : std::string_view(copy(s)) {}
+  /// v's characters copied into the arena.
+  static std::string_view copy(std::string_view v) {
+    char* p = TextArena::alloc(v.size());
+    if (!v.empty()) std::memcpy(p, v.data(), v.size());
+    return {p, v.size()};
+  }
+};
+
+/// The pieces joined, in the arena.
+template <class... P>
+Text cat(const P&... p) {
+  const std::string_view v[] = {piece(p)...};
+  size_t n = 0;
+  for (std::string_view s : v) n += s.size();
+  char* at = TextArena::alloc(n);
+  const std::string_view r(at, n);
+  for (std::string_view s : v) {
+    if (!s.empty()) std::memcpy(at, s.data(), s.size());
+    at += s.size();
+  }
+  return Text(r);
+}
+inline Text operator+(const Text& a, const Text& b) { return cat(a, b); }
+inline Text& operator+=(Text& a, const Text& b) { return a = cat(a, b); }
+/// Appends the pieces to a text (a new text in the arena).
+template <class... P>
+void append(Text& t, const P&... p) {
+  t = cat(t, p...);
+}
+/// The decimal text of an integer, in the arena.
+Text num(int64_t v);
 
 /// "kk_" and s with every character that cannot be in a C identifier as '_'.
 inline std::string identifier(const std::string& s) {
@@ -67,18 +177,21 @@ bool any_op(const ir::Kernel& k, const P& p, const Q& q) {
 class Base {
  public:
   Base(const ir::Kernel& k, Target t);
-  virtual ~Base() = default;
+  virtual ~Base() { TextArena::leave(); }
+  Base(const Base&) = delete;
+  Base& operator=(const Base&) = delete;
   /// The whole source text.
   virtual std::string text() = 0;
 
  protected:
   const ir::Kernel& k;
   Target target;
-  std::string out;
+  Out out;
   int depth = 1;
   std::vector<uint32_t> names;                  ///< op id -> compact number of its value
   std::vector<bool> atomic_buf, atomic_shared;  ///< memory used by an atomic
-  std::vector<std::string> literals;            ///< op id -> lit() of a constant, once rendered
+  std::vector<Text> literals;                   ///< op id -> lit() of a constant, once rendered
+  std::vector<Text> name_text;                  ///< op id -> name(), once named
   uint32_t next_name = 0;
   bool in_function_ = false;  ///< rendering a Function's body (function())
 
@@ -93,57 +206,55 @@ class Base {
     else
       append(out, std::string(indent, ' '), p..., '\n');
   }
-  std::string name(uint32_t id);
-  bool inlined(uint32_t id) const;  ///< Const, Scalar, Builtin: written where used
+  Text name(uint32_t id);
+  /// Const, Scalar, Builtin: written where used.
+  bool inlined(uint32_t id) const {
+    const ir::Kind kd = k.ops[id].kind;
+    return kd == ir::Kind::Const || kd == ir::Kind::Scalar || kd == ir::Kind::Builtin;
+  }
 
   /// How a statement refers to a value.
-  virtual std::string ref(uint32_t id);
-  virtual std::string ty(Type t, int lanes = 1) = 0;
-  virtual std::string lit(const ir::Op& op) = 0;
-  virtual std::string builtin(const ir::Op& op) = 0;
-  virtual std::string scalar(uint32_t obj) { return cat("p", std::to_string(obj)); }
+  virtual Text ref(uint32_t id);
+  virtual Text ty(Type t, int lanes = 1) = 0;
+  virtual Text lit(const ir::Op& op) = 0;
+  virtual Text builtin(const ir::Op& op) = 0;
+  virtual Text scalar(uint32_t obj) { return cat("p", num(obj)); }
   /// The math function f of x, a value of type t (F32, or F64 for abs, sqrt, rsqrt, floor, ceil).
-  virtual std::string math(ir::UnaryFn f, Type t, const std::string& x) = 0;
-  virtual std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) = 0;
+  virtual Text math(ir::UnaryFn f, Type t, Text x) = 0;
+  virtual Text binary_fn(ir::BinaryFn f, Type t, Text a, Text b) = 0;
   /// A comparison a (cmp) b of values of type t (`same`: both operands are one value).
-  virtual std::string compare(ir::CmpFn f, Type t, const std::string& a, const std::string& b, bool same) {
+  virtual Text compare(ir::CmpFn f, Type t, Text a, Text b, bool same) {
     return cat("(", a, " ", ir::cmp_name(f), " ", b, ")");
   }
-  virtual std::string select(const std::string& c, const std::string& a, const std::string& b) {
-    return cat("(", c, " ? ", a, " : ", b, ")");
-  }
+  virtual Text select(Text c, Text a, Text b) { return cat("(", c, " ? ", a, " : ", b, ")"); }
   /// a * b + c rounded once, of type t (F32 or F64).
-  virtual std::string fma(Type, const std::string& a, const std::string& b, const std::string& c) {
-    return cat("fma(", a, ", ", b, ", ", c, ")");
-  }
-  virtual std::string cast(Type to, Type from, const std::string& x) { return cat(ty(to), "(", x, ")"); }
+  virtual Text fma(Type, Text a, Text b, Text c) { return cat("fma(", a, ", ", b, ", ", c, ")"); }
+  virtual Text cast(Type to, Type from, Text x) { return cat(ty(to), "(", x, ")"); }
   /// The bits of x (F32, I32, U32) as type `to`.
-  virtual std::string bitcast(Type to, Type from, const std::string& x) = 0;
+  virtual Text bitcast(Type to, Type from, Text x) = 0;
   /// Integer a / b (or a % b).
-  virtual std::string int_divide(bool mod, const std::string& a, const std::string& b) {
-    return cat("(", a, (mod ? " % " : " / "), b, ")");
-  }
-  virtual std::string shift_amount(const std::string& b, Type) { return b; }
-  virtual std::string extract(const std::string& v, int lane) { return cat(v, ".", "xyzw"[lane]); }
-  virtual std::string load(const ir::Op& op, const std::string& idx) = 0;
-  virtual std::string load_vec(const ir::Op& op, const std::string& idx) = 0;
-  virtual void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& vals) = 0;
-  virtual std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) = 0;
-  virtual std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) = 0;
+  virtual Text int_divide(bool mod, Text a, Text b) { return cat("(", a, (mod ? " % " : " / "), b, ")"); }
+  virtual Text shift_amount(Text b, Type) { return b; }
+  virtual Text extract(Text v, int lane) { return cat(v, ".", "xyzw"[lane]); }
+  virtual Text load(const ir::Op& op, Text idx) = 0;
+  virtual Text load_vec(const ir::Op& op, Text idx) = 0;
+  virtual void store(const ir::Op& op, Text idx, const std::vector<Text>& vals) = 0;
+  virtual Text atomic(const ir::Op& op, Text idx, Text v) = 0;
+  virtual Text subgroup(const ir::Op& op, Text v, Text other) = 0;
   virtual void barrier() = 0;
-  virtual void define(uint32_t id, const std::string& e);
-  virtual std::string local(uint32_t slot) { return cat("l", std::to_string(slot)); }
-  virtual void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s);
+  virtual void define(uint32_t id, Text e);
+  virtual Text local(uint32_t slot) { return cat("l", num(slot)); }
+  virtual void open_for(uint32_t id, Text b, Text e, Text s);
   virtual void open_loop() { line("for (;;) {"); }
 
   // ---- functions (kiln::kernel::Function) ----
   /// The name of f in the generated sources.
-  static std::string function_name(const ir::Function& f);
+  static Text function_name(const ir::Function& f);
   /// f's definition in this target (a renderer of this target over f.body calls function()).
   virtual std::string render_function(const ir::Function& f) = 0;
   /// The first line of f's definition, through the opening brace.
-  virtual std::string function_head(const ir::Function& f) = 0;
-  virtual void declare_local(uint32_t slot, Type t) { line(ty(t), " l", std::to_string(slot), ";"); }
+  virtual Text function_head(const ir::Function& f) = 0;
+  virtual void declare_local(uint32_t slot, Type t) { line(ty(t), " l", num(slot), ";"); }
   /// The definition of f, whose body is this renderer's kernel.
   std::string function(const ir::Function& f);
   /// Appends the definitions of the functions the kernel calls (those k.functions[i] with
@@ -159,20 +270,20 @@ class Base {
     functions(static_cast<int>(target), [this](const ir::Function& f) { return render_function(f); });
   }
   /// A call's argument list "(a, b)".
-  std::string call_args(const ir::Op& op);
+  Text call_args(const ir::Op& op);
 
   /// The expression of a pure op or a load.
-  std::string expr(uint32_t id);
+  Text expr(uint32_t id);
   /// Renders one op as statements (control flow recursing into its regions).
   virtual void statement(uint32_t id);
   void region(uint32_t r);
   /// The C-style literal of a bool, i32, u32 or i64 constant (i64 with the suffix `i64`), "" for
   /// other types.
-  static std::string int_lit(const ir::Op& op, const std::string& i64);
+  static Text int_lit(const ir::Op& op, Text i64);
   /// The literal of a float (finite), shortest round-trip form with a '.' or exponent.
-  static std::string float_text(double f);
+  static Text float_text(double f);
   /// The same for a double (finite): 17 significant digits where fewer do not round-trip.
-  static std::string double_text(double f);
+  static Text double_text(double f);
 };
 
 }  // namespace kiln::kernel::gen

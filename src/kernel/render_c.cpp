@@ -59,6 +59,9 @@ struct kk_args {
   kk_error* err;
 };
 struct kk_oob {};
+static inline void kk_next_group(int& x, int& y, int& z, int nx, int ny) {
+  if (++x == nx) { x = 0; if (++y == ny) { y = 0; ++z; } }
+}
 [[noreturn]] static void kk_fail(int buf, long long i, const kk_args* a) {
   int z = 0;
   if (__atomic_compare_exchange_n(&a->err->set, &z, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -113,8 +116,18 @@ template <bool Or> static inline bool kk_fold(kk_wi m) {
   for (int i = 1; i < KK_W / 4; ++i) { __builtin_memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
   return Or ? (r[0] | r[1] | r[2] | r[3]) != 0 : (r[0] & r[1] & r[2] & r[3]) != 0;
 }
+#if KK_W == 16
+// One test instruction (a mask lane is 0 or -1).
+static inline bool kk_any(kk_wi m) { return __builtin_ia32_ptestmd512(m, m, (unsigned short)-1) != 0; }
+static inline bool kk_all(kk_wi m) { return __builtin_ia32_ptestmd512(m, m, (unsigned short)-1) == 0xffff; }
+#elif defined(__AVX__)
+typedef float kk_f8 __attribute__((vector_size(32)));
+static inline bool kk_any(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m) != 0; }
+static inline bool kk_all(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m) == 0xff; }
+#else
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
 static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
+#endif
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
 static inline kk_wd kk_wfabs(kk_wd x) { return (kk_wd)((kk_wl)x & 0x7fffffffffffffffLL); }
 template <class V> static inline V kk_wfmin(V a, V b) { return ((b < a) | (a != a)) ? b : a; }
@@ -181,13 +194,12 @@ std::string CLike::cuda_text() {
   out += kCudaPrelude;
   out += kConversions;
   functions();
-  std::string params;
+  Text params;
   body_params(params);
-  std::string fn = identifier(k.name);
-  out += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(k.threads()) + ") " + fn + "(" + params +
-         ") {\n";
+  Text fn = identifier(k.name);
+  out += "extern \"C\" __global__ void __launch_bounds__(" + num(k.threads()) + ") " + fn + "(" + params + ") {\n";
   for (size_t i = 0; i < k.shared.size(); ++i)
-    line("__shared__ ", ty(k.shared[i].type, 1), " s", std::to_string(i), "[", std::to_string(k.shared[i].count), "];");
+    line("__shared__ ", ty(k.shared[i].type, 1), " s", num(i), "[", num(k.shared[i].count), "];");
   declarations();
   region(0);
   out += "}\n";

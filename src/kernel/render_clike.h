@@ -28,22 +28,22 @@ class CLike : public Base {
  protected:
   bool cuda, debug_;
 
-  std::string ty(Type t, int lanes) override {
+  Text ty(Type t, int lanes) override {
     static const char* n[] = {"bool",           "int",   "unsigned", "long long", "unsigned short",
                               "unsigned short", "float", "double"};
-    std::string s = n[static_cast<int>(t)];
-    return lanes > 1 ? "kk_v<" + s + ", " + std::to_string(lanes) + ">" : s;
+    Text s = n[static_cast<int>(t)];
+    return lanes > 1 ? "kk_v<" + s + ", " + num(lanes) + ">" : s;
   }
-  std::string lit(const ir::Op& op) override {
-    if (std::string s = int_lit(op, "ll"); !s.empty()) return s;
+  Text lit(const ir::Op& op) override {
+    if (Text s = int_lit(op, "ll"); !s.empty()) return s;
     const bool d = op.type == Type::F64;
     if (std::isfinite(op.f)) return d ? double_text(op.f) : float_text(op.f) + "f";
-    const std::string v = std::isnan(op.f) ? "kk_as_float(0x7fc00000u)"
-                          : op.f > 0       ? "kk_as_float(0x7f800000u)"
-                                           : "kk_as_float(0xff800000u)";
+    const Text v = std::isnan(op.f) ? "kk_as_float(0x7fc00000u)"
+                   : op.f > 0       ? "kk_as_float(0x7f800000u)"
+                                    : "kk_as_float(0xff800000u)";
     return d ? "((double)" + v + ")" : v;
   }
-  std::string math(ir::UnaryFn f, Type t, const std::string& x) override {
+  Text math(ir::UnaryFn f, Type t, Text x) override {
     using U = ir::UnaryFn;
     const bool d = t == Type::F64;
     if (f == U::Sigmoid) return cat("kk_sigmoid(", x, ")");
@@ -57,66 +57,65 @@ class CLike : public Base {
     const char* fn = n[static_cast<int>(f)];
     return cuda ? cat(fn, d ? "(" : "f(", x, ")") : cat("kk_m::", fn, "(", x, ")");
   }
-  std::string binary_fn(ir::BinaryFn f, Type t, const std::string& a, const std::string& b) override {
+  Text binary_fn(ir::BinaryFn f, Type t, Text a, Text b) override {
     if (t == Type::F32 || t == Type::F64) {
       const char* n = f == ir::BinaryFn::Min ? "fmin" : f == ir::BinaryFn::Max ? "fmax" : "pow";
       return cuda ? cat(n, t == Type::F64 ? "(" : "f(", a, ", ", b, ")") : cat("kk_m::", n, "(", a, ", ", b, ")");
     }
     return cat(f == ir::BinaryFn::Min ? "kk_min(" : "kk_max(", a, ", ", b, ")");
   }
-  std::string fma(Type t, const std::string& a, const std::string& b, const std::string& c) override {
+  Text fma(Type t, Text a, Text b, Text c) override {
     return cat((cuda ? (t == Type::F64 ? "fma(" : "fmaf(") : "kk_m::fma("), a, ", ", b, ", ", c, ")");
   }
-  std::string cast(Type to, Type, const std::string& x) override { return cat("((", ty(to, 1), ")", x, ")"); }
-  std::string bitcast(Type to, Type from, const std::string& x) override {
+  Text cast(Type to, Type, Text x) override { return cat("((", ty(to, 1), ")", x, ")"); }
+  Text bitcast(Type to, Type from, Text x) override {
     if (to == Type::F32) return cat("kk_as_float((unsigned)", x, ")");
     if (from == Type::F32) return cat("((", ty(to, 1), ")kk_as_uint(", x, "))");
     return cat("((", ty(to, 1), ")", x, ")");
   }
-  std::string int_divide(bool mod, const std::string& a, const std::string& b) override {
+  Text int_divide(bool mod, Text a, Text b) override {
     if (!debug_ || cuda) return Base::int_divide(mod, a, b);
     return cat("kk_div(", a, ", ", b, (mod ? ", true, a)" : ", false, a)"));
   }
-  std::string extract(const std::string& v, int lane) override { return cat(v, ".v[", std::to_string(lane), "]"); }
+  Text extract(Text v, int lane) override { return cat(v, ".v[", num(lane), "]"); }
 
-  std::string mem(const ir::Op& op) const { return cat(op.shared ? "s" : "b", std::to_string(op.obj)); }
+  Text mem(const ir::Op& op) const { return cat(op.shared ? "s" : "b", num(op.obj)); }
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
-  std::string index(const ir::Op& op, const std::string& idx, int lanes = 1) {
+  Text index(const ir::Op& op, Text idx, int lanes = 1) {
     if (!debug_) return idx;
-    std::string n = op.shared ? std::to_string(k.shared[op.obj].count) : "n" + std::to_string(op.obj);
+    Text n = op.shared ? num(k.shared[op.obj].count) : "n" + num(op.obj);
     int id = static_cast<int>(op.shared ? k.buffers.size() + op.obj : op.obj);
-    if (lanes == 1) return cat("kk_chk(", idx, ", ", n, ", ", std::to_string(id), ", a)");
-    return cat("(kk_chk((long long)", idx, " + ", std::to_string(lanes - 1), ", ", n, ", ", std::to_string(id),
-               ", a) - ", std::to_string(lanes - 1), ")");
+    if (lanes == 1) return cat("kk_chk(", idx, ", ", n, ", ", num(id), ", a)");
+    return cat("(kk_chk((long long)", idx, " + ", num(lanes - 1), ", ", n, ", ", num(id), ", a) - ", num(lanes - 1),
+               ")");
   }
-  std::string from_storage(Type t, const std::string& x) {
+  Text from_storage(Type t, Text x) {
     return t == Type::F16 ? cat("kk_h2f(", x, ")") : t == Type::BF16 ? cat("kk_b2f(", x, ")") : x;
   }
-  std::string to_storage(Type t, const std::string& x) {
+  Text to_storage(Type t, Text x) {
     return t == Type::F16 ? cat("kk_f2h(", x, ")") : t == Type::BF16 ? cat("kk_f2b(", x, ")") : x;
   }
-  std::string load(const ir::Op& op, const std::string& idx) override {
+  Text load(const ir::Op& op, Text idx) override {
     return from_storage(elem(op), cat(mem(op), "[", index(op, idx), "]"));
   }
-  std::string load_vec(const ir::Op& op, const std::string& idx) override {
+  Text load_vec(const ir::Op& op, Text idx) override {
     Type e = elem(op);
-    std::string i = index(op, idx, op.lanes);
+    Text i = index(op, idx, op.lanes);
     if (cuda && e != Type::F16 && e != Type::BF16)
       return cat("*(const ", ty(e, op.lanes), "*)(", mem(op), " + ", i, ")");
-    std::string s = ty(op.type, op.lanes) + "{{";
-    for (int l = 0; l < op.lanes; ++l)
-      s += (l ? ", " : "") + from_storage(e, mem(op) + "[" + i + " + " + std::to_string(l) + "]");
+    Text s = ty(op.type, op.lanes) + "{{";
+    for (int l = 0; l < op.lanes; ++l) s += (l ? ", " : "") + from_storage(e, mem(op) + "[" + i + " + " + num(l) + "]");
     return cat(s, "}}");
   }
-  void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
+  void store(const ir::Op& op, Text idx, const std::vector<Text>& v) override {
     Type e = elem(op);
-    std::string i = index(op, idx, op.lanes);
+    Text i = index(op, idx, op.lanes);
     if (v.size() == 1) {
       line(mem(op), "[", i, "] = ", to_storage(e, v[0]), ";");
       return;
     }
     if (cuda && e != Type::F16 && e != Type::BF16) {
-      std::string s = "*(" + ty(e, op.lanes) + "*)(" + mem(op) + " + " + i + ") = " + ty(e, op.lanes) + "{{";
+      Text s = "*(" + ty(e, op.lanes) + "*)(" + mem(op) + " + " + i + ") = " + ty(e, op.lanes) + "{{";
       for (size_t l = 0; l < v.size(); ++l) s += (l ? ", " : "") + v[l];
       line(s, "}};");
       return;
@@ -124,13 +123,12 @@ class CLike : public Base {
     line("{");
     ++depth;
     line("const long long kk_i = ", i, ";");
-    for (size_t l = 0; l < v.size(); ++l)
-      line(mem(op), "[kk_i + ", std::to_string(l), "] = ", to_storage(e, v[l]), ";");
+    for (size_t l = 0; l < v.size(); ++l) line(mem(op), "[kk_i + ", num(l), "] = ", to_storage(e, v[l]), ";");
     --depth;
     line("}");
   }
-  std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
-    std::string p = cat("&", mem(op), "[", index(op, idx), "]");
+  Text atomic(const ir::Op& op, Text idx, Text v) override {
+    Text p = cat("&", mem(op), "[", index(op, idx), "]");
     auto f = static_cast<ir::AtomicFn>(op.attr);
     if (cuda) {
       const char* n = f == ir::AtomicFn::Add ? "atomicAdd(" : f == ir::AtomicFn::Min ? "atomicMin(" : "atomicMax(";
@@ -139,7 +137,7 @@ class CLike : public Base {
     if (f == ir::AtomicFn::Add) return cat("__atomic_fetch_add(", p, ", ", v, ", __ATOMIC_RELAXED)");
     return cat(f == ir::AtomicFn::Min ? "kk_atomic_min(" : "kk_atomic_max(", p, ", ", v, ")");
   }
-  std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
+  Text subgroup(const ir::Op& op, Text v, Text other) override {
     if (!cuda) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
     if (k.limits.subgroup_size != 32) unsupported("a subgroup size other than 32");
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
@@ -156,9 +154,9 @@ class CLike : public Base {
     }
     return "";
   }
-  std::string builtin(const ir::Op& op) override {
+  Text builtin(const ir::Op& op) override {
     auto b = static_cast<ir::Builtin>(op.attr);
-    std::string ax(1, "xyz"[op.axis]);
+    const char ax = "xyz"[op.axis];
     if (cuda) {
       if (b == ir::Builtin::ThreadId) return cat("((int)threadIdx.", ax, ")");
       if (b == ir::Builtin::GroupId) return cat("((int)blockIdx.", ax, ")");
@@ -175,26 +173,26 @@ class CLike : public Base {
   }
 
   std::string render_function(const ir::Function& f) override { return CLike(f.body, target, false).function(f); }
-  std::string function_head(const ir::Function& f) override {
-    std::string s =
+  Text function_head(const ir::Function& f) override {
+    Text s =
         cat(cuda ? "__device__ __forceinline__ " : "static inline ", ty(f.value_type(), 1), " ", function_name(f), "(");
     for (size_t i = 0; i < f.body.scalars.size(); ++i)
-      append(s, i ? ", " : "", ty(f.body.scalars[i].type, 1), " p", std::to_string(i));
+      append(s, i ? ", " : "", ty(f.body.scalars[i].type, 1), " p", num(i));
     return s + ") {";
   }
 
   void declarations() {
-    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i], 1), " l", std::to_string(i), ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i], 1), " l", num(i), ";");
   }
-  void body_params(std::string& s) {
+  void body_params(Text& s) {
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
       if (!s.empty()) s += ", ";
-      s += (b.access == Access::Read ? "const " : "") + ty(b.type, 1) + "* __restrict__ b" + std::to_string(i);
+      s += (b.access == Access::Read ? "const " : "") + ty(b.type, 1) + "* __restrict__ b" + num(i);
     }
     for (size_t i = 0; i < k.scalars.size(); ++i) {
       if (!s.empty()) s += ", ";
-      s += ty(k.scalars[i].type, 1) + " p" + std::to_string(i);
+      s += ty(k.scalars[i].type, 1) + " p" + num(i);
     }
   }
 

@@ -18,6 +18,8 @@
 // runs while some lane is in it, under the mask of those lanes. An index whose lanes are consecutive (thread_id(0) plus
 // a uniform value) is one vector load or store; any other is a loop over the lanes. The compiler then keeps vector
 // values in registers across a uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
+#include <array>
+
 #include "kernel/render_clike.h"
 
 namespace kiln::kernel::gen {
@@ -39,6 +41,7 @@ class Cpp : public CLike {
     divergent.assign(n, true);
     for (size_t i = 0; i < n; ++i) divergent[i] = k.ops[i].kind != Kind::Const;
     remat.assign(n, false);
+    has_div.assign(n, false);
     crossing.assign(n, false);
     hoist.assign(n, false);
     stride.assign(n, kNoStride);
@@ -46,12 +49,11 @@ class Cpp : public CLike {
     local_multi.assign(k.locals.size(), false);
     out.clear();
     depth = 0;
-    std::string head = cat("static inline ", wty(f.value_type()), " ", vector_name(f), "(");
-    for (size_t i = 0; i < k.scalars.size(); ++i)
-      append(head, i ? ", " : "", wty(k.scalars[i].type), " p", std::to_string(i));
+    Text head = cat("static inline ", wty(f.value_type()), " ", vector_name(f), "(");
+    for (size_t i = 0; i < k.scalars.size(); ++i) append(head, i ? ", " : "", wty(k.scalars[i].type), " p", num(i));
     line(head, ") {");
     depth = 1;
-    for (size_t i = 0; i < k.locals.size(); ++i) line(wty(k.locals[i]), " l", std::to_string(i), ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line(wty(k.locals[i]), " l", num(i), ";");
     for (uint32_t id : k.regions[0].ops) {
       const ir::Op& op = k.ops[id];
       if (op.kind == Kind::Const || op.kind == Kind::Scalar) continue;
@@ -66,7 +68,7 @@ class Cpp : public CLike {
     return out;
   }
   /// The name of f's vector form.
-  static std::string vector_name(const ir::Function& f) { return "kk_fv_" + function_name(f).substr(5); }
+  static Text vector_name(const ir::Function& f) { return cat("kk_fv_", function_name(f).substr(5)); }
 
   std::string text() override {
     if (k.limits.subgroups) unsupported("subgroups of more than one lane (trace with Limits::subgroups = false)");
@@ -105,14 +107,14 @@ class Cpp : public CLike {
     out += "extern \"C\" void kk_run(const kk_args* a, long long g0, long long g1) {\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
-      std::string n = std::to_string(i);
+      Text n = num(i);
       line(b.access == Access::Read ? "const " : "", ty(b.type, 1), "* const b", n, " = (",
            (b.access == Access::Read ? "const " : ""), ty(b.type, 1), "*)a->bufs[", n, "];");
       if (debug_) line("const long long n", n, " = a->sizes[", n, "];");
     }
     for (size_t i = 0; i < k.scalars.size(); ++i) {
       Type t = k.scalars[i].type;
-      std::string n = std::to_string(i);
+      Text n = num(i);
       line("const ", ty(t, 1), " p", n, " = (", ty(t, 1), ")a->", (is_float(t) ? "fargs[" : "iargs["), n, "];");
     }
     line("const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];");
@@ -121,17 +123,18 @@ class Cpp : public CLike {
       line("try {");
       ++depth;
     }
-    line("for (long long kk_g = g0; kk_g < g1; ++kk_g) {");
+    // The group's coordinates step along with kk_g: no division per group.
+    line("int kk_cx = (int)(g0 % kk_nx), kk_cy = (int)(g0 / kk_nx % kk_ny), kk_cz = (int)(g0 / ((long long)kk_nx * ",
+         "kk_ny));");
+    line("for (long long kk_g = g0; kk_g < g1; ++kk_g, kk_next_group(kk_cx, kk_cy, kk_cz, kk_nx, kk_ny)) {");
     ++depth;
-    line(
-        "const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long "
-        "long)kk_nx * kk_ny));");
+    line("const int kk_gx = kk_cx, kk_gy = kk_cy, kk_gz = kk_cz;");
     line("(void)kk_gx; (void)kk_gy; (void)kk_gz;");
     for (size_t i = 0; i < k.shared.size(); ++i)
-      line(ty(k.shared[i].type, 1), " s", std::to_string(i), "[", std::to_string(k.shared[i].count), "];");
-    std::string gs = std::to_string(k.threads()), chunks = "[" + gs + " / KK_W]";
+      line(ty(k.shared[i].type, 1), " s", num(i), "[", num(k.shared[i].count), "];");
+    Text gs = num(k.threads()), chunks = "[" + gs + " / KK_W]";
     for (size_t i = 0; i < k.locals.size(); ++i) {
-      std::string l = " l" + std::to_string(i);
+      Text l = " l" + num(i);
       if (!vec_)
         line(ty(k.locals[i], 1), l, (local_multi[i] ? "[" + gs + "]" : ""), ";");
       else
@@ -174,6 +177,7 @@ class Cpp : public CLike {
 
   void mark_remat() {
     remat.assign(k.ops.size(), false);
+    has_div.assign(k.ops.size(), false);
     std::vector<int> cost(k.ops.size(), 0);
     for (uint32_t id = 0; id < k.ops.size(); ++id) {
       const ir::Op& op = k.ops[id];
@@ -192,14 +196,55 @@ class Cpp : public CLike {
       if (ok && c <= 12) {
         remat[id] = true;
         cost[id] = c;
+        const auto f = static_cast<ir::BinaryFn>(op.attr);
+        has_div[id] = op.kind == Kind::Binary && (f == ir::BinaryFn::Div || f == ir::BinaryFn::Mod);
+        for (uint8_t i = 0; i < op.nin; ++i) has_div[id] = has_div[id] || has_div[op.in[i]];
       }
     }
+    for (auto& m : memo_) m.clear();
   }
 
-  bool is_group(uint32_t id) const {
+  // ---- rendered texts kept for reuse ----
+  /// A rematerialised value is written out at every use; its text depends only on the lane
+  /// being rendered (whole vectors, lane 0 or the lane loop's lane), on whether its lanes are
+  /// rendered, and, where it divides, on the mask. Each form is rendered once.
+  enum Memo { kWhole, kLane0, kLaneL, kUniform = 3, kFirstLane = 6, kBroadcast = 8, kScalarMode, kMemos };
+  std::array<std::vector<Text>, kMemos> memo_;
+  std::vector<bool> has_div;  ///< a rematerialised value with an integer division in it
+  /// make(), or its text kept under (slot, id); slot < 0: not kept.
+  template <class F>
+  Text memo(int slot, uint32_t id, const F& make) {
+    if (slot < 0 || (has_div[id] && !mask_.empty())) return make();
+    std::vector<Text>& texts = memo_[static_cast<size_t>(slot)];
+    if (texts.empty()) texts.resize(k.ops.size());  // slots are filled on first use
+    if (texts[id].data() == nullptr) {
+      const Text t = make();  // may fill other entries of texts, never resize it
+      texts[id] = t;
+    }
+    return texts[id];
+  }
+  /// The memo slot of the current lane (kWhole, kLane0, kLaneL; -1: another lane).
+  int lane_slot() const { return lane_.empty() ? kWhole : lane_ == "0" ? kLane0 : lane_ == "kk_l" ? kLaneL : -1; }
+
+  bool is_group(uint32_t id) {
     const ir::Op& op = k.ops[id];
     if (op.kind == Kind::Barrier || hoist[id]) return true;
-    return contains_barrier(k, op.region[0]) || contains_barrier(k, op.region[1]);
+    return has_barrier(op.region[0]) || has_barrier(op.region[1]);
+  }
+  std::vector<int8_t> barrier_in_;  ///< region -> holds a barrier (-1: not yet known)
+  /// ir::contains_barrier of region r, found once.
+  bool has_barrier(uint32_t r) {
+    if (r == kNone) return false;
+    if (barrier_in_.empty()) barrier_in_.assign(k.regions.size(), -1);
+    if (barrier_in_[r] < 0) {
+      bool any = false;
+      for (uint32_t id : k.regions[r].ops) {
+        const ir::Op& op = k.ops[id];
+        any = any || op.kind == Kind::Barrier || has_barrier(op.region[0]) || has_barrier(op.region[1]);
+      }
+      barrier_in_[r] = any;
+    }
+    return barrier_in_[r] != 0;
   }
 
   /// Marks the uniform For ops of region r (and the uniform Ifs holding them) to be run per
@@ -276,10 +321,10 @@ class Cpp : public CLike {
     if (vec_) mark_strides();
   }
 
-  std::string ref(uint32_t id) override {
+  Text ref(uint32_t id) override {
     if (vec_) return vref(id);
-    if (id < remat.size() && remat[id]) return expr(id);
-    std::string s = CLike::ref(id);
+    if (id < remat.size() && remat[id]) return memo(kScalarMode, id, [&] { return expr(id); });
+    Text s = CLike::ref(id);
     if (id < crossing.size() && crossing[id]) s += in_threads ? "[kk_t]" : "[0]";
     return s;
   }
@@ -290,18 +335,27 @@ class Cpp : public CLike {
     else
       CLike::statement(id);
   }
-  std::string local(uint32_t slot) override {
+  Text local(uint32_t slot) override {
     if (vec_) {
       // A local used in several phases has a copy per chunk of lanes (each chunk runs a phase
       // to its end before the next starts), even when uniform: a read-modify-write of it must
       // see the chunk's own previous value.
       const bool lane = vlocal[slot] && !lane_.empty();
-      return cat("l", std::to_string(slot), local_multi[slot] ? (in_threads ? "[kk_c]" : "[0]") : "", lane ? "[" : "",
-                 lane ? lane_ : std::string(), lane ? "]" : "");
+      if (!lane && !local_multi[slot]) return local_name(slot);
+      return cat(local_name(slot), local_multi[slot] ? (in_threads ? "[kk_c]" : "[0]") : "", lane ? "[" : "",
+                 lane ? lane_ : Text(), lane ? "]" : "");
     }
-    return cat("l", std::to_string(slot), local_multi[slot] ? (in_threads ? "[kk_t]" : "[0]") : "");
+    if (!local_multi[slot]) return local_name(slot);
+    return cat(local_name(slot), in_threads ? "[kk_t]" : "[0]");
   }
-  void define(uint32_t id, const std::string& e) override {
+  std::vector<Text> local_names_;
+  /// "l" and the slot, rendered once.
+  Text local_name(uint32_t slot) {
+    if (local_names_.empty()) local_names_.resize(k.locals.size());
+    if (local_names_[slot].empty()) local_names_[slot] = cat("l", num(slot));
+    return local_names_[slot];
+  }
+  void define(uint32_t id, Text e) override {
     if (vec_ && divergent[id]) {
       if (crossing[id])
         line(name(id), "[kk_c] = ", e, ";");
@@ -313,16 +367,16 @@ class Cpp : public CLike {
       CLike::define(id, e);
     }
   }
-  std::string builtin(const ir::Op& op) override {
+  Text builtin(const ir::Op& op) override {
     auto b = static_cast<ir::Builtin>(op.attr);
     if (!vec_ || (b != ir::Builtin::ThreadId && b != ir::Builtin::LaneId)) return CLike::builtin(op);
     if (b == ir::Builtin::LaneId) return lane_.empty() ? "kk_wi{}" : "0";
-    const std::string ax(1, "xyz"[op.axis]);
+    const char ax = "xyz"[op.axis];
     if (lane_.empty()) return cat("kk_wt", ax);
     return op.axis == 0 ? cat("(kk_tx0 + ", lane_, ")") : cat("kk_t", ax, "0");
   }
-  std::string int_divide(bool mod, const std::string& a, const std::string& b) override {
-    std::string e = CLike::int_divide(mod, a, b);
+  Text int_divide(bool mod, Text a, Text b) override {
+    Text e = CLike::int_divide(mod, a, b);
     // A uniform division under a lane mask runs only if some lane is active (b may be 0 else).
     if (vec_ && in_threads && lane_.empty() && !mask_.empty()) return cat("(kk_any(", mask_, ") ? ", e, " : 0)");
     return e;
@@ -339,18 +393,18 @@ class Cpp : public CLike {
       return;
     }
     for (int axis = 2; axis >= 0; --axis) {
-      std::string v = std::string("kk_t") + "xyz"[axis];
+      const Text v = cat("kk_t", "xyz"[axis]);
       if (g[static_cast<size_t>(axis)] == 1 && axis > 0) continue;
       // The threads of one phase are independent (what one writes, another reads only after a
       // barrier, which ends the phase), so the compiler may vectorise across them.
       if (axis == 0) line("#pragma GCC ivdep");
-      line("for (int ", v, " = 0; ", v, " < ", std::to_string(g[static_cast<size_t>(axis)]), "; ++", v, ") {");
+      line("for (int ", v, " = 0; ", v, " < ", num(g[static_cast<size_t>(axis)]), "; ++", v, ") {");
       ++depth;
       ++open_loops;
     }
     if (g[1] == 1) line("const int kk_ty = 0;");
     if (g[2] == 1) line("const int kk_tz = 0;");
-    line("const int kk_t = (kk_tz * ", std::to_string(g[1]), " + kk_ty) * ", std::to_string(g[0]), " + kk_tx;");
+    line("const int kk_t = (kk_tz * ", num(g[1]), " + kk_ty) * ", num(g[0]), " + kk_tx;");
     line("(void)kk_t; (void)kk_ty; (void)kk_tz;");
     in_threads = true;
   }
@@ -367,8 +421,8 @@ class Cpp : public CLike {
   bool vec_ = false;            ///< threads run KK_W at a time as vector lanes
   std::vector<bool> vlocal;     ///< local slot that varies between threads (a vector)
   std::vector<int64_t> stride;  ///< an integer's step from one lane to the next (kNoStride: none)
-  std::string mask_;            ///< the active lanes ("": all)
-  std::string lane_;            ///< rendering the scalar value of this lane ("": whole vectors)
+  Text mask_;                   ///< the active lanes ("": all)
+  Text lane_;                   ///< rendering the scalar value of this lane ("": whole vectors)
   int temps_ = 0;
   static constexpr int64_t kNoStride = INT64_MIN;
 
@@ -387,10 +441,10 @@ class Cpp : public CLike {
                             : "kk_wi";
   }
   /// A mask (kk_wi) as the mask of values of type t.
-  static std::string mask_for(Type t, const std::string& m) { return wide(t) ? cat("kk_wide(", m, ")") : m; }
+  static Text mask_for(Type t, Text m) { return wide(t) ? cat("kk_wide(", m, ")") : m; }
   /// The result of a comparison of values of type t as a mask (kk_wi).
-  static std::string as_mask(Type t, const std::string& c) { return wide(t) ? cat("kk_narrow(", c, ")") : c; }
-  std::string temp(const char* stem) { return cat(stem, std::to_string(temps_++)); }
+  static Text as_mask(Type t, Text c) { return wide(t) ? cat("kk_narrow(", c, ")") : c; }
+  Text temp(const char* stem) { return cat(stem, num(temps_++)); }
 
   /// Whether every varying value of region r (and below) is a scalar of a vector type (no subgroup
   /// operation, no vector load or store of a varying value).
@@ -461,45 +515,56 @@ class Cpp : public CLike {
   }
   /// Lane 0 of a value with a stride, as a scalar expression of lane 0 of its operands (not an
   /// extract from the vector, which the compiler would then compute).
-  std::string first_lane(uint32_t id) {
-    const ir::Op& op = k.ops[id];
-    if (!divergent[id] || stride[id] == kNoStride || (op.kind != Kind::Binary && op.kind != Kind::Cast))
-      return at_lane(id, "0");
-    if (op.kind == Kind::Cast) return cast(op.type, k.ops[op.in[0]].type, first_lane(op.in[0]));
-    return cat("(", first_lane(op.in[0]), " ", ir::binary_name(static_cast<ir::BinaryFn>(op.attr)), " ",
-               first_lane(op.in[1]), ")");
+  Text first_lane(uint32_t id) {
+    return memo(kFirstLane + in_threads, id, [&] {
+      const ir::Op& op = k.ops[id];
+      if (!divergent[id] || stride[id] == kNoStride || (op.kind != Kind::Binary && op.kind != Kind::Cast))
+        return at_lane(id, "0");
+      if (op.kind == Kind::Cast) return cast(op.type, k.ops[op.in[0]].type, first_lane(op.in[0]));
+      return cat("(", first_lane(op.in[0]), " ", ir::binary_name(static_cast<ir::BinaryFn>(op.attr)), " ",
+                 first_lane(op.in[1]), ")");
+    });
   }
 
   /// The scalar value of lane `l` of a value (any value: uniform ones are already scalars).
-  std::string at_lane(uint32_t id, const std::string& l) {
-    std::string saved = lane_;
+  Text at_lane(uint32_t id, Text l) {
+    Text saved = lane_;
     lane_ = l;
-    std::string r = ref(id);
+    Text r = ref(id);
     lane_ = saved;
     return r;
   }
   /// A value as a vector (uniform values broadcast).
-  std::string bc(uint32_t id) {
-    std::string r = ref(id);
-    if (divergent[id]) return r;
-    Type t = k.ops[id].type;
-    if (t == Type::Bool) return cat("(kk_wi{} + ((", r, ") ? -1 : 0))");
-    // x - 0 is x for every float (x + 0 is not: -0 + 0 is +0), so the compiler drops it.
-    return cat("((", r, ") - ", wty(t), "{})");
+  Text bc(uint32_t id) {
+    if (divergent[id]) return ref(id);
+    return memo(kBroadcast, id, [&] {
+      const Text r = ref(id);
+      const Type t = k.ops[id].type;
+      if (t == Type::Bool) return cat("(kk_wi{} + ((", r, ") ? -1 : 0))");
+      // x - 0 is x for every float (x + 0 is not: -0 + 0 is +0), so the compiler drops it.
+      return cat("((", r, ") - ", wty(t), "{})");
+    });
   }
 
-  std::string vref(uint32_t id) {
+  Text vref(uint32_t id) {
     const bool lanes = in_threads && divergent[id];
-    if (remat[id]) return lanes && lane_.empty() ? vexpr(id) : expr(id);
+    if (remat[id]) {
+      const int slot = lane_slot();
+      return memo(slot < 0 ? -1
+                  : lanes  ? slot
+                           : kUniform + slot,
+                  id, [&] { return lanes && lane_.empty() ? vexpr(id) : expr(id); });
+    }
     if (!lanes || inlined(id)) return CLike::ref(id);  // a uniform crossing value is one scalar
+    if (lane_.empty() && !crossing[id]) return name(id);
     return cat(name(id), crossing[id] ? "[kk_c]" : "", lane_.empty() ? "" : "[", lane_, lane_.empty() ? "" : "]");
   }
 
   /// Opens the loop over the group's threads in chunks of KK_W lanes.
   void open_chunks() {
     const auto& g = k.group;
-    const std::string gx = std::to_string(g[0]), gxy = std::to_string(g[0] * g[1]), gy = std::to_string(g[1]);
-    line("for (int kk_t0 = 0; kk_t0 < ", std::to_string(k.threads()), "; kk_t0 += KK_W) {");
+    const Text gx = num(g[0]), gxy = num(g[0] * g[1]), gy = num(g[1]);
+    line("for (int kk_t0 = 0; kk_t0 < ", num(k.threads()), "; kk_t0 += KK_W) {");
     ++depth;
     open_loops = 1;
     line("const int kk_c = kk_t0 / KK_W;");
@@ -513,7 +578,7 @@ class Cpp : public CLike {
     }
     line("(void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;");
     in_threads = true;
-    mask_.clear();
+    mask_ = Text();
   }
 
   /// A loop over the lanes (the active ones under a mask) around `body`.
@@ -524,7 +589,7 @@ class Cpp : public CLike {
     if (!mask_.empty()) {
       line("if (!", mask_, "[kk_l]) continue;");
     }
-    std::string saved = lane_;
+    Text saved = lane_;
     lane_ = "kk_l";
     body();
     lane_ = saved;
@@ -577,7 +642,7 @@ class Cpp : public CLike {
         vstore(id);
         return;
       case Kind::Atomic: {
-        std::string t = temp("kk_r");
+        Text t = temp("kk_r");
         line(wty(op.type), " ", t, " = {};");
         lane_loop([&] { line(t, "[kk_l] = ", atomic(op, ref(op.in[0]), ref(op.in[1])), ";"); });
         define(id, t);
@@ -585,7 +650,7 @@ class Cpp : public CLike {
       }
       case Kind::LocalStore:
         if (vlocal[op.obj]) {
-          std::string dst = local(op.obj), v = bc(op.in[0]);
+          Text dst = local(op.obj), v = bc(op.in[0]);
           line(dst, " = ", (mask_.empty() ? v : mask_for(k.locals[op.obj], mask_) + " ? " + v + " : " + dst), ";");
         } else {
           CLike::statement(id);
@@ -631,21 +696,21 @@ class Cpp : public CLike {
     const ir::Op& op = k.ops[id];
     const uint32_t idx = op.in[0];
     if (!divergent[id]) {
-      std::string e = load(op, ref(idx));
+      Text e = load(op, ref(idx));
       define(id, mask_.empty() ? e : cat("(kk_any(", mask_, ") ? ", e, " : ", ty(op.type, 1), "())"));
       return;
     }
     const bool plain = elem(op) == op.type && op.type != Type::Bool;
     if (mask_.empty() && plain && (contiguous(idx) || stride[idx] == 0)) {  // every lane loads
-      const std::string at = cat("&", mem(op), "[", first_lane(idx), "]");
+      const Text at = cat("&", mem(op), "[", first_lane(idx), "]");
       define(id, contiguous(idx) ? cat("kk_wld<", wty(op.type), ">(", at, ")")
                                  : cat("((*", at, ") - ", wty(op.type), "{})"));  // one element, broadcast
       return;
     }
-    std::string t = temp("kk_r");
+    Text t = temp("kk_r");
     line(wty(op.type), " ", t, " = {};");
     auto slow = [&] {
-      std::string v = load(op, ref(idx));
+      Text v = load(op, ref(idx));
       line(t, "[kk_l] = ", (op.type == Type::Bool ? "(" + v + ") ? -1 : 0" : v), ";");
     };
     if (contiguous(idx) && plain) {
@@ -675,12 +740,12 @@ class Cpp : public CLike {
   /// A varying if: the then-block under (mask & c), the else-block under (mask & ~c).
   void vif(uint32_t id) {
     const ir::Op& op = k.ops[id];
-    const std::string c = temp("kk_c"), saved = mask_;
+    const Text c = temp("kk_c"), saved = mask_;
     line("const kk_wi ", c, " = ", bc(op.in[0]), ";");
     for (int branch = 0; branch < 2; ++branch) {
       const uint32_t r = op.region[static_cast<size_t>(branch)];
       if (r == kNone || k.regions[r].ops.empty()) continue;
-      const std::string cond = branch ? "~" + c : c, m = temp("kk_m");
+      const Text cond = branch ? "~" + c : c, m = temp("kk_m");
       line("const kk_wi ", m, " = ", (saved.empty() ? cond : "(" + saved + " & " + cond + ")"), ";");
       line("if (kk_any(", m, ")) {");
       ++depth;
@@ -696,8 +761,8 @@ class Cpp : public CLike {
   /// under a mask of those lanes (a lane that leaves stays out).
   void vloop(uint32_t id) {
     const ir::Op& op = k.ops[id];
-    const std::string lm = temp("kk_m"), saved = mask_;
-    std::string iv;
+    const Text lm = temp("kk_m"), saved = mask_;
+    Text iv;
     if (op.kind == Kind::For) {
       iv = name(id);
       line(wty(op.type), " ", iv, " = ", bc(op.in[0]), ";");
@@ -719,7 +784,7 @@ class Cpp : public CLike {
   }
 
   /// The vector expression of a varying pure op.
-  std::string vexpr(uint32_t id) {
+  Text vexpr(uint32_t id) {
     const ir::Op& op = k.ops[id];
     auto in = [&](int i) { return bc(op.in[static_cast<size_t>(i)]); };
     const char* w = wty(op.type);
@@ -730,7 +795,7 @@ class Cpp : public CLike {
       case Kind::Unary: {
         using U = ir::UnaryFn;
         auto f = static_cast<U>(op.attr);
-        const std::string x = in(0);
+        const Text x = in(0);
         if (f == U::Neg) return cat("(-", x, ")");
         if (f == U::Not) return cat("(~", x, ")");
         if (f == U::Abs) return fl ? cat("kk_wfabs(", x, ")") : cat("(", x, " < 0 ? -", x, " : ", x, ")");
@@ -743,7 +808,7 @@ class Cpp : public CLike {
       case Kind::Binary: {
         using B = ir::BinaryFn;
         auto f = static_cast<B>(op.attr);
-        const std::string a = in(0), b = in(1);
+        const Text a = in(0), b = in(1);
         if (f == B::Min) return fl ? cat("kk_wfmin(", a, ", ", b, ")") : cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
         if (f == B::Max) return fl ? cat("kk_wfmax(", a, ", ", b, ")") : cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
         if (f == B::Pow)
@@ -759,7 +824,7 @@ class Cpp : public CLike {
         auto f = static_cast<ir::CmpFn>(op.attr);
         const Type t = k.ops[op.in[0]].type;
         const bool order = t == Type::Bool && f != ir::CmpFn::Eq && f != ir::CmpFn::Ne;
-        const std::string a = in(0), b = in(1);
+        const Text a = in(0), b = in(1);
         const char* neg = order ? "(-" : "";
         const char* close = order ? ")" : "";
         return as_mask(t, cat("(", neg, a, close, " ", ir::cmp_name(f), " ", neg, b, close, ")"));
@@ -770,7 +835,7 @@ class Cpp : public CLike {
         return cat(f32 ? "kk_wfma(" : "kk_wfma_lanes(", in(0), ", ", in(1), ", ", in(2), ")");
       case Kind::Cast: {
         const Type from = k.ops[op.in[0]].type;
-        const std::string x = in(0);
+        const Text x = in(0);
         if (op.attr) return cat("((", w, ")", x, ")");
         if (from == op.type) return x;
         if (op.type == Type::Bool) return as_mask(from, cat("(", x, " != ", wty(from), "{})"));
@@ -781,7 +846,7 @@ class Cpp : public CLike {
       case Kind::LocalLoad:
         return local(op.obj);
       case Kind::Call: {
-        std::string r = cat(vector_name(*k.functions[op.obj]), "(");
+        Text r = cat(vector_name(*k.functions[op.obj]), "(");
         for (int i = 0; i < op.nin; ++i) append(r, i ? ", " : "", in(i));
         return r + ")";
       }

@@ -63,11 +63,11 @@ class Glsl : public Base {
       out += "#extension GL_KHR_shader_subgroup_shuffle : require\n";
       out += "#extension GL_KHR_shader_subgroup_shuffle_relative : require\n";
     }
-    out += "layout(local_size_x = " + std::to_string(k.group[0]) + ", local_size_y = " + std::to_string(k.group[1]) +
-           ", local_size_z = " + std::to_string(k.group[2]) + ") in;\n";
+    out += "layout(local_size_x = " + num(k.group[0]) + ", local_size_y = " + num(k.group[1]) +
+           ", local_size_z = " + num(k.group[2]) + ") in;\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
-      std::string n = std::to_string(i);
+      Text n = num(i);
       const char* q = b.access == Access::Read ? "readonly " : b.access == Access::Write ? "writeonly " : "";
       out += "layout(std430, set = 0, binding = " + n + ") " + q + "buffer B" + n + " { " + ty(b.type) + " d[]; } b" +
              n + ";\n";
@@ -75,7 +75,7 @@ class Glsl : public Base {
     if (debug_) {
       // The first out-of-range access of a dispatch: flag, object (buffers, then shared arrays),
       // index, size. An access out of range reads element 0; a store or atomic there is skipped.
-      const std::string n = std::to_string(k.buffers.size());
+      const Text n = num(k.buffers.size());
       out += "layout(std430, set = 0, binding = " + n + ") buffer KKErr { uint e[4]; } kk_err;\n";
       out +=
           "bool kk_ok(int i, int n, uint obj) {\n"
@@ -88,12 +88,11 @@ class Glsl : public Base {
     }
     if (!k.scalars.empty()) {
       out += "layout(push_constant) uniform P {";
-      for (size_t i = 0; i < k.scalars.size(); ++i) out += " " + ty(k.scalars[i].type) + " p" + std::to_string(i) + ";";
+      for (size_t i = 0; i < k.scalars.size(); ++i) out += " " + ty(k.scalars[i].type) + " p" + num(i) + ";";
       out += " } kk_p;\n";
     }
     for (size_t i = 0; i < k.shared.size(); ++i)
-      out += "shared " + ty(k.shared[i].type) + " s" + std::to_string(i) + "[" + std::to_string(k.shared[i].count) +
-             "];\n";
+      out += "shared " + ty(k.shared[i].type) + " s" + num(i) + "[" + num(k.shared[i].count) + "];\n";
     if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "float kk_sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }\n";
     if (uses_unary(k, ir::UnaryFn::RoundF16))
       out +=
@@ -128,30 +127,30 @@ class Glsl : public Base {
           "16) | 0x40u;\n  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;\n}\n";
     functions();
     out += "void main() {\n";
-    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]), " l", std::to_string(i), ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line(ty(k.locals[i]), " l", num(i), ";");
     region(0);
     out += "}\n";
     return out;
   }
 
  protected:
-  std::string ty(Type t, int lanes = 1) override {
+  Text ty(Type t, int lanes = 1) override {
     static const char* s[] = {"bool", "int", "uint", "int64_t", "float16_t", "uint16_t", "float", "double"};
     static const char* v[] = {"bvec", "ivec", "uvec", "i64vec", "f16vec", "u16vec", "vec", "dvec"};
-    return lanes > 1 ? v[static_cast<int>(t)] + std::to_string(lanes) : s[static_cast<int>(t)];
+    return lanes > 1 ? v[static_cast<int>(t)] + num(lanes) : s[static_cast<int>(t)];
   }
-  std::string lit(const ir::Op& op) override {
-    if (std::string s = int_lit(op, "l"); !s.empty()) return s;
+  Text lit(const ir::Op& op) override {
+    if (Text s = int_lit(op, "l"); !s.empty()) return s;
     const bool d = op.type == Type::F64;
     if (std::isfinite(op.f)) return d ? double_text(op.f) + "lf" : float_text(op.f);
-    const std::string v = std::isnan(op.f) ? "uintBitsToFloat(0x7fc00000u)"
-                          : op.f > 0       ? "uintBitsToFloat(0x7f800000u)"
-                                           : "uintBitsToFloat(0xff800000u)";
+    const Text v = std::isnan(op.f) ? "uintBitsToFloat(0x7fc00000u)"
+                   : op.f > 0       ? "uintBitsToFloat(0x7f800000u)"
+                                    : "uintBitsToFloat(0xff800000u)";
     return d ? "double(" + v + ")" : v;
   }
-  std::string scalar(uint32_t obj) override { return cat("kk_p.p", std::to_string(obj)); }
-  std::string builtin(const ir::Op& op) override {
-    std::string ax(1, "xyz"[op.axis]);
+  Text scalar(uint32_t obj) override { return cat("kk_p.p", num(obj)); }
+  Text builtin(const ir::Op& op) override {
+    const char ax = "xyz"[op.axis];
     switch (static_cast<ir::Builtin>(op.attr)) {
       case ir::Builtin::ThreadId:
         return cat("int(gl_LocalInvocationID.", ax, ")");
@@ -164,66 +163,65 @@ class Glsl : public Base {
     }
     return "";
   }
-  std::string math(ir::UnaryFn f, Type, const std::string& x) override {
+  Text math(ir::UnaryFn f, Type, Text x) override {
     if (f == ir::UnaryFn::RoundF16) return cat("kk_round_f16(", x, ")");
     if (f == ir::UnaryFn::RoundBF16) return cat("kk_round_bf16(", x, ")");
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inversesqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
     return cat(n[static_cast<int>(f)], "(", x, ")");
   }
-  std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
+  Text binary_fn(ir::BinaryFn f, Type, Text a, Text b) override {
     return cat(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(", a, ", ", b, ")");
   }
-  std::string bitcast(Type to, Type from, const std::string& x) override {
+  Text bitcast(Type to, Type from, Text x) override {
     if (to == Type::F32) return cat(from == Type::I32 ? "intBitsToFloat(" : "uintBitsToFloat(", x, ")");
     if (from == Type::F32) return cat(to == Type::I32 ? "floatBitsToInt(" : "floatBitsToUint(", x, ")");
     return cat(ty(to), "(", x, ")");
   }
-  std::string mem(const ir::Op& op, const std::string& idx, bool checked = true) {
-    std::string i = k.ops[op.in[0]].type == Type::I64 ? cat("int(", idx, ")") : idx;
+  Text mem(const ir::Op& op, Text idx, bool checked = true) {
+    Text i = k.ops[op.in[0]].type == Type::I64 ? cat("int(", idx, ")") : idx;
     if (debug_ && checked) i = cat("(", ok(op, i), " ? ", i, " : 0)");
-    return cat(op.shared ? "s" : "b", std::to_string(op.obj), op.shared ? "[" : ".d[", i, "]");
+    return cat(op.shared ? "s" : "b", num(op.obj), op.shared ? "[" : ".d[", i, "]");
   }
   /// KILN_KERNEL_DEBUG: whether index i of op's memory is in range (recording the first that is not).
-  std::string ok(const ir::Op& op, const std::string& i) {
-    const std::string n =
-        op.shared ? std::to_string(k.shared[op.obj].count) : "b" + std::to_string(op.obj) + ".d.length()";
+  Text ok(const ir::Op& op, Text i) {
+    const Text n = op.shared ? num(k.shared[op.obj].count) : "b" + num(op.obj) + ".d.length()";
     const size_t obj = op.shared ? k.buffers.size() + op.obj : op.obj;
-    return cat("kk_ok(", i, ", ", n, ", ", std::to_string(obj), "u)");
+    return cat("kk_ok(", i, ", ", n, ", ", num(obj), "u)");
   }
   bool debug_;
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
-  std::string from_storage(Type t, const std::string& x) {
+  Text from_storage(Type t, Text x) {
     return t == Type::F16 ? cat("float(", x, ")") : t == Type::BF16 ? cat("uintBitsToFloat(uint(", x, ") << 16)") : x;
   }
-  std::string to_storage(Type t, const std::string& x) {
+  Text to_storage(Type t, Text x) {
     return t == Type::F16 ? cat("float16_t(", x, ")") : t == Type::BF16 ? cat("uint16_t(kk_f2b(", x, "))") : x;
   }
-  std::string load(const ir::Op& op, const std::string& idx) override { return from_storage(elem(op), mem(op, idx)); }
-  std::string load_vec(const ir::Op& op, const std::string& idx) override {
-    std::string s = ty(op.type, op.lanes) + "(";
+  Text load(const ir::Op& op, Text idx) override { return from_storage(elem(op), mem(op, idx)); }
+  Text load_vec(const ir::Op& op, Text idx) override {
+    Text s = ty(op.type, op.lanes) + "(";
     for (int l = 0; l < op.lanes; ++l)
-      s += (l ? ", " : "") + from_storage(elem(op), mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx));
+      s += (l ? ", " : "") + from_storage(elem(op), mem(op, l ? "(" + idx + ") + " + num(l) : idx));
     return cat(s, ")");
   }
-  void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
+  void store(const ir::Op& op, Text idx, const std::vector<Text>& v) override {
     for (size_t l = 0; l < v.size(); ++l) {
-      const std::string i = l ? "(" + idx + ") + " + std::to_string(l) : idx;
-      const std::string st = mem(op, i, false) + " = " + to_storage(elem(op), v[l]) + ";";
+      const Text i = l ? "(" + idx + ") + " + num(l) : idx;
+      const Text st = mem(op, i, false) + " = " + to_storage(elem(op), v[l]) + ";";
       line(debug_ ? "if (" + ok(op, k.ops[op.in[0]].type == Type::I64 ? "int(" + i + ")" : i) + ") " + st : st);
     }
   }
-  std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
+  Text atomic(const ir::Op& op, Text idx, Text v) override {
     auto f = static_cast<ir::AtomicFn>(op.attr);
-    const std::string call = std::string(f == ir::AtomicFn::Add   ? "atomicAdd("
-                                         : f == ir::AtomicFn::Min ? "atomicMin("
-                                                                  : "atomicMax(") +
-                             mem(op, idx, false) + ", " + v + ")";
+    const Text call = Text(f == ir::AtomicFn::Add   ? "atomicAdd("
+                           : f == ir::AtomicFn::Min ? "atomicMin("
+                                                    : "atomicMax(") +
+                      mem(op, idx, false) + ", " + v + ")";
     if (!debug_) return call;
-    const std::string i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
+    const Text i = k.ops[op.in[0]].type == Type::I64 ? "int(" + idx + ")" : idx;
     return cat("(", ok(op, i), " ? ", call, " : ", ty(op.type), "(0))");
   }
-  std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
+  Text subgroup(const ir::Op& op, Text v, Text other) override {
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
       case ir::SubgroupFn::Add:
         return cat("subgroupAdd(", v, ")");
@@ -243,7 +241,7 @@ class Glsl : public Base {
     line("memoryBarrierBuffer();");
     line("barrier();");
   }
-  void define(uint32_t id, const std::string& e) override {
+  void define(uint32_t id, Text e) override {
     const ir::Op& op = k.ops[id];
     // precise: float arithmetic as written (no contraction, no reassociation by the driver's
     // compiler), so the CPU's forms (a two-constant reduction, say) keep their accuracy
@@ -252,10 +250,10 @@ class Glsl : public Base {
   }
   void open_loop() override { line("while (true) {"); }
   std::string render_function(const ir::Function& f) override { return Glsl(f.body, false).function(f); }
-  std::string function_head(const ir::Function& f) override {
-    std::string s = cat(ty(f.value_type()), " ", function_name(f), "(");
+  Text function_head(const ir::Function& f) override {
+    Text s = cat(ty(f.value_type()), " ", function_name(f), "(");
     for (size_t i = 0; i < f.body.scalars.size(); ++i)
-      append(s, i ? ", " : "", ty(f.body.scalars[i].type), " p", std::to_string(i));
+      append(s, i ? ", " : "", ty(f.body.scalars[i].type), " p", num(i));
     return s + ") {";
   }
 };
@@ -274,20 +272,19 @@ class Wgsl : public Base {
     if (sg) out += "enable subgroups;\n";
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const auto& b = k.buffers[i];
-      std::string e = atomic_buf[i] ? "atomic<" + ty(b.type) + ">" : ty(b.type);
-      out += "@group(0) @binding(" + std::to_string(i) + ") var<storage, " +
-             (b.access == Access::Read ? "read" : "read_write") + "> b" + std::to_string(i) + ": array<" + e + ">;\n";
+      Text e = atomic_buf[i] ? "atomic<" + ty(b.type) + ">" : ty(b.type);
+      out += "@group(0) @binding(" + num(i) + ") var<storage, " + (b.access == Access::Read ? "read" : "read_write") +
+             "> b" + num(i) + ": array<" + e + ">;\n";
     }
     if (!k.scalars.empty()) {
       out += "struct Params {";
       for (size_t i = 0; i < k.scalars.size(); ++i)
-        out += (i ? ", " : " ") + std::string("p") + std::to_string(i) + ": " + ty(k.scalars[i].type);
-      out += " }\n@group(0) @binding(" + std::to_string(k.buffers.size()) + ") var<uniform> kk_p: Params;\n";
+        out += (i ? ", " : " ") + Text("p") + num(i) + ": " + ty(k.scalars[i].type);
+      out += " }\n@group(0) @binding(" + num(k.buffers.size()) + ") var<uniform> kk_p: Params;\n";
     }
     for (size_t i = 0; i < k.shared.size(); ++i) {
-      std::string e = atomic_shared[i] ? "atomic<" + ty(k.shared[i].type) + ">" : ty(k.shared[i].type);
-      out +=
-          "var<workgroup> s" + std::to_string(i) + ": array<" + e + ", " + std::to_string(k.shared[i].count) + ">;\n";
+      Text e = atomic_shared[i] ? "atomic<" + ty(k.shared[i].type) + ">" : ty(k.shared[i].type);
+      out += "var<workgroup> s" + num(i) + ": array<" + e + ", " + num(k.shared[i].count) + ">;\n";
     }
     if (uses_unary(k, ir::UnaryFn::Sigmoid)) out += "fn kk_sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }\n";
     if (uses_unary(k, ir::UnaryFn::RoundF16))
@@ -330,32 +327,31 @@ class Wgsl : public Base {
           "  return select(r - 1.0, 1.0 - r, x >= 0.0);\n"
           "}\n";
     functions();
-    out += "@compute @workgroup_size(" + std::to_string(k.group[0]) + ", " + std::to_string(k.group[1]) + ", " +
-           std::to_string(k.group[2]) + ")\n";
+    out += "@compute @workgroup_size(" + num(k.group[0]) + ", " + num(k.group[1]) + ", " + num(k.group[2]) + ")\n";
     out += "fn main(@builtin(local_invocation_id) kk_lid: vec3<u32>, @builtin(workgroup_id) kk_wid: vec3<u32>,\n";
     out += "        @builtin(num_workgroups) kk_nwg: vec3<u32>";
     if (sg) out += ", @builtin(subgroup_invocation_id) kk_lane: u32";
     out += ") {\n";
-    for (size_t i = 0; i < k.locals.size(); ++i) line("var l", std::to_string(i), ": ", ty(k.locals[i]), ";");
+    for (size_t i = 0; i < k.locals.size(); ++i) line("var l", num(i), ": ", ty(k.locals[i]), ";");
     region(0);
     out += "}\n";
     return out;
   }
 
  protected:
-  std::string ty(Type t, int lanes = 1) override {
+  Text ty(Type t, int lanes = 1) override {
     static const char* s[] = {"bool", "i32", "u32", "i64", "f16", "u16", "f32", "f64"};
-    std::string e = s[static_cast<int>(t)];
-    return lanes > 1 ? "vec" + std::to_string(lanes) + "<" + e + ">" : e;
+    Text e = s[static_cast<int>(t)];
+    return lanes > 1 ? "vec" + num(lanes) + "<" + e + ">" : e;
   }
-  std::string lit(const ir::Op& op) override {
+  Text lit(const ir::Op& op) override {
     switch (op.type) {
       case Type::Bool:
         return op.i ? "true" : "false";
       case Type::I32:
-        return op.i == INT32_MIN ? "bitcast<i32>(0x80000000u)" : std::to_string(op.i) + "i";
+        return op.i == INT32_MIN ? "bitcast<i32>(0x80000000u)" : num(op.i) + "i";
       case Type::U32:
-        return cat(std::to_string(static_cast<uint32_t>(op.i)), "u");  // -1 is 4294967295u
+        return cat(num(static_cast<uint32_t>(op.i)), "u");  // -1 is 4294967295u
       default:
         break;
     }
@@ -364,17 +360,17 @@ class Wgsl : public Base {
            : op.f > 0       ? "kk_f32_bits(0x7f800000u)"
                             : "kk_f32_bits(0xff800000u)";
   }
-  std::string scalar(uint32_t obj) override { return cat("kk_p.p", std::to_string(obj)); }
-  std::string compare(ir::CmpFn f, Type t, const std::string& a, const std::string& b, bool same) override {
+  Text scalar(uint32_t obj) override { return cat("kk_p.p", num(obj)); }
+  Text compare(ir::CmpFn f, Type t, Text a, Text b, bool same) override {
     if (!is_float(t)) return Base::compare(f, t, a, b, same);
-    const std::string na = "kk_isnan(f32(" + a + "))", nb = "kk_isnan(f32(" + b + "))";
+    const Text na = "kk_isnan(f32(" + a + "))", nb = "kk_isnan(f32(" + b + "))";
     if (same && f == ir::CmpFn::Ne) return na;
     if (same && f == ir::CmpFn::Eq) return cat("!", na);
     if (f == ir::CmpFn::Ne) return cat("(", na, " || ", nb, " || ", a, " != ", b, ")");
     return cat("(!", na, " && !", nb, " && ", a, " ", ir::cmp_name(f), " ", b, ")");
   }
-  std::string builtin(const ir::Op& op) override {
-    std::string ax(1, "xyz"[op.axis]);
+  Text builtin(const ir::Op& op) override {
+    const char ax = "xyz"[op.axis];
     switch (static_cast<ir::Builtin>(op.attr)) {
       case ir::Builtin::ThreadId:
         return cat("i32(kk_lid.", ax, ")");
@@ -387,52 +383,48 @@ class Wgsl : public Base {
     }
     return "";
   }
-  std::string math(ir::UnaryFn f, Type, const std::string& x) override {
+  Text math(ir::UnaryFn f, Type, Text x) override {
     if (f == ir::UnaryFn::RoundF16) return cat("kk_round_f16(", x, ")");
     if (f == ir::UnaryFn::RoundBF16) return cat("kk_round_bf16(", x, ")");
     static const char* n[] = {"",       "",           "exp", "log",   "sqrt", "inverseSqrt", "tanh",
                               "kk_erf", "kk_sigmoid", "abs", "floor", "ceil", "sin",         "cos"};
     return cat(n[static_cast<int>(f)], "(", x, ")");
   }
-  std::string binary_fn(ir::BinaryFn f, Type, const std::string& a, const std::string& b) override {
+  Text binary_fn(ir::BinaryFn f, Type, Text a, Text b) override {
     return cat(f == ir::BinaryFn::Min ? "min(" : f == ir::BinaryFn::Max ? "max(" : "pow(", a, ", ", b, ")");
   }
-  std::string bitcast(Type to, Type, const std::string& x) override { return cat("bitcast<", ty(to), ">(", x, ")"); }
-  std::string select(const std::string& c, const std::string& a, const std::string& b) override {
-    return cat("select(", b, ", ", a, ", ", c, ")");
-  }
-  std::string mem(const ir::Op& op, const std::string& idx) {
-    return cat((op.shared ? "s" : "b"), std::to_string(op.obj), "[", idx, "]");
-  }
+  Text bitcast(Type to, Type, Text x) override { return cat("bitcast<", ty(to), ">(", x, ")"); }
+  Text select(Text c, Text a, Text b) override { return cat("select(", b, ", ", a, ", ", c, ")"); }
+  Text mem(const ir::Op& op, Text idx) { return cat((op.shared ? "s" : "b"), num(op.obj), "[", idx, "]"); }
   bool is_atomic(const ir::Op& op) const { return op.shared ? atomic_shared[op.obj] : atomic_buf[op.obj]; }
   Type elem(const ir::Op& op) const { return op.shared ? k.shared[op.obj].type : k.buffers[op.obj].type; }
-  std::string load(const ir::Op& op, const std::string& idx) override {
+  Text load(const ir::Op& op, Text idx) override {
     if (is_atomic(op)) return cat("atomicLoad(&", mem(op, idx), ")");
     return elem(op) == Type::F16 ? cat("f32(", mem(op, idx), ")") : mem(op, idx);
   }
-  std::string load_vec(const ir::Op& op, const std::string& idx) override {
-    std::string s = ty(op.type, op.lanes) + "(";
+  Text load_vec(const ir::Op& op, Text idx) override {
+    Text s = ty(op.type, op.lanes) + "(";
     for (int l = 0; l < op.lanes; ++l) {
       ir::Op one = op;
-      s += (l ? ", " : "") + load(one, l ? "(" + idx + ") + " + std::to_string(l) : idx);
+      s += (l ? ", " : "") + load(one, l ? "(" + idx + ") + " + num(l) : idx);
     }
     return cat(s, ")");
   }
-  void store(const ir::Op& op, const std::string& idx, const std::vector<std::string>& v) override {
+  void store(const ir::Op& op, Text idx, const std::vector<Text>& v) override {
     for (size_t l = 0; l < v.size(); ++l) {
-      std::string m = mem(op, l ? "(" + idx + ") + " + std::to_string(l) : idx);
-      std::string x = elem(op) == Type::F16 ? "f16(" + v[l] + ")" : v[l];
+      Text m = mem(op, l ? "(" + idx + ") + " + num(l) : idx);
+      Text x = elem(op) == Type::F16 ? "f16(" + v[l] + ")" : v[l];
       line(is_atomic(op) ? "atomicStore(&" + m + ", " + x + ");" : m + " = " + x + ";");
     }
   }
-  std::string atomic(const ir::Op& op, const std::string& idx, const std::string& v) override {
+  Text atomic(const ir::Op& op, Text idx, Text v) override {
     auto f = static_cast<ir::AtomicFn>(op.attr);
     return cat(f == ir::AtomicFn::Add   ? "atomicAdd(&"
                : f == ir::AtomicFn::Min ? "atomicMin(&"
                                         : "atomicMax(&",
                mem(op, idx), ", ", v, ")");
   }
-  std::string subgroup(const ir::Op& op, const std::string& v, const std::string& other) override {
+  Text subgroup(const ir::Op& op, Text v, Text other) override {
     switch (static_cast<ir::SubgroupFn>(op.attr)) {
       case ir::SubgroupFn::Add:
         return cat("subgroupAdd(", v, ")");
@@ -451,24 +443,24 @@ class Wgsl : public Base {
     line("storageBarrier();");
     line("workgroupBarrier();");
   }
-  void define(uint32_t id, const std::string& e) override {
+  void define(uint32_t id, Text e) override {
     const ir::Op& op = k.ops[id];
     line("let ", name(id), ": ", ty(op.type, op.lanes), " = ", e, ";");
   }
-  void open_for(uint32_t id, const std::string& b, const std::string& e, const std::string& s) override {
-    std::string iv = name(id);
+  void open_for(uint32_t id, Text b, Text e, Text s) override {
+    Text iv = name(id);
     line("for (var ", iv, ": ", ty(k.ops[id].type), " = ", b, "; ", iv, " < ", e, "; ", iv, " += ", s, ") {");
   }
   void open_loop() override { line("loop {"); }
-  std::string shift_amount(const std::string& b, Type t) override { return t == Type::U32 ? b : cat("u32(", b, ")"); }
+  Text shift_amount(Text b, Type t) override { return t == Type::U32 ? b : cat("u32(", b, ")"); }
   std::string render_function(const ir::Function& f) override { return Wgsl(f.body).function(f); }
-  std::string function_head(const ir::Function& f) override {
-    std::string s = cat("fn ", function_name(f), "(");
+  Text function_head(const ir::Function& f) override {
+    Text s = cat("fn ", function_name(f), "(");
     for (size_t i = 0; i < f.body.scalars.size(); ++i)
-      append(s, i ? ", " : "", "p", std::to_string(i), ": ", ty(f.body.scalars[i].type));
+      append(s, i ? ", " : "", "p", num(i), ": ", ty(f.body.scalars[i].type));
     return cat(s, ") -> ", ty(f.value_type()), " {");
   }
-  void declare_local(uint32_t slot, Type t) override { line("var l", std::to_string(slot), ": ", ty(t), ";"); }
+  void declare_local(uint32_t slot, Type t) override { line("var l", num(slot), ": ", ty(t), ";"); }
 };
 
 }  // namespace

@@ -25,6 +25,9 @@ struct kk_args {
   kk_error* err;
 };
 struct kk_oob {};
+static inline void kk_next_group(int& x, int& y, int& z, int nx, int ny) {
+  if (++x == nx) { x = 0; if (++y == ny) { y = 0; ++z; } }
+}
 [[noreturn]] static void kk_fail(int buf, long long i, const kk_args* a) {
   int z = 0;
   if (__atomic_compare_exchange_n(&a->err->set, &z, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -81,8 +84,9 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   float* const b1 = (float*)a->bufs[1];
   const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];
   (void)kk_nz;
-  for (long long kk_g = g0; kk_g < g1; ++kk_g) {
-    const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long long)kk_nx * kk_ny));
+  int kk_cx = (int)(g0 % kk_nx), kk_cy = (int)(g0 / kk_nx % kk_ny), kk_cz = (int)(g0 / ((long long)kk_nx * kk_ny));
+  for (long long kk_g = g0; kk_g < g1; ++kk_g, kk_next_group(kk_cx, kk_cy, kk_cz, kk_nx, kk_ny)) {
+    const int kk_gx = kk_cx, kk_gy = kk_cy, kk_gz = kk_cz;
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
     float s0[4];
     #pragma GCC ivdep

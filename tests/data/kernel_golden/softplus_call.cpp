@@ -25,6 +25,9 @@ struct kk_args {
   kk_error* err;
 };
 struct kk_oob {};
+static inline void kk_next_group(int& x, int& y, int& z, int nx, int ny) {
+  if (++x == nx) { x = 0; if (++y == ny) { y = 0; ++z; } }
+}
 [[noreturn]] static void kk_fail(int buf, long long i, const kk_args* a) {
   int z = 0;
   if (__atomic_compare_exchange_n(&a->err->set, &z, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -103,8 +106,18 @@ template <bool Or> static inline bool kk_fold(kk_wi m) {
   for (int i = 1; i < KK_W / 4; ++i) { __builtin_memcpy(&p, (const char*)&m + 16 * i, 16); r = Or ? (r | p) : (r & p); }
   return Or ? (r[0] | r[1] | r[2] | r[3]) != 0 : (r[0] & r[1] & r[2] & r[3]) != 0;
 }
+#if KK_W == 16
+// One test instruction (a mask lane is 0 or -1).
+static inline bool kk_any(kk_wi m) { return __builtin_ia32_ptestmd512(m, m, (unsigned short)-1) != 0; }
+static inline bool kk_all(kk_wi m) { return __builtin_ia32_ptestmd512(m, m, (unsigned short)-1) == 0xffff; }
+#elif defined(__AVX__)
+typedef float kk_f8 __attribute__((vector_size(32)));
+static inline bool kk_any(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m) != 0; }
+static inline bool kk_all(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m) == 0xff; }
+#else
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
 static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
+#endif
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
 static inline kk_wd kk_wfabs(kk_wd x) { return (kk_wd)((kk_wl)x & 0x7fffffffffffffffLL); }
 template <class V> static inline V kk_wfmin(V a, V b) { return ((b < a) | (a != a)) ? b : a; }
@@ -258,8 +271,9 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   float* const b1 = (float*)a->bufs[1];
   const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];
   (void)kk_nz;
-  for (long long kk_g = g0; kk_g < g1; ++kk_g) {
-    const int kk_gx = (int)(kk_g % kk_nx), kk_gy = (int)(kk_g / kk_nx % kk_ny), kk_gz = (int)(kk_g / ((long long)kk_nx * kk_ny));
+  int kk_cx = (int)(g0 % kk_nx), kk_cy = (int)(g0 / kk_nx % kk_ny), kk_cz = (int)(g0 / ((long long)kk_nx * kk_ny));
+  for (long long kk_g = g0; kk_g < g1; ++kk_g, kk_next_group(kk_cx, kk_cy, kk_cz, kk_nx, kk_ny)) {
+    const int kk_gx = kk_cx, kk_gy = kk_cy, kk_gz = kk_cz;
     (void)kk_gx; (void)kk_gy; (void)kk_gz;
     for (int kk_t0 = 0; kk_t0 < 64; kk_t0 += KK_W) {
       const int kk_c = kk_t0 / KK_W;
