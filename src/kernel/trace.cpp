@@ -119,11 +119,11 @@ void no_function(const char* what) {
     fail(std::string(what) + " cannot be used in a function (a function computes a value from its arguments)");
 }
 
-Val hoisted(ir::Op op, bool dep);
+Val hoisted(const ir::Op& op, bool dep);
 
 /// Records op in the open region; a pure op is folded first (ir::fold_op), and one equal to an
 /// earlier value of the open regions is that value: then nothing is recorded.
-uint32_t emit(ir::Op op, bool dep) {
+uint32_t emit(const ir::Op& op, bool dep) {
   Tracer& t = tr();
   uint32_t id = static_cast<uint32_t>(t.k.ops.size());
   if (op.nin > 0 && op.pure()) {
@@ -141,7 +141,7 @@ uint32_t emit(ir::Op op, bool dep) {
 
 /// Constants, parameters and builtins: interned, and placed at the top of the kernel so that
 /// every region may use them.
-Val hoisted(ir::Op op, bool dep) {
+Val hoisted(const ir::Op& op, bool dep) {
   Tracer& t = tr();
   uint64_t fbits = 0;
   static_assert(sizeof(double) == sizeof(uint64_t));
