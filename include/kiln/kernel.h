@@ -15,7 +15,10 @@
 //   run({(n + 63) / 64}, {Arg(y_ptr, n), ...});
 #pragma once
 #include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -96,8 +99,20 @@ struct Val {
   Val(bool v);                            // NOLINT
   static Val constant(double v, Type t);  ///< a literal of type t
   struct Raw {};
-  Val(Raw, uint32_t i, Type t, uint32_t tr) : id(i), type(t), trace(tr) {}
+  Val(Raw, uint32_t i, Type t, uint32_t tr) : trace(tr) {
+    // id and type as one 8-byte word (padding zero): GCC then builds a returned Val in
+    // registers, where field by field it stores them and reloads them as one word, a load the
+    // CPU cannot forward from the two stores (a stall on every traced operation).
+    if constexpr (std::endian::native == std::endian::little) {
+      const uint64_t word = i | uint64_t{static_cast<uint8_t>(t)} << 32;
+      std::memcpy(static_cast<void*>(this), &word, sizeof word);
+    } else {
+      id = i;
+      type = t;
+    }
+  }
 };
+static_assert(offsetof(Val, type) == 4 && sizeof(Type) == 1 && sizeof(Val) == 12);
 
 template <class T>
 concept Literal = std::is_arithmetic_v<T>;
