@@ -373,22 +373,24 @@ void eliminate_dead(Kernel& k) {
   // that becomes unused (and every store to a local that is no longer read). Only an if whose
   // regions became empty sends the pass round again.
   std::vector<uint32_t> uses(k.ops.size(), 0);  // use_counts(k), in the walk below
-  std::vector<bool> dead(k.ops.size(), false);
+  std::vector<uint8_t> dead(k.ops.size(), 0);
   std::vector<uint32_t> local_reads(k.locals.size(), 0);
-  std::vector<std::vector<uint32_t>> local_stores(k.locals.size());
-  std::vector<uint32_t> reachable;  // in program order (ops only leave it)
+  std::vector<uint32_t> local_stores;  // every LocalStore (one list: a local rarely dies)
+  std::vector<uint32_t> reachable;     // in program order (ops only leave it)
   reachable.reserve(k.ops.size());
   for_each_op(k, 0, [&](uint32_t id) {
     const Op& op = k.ops[id];
     reachable.push_back(id);
     for (uint8_t i = 0; i < op.nin; ++i) ++uses[op.in[i]];
     if (op.kind == Kind::LocalLoad) ++local_reads[op.obj];
-    if (op.kind == Kind::LocalStore) local_stores[op.obj].push_back(id);
+    if (op.kind == Kind::LocalStore) local_stores.push_back(id);
   });
   std::vector<uint32_t> work;
+  size_t dropped = 0, erased = 0;  // ops dropped, and dropped when the regions were last rewritten
   auto drop = [&](uint32_t id) {
     if (dead[id]) return;
-    dead[id] = true;
+    dead[id] = 1;
+    ++dropped;
     work.push_back(id);
   };
   for (bool again = true; again;) {
@@ -403,11 +405,15 @@ void eliminate_dead(Kernel& k) {
       for (uint8_t i = 0; i < op.nin; ++i)
         if (--uses[op.in[i]] == 0 && droppable(k.ops[op.in[i]])) drop(op.in[i]);
       if (op.kind == Kind::LocalLoad && --local_reads[op.obj] == 0)
-        for (uint32_t s : local_stores[op.obj]) drop(s);
+        for (uint32_t s : local_stores)
+          if (k.ops[s].obj == op.obj) drop(s);
     }
-    for (Region& r : k.regions) std::erase_if(r.ops, [&](uint32_t id) { return dead[id]; });
+    if (dropped != erased) {  // most kernels as traced: nothing to drop, nothing to rewrite
+      for (Region& r : k.regions) std::erase_if(r.ops, [&](uint32_t id) { return dead[id] != 0; });
+      std::erase_if(reachable, [&](uint32_t id) { return dead[id] != 0; });
+      erased = dropped;
+    }
     auto empty = [&](uint32_t r) { return r == kNone || k.regions[r].ops.empty(); };
-    std::erase_if(reachable, [&](uint32_t id) { return dead[id]; });
     for (uint32_t id : reachable) {
       const Op& op = k.ops[id];
       if (op.kind == Kind::If && empty(op.region[0]) && empty(op.region[1])) {
