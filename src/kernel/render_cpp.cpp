@@ -281,6 +281,7 @@ class Cpp : public CLike {
   void plan_region(uint32_t r, bool group, int& phase, int& cur) {
     if (r == kNone) return;
     for (uint32_t id : k.regions[r].ops) {
+      if (inlined(id)) continue;  // written where used: no phase, no operands
       const ir::Op& op = k.ops[id];
       bool g = group && (is_group(id) || op.kind == Kind::Yield);
       if (g) {
