@@ -293,10 +293,9 @@ void Base::statement(uint32_t id) {
 Text Base::function_name(const ir::Function& f) { return identifier("f_" + f.name); }
 
 Text Base::call_args(const ir::Op& op) {
-  std::string r = "(";
+  Text r = "(";
   for (uint8_t i = 0; i < op.nin; ++i) append(r, i ? ", " : "", ref(op.in[i]));
-  r += ')';
-  return r;
+  return r + ")";
 }
 
 std::string Base::function(const ir::Function& f) {

@@ -24,17 +24,18 @@ std::string_view piece(const char (&s)[N]) {
   return {s, N - 1};
 }
 
-/// Appends the pieces to `out`, growing it once (std::string::append per piece is an out-of-line
-/// call each, which dominated rendering).
-template <class... P>
-void append(std::string& out, const P&... p) {
-  const std::string_view v[] = {piece(p)...};
+/// The total size of pieces.
+template <size_t N>
+size_t size_of(const std::string_view (&v)[N]) {
   size_t n = 0;
   for (std::string_view s : v) n += s.size();
-  size_t at = out.size();
-  out.resize(at + n);
+  return n;
+}
+/// Copies the pieces one after another to `at`, which has room for them.
+template <size_t N>
+void copy_to(char* at, const std::string_view (&v)[N]) {
   for (std::string_view s : v) {
-    if (!s.empty()) std::memcpy(&out[at], s.data(), s.size());
+    if (!s.empty()) std::memcpy(at, s.data(), s.size());
     at += s.size();
   }
 }
@@ -76,17 +77,11 @@ class Out {
   }
 };
 
-/// Appends the pieces to `out`.
+/// Appends the pieces to `out` (one size check for them all).
 template <class... P>
 void append(Out& out, const P&... p) {
   const std::string_view v[] = {piece(p)...};
-  size_t n = 0;
-  for (std::string_view s : v) n += s.size();
-  char* at = out.extend(n);
-  for (std::string_view s : v) {
-    if (!s.empty()) std::memcpy(at, s.data(), s.size());
-    at += s.size();
-  }
+  copy_to(out.extend(size_of(v)), v);
 }
 
 /// Where rendered text lives: a thread's chunks of characters, reused from the start once the
@@ -135,15 +130,10 @@ struct Text : std::string_view {
 template <class... P>
 Text cat(const P&... p) {
   const std::string_view v[] = {piece(p)...};
-  size_t n = 0;
-  for (std::string_view s : v) n += s.size();
+  const size_t n = size_of(v);
   char* at = TextArena::alloc(n);
-  const std::string_view r(at, n);
-  for (std::string_view s : v) {
-    if (!s.empty()) std::memcpy(at, s.data(), s.size());
-    at += s.size();
-  }
-  return Text(r);
+  copy_to(at, v);
+  return Text(std::string_view(at, n));
 }
 inline Text operator+(const Text& a, const Text& b) { return cat(a, b); }
 inline Text& operator+=(Text& a, const Text& b) { return a = cat(a, b); }
