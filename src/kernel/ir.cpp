@@ -45,16 +45,6 @@ const char* cmp_name(CmpFn f) {
   return n[static_cast<unsigned>(f)];
 }
 
-bool contains_barrier(const Kernel& k, uint32_t region) {
-  if (region == kNone) return false;
-  for (uint32_t id : k.regions[region].ops) {
-    const Op& op = k.ops[id];
-    if (op.kind == Kind::Barrier) return true;
-    if (contains_barrier(k, op.region[0]) || contains_barrier(k, op.region[1])) return true;
-  }
-  return false;
-}
-
 std::vector<uint32_t> use_counts(const Kernel& k) {
   std::vector<uint32_t> n(k.ops.size(), 0);
   for_each_op(k, 0, [&](uint32_t id) {

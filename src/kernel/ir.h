@@ -232,9 +232,6 @@ void validate(const Kernel& k);
 /// of a group? Index: op id. `locals` (when given) receives the same for each local slot.
 std::vector<bool> divergence(const Kernel& k, std::vector<bool>* locals = nullptr);
 
-/// True when the region (or a region nested in it) contains a barrier.
-bool contains_barrier(const Kernel& k, uint32_t region);
-
 /// Uses of each value (op id -> number of operand uses, in reachable regions).
 std::vector<uint32_t> use_counts(const Kernel& k);
 

@@ -17,8 +17,7 @@ namespace gen {
 using ir::Kind;
 using ir::kNone;
 
-Base::Base(const ir::Kernel& kk, Target t)
-    : k(kk), target(t), names(kk.ops.size(), kNone), literals(kk.ops.size()), name_text(kk.ops.size()) {
+Base::Base(const ir::Kernel& kk, Target t) : k(kk), target(t), literals(kk.ops.size()), name_text(kk.ops.size()) {
   TextArena::enter();
   atomic_buf.assign(k.buffers.size(), false);
   atomic_shared.assign(k.shared.size(), false);
@@ -32,11 +31,7 @@ void Base::unsupported(const std::string& what) const {
 }
 
 Text Base::name(uint32_t id) {
-  if (!name_text[id].empty()) return name_text[id];
-  if (names[id] == kNone) names[id] = next_name++;
-  char b[16] = {'v'};
-  const auto r = std::to_chars(b + 1, b + sizeof b, names[id]);
-  name_text[id] = Text(Text::copy(std::string_view(b, static_cast<size_t>(r.ptr - b))));
+  if (name_text[id].empty()) name_text[id] = cat('v', num(next_name++));
   return name_text[id];
 }
 

@@ -178,10 +178,9 @@ class Base {
   Target target;
   Out out;
   int depth = 1;
-  std::vector<uint32_t> names;                  ///< op id -> compact number of its value
   std::vector<bool> atomic_buf, atomic_shared;  ///< memory used by an atomic
   std::vector<Text> literals;                   ///< op id -> lit() of a constant, once rendered
-  std::vector<Text> name_text;                  ///< op id -> name(), once named
+  std::vector<Text> name_text;                  ///< op id -> name() (v and a compact number), once named
   uint32_t next_name = 0;
   bool in_function_ = false;  ///< rendering a Function's body (function())
 

@@ -232,7 +232,7 @@ class Cpp : public CLike {
     return has_barrier(op.region[0]) || has_barrier(op.region[1]);
   }
   std::vector<int8_t> barrier_in_;  ///< region -> holds a barrier (-1: not yet known)
-  /// ir::contains_barrier of region r, found once.
+  /// Whether region r (or a region nested in it) holds a barrier, found once per region.
   bool has_barrier(uint32_t r) {
     if (r == kNone) return false;
     if (barrier_in_.empty()) barrier_in_.assign(k.regions.size(), -1);
