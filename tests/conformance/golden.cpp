@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "test_paths.h"
+
 namespace kiln::conformance {
 
 // ---- attributes ---------------------------------------------------------------------------

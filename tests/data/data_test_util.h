@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 namespace kiln::test {
 
 /// tests/fixtures/data.

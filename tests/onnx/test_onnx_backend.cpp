@@ -22,6 +22,7 @@
 #include "kiln/onnx.h"
 #include "kiln/ops.h"
 #include "onnx/proto.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;

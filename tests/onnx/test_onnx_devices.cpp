@@ -10,6 +10,7 @@
 
 #include "onnx/onnx_builder.h"
 #include "onnx/onnx_fixtures.h"
+#include "test_paths.h"
 
 using namespace kiln;
 namespace fx = kiln_onnx_fixtures;

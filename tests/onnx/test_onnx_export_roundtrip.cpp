@@ -17,6 +17,7 @@
 #include <map>
 
 #include "onnx/onnx_fixtures.h"
+#include "test_paths.h"
 #include "unit/onnxruntime_run.h"
 
 using namespace kiln;

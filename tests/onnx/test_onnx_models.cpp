@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "onnx/onnx_fixtures.h"
+#include "test_paths.h"
 
 using namespace kiln;
 namespace fx = kiln_onnx_fixtures;

@@ -14,9 +14,7 @@
 #include <string>
 #include <vector>
 
-#ifndef KILN_PORT_DATA_DIR
-#error "KILN_PORT_DATA_DIR must point at tests/port/data"
-#endif
+#include "test_paths.h"
 
 namespace kiln::port {
 

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_paths.h"
+
 extern char** environ;
 
 namespace kiln::test {

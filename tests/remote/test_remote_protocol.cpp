@@ -15,6 +15,7 @@
 #include "../fuzz/fuzz_remote.h"
 #include "remote/protocol.h"
 #include "remote/session.h"
+#include "test_paths.h"
 
 namespace kiln::remote {
 namespace {

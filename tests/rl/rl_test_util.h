@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 namespace kiln::test {
 
 /// The tensors of tests/data/rl/<name>.safetensors.

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "test_paths.h"
+
 using namespace kiln;
 using namespace kiln::text;
 

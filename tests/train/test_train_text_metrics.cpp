@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace kiln;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace kiln;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <limits>
 
+#include "test_paths.h"
 #include "unit/bad_input.h"
 
 using namespace kiln;

@@ -16,6 +16,7 @@
 
 #include "../../tools/kiln-onnx/models.h"
 #include "onnxruntime_run.h"
+#include "test_paths.h"
 
 using namespace kiln;
 namespace om = kiln::onnx_models;

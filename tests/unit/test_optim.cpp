@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 using namespace kiln;
 namespace o = kiln::optim;
 

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "fuzz/fuzz_ops.h"
+#include "test_paths.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace kiln;

@@ -15,6 +15,7 @@
 
 #include "core/backend.h"
 #include "core/file_util.h"
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace kiln;

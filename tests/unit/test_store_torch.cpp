@@ -16,6 +16,7 @@
 
 #include "core/backend.h"
 #include "store/zip.h"
+#include "test_paths.h"
 #include "test_util.h"
 
 using namespace kiln;

@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "test_paths.h"
+
 namespace kiln::test {
 
 /// The tensors of tests/data/vision/<name>.safetensors.

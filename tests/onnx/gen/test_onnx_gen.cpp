@@ -19,6 +19,7 @@
 #include "mobilenet.h"
 #include "onnx/onnx_fixtures.h"
 #include "resnet.h"
+#include "test_paths.h"
 #include "unet.h"
 
 using namespace kiln;
