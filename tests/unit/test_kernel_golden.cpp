@@ -10,15 +10,13 @@
 #include <string>
 
 #include "kiln/kernel.h"
+#include "test_paths.h"
 
 using namespace kiln::kernel;
 
 namespace {
 
-std::string golden_dir() {
-  std::string f = __FILE__;
-  return f.substr(0, f.rfind('/')) + "/../data/kernel_golden";
-}
+std::string golden_dir() { return std::string(KILN_GOLDEN_DIR) + "/../data/kernel_golden"; }
 
 Kernel saxpy() {
   return trace("saxpy", [](Builder& b) {
