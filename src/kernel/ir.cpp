@@ -58,14 +58,14 @@ namespace {
 
 struct Divergence {
   const Kernel& k;
-  std::vector<bool> div;
-  std::vector<bool> local;
+  Flags div;
+  Flags local;
   /// A flag read before this walk set it flipped (a local, or a while's condition read by its
   /// condition region): the walk must run again. A value's own flag is final in one walk, as
   /// its operands come before it.
   bool changed = false;
 
-  static bool set(std::vector<bool>& v, size_t i, bool x) {
+  static bool set(Flags& v, size_t i, bool x) {
     if (!x || v[i]) return false;
     v[i] = true;
     return true;
@@ -117,8 +117,8 @@ struct Divergence {
 
 }  // namespace
 
-std::vector<bool> divergence(const Kernel& k, std::vector<bool>* locals) {
-  Divergence d{k, std::vector<bool>(k.ops.size(), false), std::vector<bool>(k.locals.size(), false)};
+Flags divergence(const Kernel& k, Flags* locals) {
+  Divergence d{k, Flags(k.ops.size(), 0), Flags(k.locals.size(), 0)};
   do {
     d.changed = false;
     d.walk(0, false);
@@ -139,7 +139,7 @@ void validate(const Kernel& k) {
     throw Error(k.prefix() + "shared arrays take " + std::to_string(bytes) + " bytes, over the limit of " +
                 std::to_string(k.limits.shared_bytes) + " bytes per group");
   if (!k.uses_barrier) return;
-  std::vector<bool> div = divergence(k);
+  Flags div = divergence(k);
   std::function<void(uint32_t, uint32_t)> walk = [&](uint32_t r, uint32_t div_loc) {
     if (r == kNone) return;
     for (uint32_t id : k.regions[r].ops) {

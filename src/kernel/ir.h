@@ -228,9 +228,12 @@ void optimize(Kernel& k);
 
 /// Checks run when tracing ends (barriers in divergent control flow, shared memory size).
 void validate(const Kernel& k);
+/// One flag (0 or 1) per op or local: a byte each, not std::vector<bool>'s bits, as the planners
+/// read them on every op.
+using Flags = std::vector<uint8_t>;
 /// For every op: does its value (or, for control flow, its condition) vary between the threads
 /// of a group? Index: op id. `locals` (when given) receives the same for each local slot.
-std::vector<bool> divergence(const Kernel& k, std::vector<bool>* locals = nullptr);
+Flags divergence(const Kernel& k, Flags* locals = nullptr);
 
 /// Uses of each value (op id -> number of operand uses, in reachable regions).
 std::vector<uint32_t> use_counts(const Kernel& k);

@@ -160,20 +160,20 @@ class Cpp : public CLike {
   }
 
  private:
-  std::vector<int> def_phase;     ///< op -> phase of its definition (-1: group level)
-  std::vector<bool> crossing;     ///< value used outside its phase: one per thread
-  std::vector<int> local_phase;   ///< local -> first phase using it
-  std::vector<bool> local_multi;  ///< local used in several phases
-  std::vector<bool> group_level;  ///< op runs once per group
-  bool in_threads = false;        ///< rendering inside a loop over the threads
-  int open_loops = 0;             ///< loops opened by open_threads()
+  std::vector<int> def_phase;    ///< op -> phase of its definition (-1: group level)
+  ir::Flags crossing;            ///< value used outside its phase: one per thread
+  std::vector<int> local_phase;  ///< local -> first phase using it
+  ir::Flags local_multi;         ///< local used in several phases
+  ir::Flags group_level;         ///< op runs once per group
+  bool in_threads = false;       ///< rendering inside a loop over the threads
+  int open_loops = 0;            ///< loops opened by open_threads()
 
-  std::vector<bool> divergent;  ///< ir::divergence: the value may differ between threads
-  std::vector<bool> hoist;      ///< a uniform loop (or a uniform if holding one): run per group
+  ir::Flags divergent;  ///< ir::divergence: the value may differ between threads
+  ir::Flags hoist;      ///< a uniform loop (or a uniform if holding one): run per group
   /// Integer arithmetic over thread and group ids, scalars and constants only (a few ops deep):
   /// written out where used instead of kept per thread, so that an index stays an expression
   /// of the thread loop's variable (contiguous accesses the compiler vectorises, not gathers).
-  std::vector<bool> remat;
+  ir::Flags remat;
 
   void mark_remat() {
     remat.assign(k.ops.size(), false);
@@ -201,7 +201,6 @@ class Cpp : public CLike {
         for (uint8_t i = 0; i < op.nin; ++i) has_div[id] = has_div[id] || has_div[op.in[i]];
       }
     }
-    for (auto& m : memo_) m.clear();
   }
 
   // ---- rendered texts kept for reuse ----
@@ -209,19 +208,36 @@ class Cpp : public CLike {
   /// being rendered (whole vectors, lane 0 or the lane loop's lane), on whether its lanes are
   /// rendered, and, where it divides, on the mask. Each form is rendered once.
   enum Memo { kWhole, kLane0, kLaneL, kUniform = 3, kFirstLane = 6, kBroadcast = 8, kScalarMode, kMemos };
-  std::array<std::vector<Text>, kMemos> memo_;
-  std::vector<bool> has_div;  ///< a rematerialised value with an integer division in it
+  /// A kept text, valid while gen is the renderer's memo_gen_. The table is the thread's, reused
+  /// by every renderer (nothing to clear per kernel); a renderer nested in another (a function's)
+  /// takes entries over, and the outer one renders those again.
+  struct Kept {
+    const char* p;
+    uint32_t n, gen;
+  };
+  static thread_local std::vector<Kept> kept_;
+  static thread_local uint32_t memo_generation;
+  /// A generation no entry of the table has.
+  static uint32_t next_generation() {
+    if (++memo_generation == 0) {  // wrapped around: the old entries could match again
+      kept_.clear();
+      memo_generation = 1;
+    }
+    return memo_generation;
+  }
+  const uint32_t memo_gen_ = next_generation();
+  ir::Flags has_div;  ///< a rematerialised value with an integer division in it
   /// make(), or its text kept under (slot, id); slot < 0: not kept.
   template <class F>
   Text memo(int slot, uint32_t id, const F& make) {
     if (slot < 0 || (has_div[id] && !mask_.empty())) return make();
-    std::vector<Text>& texts = memo_[static_cast<size_t>(slot)];
-    if (texts.empty()) texts.resize(k.ops.size());  // slots are filled on first use
-    if (texts[id].data() == nullptr) {
-      const Text t = make();  // may fill other entries of texts, never resize it
-      texts[id] = t;
+    const size_t at = static_cast<size_t>(slot) * k.ops.size() + id;
+    if (kept_.size() < kMemos * k.ops.size()) kept_.resize(kMemos * k.ops.size(), Kept{nullptr, 0, 0});
+    if (kept_[at].gen != memo_gen_) {
+      const Text t = make();  // may keep other texts, never resizes the table
+      kept_[at] = Kept{t.data(), static_cast<uint32_t>(t.size()), memo_gen_};
     }
-    return texts[id];
+    return Text(std::string_view(kept_[at].p, kept_[at].n));
   }
   /// The memo slot of the current lane (kWhole, kLane0, kLaneL; -1: another lane).
   int lane_slot() const { return lane_.empty() ? kWhole : lane_ == "0" ? kLane0 : lane_ == "kk_l" ? kLaneL : -1; }
@@ -420,7 +436,7 @@ class Cpp : public CLike {
 
   // ---- vector mode ----
   bool vec_ = false;            ///< threads run KK_W at a time as vector lanes
-  std::vector<bool> vlocal;     ///< local slot that varies between threads (a vector)
+  ir::Flags vlocal;             ///< local slot that varies between threads (a vector)
   std::vector<int64_t> stride;  ///< an integer's step from one lane to the next (kNoStride: none)
   Text mask_;                   ///< the active lanes ("": all)
   Text lane_;                   ///< rendering the scalar value of this lane ("": whole vectors)
@@ -910,6 +926,8 @@ class Cpp : public CLike {
     close_threads();
   }
 };
+thread_local std::vector<Cpp::Kept> Cpp::kept_;
+thread_local uint32_t Cpp::memo_generation = 0;
 
 }  // namespace
 
