@@ -2,6 +2,7 @@
 #include "kernel/render.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -78,6 +79,17 @@ void TextArena::leave() {
 }
 
 Text num(int64_t v) {
+  // 0 to 999 (names of values and locals, sizes, small constants) from a table: no conversion,
+  // nothing copied.
+  static constexpr auto kSmall = [] {
+    std::array<std::array<char, 3>, 1000> t{};
+    for (int i = 0; i < 1000; ++i) t[i] = {char('0' + i / 100), char('0' + i / 10 % 10), char('0' + i % 10)};
+    return t;
+  }();
+  if (v >= 0 && v < 1000) {
+    const size_t n = v < 10 ? 1 : v < 100 ? 2 : 3;
+    return Text(std::string_view(kSmall[static_cast<size_t>(v)].data() + 3 - n, n));
+  }
   char b[24];
   const auto r = std::to_chars(b, b + sizeof b, v);
   return Text(Text::copy(std::string_view(b, static_cast<size_t>(r.ptr - b))));
