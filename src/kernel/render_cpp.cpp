@@ -209,32 +209,32 @@ class Cpp : public CLike {
   /// rendered, and, where it divides, on the mask. Each form is rendered once.
   enum Memo { kWhole, kLane0, kLaneL, kUniform = 3, kFirstLane = 6, kBroadcast = 8, kScalarMode, kMemos };
   /// A kept text, valid while gen is the renderer's memo_gen_. The table is the thread's, reused
-  /// by every renderer (nothing to clear per kernel); a renderer nested in another (a function's)
-  /// takes entries over, and the outer one renders those again.
+  /// by every renderer (nothing to clear per kernel) and never shrinks; a renderer nested in
+  /// another (a function's) takes entries over, and the outer one renders those again.
   struct Kept {
     const char* p;
     uint32_t n, gen;
   };
   static thread_local std::vector<Kept> kept_;
   static thread_local uint32_t memo_generation;
-  /// A generation no entry of the table has.
-  static uint32_t next_generation() {
+  /// A generation no entry of the table has, with the table sized for kMemos slots of n ops.
+  static uint32_t next_generation(size_t n) {
+    if (kept_.size() < kMemos * n) kept_.resize(kMemos * n, Kept{nullptr, 0, 0});
     if (++memo_generation == 0) {  // wrapped around: the old entries could match again
-      kept_.clear();
+      for (Kept& e : kept_) e.gen = 0;
       memo_generation = 1;
     }
     return memo_generation;
   }
-  const uint32_t memo_gen_ = next_generation();
+  const uint32_t memo_gen_ = next_generation(k.ops.size());
   ir::Flags has_div;  ///< a rematerialised value with an integer division in it
   /// make(), or its text kept under (slot, id); slot < 0: not kept.
   template <class F>
   Text memo(int slot, uint32_t id, const F& make) {
     if (slot < 0 || (has_div[id] && !mask_.empty())) return make();
     const size_t at = static_cast<size_t>(slot) * k.ops.size() + id;
-    if (kept_.size() < kMemos * k.ops.size()) kept_.resize(kMemos * k.ops.size(), Kept{nullptr, 0, 0});
     if (kept_[at].gen != memo_gen_) {
-      const Text t = make();  // may keep other texts, never resizes the table
+      const Text t = make();  // may keep other texts, or grow the table
       kept_[at] = Kept{t.data(), static_cast<uint32_t>(t.size()), memo_gen_};
     }
     return Text(std::string_view(kept_[at].p, kept_[at].n));
