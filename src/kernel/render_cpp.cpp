@@ -32,6 +32,11 @@ using ir::kNone;
 class Cpp : public CLike {
  public:
   Cpp(const ir::Kernel& kk, bool debug) : CLike(kk, Target::Cpp, debug) {}
+  /// The last renderer of the thread to end gives back a memo table grown past kKeptCap
+  /// entries by a very large kernel (as the text arena keeps what a usual kernel needs).
+  ~Cpp() override {
+    if (--live_renderers == 0 && kept_.size() > kKeptCap) std::vector<Kept>().swap(kept_);
+  }
 
   /// The vector form of f for vector mode, vector_name(f): each parameter, value and local a
   /// vector of KK_W lanes (constants broadcast).
@@ -217,8 +222,12 @@ class Cpp : public CLike {
   };
   static thread_local std::vector<Kept> kept_;
   static thread_local uint32_t memo_generation;
-  /// A generation no entry of the table has, with the table sized for kMemos slots of n ops.
+  static thread_local int live_renderers;      ///< Cpp renderers alive on this thread
+  static constexpr size_t kKeptCap = 1 << 16;  ///< entries kept between kernels (1 MiB)
+  /// A generation no entry of the table has, with the table sized for kMemos slots of n ops
+  /// (called once per renderer, which it counts).
   static uint32_t next_generation(size_t n) {
+    ++live_renderers;
     if (kept_.size() < kMemos * n) kept_.resize(kMemos * n, Kept{nullptr, 0, 0});
     if (++memo_generation == 0) {  // wrapped around: the old entries could match again
       for (Kept& e : kept_) e.gen = 0;
@@ -928,6 +937,7 @@ class Cpp : public CLike {
 };
 thread_local std::vector<Cpp::Kept> Cpp::kept_;
 thread_local uint32_t Cpp::memo_generation = 0;
+thread_local int Cpp::live_renderers = 0;
 
 }  // namespace
 
