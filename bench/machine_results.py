@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT OR Apache-2.0
 """Benchmark results kept per CPU model: bench/results/<cpu-model-slug>.md, one file per model,
-with the model, cache sizes and CPU flags, and bench/results/README.md, the table of all files.
+with the model, its cpuid family and model numbers, cache sizes and CPU flags, and
+bench/results/README.md, the table of all files.
 
   machine_results.py full FILE    the report of a whole `make bench` run (bench/run.sh calls it)
   machine_results.py quick FILE   a side-by-side table of some cases (side_by_side.py --save)
@@ -26,7 +27,7 @@ FLAGS = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512v
 
 def cpuinfo():
     """Model, cache sizes (per core / shared), CPUs and the relevant flags of this machine."""
-    model, flags = "", set()
+    model, flags, ident = "", set(), {}
     try:
         for line in open("/proc/cpuinfo"):
             k, _, v = line.partition(":")
@@ -35,6 +36,8 @@ def cpuinfo():
                 model = v.strip()
             elif k in ("flags", "Features") and not flags:
                 flags = set(v.split())
+            elif k in ("cpu family", "model", "stepping", "CPU implementer", "CPU part") and k not in ident:
+                ident[k] = v.strip()
     except OSError:
         pass
     caches = []
@@ -57,6 +60,7 @@ def cpuinfo():
         "caches": ", ".join(caches) or "?",
         "cpus": str(os.cpu_count() or "?"),
         "flags": " ".join(f for f in FLAGS if f in flags) or "?",
+        "cpuid": ", ".join(f"{k} {v}" for k, v in ident.items()) or "?",
     }
 
 
@@ -138,14 +142,14 @@ def write_index():
         field = lambda k: (re.search(rf"^\| {k} \| (.*) \|$", text, re.M) or [None, "?"])[1]  # noqa: E731
         sec = sections(text)
         kinds = " + ".join(k for k in ("full", "quick") if k in sec)
-        rows.append(f"| [{field('CPU model')}]({f}) | {field('caches')} | {field('flags')} | {kinds} | "
+        rows.append(f"| [{field('CPU model')}]({f}) | {field('cpuid')} | {field('caches')} | {field('flags')} | {kinds} | "
                     f"{field('updated')} |")
     with open(os.path.join(RESULTS_DIR, "README.md"), "w") as out:
         out.write("# Benchmark results per CPU model\n\n"
                   "Written by `make bench` (full runs) and `bench/side_by_side.py --save` (quick checks) through "
                   "`bench/machine_results.py`; one file per CPU model. Each file ends with the regression check "
                   "against the run it replaced.\n\n"
-                  "| CPU model | caches (cpu0) | flags | runs | updated |\n|---|---|---|---|---|\n")
+                  "| CPU model | cpuid | caches (cpu0) | flags | runs | updated |\n|---|---|---|---|---|---|\n")
         out.write("\n".join(rows) + "\n")
 
 
@@ -175,7 +179,7 @@ def main():
     head = [f"# Kiln benchmark results: {info['model']}", "",
             "One file per CPU model (bench/results/README.md lists them all).", "",
             "| | |", "|---|---|", f"| CPU model | {info['model']} |", f"| caches | {info['caches']} |",
-            f"| CPUs | {info['cpus']} |", f"| flags | {info['flags']} |", f"| updated | {now} |", ""]
+            f"| cpuid | {info['cpuid']} |", f"| CPUs | {info['cpus']} |", f"| flags | {info['flags']} |", f"| updated | {now} |", ""]
     with open(path, "w") as out:
         out.write("\n".join(head) + "\n")
         for name in ("full", "regress-full", "quick", "regress-quick"):
