@@ -243,8 +243,10 @@ std::vector<std::string> supported_ops() {
 
 namespace {
 
-// KILN_ONNX_PROFILE=1: time per op type, printed to stderr at exit (for finding slow ops).
+// KILN_ONNX_PROFILE=1: time per op type, printed to stderr at exit (for finding slow ops);
+// KILN_ONNX_PROFILE=node: per node (its name, or its op type and first output).
 struct OpProfile {
+  bool by_node = false;
   std::mutex mu;
   std::map<std::string, std::pair<double, int64_t>> t;
   void add(const std::string& op, double ms) {
@@ -261,14 +263,19 @@ struct OpProfile {
       total += e.first;
     }
     std::sort(v.rbegin(), v.rend());
-    std::fprintf(stderr, "kiln onnx op profile (ms, share, calls):\n");
+    std::fprintf(stderr, "kiln onnx %s profile (ms, share, calls):\n", by_node ? "node" : "op");
     for (const auto& [ms, k] : v)
-      std::fprintf(stderr, "  %-24s %10.3f %5.1f%% %8lld\n", k.c_str(), ms, 100 * ms / std::max(total, 1e-9),
+      std::fprintf(stderr, "  %-32s %10.3f %5.1f%% %8lld\n", k.c_str(), ms, 100 * ms / std::max(total, 1e-9),
                    static_cast<long long>(t[k].second));
   }
 };
 OpProfile* op_profile() {
-  static OpProfile* p = std::getenv("KILN_ONNX_PROFILE") ? new OpProfile : nullptr;
+  static OpProfile* p = [] {
+    const char* e = std::getenv("KILN_ONNX_PROFILE");
+    OpProfile* r = e ? new OpProfile : nullptr;
+    if (r) r->by_node = std::string_view(e) == "node";
+    return r;
+  }();
   static struct Printer {
     ~Printer() { delete p; }
   } printer;
@@ -734,7 +741,10 @@ std::vector<Tensor> Model::Impl::run_graph(const Compiled& c, const std::vector<
     if (op_profile()) {
       auto t0 = std::chrono::steady_clock::now();
       run_step();
-      op_profile()->add(n.op_type,
+      const bool by_node = op_profile()->by_node;
+      op_profile()->add(!by_node          ? n.op_type
+                        : !n.name.empty() ? n.name
+                                          : n.op_type + " -> " + (n.output.empty() ? std::string("?") : n.output[0]),
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     } else {
       run_step();

@@ -88,13 +88,21 @@ TEST(MachineTuning, SmallerCachesGiveSmallerTiles) {
   m.cores = 16;
   m.simd_bytes = 32;
   const cpu::Tuning t = cpu::derive_tuning(m);
-  EXPECT_EQ(t.reduce_tile, 2048);
+  EXPECT_EQ(t.reduce_tile, 4096);  // never narrower: rows read in pieces are read slower
   EXPECT_EQ(t.fusion_tile, 2048);
   EXPECT_EQ(t.fusion_epilogue_block, 32768);
   EXPECT_EQ(t.reduce_parallel_depth, 7);      // 128 subtrees for 16 cores
   EXPECT_EQ(t.softmax_cache_bytes, 1 << 20);  // half of a core's 2 MiB share of the L3
   EXPECT_LT(t.gemm_small_b_bytes, 32 << 10);
   EXPECT_LT(t.gemm_thread_work, 64.0 * 64 * 64);
+}
+
+TEST(MachineTuning, LargerL2GivesWiderReductionTiles) {
+  cpu::MachineInfo m = cpu::reference_machine();
+  m.l2 = 4 << 20;
+  EXPECT_EQ(cpu::derive_tuning(m).reduce_tile, 8192);
+  m.l2 = 64 << 20;
+  EXPECT_EQ(cpu::derive_tuning(m).reduce_tile, 16384);
 }
 
 TEST(MachineTuning, DescriptionNamesTheCaches) {
