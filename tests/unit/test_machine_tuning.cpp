@@ -222,3 +222,46 @@ TEST(MachineTuning, ColumnSoftmaxTiles) {
     }
   }
 }
+
+// Outputs written with non-temporal stores (stream_stores: large outputs) hold the same bits as
+// plain stores: every length around the vector width and the 64-byte head, outputs and inputs
+// at every float offset from a line, the unary ops of both loops (plain and guarded), the
+// binary ops with a broadcast scalar and row, 1 and 2 threads. The threshold is lowered to 0 so
+// that these small tensors stream.
+TEST(MachineTuning, StreamedStoresGiveTheSameBits) {
+  struct Restore {
+    ~Restore() { cpu::set_stream_store_bytes(-1); }
+  } restore;
+  auto v = rnd(4200, 11), w = rnd(4200, 12);
+  for (auto& x : w) x += x >= 0 ? 0.5f : -0.5f;  // a divisor away from 0
+  Tensor big = tensor(v, {4200}), big2 = tensor(w, {4200});
+  for (int64_t n : {0, 1, 5, 15, 16, 17, 31, 33, 100, 1000, 4099})
+    for (int64_t off : {0, 1, 3, 7, 15}) {
+      Tensor x = big.narrow(0, off, n), y = big2.narrow(0, 16 - off, n);
+      const int64_t cols = n >= 10 ? 10 : 1;
+      Tensor row = big2.narrow(0, off, cols);
+      auto run = [&] {
+        Tensor m = x.narrow(0, 0, n / cols * cols).reshape({n / cols, cols});
+        return std::vector<Tensor>{relu(x), exp(x), sigmoid(x), tanh(x),  gelu(x), erf(x), x + y,
+                                   x * y,   x - y,  x / y,      x + 2.5f, m * row, m - row};
+      };
+      cpu::set_stream_store_bytes(-1);
+      auto plain = test::with_threads(1, run);
+      cpu::set_stream_store_bytes(0);
+      auto s1 = test::with_threads(1, run), s2 = test::with_threads(2, run);
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_TRUE(same_bits(plain[i], s1[i])) << "n " << n << " offset " << off << " result " << i;
+        EXPECT_TRUE(same_bits(plain[i], s2[i])) << "n " << n << " offset " << off << " result " << i << " (2 threads)";
+      }
+    }
+}
+
+TEST(MachineTuning, StreamsOutputsLargerThanHalfTheLastLevelCache) {
+  cpu::MachineInfo m = cpu::reference_machine();
+  EXPECT_EQ(cpu::derive_tuning(m).stream_store_bytes, int64_t{240} << 20);
+  m.l3 = int64_t{32} << 20;
+  EXPECT_EQ(cpu::derive_tuning(m).stream_store_bytes, int64_t{16} << 20);
+  m.l3 = 0;  // no L3: the L2s together
+  m.cores = 8;
+  EXPECT_EQ(cpu::derive_tuning(m).stream_store_bytes, int64_t{8} << 20);
+}

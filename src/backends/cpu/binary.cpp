@@ -11,6 +11,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/math.h"
 #include "backends/cpu/vec.h"
 
@@ -129,11 +130,12 @@ bool run_transposed_tiles(const StridedLoop<N>& L, const std::array<int, N>& esz
 template <class To, class T, class F>
 void apply2(const ir::Op& op, void* const* in, void* const* out, const F& f) {
   auto loop = binary_loop(op, in, out);
+  const bool stream = stream_stores(op.outputs[0].numel() * static_cast<int64_t>(sizeof(To)));
   auto row = [&](const std::array<char*, 3>& p, const int64_t* st, int64_t n) {
     if constexpr (std::is_same_v<To, float> && std::is_same_v<T, float>) {
       if (st[0] == 4 && (st[1] == 4 || st[1] == 0) && (st[2] == 4 || st[2] == 0) &&
           vec::binary_f32(op.kind, reinterpret_cast<const float*>(p[1]), st[1] / 4,
-                          reinterpret_cast<const float*>(p[2]), st[2] / 4, reinterpret_cast<float*>(p[0]), n))
+                          reinterpret_cast<const float*>(p[2]), st[2] / 4, reinterpret_cast<float*>(p[0]), n, stream))
         return;
     }
     using A = acc_t<T>;
@@ -178,7 +180,7 @@ void apply2(const ir::Op& op, void* const* in, void* const* out, const F& f) {
         if (!vec::binary_rows_f32(op.kind, reinterpret_cast<const float*>(loop.base[1] + r0 * s[1][0]), s[1][1] / 4,
                                   s[1][0] / 4, reinterpret_cast<const float*>(loop.base[2] + r0 * s[2][0]), s[2][1] / 4,
                                   s[2][0] / 4, reinterpret_cast<float*>(loop.base[0] + r0 * s[0][0]), s[0][0] / 4,
-                                  r1 - r0, n))
+                                  r1 - r0, n, stream))
           ok = false;
       });
       if (ok) return;

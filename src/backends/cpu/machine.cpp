@@ -4,6 +4,7 @@
 #include "backends/cpu/machine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -161,6 +162,8 @@ Tuning derive_tuning(const MachineInfo& m) {
   t.fusion_tile = scale_pow2(t.fusion_tile, double(m.l1d), double(r.l1d), 1024, 16384);
   t.fusion_epilogue_block = scale_pow2(t.fusion_epilogue_block, double(m.l2), double(r.l2), 8192, 1 << 20);
   t.gemm_small_b_bytes = std::clamp<int64_t>(m.l1d * 2 / 3, 8 << 10, 64 << 10);
+  // Half the last-level cache: an elementwise op's input and output together then overflow it.
+  t.stream_store_bytes = std::max<int64_t>(m.l3, m.l2 * m.cores) / 2;
   // Narrower vectors: fewer multiply-adds per second per thread, so less work pays a thread.
   t.gemm_thread_work *= double(m.simd_bytes) / double(r.simd_bytes);
   t.onednn_one_thread_work *= double(m.simd_bytes) / double(r.simd_bytes);
@@ -177,6 +180,17 @@ const Tuning& tuning() {
   return t;
 }
 
+namespace {
+std::atomic<int64_t> stream_override{-1};
+}
+
+bool stream_stores(int64_t bytes) {
+  const int64_t o = stream_override.load(std::memory_order_relaxed);
+  return bytes >= (o >= 0 ? o : tuning().stream_store_bytes);
+}
+
+void set_stream_store_bytes(int64_t bytes) { stream_override.store(bytes, std::memory_order_relaxed); }
+
 std::string describe_machine() {
   const MachineInfo& m = machine();
   const Tuning t = derive_tuning(m);
@@ -184,7 +198,8 @@ std::string describe_machine() {
   s << m.model << " (" << m.source << "): L1d " << (m.l1d >> 10) << " KiB, L2 " << (m.l2 >> 10) << " KiB, L3 "
     << (m.l3 >> 20) << " MiB, " << m.cores << " CPUs, " << m.simd_bytes * 8 << "-bit SIMD; reduce tile "
     << t.reduce_tile << ", fusion tile " << t.fusion_tile << ", small-GEMM B " << (t.gemm_small_b_bytes >> 10)
-    << " KiB, work per GEMM thread " << t.gemm_thread_work;
+    << " KiB, work per GEMM thread " << t.gemm_thread_work << ", streamed outputs from " << (t.stream_store_bytes >> 20)
+    << " MiB";
   return s.str();
 }
 

@@ -43,10 +43,17 @@ struct Tuning {
   int64_t gemm_small_b_bytes = 32 << 10;             // B of the small-GEMM path fits in this (2/3 of L1d)
   double gemm_thread_work = 64.0 * 64 * 64;          // multiply-adds per extra thread (SIMD width)
   double onednn_one_thread_work = 96.0 * 96 * 96;    // oneDNN sgemm below this runs on one thread
+  int64_t stream_store_bytes = int64_t{240} << 20;   // elementwise outputs this large bypass the cache (L3 / 2)
 };
 
 /// The tuning of machine(), computed once.
 const Tuning& tuning();
+/// Whether an elementwise kernel writes an output of `bytes` with non-temporal stores: one that
+/// large leaves the last-level cache before it is read again, and a plain store reads each
+/// line of the destination first (a third of the memory traffic of y = f(x)).
+bool stream_stores(int64_t bytes);
+/// Outputs from `bytes` on are streamed; -1: tuning().stream_store_bytes again (for tests).
+void set_stream_store_bytes(int64_t bytes);
 /// The tuning of a given machine description (for tests and the report).
 Tuning derive_tuning(const MachineInfo& m);
 /// One line describing machine() and its tuning (KILN_TUNE_DEBUG=1 prints it at first use).

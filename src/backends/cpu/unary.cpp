@@ -7,6 +7,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
+#include "backends/cpu/machine.h"
 #include "backends/cpu/math.h"
 #include "backends/cpu/vec.h"
 #include "ir/attrs.h"
@@ -19,11 +20,12 @@ namespace {
 template <class To, class From, class F>
 void apply(const ir::Op& op, void* const* in, void* const* out, const F& f, bool try_vec = false) {
   auto loop = unary_loop(op, in, out);
+  const bool stream = stream_stores(op.outputs[0].numel() * static_cast<int64_t>(sizeof(To)));
   loop.run([&](const std::array<char*, 2>& p, const int64_t* st, int64_t n) {
     if constexpr (std::is_same_v<To, float> && std::is_same_v<From, float>) {
       // (one element: any strides; so 0-d and 1-element tensors get the same bits as longer ones)
       if (try_vec && ((st[0] == 4 && st[1] == 4) || n == 1) &&
-          vec::unary_f32(op, reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n))
+          vec::unary_f32(op, reinterpret_cast<const float*>(p[1]), reinterpret_cast<float*>(p[0]), n, stream))
         return;
     }
     char* o = p[0];

@@ -10,15 +10,18 @@
 
 namespace kiln::cpu::vec {
 
-bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n);
+/// out = op(in) for n contiguous floats; stream: write out with non-temporal stores
+/// (stream_stores, machine.h). False: no vector form.
+bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n, bool stream = false);
 /// out = exp(in) for n contiguous floats (in may equal out); false without SIMD.
 bool exp_f32(const float* in, float* out, int64_t n);
 /// a, b: row pointers; sa, sb: 1 (contiguous) or 0 (broadcast scalar).
-bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n);
+bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
+                bool stream = false);
 /// binary_f32 over `rows` rows of n: row r reads a + r * ra and b + r * rb and writes
 /// out + r * ro (one dispatch for all the rows: a per-channel operand over small planes).
 bool binary_rows_f32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
-                     float* out, int64_t ro, int64_t rows, int64_t n);
+                     float* out, int64_t ro, int64_t rows, int64_t n, bool stream = false);
 
 /// Sum of n contiguous floats (a fixed lane/accumulator layout: deterministic for a target).
 float sum_f32(const float* q, int64_t n);

@@ -29,13 +29,17 @@ bool ExpF32(const float* in, float* out, int64_t n) {
   return true;
 }
 
-bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n) {
+bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n, bool stream) {
   return VisitUnary(
-      op.kind, op.attrs.reals.data(), [&](const auto& f) { Map1(in, out, n, f); },
-      [&](float lo, float hi, const auto& f, const auto& scalar) { MapGuarded(in, out, n, lo, hi, f, scalar); });
+      op.kind, op.attrs.reals.data(), [&](const auto& f) { Map1(in, out, n, f, stream); },
+      [&](float lo, float hi, const auto& f, const auto& scalar) {
+        MapGuarded(in, out, n, lo, hi, f, scalar, stream);
+      });
 }
 
-bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n) {
+/// BinaryF32 without the closing hwy::FlushStream() of its non-temporal stores.
+bool BinaryRow(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
+               bool stream) {
   using ir::OpKind;
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -43,6 +47,17 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
     int64_t i = 0;
     // A broadcast operand's one value (a contiguous one may be empty: n == 0 reads nothing).
     const V va0 = sa ? hn::Zero(d) : hn::Set(d, *a), vb0 = sb ? hn::Zero(d) : hn::Set(d, *b);
+    if (stream)
+      i = StreamVectors(
+          out, n,
+          [&](int64_t h) {
+            for (int64_t j = 0; j < h; ++j) out[j] = hn::GetLane(f(hn::Set(d, a[sa * j]), hn::Set(d, b[sb * j])));
+          },
+          [&](int64_t j) {
+            if (sa) __builtin_prefetch(a + j + kPrefetch);
+            if (sb) __builtin_prefetch(b + j + kPrefetch);
+            return f(sa ? hn::LoadU(d, a + j) : va0, sb ? hn::LoadU(d, b + j) : vb0);
+          });
     for (; i + N <= n; i += N) {
       if (sa) __builtin_prefetch(a + i + kPrefetch);
       if (sb) __builtin_prefetch(b + i + kPrefetch);
@@ -74,11 +89,20 @@ bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
   }
 }
 
+bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
+               bool stream) {
+  const bool ok = BinaryRow(kind, a, sa, b, sb, out, n, stream);
+  if (stream) hwy::FlushStream();
+  return ok;
+}
+
 bool BinaryRowsF32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
-                   float* out, int64_t ro, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r)
-    if (!BinaryF32(kind, a + r * ra, sa, b + r * rb, sb, out + r * ro, n)) return false;
-  return true;
+                   float* out, int64_t ro, int64_t rows, int64_t n, bool stream) {
+  bool ok = true;
+  for (int64_t r = 0; r < rows && ok; ++r)
+    ok = BinaryRow(kind, a + r * ra, sa, b + r * rb, sb, out + r * ro, n, stream);
+  if (stream) hwy::FlushStream();
+  return ok;
 }
 
 float SumF32(const float* q, int64_t n) {
@@ -197,25 +221,26 @@ HWY_EXPORT(SoftmaxF32);
 void softmax_f32(const float* x, float* y, int64_t n, bool log) { HWY_DYNAMIC_DISPATCH(SoftmaxF32)(x, y, n, log); }
 float sum_f32(const float* q, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(q, n); }
 float extreme_f32(const float* q, int64_t n, bool is_max) { return HWY_DYNAMIC_DISPATCH(ExtremeF32)(q, n, is_max); }
-bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
+bool unary_f32(const ir::Op& op, const float* in, float* out, int64_t n, bool stream) {
+  return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n, stream);
 }
-bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(BinaryF32)(kind, a, sa, b, sb, out, n);
+bool binary_f32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
+                bool stream) {
+  return HWY_DYNAMIC_DISPATCH(BinaryF32)(kind, a, sa, b, sb, out, n, stream);
 }
 bool binary_rows_f32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
-                     float* out, int64_t ro, int64_t rows, int64_t n) {
-  return HWY_DYNAMIC_DISPATCH(BinaryRowsF32)(kind, a, sa, ra, b, sb, rb, out, ro, rows, n);
+                     float* out, int64_t ro, int64_t rows, int64_t n, bool stream) {
+  return HWY_DYNAMIC_DISPATCH(BinaryRowsF32)(kind, a, sa, ra, b, sb, rb, out, ro, rows, n, stream);
 }
 }  // namespace kiln::cpu::vec
 #endif
 
 #else  // !KILN_WITH_HWY: the portable build uses the scalar kernels.
 namespace kiln::cpu::vec {
-bool unary_f32(const ir::Op&, const float*, float*, int64_t) { return false; }
-bool binary_f32(ir::OpKind, const float*, int64_t, const float*, int64_t, float*, int64_t) { return false; }
+bool unary_f32(const ir::Op&, const float*, float*, int64_t, bool) { return false; }
+bool binary_f32(ir::OpKind, const float*, int64_t, const float*, int64_t, float*, int64_t, bool) { return false; }
 bool binary_rows_f32(ir::OpKind, const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t,
-                     int64_t, int64_t) {
+                     int64_t, int64_t, bool) {
   return false;
 }
 bool exp_f32(const float*, float*, int64_t) { return false; }
