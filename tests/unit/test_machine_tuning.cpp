@@ -224,10 +224,10 @@ TEST(MachineTuning, ColumnSoftmaxTiles) {
 }
 
 // Outputs written with non-temporal stores (stream_stores: large outputs) hold the same bits as
-// plain stores: every length around the vector width and the 64-byte head, outputs and inputs
-// at every float offset from a line, the unary ops of both loops (plain and guarded), the
-// binary ops with a broadcast scalar and row, 1 and 2 threads. The threshold is lowered to 0 so
-// that these small tensors stream.
+// plain stores: every length around the vector width, inputs at every float offset from a line,
+// the unary ops of both loops (plain, and guarded: sin, expm1), the binary ops with a broadcast
+// scalar and row (rows of 10 floats: most start off a 64-byte line and take plain stores), 1 and
+// 2 threads. The threshold is lowered to 0 so that these small tensors stream.
 TEST(MachineTuning, StreamedStoresGiveTheSameBits) {
   struct Restore {
     ~Restore() { cpu::set_stream_store_bytes(-1); }
@@ -242,8 +242,8 @@ TEST(MachineTuning, StreamedStoresGiveTheSameBits) {
       Tensor row = big2.narrow(0, off, cols);
       auto run = [&] {
         Tensor m = x.narrow(0, 0, n / cols * cols).reshape({n / cols, cols});
-        return std::vector<Tensor>{relu(x), exp(x), sigmoid(x), tanh(x),  gelu(x), erf(x), x + y,
-                                   x * y,   x - y,  x / y,      x + 2.5f, m * row, m - row};
+        return std::vector<Tensor>{relu(x), exp(x), sigmoid(x), tanh(x), gelu(x),  erf(x),  sin(x), expm1(x),
+                                   x + y,   x * y,  x - y,      x / y,   x + 2.5f, m * row, m - row};
       };
       cpu::set_stream_store_bytes(-1);
       auto plain = test::with_threads(1, run);

@@ -37,8 +37,7 @@ bool UnaryF32(const ir::Op& op, const float* in, float* out, int64_t n, bool str
       });
 }
 
-/// BinaryF32 without the closing hwy::FlushStream() of its non-temporal stores.
-bool BinaryRow(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
+bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
                bool stream) {
   using ir::OpKind;
   const D d;
@@ -48,16 +47,11 @@ bool BinaryRow(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
     // A broadcast operand's one value (a contiguous one may be empty: n == 0 reads nothing).
     const V va0 = sa ? hn::Zero(d) : hn::Set(d, *a), vb0 = sb ? hn::Zero(d) : hn::Set(d, *b);
     if (stream)
-      i = StreamVectors(
-          out, n,
-          [&](int64_t h) {
-            for (int64_t j = 0; j < h; ++j) out[j] = hn::GetLane(f(hn::Set(d, a[sa * j]), hn::Set(d, b[sb * j])));
-          },
-          [&](int64_t j) {
-            if (sa) __builtin_prefetch(a + j + kPrefetch);
-            if (sb) __builtin_prefetch(b + j + kPrefetch);
-            return f(sa ? hn::LoadU(d, a + j) : va0, sb ? hn::LoadU(d, b + j) : vb0);
-          });
+      i = StreamVectors(out, n, [&](int64_t j) {
+        if (sa) __builtin_prefetch(a + j + kPrefetch);
+        if (sb) __builtin_prefetch(b + j + kPrefetch);
+        return f(sa ? hn::LoadU(d, a + j) : va0, sb ? hn::LoadU(d, b + j) : vb0);
+      });
     for (; i + N <= n; i += N) {
       if (sa) __builtin_prefetch(a + i + kPrefetch);
       if (sb) __builtin_prefetch(b + i + kPrefetch);
@@ -89,20 +83,11 @@ bool BinaryRow(ir::OpKind kind, const float* a, int64_t sa, const float* b, int6
   }
 }
 
-bool BinaryF32(ir::OpKind kind, const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
-               bool stream) {
-  const bool ok = BinaryRow(kind, a, sa, b, sb, out, n, stream);
-  if (stream) hwy::FlushStream();
-  return ok;
-}
-
 bool BinaryRowsF32(ir::OpKind kind, const float* a, int64_t sa, int64_t ra, const float* b, int64_t sb, int64_t rb,
                    float* out, int64_t ro, int64_t rows, int64_t n, bool stream) {
-  bool ok = true;
-  for (int64_t r = 0; r < rows && ok; ++r)
-    ok = BinaryRow(kind, a + r * ra, sa, b + r * rb, sb, out + r * ro, n, stream);
-  if (stream) hwy::FlushStream();
-  return ok;
+  for (int64_t r = 0; r < rows; ++r)
+    if (!BinaryF32(kind, a + r * ra, sa, b + r * rb, sb, out + r * ro, n, stream)) return false;
+  return true;
 }
 
 float SumF32(const float* q, int64_t n) {

@@ -11,7 +11,6 @@
 #define KILN_CPU_VEC_MATH_INL_H_
 #endif
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -35,46 +34,34 @@ using V = hn::Vec<D>;
 // the input, 10.3 ms prefetching both, 10.5 ms for memcpy.
 constexpr int64_t kPrefetch = 1024;
 
-// Non-temporal stores (stream_stores, machine.h) need an aligned address: the elements of out
-// before its first 64-byte boundary (at most n) are written with plain stores first. -1: out is
-// not even float-aligned, so nothing streams.
-HWY_INLINE int64_t StreamHead(const float* out, int64_t n) {
-  const auto a = reinterpret_cast<uintptr_t>(out);
-  if (a % sizeof(float)) return -1;
-  return std::min<int64_t>(n, static_cast<int64_t>((64 - a % 64) % 64 / sizeof(float)));
-}
-
-// Writes g(i) (a vector) to out + i for the full vectors of [0, n) with non-temporal stores,
-// after the elements before out's 64-byte boundary; returns the first element left, for plain
-// stores (the head's, when head() ran them, is past them). The caller calls hwy::FlushStream().
-template <class H, class G>
-HWY_INLINE int64_t StreamVectors(float* out, int64_t n, const H& head, const G& g) {
+// Writes g(i) (a vector) to out + i for the full vectors of [0, n) with non-temporal stores
+// (stream_stores, machine.h) and returns the first element left for plain stores. Those stores
+// need aligned addresses, so an out that is not 64-byte aligned streams nothing (returns 0): the
+// vectors stay the ones plain stores write, and so do the results' bits.
+template <class G>
+HWY_INLINE int64_t StreamVectors(float* out, int64_t n, const G& g) {
   const D d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d)), h = StreamHead(out, n);
-  if (h < 0) return 0;
-  head(h);
-  int64_t i = h;
-  for (; i + N <= n; i += N) hn::Stream(g(i), d, out + i);
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  if (reinterpret_cast<uintptr_t>(out) % 64 == 0) {
+    for (; i + N <= n; i += N) hn::Stream(g(i), d, out + i);
+    hwy::FlushStream();
+  }
   return i;
 }
 
 // Runs f over n floats: full vectors, then the tail through a padded buffer. stream: the full
-// vectors are written with non-temporal stores.
+// vectors are written with non-temporal stores (StreamVectors).
 template <class F>
 HWY_INLINE void Map1(const float* in, float* out, int64_t n, const F& f, bool stream = false) {
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
-  if (stream) {
-    i = StreamVectors(
-        out, n, [&](int64_t h) { Map1(in, out, h, f); },
-        [&](int64_t j) {
-          __builtin_prefetch(in + j + kPrefetch);
-          return f(d, hn::LoadU(d, in + j));
-        });
-    hwy::FlushStream();
-    if (i) return Map1(in + i, out + i, n - i, f);
-  }
+  if (stream)
+    i = StreamVectors(out, n, [&](int64_t j) {
+      __builtin_prefetch(in + j + kPrefetch);
+      return f(d, hn::LoadU(d, in + j));
+    });
   for (; i + N <= n; i += N) {
     __builtin_prefetch(in + i + kPrefetch);  // see kPrefetch
     __builtin_prefetch(out + i + kPrefetch, 1);
@@ -232,15 +219,11 @@ HWY_INLINE void MapGuarded(const float* in, float* out, int64_t n, float lo, flo
   const D d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t i = 0;
-  if (stream) {
-    i = StreamVectors(
-        out, n, [&](int64_t h) { MapGuarded(in, out, h, lo, hi, f, scalar); },
-        [&](int64_t j) {
-          __builtin_prefetch(in + j + kPrefetch);
-          return GuardedVector(d, hn::LoadU(d, in + j), lo, hi, f, scalar, 0);
-        });
-    hwy::FlushStream();
-  }
+  if (stream)
+    i = StreamVectors(out, n, [&](int64_t j) {
+      __builtin_prefetch(in + j + kPrefetch);
+      return GuardedVector(d, hn::LoadU(d, in + j), lo, hi, f, scalar, 0);
+    });
   for (; i + N <= n; i += N) {
     __builtin_prefetch(in + i + kPrefetch);
     __builtin_prefetch(out + i + kPrefetch, 1);
