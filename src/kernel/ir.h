@@ -206,8 +206,10 @@ void for_each_op(K& k, uint32_t r, F&& f) {
   if (r == kNone) return;
   for (uint32_t id : k.regions[r].ops) {
     f(id);
-    for_each_op(k, k.ops[id].region[0], f);
-    for_each_op(k, k.ops[id].region[1], f);
+    const auto& reg = k.ops[id].region;
+    if (reg[0] == kNone) continue;  // most ops hold no region: no call
+    for_each_op(k, reg[0], f);
+    for_each_op(k, reg[1], f);
   }
 }
 

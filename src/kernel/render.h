@@ -15,29 +15,51 @@
 
 namespace kiln::kernel::gen {
 
-/// A piece of text: a string, a literal or one character. A char array is a string literal:
-/// its text is all of it but the terminating zero (no strlen at run time).
-inline std::string_view piece(std::string_view s) { return s; }
-inline std::string_view piece(const char& c) { return {&c, 1}; }
+/// A piece of text as it is copied (a string, a literal or one character). A char array is a
+/// string literal: its text is all of it but the terminating zero, and its size is part of its type,
+/// so that its copy is a few moves rather than a call. Anything else becomes a view once (one
+/// strlen for a `const char*`).
 template <size_t N>
-std::string_view piece(const char (&s)[N]) {
-  return {s, N - 1};
+struct Lit {
+  const char* s;
+};
+template <size_t N>
+Lit<N - 1> as_piece(const char (&s)[N]) {
+  return {s};
 }
+inline char as_piece(const char& c) { return c; }
+inline std::string_view as_piece(std::string_view s) { return s; }
 
-/// The total size of pieces.
+inline size_t piece_size(std::string_view s) { return s.size(); }
+inline size_t piece_size(char) { return 1; }
 template <size_t N>
-size_t size_of(const std::string_view (&v)[N]) {
-  size_t n = 0;
-  for (std::string_view s : v) n += s.size();
-  return n;
+size_t piece_size(Lit<N>) {
+  return N;
 }
-/// Copies the pieces one after another to `at`, which has room for them.
+/// Writes a piece at `at`, which has room for it, and returns the end.
+inline char* put(char* at, std::string_view s) {
+  if (!s.empty()) std::memcpy(at, s.data(), s.size());
+  return at + s.size();
+}
+inline char* put(char* at, char c) {
+  *at = c;
+  return at + 1;
+}
 template <size_t N>
-void copy_to(char* at, const std::string_view (&v)[N]) {
-  for (std::string_view s : v) {
-    if (!s.empty()) std::memcpy(at, s.data(), s.size());
-    at += s.size();
-  }
+char* put(char* at, Lit<N> s) {
+  std::memcpy(at, s.s, N);
+  return at + N;
+}
+/// The pieces' total size, summed in registers (an array of views read back right after being
+/// written stalls the loads on the stores), and the pieces written one after another at the
+/// place `where(size)` gives.
+template <class Where, class... P>
+char* join(const Where& where, size_t& n, P... p) {
+  n = (size_t{0} + ... + piece_size(p));
+  char* const start = where(n);
+  char* at = start;
+  ((at = put(at, p)), ...);
+  return start;
 }
 
 /// A source being written: appending copies the characters once (std::string::resize would
@@ -80,8 +102,8 @@ class Out {
 /// Appends the pieces to `out` (one size check for them all).
 template <class... P>
 void append(Out& out, const P&... p) {
-  const std::string_view v[] = {piece(p)...};
-  copy_to(out.extend(size_of(v)), v);
+  size_t n;
+  join([&](size_t size) { return out.extend(size); }, n, as_piece(p)...);
 }
 
 /// Where rendered text lives: a thread's chunks of characters, reused from the start once the
@@ -129,10 +151,8 @@ struct Text : std::string_view {
 /// The pieces joined, in the arena.
 template <class... P>
 Text cat(const P&... p) {
-  const std::string_view v[] = {piece(p)...};
-  const size_t n = size_of(v);
-  char* at = TextArena::alloc(n);
-  copy_to(at, v);
+  size_t n;
+  char* at = join([](size_t size) { return TextArena::alloc(size); }, n, as_piece(p)...);
   return Text(std::string_view(at, n));
 }
 inline Text operator+(const Text& a, const Text& b) { return cat(a, b); }

@@ -254,7 +254,7 @@ class Cpp : public CLike {
   bool is_group(uint32_t id) {
     const ir::Op& op = k.ops[id];
     if (op.kind == Kind::Barrier || hoist[id]) return true;
-    return has_barrier(op.region[0]) || has_barrier(op.region[1]);
+    return op.region[0] != kNone && (has_barrier(op.region[0]) || has_barrier(op.region[1]));
   }
   std::vector<int8_t> barrier_in_;  ///< region -> holds a barrier (-1: not yet known)
   /// Whether region r (or a region nested in it) holds a barrier, found once per region.
@@ -265,7 +265,8 @@ class Cpp : public CLike {
       bool any = false;
       for (uint32_t id : k.regions[r].ops) {
         const ir::Op& op = k.ops[id];
-        any = any || op.kind == Kind::Barrier || has_barrier(op.region[0]) || has_barrier(op.region[1]);
+        any = any || op.kind == Kind::Barrier || (op.region[0] != kNone && has_barrier(op.region[0])) ||
+              (op.region[1] != kNone && has_barrier(op.region[1]));
       }
       barrier_in_[r] = any;
     }
@@ -314,8 +315,10 @@ class Cpp : public CLike {
         cur = -1;
         for (uint8_t i = 0; i < op.nin; ++i) use(op.in[i], -1);
         if (op.kind == Kind::For) def_phase[id] = -2;  // a plain variable of the group loop
-        plan_region(op.region[0], true, phase, cur);
-        plan_region(op.region[1], true, phase, cur);
+        if (op.region[0] != kNone) {
+          plan_region(op.region[0], true, phase, cur);
+          plan_region(op.region[1], true, phase, cur);
+        }
         cur = -1;
         continue;
       }
@@ -323,8 +326,10 @@ class Cpp : public CLike {
       def_phase[id] = cur;
       for (uint8_t i = 0; i < op.nin; ++i) use(op.in[i], cur);
       if (op.kind == Kind::LocalLoad || op.kind == Kind::LocalStore) touch_local(op.obj, cur);
-      plan_region(op.region[0], false, phase, cur);
-      plan_region(op.region[1], false, phase, cur);
+      if (op.region[0] != kNone) {
+        plan_region(op.region[0], false, phase, cur);
+        plan_region(op.region[1], false, phase, cur);
+      }
     }
   }
 
@@ -482,7 +487,7 @@ class Cpp : public CLike {
         if (op.kind == Kind::Subgroup || op.kind == Kind::StoreVec || op.lanes != 1) return false;
         if (op.has_value() && !lane_type(op.type)) return false;
       }
-      if (!vector_ok(op.region[0]) || !vector_ok(op.region[1])) return false;
+      if (op.region[0] != kNone && (!vector_ok(op.region[0]) || !vector_ok(op.region[1]))) return false;
     }
     return true;
   }
@@ -622,23 +627,6 @@ class Cpp : public CLike {
     --depth;
     line("}");
   }
-  /// `fast` when every lane is active, else the lane loop `slow`.
-  template <class Fast, class Slow>
-  void all_or_lanes(const Fast& fast, const Slow& slow) {
-    if (mask_.empty()) {
-      fast();
-      return;
-    }
-    line("if (kk_all(", mask_, ")) {");
-    ++depth;
-    fast();
-    --depth;
-    line("} else {");
-    ++depth;
-    lane_loop(slow);
-    --depth;
-    line("}");
-  }
   /// Runs `body` only if some lane is active.
   template <class F>
   void if_any(const F& body) {
@@ -733,17 +721,16 @@ class Cpp : public CLike {
                                  : cat("((*", at, ") - ", wty(op.type), "{})"));  // one element, broadcast
       return;
     }
+    if (contiguous(idx) && plain) {  // under a mask: a whole vector when every lane is active
+      define(id, cat("kk_wldm<", wty(op.type), ">(", mem(op), ", ", first_lane(idx), ", ", mask_, ")"));
+      return;
+    }
     Text t = temp("kk_r");
     line(wty(op.type), " ", t, " = {};");
-    auto slow = [&] {
+    lane_loop([&] {
       Text v = load(op, ref(idx));
       line(t, "[kk_l] = ", (op.type == Type::Bool ? "(" + v + ") ? -1 : 0" : v), ";");
-    };
-    if (contiguous(idx) && plain) {
-      all_or_lanes([&] { line(t, " = kk_wld<", wty(op.type), ">(&", mem(op), "[", first_lane(idx), "]);"); }, slow);
-    } else {
-      lane_loop(slow);
-    }
+    });
     define(id, t);
   }
 
@@ -754,12 +741,14 @@ class Cpp : public CLike {
       if_any([&] { CLike::statement(id); });
       return;
     }
-    auto slow = [&] { store(op, ref(idx), {ref(val)}); };
     const Type vt = k.ops[val].type;
     if (divergent[idx] && contiguous(idx) && elem(op) == vt && vt != Type::Bool) {
-      all_or_lanes([&] { line("kk_wst(&", mem(op), "[", first_lane(idx), "], ", bc(val), ");"); }, slow);
+      if (mask_.empty())
+        line("kk_wst(&", mem(op), "[", first_lane(idx), "], ", bc(val), ");");
+      else
+        line("kk_wstm(", mem(op), ", ", first_lane(idx), ", ", bc(val), ", ", mask_, ");");
     } else {
-      lane_loop(slow);
+      lane_loop([&] { store(op, ref(idx), {ref(val)}); });
     }
   }
 
@@ -771,8 +760,13 @@ class Cpp : public CLike {
     for (int branch = 0; branch < 2; ++branch) {
       const uint32_t r = op.region[static_cast<size_t>(branch)];
       if (r == kNone || k.regions[r].ops.empty()) continue;
-      const Text cond = branch ? "~" + c : c, m = temp("kk_m");
-      line("const kk_wi ", m, " = ", (saved.empty() ? cond : "(" + saved + " & " + cond + ")"), ";");
+      // The then-block of an if under no mask runs under the condition itself.
+      Text m = c;
+      if (branch || !saved.empty()) {
+        const Text cond = branch ? "~" + c : c;
+        m = temp("kk_m");
+        line("const kk_wi ", m, " = ", (saved.empty() ? cond : "(" + saved + " & " + cond + ")"), ";");
+      }
       line("if (kk_any(", m, ")) {");
       ++depth;
       mask_ = m;

@@ -220,7 +220,8 @@ std::vector<float> inputs(int n) {
 TEST(KernelVector, RendersThreadsAsLanes) {
   const std::string src = render(mixed(), Target::Cpp);
   EXPECT_NE(src.find("kk_t0 += KK_W"), std::string::npos);
-  EXPECT_NE(src.find("kk_wld<kk_wf>"), std::string::npos) << "a contiguous load is one vector load";
+  EXPECT_NE(src.find("kk_wldm<kk_wf>"), std::string::npos)
+      << "a contiguous load (under the bounds mask) is one vector load when every lane is active";
   // The debug build keeps one thread after another (and is the reference below).
   EXPECT_EQ(compile_cpu(mixed(), 1).debug(), true);
 }
@@ -321,7 +322,7 @@ TEST(KernelVector, WideValuesMatchScalarRendering) {
   const Kernel k = wide_values();
   const std::string src = render(k, Target::Cpp);
   EXPECT_NE(src.find("kk_t0 += KK_W"), std::string::npos) << "f64 and i64 values run as lanes too";
-  EXPECT_NE(src.find("kk_wld<kk_wd>"), std::string::npos) << "a contiguous f64 load is one vector load";
+  EXPECT_NE(src.find("kk_wldm<kk_wd>"), std::string::npos) << "a contiguous f64 load is one vector load";
   for (int n : {5, 16, 45}) {
     std::vector<double> x(static_cast<size_t>(n));
     std::vector<int64_t> l(static_cast<size_t>(n));

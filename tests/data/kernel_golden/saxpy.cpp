@@ -118,6 +118,18 @@ static inline bool kk_all(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m)
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
 static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
 #endif
+// Elements i + l of p for the lanes l of mask m: the whole vector when every lane is active,
+// else lane by lane (an inactive lane is not read, and loads as 0; it is not written).
+template <class V, class E> static inline V kk_wldm(const E* p, long long i, kk_wi m) {
+  if (kk_all(m)) return kk_wld<V>(p + i);
+  V v = {};
+  for (int l = 0; l < KK_W; ++l) if (m[l]) v[l] = p[i + l];
+  return v;
+}
+template <class V, class E> static inline void kk_wstm(E* p, long long i, V v, kk_wi m) {
+  if (kk_all(m)) { kk_wst(p + i, v); return; }
+  for (int l = 0; l < KK_W; ++l) if (m[l]) p[i + l] = v[l];
+}
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
 static inline kk_wd kk_wfabs(kk_wd x) { return (kk_wd)((kk_wl)x & 0x7fffffffffffffffLL); }
 template <class V> static inline V kk_wfmin(V a, V b) { return ((b < a) | (a != a)) ? b : a; }
@@ -143,38 +155,12 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
       (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
       const kk_wi kk_c0 = (((((kk_gx * 64)) - kk_wi{}) + kk_wtx) < ((p1) - kk_wi{}));
-      const kk_wi kk_m1 = kk_c0;
-      if (kk_any(kk_m1)) {
-        kk_wf kk_r2 = {};
-        if (kk_all(kk_m1)) {
-          kk_r2 = kk_wld<kk_wf>(&b0[((kk_gx * 64) + (kk_tx0 + 0))]);
-        } else {
-          for (int kk_l = 0; kk_l < KK_W; ++kk_l) {
-            if (!kk_m1[kk_l]) continue;
-            kk_r2[kk_l] = b0[((kk_gx * 64) + (kk_tx0 + kk_l))];
-          }
-        }
-        const kk_wf v0 = kk_r2;
-        kk_wf kk_r3 = {};
-        if (kk_all(kk_m1)) {
-          kk_r3 = kk_wld<kk_wf>(&b1[((kk_gx * 64) + (kk_tx0 + 0))]);
-        } else {
-          for (int kk_l = 0; kk_l < KK_W; ++kk_l) {
-            if (!kk_m1[kk_l]) continue;
-            kk_r3[kk_l] = b1[((kk_gx * 64) + (kk_tx0 + kk_l))];
-          }
-        }
-        const kk_wf v1 = kk_r3;
+      if (kk_any(kk_c0)) {
+        const kk_wf v0 = kk_wldm<kk_wf>(b0, ((kk_gx * 64) + (kk_tx0 + 0)), kk_c0);
+        const kk_wf v1 = kk_wldm<kk_wf>(b1, ((kk_gx * 64) + (kk_tx0 + 0)), kk_c0);
         const kk_wf v2 = (((p0) - kk_wf{}) * v0);
         const kk_wf v3 = (v2 + v1);
-        if (kk_all(kk_m1)) {
-          kk_wst(&b1[((kk_gx * 64) + (kk_tx0 + 0))], v3);
-        } else {
-          for (int kk_l = 0; kk_l < KK_W; ++kk_l) {
-            if (!kk_m1[kk_l]) continue;
-            b1[((kk_gx * 64) + (kk_tx0 + kk_l))] = v3[kk_l];
-          }
-        }
+        kk_wstm(b1, ((kk_gx * 64) + (kk_tx0 + 0)), v3, kk_c0);
       }
     }
   }

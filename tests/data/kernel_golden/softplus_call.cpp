@@ -118,6 +118,18 @@ static inline bool kk_all(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m)
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
 static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
 #endif
+// Elements i + l of p for the lanes l of mask m: the whole vector when every lane is active,
+// else lane by lane (an inactive lane is not read, and loads as 0; it is not written).
+template <class V, class E> static inline V kk_wldm(const E* p, long long i, kk_wi m) {
+  if (kk_all(m)) return kk_wld<V>(p + i);
+  V v = {};
+  for (int l = 0; l < KK_W; ++l) if (m[l]) v[l] = p[i + l];
+  return v;
+}
+template <class V, class E> static inline void kk_wstm(E* p, long long i, V v, kk_wi m) {
+  if (kk_all(m)) { kk_wst(p + i, v); return; }
+  for (int l = 0; l < KK_W; ++l) if (m[l]) p[i + l] = v[l];
+}
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
 static inline kk_wd kk_wfabs(kk_wd x) { return (kk_wd)((kk_wl)x & 0x7fffffffffffffffLL); }
 template <class V> static inline V kk_wfmin(V a, V b) { return ((b < a) | (a != a)) ? b : a; }
