@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/machine.h"
 #include "core/parallel.h"
 #include "kernel/args.h"
 #include "kernel/cache.h"
@@ -30,6 +31,7 @@ struct Args {
   const double* fargs;
   unsigned groups[3];
   ErrorSlot* err;
+  unsigned long long stream;  ///< bit i: buffer i is an output too large for the cache
 };
 using Entry = void (*)(const Args*, long long, long long);
 
@@ -141,12 +143,19 @@ void CpuKernel::launch(Dim3 groups, const std::vector<Arg>& args) const {
   }
   if (groups.x == 0 || groups.y == 0 || groups.z == 0) return;
   ErrorSlot err{0, 0, 0};
+  // An output-only buffer past half the last-level cache is stored past the caches (as Kiln's
+  // own elementwise kernels do: cpu::stream_stores).
+  unsigned long long stream = 0;
+  for (size_t i = 0; i < nb && i < 64; ++i)
+    if (k.buffers[i].access == Access::Write && cpu::stream_stores(sizes[i] * gen::type_bytes(k.buffers[i].type)))
+      stream |= 1ull << i;
   Args a{bufs.data(),
          sizes.data(),
          iargs.data(),
          fargs.data(),
          {static_cast<unsigned>(groups.x), static_cast<unsigned>(groups.y), static_cast<unsigned>(groups.z)},
-         &err};
+         &err,
+         stream};
   int64_t total = 0;
   if (__builtin_mul_overflow(groups.x * groups.y, groups.z, &total))
     throw Error(k.prefix() + "the grid has more than 2^63 groups");

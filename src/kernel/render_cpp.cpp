@@ -116,6 +116,7 @@ class Cpp : public CLike {
       line(b.access == Access::Read ? "const " : "", ty(b.type, 1), "* const b", n, " = (",
            (b.access == Access::Read ? "const " : ""), ty(b.type, 1), "*)a->bufs[", n, "];");
       if (debug_) line("const long long n", n, " = a->sizes[", n, "];");
+      if (streams(i)) line("const bool kk_s", n, " = (a->stream >> ", n, ") & 1;");
     }
     for (size_t i = 0; i < k.scalars.size(); ++i) {
       Type t = k.scalars[i].type;
@@ -156,6 +157,8 @@ class Cpp : public CLike {
     group_region(0);
     --depth;
     line("}");
+    if (std::ranges::any_of(k.buffers, [](const ir::BufferDecl& b) { return b.access == Access::Write; }) && vec_)
+      line("kk_stream_fence(a);");
     if (debug_) {
       --depth;
       line("} catch (const kk_oob&) {}");
@@ -449,6 +452,9 @@ class Cpp : public CLike {
   }
 
   // ---- vector mode ----
+  /// Whether stores to buffer b may bypass the cache (kk_args::stream): an output-only buffer,
+  /// in vector mode.
+  bool streams(size_t b) const { return vec_ && b < 64 && k.buffers[b].access == Access::Write; }
   bool vec_ = false;            ///< threads run KK_W at a time as vector lanes
   ir::Flags vlocal;             ///< local slot that varies between threads (a vector)
   std::vector<int64_t> stride;  ///< an integer's step from one lane to the next (kNoStride: none)
@@ -743,10 +749,14 @@ class Cpp : public CLike {
     }
     const Type vt = k.ops[val].type;
     if (divergent[idx] && contiguous(idx) && elem(op) == vt && vt != Type::Bool) {
-      if (mask_.empty())
+      // An output-only buffer's whole vectors may bypass the cache (the launcher says when).
+      const Text s = !op.shared && streams(op.obj) ? cat("kk_s", num(op.obj)) : Text();
+      if (mask_.empty() && s.empty())
         line("kk_wst(&", mem(op), "[", first_lane(idx), "], ", bc(val), ");");
+      else if (mask_.empty())
+        line("kk_wsts(&", mem(op), "[", first_lane(idx), "], ", bc(val), ", ", s, ");");
       else
-        line("kk_wstm(", mem(op), ", ", first_lane(idx), ", ", bc(val), ", ", mask_, ");");
+        line("kk_wstm(", mem(op), ", ", first_lane(idx), ", ", bc(val), ", ", mask_, s.empty() ? "" : ", ", s, ");");
     } else {
       lane_loop([&] { store(op, ref(idx), {ref(val)}); });
     }

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "core/machine.h"
+#include "kiln/device.h"
 #include "kiln/half.h"
 #include "kiln/kernel.h"
 
@@ -358,4 +360,86 @@ TEST(KernelVector, WideValuesMatchScalarRendering) {
       EXPECT_FALSE(std::signbit(out[0][static_cast<size_t>(j) * kWide + 6])) << "abs(-0) is +0, thread " << j;
     }
   }
+}
+
+namespace {
+
+/// y = 1.5 x + i (f32), d = 3 x (f64), q = 7 i (i32): three output-only buffers written a whole
+/// vector at a time; `guarded`: under the bounds check i < n (a lane mask), else every thread.
+Kernel stream_outputs(int group, bool guarded) {
+  return trace("vector_stream", [=](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    auto d = b.output<double>("d");
+    auto q = b.output<int32_t>("q");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(group);
+    Val i = global_id();
+    auto body = [&] {
+      Val xi = x[i];
+      y[i] = xi * 1.5f + cast(i, Type::F32);
+      d[i] = cast(xi, Type::F64) * 3.0;
+      q[i] = i * 7;
+    };
+    if (guarded)
+      if_(i < n, body);
+    else
+      body();
+  });
+}
+
+}  // namespace
+
+// Outputs past the stream threshold are stored past the caches (kk_wsts) where a vector starts
+// on its own boundary: the values must be those of plain stores, at every length around the
+// vector width, with outputs that start on and off a boundary, on 1 and 2 threads.
+TEST(KernelVector, StreamedOutputsGiveTheSameBits) {
+  for (const int group : {8, 16, 64})
+    for (const bool guarded : {true, false}) {
+      const Kernel k = stream_outputs(group, guarded);
+      const std::string src = render(k, Target::Cpp);
+      EXPECT_NE(src.find(guarded ? "kk_wstm(b1, " : "kk_wsts(&b1["), std::string::npos) << src;
+      EXPECT_NE(src.find("kk_stream_fence(a);"), std::string::npos);
+      const CpuKernel c = compile_cpu(k);
+      for (const int n : {1, 7, 8, 15, 16, 17, 33, 64, 100, 1000}) {
+        if (!guarded && n % group != 0) continue;
+        std::vector<float> x = inputs(n);
+        for (const int off : {0, 1, 3}) {  // the outputs start `off` elements past a 64-byte line
+          std::vector<std::vector<float>> ys;
+          std::vector<std::vector<double>> ds;
+          std::vector<std::vector<int32_t>> qs;
+          for (const int64_t threshold : {int64_t{-1}, int64_t{0}})
+            for (const int threads : {1, 2}) {
+              kiln::set_num_threads(threads);
+              kiln::cpu::set_stream_store_bytes(threshold);
+              std::vector<float> yb(static_cast<size_t>(n) + 32, -1.f);
+              std::vector<double> db(static_cast<size_t>(n) + 16, -1.0);
+              std::vector<int32_t> qb(static_cast<size_t>(n) + 32, -1);
+              auto line = [&](auto& v) {  // the first element on a 64-byte line, then `off` more
+                auto p = reinterpret_cast<std::uintptr_t>(v.data());
+                return v.data() + (64 - p % 64) % 64 / sizeof(v[0]) + off;
+              };
+              c({(n + group - 1) / group}, {x, Arg(line(yb), n), Arg(line(db), n), Arg(line(qb), n), n});
+              ys.emplace_back(line(yb), line(yb) + n);
+              ds.emplace_back(line(db), line(db) + n);
+              qs.emplace_back(line(qb), line(qb) + n);
+            }
+          kiln::cpu::set_stream_store_bytes(-1);
+          kiln::set_num_threads(1);
+          for (int j = 0; j < n; ++j) {  // against plain C++
+            const auto u = static_cast<size_t>(j);
+            const double dw = static_cast<double>(x[u]) * 3.0;
+            ASSERT_TRUE(same(ys[0][u], x[u] * 1.5f + static_cast<float>(j))) << "n=" << n << " element " << j;
+            ASSERT_TRUE(ds[0][u] == dw || (std::isnan(ds[0][u]) && std::isnan(dw))) << "element " << j;
+            ASSERT_EQ(qs[0][u], j * 7);
+          }
+          for (size_t r = 1; r < ys.size(); ++r) {  // streamed or not, 1 or 2 threads: the same bits
+            const size_t f = static_cast<size_t>(n) * sizeof(float), dbytes = static_cast<size_t>(n) * sizeof(double);
+            EXPECT_EQ(std::memcmp(ys[r].data(), ys[0].data(), f), 0) << "group " << group << " n=" << n << " run " << r;
+            EXPECT_EQ(std::memcmp(ds[r].data(), ds[0].data(), dbytes), 0) << "offset " << off << " run " << r;
+            EXPECT_EQ(qs[r], qs[0]);
+          }
+        }
+      }
+    }
 }

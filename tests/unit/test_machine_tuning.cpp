@@ -9,7 +9,7 @@
 #include <fstream>
 #include <random>
 
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "test_util.h"
 
 using namespace kiln;

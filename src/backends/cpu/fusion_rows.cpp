@@ -11,7 +11,7 @@
 #include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/fusion_tiles.h"
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "backends/cpu/reduce_outer.h"
 #include "core/parallel.h"
 

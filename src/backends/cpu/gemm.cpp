@@ -15,7 +15,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {

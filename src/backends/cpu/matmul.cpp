@@ -11,7 +11,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "backends/cpu/onednn.h"
 #include "core/parallel.h"
 

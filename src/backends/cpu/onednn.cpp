@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 

@@ -20,7 +20,7 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "backends/cpu/reduce_full.h"
 #include "backends/cpu/reduce_outer.h"
 #include "backends/cpu/reduce_util.h"

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 #include "core/parallel.h"
 #include "ir/op.h"
 

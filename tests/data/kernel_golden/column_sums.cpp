@@ -23,6 +23,7 @@ struct kk_args {
   const double* fargs;
   unsigned groups[3];
   kk_error* err;
+  unsigned long long stream;  // bit i: buffer i is an output too large for the cache
 };
 struct kk_oob {};
 static inline void kk_next_group(int& x, int& y, int& z, int nx, int ny) {
@@ -118,6 +119,34 @@ static inline bool kk_all(kk_wi m) { return __builtin_ia32_movmskps256((kk_f8)m)
 static inline bool kk_any(kk_wi m) { return kk_fold<true>(m); }
 static inline bool kk_all(kk_wi m) { return kk_fold<false>(m); }
 #endif
+// A whole vector stored at p, past the caches when s is set and p starts a vector (an output
+// too large for the cache: a plain store would read each line first; kk_run ends with a fence).
+template <class V, class E> static inline void kk_wsts(E* p, V v, bool s) {
+#if defined(__x86_64__) && (KK_W == 16 || defined(__AVX__))
+  if (s && ((unsigned long long)p & (sizeof(kk_wf) - 1)) == 0) {
+    for (unsigned i = 0; i < sizeof v / sizeof(kk_wf); ++i) {
+      kk_wf c;
+      __builtin_memcpy(&c, (const char*)&v + sizeof c * i, sizeof c);
+#if defined(__clang__)
+      __builtin_nontemporal_store(c, (kk_wf*)p + i);
+#elif KK_W == 16
+      __builtin_ia32_movntps512((float*)p + 16 * i, c);
+#else
+      __builtin_ia32_movntps256((float*)p + 8 * i, c);
+#endif
+    }
+    return;
+  }
+#endif
+  (void)s;
+  kk_wst(p, v);
+}
+static inline void kk_stream_fence(const kk_args* a) {
+#if defined(__x86_64__)
+  if (a->stream) __builtin_ia32_sfence();
+#endif
+  (void)a;
+}
 // Elements i + l of p for the lanes l of mask m: the whole vector when every lane is active,
 // else lane by lane (an inactive lane is not read, and loads as 0; it is not written).
 template <class V, class E> static inline V kk_wldm(const E* p, long long i, kk_wi m) {
@@ -126,8 +155,8 @@ template <class V, class E> static inline V kk_wldm(const E* p, long long i, kk_
   for (int l = 0; l < KK_W; ++l) if (m[l]) v[l] = p[i + l];
   return v;
 }
-template <class V, class E> static inline void kk_wstm(E* p, long long i, V v, kk_wi m) {
-  if (kk_all(m)) { kk_wst(p + i, v); return; }
+template <class V, class E> static inline void kk_wstm(E* p, long long i, V v, kk_wi m, bool s = false) {
+  if (kk_all(m)) { kk_wsts(p + i, v, s); return; }
   for (int l = 0; l < KK_W; ++l) if (m[l]) p[i + l] = v[l];
 }
 static inline kk_wf kk_wfabs(kk_wf x) { return (kk_wf)((kk_wi)x & 0x7fffffff); }
@@ -140,6 +169,7 @@ static inline kk_wd kk_wfma_lanes(kk_wd a, kk_wd b, kk_wd c) { kk_wd r; for (int
 extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
   const float* const b0 = (const float*)a->bufs[0];
   float* const b1 = (float*)a->bufs[1];
+  const bool kk_s1 = (a->stream >> 1) & 1;
   const int p0 = (int)a->iargs[0];
   const int kk_nx = (int)a->groups[0], kk_ny = (int)a->groups[1], kk_nz = (int)a->groups[2];
   (void)kk_nz;
@@ -178,7 +208,8 @@ extern "C" void kk_run(const kk_args* a, long long g0, long long g1) {
       const int kk_tx0 = kk_t0, kk_ty0 = 0, kk_tz0 = 0;
       (void)kk_c; (void)kk_wtx; (void)kk_wty; (void)kk_wtz; (void)kk_tx0; (void)kk_ty0; (void)kk_tz0;
       const kk_wf v6 = l0[kk_c];
-      kk_wst(&b1[(kk_tx0 + 0)], v6);
+      kk_wsts(&b1[(kk_tx0 + 0)], v6, kk_s1);
     }
   }
+  kk_stream_fence(a);
 }

@@ -23,6 +23,7 @@ struct kk_args {
   const double* fargs;
   unsigned groups[3];
   kk_error* err;
+  unsigned long long stream;  // bit i: buffer i is an output too large for the cache
 };
 struct kk_oob {};
 static inline void kk_next_group(int& x, int& y, int& z, int nx, int ny) {

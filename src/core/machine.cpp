@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // The host CPU's description (machine.h): caches from sysfs (cpuid leaf 4 / 0x8000001D where
 // sysfs has none), logical CPUs online, the widest f32 vector; and the sizes derived from it.
-#include "backends/cpu/machine.h"
+#include "core/machine.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 #pragma once
 // The machine the CPU backend runs on (cache sizes, cores, SIMD width), read once, and the block
-// and tile sizes of the CPU kernels derived from it. Every size was first chosen on a reference
+// and tile sizes of the CPU kernels derived from it (in core: the kernel language's C++ target
+// sizes its work by it too). Every size was first chosen on a reference
 // machine (an Intel Xeon with 48 KiB L1d and 2 MiB L2 per core, AVX-512); a derived size scales
 // that choice by the ratio of this machine's cache (or SIMD width) to the reference's, so the
 // reference machine gets exactly the old constants. KILN_TUNE=0 uses the reference description
