@@ -289,7 +289,13 @@ Kernel trace(std::string name, const std::function<void(Builder&)>& fn, const Li
 /// function after it).
 class Function {
  public:
-  Function(std::string name, std::vector<Type> params, std::function<Val(const std::vector<Val>&)> body);
+  using Body = std::function<Val(const std::vector<Val>&)>;
+  Function(std::string name, std::vector<Type> params, Body body);
+  /// A function with a fast form for common arguments: where `guard` (a bool of the same
+  /// arguments) holds, `fast` gives the bits `body` gives, in fewer operations. The C++ target's
+  /// vector form takes the fast form when the guard holds on every lane (as the CPU kernels'
+  /// fast paths do); every other form computes the body. Test both sides of the guard.
+  Function(std::string name, std::vector<Type> params, Body body, Body guard, Body fast);
   /// The value of a call (in a trace): one argument of each parameter's type; a literal takes
   /// its parameter's type.
   template <class... A>
@@ -306,6 +312,7 @@ class Function {
   struct State;
   std::shared_ptr<State> s_;
   Type param(size_t i) const;
+  std::shared_ptr<const ir::Function> trace() const;  ///< the body, with its fast form
   Val arg(const Val& v, size_t) const { return v; }
   template <Literal T>
   Val arg(const T& v, size_t i) const {

@@ -13,13 +13,19 @@ namespace kiln::kernel {
 struct Function::State {
   std::string name;
   std::vector<Type> params;
-  std::function<Val(const std::vector<Val>&)> body;
+  Body body, guard, fast;
   std::mutex mu;  // guards fn (the body is traced outside it: no lock is held while tracing)
   std::shared_ptr<const ir::Function> fn;
 };
 
-Function::Function(std::string name, std::vector<Type> params, std::function<Val(const std::vector<Val>&)> body)
-    : s_(std::make_shared<State>()) {
+Function::Function(std::string name, std::vector<Type> params, Body body, Body guard, Body fast)
+    : Function(std::move(name), std::move(params), std::move(body)) {
+  if (!guard || !fast) throw Error("[function '" + s_->name + "'] a fast form needs a guard and a fast body");
+  s_->guard = std::move(guard);
+  s_->fast = std::move(fast);
+}
+
+Function::Function(std::string name, std::vector<Type> params, Body body) : s_(std::make_shared<State>()) {
   if (name.empty()) throw Error("[function] a function needs a name");
   if (params.size() > 5)
     throw Error("[function '" + name + "'] takes at most 5 parameters, not " + std::to_string(params.size()));
@@ -44,7 +50,7 @@ const std::shared_ptr<const ir::Function>& Function::ir() const {
   tracing.push_back(s_.get());
   std::shared_ptr<const ir::Function> fn;
   try {
-    fn = detail::trace_function(s_->name, s_->params, s_->body);
+    fn = trace();
   } catch (...) {
     tracing.pop_back();
     throw;
@@ -53,6 +59,27 @@ const std::shared_ptr<const ir::Function>& Function::ir() const {
   std::lock_guard<std::mutex> lock(s_->mu);
   if (!s_->fn) s_->fn = std::move(fn);  // two threads may both trace it; the first one is kept
   return s_->fn;
+}
+
+std::shared_ptr<const ir::Function> Function::trace() const {
+  std::shared_ptr<ir::Function> fn = detail::trace_function(s_->name, s_->params, s_->body);
+  if (!s_->guard) return fn;
+  auto guard = detail::trace_function(s_->name + "_guard", s_->params, s_->guard, true);
+  auto fast = detail::trace_function(s_->name + "_fast", s_->params, s_->fast);
+  if (fast->result != fn->result)
+    throw Error("[function '" + s_->name + "'] the fast form returns " + std::string(type_name(fast->result)) +
+                ", the body " + std::string(type_name(fn->result)));
+  for (const auto& g : {guard, fast}) {  // what the preludes need covers the fast form too
+    fn->uses.types |= g->uses.types;
+    fn->uses.unary |= g->uses.unary;
+    fn->uses.unary_f32 |= g->uses.unary_f32;
+    fn->uses.fma_f32 = fn->uses.fma_f32 || g->uses.fma_f32;
+    fn->uses.special = fn->uses.special || g->uses.special;
+    fn->uses.float_compare = fn->uses.float_compare || g->uses.float_compare;
+  }
+  fn->guard = std::move(guard);
+  fn->fast = std::move(fast);
+  return fn;
 }
 
 Val Function::call(const std::vector<Val>& args) const { return detail::emit_call(ir(), args); }

@@ -180,6 +180,9 @@ struct Function {
   std::vector<Type> params;
   Type result = Type::F32;
   Kernel body;
+  /// The fast form (kiln::kernel::Function's guard and fast bodies), or none: where guard (a
+  /// bool) holds, fast gives body's bits.
+  std::shared_ptr<const Function> guard, fast;
   /// What the body and the functions it calls hold, for the renderers' preludes (so that they
   /// need not walk the bodies for every kernel): value types (bit per Type), unary functions
   /// (bit per UnaryFn; unary_f32: those of f32 values), f32 fma, non-finite float constants and

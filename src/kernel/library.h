@@ -105,6 +105,9 @@ std::array<uint32_t, 3> elementwise_groups(int64_t n);
 /// called this way; `body` must give the same function for the same name.
 Val call_library(std::string name, const std::vector<Val>& args,
                  const std::function<Val(const std::vector<Val>&)>& body);
+/// The same for a function with a fast form (kiln::kernel::Function's guard and fast bodies).
+Val call_library(std::string name, const std::vector<Val>& args, const Function::Body& body,
+                 const Function::Body& guard, const Function::Body& fast);
 
 /// exp and sigmoid of an F32 value in the CPU's polynomial forms (library/math.cpp). These and
 /// the other math functions below are kernel functions (call_library).

@@ -322,18 +322,29 @@ std::vector<const std::string*> Base::function_texts(int slot,
                                                      const std::vector<bool>* roots) {
   std::vector<const std::string*> texts;
   std::vector<const ir::Function*> done;
+  // f's callees, then f (the C++ vector form, slot 4, takes a fast form first: guard and fast).
+  auto define = [&](const ir::Function* f, auto& visit) -> void {
+    visit(f->body, visit);
+    if (slot == 4 && f->fast)
+      for (const ir::Function* g : {f->guard.get(), f->fast.get()}) {
+        visit(g->body, visit);
+        std::lock_guard<std::mutex> lock(g->text_mu);
+        if (g->text[slot].empty()) g->text[slot] = render(*g);
+        texts.push_back(&g->text[slot]);
+      }
+    done.push_back(f);
+    std::lock_guard<std::mutex> lock(f->text_mu);
+    std::string& text = f->text[slot];
+    if (text.empty()) text = render(*f);
+    texts.push_back(&text);  // set once, never changed: valid while k holds f
+  };
   auto visit = [&](const ir::Kernel& kk, auto& self) -> void {
     for (size_t i = 0; i < kk.functions.size(); ++i) {
       const ir::Function* f = kk.functions[i].get();
       if ((&kk == &k && roots && !(*roots)[i]) || std::find(done.begin(), done.end(), f) != done.end()) continue;
       for (const ir::Function* d : done)
         if (d->name == f->name) throw Error(k.prefix() + "calls two different functions named '" + f->name + "'");
-      self(f->body, self);
-      done.push_back(f);
-      std::lock_guard<std::mutex> lock(f->text_mu);
-      std::string& text = f->text[slot];
-      if (text.empty()) text = render(*f);
-      texts.push_back(&text);  // set once, never changed: valid while k holds f
+      define(f, self);
     }
   };
   visit(k, visit);

@@ -58,6 +58,11 @@ class Cpp : public CLike {
     for (size_t i = 0; i < k.scalars.size(); ++i) append(head, i ? ", " : "", wty(k.scalars[i].type), " p", num(i));
     line(head, ") {");
     depth = 1;
+    if (f.fast) {  // every lane where the guard holds: the fast form, with the body's bits
+      Text args;
+      for (size_t i = 0; i < k.scalars.size(); ++i) append(args, i ? ", p" : "p", num(i));
+      line("if (kk_all(", vector_name(*f.guard), "(", args, "))) return ", vector_name(*f.fast), "(", args, ");");
+    }
     for (size_t i = 0; i < k.locals.size(); ++i) line(wty(k.locals[i]), " l", num(i), ";");
     for (uint32_t id : k.regions[0].ops) {
       const ir::Op& op = k.ops[id];

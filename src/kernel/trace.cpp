@@ -895,8 +895,9 @@ void finish(Tracer& t, bool check) {
 }  // namespace
 
 /// Traces a Function's body into an optimised ir::Function (kernel/function.h).
-std::shared_ptr<const ir::Function> detail::trace_function(const std::string& name, const std::vector<Type>& params,
-                                                           const std::function<Val(const std::vector<Val>&)>& fn) {
+std::shared_ptr<ir::Function> detail::trace_function(const std::string& name, const std::vector<Type>& params,
+                                                     const std::function<Val(const std::vector<Val>&)>& fn,
+                                                     bool bool_result) {
   Tracer t;
   t.function = true;
   t.k.is_function = true;
@@ -920,7 +921,8 @@ std::shared_ptr<const ir::Function> detail::trace_function(const std::string& na
     }
     const Val r = fn(args);
     check_value(r, "the function's result");
-    if (r.type == Type::Bool) fail("a function returns a number, not bool");
+    if ((r.type == Type::Bool) != bool_result)
+      fail(bool_result ? "a fast form's guard returns bool" : "a function returns a number, not bool");
     result = r.type;
     ir::Op y;
     y.kind = Kind::Yield;

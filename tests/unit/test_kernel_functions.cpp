@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -223,4 +224,91 @@ TEST(KernelFunctions, NoParametersAndAHalfResult) {
       EXPECT_EQ(y[i], static_cast<float>(kiln::Half(h * 0.5f)) + 3.25f) << "group " << group << ", " << i;
     }
   }
+}
+
+namespace {
+
+/// y[i] = f(x[i]) over n values, 64 threads a group.
+Kernel map_with(const Function& f, const char* name) {
+  return trace(name, [&](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(64);
+    Val i = global_id();
+    if_(i < n, [&] { y[i] = f(Val(x[i])); });
+  });
+}
+
+}  // namespace
+
+// A fast form is taken by the C++ target's vector form where the guard holds on every lane of a
+// vector, and nowhere else: a fast body that (wrongly) differs from the body shows which ran.
+TEST(KernelFunctions, FastFormRunsWhereTheGuardHoldsOnEveryLane) {
+  static const Function marked(
+      "test_marked_fast", {Type::F32}, [](const std::vector<Val>& a) { return a[0] * 2.0f; },
+      [](const std::vector<Val>& a) { return a[0] >= 0.0f; },
+      [](const std::vector<Val>& a) { return a[0] * 2.0f + 1000.0f; });
+  const Kernel k = map_with(marked, "fast_marked");
+  const int n = 64;
+  std::vector<float> x(n), y(n), ys(n);
+  for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i == 37 ? -1.0f : static_cast<float>(i);  // one lane out
+  compile_cpu(k)({1}, {x, y, n});
+  compile_cpu(k, true)({1}, {x, ys, n});  // the scalar rendering: the body everywhere
+  // Vectors of 8 or 16 lanes (KK_W): the one holding element 37 runs the body, 32-39 at least;
+  // 40-47 are in it with 16 lanes, all of them or none.
+  auto took_fast = [&](int i) { return y[static_cast<size_t>(i)] != x[static_cast<size_t>(i)] * 2.0f; };
+  for (int i = 0; i < n; ++i) {
+    const float xi = x[static_cast<size_t>(i)];
+    EXPECT_EQ(y[static_cast<size_t>(i)], xi * 2.0f + (took_fast(i) ? 1000.0f : 0.0f)) << "element " << i;
+    EXPECT_EQ(took_fast(i), i < 32 || i >= 48 || (i >= 40 && took_fast(40))) << "element " << i;
+    EXPECT_EQ(ys[static_cast<size_t>(i)], xi * 2.0f);
+  }
+  const std::string glsl = render(k, Target::Glsl);
+  EXPECT_EQ(glsl.find("test_marked_fast_fast"), std::string::npos) << "the GPU forms compute the body only";
+}
+
+TEST(KernelFunctions, BadFastFormsAreRejected) {
+  static const Function not_bool(
+      "test_fast_guard_not_bool", {Type::F32}, [](const std::vector<Val>& a) { return a[0]; },
+      [](const std::vector<Val>& a) { return a[0]; }, [](const std::vector<Val>& a) { return a[0]; });
+  EXPECT_NE(error_of([&] { (void)map_with(not_bool, "bad_guard"); }).find("guard returns bool"), std::string::npos);
+  static const Function other_type(
+      "test_fast_other_type", {Type::F32}, [](const std::vector<Val>& a) { return a[0]; },
+      [](const std::vector<Val>& a) { return a[0] > 0.0f; },
+      [](const std::vector<Val>& a) { return cast(a[0], Type::I32); });
+  EXPECT_NE(error_of([&] { (void)map_with(other_type, "bad_fast"); }).find("the fast form returns i32"),
+            std::string::npos);
+  EXPECT_THROW(Function(
+                   "test_fast_missing", {Type::F32}, [](const std::vector<Val>& a) { return a[0]; }, nullptr,
+                   [](const std::vector<Val>& a) { return a[0]; }),
+               kiln::Error);
+}
+
+// The library's exp: the fast form (|x| < 87.5) and the body give the same bits, on inputs on
+// both sides of the guard and at its edge, vectors all inside, all outside and mixed.
+TEST(KernelFunctions, LibraryExpFastFormHasTheBodysBits) {
+  const Kernel k = trace("exp_fast_bits", [](Builder& b) {
+    auto x = b.input<float>("x");
+    auto y = b.output<float>("y");
+    Val n = b.scalar<int32_t>("n");
+    b.group_size(64);
+    Val i = global_id();
+    if_(i < n, [&] { y[i] = exp(Val(x[i])); });
+  });
+  std::vector<float> x;
+  for (float v = -110.0f; v <= 95.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {87.5f, -87.5f, std::nextafter(87.5f, 0.0f), std::nextafter(-87.5f, 0.0f), -87.33655f, -87.34f, 0.0f,
+                  -0.0f, INFINITY, -INFINITY, NAN})
+    x.push_back(v);
+  const int n = static_cast<int>(x.size());
+  std::vector<float> y(x.size()), ys(x.size());
+  compile_cpu(k)({(n + 63) / 64}, {x, y, n});
+  compile_cpu(k, true)({(n + 63) / 64}, {x, ys, n});
+  int inside = 0;  // inputs the guard admits
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&y[i], &ys[i], sizeof(float)), 0) << "exp(" << x[i] << "): " << y[i] << " vs " << ys[i];
+    inside += std::abs(x[i]) < 87.5f;
+  }
+  EXPECT_GT(inside, 10000);
 }

@@ -11,6 +11,11 @@ namespace kiln::kernel::lib {
 
 Val call_library(std::string name, const std::vector<Val>& args,
                  const std::function<Val(const std::vector<Val>&)>& body) {
+  return call_library(std::move(name), args, body, nullptr, nullptr);
+}
+
+Val call_library(std::string name, const std::vector<Val>& args, const Function::Body& body,
+                 const Function::Body& guard, const Function::Body& fast) {
   std::vector<Type> params;
   for (const Val& a : args) {
     params.push_back(a.type);
@@ -23,7 +28,9 @@ Val call_library(std::string name, const std::vector<Val>& args,
   {
     std::lock_guard<std::mutex> lock(mu);
     std::unique_ptr<Function>& slot = functions[name];
-    if (!slot) slot = std::make_unique<Function>(name, std::move(params), body);
+    if (!slot)
+      slot = guard ? std::make_unique<Function>(name, std::move(params), body, guard, fast)
+                   : std::make_unique<Function>(name, std::move(params), body);
     f = slot.get();
   }
   return f->call(args);

@@ -99,7 +99,12 @@ static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 
 #else
 static constexpr kk_wi kk_iota = {0, 1, 2, 3, 4, 5, 6, 7};
 #endif
-template <class V, class E> static inline V kk_wld(const E* p) { V v; __builtin_memcpy(&v, p, sizeof v); return v; }
+// A whole vector loaded from p, and the memory 4 KiB on asked for (a stream of loads otherwise
+// leaves memory waiting behind the arithmetic; prefetching past the end does no harm).
+template <class V, class E> static inline V kk_wld(const E* p) {
+  __builtin_prefetch((const char*)p + 4096);
+  V v; __builtin_memcpy(&v, p, sizeof v); return v;
+}
 template <class V, class E> static inline void kk_wst(E* p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 template <bool Or> static inline bool kk_fold(kk_wi m) {
   kk_i4 r, p;
@@ -205,7 +210,42 @@ static inline kk_wf kk_wceil(kk_wf x) {
   kk_wf r; for (int l = 0; l < KK_W; ++l) r[l] = kk_m::ceil(x[l]); return r;
 #endif
 }
+static inline kk_wi kk_fv_exp_f32_f32_guard(kk_wf p0) {
+  const kk_wf v0 = kk_wfabs(p0);
+  const kk_wi v1 = (v0 < ((87.5f) - kk_wf{}));
+  return v1;
+}
+static inline kk_wf kk_fv_exp_f32_f32_fast(kk_wf p0) {
+  const kk_wf v0 = (p0 * ((1.442695f) - kk_wf{}));
+  const kk_wf v1 = (v0 + ((0.5f) - kk_wf{}));
+  const kk_wf v2 = kk_wfloor(v1);
+  const kk_wf v3 = (v2 * ((0.6933594f) - kk_wf{}));
+  const kk_wf v4 = (p0 - v3);
+  const kk_wf v5 = (v2 * ((-0.00021219444f) - kk_wf{}));
+  const kk_wf v6 = (v4 - v5);
+  const kk_wf v7 = (((0.00019875691f) - kk_wf{}) * v6);
+  const kk_wf v8 = (v7 + ((0.0013981999f) - kk_wf{}));
+  const kk_wf v9 = (v8 * v6);
+  const kk_wf v10 = (v9 + ((0.008333452f) - kk_wf{}));
+  const kk_wf v11 = (v10 * v6);
+  const kk_wf v12 = (v11 + ((0.041665796f) - kk_wf{}));
+  const kk_wf v13 = (v12 * v6);
+  const kk_wf v14 = (v13 + ((0.16666666f) - kk_wf{}));
+  const kk_wf v15 = (v14 * v6);
+  const kk_wf v16 = (v15 + ((0.5f) - kk_wf{}));
+  const kk_wf v17 = (v6 + ((1.0f) - kk_wf{}));
+  const kk_wf v18 = (v6 * v6);
+  const kk_wf v19 = (v16 * v18);
+  const kk_wf v20 = (v19 + v17);
+  const kk_wi v21 = __builtin_convertvector(v2, kk_wi);
+  const kk_wi v22 = (v21 + ((127) - kk_wi{}));
+  const kk_wi v23 = (v22 << ((23) - kk_wi{}));
+  const kk_wf v24 = ((kk_wf)v23);
+  const kk_wf v25 = (v20 * v24);
+  return v25;
+}
 static inline kk_wf kk_fv_exp_f32_f32(kk_wf p0) {
+  if (kk_all(kk_fv_exp_f32_f32_guard(p0))) return kk_fv_exp_f32_f32_fast(p0);
   const kk_wf v0 = kk_wfmax(p0, ((-104.0f) - kk_wf{}));
   const kk_wf v1 = kk_wfmin(v0, ((89.0f) - kk_wf{}));
   const kk_wf v2 = (v1 * ((1.442695f) - kk_wf{}));
