@@ -18,6 +18,7 @@
 // runs while some lane is in it, under the mask of those lanes. An index whose lanes are consecutive (thread_id(0) plus
 // a uniform value) is one vector load or store; any other is a loop over the lanes. The compiler then keeps vector
 // values in registers across a uniform loop (a tiled matmul's sums), which it does not do for per-thread arrays.
+#include <algorithm>
 #include <array>
 
 #include "kernel/render_clike.h"
@@ -162,7 +163,8 @@ class Cpp : public CLike {
     group_region(0);
     --depth;
     line("}");
-    if (std::ranges::any_of(k.buffers, [](const ir::BufferDecl& b) { return b.access == Access::Write; }) && vec_)
+    if (vec_ && std::any_of(k.buffers.begin(), k.buffers.end(),
+                            [](const ir::BufferDecl& b) { return b.access == Access::Write; }))
       line("kk_stream_fence(a);");
     if (debug_) {
       --depth;
