@@ -11,8 +11,8 @@
 #include "backends/cpu/fusion_exec.h"
 #include "backends/cpu/fusion_tiles.h"
 #include "backends/cpu/kernels.h"
-#include "core/machine.h"
 #include "backends/cpu/reduce_outer.h"
+#include "core/machine.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {

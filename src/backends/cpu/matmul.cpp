@@ -11,8 +11,8 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
-#include "core/machine.h"
 #include "backends/cpu/onednn.h"
+#include "core/machine.h"
 #include "core/parallel.h"
 
 namespace kiln::cpu {

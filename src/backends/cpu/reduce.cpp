@@ -20,11 +20,11 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
-#include "core/machine.h"
 #include "backends/cpu/reduce_full.h"
 #include "backends/cpu/reduce_outer.h"
 #include "backends/cpu/reduce_util.h"
 #include "backends/cpu/vec.h"
+#include "core/machine.h"
 #include "ir/attrs.h"
 
 namespace kiln::cpu {

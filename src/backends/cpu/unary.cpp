@@ -7,9 +7,9 @@
 #include "backends/cpu/dispatch_types.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/loops.h"
-#include "core/machine.h"
 #include "backends/cpu/math.h"
 #include "backends/cpu/vec.h"
+#include "core/machine.h"
 #include "ir/attrs.h"
 
 namespace kiln::cpu {
