@@ -69,14 +69,8 @@ std::shared_ptr<const ir::Function> Function::trace() const {
   if (fast->result != fn->result)
     throw Error("[function '" + s_->name + "'] the fast form returns " + std::string(type_name(fast->result)) +
                 ", the body " + std::string(type_name(fn->result)));
-  for (const auto& g : {guard, fast}) {  // what the preludes need covers the fast form too
-    fn->uses.types |= g->uses.types;
-    fn->uses.unary |= g->uses.unary;
-    fn->uses.unary_f32 |= g->uses.unary_f32;
-    fn->uses.fma_f32 = fn->uses.fma_f32 || g->uses.fma_f32;
-    fn->uses.special = fn->uses.special || g->uses.special;
-    fn->uses.float_compare = fn->uses.float_compare || g->uses.float_compare;
-  }
+  fn->uses |= guard->uses;  // what the preludes need covers the fast form too
+  fn->uses |= fast->uses;
   fn->guard = std::move(guard);
   fn->fast = std::move(fast);
   return fn;

@@ -285,14 +285,7 @@ Function::Uses function_uses(const Kernel& body) {
     }
   for (const ScalarDecl& p : body.scalars) u.types |= 1u << static_cast<int>(p.type);
   for (Type t : body.locals) u.types |= 1u << static_cast<int>(t);
-  for (const auto& f : body.functions) {
-    u.types |= f->uses.types;
-    u.unary |= f->uses.unary;
-    u.unary_f32 |= f->uses.unary_f32;
-    u.fma_f32 = u.fma_f32 || f->uses.fma_f32;
-    u.special = u.special || f->uses.special;
-    u.float_compare = u.float_compare || f->uses.float_compare;
-  }
+  for (const auto& f : body.functions) u |= f->uses;
   return u;
 }
 

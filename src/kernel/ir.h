@@ -190,6 +190,16 @@ struct Function {
   struct Uses {
     uint32_t types = 0, unary = 0, unary_f32 = 0;
     bool fma_f32 = false, special = false, float_compare = false;
+    /// Adds what another body (a callee, a fast form) holds.
+    Uses& operator|=(const Uses& o) {
+      types |= o.types;
+      unary |= o.unary;
+      unary_f32 |= o.unary_f32;
+      fma_f32 = fma_f32 || o.fma_f32;
+      special = special || o.special;
+      float_compare = float_compare || o.float_compare;
+      return *this;
+    }
   } uses;
   /// The type of the IR value of a call (f16 and bf16 values are f32 values in the IR).
   Type value_type() const { return result == Type::F16 || result == Type::BF16 ? Type::F32 : result; }
