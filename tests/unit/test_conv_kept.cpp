@@ -144,6 +144,46 @@ TEST(ConvKept, StacksMatchTheUnkeptPathBitwise) {
   }
 }
 
+TEST(ConvKept, OneImageSplitsOverChannelsBitwise) {
+  // One image on 2 threads: convolutions of 295k-16M multiply-adds with 32+ output channels run
+  // as one primitive per share of the channels (Note [Batch-1 channel split]). Their bits are
+  // those of one thread: with a residual that has a kept form and one that has not, with a
+  // batch norm, relu and NaN.
+  const test::RestoreOnednnAndThreads restore;
+  NoGradGuard no_grad;
+  manual_seed(3);
+  nn::Conv2d a({.in_channels = 16, .out_channels = 64, .kernel_size = 3, .padding = 1});
+  nn::Conv2d b({.in_channels = 64, .out_channels = 32, .kernel_size = 3, .padding = 1, .bias = false});
+  nn::BatchNorm2d bn({.num_features = 32});
+  bn.running_var.copy_(rand({32}) + 0.5);
+  bn.weight.copy_(randn({32}));
+  bn.bias.copy_(randn({32}));
+  bn.eval();
+  Tensor x = randn({1, 16, 12, 12}), r = randn({1, 32, 12, 12});
+  x.narrow(2, 5, 1).narrow(3, 7, 1).fill_(NAN);
+  auto f = [&] {
+    Tensor h = relu(a(x));
+    Tensor u = nn::conv_bn(b, bn, h, {.residual = r, .act = Act::Relu});  // r: plain only
+    Tensor v = nn::conv_bn(b, bn, h, {.residual = u, .act = Act::Relu});  // u: kept
+    return cat({u, v}, 1);
+  };
+  set_num_threads(1);
+  Tensor want = f();
+  set_num_threads(2);
+  const int64_t before = cpu::conv::channel_splits();
+  Tensor got = f();
+  got.to_vector<float>();  // runs what the fusion decorator queued
+  expect_same(want, got, "split");
+  EXPECT_TRUE(got.narrow(2, 5, 1).isnan().any().item<bool>());
+  if (blocks_of_16()) EXPECT_EQ(cpu::conv::channel_splits() - before, 3);
+  // A batch of one image is what splits; two images split by images instead.
+  Tensor x2 = cat({x, x}, 0);
+  const int64_t before2 = cpu::conv::channel_splits();
+  Tensor two = relu(a(x2));
+  expect_same(relu(a(x)), two.narrow(0, 1, 1), "second image");
+  EXPECT_EQ(cpu::conv::channel_splits() - before2, blocks_of_16() ? 1 : 0);
+}
+
 TEST(ConvKept, WritesBetweenTheOpsAreSeen) {
   const test::RestoreOnednnAndThreads restore;
   set_num_threads(1);

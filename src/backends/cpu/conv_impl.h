@@ -95,6 +95,9 @@ bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)
 void set_keep_blocked(bool on);
 /// How many convolution, residual and pool inputs were read from kept forms so far.
 int64_t kept_reads();
+/// How many convolutions over one image were split over output channels so far (Note
+/// [Batch-1 channel split] in conv_onednn.cpp).
+int64_t channel_splits();
 /// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null; pa takes no
 /// residual, pb may), the
 /// intermediate kept in oneDNN's blocked layout (no reorder to plain and back). False, doing

@@ -257,6 +257,7 @@ struct Entry {
   std::unique_ptr<Operand> pooled;
   std::array<int64_t, 4> pooled_dims{};
   bool out_blocked16 = false;  // a forward conv's dst is blocked by 16 channels (blocked16)
+  memory split_mem;            // a channel split's share of the shared blocked output (run_fwd_split)
 
   /// The weights operand. A registered constant is reordered once and kept (until its
   /// registration changes). A weight whose content stamp is known (`stamp`, 0: not known) is kept
@@ -419,6 +420,14 @@ void keep_staged(Operand& op, uint64_t stamp, const float* ptr) {
 constexpr double kMinParallelMacs = 1 << 20;
 /// Batches of at least this much work split over the threads by images (batch_chunks).
 constexpr double kMinSplitMacs = 1 << 16;
+/// A convolution over one image of at least this much work splits over output channels (Note
+/// [Batch-1 channel split]; measured on ResNet's stride-2 stages, 295k-590k multiply-adds).
+constexpr double kMinChannelSplitMacs = 1 << 18;
+/// Larger ones keep oneDNN's own split over its threads (the channel split was not measured faster).
+constexpr double kMaxChannelSplitMacs = 1 << 24;
+std::atomic<int64_t> g_channel_splits{0};
+/// The cache slots of the channel split's entries start here (batch chunks use 1, 2, ...).
+constexpr int kChannelSlots = 1 << 10;
 
 /// The clamp bounds of post's activation (relu: [0, inf)).
 float post_lo(const PostOp& post) { return post.kind == PostOp::Relu ? 0.f : post.lo; }
@@ -536,19 +545,23 @@ void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const floa
   onednn::stream().wait();
 }
 
+/// post_blocked over blocks [b0, b1) of y (block b is channels 16 (b % (O / 16)) + [0, 16)), serial.
+void post_blocks(float* y, const float* r, int64_t b0, int64_t b1, int64_t O, int64_t plane, const PostOp& post,
+                 float* plain) {
+  if (!post.any()) return unblock16_f32(y, b0, b1, plane, plain);
+  float lo, hi;
+  post_bounds(post, lo, hi);
+  post_blocked16_f32(y, r, b0, b1, plane, O / 16, post.scale, post.shift, lo, hi, plain);
+}
+
 /// post over a blocked 16-channel output y [N, O/16, plane, 16] (Note [Kept blocked outputs]), the
 /// residual r (may be null) in the same layout; split over the threads when `parallel`. plain (may
 /// be null): the result is also written there, plain [N, O, plane] (the reorder to the user's
 /// tensor, in the same pass).
 void post_blocked(float* y, const float* r, int64_t N, int64_t O, int64_t plane, const PostOp& post, bool parallel,
                   float* plain = nullptr) {
-  const int64_t cb = O / 16, blocks = N * cb;
-  auto run = [&](int64_t b0, int64_t b1) {
-    if (!post.any()) return unblock16_f32(y, b0, b1, plane, plain);
-    float lo, hi;
-    post_bounds(post, lo, hi);
-    post_blocked16_f32(y, r, b0, b1, plane, cb, post.scale, post.shift, lo, hi, plain);
-  };
+  const int64_t blocks = N * (O / 16);
+  auto run = [&](int64_t b0, int64_t b1) { post_blocks(y, r, b0, b1, O, plane, post, plain); };
   if (!post.any() && !plain) return;
   if (parallel)
     parallel_for(blocks, std::max<int64_t>(1, 2048 / std::max<int64_t>(plane, 1)), run);
@@ -662,46 +675,83 @@ bool chunk_entries(std::vector<Entry*>& es, const std::vector<Geom>& gs, bool bi
                         [&](size_t c) { return lookup(Kind::Fwd, gs[c], bias, 1, static_cast<int>(c) + 1); });
 }
 
-/// Whether pool fits PoolAfter's contract on an H x W input.
-bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
-  const int64_t in_sz[2] = {H, W};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
-    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
+// Note [Batch-1 channel split]
+// One image gives the batch split nothing to split, and oneDNN's own threads barely help a
+// convolution of a few microseconds (its reorders and the conv each open a parallel region).
+// A convolution over one image on several threads instead runs as one parallel region in which
+// each thread runs a single-threaded primitive over its share of the output channels, in whole
+// 16-channel blocks, and then the epilogue over its share. With one image the blocked layout
+// holds channel blocks one after the other, so the shares write one blocked output, which is
+// kept as one form (Note [Kept blocked outputs]) for the next convolution to read whole.
+
+/// The shares of a channel split of g (Note [Batch-1 channel split]); 0 when it does not apply.
+int channel_parts(const Geom& g) {
+  const int nt = num_threads();
+  const double macs = static_cast<double>(g.O) * g.out_size() * g.C * g.k_size();
+  if (g.N != 1 || nt <= 1 || g.groups != 1 || macs < kMinChannelSplitMacs || macs >= kMaxChannelSplitMacs || !keep_on())
+    return 0;
+#ifdef _OPENMP
+  if (omp_in_parallel()) return 0;
+#endif
+  for (int parts = static_cast<int>(std::min<int64_t>(nt, g.O / 16)); parts >= 2; --parts)
+    if (g.O % (16 * parts) == 0) return parts;
+  return 0;
+}
+
+/// A forward conv over one image split over output channels (Note [Batch-1 channel split]),
+/// reading and keeping blocked forms as run_fwd_kept; false, doing nothing, when it does not
+/// apply or oneDNN's layouts do not fit it.
+bool run_fwd_split(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
+                   const Stamps& st) {
+  const int parts = channel_parts(g);
+  if (!parts) return false;
+  Geom gp = g;
+  gp.O = g.O / parts;
+  std::vector<Entry*> es;
+  {
+    onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
+    if (!stable_lookups(es, static_cast<size_t>(parts), [&](size_t i) {
+          return lookup(Kind::Fwd, gp, b != nullptr, 1, kChannelSlots + static_cast<int>(i));
+        }))
       return false;
+  }
+  for (Entry* e : es)
+    if (!e->out_blocked16) return false;
+  memory::dims od{1, g.O};
+  for (auto v : sp_dims(g, g.out)) od.push_back(v);
+  const memory::desc whole = blocked16(od);
+  std::shared_ptr<const Kept> kx = es[0]->a.reorder ? find_kept(st.x, x, es[0]->a.used) : nullptr;
+  std::shared_ptr<const Kept> kr = post.residual ? find_kept(st.residual, post.residual, whole) : nullptr;
+  std::shared_ptr<Kept> out = spare_kept(whole);
+  const int64_t plane = g.out_size(), share = gp.O * plane, cb = gp.O / 16, kc = g.C * g.k_size();
+  // A registered weight's shares are not registered themselves: they are kept by its id.
+  const uint64_t w_id = constant_id(w) ? constant_id(w) : st.w;
+  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      Entry* e = es[static_cast<size_t>(p)];
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (!e->split_mem) e->split_mem = memory(e->c.used, onednn::engine(), out->buf.data());
+      e->split_mem.set_data_handle(out->buf.data() + p * share);
+      exec_fwd(e, gp, kx ? kx->mem : e->a.in(x), w + p * gp.O * kc, b ? b + p * gp.O : nullptr, e->split_mem, w_id);
+      onednn::stream().wait();
+      if (post.residual && !kr) {  // the residual only in plain form: the epilogue on the plain output
+        unblock16_f32(out->buf.data(), p * cb, (p + 1) * cb, plane, y);
+        post_planes(y, p * gp.O, (p + 1) * gp.O, g.O, plane, post);
+      } else {
+        post_blocks(out->buf.data(), kr ? kr->buf.data() : nullptr, p * cb, (p + 1) * cb, g.O, plane, post, y);
+      }
+    }
+  });
+  g_channel_splits.fetch_add(1, std::memory_order_relaxed);
+  if (st.y && (!post.residual || kr) && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
+    out->stamp = st.y;
+    out->ptr = y;
+    keep(std::move(out));
   }
   return true;
 }
 
 }  // namespace
-
-bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
-                         uint64_t y_stamp) {
-  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];
-  if (!x_stamp || !keep_on() || !onednn::enabled() || N < 1 || C % 16 != 0 || !pool_fits(pool, H, W)) return false;
-  const std::vector<std::shared_ptr<const Kept>> parts = find_kept_parts(x_stamp, x, N, C, H, W);
-  if (parts.empty()) return false;
-  const int64_t image_in = C * H * W, image_out = C * pool.out[0] * pool.out[1];
-  const int64_t in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
-  for (const auto& part : parts) {
-    const Kept& k = *part;
-    const int64_t n = k.md.dims()[0], n0 = (k.ptr - x) / image_in, planes = n * (C / 16);
-    std::shared_ptr<Kept> out = spare_kept(blocked16({n, C, pool.out[0], pool.out[1]}));
-    float* yp = y + n0 * image_out;
-    // Each share pools its planes and copies them to the plain output while they are in the cache.
-    parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
-      vec::max_pool_blocked16_f32(k.buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                  pool.out[1], out->buf.data() + p0 * out_plane);
-      unblock16_f32(out->buf.data(), p0, p1, pool.out[0] * pool.out[1], yp);
-    });
-    if (y_stamp && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
-      out->stamp = y_stamp;
-      out->ptr = yp;  // the pooled images of this part
-      keep(std::move(out));
-    }
-  }
-  return true;
-}
 
 bool onednn_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
                     const Stamps& stamps) {
@@ -768,6 +818,7 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
       images(0, g.N);
     return ok;
   }
+  if (run_fwd_split(g, x, w, b, y, post, stamps)) return true;
   Entry* e = lookup(Kind::Fwd, g, b != nullptr, nt);
   if (!e) return false;
   if (run_fwd_kept(e, g, x, w, b, y, post, stamps, nt > 1)) return true;
@@ -944,6 +995,8 @@ bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, flo
   return true;
 }
 
+int64_t channel_splits() { return g_channel_splits.load(std::memory_order_relaxed); }
+
 void register_constant(const void* data, size_t nbytes) {
   (void)nbytes;
   if (!data) return;
@@ -961,29 +1014,4 @@ void unregister_constant(const void* data) {
 
 }  // namespace kiln::cpu::conv
 
-#else  // !KILN_WITH_ONEDNN
-
-namespace kiln::cpu::conv {
-bool onednn_forward(const Geom&, const float*, const float*, const float*, float*, const PostOp&, const Stamps&) {
-  return false;
-}
-bool onednn_maxpool_kept(const float*, uint64_t, const int64_t (&)[4], const PoolAfter&, float*, uint64_t) {
-  return false;
-}
-void set_keep_blocked(bool) {}
-int64_t kept_reads() { return 0; }
-bool onednn_forward_maxpool(const Geom&, const float*, const float*, const float*, const PostOp&, const PoolAfter&,
-                            float*, const Stamps&) {
-  return false;
-}
-bool onednn_forward_pair(const Geom&, const float*, const float*, const float*, const PostOp&, const Geom&,
-                         const float*, const float*, const PostOp&, float*) {
-  return false;
-}
-bool onednn_backward_data(const Geom&, const float*, const float*, const float*, float*, uint64_t) { return false; }
-bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
-void register_constant(const void*, size_t) {}
-void unregister_constant(const void*) {}
-}  // namespace kiln::cpu::conv
-
-#endif
+#endif  // KILN_WITH_ONEDNN (conv_onednn_none.cpp: the build without it)

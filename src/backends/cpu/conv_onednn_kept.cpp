@@ -30,6 +30,8 @@
 #include <mutex>
 
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/pool_vec.h"
+#include "core/parallel.h"
 
 namespace kiln::cpu::conv {
 
@@ -151,6 +153,45 @@ void keep(std::shared_ptr<Kept> e) {
   k.bytes += e->buf.size() * sizeof(float);
   k.list.push_back(std::move(e));
   while (k.list.size() > kKeptMax || k.bytes > kKeptBytes) drop(k.list.begin());
+}
+
+/// Whether pool fits PoolAfter's contract on an H x W input.
+bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
+  const int64_t in_sz[2] = {H, W};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
+    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
+      return false;
+  }
+  return true;
+}
+
+bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
+                         uint64_t y_stamp) {
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];
+  if (!x_stamp || !keep_on() || !onednn::enabled() || N < 1 || C % 16 != 0 || !pool_fits(pool, H, W)) return false;
+  const std::vector<std::shared_ptr<const Kept>> parts = find_kept_parts(x_stamp, x, N, C, H, W);
+  if (parts.empty()) return false;
+  const int64_t image_in = C * H * W, image_out = C * pool.out[0] * pool.out[1];
+  const int64_t in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
+  for (const auto& part : parts) {
+    const Kept& k = *part;
+    const int64_t n = k.md.dims()[0], n0 = (k.ptr - x) / image_in, planes = n * (C / 16);
+    std::shared_ptr<Kept> out = spare_kept(blocked16({n, C, pool.out[0], pool.out[1]}));
+    float* yp = y + n0 * image_out;
+    // Each share pools its planes and copies them to the plain output while they are in the cache.
+    parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
+      vec::max_pool_blocked16_f32(k.buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
+                                  pool.out[1], out->buf.data() + p0 * out_plane);
+      unblock16_f32(out->buf.data(), p0, p1, pool.out[0] * pool.out[1], yp);
+    });
+    if (y_stamp && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
+      out->stamp = y_stamp;
+      out->ptr = yp;  // the pooled images of this part
+      keep(std::move(out));
+    }
+  }
+  return true;
 }
 
 void set_keep_blocked(bool on) { g_keep.store(on ? 1 : 0, std::memory_order_relaxed); }

@@ -3,6 +3,7 @@
 // The kept blocked forms of convolution outputs (Note [Kept blocked outputs] in
 // conv_onednn_kept.cpp): oneDNN's 16-channel blocked layout of a plain tensor, kept by content
 // stamp and address so that the next convolution or max pool reads it without a reorder.
+#include "backends/cpu/conv_impl.h"
 #include "backends/cpu/onednn.h"
 
 #if KILN_WITH_ONEDNN
@@ -42,6 +43,8 @@ std::shared_ptr<Kept> spare_kept(const dnnl::memory::desc& md);
 /// Adds e (stamp, ptr, md and buf set) to the store, dropping older forms of the same address
 /// and the oldest past the bounds.
 void keep(std::shared_ptr<Kept> e);
+/// Whether pool fits PoolAfter's contract on an H x W input.
+bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W);
 
 }  // namespace kiln::cpu::conv
 #endif
