@@ -145,8 +145,8 @@ TEST(ConvKept, StacksMatchTheUnkeptPathBitwise) {
 }
 
 TEST(ConvKept, OneImageSplitsOverChannelsBitwise) {
-  // One image on 2 threads: convolutions of 295k-16M multiply-adds with 32+ output channels run
-  // as one primitive per share of the channels (Note [Batch-1 channel split]). Their bits are
+  // One image on 2 threads: convolutions of 262k-16M multiply-adds with 32+ output channels run
+  // as one primitive per share of the channels (Note [One-image split]). Their bits are
   // those of one thread: with a residual that has a kept form and one that has not, with a
   // batch norm, relu and NaN.
   const test::RestoreOnednnAndThreads restore;
@@ -170,18 +170,54 @@ TEST(ConvKept, OneImageSplitsOverChannelsBitwise) {
   set_num_threads(1);
   Tensor want = f();
   set_num_threads(2);
-  const int64_t before = cpu::conv::channel_splits();
+  const int64_t before = cpu::conv::one_image_splits();
   Tensor got = f();
   got.to_vector<float>();  // runs what the fusion decorator queued
   expect_same(want, got, "split");
   EXPECT_TRUE(got.narrow(2, 5, 1).isnan().any().item<bool>());
-  if (blocks_of_16()) EXPECT_EQ(cpu::conv::channel_splits() - before, 3);
+  if (blocks_of_16()) EXPECT_EQ(cpu::conv::one_image_splits() - before, 3);
   // A batch of one image is what splits; two images split by images instead.
   Tensor x2 = cat({x, x}, 0);
-  const int64_t before2 = cpu::conv::channel_splits();
+  const int64_t before2 = cpu::conv::one_image_splits();
   Tensor two = relu(a(x2));
   expect_same(relu(a(x)), two.narrow(0, 1, 1), "second image");
-  EXPECT_EQ(cpu::conv::channel_splits() - before2, blocks_of_16() ? 1 : 0);
+  EXPECT_EQ(cpu::conv::one_image_splits() - before2, blocks_of_16() ? 1 : 0);
+}
+
+TEST(ConvKept, OneImageSplitsOverRowsBitwise) {
+  // One 16-channel block: the shares take output rows, unevenly here (Note [One-image split]):
+  // a stem's conv, batch norm, relu and fused max pool, a conv reading the pool's kept form with
+  // that as its residual too, and a strided conv. Their bits are those of one thread.
+  const test::RestoreOnednnAndThreads restore;
+  NoGradGuard no_grad;
+  manual_seed(4);
+  nn::Conv2d stem({.in_channels = 3, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false});
+  nn::Conv2d c({.in_channels = 16, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false});
+  nn::Conv2d s2({.in_channels = 16, .out_channels = 16, .kernel_size = 3, .stride = 2, .padding = 1});
+  nn::BatchNorm2d b0({.num_features = 16}), b1({.num_features = 16});
+  for (nn::BatchNorm2d* bn : {&b0, &b1}) {
+    bn->running_var.copy_(rand({16}) + 0.5);
+    bn->weight.copy_(randn({16}));
+    bn->bias.copy_(randn({16}));
+    bn->eval();
+  }
+  Tensor x = randn({1, 3, 64, 62});
+  x.narrow(2, 31, 1).narrow(3, 9, 1).fill_(NAN);  // on the rows where the shares meet
+  const F::MaxPoolOptions po{.stride = Dims{2, 2}, .padding = Dims{1, 1}};
+  auto f = [&] {
+    Tensor p = nn::conv_bn(stem, b0, x, {.act = Act::Relu, .pool_kernel_size = 3, .pool = po});
+    Tensor h = nn::conv_bn(c, b1, p, {.residual = p, .act = Act::Relu});
+    return cat({p.flatten(), h.flatten(), s2(h).flatten()}, 0);
+  };
+  set_num_threads(1);
+  Tensor want = f();
+  set_num_threads(2);
+  const int64_t before = cpu::conv::one_image_splits();
+  Tensor got = f();
+  got.to_vector<float>();  // runs what the fusion decorator queued
+  expect_same(want, got, "rows");
+  EXPECT_TRUE(want.isnan().any().item<bool>());
+  if (blocks_of_16()) EXPECT_EQ(cpu::conv::one_image_splits() - before, 3);
 }
 
 TEST(ConvKept, WritesBetweenTheOpsAreSeen) {

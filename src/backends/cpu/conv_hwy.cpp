@@ -122,7 +122,7 @@ HWY_INLINE void UnblockTile(const float* blk, int64_t len, int64_t plane, float*
 }
 
 void PostBlocked16F32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks, const float* s,
-                      const float* t, float lo, float hi, float* plain) {
+                      const float* t, float lo, float hi, float* plain, int64_t q0, int64_t q1) {
   WithSteps(s, t, r, [&](auto S, auto T, auto R) {
     constexpr bool kScale = decltype(S)::value, kShift = decltype(T)::value, kRes = decltype(R)::value;
     const hn::ScalableTag<float> d;
@@ -134,8 +134,8 @@ void PostBlocked16F32(float* y, const float* r, int64_t b0, int64_t b1, int64_t 
       float* yb = y + b * plane * 16;
       const float* rb = kRes ? r + b * plane * 16 : nullptr;
       // Tiles of 16 positions: each is copied to the plain rows while it is in the cache.
-      for (int64_t i0 = 0; i0 < plane; i0 += 16) {
-        const int64_t i1 = std::min<int64_t>(plane, i0 + 16);
+      for (int64_t i0 = q0; i0 < q1; i0 += 16) {
+        const int64_t i1 = std::min<int64_t>(q1, i0 + 16);
         for (int64_t j = 0; j < 16; j += N) {
           const V vs = kScale ? hn::LoadU(d, s + c0 + j) : hn::Set(d, 1.f);
           const V vt = kShift ? hn::LoadU(d, t + c0 + j) : hn::Set(d, 0.f);
@@ -152,10 +152,10 @@ void PostBlocked16F32(float* y, const float* r, int64_t b0, int64_t b1, int64_t 
   });
 }
 
-void Unblock16F32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {
+void Unblock16F32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain, int64_t q0, int64_t q1) {
   for (int64_t b = b0; b < b1; ++b)
-    for (int64_t i0 = 0; i0 < plane; i0 += 16)
-      UnblockTile(y + (b * plane + i0) * 16, std::min<int64_t>(plane - i0, 16), plane, plain + b * 16 * plane + i0);
+    for (int64_t i0 = q0; i0 < q1; i0 += 16)
+      UnblockTile(y + (b * plane + i0) * 16, std::min<int64_t>(q1 - i0, 16), plane, plain + b * 16 * plane + i0);
 }
 
 }  // namespace kiln::cpu::conv::HWY_NAMESPACE
@@ -173,12 +173,12 @@ void post_f32(float* y, const float* r, int64_t n, const float* s, const float* 
 }
 HWY_EXPORT(PostBlocked16F32);
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
-                        const float* s, const float* t, float lo, float hi, float* plain) {
-  HWY_DYNAMIC_DISPATCH(PostBlocked16F32)(y, r, b0, b1, plane, cblocks, s, t, lo, hi, plain);
+                        const float* s, const float* t, float lo, float hi, float* plain, int64_t q0, int64_t q1) {
+  HWY_DYNAMIC_DISPATCH(PostBlocked16F32)(y, r, b0, b1, plane, cblocks, s, t, lo, hi, plain, q0, q1 < 0 ? plane : q1);
 }
 HWY_EXPORT(Unblock16F32);
-void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {
-  HWY_DYNAMIC_DISPATCH(Unblock16F32)(y, b0, b1, plane, plain);
+void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain, int64_t q0, int64_t q1) {
+  HWY_DYNAMIC_DISPATCH(Unblock16F32)(y, b0, b1, plane, plain, q0, q1 < 0 ? plane : q1);
 }
 }  // namespace kiln::cpu::conv
 #endif
@@ -207,22 +207,24 @@ void post_planes_f32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C
     post_f32(y + p * plane, r ? r + p * plane : nullptr, plane, s ? s + c : nullptr, t ? t + c : nullptr, lo, hi);
   }
 }
-void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain) {
+void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain, int64_t q0, int64_t q1) {
+  if (q1 < 0) q1 = plane;
   for (int64_t b = b0; b < b1; ++b)
     for (int64_t j = 0; j < 16; ++j)
-      for (int64_t i = 0; i < plane; ++i) plain[(b * 16 + j) * plane + i] = y[(b * plane + i) * 16 + j];
+      for (int64_t i = q0; i < q1; ++i) plain[(b * 16 + j) * plane + i] = y[(b * plane + i) * 16 + j];
 }
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
-                        const float* s, const float* t, float lo, float hi, float* plain) {
+                        const float* s, const float* t, float lo, float hi, float* plain, int64_t q0, int64_t q1) {
+  if (q1 < 0) q1 = plane;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t c0 = (b % cblocks) * 16;
-    for (int64_t i = 0; i < plane; ++i)
+    for (int64_t i = q0; i < q1; ++i)
       for (int64_t j = 0; j < 16; ++j) {
         const int64_t o = (b * plane + i) * 16 + j;
         post_f32(y + o, r ? r + o : nullptr, 1, s ? s + c0 + j : nullptr, t ? t + c0 + j : nullptr, lo, hi);
       }
   }
-  if (plain) unblock16_f32(y, b0, b1, plane, plain);
+  if (plain) unblock16_f32(y, b0, b1, plane, plain, q0, q1);
 }
 }  // namespace kiln::cpu::conv
 

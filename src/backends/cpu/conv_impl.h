@@ -51,13 +51,16 @@ void post_planes_f32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C
 /// 16]; block b holds channels (b % cblocks) * 16 ...+ 16): s and t (may be null) hold one value
 /// per channel, the residual r (may be null) is laid out as y. plain (may be null): the result is
 /// also written there in the plain layout ([N, C, plane]; block b's channels at plain + b * 16 *
-/// plane), as unblock16_f32.
+/// plane), as unblock16_f32. Only positions [q0, q1) of each block's plane (q1 < 0: plane).
 void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_t plane, int64_t cblocks,
-                        const float* s, const float* t, float lo, float hi, float* plain = nullptr);
+                        const float* s, const float* t, float lo, float hi, float* plain = nullptr, int64_t q0 = 0,
+                        int64_t q1 = -1);
 /// Copies blocks [b0, b1) of y in the blocked 16-channel layout ([N, C/16, plane, 16], C a
 /// multiple of 16) to the plain layout [N, C, plane]: the reorder oneDNN would run, without its
-/// call cost (a few tenths of a microsecond, which small convolutions feel).
-void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain);
+/// call cost (a few tenths of a microsecond, which small convolutions feel). Only positions
+/// [q0, q1) of each plane (q1 < 0: plane).
+void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain, int64_t q0 = 0,
+                   int64_t q1 = -1);
 
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
@@ -95,9 +98,9 @@ bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)
 void set_keep_blocked(bool on);
 /// How many convolution, residual and pool inputs were read from kept forms so far.
 int64_t kept_reads();
-/// How many convolutions over one image were split over output channels so far (Note
-/// [Batch-1 channel split] in conv_onednn.cpp).
-int64_t channel_splits();
+/// How many convolutions over one image were split over the threads so far (Note [One-image
+/// split] in conv_onednn_split.cpp).
+int64_t one_image_splits();
 /// y = post_b(conv_b(post_a(conv_a(x, wa) + ba), wb) + bb) (biases may be null; pa takes no
 /// residual, pb may), the
 /// intermediate kept in oneDNN's blocked layout (no reorder to plain and back). False, doing

@@ -15,6 +15,7 @@
 // several threads splits by images (batch_chunks): one parallel region, each thread running a
 // single-threaded primitive of its own (cache slot, user-mode scratchpad) over its images.
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/conv_onednn_entry.h"
 #include "backends/cpu/conv_onednn_kept.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn.h"
@@ -42,13 +43,9 @@
 
 namespace kiln::cpu::conv {
 
+using namespace dnn;
+
 namespace {
-
-using dnnl::memory;
-using tag = memory::format_tag;
-using dt = memory::data_type;
-
-enum class Kind { Fwd, BwdData, BwdWeights };
 
 /// KILN_CONV_LAYOUT=plain / blocked / nhwc forces one layout choice (measurements); 0 = automatic.
 int layout_override() {
@@ -92,19 +89,23 @@ Key make_key(Kind k, const Geom& g, bool bias, int nt, int slot = 0) {
   key[i++] = bias;
   key[i++] = nt + (int64_t{slot} << 20);
   for (int d = 0; d < 3; ++d) {
-    // in, k, stride, pad, dil determine out
     key[i++] = g.in[d];
     key[i++] = g.k[d];
     key[i++] = g.stride[d] | (g.pad[d] << 20) | (g.dil[d] << 40);
+    key[i++] = g.out[d];  // with the left pad, the right one (a row share's padding is uneven)
   }
   return key;
 }
 
-memory::dims sp_dims(const Geom& g, const int64_t* v) {
+}  // namespace
+
+memory::dims dnn::sp_dims(const Geom& g, const int64_t* v) {
   memory::dims d;
   for (int i = 3 - g.nsp; i < 3; ++i) d.push_back(v[i]);
   return d;
 }
+
+namespace {
 
 tag act_tag(int nsp) { return nsp == 1 ? tag::ncw : nsp == 2 ? tag::nchw : tag::ncdhw; }
 tag wei_tag(int nsp, bool grouped) {
@@ -152,61 +153,6 @@ memory::desc act_like(const memory::desc& md) {
   return any_like(md);
 }
 
-/// One plain operand and, when the primitive wants another layout, its blocked twin.
-struct Operand {
-  memory::desc plain, used;
-  bool reorder = false;
-  std::unique_ptr<dnnl::reorder> to_used, to_plain;
-  std::vector<float> buf;  // blocked staging buffer (when reorder)
-
-  /// `attr`: user-managed scratchpad for primitives run on several threads at once; such a
-  /// reorder must need no scratchpad (throws dnnl::error, so the entry is not used).
-  void init(const memory::desc& p, const memory::desc& u, bool input, const dnnl::primitive_attr& attr = {}) {
-    plain = p;
-    used = u;
-    reorder = !(p == u);
-    if (!reorder) return;
-    auto& eng = onednn::engine();
-    auto pd = input ? dnnl::reorder::primitive_desc(eng, plain, eng, used, attr)
-                    : dnnl::reorder::primitive_desc(eng, used, eng, plain, attr);
-    if (pd.scratchpad_desc().get_size() != 0 && attr.get_scratchpad_mode() == dnnl::scratchpad_mode::user)
-      throw dnnl::error(dnnl_unimplemented, "reorder needs a scratchpad");
-    if (input)
-      to_used = std::make_unique<dnnl::reorder>(pd);
-    else
-      to_plain = std::make_unique<dnnl::reorder>(pd);
-    buf.resize(used.get_size() / sizeof(float) + 16);
-  }
-  // Memory objects made once (creating them costs about a microsecond each, which matters for
-  // small convolutions); the user one gets the caller's pointer on each call.
-  memory user_mem, used_mem;
-  memory& user(const float* p) {
-    if (!user_mem) user_mem = memory(plain, onednn::engine(), const_cast<float*>(p));
-    user_mem.set_data_handle(const_cast<float*>(p));
-    return user_mem;
-  }
-  memory& staged() {
-    if (!used_mem) used_mem = memory(used, onednn::engine(), buf.data());
-    return used_mem;
-  }
-  /// The memory the primitive reads: the user buffer, or the reordered copy.
-  memory in(const float* user_ptr) {
-    memory& um = user(user_ptr);
-    if (!reorder) return um;
-    onednn::reorder(*to_used, um, staged());
-    return staged();
-  }
-  /// The memory the primitive writes; finish() copies it to the user buffer.
-  memory out(float* user_ptr) {
-    if (!reorder) return user(user_ptr);
-    return staged();
-  }
-  void finish(const memory& m, float* user_ptr) {
-    if (!reorder) return;
-    onednn::reorder(*to_plain, m, user(user_ptr));
-  }
-};
-
 // ---- constant weights (register_constant) ---------------------------------------------------
 
 struct ConstRegistry {
@@ -218,8 +164,10 @@ ConstRegistry& constants() {
   static ConstRegistry r;
   return r;
 }
-/// The registration id of `p`, 0 when it is not a registered constant.
-uint64_t constant_id(const void* p) {
+
+}  // namespace
+
+uint64_t dnn::constant_id(const void* p) {
   ConstRegistry& r = constants();
   if (!r.any.load(std::memory_order_relaxed)) return 0;
   std::lock_guard<std::mutex> l(r.mu);
@@ -227,86 +175,7 @@ uint64_t constant_id(const void* p) {
   return it == r.ids.end() ? 0 : it->second;
 }
 
-/// A weight reordered into the primitive's layout, valid while its id is: a constant's
-/// registration, or the content stamp of an eager weight (TensorDesc::stamp).
-struct Packed {
-  uint64_t id = 0;
-  bool counted = false;  // its bytes count against kPackedBudget (stamped, not registered)
-  std::vector<float> buf;
-  memory mem;
-  size_t bytes() const { return buf.size() * sizeof(float); }
-};
-
-// Reordered copies of eager weights kept across calls, over all entries: inference with the
-// same weights reorders each once; past the budget a weight is reordered on every call again.
-constexpr size_t kPackedBudget = size_t{256} << 20;
-constexpr size_t kMaxPackedPerEntry = 64;
-std::atomic<size_t> g_packed_bytes{0};
-
-struct Entry {
-  std::mutex mu;
-  std::unique_ptr<dnnl::primitive> prim;
-  Operand a, b, c;  // fwd: src, wei, dst; bwd-data: diff_dst, wei, diff_src; bwd-w: src, diff_dst, diff_wei
-  bool has_bias = false;
-  memory bias_mem;
-  std::unordered_map<const float*, Packed> packed;  // constant weights by pointer
-  std::vector<char> scratch_buf;                    // user scratchpad (batch-chunk entries)
-  memory scratch;                                   // over scratch_buf, when there is one
-  // A max pool run on this forward conv's blocked output (onednn_forward_maxpool): the pooled
-  // result in the same layout and its reorder to plain, for pooled dims pooled_dims.
-  std::unique_ptr<Operand> pooled;
-  std::array<int64_t, 4> pooled_dims{};
-  bool out_blocked16 = false;  // a forward conv's dst is blocked by 16 channels (blocked16)
-  memory split_mem;            // a channel split's share of the shared blocked output (run_fwd_split)
-
-  /// The weights operand. A registered constant is reordered once and kept (until its
-  /// registration changes). A weight whose content stamp is known (`stamp`, 0: not known) is kept
-  /// from its second call with the same stamp on: weights read once per value (training, whose
-  /// step writes them) are not copied, weights read again and again (inference) are reordered
-  /// once.
-  memory weights(const float* w, uint64_t stamp) {
-    if (!b.reorder) return b.in(w);
-    const uint64_t reg = constant_id(w), id = reg ? reg : stamp;
-    if (!id) return b.in(w);
-    auto it = packed.find(w);
-    if (it != packed.end() && it->second.id == id && it->second.mem) return it->second.mem;
-    if (it == packed.end()) {
-      if (packed.size() >= kMaxPackedPerEntry) drop_packed();  // bound stale records
-      it = packed.emplace(w, Packed{}).first;
-    } else if (it->second.id != id) {
-      release(it->second);
-    } else if (!reg) {
-      return pack(it->second, w, id, true);  // the second call with these contents
-    }
-    it->second.id = id;
-    return reg ? pack(it->second, w, id, false) : b.in(w);
-  }
-  /// Reorders w into p's own buffer (counted: against kPackedBudget; over it, the staging
-  /// buffer serves this call and nothing is kept).
-  memory pack(Packed& p, const float* w, uint64_t id, bool counted) {
-    const size_t n = b.used.get_size() / sizeof(float) + 16;
-    if (counted && g_packed_bytes.fetch_add(n * sizeof(float)) + n * sizeof(float) > kPackedBudget) {
-      g_packed_bytes.fetch_sub(n * sizeof(float));
-      return b.in(w);
-    }
-    p.id = id;
-    p.counted = counted;
-    p.buf.resize(n);
-    p.mem = memory(b.used, onednn::engine(), p.buf.data());
-    onednn::reorder(*b.to_used, b.user(w), p.mem);
-    return p.mem;
-  }
-  static void release(Packed& p) {
-    if (p.counted) g_packed_bytes.fetch_sub(p.bytes());
-    p.counted = false;
-    std::vector<float>().swap(p.buf);
-    p.mem = memory();
-  }
-  void drop_packed() {
-    for (auto& [ptr, p] : packed) release(p);
-    packed.clear();
-  }
-};
+namespace {
 
 std::mutex g_cache_mu;
 std::map<Key, std::unique_ptr<Entry>>& cache() {
@@ -374,9 +243,11 @@ std::unique_ptr<Entry> create(Kind kind, const Geom& g, bool bias, bool user_scr
   return e;
 }
 
+}  // namespace
+
 /// The cached entry for this problem (created on first use); null when oneDNN cannot run it.
 /// `slot` tells apart entries of the same problem used at the same time (batch chunks).
-Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, int slot = 0) {
+Entry* dnn::lookup(Kind kind, const Geom& g, bool bias, int nt, int slot) {
   const Key key = make_key(kind, g, bias, nt, slot);
   std::lock_guard<std::mutex> lock(g_cache_mu);
   auto it = cache().find(key);
@@ -392,6 +263,8 @@ Entry* lookup(Kind kind, const Geom& g, bool bias, int nt, int slot = 0) {
   cache()[key] = std::move(e);
   return p;
 }
+
+namespace {
 
 bool usable(const Geom& g) {
   // Degenerate problems (empty dims) go to the portable path.
@@ -420,14 +293,6 @@ void keep_staged(Operand& op, uint64_t stamp, const float* ptr) {
 constexpr double kMinParallelMacs = 1 << 20;
 /// Batches of at least this much work split over the threads by images (batch_chunks).
 constexpr double kMinSplitMacs = 1 << 16;
-/// A convolution over one image of at least this much work splits over output channels (Note
-/// [Batch-1 channel split]; measured on ResNet's stride-2 stages, 295k-590k multiply-adds).
-constexpr double kMinChannelSplitMacs = 1 << 18;
-/// Larger ones keep oneDNN's own split over its threads (the channel split was not measured faster).
-constexpr double kMaxChannelSplitMacs = 1 << 24;
-std::atomic<int64_t> g_channel_splits{0};
-/// The cache slots of the channel split's entries start here (batch chunks use 1, 2, ...).
-constexpr int kChannelSlots = 1 << 10;
 
 /// The clamp bounds of post's activation (relu: [0, inf)).
 float post_lo(const PostOp& post) { return post.kind == PostOp::Relu ? 0.f : post.lo; }
@@ -458,9 +323,11 @@ void post_bounds(const PostOp& post, float& lo, float& hi) {
   hi = act ? post_hi(post) : INFINITY;
 }
 
+}  // namespace
+
 /// post applied to planes [p0, p1) of a convolution's output y [N, O, plane] (plane p is channel
 /// p % O; the residual laid out as y); serial.
-void post_planes(float* y, int64_t p0, int64_t p1, int64_t O, int64_t plane, const PostOp& post) {
+void dnn::post_planes(float* y, int64_t p0, int64_t p1, int64_t O, int64_t plane, const PostOp& post) {
   if (!post.any()) return;
   float lo, hi;
   post_bounds(post, lo, hi);
@@ -471,6 +338,8 @@ void post_planes(float* y, int64_t p0, int64_t p1, int64_t O, int64_t plane, con
   }
   post_planes_f32(y, r, p0, p1, O, plane, post.scale, post.shift, lo, hi);
 }
+
+namespace {
 
 /// post_planes over all N * O planes, split over the threads.
 void post_all(float* y, int64_t N, int64_t O, int64_t plane, const PostOp& post) {
@@ -517,9 +386,11 @@ const memory& bias_memory(Entry* e, const Geom& g, const float* b) {
   return e->bias_mem;
 }
 
+}  // namespace
+
 /// Executes e's forward primitive from src into dst (under e's lock; the caller waits).
-void exec_fwd(Entry* e, const Geom& g, const memory& src, const float* w, const float* b, const memory& dst,
-              uint64_t w_stamp) {
+void dnn::exec_fwd(Entry* e, const Geom& g, const memory& src, const float* w, const float* b, const memory& dst,
+                   uint64_t w_stamp) {
   const memory& wm = e->weights(w, w_stamp);
   onednn::execute(*e->prim, {{DNNL_ARG_SRC, &src},
                              {DNNL_ARG_WEIGHTS, &wm},
@@ -527,6 +398,8 @@ void exec_fwd(Entry* e, const Geom& g, const memory& src, const float* w, const 
                              {DNNL_ARG_BIAS, b ? &bias_memory(e, g, b) : nullptr},
                              {DNNL_ARG_SCRATCHPAD, &e->scratch}});
 }
+
+namespace {
 
 /// Runs one cached forward conv on user buffers (the caller set oneDNN's threads).
 /// `blocked`: when set, called with the blocked output (under the entry's lock) instead of its
@@ -545,14 +418,21 @@ void run_fwd(Entry* e, const Geom& g, const float* x, const float* w, const floa
   onednn::stream().wait();
 }
 
+}  // namespace
+
 /// post_blocked over blocks [b0, b1) of y (block b is channels 16 (b % (O / 16)) + [0, 16)), serial.
-void post_blocks(float* y, const float* r, int64_t b0, int64_t b1, int64_t O, int64_t plane, const PostOp& post,
-                 float* plain) {
-  if (!post.any()) return unblock16_f32(y, b0, b1, plane, plain);
+void dnn::post_blocks(float* y, const float* r, int64_t b0, int64_t b1, int64_t O, int64_t plane, const PostOp& post,
+                      float* plain, int64_t q0, int64_t q1) {
+  if (!post.any()) {
+    if (plain) unblock16_f32(y, b0, b1, plane, plain, q0, q1);
+    return;
+  }
   float lo, hi;
   post_bounds(post, lo, hi);
-  post_blocked16_f32(y, r, b0, b1, plane, O / 16, post.scale, post.shift, lo, hi, plain);
+  post_blocked16_f32(y, r, b0, b1, plane, O / 16, post.scale, post.shift, lo, hi, plain, q0, q1);
 }
+
+namespace {
 
 /// post over a blocked 16-channel output y [N, O/16, plane, 16] (Note [Kept blocked outputs]), the
 /// residual r (may be null) in the same layout; split over the threads when `parallel`. plain (may
@@ -652,103 +532,11 @@ std::vector<Geom> chunk_geoms(const Geom& g, int chunks) {
   return gs;
 }
 
-/// Looks up `count` entries through get(i); a lookup may clear the cache (and so invalidate
-/// entries looked up before it), so the lookups repeat until a pass finds them all unchanged.
-template <class Get>
-bool stable_lookups(std::vector<Entry*>& es, size_t count, const Get& get) {
-  es.assign(count, nullptr);
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    std::vector<Entry*> again(count);
-    for (size_t i = 0; i < count; ++i) again[i] = get(i);
-    for (auto* e : again)
-      if (!e) return false;
-    if (again == es) return true;
-    es = std::move(again);
-  }
-  return false;
-}
-
 /// The single-threaded entries of the chunks gs (cache slots 1, 2, ...); false when one is not
 /// available. Call inside a ThreadScope(1).
 bool chunk_entries(std::vector<Entry*>& es, const std::vector<Geom>& gs, bool bias) {
   return stable_lookups(es, gs.size(),
                         [&](size_t c) { return lookup(Kind::Fwd, gs[c], bias, 1, static_cast<int>(c) + 1); });
-}
-
-// Note [Batch-1 channel split]
-// One image gives the batch split nothing to split, and oneDNN's own threads barely help a
-// convolution of a few microseconds (its reorders and the conv each open a parallel region).
-// A convolution over one image on several threads instead runs as one parallel region in which
-// each thread runs a single-threaded primitive over its share of the output channels, in whole
-// 16-channel blocks, and then the epilogue over its share. With one image the blocked layout
-// holds channel blocks one after the other, so the shares write one blocked output, which is
-// kept as one form (Note [Kept blocked outputs]) for the next convolution to read whole.
-
-/// The shares of a channel split of g (Note [Batch-1 channel split]); 0 when it does not apply.
-int channel_parts(const Geom& g) {
-  const int nt = num_threads();
-  const double macs = static_cast<double>(g.O) * g.out_size() * g.C * g.k_size();
-  if (g.N != 1 || nt <= 1 || g.groups != 1 || macs < kMinChannelSplitMacs || macs >= kMaxChannelSplitMacs || !keep_on())
-    return 0;
-#ifdef _OPENMP
-  if (omp_in_parallel()) return 0;
-#endif
-  for (int parts = static_cast<int>(std::min<int64_t>(nt, g.O / 16)); parts >= 2; --parts)
-    if (g.O % (16 * parts) == 0) return parts;
-  return 0;
-}
-
-/// A forward conv over one image split over output channels (Note [Batch-1 channel split]),
-/// reading and keeping blocked forms as run_fwd_kept; false, doing nothing, when it does not
-/// apply or oneDNN's layouts do not fit it.
-bool run_fwd_split(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
-                   const Stamps& st) {
-  const int parts = channel_parts(g);
-  if (!parts) return false;
-  Geom gp = g;
-  gp.O = g.O / parts;
-  std::vector<Entry*> es;
-  {
-    onednn::ThreadScope scope(1);  // single-threaded primitives, created outside the region
-    if (!stable_lookups(es, static_cast<size_t>(parts), [&](size_t i) {
-          return lookup(Kind::Fwd, gp, b != nullptr, 1, kChannelSlots + static_cast<int>(i));
-        }))
-      return false;
-  }
-  for (Entry* e : es)
-    if (!e->out_blocked16) return false;
-  memory::dims od{1, g.O};
-  for (auto v : sp_dims(g, g.out)) od.push_back(v);
-  const memory::desc whole = blocked16(od);
-  std::shared_ptr<const Kept> kx = es[0]->a.reorder ? find_kept(st.x, x, es[0]->a.used) : nullptr;
-  std::shared_ptr<const Kept> kr = post.residual ? find_kept(st.residual, post.residual, whole) : nullptr;
-  std::shared_ptr<Kept> out = spare_kept(whole);
-  const int64_t plane = g.out_size(), share = gp.O * plane, cb = gp.O / 16, kc = g.C * g.k_size();
-  // A registered weight's shares are not registered themselves: they are kept by its id.
-  const uint64_t w_id = constant_id(w) ? constant_id(w) : st.w;
-  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      Entry* e = es[static_cast<size_t>(p)];
-      std::lock_guard<std::mutex> lock(e->mu);
-      if (!e->split_mem) e->split_mem = memory(e->c.used, onednn::engine(), out->buf.data());
-      e->split_mem.set_data_handle(out->buf.data() + p * share);
-      exec_fwd(e, gp, kx ? kx->mem : e->a.in(x), w + p * gp.O * kc, b ? b + p * gp.O : nullptr, e->split_mem, w_id);
-      onednn::stream().wait();
-      if (post.residual && !kr) {  // the residual only in plain form: the epilogue on the plain output
-        unblock16_f32(out->buf.data(), p * cb, (p + 1) * cb, plane, y);
-        post_planes(y, p * gp.O, (p + 1) * gp.O, g.O, plane, post);
-      } else {
-        post_blocks(out->buf.data(), kr ? kr->buf.data() : nullptr, p * cb, (p + 1) * cb, g.O, plane, post, y);
-      }
-    }
-  });
-  g_channel_splits.fetch_add(1, std::memory_order_relaxed);
-  if (st.y && (!post.residual || kr) && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
-    out->stamp = st.y;
-    out->ptr = y;
-    keep(std::move(out));
-  }
-  return true;
 }
 
 }  // namespace
@@ -836,6 +624,7 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
   const double macs = static_cast<double>(g.N) * g.O * g.out_size() * (g.C / g.groups) * g.k_size();
   int chunks = macs < kMinSplitMacs ? 0 : batch_chunks(g.N);
   if (chunks == 0) {
+    if (run_maxpool_split(g, x, w, b, post, pool, y, stamps)) return true;
     if (num_threads() > 1 && macs >= kMinParallelMacs) return false;  // the conv alone splits better
     chunks = 1;
   }
@@ -994,8 +783,6 @@ bool onednn_backward_weights(const Geom& g, const float* x, const float* dy, flo
   onednn::stream().wait();
   return true;
 }
-
-int64_t channel_splits() { return g_channel_splits.load(std::memory_order_relaxed); }
 
 void register_constant(const void* data, size_t nbytes) {
   (void)nbytes;

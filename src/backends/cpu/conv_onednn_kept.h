@@ -20,9 +20,9 @@ dnnl::memory::desc blocked16(const dnnl::memory::dims& dims);
 struct Kept {
   uint64_t stamp = 0;
   const float* ptr = nullptr;
-  dnnl::memory::desc md;   // buf's layout
-  std::vector<float> buf;  // md's size + 16 floats (as Operand::buf)
-  dnnl::memory mem;        // md over buf (empty: not made yet)
+  dnnl::memory::desc md;  // buf's layout
+  onednn::Floats buf;     // md's size + 16 floats (as Operand::buf)
+  dnnl::memory mem;       // md over buf (empty: not made yet)
 };
 
 constexpr size_t kKeptMax = 16;  // a few live activations, each split in up to a few batch chunks

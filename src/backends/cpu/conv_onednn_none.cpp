@@ -15,7 +15,7 @@ bool onednn_maxpool_kept(const float*, uint64_t, const int64_t (&)[4], const Poo
 }
 void set_keep_blocked(bool) {}
 int64_t kept_reads() { return 0; }
-int64_t channel_splits() { return 0; }
+int64_t one_image_splits() { return 0; }
 bool onednn_forward_maxpool(const Geom&, const float*, const float*, const float*, const PostOp&, const PoolAfter&,
                             float*, const Stamps&) {
   return false;

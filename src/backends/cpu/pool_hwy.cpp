@@ -156,7 +156,7 @@ void MaxRowsS2Values(const float* const* rows, const int32_t* nrows, int64_t cou
 
 /// See max_pool_blocked16_f32.
 void MaxPoolBlocked16F32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
-                         const int64_t* p, int64_t OH, int64_t OW, float* y) {
+                         const int64_t* p, int64_t OH, int64_t OW, float* y, int64_t oy0, int64_t oy1) {
   const hn::CappedTag<float, 16> d;
   using VF = hn::Vec<decltype(d)>;
   const auto N = static_cast<int64_t>(hn::Lanes(d));
@@ -165,7 +165,7 @@ void MaxPoolBlocked16F32(const float* x, int64_t planes, int64_t H, int64_t W, c
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* xp = x + pl * H * row;
     float* yp = y + pl * OH * OW * 16;
-    for (int64_t oy = 0; oy < OH; ++oy) {
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
       const int64_t iy = oy * s[0] - p[0];
       const int64_t ya = std::max<int64_t>(0, -iy), yb = std::min<int64_t>(k[0], H - iy);
       for (int64_t ox = 0; ox < OW; ++ox) {
@@ -254,8 +254,8 @@ bool max_pool_interior_f32(const float* const* rows, const int32_t* rb, int kh, 
 }
 HWY_EXPORT(MaxPoolBlocked16F32);
 void max_pool_blocked16_f32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
-                            const int64_t* p, int64_t OH, int64_t OW, float* y) {
-  HWY_DYNAMIC_DISPATCH(MaxPoolBlocked16F32)(x, planes, H, W, k, s, p, OH, OW, y);
+                            const int64_t* p, int64_t OH, int64_t OW, float* y, int64_t oy0, int64_t oy1) {
+  HWY_DYNAMIC_DISPATCH(MaxPoolBlocked16F32)(x, planes, H, W, k, s, p, OH, OW, y, oy0, oy1 < 0 ? OH : oy1);
 }
 HWY_EXPORT(MaxPoolRowsValuesF32);
 bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, int64_t count, int kw, int64_t W,
@@ -270,9 +270,9 @@ bool max_pool_rows_values_f32(const float* const* rows, const int32_t* nrows, in
 namespace kiln::cpu::vec {
 bool max_pool_interior_f32(const float* const*, const int32_t*, int, int, int64_t, float*, int64_t*) { return false; }
 void max_pool_blocked16_f32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
-                            const int64_t* p, int64_t OH, int64_t OW, float* y) {
+                            const int64_t* p, int64_t OH, int64_t OW, float* y, int64_t oy0, int64_t oy1) {
   for (int64_t pl = 0; pl < planes; ++pl)
-    for (int64_t oy = 0; oy < OH; ++oy)
+    for (int64_t oy = oy0; oy < (oy1 < 0 ? OH : oy1); ++oy)
       for (int64_t ox = 0; ox < OW; ++ox)
         for (int64_t q = 0; q < 16; ++q) {
           const int64_t iy = oy * s[0] - p[0], ix = ox * s[1] - p[1];

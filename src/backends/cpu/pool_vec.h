@@ -31,8 +31,9 @@ inline int64_t max_pool_rows_stride(int64_t W, int64_t PW, int64_t OW) {
 /// oneDNN's nChw16c), into the same layout [planes][OH][OW][16]: kernel k, stride s, symmetric
 /// padding p <= k / 2 per dim (so every window holds an input pixel), dilation 1. Each channel is
 /// pooled in max_pool_values' order (a column's maximum over the window rows, then the columns,
-/// `v > max || isnan(v)`), so results are bitwise those of the plain layout.
+/// `v > max || isnan(v)`), so results are bitwise those of the plain layout. Only output rows
+/// [oy0, oy1) of each plane (oy1 < 0: OH).
 void max_pool_blocked16_f32(const float* x, int64_t planes, int64_t H, int64_t W, const int64_t* k, const int64_t* s,
-                            const int64_t* p, int64_t OH, int64_t OW, float* y);
+                            const int64_t* p, int64_t OH, int64_t OW, float* y, int64_t oy0 = 0, int64_t oy1 = -1);
 
 }  // namespace kiln::cpu::vec
