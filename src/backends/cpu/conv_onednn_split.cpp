@@ -142,7 +142,7 @@ bool run_shares(const Geom& g, const Split& s, const float* x, const float* w, c
     if (!(es[p]->a.used == (s.rows ? blocked_of(gs[p], g.C, gs[p].in) : kx->md))) kx = nullptr;
   const int64_t kc = g.C * g.k_size(), row_in = g.in[2] * 16, row_out = g.out[2] * 16;
   // A registered weight's shares are not registered themselves: they are kept by its id.
-  const uint64_t w_id = constant_id(w) ? constant_id(w) : st.w;
+  const uint64_t reg = constant_id(w), w_id = reg ? reg : st.w;
   parallel_for(s.parts, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       Entry* e = es[static_cast<size_t>(p)];
