@@ -113,6 +113,20 @@ int64_t compare_keep(const std::function<Tensor()>& f, const std::string& what) 
   return reads;
 }
 
+/// f on 1 thread and then on 2, compared bitwise; the run on 2 splits `splits` convolutions
+/// over one image (Note [One-image split]) where oneDNN blocks by 16 channels. Returns it.
+Tensor expect_split_bitwise(const std::function<Tensor()>& f, int64_t splits, const std::string& what) {
+  set_num_threads(1);
+  Tensor want = f();
+  set_num_threads(2);
+  const int64_t before = cpu::conv::one_image_splits();
+  Tensor got = f();
+  got.to_vector<float>();  // runs what the fusion decorator queued
+  expect_same(want, got, what);
+  if (blocks_of_16()) EXPECT_EQ(cpu::conv::one_image_splits() - before, splits) << what;
+  return got;
+}
+
 }  // namespace
 
 TEST(ConvKept, StacksMatchTheUnkeptPathBitwise) {
@@ -167,15 +181,8 @@ TEST(ConvKept, OneImageSplitsOverChannelsBitwise) {
     Tensor v = nn::conv_bn(b, bn, h, {.residual = u, .act = Act::Relu});  // u: kept
     return cat({u, v}, 1);
   };
-  set_num_threads(1);
-  Tensor want = f();
-  set_num_threads(2);
-  const int64_t before = cpu::conv::one_image_splits();
-  Tensor got = f();
-  got.to_vector<float>();  // runs what the fusion decorator queued
-  expect_same(want, got, "split");
+  Tensor got = expect_split_bitwise(f, 3, "channels");
   EXPECT_TRUE(got.narrow(2, 5, 1).isnan().any().item<bool>());
-  if (blocks_of_16()) EXPECT_EQ(cpu::conv::one_image_splits() - before, 3);
   // A batch of one image is what splits; two images split by images instead.
   Tensor x2 = cat({x, x}, 0);
   const int64_t before2 = cpu::conv::one_image_splits();
@@ -209,15 +216,7 @@ TEST(ConvKept, OneImageSplitsOverRowsBitwise) {
     Tensor h = nn::conv_bn(c, b1, p, {.residual = p, .act = Act::Relu});
     return cat({p.flatten(), h.flatten(), s2(h).flatten()}, 0);
   };
-  set_num_threads(1);
-  Tensor want = f();
-  set_num_threads(2);
-  const int64_t before = cpu::conv::one_image_splits();
-  Tensor got = f();
-  got.to_vector<float>();  // runs what the fusion decorator queued
-  expect_same(want, got, "rows");
-  EXPECT_TRUE(want.isnan().any().item<bool>());
-  if (blocks_of_16()) EXPECT_EQ(cpu::conv::one_image_splits() - before, 3);
+  EXPECT_TRUE(expect_split_bitwise(f, 3, "rows").isnan().any().item<bool>());
 }
 
 TEST(ConvKept, WritesBetweenTheOpsAreSeen) {

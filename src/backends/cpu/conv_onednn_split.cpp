@@ -45,6 +45,8 @@ namespace {
 /// one-image split was not measured faster there).
 constexpr double kMinSplitMacs = 1 << 18;
 constexpr double kMaxSplitMacs = 1 << 24;
+/// Each share gets at least this much work (on many cores, fewer shares than threads).
+constexpr double kMinShareMacs = 1 << 17;
 /// The cache slots of the shares' entries start here (batch chunks use 1, 2, ...).
 constexpr int kSplitSlots = 1 << 10;
 std::atomic<int64_t> g_splits{0};
@@ -73,12 +75,13 @@ Split plan_split(const Geom& g) {
 #ifdef _OPENMP
   if (omp_in_parallel()) return {};
 #endif
+  const int64_t most = std::min<int64_t>(nt, static_cast<int64_t>(macs / kMinShareMacs));
   if (g.O >= 32) {
-    for (int parts = static_cast<int>(std::min<int64_t>(nt, g.O / 16)); parts >= 2; --parts)
+    for (int parts = static_cast<int>(std::min<int64_t>(most, g.O / 16)); parts >= 2; --parts)
       if (g.O % (16 * parts) == 0) return {parts, false};
     return {};
   }
-  const int parts = static_cast<int>(std::min<int64_t>(nt, g.out[1]));
+  const int parts = static_cast<int>(std::min<int64_t>(most, g.out[1]));
   return g.nsp == 2 && parts >= 2 ? Split{parts, true} : Split{};
 }
 
