@@ -29,6 +29,7 @@
 #include <dnnl.h>  // matmul block: the dnnl_sgemm calibration rows
 #endif
 
+#include "backends/cpu/vec.h"  // wait_for_compiles: timed runs use the compiled kernels
 #include "bench_util.h"
 
 namespace bench {
@@ -37,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 double best_of(const std::function<void()>& f, int reps, int warmup) {
   for (int i = 0; i < warmup; ++i) f();
+  if (warmup > 0) kiln::cpu::vec::wait_for_compiles();  // time the compiled kernels, not their compile
   double best = 1e300;
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();

@@ -8,10 +8,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <kiln/kiln.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -193,6 +195,27 @@ TEST(FusionJit, BackgroundCompileThenTheKernelRuns) {
   EXPECT_TRUE(same(run_chain(-0.875, true), ref));
   EXPECT_GE(fusion::stats().compiled_groups, 1);
   EXPECT_EQ(cache.files(".so").size(), 1u);
+}
+
+TEST(FusionJit, CompilesRunBelowTheProgramsPriority) {
+  if (!test::jit_expected()) GTEST_SKIP() << "no compiled kernels on this target";
+  const test::SmallLimit all(0);
+  const test::JitMode jit(cpu::vec::JitMode::kSync);
+  const FreshCache cache("nice");
+  fs::create_directories(cache.dir);
+  // A "compiler" that records its nice value (field 19 of /proc/<pid>/stat) and fails.
+  const fs::path script = cache.dir / "cxx.sh", seen = cache.dir / "nice.txt";
+  std::ofstream(script) << "#!/bin/sh\nawk '{print $19}' /proc/$$/stat > " << seen.string() << "\nexit 1\n";
+  fs::permissions(script, fs::perms::owner_all);
+  cpu::vec::set_jit_compiler(script.string(), cache.dir.string());
+  errno = 0;
+  const int before = getpriority(PRIO_PROCESS, 0);  // this thread's
+  const std::vector<float> ref = run_chain(-0.3125, false);
+  EXPECT_TRUE(same(run_chain(-0.3125, true), ref));  // interpreted: the compile failed
+  int nice = -100;
+  std::ifstream(seen) >> nice;
+  EXPECT_GE(nice, 10) << "the compiler ran at nice " << nice;
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), before) << "the caller's priority changed";
 }
 
 TEST(FusionJit, OffAndBelowTheSizeLimitInterpret) {
