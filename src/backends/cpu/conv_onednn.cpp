@@ -19,7 +19,6 @@
 #include "backends/cpu/conv_onednn_kept.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/onednn.h"
-#include "backends/cpu/pool_vec.h"
 
 #if KILN_WITH_ONEDNN
 #include <algorithm>
@@ -637,20 +636,6 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
     const int64_t n = gs[c].N;
     // The pool reads the conv's output in oneDNN's nChw16c layout, in the entry's staging buffer.
     if (!e->c.reorder || !(e->c.used == memory::desc({n, g.O, H, W}, dt::f32, tag::nChw16c))) return false;
-    const std::array<int64_t, 4> dims{n, g.O, pool.out[0], pool.out[1]};
-    if (!e->pooled || e->pooled_dims != dims) {
-      auto op = std::make_unique<Operand>();
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      const memory::dims md{n, g.O, pool.out[0], pool.out[1]};
-      try {
-        op->init(memory::desc(md, dt::f32, tag::nchw), memory::desc(md, dt::f32, tag::nChw16c), false, attr);
-      } catch (const dnnl::error&) {
-        return false;
-      }
-      e->pooled = std::move(op);
-      e->pooled_dims = dims;
-    }
   }
   const int64_t image_out = g.O * pool.out[0] * pool.out[1];
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
@@ -662,14 +647,9 @@ bool onednn_forward_maxpool(const Geom& g, const float* x, const float* w, const
           e, gs[static_cast<size_t>(c)], x + n0 * g.C * g.in_size(), w, b, nullptr,
           [&](float* blocked) {
             post_blocked(blocked, nullptr, n1 - n0, g.O, H * W, post, false);
-            Operand& po = *e->pooled;
-            const int64_t planes = (n1 - n0) * (g.O / 16);
-            vec::max_pool_blocked16_f32(blocked, planes, H, W, pool.k, pool.s, pool.p, pool.out[0], pool.out[1],
-                                        po.buf.data());
-            unblock16_f32(po.buf.data(), 0, planes, pool.out[0] * pool.out[1], y + n0 * image_out);
-            if (y_stamp && keep_on() && po.buf.size() * sizeof(float) <= kKeptBytes / 4) {
-              keep_staged(po, y_stamp, y + n0 * image_out);  // this chunk's pooled images
-            }
+            std::shared_ptr<Kept> pooled = spare_kept(blocked16({n1 - n0, g.O, pool.out[0], pool.out[1]}));
+            pool_blocks(blocked, H, W, pool, pooled->buf.data(), y + n0 * image_out, 0, (n1 - n0) * (g.O / 16));
+            keep_form(std::move(pooled), y_stamp, y + n0 * image_out);  // this chunk's pooled images
           },
           stamps.w);
     }

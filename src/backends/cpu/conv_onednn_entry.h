@@ -6,7 +6,6 @@
 #include "backends/cpu/onednn.h"
 
 #if KILN_WITH_ONEDNN
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -105,11 +104,7 @@ struct Entry {
   std::unordered_map<const float*, Packed> packed;         // constant weights by pointer
   std::vector<char, onednn::Aligned64<char>> scratch_buf;  // user scratchpad (batch-chunk entries)
   memory scratch;                                          // over scratch_buf, when there is one
-  // A max pool run on this forward conv's blocked output (onednn_forward_maxpool): the pooled
-  // result in the same layout and its reorder to plain, for pooled dims pooled_dims.
-  std::unique_ptr<Operand> pooled;
-  std::array<int64_t, 4> pooled_dims{};
-  bool out_blocked16 = false;  // a forward conv's dst is blocked by 16 channels (blocked16)
+  bool out_blocked16 = false;                              // a forward conv's dst is blocked by 16 channels (blocked16)
   // A one-image split's share (conv_onednn_split.cpp): its part of the shared blocked output,
   // its rows of the input's kept form, and its rows of a plain input.
   memory split_mem, split_in;

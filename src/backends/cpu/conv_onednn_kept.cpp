@@ -155,6 +155,26 @@ void keep(std::shared_ptr<Kept> e) {
   while (k.list.size() > kKeptMax || k.bytes > kKeptBytes) drop(k.list.begin());
 }
 
+void keep_form(std::shared_ptr<Kept> e, uint64_t stamp, const float* ptr) {
+  if (stamp && keep_on() && e->buf.size() * sizeof(float) <= kKeptBytes / 4) {
+    e->stamp = stamp;
+    e->ptr = ptr;
+    return keep(std::move(e));
+  }
+  KeptStore& k = kept_store();
+  std::lock_guard<std::mutex> l(k.mu);
+  if (e.use_count() == 1 && k.spare.size() < kKeptMax) k.spare.push_back(std::move(e));
+}
+
+void pool_blocks(const float* x, int64_t H, int64_t W, const PoolAfter& pool, float* pooled, float* y, int64_t b0,
+                 int64_t b1, int64_t o0, int64_t o1) {
+  const int64_t OH = pool.out[0], OW = pool.out[1];
+  if (o1 < 0) o1 = OH;
+  vec::max_pool_blocked16_f32(x + b0 * H * W * 16, b1 - b0, H, W, pool.k, pool.s, pool.p, OH, OW,
+                              pooled + b0 * OH * OW * 16, o0, o1);
+  unblock16_f32(pooled, b0, b1, OH * OW, y, o0 * OW, o1 * OW);
+}
+
 /// Whether pool fits PoolAfter's contract on an H x W input.
 bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
   const int64_t in_sz[2] = {H, W};
@@ -173,23 +193,15 @@ bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)
   const std::vector<std::shared_ptr<const Kept>> parts = find_kept_parts(x_stamp, x, N, C, H, W);
   if (parts.empty()) return false;
   const int64_t image_in = C * H * W, image_out = C * pool.out[0] * pool.out[1];
-  const int64_t in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
   for (const auto& part : parts) {
     const Kept& k = *part;
     const int64_t n = k.md.dims()[0], n0 = (k.ptr - x) / image_in, planes = n * (C / 16);
     std::shared_ptr<Kept> out = spare_kept(blocked16({n, C, pool.out[0], pool.out[1]}));
     float* yp = y + n0 * image_out;
     // Each share pools its planes and copies them to the plain output while they are in the cache.
-    parallel_for(planes, std::max<int64_t>(1, 32768 / in_plane), [&](int64_t p0, int64_t p1) {
-      vec::max_pool_blocked16_f32(k.buf.data() + p0 * in_plane, p1 - p0, H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                  pool.out[1], out->buf.data() + p0 * out_plane);
-      unblock16_f32(out->buf.data(), p0, p1, pool.out[0] * pool.out[1], yp);
-    });
-    if (y_stamp && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
-      out->stamp = y_stamp;
-      out->ptr = yp;  // the pooled images of this part
-      keep(std::move(out));
-    }
+    parallel_for(planes, std::max<int64_t>(1, 32768 / (H * W * 16)),
+                 [&](int64_t p0, int64_t p1) { pool_blocks(k.buf.data(), H, W, pool, out->buf.data(), yp, p0, p1); });
+    keep_form(std::move(out), y_stamp, yp);  // the pooled images of this part
   }
   return true;
 }

@@ -30,7 +30,6 @@
 #include <functional>
 
 #include "backends/cpu/conv_onednn_kept.h"
-#include "backends/cpu/pool_vec.h"
 #include "core/parallel.h"
 #include "kiln/device.h"
 
@@ -214,11 +213,7 @@ bool run_fwd_split(const Geom& g, const float* x, const float* w, const float* b
   };
   if (!run_shares(g, s, x, w, b, st, out->buf.data(), s.rows && plain_residual ? nullptr : share)) return false;
   if (s.rows && plain_residual) epilogue(0, cb, 0, plane);
-  if (st.y && (!post.residual || kr) && out->buf.size() * sizeof(float) <= kKeptBytes / 4) {
-    out->stamp = st.y;
-    out->ptr = y;
-    keep(std::move(out));
-  }
+  keep_form(std::move(out), !post.residual || kr ? st.y : 0, y);
   return true;
 }
 
@@ -227,7 +222,6 @@ bool run_maxpool_split(const Geom& g, const float* x, const float* w, const floa
   const Split s = plan_split(g);
   if (!s.parts) return false;
   const int64_t H = g.out[1], W = g.out[2], cb = g.O / 16, per = cb / s.parts;
-  const int64_t in_plane = H * W * 16, out_plane = pool.out[0] * pool.out[1] * 16;
   thread_local onednn::Floats conv_buf;  // the blocked conv output, read only by the pool
   conv_buf.resize(static_cast<size_t>(g.O * g.out_size() + 16));
   float* const conv_out = conv_buf.data();  // the shares see the calling thread's buffer
@@ -238,9 +232,7 @@ bool run_maxpool_split(const Geom& g, const float* x, const float* w, const floa
     post_blocks(conv_out, nullptr, c0, c1, g.O, H * W, post, nullptr, q0, q1);
   };
   auto pool_rows = [&](int64_t c0, int64_t c1, int64_t o0, int64_t o1) {
-    vec::max_pool_blocked16_f32(conv_out + c0 * in_plane, c1 - c0, H, W, pool.k, pool.s, pool.p, pool.out[0],
-                                pool.out[1], pooled->buf.data() + c0 * out_plane, o0, o1);
-    unblock16_f32(pooled->buf.data(), c0, c1, pool.out[0] * pool.out[1], y, o0 * pool.out[1], o1 * pool.out[1]);
+    pool_blocks(conv_out, H, W, pool, pooled->buf.data(), y, c0, c1, o0, o1);
   };
   std::function<void(int64_t)> share = [&](int64_t p) {
     if (s.rows) {  // the pool reads rows of other shares: it waits for the region's end
@@ -256,11 +248,7 @@ bool run_maxpool_split(const Geom& g, const float* x, const float* w, const floa
     parallel_for(s.parts, 1, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) pool_rows(0, cb, pool.out[0] * p / s.parts, pool.out[0] * (p + 1) / s.parts);
     });
-  if (st.y && pooled->buf.size() * sizeof(float) <= kKeptBytes / 4) {
-    pooled->stamp = st.y;
-    pooled->ptr = y;
-    keep(std::move(pooled));
-  }
+  keep_form(std::move(pooled), st.y, y);
   return true;
 }
 
