@@ -54,8 +54,21 @@ struct KeptStore {
   std::mutex mu;
   std::deque<std::shared_ptr<Kept>> list;    // oldest first
   std::vector<std::shared_ptr<Kept>> spare;  // dropped entries no reader holds, for reuse
-  size_t bytes = 0;
+  size_t bytes = 0, spare_bytes = 0;
 };
+
+/// Spare buffers kept for reuse, at most kKeptMax of them and this many bytes: an output too
+/// large to keep (a pooled batch) is still reused by the next call instead of reallocated.
+constexpr size_t kSpareBytes = size_t{256} << 20;
+
+size_t bytes_of(const Kept& e) { return e.buf.size() * sizeof(float); }
+
+/// Offers e's buffer for reuse when no reader holds it and the spares have room (under k.mu).
+void offer_spare(KeptStore& k, std::shared_ptr<Kept>&& e) {
+  if (e.use_count() != 1 || k.spare.size() >= kKeptMax || k.spare_bytes + bytes_of(*e) > kSpareBytes) return;
+  k.spare_bytes += bytes_of(*e);
+  k.spare.push_back(std::move(e));
+}
 KeptStore& kept_store() {
   static KeptStore k;
   return k;
@@ -125,6 +138,7 @@ std::shared_ptr<Kept> spare_kept(const memory::desc& md) {
     for (auto& e : k.spare)
       if (e->md == md) {
         r = std::move(e);
+        k.spare_bytes -= bytes_of(*r);
         std::swap(e, k.spare.back());
         k.spare.pop_back();
         break;
@@ -145,25 +159,25 @@ void keep(std::shared_ptr<Kept> e) {
   KeptStore& k = kept_store();
   std::lock_guard<std::mutex> l(k.mu);
   auto drop = [&k](std::deque<std::shared_ptr<Kept>>::iterator it) {
-    k.bytes -= (*it)->buf.size() * sizeof(float);
-    if (it->use_count() == 1 && k.spare.size() < kKeptMax) k.spare.push_back(std::move(*it));  // no reader holds it
+    k.bytes -= bytes_of(**it);
+    offer_spare(k, std::move(*it));
     return k.list.erase(it);
   };
   for (auto it = k.list.begin(); it != k.list.end();) it = (*it)->ptr == e->ptr ? drop(it) : std::next(it);
-  k.bytes += e->buf.size() * sizeof(float);
+  k.bytes += bytes_of(*e);
   k.list.push_back(std::move(e));
   while (k.list.size() > kKeptMax || k.bytes > kKeptBytes) drop(k.list.begin());
 }
 
 void keep_form(std::shared_ptr<Kept> e, uint64_t stamp, const float* ptr) {
-  if (stamp && keep_on() && e->buf.size() * sizeof(float) <= kKeptBytes / 4) {
+  if (stamp && keep_on() && bytes_of(*e) <= kKeptBytes / 4) {
     e->stamp = stamp;
     e->ptr = ptr;
     return keep(std::move(e));
   }
   KeptStore& k = kept_store();
   std::lock_guard<std::mutex> l(k.mu);
-  if (e.use_count() == 1 && k.spare.size() < kKeptMax) k.spare.push_back(std::move(e));
+  offer_spare(k, std::move(e));
 }
 
 void pool_blocks(const float* x, int64_t H, int64_t W, const PoolAfter& pool, float* pooled, float* y, int64_t b0,
