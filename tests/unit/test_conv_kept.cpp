@@ -25,9 +25,14 @@ namespace F = nn::functional;
 
 namespace {
 
-/// Puts back whether convolutions keep blocked forms.
+/// Puts back whether convolutions keep blocked forms. These tests are about oneDNN's kept forms:
+/// the direct kernel, which would take their small convolutions, is off while one runs.
 struct RestoreKeep {
-  ~RestoreKeep() { cpu::conv::set_keep_blocked(true); }
+  RestoreKeep() { cpu::conv::set_direct(false); }
+  ~RestoreKeep() {
+    cpu::conv::set_keep_blocked(true);
+    cpu::conv::set_direct(true);
+  }
 };
 
 /// oneDNN's forward convolutions pick 16-channel blocks (AVX-512), so outputs are kept.
@@ -113,8 +118,8 @@ int64_t compare_keep(const std::function<Tensor()>& f, const std::string& what) 
   return reads;
 }
 
-/// f on 1 thread and then on 2, compared bitwise; the run on 2 splits `splits` convolutions
-/// over one image (Note [One-image split]) where oneDNN blocks by 16 channels. Returns it.
+/// f on 1 thread and then on 2 (the caller holds a RestoreKeep), compared bitwise; the run on 2 splits `splits`
+/// convolutions over one image (Note [One-image split]) where oneDNN blocks by 16 channels. Returns it.
 Tensor expect_split_bitwise(const std::function<Tensor()>& f, int64_t splits, const std::string& what) {
   set_num_threads(1);
   Tensor want = f();
@@ -164,6 +169,7 @@ TEST(ConvKept, OneImageSplitsOverChannelsBitwise) {
   // those of one thread: with a residual that has a kept form and one that has not, with a
   // batch norm, relu and NaN.
   const test::RestoreOnednnAndThreads restore;
+  const RestoreKeep keep;
   NoGradGuard no_grad;
   manual_seed(3);
   nn::Conv2d a({.in_channels = 16, .out_channels = 64, .kernel_size = 3, .padding = 1});
@@ -196,6 +202,7 @@ TEST(ConvKept, OneImageSplitsOverRowsBitwise) {
   // a stem's conv, batch norm, relu and fused max pool, a conv reading the pool's kept form with
   // that as its residual too, and a strided conv. Their bits are those of one thread.
   const test::RestoreOnednnAndThreads restore;
+  const RestoreKeep keep;
   NoGradGuard no_grad;
   manual_seed(4);
   nn::Conv2d stem({.in_channels = 3, .out_channels = 16, .kernel_size = 3, .padding = 1, .bias = false});

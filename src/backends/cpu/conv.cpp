@@ -471,18 +471,22 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     st.residual = has_res && res_in != t3.data() ? op.inputs[ri].stamp : 0;
     st.y = res != to.data() && !pooled ? op.outputs[0].stamp : 0;
     const uint64_t w_stamp = st.w;
-    if (onednn::enabled()) {
+    conv::PostOp post;
+    if (relu) post.kind = conv::PostOp::Relu;
+    if (clamp) {
+      post.kind = conv::PostOp::Clip;
+      post.lo = clo;
+      post.hi = chi;
+    }
+    post.residual = res_in;
+    post.scale = scale;
+    post.shift = shift;
+    if (op.kind == ir::OpKind::Conv && conv::direct_applies(g)) {  // Note [Direct convolution]
+      full_result();
+      done = conv::direct_forward(g, a0, a1, bias, res, post, w_stamp);
+    }
+    if (onednn::enabled() && !done) {
       if (op.kind == ir::OpKind::Conv) {
-        conv::PostOp post;
-        if (relu) post.kind = conv::PostOp::Relu;
-        if (clamp) {
-          post.kind = conv::PostOp::Clip;
-          post.lo = clo;
-          post.hi = chi;
-        }
-        post.residual = res_in;
-        post.scale = scale;
-        post.shift = shift;
         if (pooled) {
           conv::PoolAfter pa;
           for (int i = 0; i < 2; ++i) {

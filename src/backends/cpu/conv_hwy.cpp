@@ -21,6 +21,7 @@
 // clang-format off
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "backends/cpu/transpose16-inl.h"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -89,31 +90,10 @@ void PostPlanesF32(float* y, const float* r, int64_t p0, int64_t p1, int64_t C, 
 HWY_INLINE void UnblockTile(const float* blk, int64_t len, int64_t plane, float* plain) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if (len == 16) {
-    // A 16 x 16 transpose in four rounds: 32-bit and 64-bit interleaves within 128-bit lanes, then
-    // two rounds of 128-bit lane shuffles. r[i]: position i's 16 channels.
-    __m512 r[16], t[16];
+    __m512 r[16];
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(blk + i * 16);
-    for (int i = 0; i < 8; ++i) {
-      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; ++i) {  // r[4i + m], lane k: channel 4k + m of positions 4i ... 4i + 3
-      const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-      const __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
-      r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-      r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-      r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
-      r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
-    }
-    for (int i = 0; i < 2; ++i)
-      for (int m = 0; m < 4; ++m) {
-        t[8 * i + m] = _mm512_shuffle_f32x4(r[8 * i + m], r[8 * i + 4 + m], 0x88);
-        t[8 * i + 4 + m] = _mm512_shuffle_f32x4(r[8 * i + m], r[8 * i + 4 + m], 0xdd);
-      }
-    for (int m = 0; m < 8; ++m) {
-      _mm512_storeu_ps(plain + m * plane, _mm512_shuffle_f32x4(t[m], t[8 + m], 0x88));
-      _mm512_storeu_ps(plain + (8 + m) * plane, _mm512_shuffle_f32x4(t[m], t[8 + m], 0xdd));
-    }
+    Transpose16x16(r);
+    for (int j = 0; j < 16; ++j) _mm512_storeu_ps(plain + j * plane, r[j]);
     return;
   }
 #endif

@@ -62,6 +62,38 @@ void post_blocked16_f32(float* y, const float* r, int64_t b0, int64_t b1, int64_
 void unblock16_f32(const float* y, int64_t b0, int64_t b1, int64_t plane, float* plain, int64_t q0 = 0,
                    int64_t q1 = -1);
 
+/// Whether direct_forward runs g (Note [Direct convolution] in conv_direct.cpp).
+bool direct_applies(const Geom& g);
+/// Turns the direct kernel on or off (KILN_CONV_DIRECT=0 starts with it off).
+void set_direct(bool on);
+/// Whether the running CPU has the direct kernel.
+bool direct_available();
+/// y = post(conv(x, w) + b) (b may be null) by the direct kernel, plain f32 buffers; w's packed
+/// form is kept as onednn_forward keeps its reordered weights (w_stamp: w's content stamp, 0: not
+/// known). False, doing nothing, when it does not apply.
+bool direct_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
+                    uint64_t w_stamp);
+/// What the direct kernel reads and writes (conv_direct_hwy.cpp): one image x (C channels CS
+/// floats apart, of H rows of pitch W), output (oh, ow)'s receptive field starting at row oh * SH
+/// - row0 and column ow * SW - col0 (col0 <= 1, and at most one column past the right edge: the
+/// kernel skips one padding column on either side); weights packed as [O/16][C][KH][KW][16] and
+/// a bias of O values; the image's plain output y [O, OH, OW], written as post(conv + bias) with
+/// post's scale, shift, residual (laid out as y; each may be null) and clamp [lo, hi] (PostOp).
+struct DirectBand {
+  const float* x = nullptr;
+  int64_t C = 0, CS = 0, H = 0, W = 0, row0 = 0, col0 = 0, SH = 1, SW = 1, KH = 1, KW = 1, OH = 0, OW = 0;
+  const float* wp = nullptr;
+  const float* bias = nullptr;
+  const float *scale = nullptr, *shift = nullptr, *residual = nullptr;
+  float lo = 0, hi = 0;
+  float* y = nullptr;
+};
+/// The direct kernel over output rows [oh0, oh1) of channel block ob; false when
+/// the running CPU has no such kernel.
+bool direct_rows_f32(const DirectBand& band, int64_t ob, int64_t oh0, int64_t oh1);
+/// The registration id of data (register_constant), 0 when it is not a registered constant.
+uint64_t registered_constant_id(const void* data);
+
 /// oneDNN paths (f32, contiguous buffers). Each returns false when oneDNN is not built in or
 /// cannot run the problem; the caller then uses the portable kernels.
 /// The content stamps (TensorDesc::stamp; 0: not known) of a forward convolution's operands: with

@@ -779,6 +779,8 @@ void unregister_constant(const void* data) {
   r.ids.erase(data);
 }
 
+uint64_t registered_constant_id(const void* data) { return dnn::constant_id(data); }
+
 }  // namespace kiln::cpu::conv
 
 #endif  // KILN_WITH_ONEDNN (conv_onednn_none.cpp: the build without it)

@@ -28,6 +28,7 @@ bool onednn_backward_data(const Geom&, const float*, const float*, const float*,
 bool onednn_backward_weights(const Geom&, const float*, const float*, float*) { return false; }
 void register_constant(const void*, size_t) {}
 void unregister_constant(const void*) {}
+uint64_t registered_constant_id(const void*) { return 0; }
 }  // namespace kiln::cpu::conv
 
 #endif

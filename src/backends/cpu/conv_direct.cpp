@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// The direct forward convolution (f32, plain layouts in and out).
+//
+// Note [Direct convolution]
+// oneDNN's forward kernels (and any kernel that broadcasts one input value per multiply-add)
+// issue one load per multiply-add when a convolution has a single 16-channel output block, and
+// on AVX-512 cores with two FMA units the loads, not the multiply-adds, then bound the speed:
+// ResNet's 16-channel 3x3 convolutions ran at about half the FMA peak (12.6 µs for 16 -> 16 on
+// 16x16, where the multiply-adds alone take 6.6). The direct kernel (conv_direct_hwy.cpp) turns
+// the loop around: it holds a row tile of outputs (up to 16 positions times 16 output channels,
+// or fewer positions times 2 or 4 channel blocks) in registers and, per input row and channel,
+// broadcasts each input value once and multiplies it into every output of the tile it reaches
+// (3 for a 3-wide kernel at stride 1, times the channel blocks). It reads the plain input
+// [N, C, H, W] as it is (no reorder), the weights packed as [O/16][C][KH][KW][16] (kept across
+// calls as oneDNN's reordered weights are: registered constants, or from the second call with
+// the same content stamp), and writes its blocked output to a scratch buffer, from which the
+// epilogue (scale, shift, residual, activation) writes the plain result in one pass per thread
+// share. It covers 2-d convolutions of one group, dilation 1, kernel width 1 or 3 and width
+// stride 1 or 2 (any kernel height and height stride), output channels a multiple of 16, f32,
+// on x86 targets with 16-lane vectors, and small images (direct_applies): larger ones keep
+// oneDNN, whose cache blocking the direct kernel lacks. KILN_CONV_DIRECT=0 turns it off.
+// Bias is the accumulators' start: the sum's rounding differs from oneDNN's by an ulp or so.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/conv_impl.h"
+#include "core/parallel.h"
+#include "kiln/device.h"
+
+namespace kiln::cpu::conv {
+
+namespace {
+
+/// Images of at most this many multiply-adds use the direct kernel (measured against oneDNN
+/// 2.6 on ResNet's and MobileNet's convolutions; bench/conv_direct.md).
+constexpr double kMaxDirectMacs = double(1 << 23);
+/// A thread's share of rows does at least this many multiply-adds.
+constexpr double kMinShareMacs = double(1 << 16);
+
+std::atomic<bool>& direct_on() {
+  static std::atomic<bool> on = [] {
+    const char* e = std::getenv("KILN_CONV_DIRECT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+bool kernel_available() {
+  static const bool ok = direct_rows_f32(DirectBand{}, 0, 0, 0);
+  return ok;
+}
+
+/// Packed weights [O/16][C][KH][KW][16], kept per weight pointer and shape under an id (the
+/// registration id, or the content stamp).
+struct Packed {
+  uint64_t id = 0;
+  std::shared_ptr<const std::vector<float>> w;
+};
+using PackKey = std::tuple<const float*, int64_t, int64_t, int64_t, int64_t>;
+std::mutex g_pack_mu;
+std::map<PackKey, Packed> g_packs;
+size_t g_pack_bytes = 0;
+constexpr size_t kPackBudget = size_t{128} << 20;
+constexpr size_t kMaxPacks = 1024;
+
+std::shared_ptr<std::vector<float>> pack(const Geom& g, const float* w) {
+  const int64_t OB = g.O / 16, taps = g.C * g.k[1] * g.k[2];
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(OB * taps * 16));
+  for (int64_t ob = 0; ob < OB; ++ob)
+    for (int64_t l = 0; l < 16; ++l) {
+      const float* src = w + (ob * 16 + l) * taps;
+      float* dst = out->data() + ob * taps * 16 + l;
+      for (int64_t t = 0; t < taps; ++t) dst[t * 16] = src[t];
+    }
+  return out;
+}
+
+/// The packed form of w: kept when w is a registered constant, or from the second call with the
+/// same content stamp (training, whose steps write the weights, packs on every call); past the
+/// budget, packed on every call.
+std::shared_ptr<const std::vector<float>> packed_weights(const Geom& g, const float* w, uint64_t stamp) {
+  const uint64_t reg = registered_constant_id(w), id = reg ? reg : stamp;
+  if (!id) return pack(g, w);
+  std::lock_guard<std::mutex> lock(g_pack_mu);
+  const PackKey key{w, g.O, g.C, g.k[1], g.k[2]};
+  auto it = g_packs.find(key);
+  if (it != g_packs.end() && it->second.id == id && it->second.w) return it->second.w;
+  if (it == g_packs.end()) {
+    if (g_packs.size() >= kMaxPacks) {
+      g_packs.clear();
+      g_pack_bytes = 0;
+    }
+    it = g_packs.emplace(key, Packed{}).first;
+  }
+  Packed& p = it->second;
+  const bool keep = reg || p.id == id;  // registered, or the second call with these contents
+  if (p.w) g_pack_bytes -= p.w->size() * sizeof(float);
+  p.w = nullptr;
+  p.id = id;
+  auto fresh = pack(g, w);
+  if (keep && g_pack_bytes + fresh->size() * sizeof(float) <= kPackBudget) {
+    g_pack_bytes += fresh->size() * sizeof(float);
+    p.w = fresh;
+  }
+  return fresh;
+}
+
+}  // namespace
+
+bool direct_applies(const Geom& g) {
+  if (g.nsp != 2 || g.groups != 1 || g.O % 16 != 0 || g.C < 1 || g.dil[1] != 1 || g.dil[2] != 1) return false;
+  if (!(g.k[2] == 1 || g.k[2] == 3) || !(g.stride[2] == 1 || g.stride[2] == 2) || g.k[1] > 7) return false;
+  if (g.k[1] == 1 && g.k[2] == 1 && g.stride[1] == 1 && g.stride[2] == 1) return false;  // a matrix product
+  if (g.pad[1] >= g.k[1] || g.out_size() < 1) return false;
+  // The kernel skips at most one padding column on either side (DirectBand).
+  const int64_t right = (g.out[2] - 1) * g.stride[2] + g.k[2] - g.pad[2] - g.in[2];
+  if (g.pad[2] > 1 || right > 1 || (g.k[2] == 1 && (g.pad[2] > 0 || right > 0))) return false;
+  const double macs = double(g.O) * double(g.out_size()) * double(g.C) * double(g.k_size());
+  return macs <= kMaxDirectMacs && direct_on().load(std::memory_order_relaxed) && kernel_available();
+}
+
+void set_direct(bool on) { direct_on().store(on); }
+bool direct_available() { return kernel_available(); }
+
+bool direct_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
+                    uint64_t w_stamp) {
+  if (!direct_applies(g)) return false;
+  const int64_t OB = g.O / 16, plane = g.out_size(), OH = g.out[1];
+  thread_local std::vector<float> bias;
+  const std::shared_ptr<const std::vector<float>> packed = packed_weights(g, w, w_stamp);
+  bias.assign(static_cast<size_t>(g.O), 0.0f);
+  if (b) std::copy(b, b + g.O, bias.begin());
+  DirectBand band;
+  band.C = g.C;
+  band.CS = g.in_size();
+  band.H = g.in[1];
+  band.W = g.in[2];
+  band.row0 = g.pad[1];
+  band.col0 = g.pad[2];
+  band.SH = g.stride[1];
+  band.SW = g.stride[2];
+  band.KH = g.k[1];
+  band.KW = g.k[2];
+  band.OH = OH;
+  band.OW = g.out[2];
+  band.wp = packed->data();
+  band.bias = bias.data();
+  band.scale = post.scale;
+  band.shift = post.shift;
+  band.lo = post.kind == PostOp::None ? -INFINITY : post.kind == PostOp::Relu ? 0.0f : post.lo;
+  band.hi = post.kind == PostOp::Clip ? post.hi : INFINITY;
+  // Work units: (image, channel block, output row), rows innermost.
+  const int64_t units = g.N * OB * OH;
+  const double unit_macs = 16.0 * double(band.OW) * double(g.C) * double(g.k_size());
+  const auto grain = static_cast<int64_t>(std::max(1.0, std::ceil(kMinShareMacs / unit_macs)));
+  parallel_for(units, grain, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1;) {
+      const int64_t n = u / (OB * OH), ob = u / OH % OB, oh0 = u % OH;
+      const int64_t oh1 = std::min(OH, oh0 + (u1 - u));
+      DirectBand b = band;
+      b.x = x + n * g.C * band.CS;
+      b.residual = post.residual ? post.residual + n * g.O * plane : nullptr;
+      b.y = y + n * g.O * plane;
+      direct_rows_f32(b, ob, oh0, oh1);
+      u += oh1 - oh0;
+    }
+  });
+  return true;
+}
+
+}  // namespace kiln::cpu::conv
