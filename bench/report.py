@@ -307,6 +307,8 @@ def autodiff_section(t, kiln, torch, have_torch):
 CONV_SHAPES = {
     "mnist_1to32_k3": "[N, 1, 28, 28] 1→32, 3x3",
     "mnist_32to64_k3": "[N, 32, 26, 26] 32→64, 3x3",
+    "small_16to16_k3": "[N, 16, 16, 16] 16→16, 3x3, pad 1",
+    "small_64to64_k3": "[N, 64, 8, 8] 64→64, 3x3, pad 1",
     "resnet_64to64_k3": "[N, 64, 56, 56] 64→64, 3x3, pad 1",
     "resnet_64to256_k1": "[N, 64, 56, 56] 64→256, 1x1",
 }

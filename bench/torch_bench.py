@@ -134,6 +134,7 @@ def main():
 
     # ---- convolution (conv owner's block): same ids as kiln_bench.cpp; bytes field 0 ----
     conv_cases = [("mnist_1to32_k3", 1, 28, 32, 3, 0, (1, 32)), ("mnist_32to64_k3", 32, 26, 64, 3, 0, (1, 32)),
+                  ("small_16to16_k3", 16, 16, 16, 3, 1, (1, 32)), ("small_64to64_k3", 64, 8, 64, 3, 1, (1, 32)),
                   ("resnet_64to64_k3", 64, 56, 64, 3, 1, (1, 8)), ("resnet_64to256_k1", 64, 56, 256, 1, 0, (1, 8))]
     cb_ = torch.ops.aten.convolution_backward
     with torch.inference_mode():

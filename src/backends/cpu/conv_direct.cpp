@@ -7,22 +7,25 @@
 // on AVX-512 cores with two FMA units the loads, not the multiply-adds, then bound the speed:
 // ResNet's 16-channel 3x3 convolutions ran at about half the FMA peak (12.6 µs for 16 -> 16 on
 // 16x16, where the multiply-adds alone take 6.6). The direct kernel (conv_direct_hwy.cpp) turns
-// the loop around: it holds a row tile of outputs (up to 16 positions times 16 output channels,
-// or fewer positions times 2 or 4 channel blocks) in registers and, per input row and channel,
+// the loop around: it holds a tile of outputs of one 16-channel block in registers (up to 16
+// positions of a row, or 2-16 whole rows of width 8 or less) and, per input row and channel,
 // broadcasts each input value once and multiplies it into every output of the tile it reaches
-// (3 for a 3-wide kernel at stride 1, times the channel blocks). It reads the plain input
-// [N, C, H, W] as it is (no reorder), the weights packed as [O/16][C][KH][KW][16] (kept across
-// calls as oneDNN's reordered weights are: registered constants, or from the second call with
-// the same content stamp), and writes its blocked output to a scratch buffer, from which the
-// epilogue (scale, shift, residual, activation) writes the plain result in one pass per thread
-// share. It covers 2-d convolutions of one group, dilation 1, kernel width 1 or 3 and width
-// stride 1 or 2 (any kernel height and height stride), output channels a multiple of 16, f32,
-// on x86 targets with 16-lane vectors, and small images (direct_applies): larger ones keep
-// oneDNN, whose cache blocking the direct kernel lacks. KILN_CONV_DIRECT=0 turns it off.
-// Bias is the accumulators' start: the sum's rounding differs from oneDNN's by an ulp or so.
+// (3 for a 3-wide kernel at stride 1). It reads the plain input [N, C, H, W] as it is (no
+// reorder; the padding columns are skipped by the tile's edge variants, so at most one per
+// side), the weights packed as [O/16][C][KH][KW][16] (kept across calls as oneDNN's reordered
+// weights are: registered constants, or from the second call with the same content stamp), and
+// finishes each tile in registers: a 16 x 16 transpose to channel rows, the epilogue (scale,
+// shift, residual, activation) and plain stores. Threads split (image, block, row) units. It
+// covers 2-d convolutions of one group, dilation 1, kernel width 1 or 3 and width stride 1 or 2
+// (any kernel height and height stride), output channels a multiple of 16, f32, on x86 targets
+// with 16-lane vectors, and small images (direct_applies): larger ones keep oneDNN, whose cache
+// blocking the direct kernel lacks; a 1-wide kernel gains only oneDNN's per-call cost, so only
+// the smallest take it. KILN_CONV_DIRECT=0 (or set_direct) turns it off. The bias starts the
+// sums: their rounding differs from oneDNN's in the last bits.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -39,9 +42,11 @@ namespace kiln::cpu::conv {
 
 namespace {
 
-/// Images of at most this many multiply-adds use the direct kernel (measured against oneDNN
-/// 2.6 on ResNet's and MobileNet's convolutions; bench/conv_direct.md).
-constexpr double kMaxDirectMacs = double(1 << 23);
+/// Images of at most this many multiply-adds use the direct kernel: measured against oneDNN 2.6
+/// on 3x3 convolutions of 0.2M to 29M multiply-adds (docs/convolution.md), it was ahead up to
+/// 9.4M on one and two threads and behind at 29M on two.
+constexpr double kMaxDirectMacs = double(1 << 24);
+constexpr double kMaxPointwiseMacs = double(1 << 18);
 /// A thread's share of rows does at least this many multiply-adds.
 constexpr double kMinShareMacs = double(1 << 16);
 
@@ -58,11 +63,17 @@ bool kernel_available() {
   return ok;
 }
 
-/// Packed weights [O/16][C][KH][KW][16], kept per weight pointer and shape under an id (the
-/// registration id, or the content stamp).
+/// Weights packed as [O/16][C][KH][KW][16], from a 64-byte boundary (a vector load per line).
+struct PackedW {
+  std::vector<float> buf;
+  float* data = nullptr;
+  size_t floats = 0;
+};
+/// A packed weight kept per weight pointer and shape under an id (the registration id, or the
+/// content stamp).
 struct Packed {
   uint64_t id = 0;
-  std::shared_ptr<const std::vector<float>> w;
+  std::shared_ptr<const PackedW> w;
 };
 using PackKey = std::tuple<const float*, int64_t, int64_t, int64_t, int64_t>;
 std::mutex g_pack_mu;
@@ -71,13 +82,17 @@ size_t g_pack_bytes = 0;
 constexpr size_t kPackBudget = size_t{128} << 20;
 constexpr size_t kMaxPacks = 1024;
 
-std::shared_ptr<std::vector<float>> pack(const Geom& g, const float* w) {
+std::shared_ptr<PackedW> pack(const Geom& g, const float* w) {
   const int64_t OB = g.O / 16, taps = g.C * g.k[1] * g.k[2];
-  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(OB * taps * 16));
+  auto out = std::make_shared<PackedW>();
+  out->floats = static_cast<size_t>(OB * taps * 16);
+  out->buf.resize(out->floats + 16);
+  const auto addr = reinterpret_cast<uintptr_t>(out->buf.data());
+  out->data = out->buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int64_t l = 0; l < 16; ++l) {
       const float* src = w + (ob * 16 + l) * taps;
-      float* dst = out->data() + ob * taps * 16 + l;
+      float* dst = out->data + ob * taps * 16 + l;
       for (int64_t t = 0; t < taps; ++t) dst[t * 16] = src[t];
     }
   return out;
@@ -86,7 +101,7 @@ std::shared_ptr<std::vector<float>> pack(const Geom& g, const float* w) {
 /// The packed form of w: kept when w is a registered constant, or from the second call with the
 /// same content stamp (training, whose steps write the weights, packs on every call); past the
 /// budget, packed on every call.
-std::shared_ptr<const std::vector<float>> packed_weights(const Geom& g, const float* w, uint64_t stamp) {
+std::shared_ptr<const PackedW> packed_weights(const Geom& g, const float* w, uint64_t stamp) {
   const uint64_t reg = registered_constant_id(w), id = reg ? reg : stamp;
   if (!id) return pack(g, w);
   std::lock_guard<std::mutex> lock(g_pack_mu);
@@ -102,12 +117,12 @@ std::shared_ptr<const std::vector<float>> packed_weights(const Geom& g, const fl
   }
   Packed& p = it->second;
   const bool keep = reg || p.id == id;  // registered, or the second call with these contents
-  if (p.w) g_pack_bytes -= p.w->size() * sizeof(float);
+  if (p.w) g_pack_bytes -= p.w->floats * sizeof(float);
   p.w = nullptr;
   p.id = id;
   auto fresh = pack(g, w);
-  if (keep && g_pack_bytes + fresh->size() * sizeof(float) <= kPackBudget) {
-    g_pack_bytes += fresh->size() * sizeof(float);
+  if (keep && g_pack_bytes + fresh->floats * sizeof(float) <= kPackBudget) {
+    g_pack_bytes += fresh->floats * sizeof(float);
     p.w = fresh;
   }
   return fresh;
@@ -124,7 +139,10 @@ bool direct_applies(const Geom& g) {
   const int64_t right = (g.out[2] - 1) * g.stride[2] + g.k[2] - g.pad[2] - g.in[2];
   if (g.pad[2] > 1 || right > 1 || (g.k[2] == 1 && (g.pad[2] > 0 || right > 0))) return false;
   const double macs = double(g.O) * double(g.out_size()) * double(g.C) * double(g.k_size());
-  return macs <= kMaxDirectMacs && direct_on().load(std::memory_order_relaxed) && kernel_available();
+  // A 1-wide kernel feeds one multiply-add per load, as oneDNN's does: only the smallest gain
+  // (oneDNN's per-call cost).
+  const double most = g.k[2] == 1 ? kMaxPointwiseMacs : kMaxDirectMacs;
+  return macs <= most && direct_on().load(std::memory_order_relaxed) && kernel_available();
 }
 
 void set_direct(bool on) { direct_on().store(on); }
@@ -135,7 +153,7 @@ bool direct_forward(const Geom& g, const float* x, const float* w, const float* 
   if (!direct_applies(g)) return false;
   const int64_t OB = g.O / 16, plane = g.out_size(), OH = g.out[1];
   thread_local std::vector<float> bias;
-  const std::shared_ptr<const std::vector<float>> packed = packed_weights(g, w, w_stamp);
+  const std::shared_ptr<const PackedW> packed = packed_weights(g, w, w_stamp);
   bias.assign(static_cast<size_t>(g.O), 0.0f);
   if (b) std::copy(b, b + g.O, bias.begin());
   DirectBand band;
@@ -151,7 +169,7 @@ bool direct_forward(const Geom& g, const float* x, const float* w, const float* 
   band.KW = g.k[2];
   band.OH = OH;
   band.OW = g.out[2];
-  band.wp = packed->data();
+  band.wp = packed->data;
   band.bias = bias.data();
   band.scale = post.scale;
   band.shift = post.shift;
