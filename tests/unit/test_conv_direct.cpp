@@ -197,3 +197,45 @@ TEST(ConvDirect, Conv2dMatchesOnednnAndPortablePathAndSeesWeightWrites) {
     }
   }
 }
+
+TEST(ConvDirect, FusedMaxPoolIsThePlainPoolBitwise) {
+  // conv_bn with its max pool as one op (the direct kernel's blocked output pooled by 16-channel
+  // blocks) against conv_bn then max_pool2d (the plain output pooled), bit for bit: with NaN, odd
+  // sizes, both pool shapes ResNet-style stems use, on 1 and 2 threads and 1 and 3 images.
+  if (!cpu::conv::direct_available()) GTEST_SKIP() << "no 16-lane f32 kernel on this CPU";
+  const test::RestoreOnednnAndThreads restore;
+  NoGradGuard no_grad;
+  manual_seed(5);
+  using Act = nn::FusedConvOptions::Act;
+  for (int64_t O : {16, 32})
+    for (int64_t H : {32, 15}) {
+      nn::Conv2d conv({.in_channels = 3, .out_channels = O, .kernel_size = 3, .padding = 1, .bias = false});
+      nn::BatchNorm2d bn({.num_features = O});
+      bn.running_var.copy_(rand({O}) + 0.5);
+      bn.weight.copy_(randn({O}));
+      bn.bias.copy_(randn({O}));
+      bn.eval();
+      for (int64_t batch : {1, 3})
+        for (int threads : {1, 2})
+          for (int64_t k : {2, 3}) {
+            set_num_threads(threads);
+            Tensor x = randn({batch, 3, H, H + 1});
+            x.narrow(2, 4, 1).narrow(3, 6, 1).fill_(NAN);
+            const F::MaxPoolOptions po{.stride = Dims{2, 2}, .padding = Dims{k / 2, k / 2}};
+            Tensor fused = nn::conv_bn(conv, bn, x, {.act = Act::Relu, .pool_kernel_size = k, .pool = po});
+            Tensor plain = F::max_pool2d(nn::conv_bn(conv, bn, x, {.act = Act::Relu}), {k, k}, po);
+            ASSERT_EQ(fused.shape(), plain.shape());
+            const auto a = fused.to_vector<float>(), b = plain.to_vector<float>();
+            size_t nans = 0;
+            for (size_t i = 0; i < a.size(); ++i) {
+              if (std::isnan(b[i])) {
+                EXPECT_TRUE(std::isnan(a[i])) << i;
+                ++nans;
+              } else {
+                ASSERT_EQ(a[i], b[i]) << "O" << O << " H" << H << " k" << k << " t" << threads << " at " << i;
+              }
+            }
+            EXPECT_GT(nans, 0u);  // the NaN reached the pooled output
+          }
+    }
+}

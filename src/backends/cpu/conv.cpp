@@ -429,6 +429,18 @@ void max_pool_after(const ir::Op& op, const Geom& g, const A* full, void* out, s
   finish_out<T, A>(out, op.outputs[0], y);
 }
 
+/// The max pool fused after a convolution (ops.def), as PoolAfter.
+conv::PoolAfter pool_after(const ir::Op& op, const ir::ConvAttrs& ca) {
+  conv::PoolAfter pa;
+  for (int i = 0; i < 2; ++i) {
+    pa.k[i] = ca.pool_kernel[static_cast<size_t>(i)];
+    pa.s[i] = ca.pool_stride[static_cast<size_t>(i)];
+    pa.p[i] = ca.pool_padding[static_cast<size_t>(i)];
+    pa.out[i] = op.outputs[0].shape[static_cast<size_t>(2 + i)];
+  }
+  return pa;
+}
+
 /// Runs one of the three ops on type T (A: the compute type).
 template <class T>
 void run_conv(const ir::Op& op, void* const* in, void* const* out) {
@@ -482,19 +494,18 @@ void run_conv(const ir::Op& op, void* const* in, void* const* out) {
     post.scale = scale;
     post.shift = shift;
     if (op.kind == ir::OpKind::Conv && conv::direct_applies(g)) {  // Note [Direct convolution]
+      if (pooled) {
+        float* y = stage_out<T, A>(out[0], op.outputs[0], to);
+        if (conv::direct_forward_maxpool(g, a0, a1, bias, post, pool_after(op, ca), y, w_stamp))
+          return finish_out<T, A>(out[0], op.outputs[0], y);
+      }
       full_result();
       done = conv::direct_forward(g, a0, a1, bias, res, post, w_stamp);
     }
     if (onednn::enabled() && !done) {
       if (op.kind == ir::OpKind::Conv) {
         if (pooled) {
-          conv::PoolAfter pa;
-          for (int i = 0; i < 2; ++i) {
-            pa.k[i] = ca.pool_kernel[static_cast<size_t>(i)];
-            pa.s[i] = ca.pool_stride[static_cast<size_t>(i)];
-            pa.p[i] = ca.pool_padding[static_cast<size_t>(i)];
-            pa.out[i] = op.outputs[0].shape[static_cast<size_t>(2 + i)];
-          }
+          const conv::PoolAfter pa = pool_after(op, ca);
           float* y = stage_out<T, A>(out[0], op.outputs[0], to);
           conv::Stamps sp = st;
           sp.y = y != to.data() ? op.outputs[0].stamp : 0;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/pool_vec.h"
 #include "core/parallel.h"
 #include "kiln/device.h"
 
@@ -148,9 +149,11 @@ bool direct_applies(const Geom& g) {
 void set_direct(bool on) { direct_on().store(on); }
 bool direct_available() { return kernel_available(); }
 
-bool direct_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
-                    uint64_t w_stamp) {
-  if (!direct_applies(g)) return false;
+namespace {
+
+/// Runs the direct kernel over g into the plain y or, when yb is set, the blocked yb.
+void run_direct(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post, uint64_t w_stamp,
+                float* y, float* yb) {
   const int64_t OB = g.O / 16, plane = g.out_size(), OH = g.out[1];
   thread_local std::vector<float> bias;
   const std::shared_ptr<const PackedW> packed = packed_weights(g, w, w_stamp);
@@ -183,12 +186,61 @@ bool direct_forward(const Geom& g, const float* x, const float* w, const float* 
     for (int64_t u = u0; u < u1;) {
       const int64_t n = u / (OB * OH), ob = u / OH % OB, oh0 = u % OH;
       const int64_t oh1 = std::min(OH, oh0 + (u1 - u));
-      DirectBand b = band;
-      b.x = x + n * g.C * band.CS;
-      b.residual = post.residual ? post.residual + n * g.O * plane : nullptr;
-      b.y = y + n * g.O * plane;
-      direct_rows_f32(b, ob, oh0, oh1);
+      DirectBand part = band;
+      part.x = x + n * g.C * band.CS;
+      part.residual = post.residual ? post.residual + n * g.O * plane : nullptr;
+      part.y = y ? y + n * g.O * plane : nullptr;
+      part.yb = yb ? yb + n * g.O * plane : nullptr;
+      direct_rows_f32(part, ob, oh0, oh1);
       u += oh1 - oh0;
+    }
+  });
+}
+
+}  // namespace
+
+bool direct_forward(const Geom& g, const float* x, const float* w, const float* b, float* y, const PostOp& post,
+                    uint64_t w_stamp) {
+  if (!direct_applies(g)) return false;
+  run_direct(g, x, w, b, post, w_stamp, y, nullptr);
+  return true;
+}
+
+void pool_blocks(const float* x, int64_t H, int64_t W, const PoolAfter& pool, float* pooled, float* y, int64_t b0,
+                 int64_t b1, int64_t o0, int64_t o1) {
+  const int64_t OH = pool.out[0], OW = pool.out[1];
+  if (o1 < 0) o1 = OH;
+  vec::max_pool_blocked16_f32(x + b0 * H * W * 16, b1 - b0, H, W, pool.k, pool.s, pool.p, OH, OW,
+                              pooled + b0 * OH * OW * 16, o0, o1);
+  unblock16_f32(pooled, b0, b1, OH * OW, y, o0 * OW, o1 * OW);
+}
+
+bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
+  const int64_t in_sz[2] = {H, W};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
+    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
+      return false;
+  }
+  return true;
+}
+
+bool direct_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
+                            const PoolAfter& pool, float* y, uint64_t w_stamp) {
+  if (post.residual || !direct_applies(g) || !pool_fits(pool, g.out[1], g.out[2])) return false;
+  const int64_t H = g.out[1], W = g.out[2], OH = pool.out[0], OW = pool.out[1], planes = g.N * (g.O / 16);
+  thread_local std::vector<float> conv_buf, pooled_buf;
+  conv_buf.resize(static_cast<size_t>(g.N * g.O * H * W));
+  pooled_buf.resize(static_cast<size_t>(g.N * g.O * OH * OW));
+  run_direct(g, x, w, b, post, w_stamp, nullptr, conv_buf.data());
+  // The pool reads rows other shares wrote: a second region, over (plane, pooled rows).
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(OH, int64_t(num_threads()) / std::max<int64_t>(planes, 1)));
+  float *const cb = conv_buf.data(), *const pb = pooled_buf.data();
+  parallel_for(planes * chunks, 1, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t p = u / chunks, c = u % chunks;
+      pool_blocks(cb, H, W, pool, pb, y, p, p + 1, OH * c / chunks, OH * (c + 1) / chunks);
     }
   });
   return true;

@@ -44,29 +44,45 @@ struct TileArgs {
 };
 
 /// The epilogue of T (<= 16) positions of 16 channels (r[t]: position t's channels; t >= T:
-/// ignored), first channel c0 at position pos: transposed to channel rows, then per channel
-/// (* scale) (+ shift) (+ residual), clamped to [lo, hi] with the scalar compares (NaN passes)
-/// and stored plain.
+/// ignored), first channel c0 at position pos: per channel (* scale) (+ shift) (+ residual),
+/// clamped to [lo, hi] with the scalar compares (NaN passes). Stored blocked to b.yb when it is
+/// set (no residual), else transposed to channel rows and stored plain to b.y.
 template <int T>
 HWY_INLINE void Finish(const DirectBand& b, hn::Vec<D16> (&r)[16], int64_t c0, int64_t pos) {
   const D16 d;
   using V = hn::Vec<D16>;
+  const int64_t plane = b.OH * b.OW;
+  const V vlo = hn::Set(d, b.lo), vhi = hn::Set(d, b.hi);
+  auto clamp = [&](V v) { return hn::IfThenElse(hn::Lt(v, vlo), vlo, hn::IfThenElse(hn::Gt(v, vhi), vhi, v)); };
+  if (b.yb) {
+    const V vs = b.scale ? hn::LoadU(d, b.scale + c0) : hn::Set(d, 1.0f);
+    const V vt = b.shift ? hn::LoadU(d, b.shift + c0) : hn::Zero(d);
+    float* out = b.yb + ((c0 / 16) * plane + pos) * 16;
+    for (int t = 0; t < T; ++t) {
+      V v = r[t];
+      if (b.scale) {
+        v = hn::Mul(v, vs);
+        asm("" : "+v"(v.raw));  // the product rounds before the sum (no fused multiply-add)
+      }
+      if (b.shift) v = hn::Add(v, vt);
+      hn::StoreU(clamp(v), d, out + t * 16);
+    }
+    return;
+  }
   __m512 m[16];
   for (int i = 0; i < 16; ++i) m[i] = i < T ? r[i].raw : _mm512_setzero_ps();
   Transpose16x16(m);
-  const int64_t plane = b.OH * b.OW;
   const auto keep = hn::FirstN(d, T);
-  const V vlo = hn::Set(d, b.lo), vhi = hn::Set(d, b.hi);
   for (int j = 0; j < 16; ++j) {
     const int64_t c = c0 + j, at = c * plane + pos;
     V v{m[j]};
     if (b.scale) {
       v = hn::Mul(v, hn::Set(d, b.scale[c]));
-      asm("" : "+v"(v.raw));  // the product rounds before the sum (no fused multiply-add)
+      asm("" : "+v"(v.raw));
     }
     if (b.shift) v = hn::Add(v, hn::Set(d, b.shift[c]));
     if (b.residual) v = hn::Add(v, T == 16 ? hn::LoadU(d, b.residual + at) : hn::MaskedLoad(keep, d, b.residual + at));
-    v = hn::IfThenElse(hn::Lt(v, vlo), vlo, hn::IfThenElse(hn::Gt(v, vhi), vhi, v));
+    v = clamp(v);
     if constexpr (T == 16)
       hn::StoreU(v, d, b.y + at);
     else

@@ -78,7 +78,8 @@ bool direct_forward(const Geom& g, const float* x, const float* w, const float* 
 /// - row0 and column ow * SW - col0 (col0 <= 1, and at most one column past the right edge: the
 /// kernel skips one padding column on either side); weights packed as [O/16][C][KH][KW][16] and
 /// a bias of O values; the image's plain output y [O, OH, OW], written as post(conv + bias) with
-/// post's scale, shift, residual (laid out as y; each may be null) and clamp [lo, hi] (PostOp).
+/// post's scale, shift, residual (laid out as y; each may be null) and clamp [lo, hi] (PostOp),
+/// or, when yb is set, its output blocked by 16 channels [O/16, OH * OW, 16] (no residual).
 struct DirectBand {
   const float* x = nullptr;
   int64_t C = 0, CS = 0, H = 0, W = 0, row0 = 0, col0 = 0, SH = 1, SW = 1, KH = 1, KW = 1, OH = 0, OW = 0;
@@ -87,6 +88,7 @@ struct DirectBand {
   const float *scale = nullptr, *shift = nullptr, *residual = nullptr;
   float lo = 0, hi = 0;
   float* y = nullptr;
+  float* yb = nullptr;
 };
 /// The direct kernel over output rows [oh0, oh1) of channel block ob; false when
 /// the running CPU has no such kernel.
@@ -111,6 +113,19 @@ bool onednn_forward(const Geom& g, const float* x, const float* w, const float* 
 struct PoolAfter {
   int64_t k[2] = {1, 1}, s[2] = {1, 1}, p[2] = {0, 0}, out[2] = {1, 1};
 };
+/// Whether pool fits PoolAfter's contract on an H x W input.
+bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W);
+/// Max-pools blocks [b0, b1) of the blocked 16-channel planes x (H x W each; block b at
+/// x + b H W 16) into the same blocks of `pooled` (pool.out each), pooled rows [o0, o1) (o1 < 0:
+/// all), and copies those rows to the plain output y as unblock16_f32 does.
+void pool_blocks(const float* x, int64_t H, int64_t W, const PoolAfter& pool, float* pooled, float* y, int64_t b0,
+                 int64_t b1, int64_t o0 = 0, int64_t o1 = -1);
+/// y = maxpool(post(conv(x, w) + b)) by the direct kernel (post takes no residual): the
+/// convolution's blocked output is pooled by 16-channel blocks (bitwise the plain pool of the
+/// plain result) and only the pooled result written plain. False, doing nothing, when it does
+/// not apply.
+bool direct_forward_maxpool(const Geom& g, const float* x, const float* w, const float* b, const PostOp& post,
+                            const PoolAfter& pool, float* y, uint64_t w_stamp);
 /// y = maxpool(post(conv(x, w) + b)), y [N, O, out0, out1]: the pool reads the convolution's
 /// blocked output while each thread's images are in its cache, and only the pooled result is
 /// reordered to plain (post takes no residual). Bitwise the two ops one after the other. With

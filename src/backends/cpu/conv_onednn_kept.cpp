@@ -180,26 +180,6 @@ void keep_form(std::shared_ptr<Kept> e, uint64_t stamp, const float* ptr) {
   offer_spare(k, std::move(e));
 }
 
-void pool_blocks(const float* x, int64_t H, int64_t W, const PoolAfter& pool, float* pooled, float* y, int64_t b0,
-                 int64_t b1, int64_t o0, int64_t o1) {
-  const int64_t OH = pool.out[0], OW = pool.out[1];
-  if (o1 < 0) o1 = OH;
-  vec::max_pool_blocked16_f32(x + b0 * H * W * 16, b1 - b0, H, W, pool.k, pool.s, pool.p, OH, OW,
-                              pooled + b0 * OH * OW * 16, o0, o1);
-  unblock16_f32(pooled, b0, b1, OH * OW, y, o0 * OW, o1 * OW);
-}
-
-/// Whether pool fits PoolAfter's contract on an H x W input.
-bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W) {
-  const int64_t in_sz[2] = {H, W};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t k = pool.k[i], s = pool.s[i], p = pool.p[i];
-    if (k < 1 || s < 1 || p < 0 || p > k / 2 || pool.out[i] < 1 || pool.out[i] != (in_sz[i] + 2 * p - k) / s + 1)
-      return false;
-  }
-  return true;
-}
-
 bool onednn_maxpool_kept(const float* x, uint64_t x_stamp, const int64_t (&dims)[4], const PoolAfter& pool, float* y,
                          uint64_t y_stamp) {
   const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];

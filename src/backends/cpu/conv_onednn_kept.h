@@ -47,13 +47,6 @@ void keep(std::shared_ptr<Kept> e);
 /// stamp is known (not 0), keeping is on and e takes at most a quarter of the store's bytes;
 /// else hands its buffer back for reuse.
 void keep_form(std::shared_ptr<Kept> e, uint64_t stamp, const float* ptr);
-/// Max-pools blocks [b0, b1) of the blocked 16-channel planes x (H x W each; block b at
-/// x + b H W 16) into the same blocks of `pooled` (pool.out each), pooled rows [o0, o1) (o1 < 0:
-/// all), and copies those rows to the plain output y as unblock16_f32 does.
-void pool_blocks(const float* x, int64_t H, int64_t W, const PoolAfter& pool, float* pooled, float* y, int64_t b0,
-                 int64_t b1, int64_t o0 = 0, int64_t o1 = -1);
-/// Whether pool fits PoolAfter's contract on an H x W input.
-bool pool_fits(const PoolAfter& pool, int64_t H, int64_t W);
 
 }  // namespace kiln::cpu::conv
 #endif
