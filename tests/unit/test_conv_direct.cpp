@@ -117,9 +117,9 @@ TEST(ConvDirect, EveryTileAndEdgeMatchesPlainLoops) {
   const test::RestoreOnednnAndThreads restore;
   std::mt19937 rng(7);
   int ran = 0;
-  // Widths cover each tile width (16, 8, 4, 2, 1 and their sums) and the whole-row tiles of
-  // widths 8, 4, 2 and 1; heights the row tiles' remainders; kernels and strides each kernel.
-  const int64_t widths[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33};
+  // Widths cover the whole-row tiles (widths 1-8) and their remainder rows, the row tiles of 8
+  // and 16 and the last tile moved back over its neighbour; kernels and strides each kernel.
+  const int64_t widths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 14, 15, 16, 17, 28, 31, 33};
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (int64_t W : widths)
@@ -128,7 +128,7 @@ TEST(ConvDirect, EveryTileAndEdgeMatchesPlainLoops) {
           for (int64_t PW : {0, 1}) {
             const int64_t KH = (rng() % 2) ? KW : 1 + 2 * static_cast<int64_t>(rng() % 3);
             const int64_t SH = 1 + static_cast<int64_t>(rng() % 2), PH = static_cast<int64_t>(rng() % KH);
-            const int64_t H = std::max<int64_t>(KH - 2 * PH, 1) + static_cast<int64_t>(rng() % 9);
+            const int64_t H = std::max<int64_t>(KH - 2 * PH, 1) + 4 + static_cast<int64_t>(rng() % 16);
             const int64_t C = 1 + static_cast<int64_t>(rng() % 20), O = 16 * (1 + static_cast<int64_t>(rng() % 3));
             const int64_t N = 1 + static_cast<int64_t>(rng() % 2);
             if (W + 2 * PW < KW) continue;
@@ -159,6 +159,7 @@ TEST(ConvDirect, DeclinesWhatItDoesNotCover) {
   declines([](Geom& g) { g.stride[2] = 3; }, "width stride 3");
   declines([](Geom& g) { g.pad[2] = 2, g.out[2] = 10; }, "two padding columns");
   declines([](Geom& g) { g.nsp = 3; }, "3-d");
+  declines([](Geom& g) { g.in[1] = g.in[2] = g.out[1] = g.out[2] = 3; }, "fewer than 16 output positions");
   declines([](Geom& g) { g.k[1] = g.k[2] = 1, g.pad[1] = g.pad[2] = 0; }, "1x1 stride 1: a matrix product");
   declines([](Geom& g) { g.in[1] = g.in[2] = 512, g.out[1] = g.out[2] = 512, g.C = 64; }, "large image");
   cpu::conv::set_direct(false);

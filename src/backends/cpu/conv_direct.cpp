@@ -135,7 +135,8 @@ bool direct_applies(const Geom& g) {
   if (g.nsp != 2 || g.groups != 1 || g.O % 16 != 0 || g.C < 1 || g.dil[1] != 1 || g.dil[2] != 1) return false;
   if (!(g.k[2] == 1 || g.k[2] == 3) || !(g.stride[2] == 1 || g.stride[2] == 2) || g.k[1] > 7) return false;
   if (g.k[1] == 1 && g.k[2] == 1 && g.stride[1] == 1 && g.stride[2] == 1) return false;  // a matrix product
-  if (g.pad[1] >= g.k[1] || g.out_size() < 1) return false;
+  // Fewer than 16 output positions leave too few accumulators to keep the FMA units busy.
+  if (g.pad[1] >= g.k[1] || g.out_size() < 16) return false;
   // The kernel skips at most one padding column on either side (DirectBand).
   const int64_t right = (g.out[2] - 1) * g.stride[2] + g.k[2] - g.pad[2] - g.in[2];
   if (g.pad[2] > 1 || right > 1 || (g.k[2] == 1 && (g.pad[2] > 0 || right > 0))) return false;

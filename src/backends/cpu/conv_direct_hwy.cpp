@@ -143,54 +143,76 @@ HWY_NOINLINE void Tile(const TileArgs& a) {
 template <int KW, int S, int R, int T>
 HWY_INLINE void EdgeTile(const TileArgs& a) {
   constexpr int J = (T - 1) * S + KW;
-  const bool l = a.iw0<0, r = a.iw0 + J> a.W;
-  if (l)
-    r ? Tile<KW, S, R, T, true, true>(a) : Tile<KW, S, R, T, true, false>(a);
-  else
-    r ? Tile<KW, S, R, T, false, true>(a) : Tile<KW, S, R, T, false, false>(a);
+  if constexpr (KW == 1) {  // no padding columns (direct_applies)
+    Tile<KW, S, R, T, false, false>(a);
+  } else {
+    const bool l = (a.iw0 < 0), r = (a.iw0 + J > a.W);
+    if (l)
+      r ? Tile<KW, S, R, T, true, true>(a) : Tile<KW, S, R, T, true, false>(a);
+    else
+      r ? Tile<KW, S, R, T, false, true>(a) : Tile<KW, S, R, T, false, false>(a);
+  }
 }
 
-/// Runs output rows [oh0, oh1) of channel block ob: R rows at a time in one tile where the output
-/// width is 8 or less and divides 16, else row by row in tiles of at most 16 positions.
+/// Output rows [oh, oh1) of an image whose output is T (<= 8) wide, 16 / T rows per tile, the
+/// rest one row per tile.
+template <int KW, int S, int T>
+void WholeRows(const DirectBand& r, TileArgs& a, int64_t oh, int64_t oh1) {
+  constexpr int R = 16 / T;
+  a.iw0 = -r.col0;
+  for (; oh < oh1;) {
+    a.ih0 = oh * r.SH - r.row0;
+    a.pos = oh * T;
+    if (oh + R <= oh1) {
+      EdgeTile<KW, S, R, T>(a);
+      oh += R;
+    } else {
+      EdgeTile<KW, S, 1, T>(a);
+      ++oh;
+    }
+  }
+}
+
+/// Runs output rows [oh0, oh1) of channel block ob. An output 8 or fewer wide runs whole rows
+/// per tile (2-16 of them, up to 16 positions); a wider one runs each row in tiles of 16
+/// positions (8 below 16 wide), the last one moved back to end at the row's end (it recomputes
+/// a few positions rather than run a tile too narrow to keep the FMA units busy).
 template <int KW, int S>
 void Rows(const DirectBand& r, int64_t ob, int64_t oh0, int64_t oh1) {
   TileArgs a{r.x, r.C, r.CS, r.H, r.W, r.KH, 0, 0, r.wp + ob * r.C * r.KH * KW * 16, ob * 16, 0, &r};
-  int64_t oh = oh0;
-  auto whole_rows = [&](auto rc) {
-    constexpr int R = decltype(rc)::value, T = 16 / R;
-    for (; oh + R <= oh1; oh += R) {
-      a.ih0 = oh * r.SH - r.row0;
-      a.iw0 = -r.col0;
-      a.pos = oh * T;
-      EdgeTile<KW, S, R, T>(a);
+  if (r.OW <= 8) {
+    auto whole = [&](auto tc) { WholeRows<KW, S, decltype(tc)::value>(r, a, oh0, oh1); };
+    switch (r.OW) {
+      case 1:
+        return whole(std::integral_constant<int, 1>{});
+      case 2:
+        return whole(std::integral_constant<int, 2>{});
+      case 3:
+        return whole(std::integral_constant<int, 3>{});
+      case 4:
+        return whole(std::integral_constant<int, 4>{});
+      case 5:
+        return whole(std::integral_constant<int, 5>{});
+      case 6:
+        return whole(std::integral_constant<int, 6>{});
+      case 7:
+        return whole(std::integral_constant<int, 7>{});
+      default:
+        return whole(std::integral_constant<int, 8>{});
     }
-  };
-  if (r.OW == 8) whole_rows(std::integral_constant<int, 2>{});
-  if (r.OW == 4) whole_rows(std::integral_constant<int, 4>{});
-  if (r.OW == 2) whole_rows(std::integral_constant<int, 8>{});
-  if (r.OW == 1) whole_rows(std::integral_constant<int, 16>{});
-  for (; oh < oh1; ++oh) {
+  }
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
     a.ih0 = oh * r.SH - r.row0;
-    for (int64_t ow0 = 0; ow0 < r.OW;) {
-      const int64_t left = r.OW - ow0;
-      a.iw0 = ow0 * S - r.col0;
-      a.pos = oh * r.OW + ow0;
-      auto run = [&](auto tc) {
-        constexpr int T = decltype(tc)::value;
+    auto row = [&](auto tc) {
+      constexpr int T = decltype(tc)::value;
+      for (int64_t ow = 0; ow < r.OW; ow += T) {
+        const int64_t ow0 = std::min<int64_t>(ow, r.OW - T);
+        a.iw0 = ow0 * S - r.col0;
+        a.pos = oh * r.OW + ow0;
         EdgeTile<KW, S, 1, T>(a);
-        ow0 += T;
-      };
-      if (left >= 16)
-        run(std::integral_constant<int, 16>{});
-      else if (left >= 8)
-        run(std::integral_constant<int, 8>{});
-      else if (left >= 4)
-        run(std::integral_constant<int, 4>{});
-      else if (left >= 2)
-        run(std::integral_constant<int, 2>{});
-      else
-        run(std::integral_constant<int, 1>{});
-    }
+      }
+    };
+    r.OW >= 16 ? row(std::integral_constant<int, 16>{}) : row(std::integral_constant<int, 8>{});
   }
 }
 #endif
