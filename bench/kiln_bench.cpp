@@ -316,12 +316,10 @@ int main(int argc, char** argv) {
       int64_t C, H, O, k, pad;
       std::vector<int64_t> batches;
     };
-    const std::vector<ConvCase> conv_cases = {{"mnist_1to32_k3", 1, 28, 32, 3, 0, {1, 32}},
-                                              {"mnist_32to64_k3", 32, 26, 64, 3, 0, {1, 32}},
-                                              {"small_16to16_k3", 16, 16, 16, 3, 1, {1, 32}},
-                                              {"small_64to64_k3", 64, 8, 64, 3, 1, {1, 32}},
-                                              {"resnet_64to64_k3", 64, 56, 64, 3, 1, {1, 8}},
-                                              {"resnet_64to256_k1", 64, 56, 256, 1, 0, {1, 8}}};
+    const std::vector<ConvCase> conv_cases = {
+        {"mnist_1to32_k3", 1, 28, 32, 3, 0, {1, 32}},   {"mnist_32to64_k3", 32, 26, 64, 3, 0, {1, 32}},
+        {"small_16to16_k3", 16, 16, 16, 3, 1, {1, 32}}, {"small_64to64_k3", 64, 8, 64, 3, 1, {1, 32}},
+        {"resnet_64to64_k3", 64, 56, 64, 3, 1, {1, 8}}, {"resnet_64to256_k1", 64, 56, 256, 1, 0, {1, 8}}};
     for (const auto& c : conv_cases)
       for (int64_t N : c.batches) {
         const int64_t H = o.smoke ? std::min<int64_t>(c.H, 8) : c.H, Nb = o.smoke ? 1 : N;
