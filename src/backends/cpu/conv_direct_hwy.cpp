@@ -32,9 +32,8 @@ using D16 = hn::FixedTag<float, 16>;
 
 /// Where one tile reads and writes: the image (channels CS floats apart, of H rows of pitch W),
 /// the first row and column of the tile's receptive field (either may be outside the image:
-/// padding), the packed weights of its first channel
-/// block and the stride between blocks, its first output channel and position, and the band
-/// (output and epilogue).
+/// padding), the packed weights of its channel block, its first output channel and position,
+/// and the band (output and epilogue).
 struct TileArgs {
   const float* x;
   int64_t C, CS, H, W, KH, ih0, iw0;
