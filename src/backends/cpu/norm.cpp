@@ -142,6 +142,21 @@ struct LayerNormPlan {
     return buf;
   }
 
+  /// run_rows for contiguous rows of one chunk, read in place: the statistics of a block of
+  /// rows, then their outputs, then their normalisation, so that the rows' dependency chains
+  /// (two passes, horizontal sums, a square root) overlap instead of running one after another
+  /// (a [16, 32] layer norm took 2.4 µs a call). The same steps per row: the same bits.
+  void run_short_rows(int64_t rb, int64_t re) const {
+    constexpr int64_t kBlock = 64;
+    Stats st[kBlock];
+    for (int64_t r0 = rb; r0 < re; r0 += kBlock) {
+      const int64_t r1 = std::min(re, r0 + kBlock);
+      for (int64_t r = r0; r < r1; ++r) st[r - r0] = chunk_stats(r, 0, nullptr);
+      for (int64_t r = r0; r < r1; ++r) finish_row(r, &st[r - r0]);
+      for (int64_t r = r0; r < r1; ++r) normalize_chunk(r, 0, nullptr, nullptr, nullptr);
+    }
+  }
+
   Stats chunk_stats(int64_t r, int64_t c, A* buf) const {
     const int64_t s = c * kChunk, len = std::min(kChunk, n - s);
     const A* p = load(r, s, len, buf);
@@ -205,6 +220,7 @@ struct LayerNormPlan {
   }
 
   void run_rows(int64_t rb, int64_t re) const {
+    if (kSame && contig && nch == 1 && n > 0) return run_short_rows(rb, re);
     std::vector<A> buf(static_cast<size_t>(std::min(n, kChunk))), obuf(kSame ? 0 : buf.size());
     std::vector<Stats> st(static_cast<size_t>(nch));
     for (int64_t r = rb; r < re; ++r) {
