@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -35,6 +34,7 @@
 #include <vector>
 
 #include "backends/cpu/conv_impl.h"
+#include "backends/cpu/onednn.h"
 #include "backends/cpu/pool_vec.h"
 #include "core/parallel.h"
 #include "kiln/device.h"
@@ -65,11 +65,7 @@ bool kernel_available() {
 }
 
 /// Weights packed as [O/16][C][KH][KW][16], from a 64-byte boundary (a vector load per line).
-struct PackedW {
-  std::vector<float> buf;
-  float* data = nullptr;
-  size_t floats = 0;
-};
+using PackedW = onednn::Floats;
 /// A packed weight kept per weight pointer and shape under an id (the registration id, or the
 /// content stamp).
 struct Packed {
@@ -85,15 +81,11 @@ constexpr size_t kMaxPacks = 1024;
 
 std::shared_ptr<PackedW> pack(const Geom& g, const float* w) {
   const int64_t OB = g.O / 16, taps = g.C * g.k[1] * g.k[2];
-  auto out = std::make_shared<PackedW>();
-  out->floats = static_cast<size_t>(OB * taps * 16);
-  out->buf.resize(out->floats + 16);
-  const auto addr = reinterpret_cast<uintptr_t>(out->buf.data());
-  out->data = out->buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  auto out = std::make_shared<PackedW>(static_cast<size_t>(OB * taps * 16));
   for (int64_t ob = 0; ob < OB; ++ob)
     for (int64_t l = 0; l < 16; ++l) {
       const float* src = w + (ob * 16 + l) * taps;
-      float* dst = out->data + ob * taps * 16 + l;
+      float* dst = out->data() + ob * taps * 16 + l;
       for (int64_t t = 0; t < taps; ++t) dst[t * 16] = src[t];
     }
   return out;
@@ -118,12 +110,12 @@ std::shared_ptr<const PackedW> packed_weights(const Geom& g, const float* w, uin
   }
   Packed& p = it->second;
   const bool keep = reg || p.id == id;  // registered, or the second call with these contents
-  if (p.w) g_pack_bytes -= p.w->floats * sizeof(float);
+  if (p.w) g_pack_bytes -= p.w->size() * sizeof(float);
   p.w = nullptr;
   p.id = id;
   auto fresh = pack(g, w);
-  if (keep && g_pack_bytes + fresh->floats * sizeof(float) <= kPackBudget) {
-    g_pack_bytes += fresh->floats * sizeof(float);
+  if (keep && g_pack_bytes + fresh->size() * sizeof(float) <= kPackBudget) {
+    g_pack_bytes += fresh->size() * sizeof(float);
     p.w = fresh;
   }
   return fresh;
@@ -173,12 +165,12 @@ void run_direct(const Geom& g, const float* x, const float* w, const float* b, c
   band.KW = g.k[2];
   band.OH = OH;
   band.OW = g.out[2];
-  band.wp = packed->data;
+  band.wp = packed->data();
   band.bias = bias.data();
   band.scale = post.scale;
   band.shift = post.shift;
-  band.lo = post.kind == PostOp::None ? -INFINITY : post.kind == PostOp::Relu ? 0.0f : post.lo;
-  band.hi = post.kind == PostOp::Clip ? post.hi : INFINITY;
+  band.lo = post.lo_bound();
+  band.hi = post.hi_bound();
   // Work units: (image, channel block, output row), rows innermost.
   const int64_t units = g.N * OB * OH;
   const double unit_macs = 16.0 * double(band.OW) * double(g.C) * double(g.k_size());

@@ -3,6 +3,7 @@
 // Internal to the convolution kernels (conv.cpp, conv_onednn.cpp): one geometry record in
 // forward-convolution terms, shared by Conv, ConvTranspose (= conv backward-data) and
 // ConvWeightGrad.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,6 +34,9 @@ struct PostOp {
   const float* residual = nullptr;
   const float *scale = nullptr, *shift = nullptr;
   bool any() const { return kind != None || residual || scale || shift; }
+  /// The clamp bounds post_f32 takes for the activation (none: no bounds; relu: [0, inf)).
+  float lo_bound() const { return kind == None ? -INFINITY : kind == Relu ? 0.f : lo; }
+  float hi_bound() const { return kind == Clip ? hi : INFINITY; }
   bool per_channel() const { return scale || shift; }
 };
 

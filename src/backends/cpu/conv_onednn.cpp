@@ -293,13 +293,9 @@ constexpr double kMinParallelMacs = 1 << 20;
 /// Batches of at least this much work split over the threads by images (batch_chunks).
 constexpr double kMinSplitMacs = 1 << 16;
 
-/// The clamp bounds of post's activation (relu: [0, inf)).
-float post_lo(const PostOp& post) { return post.kind == PostOp::Relu ? 0.f : post.lo; }
-float post_hi(const PostOp& post) { return post.kind == PostOp::Relu ? INFINITY : post.hi; }
-
 /// x[n, c, :] = post(x[n, c, :] + b[c]) over planes of `plane` elements (b may be null).
 void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, const PostOp& post) {
-  const float lo = post_lo(post), hi = post_hi(post);
+  const float lo = post.lo_bound(), hi = post.hi_bound();
   parallel_for(N * C, std::max<int64_t>(1, 32768 / std::max<int64_t>(plane, 1)), [&](int64_t l, int64_t h) {
     if (b) return post_planes_f32(x, nullptr, l, h, C, plane, nullptr, b, lo, hi);
     const float zero = 0.f;  // added even when 0, as the bias pass does (-0 + 0 = +0)
@@ -315,21 +311,13 @@ void bias_post(float* x, const float* b, int64_t N, int64_t C, int64_t plane, co
 // shift as one fused multiply-add. Each step rounds as the separate op (post_f32, Highway) and
 // runs on a thread's share of the output right after the convolution, in that thread's cache.
 
-/// The clamp bounds post_f32 takes for post's activation (none: no bounds).
-void post_bounds(const PostOp& post, float& lo, float& hi) {
-  const bool act = post.kind != PostOp::None;
-  lo = act ? post_lo(post) : -INFINITY;
-  hi = act ? post_hi(post) : INFINITY;
-}
-
 }  // namespace
 
 /// post applied to planes [p0, p1) of a convolution's output y [N, O, plane] (plane p is channel
 /// p % O; the residual laid out as y); serial.
 void dnn::post_planes(float* y, int64_t p0, int64_t p1, int64_t O, int64_t plane, const PostOp& post) {
   if (!post.any()) return;
-  float lo, hi;
-  post_bounds(post, lo, hi);
+  const float lo = post.lo_bound(), hi = post.hi_bound();
   const float* r = post.residual;
   if (!post.per_channel()) {
     post_f32(y + p0 * plane, r ? r + p0 * plane : nullptr, (p1 - p0) * plane, nullptr, nullptr, lo, hi);
@@ -351,8 +339,7 @@ void post_all(float* y, int64_t N, int64_t O, int64_t plane, const PostOp& post)
 /// blocked buffers), split over the threads when `parallel`.
 void post_flat(float* y, int64_t n, const PostOp& post, bool parallel) {
   if (post.kind == PostOp::None) return;
-  float lo, hi;
-  post_bounds(post, lo, hi);
+  const float lo = post.lo_bound(), hi = post.hi_bound();
   if (!parallel) return post_f32(y, nullptr, n, nullptr, nullptr, lo, hi);
   parallel_for(n, 32768, [&](int64_t a, int64_t b) { post_f32(y + a, nullptr, b - a, nullptr, nullptr, lo, hi); });
 }
@@ -426,8 +413,7 @@ void dnn::post_blocks(float* y, const float* r, int64_t b0, int64_t b1, int64_t 
     if (plain) unblock16_f32(y, b0, b1, plane, plain, q0, q1);
     return;
   }
-  float lo, hi;
-  post_bounds(post, lo, hi);
+  const float lo = post.lo_bound(), hi = post.hi_bound();
   post_blocked16_f32(y, r, b0, b1, plane, O / 16, post.scale, post.shift, lo, hi, plain, q0, q1);
 }
 
